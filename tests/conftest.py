@@ -40,9 +40,10 @@ def make_tiny_model_dir(path: Path, num_labels: int = 2, seed: int = 0) -> Path:
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
 
     path.mkdir(parents=True, exist_ok=True)
-    vocab_file = path / "vocab.txt"
-    vocab_file.write_text("\n".join(tiny_vocab()) + "\n", encoding="utf-8")
-    tok = BertTokenizerFast(vocab_file=str(vocab_file), do_lower_case=True)
+    vocab = tiny_vocab()
+    (path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    # transformers 5: the tokenizers-backed BertTokenizer takes the vocab as a dict.
+    tok = BertTokenizerFast(vocab={t: i for i, t in enumerate(vocab)}, do_lower_case=True)
     tok.save_pretrained(path)
     torch.manual_seed(seed)
     cfg = BertConfig(
@@ -57,6 +58,66 @@ def make_tiny_model_dir(path: Path, num_labels: int = 2, seed: int = 0) -> Path:
     model = BertForSequenceClassification(cfg)
     model.save_pretrained(path)
     return path
+
+
+POSITIVE = ["good", "great", "fun", "best", "love"]
+NEGATIVE = ["bad", "awful", "dull", "worst", "hate"]
+FILLER = [w for w in WORDS if w not in POSITIVE + NEGATIVE]
+
+
+def tiny_sentiment_rows(n: int, seed: int) -> list[tuple[str, int]]:
+    """Learnable toy sentiment data: filler words plus one positive or negative word."""
+    import random
+
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        label = rng.randint(0, 1)
+        words = [rng.choice(FILLER) for _ in range(rng.randint(2, 8))]
+        words.insert(rng.randint(0, len(words)), rng.choice(POSITIVE if label else NEGATIVE))
+        rows.append((" ".join(words), label))
+    return rows
+
+
+def make_tiny_glue(root: Path, n_train: int = 256, n_dev: int = 64, seed: int = 0) -> Path:
+    """A GLUE-layout folder holding a toy SST-2 (header ``sentence\tlabel``); returns ``root``."""
+    folder = root / "SST-2"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, n, s in (("train.tsv", n_train, seed), ("dev.tsv", n_dev, seed + 1)):
+        lines = ["sentence\tlabel"] + [f"{t}\t{y}" for t, y in tiny_sentiment_rows(n, s)]
+        (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+TINY_TRAIN = {"batch_size": 16, "lr": 3.0e-3, "precision": "fp32", "eval_every": 0, "checkpoint_every": 0}
+
+
+def tiny_recipe(tmp: Path, model_dir: Path, glue_dir: Path, **sections) -> dict:
+    """A recipe mapping for a tiny run in ``tmp`` (sections override the defaults)."""
+    recipe = {
+        "name": "tiny",
+        "output_dir": str(tmp / "runs" / "tiny"),
+        "cache_dir": str(tmp / "cache"),
+        "task": {"name": "sst2", "data_dir": str(glue_dir), "max_length": 32},
+        "teacher": {"model": str(model_dir), "finetune": {**TINY_TRAIN, "epochs": 4}},
+        "students": [],
+        "measure": {"latency_sentences": 8, "throughput_sentences": 32, "rounds": 1, "warmup": 1},
+    }
+    recipe.update(sections)
+    return recipe
+
+
+def write_recipe(path: Path, recipe: dict) -> Path:
+    import yaml
+
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def tiny_glue(tmp_path: Path) -> Path:
+    """A toy SST-2 in GLUE layout (256 train, 64 dev)."""
+    return make_tiny_glue(tmp_path / "glue")
 
 
 @pytest.fixture

@@ -11,6 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from tinyplm.errors import DataError, TinyplmError, did_you_mean
+
+#: Metric names understood by ``tinyplm.evaluate.metrics.compute`` (kept here so tasks can
+#: validate a recipe's metric list without importing the later ``evaluate`` layer).
+CLASSIFICATION_METRICS: tuple[str, ...] = ("accuracy", "f1", "f1_macro", "mcc")
+REGRESSION_METRICS: tuple[str, ...] = ("pearson", "spearman")
+METRIC_NAMES: tuple[str, ...] = CLASSIFICATION_METRICS + REGRESSION_METRICS
+
 
 @dataclass(frozen=True)
 class Example:
@@ -44,6 +52,7 @@ class TaskData:
 
     ``evals`` maps eval split name -> split (GLUE tasks: ``{"dev": ...}``; MNLI:
     ``{"dev_matched": ..., "dev_mismatched": ...}``).
+    ``metric_suffix`` maps an eval split to the suffix of its metric keys (MNLI mismatched: "_mm").
     """
 
     task: str
@@ -53,6 +62,7 @@ class TaskData:
     is_regression: bool
     metrics: tuple[str, ...]
     primary_metric: str
+    metric_suffix: dict[str, str] = field(default_factory=dict)
 
     @property
     def num_labels(self) -> int:
@@ -69,6 +79,7 @@ class Task:
     ``metrics`` are names understood by ``tinyplm.evaluate.metrics.compute``; the first is primary.
     ``eval_splits`` are the split names evaluated (MNLI: matched and mismatched).
     ``metric_suffix`` maps an eval split to a suffix for its metric keys (MNLI mismatched: "_mm").
+    ``family`` names the collection in messages ("GLUE", "custom").
     """
 
     name: str
@@ -80,19 +91,42 @@ class Task:
     eval_splits: tuple[str, ...] = ("dev",)
     metric_suffix: dict[str, str] = field(default_factory=dict)
     description: str = ""
+    family: str = ""
 
     @property
     def primary_metric(self) -> str:
+        """The metric that selects checkpoints and leads reports (the first of ``metrics``)."""
         return self.metrics[0]
 
     def read(self, split: str) -> Split:
-        """Read one split; raises ``DataError`` naming the file (and line) on bad input."""
-        ...
+        """Read one split.
+
+        Raises ``TinyplmError`` for a split name the task does not have, and ``DataError`` naming
+        the file (and line) when the file is missing or malformed.
+        """
+        if split not in self.files:
+            known = ", ".join(self.files)
+            hint = did_you_mean(split, self.files) or "."
+            raise TinyplmError(f"task '{self.name}' has no split '{split}'{hint} Splits: {known}")
+        path = self.files[split]
+        if not path.is_file():
+            what = f"{self.family} {self.name}".strip()
+            raise DataError(f"{path}: file not found (expected the {what} {split} split)")
+        return Split(name=split, examples=self.reader(path, split), source=path)
 
     def load(self) -> TaskData:
-        """Read train and every eval split into a :class:`TaskData`."""
-        ...
+        """Read train and every eval split into a :class:`TaskData` (raises ``DataError``)."""
+        return TaskData(
+            task=self.name,
+            train=self.read("train"),
+            evals={name: self.read(name) for name in self.eval_splits},
+            labels=self.labels,
+            is_regression=self.is_regression,
+            metrics=self.metrics,
+            primary_metric=self.primary_metric,
+            metric_suffix=dict(self.metric_suffix),
+        )
 
     def data_present(self) -> dict[str, bool]:
-        """Which split files exist (for ``tinyplm tasks``)."""
-        ...
+        """Which split files exist (for ``tinyplm tasks``): split name -> file exists."""
+        return {split: path.is_file() for split, path in self.files.items()}

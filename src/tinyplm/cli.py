@@ -1,0 +1,189 @@
+"""The ``tinyplm`` command line: a table of subcommands over the stage functions.
+
+Bad input raises ``TinyplmError``; ``main`` prints its message (no traceback) and exits with 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tinyplm.errors import TinyplmError
+
+app = typer.Typer(
+    name="tinyplm",
+    help="Distil, compress and measure BERT-family models on a CPU.\n\nExample: tinyplm run recipes/glue/sst2_demo.yaml",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+out = Console()
+err = Console(stderr=True)
+
+Overrides = Annotated[Optional[list[str]], typer.Argument(help="recipe overrides key=value, e.g. teacher.finetune.lr=3e-5")]
+Force = Annotated[bool, typer.Option("--force", help="replace a finished or unfinished run in the run dir")]
+Resume = Annotated[bool, typer.Option("--resume", help="continue an interrupted run from its checkpoints")]
+DataDir = Annotated[Optional[str], typer.Option("--data-dir", help="GLUE folder (default TINYPLM_DATA or ../shared/data/glue)")]
+
+
+def _run_and_report(cfg, run_dir: Optional[Path], resume: bool, force: bool) -> None:
+    from tinyplm.run import run, run_dir_of
+
+    target = run_dir or run_dir_of(cfg)
+    record = run(cfg, target, resume=resume, force=force)
+    from tinyplm.distill import get_accelerator
+
+    if get_accelerator().is_main_process:
+        _print_stages(record)
+        out.print(f"report: {Path(target) / 'report.html'}")
+
+
+def _print_stages(record) -> None:
+    from tinyplm.report.tables import stage_rows
+
+    table = Table(title=f"{record.task}: {record.metric}")
+    for col in ("stage", record.metric, "retention %", "params (M)", "MB", "p50 ms", "sent/s", "speed-up"):
+        table.add_column(col)
+    for row in stage_rows(record):
+        fmt = lambda v, f="{:.3f}": "-" if v is None else f.format(v)  # noqa: E731
+        table.add_row(row["name"], fmt(row["metric"], "{:.4f}"), fmt(row["retention"], "{:.1f}"),
+                      fmt(row["params_m"], "{:.2f}"), fmt(row["size_mb"], "{:.1f}"), fmt(row["latency_p50_ms"], "{:.2f}"),
+                      fmt(row["throughput"], "{:.0f}"), fmt(row["speedup"], "{:.2f}x"))
+    out.print(table)
+
+
+@app.command("run")
+def run_cmd(
+    recipe: Annotated[Path, typer.Argument(help="YAML recipe")],
+    overrides: Overrides = None,
+    run_dir: Annotated[Optional[Path], typer.Option("--run-dir", "-o", help="run directory (default: recipe output_dir)")] = None,
+    force: Force = False,
+    resume: Resume = False,
+) -> None:
+    """Run a recipe: fine-tune the teacher, distil the students, measure, report.
+
+    Example: tinyplm run recipes/glue/sst2_demo.yaml students.*.train.budget_minutes=4
+    """
+    from tinyplm.config import load_recipe
+
+    _run_and_report(load_recipe(recipe, overrides), run_dir, resume, force)
+
+
+@app.command("validate")
+def validate_cmd(recipe: Annotated[Path, typer.Argument(help="YAML recipe")], overrides: Overrides = None) -> None:
+    """Check a recipe without running it (unknown keys name the nearest valid key).
+
+    Example: tinyplm validate recipes/glue/sst2_demo.yaml
+    """
+    from tinyplm.config import load_recipe, student_name
+
+    cfg = load_recipe(recipe, overrides)
+    students = ", ".join(student_name(s) for s in cfg.students) or "none"
+    out.print(f"{recipe}: ok (task {cfg.task.name}, teacher {cfg.teacher.model}, students: {students})")
+
+
+@app.command("finetune")
+def finetune_cmd(
+    task: Annotated[str, typer.Option("--task", help="task name, e.g. sst2")],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="run directory")],
+    model: Annotated[str, typer.Option("--model", help="alias or local HF model dir")] = "minilm-l6",
+    epochs: Annotated[float, typer.Option(help="training epochs")] = 3.0,
+    budget_minutes: Annotated[Optional[float], typer.Option(help="stop after this many minutes")] = None,
+    lr: Annotated[float, typer.Option(help="peak learning rate")] = 5e-5,
+    batch_size: Annotated[int, typer.Option(help="batch size")] = 32,
+    max_length: Annotated[int, typer.Option(help="max tokens per example")] = 128,
+    precision: Annotated[str, typer.Option(help="auto | bf16 | fp32")] = "auto",
+    data_dir: DataDir = None,
+    overrides: Overrides = None,
+    force: Force = False,
+    resume: Resume = False,
+) -> None:
+    """Fine-tune a teacher on a task, then measure and report it.
+
+    Example: tinyplm finetune --task rte --model minilm-l6 --out runs/rte-teacher --budget-minutes 5
+    """
+    train = {"epochs": epochs, "budget_minutes": budget_minutes, "lr": lr, "batch_size": batch_size, "precision": precision}
+    raw = {"name": out_dir.name, "output_dir": str(out_dir),
+           "task": {"name": task, "data_dir": data_dir, "max_length": max_length},
+           "teacher": {"model": model, "finetune": train}}
+    _run_and_report(_validated(raw, overrides), out_dir, resume, force)
+
+
+@app.command("distill")
+def distill_cmd(
+    teacher: Annotated[str, typer.Option("--teacher", help="fine-tuned teacher dir (e.g. RUN_DIR/teacher)")],
+    task: Annotated[str, typer.Option("--task", help="task name, e.g. sst2")],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="run directory")],
+    layers: Annotated[Optional[int], typer.Option(help="student layers")] = None,
+    hidden: Annotated[Optional[int], typer.Option(help="student hidden size")] = None,
+    heads: Annotated[Optional[int], typer.Option(help="student attention heads")] = None,
+    ffn: Annotated[Optional[int], typer.Option(help="student FFN width")] = None,
+    teacher_layers: Annotated[Optional[str], typer.Option(help="init from these teacher layers, e.g. 1,3,5")] = None,
+    temperature: Annotated[float, typer.Option(help="KD temperature")] = 2.0,
+    kd_weight: Annotated[float, typer.Option(help="weight of the soft-target loss")] = 1.0,
+    hard_weight: Annotated[float, typer.Option(help="weight of the hard-label loss")] = 0.0,
+    epochs: Annotated[float, typer.Option(help="training epochs")] = 3.0,
+    budget_minutes: Annotated[Optional[float], typer.Option(help="stop after this many minutes")] = None,
+    lr: Annotated[float, typer.Option(help="peak learning rate")] = 1e-4,
+    max_length: Annotated[int, typer.Option(help="max tokens per example")] = 128,
+    data_dir: DataDir = None,
+    overrides: Overrides = None,
+    force: Force = False,
+    resume: Resume = False,
+) -> None:
+    """Distil a fine-tuned teacher into one student (prediction-layer KD), measure both.
+
+    Example: tinyplm distill --teacher runs/sst2/teacher --task sst2 --teacher-layers 1,3,5 --out runs/sst2-l3
+    """
+    student: dict = {"objective": {"temperature": temperature, "kd_weight": kd_weight, "hard_weight": hard_weight},
+                     "train": {"epochs": epochs, "budget_minutes": budget_minutes, "lr": lr}}
+    if any(v is not None for v in (layers, hidden, heads, ffn)):
+        student["shape"] = {"layers": layers, "hidden": hidden, "heads": heads, "ffn": ffn}
+    if teacher_layers:
+        student["teacher_layers"] = _int_list(teacher_layers, "--teacher-layers")
+    raw = {"name": out_dir.name, "output_dir": str(out_dir),
+           "task": {"name": task, "data_dir": data_dir, "max_length": max_length},
+           "teacher": {"model": teacher}, "students": [student]}
+    _run_and_report(_validated(raw, overrides), out_dir, resume, force)
+
+
+def _validated(raw: dict, overrides: Optional[list[str]]):
+    from tinyplm.config import apply_override, validate_recipe
+
+    for item in overrides or []:
+        apply_override(raw, item)
+    return validate_recipe(raw, source="command line")
+
+
+def _int_list(text: str, flag: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise TinyplmError(f"{flag}: expected comma-separated integers like 1,3,5, got '{text}'") from None
+
+
+from tinyplm.cli_measure import register as _register_measure  # noqa: E402
+
+_register_measure(app, out)
+
+
+def main() -> None:
+    """Entry point: run the app; bad input -> one-line error on stderr and exit code 2."""
+    try:
+        app()
+    except TinyplmError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

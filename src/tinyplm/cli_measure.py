@@ -1,0 +1,130 @@
+"""Subcommands that look at models and runs: evaluate, bench, report, tasks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tinyplm.errors import TinyplmError
+
+
+def register(app: typer.Typer, out: Console) -> None:
+    """Add the measuring subcommands to ``app``."""
+
+    @app.command("evaluate")
+    def evaluate_cmd(
+        model_dir: Annotated[Path, typer.Argument(help="a saved model dir (HF format)")],
+        task: Annotated[str, typer.Option("--task", help="task name, e.g. sst2")],
+        data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="GLUE folder")] = None,
+        max_length: Annotated[int, typer.Option(help="max tokens per example")] = 128,
+        as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    ) -> None:
+        """Official task metrics of a saved model on the task's dev split(s).
+
+        Example: tinyplm evaluate runs/sst2_demo/model --task sst2
+        """
+        from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
+        from tinyplm.models import load_classifier
+        from tinyplm.run import load_task
+        from tinyplm.config import TaskSpec
+
+        data = load_task(TaskSpec(name=task, data_dir=data_dir, max_length=max_length))
+        model, tok = load_classifier(model_dir, data.labels, data.is_regression)
+        metrics = evaluate_model(model, data, encode_evals(data, tok, max_length))
+        if as_json:
+            out.print_json(json.dumps({"task": data.task, "model": str(model_dir), "metrics": metrics}))
+        else:
+            for k, v in metrics.items():
+                out.print(f"{k}: {v:.4f}")
+
+    @app.command("bench")
+    def bench_cmd(
+        model_dirs: Annotated[list[Path], typer.Argument(help="teacher dir first, then the students")],
+        task: Annotated[str, typer.Option("--task", help="task whose dev sentences are used")],
+        out_dir: Annotated[Optional[Path], typer.Option("--out", "-o", help="write results.json + reports here")] = None,
+        data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="GLUE folder")] = None,
+        max_length: Annotated[int, typer.Option(help="max tokens per example")] = 128,
+        rounds: Annotated[int, typer.Option(help="interleaved timing rounds")] = 3,
+    ) -> None:
+        """Measure models side by side: metrics, size, batch-1 latency, batch-32 throughput.
+
+        Example: tinyplm bench runs/sst2_demo/teacher runs/sst2_demo/model --task sst2 --out runs/bench
+        """
+        from tinyplm.cli import _print_stages
+
+        record = _bench(model_dirs, task, data_dir, max_length, rounds)
+        _print_stages(record)
+        if out_dir:
+            from tinyplm.report import write_all
+
+            out_dir.mkdir(parents=True, exist_ok=True)
+            if (out_dir / "results.json").exists():
+                raise TinyplmError(f"{out_dir}: already holds results.json; choose another --out")
+            write_all(record, out_dir)
+            out.print(f"report: {out_dir / 'report.html'}")
+
+    @app.command("report")
+    def report_cmd(run_dir: Annotated[Path, typer.Argument(help="a finished run dir (holds results.json)")]) -> None:
+        """Rebuild summary.md, report.html, plots and model cards from results.json.
+
+        Example: tinyplm report runs/sst2_demo
+        """
+        from tinyplm.report import rebuild
+
+        written = rebuild(run_dir)
+        out.print(f"report: {written.get('report.html', run_dir / 'report.html')}")
+
+    @app.command("tasks")
+    def tasks_cmd(data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="GLUE folder")] = None) -> None:
+        """List the tasks, their metrics and whether their data files are present.
+
+        Example: tinyplm tasks --data-dir ../shared/data/glue
+        """
+        from tinyplm import tasks
+
+        table = Table(title="tasks")
+        for col in ("task", "metrics", "labels", "files present"):
+            table.add_column(col)
+        for name in tasks.names():
+            t = tasks.get(name, data_dir)
+            present = t.data_present()
+            shown = ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in present.items())
+            table.add_row(name, ", ".join(t.metrics), ", ".join(t.labels) or "regression", shown)
+        out.print(table)
+
+
+def _bench(model_dirs: list[Path], task: str, data_dir, max_length: int, rounds: int):
+    from tinyplm.config import MeasureSpec, TaskSpec
+    from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
+    from tinyplm.evaluate.size import count_params, disk_bytes
+    from tinyplm.evaluate.speed import measure_speed
+    from tinyplm.models import load_classifier
+    from tinyplm.report import RunRecord, StageRecord
+    from tinyplm.run import load_task
+
+    data = load_task(TaskSpec(name=task, data_dir=data_dir, max_length=max_length))
+    models, encs, names = {}, {}, []
+    for i, d in enumerate(model_dirs):
+        name = "teacher" if i == 0 else (d.name if d.name not in names else f"{d.parent.name}-{d.name}")
+        models[name], tok = load_classifier(d, data.labels, data.is_regression)
+        encs[name] = encode_evals(data, tok, max_length)
+        names.append(name)
+    first = {n: next(iter(e.values())) for n, e in encs.items()}
+    if len({e.fingerprint() for e in first.values()}) > 1:
+        raise TinyplmError("bench times every model on the same token ids, but these models use different tokenizers")
+    speed = measure_speed(models, first[names[0]], MeasureSpec(rounds=rounds))
+    record = RunRecord(task=data.task, metric=data.primary_metric, info={"bench": [str(d) for d in model_dirs]})
+    for name, d in zip(names, model_dirs):
+        total, no_emb = count_params(models[name])
+        s = speed[name]
+        record.stages.append(StageRecord(
+            name=name, metrics=evaluate_model(models[name], data, encs[name]), params=total,
+            params_no_embeddings=no_emb, disk_bytes=disk_bytes(d), latency_ms_p50_b1=s.latency_ms_p50_b1,
+            latency_ms_p90_b1=s.latency_ms_p90_b1, throughput_b32=s.throughput_b32, info={"model_dir": str(d)},
+        ))
+    return record

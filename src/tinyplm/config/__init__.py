@@ -1,0 +1,20 @@
+"""Recipes: typed sections (pydantic) and ``load_recipe(path, overrides) -> RunConfig``."""
+
+from tinyplm.config.load import apply_override, dump_resolved, load_recipe, validate_recipe
+from tinyplm.config.schema import (
+    MeasureSpec,
+    ObjectiveSpec,
+    RunConfig,
+    ShapeSpec,
+    StudentSpec,
+    TaskSpec,
+    TeacherSpec,
+    TrainSpec,
+    student_name,
+)
+
+__all__ = [
+    "MeasureSpec", "ObjectiveSpec", "RunConfig", "ShapeSpec", "StudentSpec", "TaskSpec",
+    "TeacherSpec", "TrainSpec", "apply_override", "dump_resolved", "load_recipe",
+    "student_name", "validate_recipe",
+]

@@ -1,0 +1,160 @@
+"""Load a YAML recipe with ``key=value`` overrides into a frozen :class:`RunConfig`.
+
+Unknown or misspelled keys fail naming the key, its line in the file and the nearest valid key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from tinyplm.config.schema import RunConfig
+from tinyplm.errors import RecipeError, did_you_mean
+
+
+def load_recipe(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
+    """Read ``path``, apply ``overrides`` (``a.b.c=value``), validate.
+
+    Raises ``RecipeError`` naming the file, line and key for any problem.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise RecipeError(f"{path}: recipe file not found")
+    try:
+        text = path.read_text(encoding="utf-8")
+        raw = yaml.safe_load(text)
+    except UnicodeDecodeError as exc:
+        raise RecipeError(f"{path}: not valid UTF-8 ({exc.reason})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        raise RecipeError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise RecipeError(f"{path}: a recipe is a mapping of keys to values, got {type(raw).__name__}")
+    for item in overrides or []:
+        apply_override(raw, item)
+    return validate_recipe(raw, source=path, text=text)
+
+
+def validate_recipe(raw: dict[str, Any], source: Path | str = "<recipe>", text: str | None = None) -> RunConfig:
+    """Validate a recipe mapping; errors name the key path, its line and the nearest key."""
+    try:
+        return RunConfig.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        line = _line_of(text, loc) if text else None
+        where = f"{source}:{line}" if line else f"{source}"
+        key = _dotted(loc)
+        if err["type"] == "extra_forbidden":
+            valid = _valid_keys(RunConfig, loc[:-1])
+            hint = did_you_mean(str(loc[-1]), valid)
+            raise RecipeError(
+                f"{where}: unknown key '{key}'{hint} Valid keys here: {', '.join(sorted(valid))}"
+            ) from None
+        msg = err["msg"].removeprefix("Value error, ")
+        raise RecipeError(f"{where}: {key or 'recipe'}: {msg}") from None
+
+
+def apply_override(raw: dict[str, Any], item: str) -> None:
+    """Apply one ``a.b.c=value`` override in place; the value is parsed as YAML.
+
+    A list index may be a number (``students.0.train.lr=1e-4``) or ``*`` for every element.
+    """
+    if "=" not in item:
+        raise RecipeError(f"override '{item}': expected key=value, e.g. teacher.finetune.lr=3e-5")
+    key, _, value_text = item.partition("=")
+    parts = [p for p in key.strip().split(".") if p]
+    if not parts:
+        raise RecipeError(f"override '{item}': empty key")
+    value = yaml.safe_load(value_text) if value_text.strip() else None
+    _set_path(raw, parts, value, item)
+
+
+def _set_path(node: Any, parts: list[str], value: Any, item: str) -> None:
+    head, rest = parts[0], parts[1:]
+    if isinstance(node, list):
+        if head == "*":
+            targets = list(range(len(node)))
+        elif head.isdigit() and int(head) < len(node):
+            targets = [int(head)]
+        else:
+            raise RecipeError(f"override '{item}': '{head}' is not an index of a list of {len(node)}")
+        for i in targets:
+            if rest:
+                _set_path(node[i], rest, value, item)
+            else:
+                node[i] = value
+        return
+    if not isinstance(node, dict):
+        raise RecipeError(f"override '{item}': cannot set '{head}' inside a {type(node).__name__}")
+    if not rest:
+        node[head] = value
+        return
+    if node.get(head) is None:
+        node[head] = {}
+    _set_path(node[head], rest, value, item)
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _valid_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Field names of the section at ``loc`` (walking nested models and lists)."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = current.model_fields.get(part) if isinstance(current, type) else None
+        if field is None:
+            return []
+        current = _model_in(field.annotation)
+        if current is None:
+            return []
+    return list(current.model_fields) if isinstance(current, type) else []
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The BaseModel inside ``X``, ``X | None`` or ``list[X]``, if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:
+    """1-based line of the key at ``loc`` in the YAML text (None if not found there)."""
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    line = None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next(((k, v) for k, v in node.value if k.value == str(part)), None)
+            if match is None:
+                return line
+            line, node = match[0].start_mark.line + 1, match[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line
+
+
+def dump_resolved(cfg: RunConfig) -> str:
+    """The fully resolved recipe as YAML (every default written out)."""
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)

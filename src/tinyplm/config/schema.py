@@ -1,0 +1,164 @@
+"""Typed recipe sections. Each stage reads only its own section.
+
+Every model forbids unknown keys, so a typo fails at load time naming the key (see
+``config.load``). Defaults are the CPU-sized values a user would reach for first.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Precision = Literal["auto", "bf16", "fp32"]
+
+
+class Section(BaseModel):
+    """Base for recipe sections: frozen, unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TaskSpec(Section):
+    """Which task to read and how to encode it."""
+
+    name: str = Field("sst2", description="GLUE task name (cola, sst2, ...) or 'custom'")
+    data_dir: str | None = Field(None, description="GLUE folder; default TINYPLM_DATA or ../shared/data/glue")
+    max_length: int = Field(128, ge=8, le=512, description="tokens per example after truncation")
+    max_train_examples: int | None = Field(None, ge=1, description="use the first N training examples")
+    max_eval_examples: int | None = Field(None, ge=1, description="use the first N examples of each eval split")
+    # Custom CSV/JSONL tasks (name: custom)
+    train_file: str | None = None
+    dev_file: str | None = None
+    text_column: str = "text"
+    text_pair_column: str | None = None
+    label_column: str = "label"
+    labels: list[str] | None = None
+    regression: bool = False
+
+
+class TrainSpec(Section):
+    """One training stage: optimiser, schedule, budget, evaluation and checkpoints."""
+
+    epochs: float = Field(3.0, gt=0)
+    max_steps: int | None = Field(None, ge=1, description="stop after this many optimiser steps")
+    budget_minutes: float | None = Field(None, gt=0, description="stop after this much training time")
+    batch_size: int = Field(32, ge=1, description="global batch size (split across processes)")
+    eval_batch_size: int = Field(64, ge=1)
+    lr: float = Field(5e-5, gt=0)
+    weight_decay: float = Field(0.01, ge=0)
+    warmup_ratio: float = Field(0.06, ge=0, lt=1)
+    grad_clip: float = Field(1.0, ge=0, description="max gradient norm; 0 disables clipping")
+    eval_every: int = Field(200, ge=0, description="steps between dev evaluations; 0 = only at the end")
+    checkpoint_every: int = Field(200, ge=0, description="steps between checkpoints; 0 = none")
+    log_every: int = Field(20, ge=1)
+    group_by_length: bool = Field(True, description="batch examples of similar length (much less padding)")
+    keep_best: bool = Field(True, description="restore the best dev checkpoint at the end")
+    precision: Precision = Field("auto", description="auto = bf16 autocast where the CPU supports it")
+    seed: int = 42
+
+
+class TeacherSpec(Section):
+    """The teacher: a local HF checkpoint dir or an alias, optionally fine-tuned here."""
+
+    model: str = Field("minilm-l6", description="alias (minilm-l6) or a local Hugging Face model dir")
+    finetune: TrainSpec | None = Field(None, description="fine-tune on the task first; omit if already fine-tuned")
+
+
+class ShapeSpec(Section):
+    """A BERT encoder shape."""
+
+    layers: int = Field(..., ge=1)
+    hidden: int = Field(..., ge=8)
+    heads: int = Field(..., ge=1)
+    ffn: int = Field(..., ge=1)
+
+    @model_validator(mode="after")
+    def _heads_divide_hidden(self) -> "ShapeSpec":
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
+        return self
+
+
+class ObjectiveSpec(Section):
+    """Prediction-layer distillation: Hinton soft targets mixed with the hard-label loss.
+
+    loss = kd_weight * T^2 * KL(softmax(t/T) || softmax(s/T)) + hard_weight * CE(s, y);
+    for regression tasks the KD term is the MSE to the teacher's outputs.
+    """
+
+    temperature: float = Field(1.0, gt=0)
+    kd_weight: float = Field(1.0, ge=0)
+    hard_weight: float = Field(0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> "ObjectiveSpec":
+        if self.kd_weight == 0 and self.hard_weight == 0:
+            raise ValueError("kd_weight and hard_weight are both 0: nothing to train on")
+        return self
+
+
+class StudentSpec(Section):
+    """One student: its shape, how it is initialised and how it is distilled.
+
+    With ``teacher_layers`` the student takes the teacher's width and copies the embeddings,
+    the listed encoder layers (0-based), the pooler and the classifier (DistilBERT-style init).
+    """
+
+    name: str | None = Field(None, description="stage name; default student-L{layers}-H{hidden}")
+    shape: ShapeSpec | None = None
+    teacher_layers: list[int] | None = Field(None, description="copy these teacher layers (0-based)")
+    objective: ObjectiveSpec = ObjectiveSpec()
+    train: TrainSpec = TrainSpec()
+
+    @model_validator(mode="after")
+    def _shape_or_layers(self) -> "StudentSpec":
+        if self.shape is None and not self.teacher_layers:
+            raise ValueError("give a student 'shape' or 'teacher_layers' (or both)")
+        if self.shape and self.teacher_layers and len(self.teacher_layers) != self.shape.layers:
+            raise ValueError(
+                f"teacher_layers lists {len(self.teacher_layers)} layers but shape.layers is {self.shape.layers}"
+            )
+        return self
+
+
+class MeasureSpec(Section):
+    """How speed is measured: batch-1 latency and batch-N throughput over dev sentences."""
+
+    latency_sentences: int = Field(200, ge=1, description="dev sentences timed at batch 1 per round")
+    throughput_batch: int = Field(32, ge=1)
+    throughput_sentences: int = Field(1024, ge=1, description="dev sentences per throughput round")
+    warmup: int = Field(10, ge=0, description="untimed batches per model before timing")
+    rounds: int = Field(3, ge=1, description="interleaved rounds; the median is reported")
+    threads: int | None = Field(None, ge=1, description="torch threads while measuring; default all")
+
+
+class RunConfig(Section):
+    """A whole recipe: task -> teacher -> students -> measure -> report."""
+
+    name: str = "run"
+    output_dir: str = Field("runs/{name}", description="run directory; {name} is replaced")
+    cache_dir: str | None = Field(None, description="teacher-logit cache; default TINYPLM_CACHE or ~/.cache/tinyplm")
+    task: TaskSpec = TaskSpec()
+    teacher: TeacherSpec = TeacherSpec()
+    students: list[StudentSpec] = Field(default_factory=list)
+    measure: MeasureSpec = MeasureSpec()
+
+    @model_validator(mode="after")
+    def _unique_student_names(self) -> "RunConfig":
+        names = [student_name(s) for s in self.students]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"student names must be unique; repeated: {dupes}")
+        if "teacher" in names:
+            raise ValueError("a student cannot be named 'teacher'")
+        return self
+
+
+def student_name(spec: StudentSpec) -> str:
+    """The stage name of a student: its explicit name or student-L{layers}-H{hidden}."""
+    if spec.name:
+        return spec.name
+    if spec.shape:
+        return f"student-L{spec.shape.layers}-H{spec.shape.hidden}"
+    return f"student-L{len(spec.teacher_layers or [])}-layers-" + "-".join(map(str, spec.teacher_layers or []))

@@ -1,0 +1,83 @@
+"""Atomic training checkpoints: weights, optimiser, RNG and loop state.
+
+A checkpoint is a directory ``step-000120/`` written under a temporary name and renamed when
+complete, so a kill at any moment leaves either the old or the new checkpoint, never half of one.
+Everything loads with safetensors or ``torch.load(weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+KEEP_LAST = 2
+
+
+@dataclass
+class LoopState:
+    """Where a training stage is: enough to continue it exactly."""
+
+    step: int = 0
+    elapsed: float = 0.0
+    best_metric: float | None = None
+    best_step: int | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+
+
+def save_checkpoint(
+    ckpt_root: Path,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    state: LoopState,
+    best_weights: dict[str, torch.Tensor] | None,
+    rank_rng: dict[int, torch.Tensor],
+) -> Path:
+    """Write ``ckpt_root/step-XXXXXX`` atomically and prune old checkpoints. Returns its path."""
+    final = ckpt_root / f"step-{state.step:06d}"
+    tmp = ckpt_root / f".tmp-step-{state.step:06d}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    save_file(_state_dict(model), str(tmp / "model.safetensors"))
+    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save({str(r): s for r, s in rank_rng.items()}, tmp / "rng.pt")
+    if best_weights is not None:
+        save_file(best_weights, str(tmp / "best.safetensors"))
+    (tmp / "state.json").write_text(json.dumps(asdict(state)), encoding="utf-8")
+    if final.exists():
+        shutil.rmtree(final)
+    tmp.rename(final)
+    for old in list_checkpoints(ckpt_root)[:-KEEP_LAST]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def list_checkpoints(ckpt_root: Path) -> list[Path]:
+    """Complete checkpoints, oldest first."""
+    if not ckpt_root.is_dir():
+        return []
+    return sorted(p for p in ckpt_root.glob("step-*") if (p / "state.json").is_file())
+
+
+def load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer):
+    """Restore weights and optimiser from ``path``.
+
+    Returns (LoopState, best weights or None, {rank: rng state}).
+    """
+    model.load_state_dict(load_file(str(path / "model.safetensors")))
+    optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
+    rng = {int(k): v for k, v in torch.load(path / "rng.pt", weights_only=True).items()}
+    best_file = path / "best.safetensors"
+    best = load_file(str(best_file)) if best_file.is_file() else None
+    state = LoopState(**json.loads((path / "state.json").read_text(encoding="utf-8")))
+    return state, best, rng

@@ -1,0 +1,1 @@
+"""Evaluation: task metrics (``metrics``), and size and speed measured on saved models."""

@@ -1,0 +1,148 @@
+"""Task metrics by name: accuracy, f1, f1_macro, mcc, pearson, spearman.
+
+Computed with scikit-learn and scipy. Every value is a plain Python ``float``. Where a metric is
+undefined (constant predictions or references for pearson/spearman/mcc, no positive class for
+f1) the value is ``0.0``, not ``nan``, so reports and checkpoint selection never see ``nan``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+
+from tinyplm.errors import TinyplmError, did_you_mean
+from tinyplm.tasks.base import TaskData
+
+MetricFn = Callable[[np.ndarray, np.ndarray], float]
+
+
+def _finite(value: float) -> float:
+    """``value`` as a float, with nan/inf (an undefined metric) mapped to 0.0."""
+    value = float(value)
+    return value if math.isfinite(value) else 0.0
+
+
+def accuracy(predictions: np.ndarray, references: np.ndarray) -> float:
+    """Fraction of predictions equal to the references."""
+    return _finite(accuracy_score(references, predictions))
+
+
+def f1(predictions: np.ndarray, references: np.ndarray) -> float:
+    """Binary F1 of class 1 (0.0 when class 1 is never predicted nor present).
+
+    Raises ``TinyplmError`` when the labels are not all 0 or 1 (use f1_macro then).
+    """
+    found = set(np.unique(references).tolist()) | set(np.unique(predictions).tolist())
+    if not found <= {0, 1}:
+        raise TinyplmError(f"f1 is binary (labels 0 and 1), found labels {sorted(found)}; "
+                           "use f1_macro for more classes")
+    return _finite(f1_score(references, predictions, average="binary", pos_label=1,
+                            zero_division=0.0))
+
+
+def f1_macro(predictions: np.ndarray, references: np.ndarray) -> float:
+    """Unweighted mean of the per-class F1 over the classes present in either array."""
+    return _finite(f1_score(references, predictions, average="macro", zero_division=0.0))
+
+
+def mcc(predictions: np.ndarray, references: np.ndarray) -> float:
+    """Matthews correlation coefficient (CoLA's metric); 0.0 when undefined."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _finite(matthews_corrcoef(references, predictions))
+
+
+def _constant(*arrays: np.ndarray) -> bool:
+    """True when any array has fewer than two distinct values (correlation is undefined)."""
+    return any(a.size < 2 or np.ptp(a) == 0 for a in arrays)
+
+
+def pearson(predictions: np.ndarray, references: np.ndarray) -> float:
+    """Pearson correlation; 0.0 when either array is constant."""
+    p, r = predictions.astype(np.float64), references.astype(np.float64)
+    if _constant(p, r):
+        return 0.0
+    return _finite(pearsonr(p, r).statistic)
+
+
+def spearman(predictions: np.ndarray, references: np.ndarray) -> float:
+    """Spearman rank correlation; 0.0 when either array is constant."""
+    p, r = predictions.astype(np.float64), references.astype(np.float64)
+    if _constant(p, r):
+        return 0.0
+    return _finite(spearmanr(p, r).statistic)
+
+
+METRICS: dict[str, MetricFn] = {
+    "accuracy": accuracy,
+    "f1": f1,
+    "f1_macro": f1_macro,
+    "mcc": mcc,
+    "pearson": pearson,
+    "spearman": spearman,
+}
+
+
+def compute(
+    names: Sequence[str],
+    predictions: np.ndarray,
+    references: np.ndarray,
+    suffix: str = "",
+) -> dict[str, float]:
+    """``{name + suffix: value}`` for each metric name.
+
+    ``predictions`` and ``references`` are 1-D, same length: class indices, or float scores
+    for pearson/spearman. Raises ``TinyplmError`` for an unknown name, arrays of different
+    lengths, or empty arrays.
+    """
+    p = np.asarray(predictions).reshape(-1)
+    r = np.asarray(references).reshape(-1)
+    if p.shape != r.shape:
+        raise TinyplmError(f"{p.size} predictions for {r.size} references")
+    if p.size == 0:
+        raise TinyplmError("no predictions to score")
+    out: dict[str, float] = {}
+    for name in names:
+        fn = METRICS.get(name)
+        if fn is None:
+            hint = did_you_mean(name, METRICS) or "."
+            raise TinyplmError(f"unknown metric '{name}'{hint} Known: {', '.join(METRICS)}")
+        out[name + suffix] = fn(p, r)
+    return out
+
+
+def predictions_from_logits(logits: np.ndarray, is_regression: bool) -> np.ndarray:
+    """Predictions from model outputs.
+
+    ``logits`` is ``(batch, num_labels)``: classification returns the argmax class ``(batch,)``
+    (int64); regression takes ``(batch, 1)`` or ``(batch,)`` and returns scores ``(batch,)``.
+    """
+    array = np.asarray(logits)
+    if is_regression:
+        if array.ndim == 2 and array.shape[1] == 1:
+            array = array[:, 0]
+        if array.ndim != 1:
+            raise TinyplmError(f"regression logits must be (batch, 1), got {array.shape}")
+        return array.astype(np.float64)
+    if array.ndim != 2:
+        raise TinyplmError(f"classification logits must be (batch, num_labels), got {array.shape}")
+    return array.argmax(axis=-1).astype(np.int64)
+
+
+def task_metrics(
+    data: TaskData, split_name: str, predictions: np.ndarray, references: np.ndarray
+) -> dict[str, float]:
+    """The task's metrics on one split, keys suffixed for that split (MNLI mismatched: "_mm").
+
+    Raises ``TinyplmError`` when ``split_name`` is neither "train" nor one of ``data.evals``.
+    """
+    if split_name != "train" and split_name not in data.evals:
+        known = ", ".join(["train", *data.evals])
+        raise TinyplmError(f"task '{data.task}' has no split '{split_name}'; splits: {known}")
+    suffix = data.metric_suffix.get(split_name, "")
+    return compute(data.metrics, predictions, references, suffix=suffix)

@@ -1,0 +1,77 @@
+"""CPU speed: batch-1 latency percentiles and batch-N throughput, models measured side by side.
+
+All models run in the same process on the same pre-tokenised dev sentences, interleaved round by
+round (the order rotates each round) after a warm-up, so machine noise hits them alike. Models
+run as saved (fp32 eager) under ``torch.inference_mode``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from tinyplm.config.schema import MeasureSpec
+from tinyplm.tasks.encoding import Encoded, collate, model_inputs
+
+
+@dataclass(frozen=True)
+class SpeedResult:
+    """Latency in milliseconds (batch 1) and throughput in sentences per second (batch N)."""
+
+    latency_ms_p50_b1: float
+    latency_ms_p90_b1: float
+    throughput_b32: float
+
+
+def _batches(enc: Encoded, count: int, batch_size: int) -> list[dict[str, torch.Tensor]]:
+    n = min(count, len(enc))
+    return [model_inputs(collate(enc, range(i, min(i + batch_size, n)))) for i in range(0, n, batch_size)]
+
+
+@torch.inference_mode()
+def _time_batches(model: torch.nn.Module, batches: list[dict[str, torch.Tensor]]) -> list[float]:
+    out = []
+    for b in batches:
+        t0 = time.perf_counter()
+        model(**b)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def measure_speed(models: dict[str, torch.nn.Module], enc: Encoded, spec: MeasureSpec) -> dict[str, SpeedResult]:
+    """Measure every model in ``models`` on the sentences of ``enc`` (see module docstring).
+
+    Raises ``ValueError`` when ``enc`` is empty.
+    """
+    if len(enc) == 0:
+        raise ValueError("no sentences to measure speed on")
+    previous_threads = torch.get_num_threads()
+    if spec.threads:
+        torch.set_num_threads(spec.threads)
+    singles = _batches(enc, spec.latency_sentences, 1)
+    groups = _batches(enc, spec.throughput_sentences, spec.throughput_batch)
+    n_sent = sum(int(b["input_ids"].shape[0]) for b in groups)
+    for model in models.values():
+        model.eval()
+        _time_batches(model, singles[: spec.warmup] + groups[: max(1, spec.warmup // 4)])
+    lat: dict[str, list[float]] = {k: [] for k in models}
+    thr: dict[str, list[float]] = {k: [] for k in models}
+    names = list(models)
+    try:
+        for r in range(spec.rounds):
+            for name in names[r % len(names):] + names[: r % len(names)]:
+                lat[name] += _time_batches(models[name], singles)
+                thr[name].append(n_sent / sum(_time_batches(models[name], groups)))
+    finally:
+        torch.set_num_threads(previous_threads)
+    return {
+        k: SpeedResult(
+            latency_ms_p50_b1=float(np.percentile(lat[k], 50) * 1000),
+            latency_ms_p90_b1=float(np.percentile(lat[k], 90) * 1000),
+            throughput_b32=float(np.median(thr[k])),
+        )
+        for k in models
+    }

@@ -1,0 +1,17 @@
+"""Models: load/check HF checkpoints (teachers), build students, save and fingerprint."""
+
+from tinyplm.models.io import fingerprint, is_complete, save_model
+from tinyplm.models.loading import (
+    check_model_dir,
+    load_classifier,
+    load_tokenizer,
+    quiet_transformers,
+    resolve_model_dir,
+)
+from tinyplm.models.student import build_student, copy_teacher_layers, every_other_layer, student_config
+
+__all__ = [
+    "build_student", "check_model_dir", "copy_teacher_layers", "every_other_layer", "fingerprint",
+    "is_complete", "load_classifier", "load_tokenizer", "quiet_transformers", "resolve_model_dir",
+    "save_model", "student_config",
+]

@@ -1,0 +1,58 @@
+"""Batched inference and precision choice, shared by training, caching and evaluation."""
+
+from __future__ import annotations
+
+import contextlib
+from functools import lru_cache
+
+import numpy as np
+import torch
+
+from tinyplm.tasks.encoding import Encoded, collate, length_sorted_batches, model_inputs
+
+
+@lru_cache(maxsize=1)
+def cpu_supports_bf16() -> bool:
+    """True when the CPU has native bf16 matmuls (AVX512-BF16 or AMX); then autocast pays off."""
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in checks)
+
+
+def use_bf16(precision: str) -> bool:
+    """Resolve a recipe precision ('auto' | 'bf16' | 'fp32') to whether bf16 autocast is on."""
+    if precision == "fp32":
+        return False
+    if precision == "bf16":
+        return True
+    return cpu_supports_bf16()
+
+
+def autocast(bf16: bool) -> contextlib.AbstractContextManager:
+    """CPU bf16 autocast when ``bf16`` else a no-op context."""
+    return torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+
+
+@torch.inference_mode()
+def predict_logits(model: torch.nn.Module, enc: Encoded, batch_size: int = 64, bf16: bool = False) -> torch.Tensor:
+    """Logits for every example of ``enc`` in its original order -> float32 ``(N, num_labels)``.
+
+    Batches are formed from length-sorted examples so padding is minimal.
+    """
+    was_training = model.training
+    model.eval()
+    out: torch.Tensor | None = None
+    for idx in length_sorted_batches(enc, batch_size):
+        batch = collate(enc, idx)
+        with autocast(bf16):
+            logits = model(**model_inputs(batch)).logits.float()
+        if out is None:
+            out = torch.empty((len(enc), logits.shape[-1]), dtype=torch.float32)
+        out[batch["index"]] = logits
+    model.train(was_training)
+    return out if out is not None else torch.empty((0, 0))
+
+
+def logits_to_predictions(logits: torch.Tensor | np.ndarray, is_regression: bool) -> np.ndarray:
+    """argmax class ids, or the single regression output."""
+    arr = logits.numpy() if isinstance(logits, torch.Tensor) else np.asarray(logits)
+    return arr[:, 0] if is_regression else arr.argmax(-1)

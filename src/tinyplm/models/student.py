@@ -1,0 +1,95 @@
+"""Build a student from a shape, or from chosen teacher layers (DistilBERT-style init).
+
+Students are ``transformers.BertForSequenceClassification``: Hugging Face can represent every
+shape built here, so each student saves and loads with the Auto classes.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import BertConfig, BertForSequenceClassification, PreTrainedModel
+
+from tinyplm.config.schema import ShapeSpec, StudentSpec
+from tinyplm.errors import ModelError
+
+
+def student_config(shape: ShapeSpec, teacher_cfg) -> BertConfig:
+    """A BertConfig of ``shape`` that shares the teacher's vocabulary, positions and labels."""
+    return BertConfig(
+        vocab_size=teacher_cfg.vocab_size,
+        hidden_size=shape.hidden,
+        num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads,
+        intermediate_size=shape.ffn,
+        max_position_embeddings=teacher_cfg.max_position_embeddings,
+        type_vocab_size=getattr(teacher_cfg, "type_vocab_size", 2),
+        pad_token_id=getattr(teacher_cfg, "pad_token_id", 0) or 0,
+        hidden_act=getattr(teacher_cfg, "hidden_act", "gelu"),
+        layer_norm_eps=getattr(teacher_cfg, "layer_norm_eps", 1e-12),
+        num_labels=teacher_cfg.num_labels,
+        id2label=dict(teacher_cfg.id2label),
+        label2id=dict(teacher_cfg.label2id),
+        problem_type=teacher_cfg.problem_type,
+    )
+
+
+def teacher_shape(teacher_cfg) -> ShapeSpec:
+    """The teacher's own shape (for students that only pick layers)."""
+    return ShapeSpec(
+        layers=teacher_cfg.num_hidden_layers,
+        hidden=teacher_cfg.hidden_size,
+        heads=teacher_cfg.num_attention_heads,
+        ffn=teacher_cfg.intermediate_size,
+    )
+
+
+def build_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int = 42) -> BertForSequenceClassification:
+    """Build the student described by ``spec``.
+
+    With ``spec.teacher_layers`` the student copies the teacher's embeddings, the listed layers,
+    pooler and classifier; this needs a BERT teacher of the same width, heads and FFN size and
+    raises ``ModelError`` otherwise. Without it the student is randomly initialised (seeded).
+    """
+    tcfg = teacher.config
+    layers = spec.teacher_layers
+    shape = spec.shape
+    if layers:
+        base = teacher_shape(tcfg)
+        shape = shape or ShapeSpec(layers=len(layers), hidden=base.hidden, heads=base.heads, ffn=base.ffn)
+        _check_layer_init(shape, base, layers, tcfg.model_type)
+    assert shape is not None  # guaranteed by StudentSpec validation
+    torch.manual_seed(seed)
+    student = BertForSequenceClassification(student_config(shape, tcfg))
+    if layers:
+        copy_teacher_layers(student, teacher, layers)
+    return student
+
+
+def _check_layer_init(shape: ShapeSpec, base: ShapeSpec, layers: list[int], model_type: str) -> None:
+    if model_type != "bert":
+        raise ModelError(f"teacher_layers init needs a BERT teacher; this teacher is '{model_type}'")
+    bad = [i for i in layers if not 0 <= i < base.layers]
+    if bad:
+        raise ModelError(f"teacher_layers {bad} out of range: the teacher has layers 0..{base.layers - 1}")
+    if (shape.hidden, shape.heads, shape.ffn) != (base.hidden, base.heads, base.ffn):
+        raise ModelError(
+            f"teacher_layers init needs the teacher's widths (hidden {base.hidden}, heads {base.heads}, "
+            f"ffn {base.ffn}); the student shape has hidden {shape.hidden}, heads {shape.heads}, ffn {shape.ffn}"
+        )
+
+
+@torch.no_grad()
+def copy_teacher_layers(student: BertForSequenceClassification, teacher: PreTrainedModel, layers: list[int]) -> None:
+    """Copy embeddings, the chosen encoder layers, pooler and classifier from teacher to student."""
+    src, dst = teacher.bert, student.bert
+    dst.embeddings.load_state_dict(src.embeddings.state_dict())
+    for s_idx, t_idx in enumerate(layers):
+        dst.encoder.layer[s_idx].load_state_dict(src.encoder.layer[t_idx].state_dict())
+    if src.pooler is not None and dst.pooler is not None:
+        dst.pooler.load_state_dict(src.pooler.state_dict())
+    student.classifier.load_state_dict(teacher.classifier.state_dict())
+
+
+def every_other_layer(num_layers: int) -> list[int]:
+    """DistilBERT's choice: teacher layers 0, 2, 4, ... (half the depth)."""
+    return list(range(0, num_layers, 2))

@@ -1,0 +1,136 @@
+"""Reports of a run: results.json, summary.md, report.html, plots and model cards.
+
+Every report is rendered from a :class:`RunRecord` alone, so ``tinyplm report RUN_DIR`` can
+rebuild them all from ``results.json`` without rerunning anything::
+
+    write_all(record, run_dir)   # after a run
+    rebuild(run_dir)             # later, from run_dir/results.json
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tinyplm.errors import TinyplmError
+from tinyplm.report._io import write_text_atomic
+from tinyplm.report.card import render_model_card, write_model_card
+from tinyplm.report.html import render_html
+from tinyplm.report.plots import accuracy_vs_latency, throughput_bar
+from tinyplm.report.records import RunRecord, StageRecord
+from tinyplm.report.summary import render_summary
+from tinyplm.report.tables import best_student, headline, markdown_table, stage_rows
+
+__all__ = [
+    "RunRecord",
+    "StageRecord",
+    "accuracy_vs_latency",
+    "best_student",
+    "headline",
+    "load_record",
+    "markdown_table",
+    "rebuild",
+    "render_html",
+    "render_model_card",
+    "render_summary",
+    "stage_rows",
+    "throughput_bar",
+    "write_all",
+    "write_model_card",
+]
+
+RESULTS = "results.json"
+_NUMERIC = ("params", "params_no_embeddings", "disk_bytes", "latency_ms_p50_b1",
+            "latency_ms_p90_b1", "throughput_b32")
+
+
+def _write_cards(record: RunRecord, run_dir: Path) -> dict[str, Path]:
+    """Model cards: run_dir/model (best student) and each stage's existing info["model_dir"]."""
+    out: dict[str, Path] = {}
+    best = best_student(record)
+    if best is not None and (run_dir / "model").is_dir():
+        out["model_card"] = write_model_card(run_dir / "model", record, best.name)
+    for stage in record.stages:
+        rel = stage.info.get("model_dir")
+        if isinstance(rel, str) and rel and (run_dir / rel).is_dir():
+            out[f"card:{stage.name}"] = write_model_card(run_dir / rel, record, stage.name)
+    return out
+
+
+def write_all(record: RunRecord, run_dir: Path) -> dict[str, Path]:
+    """Write every report file of ``record`` into ``run_dir``; returns {name: path}.
+
+    Names: ``results`` (results.json), ``summary`` (summary.md), ``report`` (report.html),
+    ``accuracy_vs_latency`` and ``throughput`` (plots/*.png), ``model_card`` (model/README.md,
+    when run_dir/model exists and there is a student) and ``card:<stage>`` for each stage whose
+    ``info["model_dir"]`` (relative to run_dir) exists. All files are written atomically.
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    out: dict[str, Path] = {"results": run_dir / RESULTS}
+    record.save(out["results"])
+    plot_dir = run_dir / "plots"
+    plots = {
+        "accuracy_vs_latency": accuracy_vs_latency(record, plot_dir / "accuracy_vs_latency.png"),
+        "throughput": throughput_bar(record, plot_dir / "throughput.png"),
+    }
+    out.update(plots)
+    out["summary"] = write_text_atomic(run_dir / "summary.md", render_summary(record))
+    out["report"] = write_text_atomic(run_dir / "report.html", render_html(record, plots))
+    out.update(_write_cards(record, run_dir))
+    return out
+
+
+def _check_types(data: dict[str, Any]) -> None:
+    """Raise ValueError when a field of parsed results.json has the wrong type."""
+    if not isinstance(data.get("task"), str) or not isinstance(data.get("metric"), str):
+        raise ValueError("'task' and 'metric' must be strings")
+    if not isinstance(data.get("stages"), list):
+        raise ValueError("'stages' must be a list of stage objects")
+    if not isinstance(data.get("info", {}), dict):
+        raise ValueError("'info' must be an object")
+    for i, stage in enumerate(data["stages"]):
+        if not isinstance(stage, dict):
+            raise ValueError(f"stages[{i}] must be an object")
+        metrics = stage.get("metrics")
+        if not isinstance(metrics, dict) or not all(
+                isinstance(v, (int, float)) or v is None for v in metrics.values()):
+            raise ValueError(f"stages[{i}].metrics must map metric names to numbers")
+        for key in _NUMERIC:
+            if key in stage and not isinstance(stage[key], (int, float)):
+                raise ValueError(f"stages[{i}].{key} must be a number, got {stage[key]!r}")
+        if not isinstance(stage.get("info", {}), dict):
+            raise ValueError(f"stages[{i}].info must be an object")
+
+
+def load_record(path: Path) -> RunRecord:
+    """Read a results.json into a RunRecord.
+
+    Raises :class:`TinyplmError` naming the file when it is missing, not JSON or not a run record.
+    """
+    path = Path(path)
+    expected = "a results.json written by a finished tinyplm run (RunRecord.to_dict())"
+    if not path.is_file():
+        raise TinyplmError(f"{path}: file not found; expected {expected}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TinyplmError(f"{path}: cannot be read as JSON ({exc}); expected {expected}") from exc
+    try:
+        if not isinstance(data, dict):
+            raise ValueError(f"top level is {type(data).__name__}, not an object")
+        _check_types(data)
+        return RunRecord.from_dict(data)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise TinyplmError(f"{path}: not a valid run record ({exc}); expected {expected} with "
+                           "keys task, metric, stages") from exc
+
+
+def rebuild(run_dir: Path) -> dict[str, Path]:
+    """Regenerate every report file of ``run_dir`` from its results.json (see :func:`write_all`).
+
+    Raises :class:`TinyplmError` naming the file when results.json is missing or invalid.
+    """
+    run_dir = Path(run_dir)
+    return write_all(load_record(run_dir / RESULTS), run_dir)

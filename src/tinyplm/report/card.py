@@ -1,0 +1,200 @@
+"""Hugging Face-style model cards (README.md with YAML front matter) for a saved stage model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tinyplm.errors import TinyplmError, did_you_mean
+from tinyplm.report._io import write_text_atomic
+from tinyplm.report.html import fmt_shape, fmt_value
+from tinyplm.report.records import RunRecord, StageRecord
+from tinyplm.report.summary import MEASUREMENT_NOTE
+from tinyplm.report.tables import (
+    TEACHER,
+    fmt_metric,
+    fmt_num,
+    fmt_retention,
+    fmt_seconds,
+    metric_names,
+    stage_row,
+)
+
+GLUE = {"cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte", "wnli"}
+
+
+def task_kind(task: str) -> tuple[str, str]:
+    """(pipeline tag, transformers Auto class) for a task name."""
+    t = task.lower()
+    if t.startswith("squad"):
+        return "question-answering", "AutoModelForQuestionAnswering"
+    if t.startswith("conll"):
+        return "token-classification", "AutoModelForTokenClassification"
+    return "text-classification", "AutoModelForSequenceClassification"
+
+
+def _dataset(task: str) -> tuple[str, str | None]:
+    """(hub dataset id, config) for known tasks; the task name itself otherwise."""
+    t = task.lower()
+    if t in GLUE:
+        return "nyu-mll/glue", t
+    if t.startswith("squad"):
+        return ("rajpurkar/squad_v2" if "v2" in t else "rajpurkar/squad"), None
+    if t.startswith("conll"):
+        return "eriktks/conll2003", None
+    return task, None
+
+
+def front_matter(record: RunRecord, stage: StageRecord) -> str:
+    """The YAML front matter block (between ``---`` lines), with a model-index of dev results."""
+    pipeline, _ = task_kind(record.task)
+    dataset, config = _dataset(record.task)
+    tags = list(dict.fromkeys(["tinyplm", "distillation", pipeline]))
+    metrics = [{"type": name, "value": round(float(value), 6), "name": f"dev {name}"}
+               for name, value in stage.metrics.items() if value is not None]
+    ds: dict[str, Any] = {"name": record.task, "type": dataset, "split": "validation"}
+    if config:
+        ds["config"] = config
+    meta: dict[str, Any] = {
+        "library_name": "transformers",
+        "pipeline_tag": pipeline,
+        "language": ["en"],
+        "tags": tags,
+        "datasets": [dataset],
+        "metrics": list(dict.fromkeys(m.removesuffix("_mm") for m in metric_names(record))),
+        "model-index": [{"name": stage.name, "results": [
+            {"task": {"type": pipeline}, "dataset": ds, "metrics": metrics}]}],
+    }
+    return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n"
+
+
+def _description(record: RunRecord, stage: StageRecord) -> list[str]:
+    """Bullets of the model description section."""
+    info, teacher = stage.info, record.teacher
+    lines = []
+    if "shape" in info:
+        lines.append(f"- **Shape:** {fmt_shape(info['shape'])}")
+    lines.append(f"- **Parameters:** {fmt_num(stage.params / 1e6, 2)} M "
+                 f"({fmt_num(stage.params_no_embeddings / 1e6, 2)} M without embeddings)")
+    lines.append(f"- **Size on disk:** {fmt_num(stage.disk_bytes / 1e6, 1)} MB (weights + config)")
+    if stage.name == TEACHER:
+        lines.append("- **Role:** the run's teacher, the reference the students are compared with")
+    elif teacher is not None:
+        base = teacher.info.get("base_model") or teacher.info.get("model_name")
+        what = f"`{base}` fine-tuned on {record.task}" if base else f"fine-tuned on {record.task}"
+        lines.append(f"- **Distilled from:** the run's teacher ({what}, "
+                     f"{fmt_num(teacher.params / 1e6, 2)} M parameters)")
+    if "init" in info:
+        lines.append(f"- **Initialisation:** {fmt_value(info['init'])}")
+    return lines
+
+
+def _usage(record: RunRecord) -> list[str]:
+    """The intended-use paragraph and a loading snippet."""
+    pipeline, auto = task_kind(record.task)
+    return [
+        f"A compact {pipeline} model for the **{record.task}** task, meant for fast CPU inference "
+        "where the teacher is too slow or too large. Use it on inputs like the task's own data.",
+        "",
+        "```python",
+        f"from transformers import {auto}, AutoTokenizer",
+        "",
+        'model_dir = "path/to/this/folder"  # the folder holding this README',
+        "tokenizer = AutoTokenizer.from_pretrained(model_dir)",
+        f"model = {auto}.from_pretrained(model_dir)",
+        'inputs = tokenizer(["an example sentence"], return_tensors="pt", truncation=True)',
+        "logits = model(**inputs).logits",
+        "```",
+    ]
+
+
+def _results(record: RunRecord, stage: StageRecord) -> list[str]:
+    """Results and speed tables of this model next to the teacher."""
+    names = metric_names(record)
+    stages = [s for s in (record.teacher, stage) if s is not None]
+    stages = list({s.name: s for s in stages}.values())
+    rows = [stage_row(record, s) for s in stages]
+    res = ["| Model | " + " | ".join(names) + " | Retention | Params (M) | Size (MB) |",
+           "|:---|" + "---:|" * (len(names) + 3)]
+    speed = ["| Model | p50 ms (b1) | p90 ms (b1) | Sent/s (b32) | Speed-up |",
+             "|:---|---:|---:|---:|---:|"]
+    for row in rows:
+        name = row["name"].replace("|", "\\|")
+        metrics = " | ".join(fmt_metric(row["metrics"].get(m)) for m in names)
+        res.append(f"| {name} | {metrics} | {fmt_retention(row['retention'])} | "
+                   f"{fmt_num(row['params_m'], 2)} | {fmt_num(row['size_mb'], 1)} |")
+        speed.append(f"| {name} | {fmt_num(row['latency_p50_ms'], 2)} | "
+                     f"{fmt_num(row['latency_p90_ms'], 2)} | {fmt_num(row['throughput'], 1)} | "
+                     f"{fmt_num(row['speedup'], 2, '×')} |")
+    machine = record.info.get("machine")
+    where = [f"- **{k}:** {fmt_value(v)}" for k, v in machine.items()] if isinstance(
+        machine, dict) else ([f"- **machine:** {machine}"] if machine else [])
+    if "precision" in record.info:
+        where.append(f"- **precision:** {fmt_value(record.info['precision'])}")
+    return ["## Results (dev split)", "", *res, "", "## Speed", "", *speed, "", MEASUREMENT_NOTE,
+            "", "Measured on:" if where else "The machine was not recorded.", "", *where]
+
+
+def _training(stage: StageRecord) -> list[str]:
+    """Bullets of training details found in the stage info (objective, temperature, budget)."""
+    info = stage.info
+    objective = info.get("objective")
+    lines = []
+    if isinstance(objective, dict):
+        lines += [f"- **objective {k}:** {fmt_value(v)}" for k, v in objective.items()]
+    elif objective is not None:
+        lines.append(f"- **objective:** {fmt_value(objective)}")
+    for key in ("temperature", "budget", "epochs", "steps", "learning_rate", "batch_size"):
+        if key in info:
+            lines.append(f"- **{key.replace('_', ' ')}:** {fmt_value(info[key])}")
+    if "train_seconds" in info:
+        lines.append(f"- **training time:** {fmt_seconds(info['train_seconds'])}")
+    return lines or ["No training details were recorded for this model."]
+
+
+def render_model_card(record: RunRecord, stage_name: str) -> str:
+    """The README.md text of a model card for stage ``stage_name`` of ``record``.
+
+    Raises :class:`TinyplmError` when the record has no such stage.
+    """
+    stage = record.stage(stage_name)
+    if stage is None:
+        names = [s.name for s in record.stages]
+        raise TinyplmError(f"no stage named '{stage_name}' in the run record (stages: {names})"
+                           + did_you_mean(stage_name, names))
+    value = fmt_metric(stage.metrics.get(record.metric))
+    how = "as the run's teacher" if stage.name == TEACHER else "by knowledge distillation"
+    parts = [
+        front_matter(record, stage),
+        f"# {stage.name}",
+        "",
+        f"A model for the **{record.task}** task, made with tinyplm {how} "
+        f"({record.metric} {value} on the dev split).",
+        "",
+        "## Model description", "", *_description(record, stage), "",
+        "## Intended use and how to load it", "", *_usage(record), "",
+        *_results(record, stage), "",
+        "## Training details", "", *_training(stage), "",
+        "## Limitations",
+        "",
+        "- All metrics are measured on the task's dev split only; there is no held-out test score.",
+        "- Trained and evaluated on English data only.",
+        "- CPU latency and throughput depend on the machine, thread count and library versions;",
+        "  compare models measured on the same machine in the same run.",
+        "- A distilled student can inherit the teacher's biases and errors.",
+        "",
+    ]
+    return "\n".join(parts)
+
+
+def write_model_card(model_dir: Path, record: RunRecord, stage_name: str) -> Path:
+    """Write the card of ``stage_name`` to ``model_dir/README.md`` atomically; returns the path.
+
+    Raises :class:`TinyplmError` when ``model_dir`` is not a directory or the stage is unknown.
+    """
+    model_dir = Path(model_dir)
+    if not model_dir.is_dir():
+        raise TinyplmError(f"{model_dir}: not a model directory; expected a saved model folder")
+    return write_text_atomic(model_dir / "README.md", render_model_card(record, stage_name))

@@ -1,0 +1,217 @@
+"""report.html: one self-contained page (inline CSS, plots as base64 data URIs, no external links).
+
+Every piece of text that comes from the record (stage names, info values, metric names) passes
+through :func:`html.escape`.
+"""
+
+from __future__ import annotations
+
+import base64
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from tinyplm import __version__
+from tinyplm.report.records import RunRecord, StageRecord
+from tinyplm.report.tables import (
+    RETENTION_TARGET,
+    below_target,
+    best_student,
+    fmt_metric,
+    fmt_num,
+    fmt_seconds,
+    headline,
+    stage_rows,
+    table_cells,
+    table_header,
+)
+
+CSS = """
+:root { --ink:#1d2430; --muted:#5b6472; --line:#e3e6eb; --best:#e3f4f1; --low:#b3261e;
+        --teacher:#fbeff1; --accent:#2a9d8f; }
+* { box-sizing: border-box; }
+body { font: 15px/1.5 -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif;
+       color: var(--ink); margin: 0; background: #f6f7f9; }
+main { max-width: 1100px; margin: 0 auto; padding: 28px 24px 48px; background: #fff;
+       min-height: 100vh; }
+h1 { font-size: 26px; margin: 0 0 4px; }
+h2 { font-size: 19px; margin: 34px 0 10px; padding-bottom: 4px; border-bottom: 1px solid var(--line); }
+.sub { color: var(--muted); margin: 0 0 18px; }
+.headline { font-size: 18px; background: #f1f8f7; border-left: 4px solid var(--accent);
+            padding: 12px 16px; margin: 0 0 8px; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; font-size: 14px; }
+th, td { padding: 7px 10px; border-bottom: 1px solid var(--line); text-align: right; white-space: nowrap; }
+th { background: #f3f4f6; font-weight: 600; }
+th:first-child, td:first-child { text-align: left; }
+tr.teacher td { background: var(--teacher); }
+tr.best td { background: var(--best); font-weight: 600; }
+td.low { color: var(--low); font-weight: 700; }
+.note { color: var(--muted); font-size: 13px; margin: 8px 0 0; }
+.tag { display: inline-block; font-size: 11px; font-weight: 600; padding: 1px 6px; margin-left: 6px;
+       border-radius: 8px; background: var(--accent); color: #fff; vertical-align: middle; }
+.tag.t { background: #d1495b; }
+.plots { display: flex; flex-wrap: wrap; gap: 18px; }
+figure { margin: 0; flex: 1 1 460px; }
+figure img { width: 100%; height: auto; border: 1px solid var(--line); border-radius: 6px; }
+figcaption { color: var(--muted); font-size: 13px; margin-top: 4px; }
+details { border: 1px solid var(--line); border-radius: 6px; padding: 8px 14px; margin: 8px 0; }
+summary { cursor: pointer; font-weight: 600; }
+dl { display: grid; grid-template-columns: max-content 1fr; gap: 4px 18px; margin: 10px 0 4px; }
+dt { color: var(--muted); }
+dd { margin: 0; overflow-wrap: anywhere; }
+footer { color: var(--muted); font-size: 12px; margin-top: 40px; }
+"""
+
+PLOT_CAPTIONS = {
+    "accuracy_vs_latency": "Primary metric vs batch-1 p50 latency; dashed line: 97% of teacher.",
+    "throughput": "Batch-32 throughput per stage, with speed-up over the teacher.",
+}
+
+
+def fmt_value(value: Any) -> str:
+    """Plain text for an info value: dicts as ``k=v, ...``, lists comma-joined, floats short."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={fmt_value(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(fmt_value(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def fmt_shape(shape: Any) -> str:
+    """``{"layers": 4, "hidden": 312, "heads": 12, "ffn": 1200}`` -> "4 layers, hidden 312, ..."."""
+    if not isinstance(shape, dict):
+        return fmt_value(shape)
+    labels = {"layers": "{} layers", "hidden": "hidden {}", "heads": "{} heads", "ffn": "FFN {}"}
+    parts = [labels[k].format(fmt_value(v)) for k, v in shape.items() if k in labels]
+    parts += [f"{k} {fmt_value(v)}" for k, v in shape.items() if k not in labels]
+    return ", ".join(parts)
+
+
+def _dl(items: list[tuple[str, str]]) -> str:
+    """A definition list of (label, plain text) pairs, both escaped."""
+    body = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in items)
+    return f"<dl>{body}</dl>"
+
+
+def _table(record: RunRecord) -> str:
+    """The comparison table: best student row highlighted, low retention marked."""
+    best = best_student(record)
+    header = table_header(record)
+    ret_idx = header.index("Retention")
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = []
+    for row in stage_rows(record):
+        cells = [escape(c) for c in table_cells(record, row)]
+        classes = ["" for _ in cells]
+        if row["is_teacher"]:
+            cells[0] += '<span class="tag t">reference</span>'
+        elif best is not None and row["name"] == best.name:
+            cells[0] += '<span class="tag">best</span>'
+        if below_target(row):
+            cells[ret_idx] += " ⚠"
+            classes[ret_idx] = ' class="low"'
+            tip = f"below {RETENTION_TARGET:.0f}% of teacher"
+            cells[ret_idx] = f'<span title="{tip}">{cells[ret_idx]}</span>'
+        tr = "teacher" if row["is_teacher"] else "best" if best and row["name"] == best.name else ""
+        tds = "".join(f"<td{c}>{v}</td>" for c, v in zip(classes, cells))
+        body.append(f'<tr class="{tr}">{tds}</tr>' if tr else f"<tr>{tds}</tr>")
+    note = (f"Highlighted row: best student. Retention = stage {escape(record.metric)} / teacher "
+            f"{escape(record.metric)}; values below {RETENTION_TARGET:.0f}% are marked ⚠ in red. "
+            "Speed-up = throughput / teacher throughput; smaller = teacher size / stage size.")
+    return (f'<div class="scroll"><table><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table></div><p class="note">{note}</p>')
+
+
+def _plots(plots: dict[str, Path]) -> str:
+    """Each existing PNG as a <figure> with a base64 data URI; missing files are skipped."""
+    figures = []
+    for name, path in plots.items():
+        path = Path(path)
+        if not path.is_file():
+            continue
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        caption = PLOT_CAPTIONS.get(name, name.replace("_", " "))
+        figures.append(f'<figure><img src="data:image/png;base64,{data}" alt="{escape(name)}">'
+                       f"<figcaption>{escape(caption)}</figcaption></figure>")
+    if not figures:
+        return '<p class="note">No plots were made.</p>'
+    return f'<div class="plots">{"".join(figures)}</div>'
+
+
+def stage_details(stage: StageRecord) -> list[tuple[str, str]]:
+    """(label, text) pairs describing one stage: shape, init, training time, metrics, extras."""
+    info = dict(stage.info)
+    metrics = ", ".join(f"{k} {fmt_metric(v)}" for k, v in stage.metrics.items())
+    items = [("metrics", metrics or "—")]
+    if "shape" in info:
+        items.append(("shape", fmt_shape(info.pop("shape"))))
+    if "init" in info:
+        items.append(("init", fmt_value(info.pop("init"))))
+    if "train_seconds" in info:
+        items.append(("training time", fmt_seconds(info.pop("train_seconds"))))
+    items += [
+        ("params", f"{fmt_num(stage.params / 1e6, 2)} M "
+                   f"({fmt_num(stage.params_no_embeddings / 1e6, 2)} M without embeddings)"),
+        ("size on disk", f"{fmt_num(stage.disk_bytes / 1e6, 1)} MB"),
+    ]
+    items += [(str(k).replace("_", " "), fmt_value(v)) for k, v in info.items()]
+    return items
+
+
+def _details(record: RunRecord) -> str:
+    """One collapsible block per stage."""
+    blocks = [f"<details open><summary>{escape(s.name)}</summary>{_dl(stage_details(s))}</details>"
+              for s in record.stages]
+    return "".join(blocks) or '<p class="note">No stages.</p>'
+
+
+def run_details(record: RunRecord) -> list[tuple[str, str]]:
+    """(label, text) pairs about the run: name, recipe, date, machine, torch, precision, extras."""
+    info = dict(record.info)
+    machine = info.pop("machine", None)
+    machine = dict(machine) if isinstance(machine, dict) else ({"cpu": machine} if machine else {})
+    items = [("task", record.task), ("primary metric", record.metric)]
+    for key, label in (("run_name", "run name"), ("recipe", "recipe"), ("created", "date")):
+        if key in info:
+            items.append((label, fmt_value(info.pop(key))))
+    for key in ("cpu", "threads", "torch"):
+        if key in machine:
+            items.append((key if key != "cpu" else "machine", fmt_value(machine.pop(key))))
+    if "torch" in info:
+        items.append(("torch", fmt_value(info.pop("torch"))))
+    if "precision" in info:
+        items.append(("precision", fmt_value(info.pop("precision"))))
+    items += [(str(k).replace("_", " "), fmt_value(v)) for k, v in machine.items()]
+    items += [(str(k).replace("_", " "), fmt_value(v)) for k, v in info.items()]
+    return items
+
+
+def render_html(record: RunRecord, plots: dict[str, Path]) -> str:
+    """The full report page as a string.
+
+    ``plots`` maps a plot name (``accuracy_vs_latency``, ``throughput``) to a PNG path; each
+    existing file is embedded inline, so the page needs no other file.
+    """
+    name = str(record.info.get("run_name") or record.task)
+    title = f"tinyplm report — {name}"
+    sections = [
+        f"<h1>{escape(title)}</h1>",
+        f'<p class="sub">Task <b>{escape(record.task)}</b> · primary metric '
+        f"<b>{escape(record.metric)}</b> · {len(record.stages)} stage(s)</p>",
+        f'<p class="headline">{escape(headline(record))}</p>',
+        "<h2>Comparison</h2>", _table(record),
+        "<h2>Plots</h2>", _plots(plots),
+        "<h2>Stages</h2>", _details(record),
+        "<h2>Run</h2>", _dl(run_details(record)),
+        '<p class="note">Latency: batch-1 p50/p90 over the dev sentences; throughput: sentences/s '
+        "at batch 32. Models are measured in the same process, interleaved, after warm-up.</p>",
+        f"<footer>Generated by tinyplm {escape(__version__)}.</footer>",
+    ]
+    body = "\n".join(sections)
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>{escape(title)}</title>\n<style>{CSS}</style>\n</head>\n"
+            f"<body>\n<main>\n{body}\n</main>\n</body>\n</html>\n")

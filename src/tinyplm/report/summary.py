@@ -1,0 +1,56 @@
+"""summary.md: the run at a glance in markdown (headline, table, how speed was measured, links)."""
+
+from __future__ import annotations
+
+from tinyplm.report.records import RunRecord
+from tinyplm.report.tables import RETENTION_TARGET, headline, markdown_table
+
+MEASUREMENT_NOTE = (
+    "Latency is the batch-1 p50/p90 over the dev sentences; throughput is sentences per second at "
+    "batch 32 over the dev sentences. All models were measured in the same process, interleaved, "
+    "after warm-up, so their numbers are comparable with each other; absolute CPU numbers depend "
+    "on the machine."
+)
+
+
+def render_summary(record: RunRecord) -> str:
+    """The text of ``summary.md`` for ``record`` (links are relative to the run directory)."""
+    name = record.info.get("run_name")
+    title = f"# tinyplm run: {name}" if name else f"# tinyplm run: {record.task}"
+    machine = record.info.get("machine")
+    lines = [
+        title,
+        "",
+        f"Task **{record.task}**, primary metric **{record.metric}** (dev split).",
+        "",
+        headline(record),
+        "",
+        "## Results",
+        "",
+        markdown_table(record).rstrip("\n"),
+        "",
+        f"Bold: best student. ⚠: below {RETENTION_TARGET:.0f}% of the teacher's {record.metric}. "
+        "Speed-up = throughput / teacher throughput; smaller = teacher size on disk / stage size.",
+        "",
+        f"![{record.metric} vs latency](plots/accuracy_vs_latency.png)",
+        "",
+        "## How speed was measured",
+        "",
+        MEASUREMENT_NOTE,
+    ]
+    if isinstance(machine, dict) and machine:
+        desc = ", ".join(f"{k}: {v}" for k, v in machine.items())
+        lines += ["", f"Machine: {desc}."]
+    elif machine:
+        lines += ["", f"Machine: {machine}."]
+    lines += [
+        "",
+        "## Files",
+        "",
+        "- [report.html](report.html): the full report with plots and per-stage details",
+        "- [plots/accuracy_vs_latency.png](plots/accuracy_vs_latency.png)",
+        "- [plots/throughput.png](plots/throughput.png)",
+        "- [results.json](results.json): every number above, machine-readable",
+        "",
+    ]
+    return "\n".join(lines)

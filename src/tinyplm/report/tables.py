@@ -1,0 +1,217 @@
+"""Derived numbers for reports: one row per stage, the best student, the headline, a markdown table.
+
+Everything a report shows is computed here once, from a :class:`RunRecord`, so the HTML page, the
+markdown summary and the model card cannot disagree. Ratios against the teacher (retention,
+speed-up, compression) are ``None`` when there is no teacher stage or the divisor is zero.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tinyplm.report.records import RunRecord, StageRecord
+
+TEACHER = "teacher"
+# Students below this share of the teacher's primary metric are marked in every report.
+RETENTION_TARGET = 97.0
+
+
+def primary(record: RunRecord, stage: StageRecord) -> float | None:
+    """The stage's value of the run's primary metric, or None when it was not measured."""
+    value = stage.metrics.get(record.metric)
+    return float(value) if value is not None else None
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    """``num / den``, or None when either is missing or the divisor is not positive."""
+    if num is None or den is None or den <= 0:
+        return None
+    return num / den
+
+
+def stage_row(record: RunRecord, stage: StageRecord) -> dict[str, Any]:
+    """The derived numbers of one stage (see :func:`stage_rows` for the keys)."""
+    teacher = record.teacher
+    value = primary(record, stage)
+    t_value = primary(record, teacher) if teacher else None
+    retention = _ratio(value, t_value)
+    speedup = _ratio(stage.throughput_b32, teacher.throughput_b32 if teacher else None)
+    compression = _ratio(float(teacher.disk_bytes) if teacher else None, float(stage.disk_bytes))
+    return {
+        "name": stage.name,
+        "is_teacher": stage.name == TEACHER,
+        "metric": value,
+        "metrics": dict(stage.metrics),
+        "retention": retention * 100 if retention is not None else None,
+        "params_m": stage.params / 1e6,
+        "params_no_emb_m": stage.params_no_embeddings / 1e6,
+        "size_mb": stage.disk_bytes / 1e6,
+        "latency_p50_ms": stage.latency_ms_p50_b1,
+        "latency_p90_ms": stage.latency_ms_p90_b1,
+        "throughput": stage.throughput_b32,
+        "speedup": speedup if stage.throughput_b32 > 0 else None,
+        "compression": compression if stage.disk_bytes > 0 else None,
+    }
+
+
+def stage_rows(record: RunRecord) -> list[dict[str, Any]]:
+    """One dict per stage, in record order, with these keys:
+
+    ``name``, ``is_teacher``, ``metric`` (primary metric value or None), ``metrics`` (all),
+    ``retention`` (% of the teacher's primary metric or None), ``params_m``, ``params_no_emb_m``
+    (millions), ``size_mb`` (disk_bytes / 1e6), ``latency_p50_ms``, ``latency_p90_ms`` (batch 1),
+    ``throughput`` (sentences/s at batch 32), ``speedup`` (x teacher throughput or None),
+    ``compression`` (teacher disk bytes / stage disk bytes, or None).
+    """
+    return [stage_row(record, s) for s in record.stages]
+
+
+def best_student(record: RunRecord) -> StageRecord | None:
+    """The non-teacher stage with the highest primary metric (ties: higher throughput).
+
+    Stages without the primary metric rank last. Returns None when there is no student.
+    """
+    students = [s for s in record.stages if s.name != TEACHER]
+    if not students:
+        return None
+
+    def key(stage: StageRecord) -> tuple[bool, float, float]:
+        value = primary(record, stage)
+        return (value is not None, value if value is not None else 0.0, stage.throughput_b32)
+
+    return max(students, key=key)
+
+
+def metric_names(record: RunRecord) -> list[str]:
+    """The primary metric first, then every other metric any stage reports (sorted)."""
+    others = sorted({m for s in record.stages for m in s.metrics} - {record.metric})
+    return [record.metric, *others]
+
+
+# ---------------------------------------------------------------------------------------------
+# Formatting
+
+
+def fmt_metric(value: float | None) -> str:
+    """A metric value with 4 decimals, or an em dash when missing."""
+    return "—" if value is None else f"{value:.4f}"
+
+
+def fmt_num(value: float | None, digits: int = 1, suffix: str = "") -> str:
+    """A number with ``digits`` decimals and an optional suffix, or an em dash when missing/zero."""
+    if value is None or value == 0:
+        return "—"
+    return f"{value:,.{digits}f}{suffix}"
+
+
+def fmt_retention(value: float | None) -> str:
+    """A retention percentage, e.g. ``98.1%`` (em dash when unknown)."""
+    return "—" if value is None else f"{value:.1f}%"
+
+
+def fmt_seconds(seconds: float | None) -> str:
+    """A duration as ``1h 02m``, ``8m 00s`` or ``12.3 s``."""
+    if seconds is None:
+        return "—"
+    seconds = float(seconds)
+    if seconds >= 3600:
+        return f"{int(seconds // 3600)}h {int(seconds % 3600 // 60):02d}m"
+    if seconds >= 60:
+        return f"{int(seconds // 60)}m {int(seconds % 60):02d}s"
+    return f"{seconds:.1f} s"
+
+
+def below_target(row: dict[str, Any]) -> bool:
+    """True for a student whose retention is known and below :data:`RETENTION_TARGET`."""
+    retention = row["retention"]
+    return not row["is_teacher"] and retention is not None and retention < RETENTION_TARGET
+
+
+def table_cells(record: RunRecord, row: dict[str, Any]) -> list[str]:
+    """The formatted cells of one row, in the order of :func:`table_header`."""
+    extra = [fmt_metric(row["metrics"].get(m)) for m in metric_names(record)[1:]]
+    return [
+        row["name"],
+        fmt_metric(row["metric"]),
+        *extra,
+        fmt_retention(row["retention"]),
+        fmt_num(row["params_m"], 2),
+        fmt_num(row["size_mb"], 1),
+        fmt_num(row["latency_p50_ms"], 2),
+        fmt_num(row["latency_p90_ms"], 2),
+        fmt_num(row["throughput"], 1),
+        fmt_num(row["speedup"], 2, "×"),
+        fmt_num(row["compression"], 2, "×"),
+    ]
+
+
+def table_header(record: RunRecord) -> list[str]:
+    """Column titles of the comparison table (extra metrics follow the primary one)."""
+    return [
+        "Stage",
+        *metric_names(record),
+        "Retention",
+        "Params (M)",
+        "Size (MB)",
+        "p50 ms (b1)",
+        "p90 ms (b1)",
+        "Sent/s (b32)",
+        "Speed-up",
+        "Smaller",
+    ]
+
+
+def _md_cell(text: str) -> str:
+    """Escape characters that would break a markdown table cell."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(record: RunRecord) -> str:
+    """The comparison table as GitHub markdown; the best student's name is bold.
+
+    Students below 97% retention get a trailing warning sign after their retention.
+    """
+    best = best_student(record)
+    header = table_header(record)
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join([":---"] + ["---:"] * (len(header) - 1)) + "|",
+    ]
+    for row in stage_rows(record):
+        cells = [_md_cell(c) for c in table_cells(record, row)]
+        if best is not None and row["name"] == best.name:
+            cells[0] = f"**{cells[0]}**"
+        if below_target(row):
+            idx = header.index("Retention")
+            cells[idx] += " ⚠"
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def headline(record: RunRecord) -> str:
+    """One sentence on the best student vs the teacher (plain text, not escaped).
+
+    E.g. "Best student student-L3-H384 keeps 98.1% of the teacher's accuracy at 2.0× its
+    throughput, 1.9× smaller."
+    """
+    best = best_student(record)
+    teacher = record.teacher
+    if best is None:
+        if teacher is None:
+            return "No stages were measured in this run."
+        value = fmt_metric(primary(record, teacher))
+        return f"Only the teacher was measured: {record.metric} {value}."
+    row = stage_row(record, best)
+    if row["retention"] is None:
+        text = f"Best student {best.name} reaches {record.metric} {fmt_metric(row['metric'])}"
+        if row["throughput"] > 0:
+            text += f" at {row['throughput']:,.1f} sentences/s"
+        return text + " (no teacher to compare with)."
+    text = (f"Best student {best.name} keeps {row['retention']:.1f}% "
+            f"of the teacher's {record.metric}")
+    if row["speedup"] is not None:
+        text += f" at {row['speedup']:.1f}× its throughput"
+    if row["compression"] is not None:
+        ratio = row["compression"]
+        text += f", {ratio:.1f}× smaller" if ratio >= 1 else f", {1 / ratio:.1f}× larger"
+    return text + "."

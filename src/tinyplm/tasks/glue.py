@@ -1,0 +1,182 @@
+"""The nine GLUE tasks, read from the original GLUE-format TSV files.
+
+We read the TSVs ourselves with ``csv`` (tab delimiter, ``quoting=csv.QUOTE_NONE``) rather than
+through ``datasets``: GLUE files do not escape quote characters, so any quoting-aware reader can
+swallow several lines into one field; and we want every bad row reported as ``file:line``.
+
+Each task is a :class:`GlueSpec` (folder, columns, labels, metrics); :func:`glue_task` turns it
+into a :class:`~tinyplm.tasks.base.Task` whose files are resolved against a GLUE data folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+from tinyplm.errors import DataError
+from tinyplm.tasks.base import Example, Task
+from tinyplm.tasks.io import (
+    at,
+    check_columns,
+    no_examples,
+    parse_label,
+    parse_score,
+    require_text,
+    tsv_rows,
+)
+
+BINARY = ("0", "1")
+NLI2 = ("entailment", "not_entailment")
+
+
+@dataclass(frozen=True)
+class GlueSpec:
+    """How to read one GLUE task.
+
+    ``text``/``pair``/``label`` are column names: looked up in the file's header line, or in
+    ``columns`` for files without a header (CoLA). ``score_bounds`` is set for regression (STS-B).
+    ``files`` maps split name -> file name inside ``folder``; ``eval_splits`` are all but train.
+    """
+
+    name: str
+    folder: str
+    text: str
+    pair: str | None
+    label: str
+    labels: tuple[str, ...]
+    metrics: tuple[str, ...]
+    description: str
+    columns: tuple[str, ...] | None = None
+    score_bounds: tuple[float, float] | None = None
+    files: dict[str, str] = field(default_factory=lambda: {"train": "train.tsv", "dev": "dev.tsv"})
+    metric_suffix: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_regression(self) -> bool:
+        """True for a score column (STS-B)."""
+        return self.score_bounds is not None
+
+    @property
+    def eval_splits(self) -> tuple[str, ...]:
+        """Every split but train, in file order."""
+        return tuple(split for split in self.files if split != "train")
+
+
+GLUE_SPECS: dict[str, GlueSpec] = {
+    spec.name: spec
+    for spec in (
+        GlueSpec(
+            "cola", "CoLA", "sentence", None, "label", BINARY, ("mcc",),
+            "grammatical acceptability of one sentence (no header line)",
+            columns=("source", "label", "original_label", "sentence"),
+        ),
+        GlueSpec(
+            "sst2", "SST-2", "sentence", None, "label", BINARY, ("accuracy",),
+            "sentiment of one movie-review sentence",
+        ),
+        GlueSpec(
+            "mrpc", "MRPC", "#1 String", "#2 String", "Quality", BINARY, ("f1", "accuracy"),
+            "are two news sentences paraphrases",
+        ),
+        GlueSpec(
+            "stsb", "STS-B", "sentence1", "sentence2", "score", (), ("pearson", "spearman"),
+            "similarity score 0-5 of a sentence pair (regression)",
+            score_bounds=(0.0, 5.0),
+        ),
+        GlueSpec(
+            "qqp", "QQP", "question1", "question2", "is_duplicate", BINARY, ("accuracy", "f1"),
+            "are two Quora questions duplicates",
+        ),
+        GlueSpec(
+            "mnli", "MNLI", "sentence1", "sentence2", "gold_label",
+            ("contradiction", "entailment", "neutral"), ("accuracy",),
+            "3-way entailment, matched and mismatched genres",
+            files={
+                "train": "train.tsv",
+                "dev_matched": "dev_matched.tsv",
+                "dev_mismatched": "dev_mismatched.tsv",
+            },
+            metric_suffix={"dev_mismatched": "_mm"},
+        ),
+        GlueSpec(
+            "qnli", "QNLI", "question", "sentence", "label", NLI2, ("accuracy",),
+            "does the sentence answer the question",
+        ),
+        GlueSpec(
+            "rte", "RTE", "sentence1", "sentence2", "label", NLI2, ("accuracy",),
+            "2-way textual entailment",
+        ),
+        GlueSpec(
+            "wnli", "WNLI", "sentence1", "sentence2", "label", BINARY, ("accuracy",),
+            "Winograd pronoun resolution as entailment",
+        ),
+    )
+}
+
+
+def glue_task(name: str, glue_dir: Path) -> Task:
+    """The :class:`Task` for GLUE task ``name`` (a key of ``GLUE_SPECS``) under ``glue_dir``.
+
+    Raises ``KeyError`` for an unknown name (the registry in ``tinyplm.tasks`` gives the
+    user-facing error).
+    """
+    spec = GLUE_SPECS[name]
+    folder = Path(glue_dir) / spec.folder
+    return Task(
+        name=spec.name,
+        labels=spec.labels,
+        is_regression=spec.is_regression,
+        metrics=spec.metrics,
+        files={split: folder / file for split, file in spec.files.items()},
+        reader=partial(read_glue_file, spec=spec),
+        eval_splits=spec.eval_splits,
+        metric_suffix=dict(spec.metric_suffix),
+        description=spec.description,
+        family="GLUE",
+    )
+
+
+def read_glue_file(path: Path, split: str, spec: GlueSpec) -> list[Example]:
+    """Read the examples of one GLUE TSV file.
+
+    Columns are found by name in the header line (or in ``spec.columns`` for header-less CoLA).
+    Raises ``DataError`` naming ``path`` (and the 1-based line) for a missing column, a row with
+    the wrong number of fields, an empty text, an unknown label or a bad score, or no rows.
+    """
+    rows = tsv_rows(path)
+    columns = list(spec.columns) if spec.columns is not None else _header(path, rows)
+    required = [spec.text, spec.label] + ([spec.pair] if spec.pair else [])
+    index = check_columns(path, columns, required)
+    examples = [_example(fields, line, len(columns), index, path, spec) for line, fields in rows]
+    if not examples:
+        raise no_examples(path, "only a header line" if spec.columns is None else "")
+    return examples
+
+
+def _header(path: Path, rows: Iterator[tuple[int, list[str]]]) -> list[str]:
+    """The first row of ``rows`` (the header), or a ``DataError`` for an empty file."""
+    first = next(rows, None)
+    if first is None:
+        raise no_examples(path, "the file is empty")
+    return list(first[1])
+
+
+def _example(
+    fields: list[str], line: int, width: int, index: dict[str, int], path: Path, spec: GlueSpec
+) -> Example:
+    """One :class:`Example` from the fields of one line (raises ``DataError``)."""
+    if len(fields) != width:
+        raise DataError(
+            f"{at(path, line)}: expected {width} tab-separated fields, got {len(fields)}"
+        )
+    text = require_text(fields[index[spec.text]], spec.text, path, line)
+    pair = require_text(fields[index[spec.pair]], spec.pair, path, line) if spec.pair else None
+    raw = fields[index[spec.label]]
+    label: int | float
+    if spec.score_bounds is not None:
+        label = parse_score(raw, path, line, spec.score_bounds)
+    else:
+        label = parse_label(raw, spec.labels, path, line)
+    return Example(text=text, text_pair=pair, label=label, line=line)

@@ -1,0 +1,142 @@
+"""The training loop: data order, schedule, learning, budgets, checkpoints and in-process resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import TINY_TRAIN, tiny_sentiment_rows
+from tinyplm.config import TrainSpec
+from tinyplm.distill import PredictionObjective, StageIO, epoch_batches, lr_factor, train
+from tinyplm.distill.checkpoint import list_checkpoints
+from tinyplm.models import load_classifier
+from tinyplm.tasks.base import Example, Split
+from tinyplm.tasks.encoding import encode_split
+
+
+def test_epoch_batches_cover_every_example_once_and_are_deterministic() -> None:
+    lengths = np.random.default_rng(0).integers(3, 40, size=103)
+    a = epoch_batches(103, 8, seed=1, epoch=0, lengths=lengths)
+    b = epoch_batches(103, 8, seed=1, epoch=0, lengths=lengths)
+    c = epoch_batches(103, 8, seed=1, epoch=1, lengths=lengths)
+    assert a == b
+    assert a != c
+    assert sorted(i for batch in a for i in batch) == list(range(103))
+
+
+def test_grouping_by_length_reduces_padding() -> None:
+    lengths = np.random.default_rng(0).integers(3, 64, size=2000)
+
+    def padded(batches: list[list[int]]) -> int:
+        return sum(len(b) * max(lengths[i] for i in b) for b in batches)
+
+    grouped = epoch_batches(2000, 32, 0, 0, lengths=lengths)
+    plain = epoch_batches(2000, 32, 0, 0)
+    assert padded(grouped) < 0.75 * padded(plain)
+
+
+def test_small_last_batch_is_dropped_for_multiple_processes() -> None:
+    batches = epoch_batches(17, 8, 0, 0, world=2)
+    assert all(len(b) >= 2 for b in batches)
+    assert sum(len(b) for b in batches) == 16
+
+
+@pytest.mark.parametrize(
+    ("progress", "expected"), [(0.0, 0.0), (0.05, 0.5), (0.1, 1.0), (0.55, 0.5), (1.0, 0.0), (1.5, 0.0)]
+)
+def test_lr_factor_warms_up_then_decays_linearly(progress: float, expected: float) -> None:
+    assert lr_factor(progress, warmup=0.1) == pytest.approx(expected)
+
+
+def _data(tok, n: int, seed: int):
+    examples = [Example(t, None, y, i) for i, (t, y) in enumerate(tiny_sentiment_rows(n, seed))]
+    return encode_split(Split("train", examples, Path("x")), tok, 32)
+
+
+def _spec(**kw) -> TrainSpec:
+    return TrainSpec(**{**TINY_TRAIN, "epochs": 3, "log_every": 5, **kw})
+
+
+def _accuracy(model, enc) -> float:
+    from tinyplm.models.infer import predict_logits
+
+    preds = predict_logits(model, enc).argmax(-1)
+    return float((preds == enc.labels).float().mean())
+
+
+def test_fine_tuning_learns_the_toy_task(tiny_model_dir: Path, tmp_path: Path) -> None:
+    model, tok = load_classifier(tiny_model_dir, ("0", "1"), False)
+    train_enc, dev_enc = _data(tok, 256, 0), _data(tok, 64, 1)
+    before = _accuracy(model, dev_enc)
+    io = StageIO("t", tmp_path / "ckpt", tmp_path / "log.jsonl")
+    result = train(model, train_enc, PredictionObjective(), _spec(eval_every=16), io,
+                   evaluate=lambda m: {"accuracy": _accuracy(m, dev_enc)}, primary="accuracy")
+    assert result.steps == 48
+    assert result.best_metric is not None and result.best_metric >= 0.9 > before
+    assert _accuracy(result.model, dev_enc) == pytest.approx(result.best_metric)
+    events = [line for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert any('"event": "eval"' in e for e in events) and any('"examples_per_s"' in e for e in events)
+
+
+def test_max_steps_and_budget_stop_training(tiny_model_dir: Path, tmp_path: Path) -> None:
+    model, tok = load_classifier(tiny_model_dir, ("0", "1"), False)
+    enc = _data(tok, 64, 0)
+    io = StageIO("t", tmp_path / "c1", tmp_path / "log.jsonl")
+    assert train(model, enc, PredictionObjective(), _spec(max_steps=5), io).stopped_by == "max_steps"
+    io2 = StageIO("t2", tmp_path / "c2", tmp_path / "log.jsonl")
+    result = train(model, enc, PredictionObjective(), _spec(epochs=10_000, budget_minutes=0.02), io2)
+    assert result.stopped_by == "budget"
+    assert result.seconds >= 1.2 and result.steps < 10_000 * 4
+
+
+def test_kd_objective_needs_teacher_logits(tiny_model_dir: Path, tmp_path: Path) -> None:
+    model, tok = load_classifier(tiny_model_dir, ("0", "1"), False)
+    io = StageIO("t", tmp_path / "c", tmp_path / "log.jsonl")
+    with pytest.raises(ValueError, match="teacher logits"):
+        train(model, _data(tok, 16, 0), PredictionObjective(kd_weight=1.0), _spec(), io)
+
+
+class _Crash(Exception):
+    pass
+
+
+def test_resume_from_checkpoint_reproduces_the_uninterrupted_run(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Crash at step 30 (last checkpoint at 20), resume: same weights as one straight run."""
+    def fresh():
+        return load_classifier(tiny_model_dir, ("0", "1"), False)
+
+    calls = {"n": 0}
+
+    def crash_on_third_eval(_model) -> dict[str, float]:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise _Crash
+        return {"accuracy": 0.5}
+
+    model, tok = fresh()
+    enc = _data(tok, 128, 0)
+    spec = _spec(epochs=5, checkpoint_every=10, eval_every=10, keep_best=False)
+    straight = train(model, enc, PredictionObjective(), spec, StageIO("a", tmp_path / "a", tmp_path / "a.jsonl"),
+                     evaluate=lambda m: {"accuracy": 0.5})
+    model, _ = fresh()
+    with pytest.raises(_Crash):
+        train(model, enc, PredictionObjective(), spec, StageIO("b", tmp_path / "b", tmp_path / "b.jsonl"),
+              evaluate=crash_on_third_eval)
+    assert [p.name for p in list_checkpoints(tmp_path / "b")][-1] == "step-000020"
+    model, _ = fresh()  # a new process starts from the original weights
+    resumed = train(model, enc, PredictionObjective(), spec,
+                    StageIO("b", tmp_path / "b", tmp_path / "b.jsonl", resume=True), evaluate=lambda m: {"accuracy": 0.5})
+    assert resumed.steps == straight.steps == 40
+    assert [h["step"] for h in resumed.history] == [h["step"] for h in straight.history] == [10, 20, 30, 40]
+    a, b = straight.model.state_dict(), resumed.model.state_dict()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=0, atol=0, msg=key)
+    # checkpoints are complete directories; only the last two are kept
+    ckpts = list_checkpoints(tmp_path / "b")
+    assert [p.name for p in ckpts] == ["step-000030", "step-000040"]
+    assert all((p / "optimizer.pt").is_file() for p in ckpts)
+    assert set(load_file(str(ckpts[-1] / "model.safetensors"))) == set(a)

@@ -1,0 +1,120 @@
+"""Metrics agree with scikit-learn / scipy; suffixes; undefined metrics are 0.0."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+
+from tinyplm.errors import TinyplmError
+from tinyplm.evaluate import metrics
+from tinyplm.tasks import METRIC_NAMES, Example, Split, TaskData
+
+RNG_SEED = 0
+
+
+@pytest.fixture
+def binary() -> tuple[np.ndarray, np.ndarray]:
+    """200 random binary predictions and references."""
+    rng = np.random.default_rng(RNG_SEED)
+    return rng.integers(0, 2, 200), rng.integers(0, 2, 200)
+
+
+def test_table_matches_the_names_tasks_know() -> None:
+    assert tuple(metrics.METRICS) == METRIC_NAMES
+
+
+def test_classification_metrics_match_sklearn(binary: tuple[np.ndarray, np.ndarray]) -> None:
+    p, r = binary
+    out = metrics.compute(["accuracy", "f1", "f1_macro", "mcc"], p, r)
+    assert out == {
+        "accuracy": pytest.approx(accuracy_score(r, p)),
+        "f1": pytest.approx(f1_score(r, p)),
+        "f1_macro": pytest.approx(f1_score(r, p, average="macro")),
+        "mcc": pytest.approx(matthews_corrcoef(r, p)),
+    }
+    assert all(type(v) is float for v in out.values())
+
+
+def test_multiclass_metrics_match_sklearn() -> None:
+    rng = np.random.default_rng(1)
+    p, r = rng.integers(0, 3, 300), rng.integers(0, 3, 300)
+    out = metrics.compute(["accuracy", "f1_macro", "mcc"], p, r)
+    assert out["accuracy"] == pytest.approx(accuracy_score(r, p))
+    assert out["f1_macro"] == pytest.approx(f1_score(r, p, average="macro"))
+    assert out["mcc"] == pytest.approx(matthews_corrcoef(r, p))
+    with pytest.raises(TinyplmError, match="f1 is binary"):
+        metrics.compute(["f1"], p, r)
+
+
+def test_regression_metrics_match_scipy() -> None:
+    rng = np.random.default_rng(RNG_SEED)
+    r = rng.uniform(0, 5, 100)
+    p = r + rng.normal(0, 1, 100)
+    out = metrics.compute(["pearson", "spearman"], p.astype(np.float32), r)
+    assert out["pearson"] == pytest.approx(pearsonr(p, r).statistic, rel=1e-5)
+    assert out["spearman"] == pytest.approx(spearmanr(p, r).statistic, rel=1e-5)
+    assert all(type(v) is float for v in out.values())
+
+
+def test_suffix(binary: tuple[np.ndarray, np.ndarray]) -> None:
+    p, r = binary
+    out = metrics.compute(["accuracy", "f1"], p, r, suffix="_mm")
+    assert set(out) == {"accuracy_mm", "f1_mm"}
+    assert out["accuracy_mm"] == pytest.approx(accuracy_score(r, p))
+
+
+def test_undefined_metrics_are_zero() -> None:
+    constant, varied = np.zeros(10), np.arange(10.0)
+    out = metrics.compute(["pearson", "spearman"], constant, varied)
+    assert out == {"pearson": 0.0, "spearman": 0.0}
+    labels = np.array([0, 1, 0, 1])
+    assert metrics.compute(["mcc"], np.zeros(4, dtype=int), labels) == {"mcc": 0.0}
+    assert metrics.compute(["f1"], np.zeros(4, dtype=int), np.zeros(4, dtype=int)) == {"f1": 0.0}
+    assert metrics.compute(["pearson"], np.array([1.0]), np.array([2.0])) == {"pearson": 0.0}
+
+
+def test_bad_calls() -> None:
+    expected = r"unknown metric 'acc'; did you mean 'mcc'\? Known: accuracy"
+    with pytest.raises(TinyplmError, match=expected):
+        metrics.compute(["acc"], np.zeros(2), np.zeros(2))
+    with pytest.raises(TinyplmError, match="3 predictions for 2 references"):
+        metrics.compute(["accuracy"], np.zeros(3), np.zeros(2))
+    with pytest.raises(TinyplmError, match="no predictions"):
+        metrics.compute(["accuracy"], np.zeros(0), np.zeros(0))
+
+
+def test_predictions_from_logits() -> None:
+    logits = np.array([[0.1, 2.0, -1.0], [3.0, 0.0, 0.0]])  # (batch=2, num_labels=3)
+    preds = metrics.predictions_from_logits(logits, is_regression=False)
+    assert preds.tolist() == [1, 0] and preds.dtype == np.int64
+    scores = metrics.predictions_from_logits(np.array([[0.5], [4.25]]), is_regression=True)
+    assert scores.tolist() == [0.5, 4.25] and scores.shape == (2,)
+    assert metrics.predictions_from_logits(np.array([1.0, 2.0]), True).tolist() == [1.0, 2.0]
+    with pytest.raises(TinyplmError, match=r"\(batch, 1\)"):
+        metrics.predictions_from_logits(np.zeros((2, 3)), is_regression=True)
+    with pytest.raises(TinyplmError, match="num_labels"):
+        metrics.predictions_from_logits(np.zeros(3), is_regression=False)
+
+
+def mnli_data() -> TaskData:
+    """A hand-built MNLI-like TaskData with two eval splits."""
+    split = Split("x", [Example("a", "b", 0, 2)], Path("x.tsv"))
+    return TaskData(
+        task="mnli", train=split, evals={"dev_matched": split, "dev_mismatched": split},
+        labels=("contradiction", "entailment", "neutral"), is_regression=False,
+        metrics=("accuracy",), primary_metric="accuracy",
+        metric_suffix={"dev_mismatched": "_mm"},
+    )
+
+
+def test_task_metrics_applies_split_suffix() -> None:
+    data = mnli_data()
+    p, r = np.array([0, 1, 2, 2]), np.array([0, 1, 2, 1])
+    assert metrics.task_metrics(data, "dev_matched", p, r) == {"accuracy": 0.75}
+    assert metrics.task_metrics(data, "dev_mismatched", p, r) == {"accuracy_mm": 0.75}
+    with pytest.raises(TinyplmError, match="no split 'test'"):
+        metrics.task_metrics(data, "test", p, r)

@@ -1,0 +1,288 @@
+"""Reports built from hand-made RunRecords: derived numbers, files, escaping, rebuild, cards."""
+
+from __future__ import annotations
+
+import json
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tinyplm.errors import TinyplmError
+from tinyplm.report import (
+    RunRecord,
+    StageRecord,
+    best_student,
+    headline,
+    markdown_table,
+    rebuild,
+    render_html,
+    render_model_card,
+    render_summary,
+    stage_rows,
+    write_all,
+    write_model_card,
+)
+from tinyplm.report.plots import accuracy_vs_latency, throughput_bar
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def stage(
+    name: str, acc: float, throughput: float, disk: int, p50: float, **info: object
+) -> StageRecord:
+    """A stage with made-up numbers; params scale with disk size."""
+    return StageRecord(name=name, metrics={"accuracy": acc}, params=disk // 4,
+                       params_no_embeddings=disk // 16, disk_bytes=disk, latency_ms_p50_b1=p50,
+                       latency_ms_p90_b1=p50 * 1.3, throughput_b32=throughput, info=dict(info))
+
+
+def make_record() -> RunRecord:
+    """Teacher 0.90; student A 0.882 (98.0%, 2x, 2x smaller); student B 0.855 (95.0%, 4x, 4x)."""
+    return RunRecord(
+        task="sst2",
+        metric="accuracy",
+        stages=[
+            stage("teacher", 0.90, 100.0, 88_000_000, 20.0, model_dir="teacher"),
+            stage("student-L4-H312", 0.882, 200.0, 44_000_000, 9.0, model_dir="students/a",
+                  shape={"layers": 4, "hidden": 312, "heads": 12, "ffn": 1200}, init="random",
+                  train_seconds=480.0, objective={"kd": "logits", "temperature": 2.0}),
+            stage("student-L2-H128", 0.855, 400.0, 22_000_000, 1.5),
+        ],
+        info={"run_name": "demo", "created": "2025-01-02T03:04:05",
+              "machine": {"cpu": "Test CPU", "threads": 2, "torch": "2.13.0"}, "precision": "fp32"},
+    )
+
+
+class TagChecker(HTMLParser):
+    """Collects start tags and fails on unbalanced non-void tags."""
+
+    VOID = {"meta", "img", "br", "hr", "link", "input"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        assert self.stack and self.stack[-1] == tag, f"unexpected </{tag}>, open: {self.stack}"
+        self.stack.pop()
+
+
+def check_html(text: str) -> TagChecker:
+    parser = TagChecker()
+    parser.feed(text)
+    parser.close()
+    assert parser.stack == [], f"unclosed tags {parser.stack}"
+    return parser
+
+
+# --- derived numbers -------------------------------------------------------------------------
+
+
+def test_stage_rows_retention_speedup_compression() -> None:
+    rows = {r["name"]: r for r in stage_rows(make_record())}
+    a, b, t = rows["student-L4-H312"], rows["student-L2-H128"], rows["teacher"]
+    assert a["retention"] == pytest.approx(98.0)
+    assert b["retention"] == pytest.approx(95.0)
+    assert t["retention"] == pytest.approx(100.0) and t["is_teacher"]
+    assert a["speedup"] == pytest.approx(2.0) and b["speedup"] == pytest.approx(4.0)
+    assert a["compression"] == pytest.approx(2.0) and b["compression"] == pytest.approx(4.0)
+    assert a["size_mb"] == pytest.approx(44.0) and a["params_m"] == pytest.approx(11.0)
+    assert a["latency_p90_ms"] == pytest.approx(9.0 * 1.3)
+    assert a["metric"] == pytest.approx(0.882) and a["metrics"] == {"accuracy": 0.882}
+
+
+def test_ratios_are_none_without_teacher_or_zero_divisor() -> None:
+    record = make_record()
+    record.stages[0].metrics["accuracy"] = 0.0
+    record.stages[0].throughput_b32 = 0.0
+    rows = stage_rows(record)
+    assert rows[1]["retention"] is None and rows[1]["speedup"] is None
+    no_teacher = RunRecord("sst2", "accuracy", make_record().stages[1:])
+    assert all(r["retention"] is None and r["compression"] is None for r in stage_rows(no_teacher))
+
+
+def test_best_student_highest_metric_then_throughput() -> None:
+    record = make_record()
+    assert best_student(record).name == "student-L4-H312"  # type: ignore[union-attr]
+    record.stages[2].metrics["accuracy"] = 0.882  # tie: the faster one wins
+    assert best_student(record).name == "student-L2-H128"  # type: ignore[union-attr]
+    record.stages[0].metrics["accuracy"] = 0.99  # the teacher never counts
+    assert best_student(record).name == "student-L2-H128"  # type: ignore[union-attr]
+    assert best_student(RunRecord("sst2", "accuracy", record.stages[:1])) is None
+
+
+def test_markdown_table_and_headline() -> None:
+    record = make_record()
+    table = markdown_table(record)
+    lines = table.strip().splitlines()
+    assert len(lines) == 2 + 3
+    for name in ("teacher", "student-L4-H312", "student-L2-H128"):
+        assert name in table
+    assert "**student-L4-H312**" in table  # best student in bold
+    a_line = next(line for line in lines if "student-L4-H312" in line)
+    b_line = next(line for line in lines if "student-L2-H128" in line)
+    assert "98.0%" in a_line and "2.00×" in a_line and "⚠" not in a_line
+    assert "95.0% ⚠" in b_line and "4.00×" in b_line
+    assert headline(record) == ("Best student student-L4-H312 keeps 98.0% of the teacher's "
+                                "accuracy at 2.0× its throughput, 2.0× smaller.")
+
+
+def test_summary_has_table_note_and_links() -> None:
+    text = render_summary(make_record())
+    assert text.startswith("# tinyplm run: demo")
+    assert markdown_table(make_record()).strip() in text
+    assert "batch-1 p50/p90" in text and "batch 32" in text and "warm-up" in text
+    assert "(report.html)" in text and "(plots/accuracy_vs_latency.png)" in text
+
+
+# --- files -----------------------------------------------------------------------------------
+
+
+def test_plots_are_png(tmp_path: Path) -> None:
+    record = make_record()
+    a = accuracy_vs_latency(record, tmp_path / "p" / "a.png")
+    b = throughput_bar(record, tmp_path / "p" / "b.png")
+    for path in (a, b):
+        assert path.read_bytes()[:8] == PNG_MAGIC
+    assert sorted(p.name for p in (tmp_path / "p").iterdir()) == ["a.png", "b.png"]  # no temp left
+
+
+def test_write_all_writes_every_file(tmp_path: Path) -> None:
+    record = make_record()
+    (tmp_path / "model").mkdir()
+    (tmp_path / "students" / "a").mkdir(parents=True)
+    out = write_all(record, tmp_path)
+    expected = {"results.json", "summary.md", "report.html", "plots/accuracy_vs_latency.png",
+                "plots/throughput.png", "model/README.md", "students/a/README.md"}
+    written = {p.relative_to(tmp_path).as_posix() for p in out.values()}
+    assert written == expected
+    assert all((tmp_path / rel).is_file() for rel in expected)
+    assert not list(tmp_path.rglob("*.tmp"))
+    assert RunRecord.load(tmp_path / "results.json") == record
+    assert (tmp_path / "plots" / "throughput.png").read_bytes()[:8] == PNG_MAGIC
+    assert "# student-L4-H312" in (tmp_path / "model" / "README.md").read_text(encoding="utf-8")
+    assert not (tmp_path / "teacher").exists()  # cards only go into folders that exist
+
+
+def test_html_is_self_contained_and_valid(tmp_path: Path) -> None:
+    out = write_all(make_record(), tmp_path)
+    text = out["report"].read_text(encoding="utf-8")
+    parser = check_html(text)
+    imgs = [attrs["src"] for tag, attrs in parser.tags if tag == "img"]
+    assert len(imgs) == 2 and all(s and s.startswith("data:image/png;base64,") for s in imgs)
+    srcs = [attrs.get("src") or attrs.get("href") for _, attrs in parser.tags]
+    assert not [s for s in srcs if s and not s.startswith("data:")]  # no external resources
+    for name in ("teacher", "student-L4-H312", "student-L2-H128"):
+        assert name in text
+    assert 'class="best"' in text and 'class="low"' in text
+    assert "Best student student-L4-H312 keeps 98.0%" in text
+    assert "4 layers, hidden 312, 12 heads, FFN 1200" in text and "8m 00s" in text
+    assert "Test CPU" in text and "2.13.0" in text and "fp32" in text and "2025-01-02" in text
+
+
+def test_text_is_escaped() -> None:
+    record = make_record()
+    record.stages[2].name = "<b>x</b>"
+    record.info["recipe"] = "<script>alert(1)</script>"
+    text = render_html(record, {})
+    check_html(text)
+    assert "&lt;b&gt;x&lt;/b&gt;" in text and "<b>x</b>" not in text
+    assert "<script>" not in text
+
+
+def test_no_teacher_and_mnli_metrics_render(tmp_path: Path) -> None:
+    no_teacher = RunRecord("sst2", "accuracy", make_record().stages[1:])
+    out = write_all(no_teacher, tmp_path / "a")
+    check_html(out["report"].read_text(encoding="utf-8"))
+    assert "no teacher" in headline(no_teacher)
+    assert all(line.count("| — |") >= 1 for line in markdown_table(no_teacher).splitlines()[2:])
+
+    mnli = make_record()
+    mnli.task = "mnli"
+    for s, mm in zip(mnli.stages, (0.91, 0.87, 0.86)):
+        s.metrics["accuracy_mm"] = mm
+    out = write_all(mnli, tmp_path / "b")
+    table = markdown_table(mnli)
+    assert "| accuracy | accuracy_mm |" in table and "0.8700" in table
+    assert "accuracy_mm" in out["report"].read_text(encoding="utf-8")
+    card = render_model_card(mnli, "student-L4-H312")
+    assert "accuracy_mm" in card and "0.8700" in card
+
+
+def test_empty_record_renders(tmp_path: Path) -> None:
+    out = write_all(RunRecord("sst2", "accuracy"), tmp_path)
+    assert out["accuracy_vs_latency"].read_bytes()[:8] == PNG_MAGIC
+    check_html(out["report"].read_text(encoding="utf-8"))
+
+
+# --- rebuild ---------------------------------------------------------------------------------
+
+
+def test_rebuild_regenerates_reports(tmp_path: Path) -> None:
+    make_record().save(tmp_path / "results.json")
+    out = rebuild(tmp_path)
+    assert out["report"].is_file() and out["summary"].is_file()
+    assert "student-L2-H128" in (tmp_path / "summary.md").read_text(encoding="utf-8")
+    (tmp_path / "report.html").unlink()
+    rebuild(tmp_path)
+    assert (tmp_path / "report.html").is_file()
+
+
+def test_rebuild_missing_results_names_file(tmp_path: Path) -> None:
+    with pytest.raises(TinyplmError, match="results.json") as err:
+        rebuild(tmp_path)
+    assert str(tmp_path / "results.json") in str(err.value)
+
+
+@pytest.mark.parametrize("content", [
+    "{not json",
+    "[1, 2]",
+    json.dumps({"task": "sst2", "metric": "accuracy"}),
+    json.dumps({"task": "sst2", "metric": "accuracy", "stages": [{"name": "teacher"}]}),
+    json.dumps({"task": "sst2", "metric": "accuracy", "stages": [
+        {**stage("t", 0.9, 1.0, 1, 1.0).to_dict(), "metrics": "high"}]}),
+])
+def test_rebuild_invalid_results_raises(tmp_path: Path, content: str) -> None:
+    (tmp_path / "results.json").write_text(content, encoding="utf-8")
+    with pytest.raises(TinyplmError) as err:
+        rebuild(tmp_path)
+    assert str(tmp_path / "results.json") in str(err.value)
+    assert "expected" in str(err.value)
+
+
+# --- model card ------------------------------------------------------------------------------
+
+
+def test_model_card_contents(tmp_path: Path) -> None:
+    record = make_record()
+    card = render_model_card(record, "student-L4-H312")
+    assert card.startswith("---\nlibrary_name: transformers\n")
+    meta = yaml.safe_load(card.split("---\n")[1])
+    assert meta["library_name"] == "transformers"
+    assert meta["tags"] == ["tinyplm", "distillation", "text-classification"]
+    assert meta["datasets"] == ["nyu-mll/glue"] and meta["metrics"] == ["accuracy"]
+    result = meta["model-index"][0]["results"][0]
+    assert result["metrics"][0] == {"type": "accuracy", "value": 0.882, "name": "dev accuracy"}
+    assert "AutoModelForSequenceClassification.from_pretrained(model_dir)" in card
+    assert "AutoTokenizer.from_pretrained(model_dir)" in card
+    assert "0.8820" in card and "98.0%" in card and "0.9000" in card  # vs the teacher
+    assert "4 layers, hidden 312" in card and "random" in card
+    assert "temperature:** 2" in card and "8m 00s" in card
+    assert "Test CPU" in card and "dev split" in card and "English" in card
+    path = write_model_card(tmp_path, record, "student-L4-H312")
+    assert path == tmp_path / "README.md" and path.read_text(encoding="utf-8") == card
+
+
+def test_model_card_errors(tmp_path: Path) -> None:
+    with pytest.raises(TinyplmError, match="student-L4-H31"):
+        render_model_card(make_record(), "student-L4-H31")
+    with pytest.raises(TinyplmError, match="not a model directory"):
+        write_model_card(tmp_path / "missing", make_record(), "teacher")

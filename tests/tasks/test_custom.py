@@ -1,0 +1,163 @@
+"""Custom tasks from CSV and JSONL files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tinyplm.errors import DataError, TinyplmError
+from tinyplm.tasks import custom_task
+
+
+def write_csv(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` as UTF-8 and return the path."""
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def write_jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
+    """Write one JSON object per line."""
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def test_csv_with_inferred_labels_and_quoting(tmp_path: Path) -> None:
+    train = write_csv(
+        tmp_path / "train.csv",
+        'review,stars\n"Great, really ""great"".",pos\nDull.,neg\nFine.,neutral\n',
+    )
+    dev = write_csv(tmp_path / "dev.csv", "review,stars\r\nAwful.,neg\r\n")
+    task = custom_task("reviews", train, dev, text_column="review", label_column="stars")
+    assert task.labels == ("neg", "neutral", "pos")
+    assert task.metrics == ("accuracy", "f1_macro") and not task.is_regression
+    data = task.load()
+    first = data.train.examples[0]
+    assert (first.text, first.text_pair, first.label, first.line) == (
+        'Great, really "great".', None, 2, 2)
+    assert [e.label for e in data.evals["dev"].examples] == [0]
+    assert data.num_labels == 3
+
+
+def test_numeric_labels_sort_as_numbers(tmp_path: Path) -> None:
+    rows = "".join(f"t{i},{i}\n" for i in (10, 2, 9))
+    train = write_csv(tmp_path / "train.csv", "text,label\n" + rows)
+    task = custom_task("n", train, train, "text", "label")
+    assert task.labels == ("2", "9", "10")
+
+
+def test_jsonl_text_pair_and_given_labels(tmp_path: Path) -> None:
+    rows = [
+        {"premise": "A man sleeps.", "hypothesis": "A man rests.", "y": 1},
+        {"premise": "A cat.", "hypothesis": "A dog.", "y": 0, "extra": [1, 2]},
+    ]
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    dev = write_jsonl(tmp_path / "dev.jsonl", rows[:1])
+    task = custom_task("nli", train, dev, "premise", "y", text_pair_column="hypothesis",
+                       labels=["1", "0"], metrics=["accuracy"])
+    data = task.load()
+    assert data.labels == ("1", "0") and data.metrics == ("accuracy",)
+    assert [(e.text_pair, e.label) for e in data.train.examples] == [
+        ("A man rests.", 0), ("A dog.", 1)]
+
+
+def test_jsonl_boolean_labels(tmp_path: Path) -> None:
+    train = write_jsonl(tmp_path / "t.jsonl", [{"s": "a", "l": True}, {"s": "b", "l": False}])
+    task = custom_task("b", train, train, "s", "l")
+    assert task.labels == ("false", "true")
+    assert [e.label for e in task.read("train").examples] == [1, 0]
+
+
+def test_regression_csv(tmp_path: Path) -> None:
+    train = write_csv(tmp_path / "train.csv", "a,b,score\nx,y,0.5\nx,z,4\n")
+    task = custom_task("sim", train, train, "a", "score", text_pair_column="b", regression=True)
+    assert task.metrics == ("pearson", "spearman") and task.labels == ()
+    data = task.load()
+    assert [e.label for e in data.train.examples] == [0.5, 4.0]
+    assert data.num_labels == 1 and data.is_regression
+
+
+def test_regression_jsonl_bad_score(tmp_path: Path) -> None:
+    train = write_jsonl(tmp_path / "t.jsonl", [{"s": "a", "v": 1.5}, {"s": "b", "v": "lots"}])
+    task = custom_task("r", train, train, "s", "v", regression=True)
+    with pytest.raises(DataError, match=r"t\.jsonl:2: score 'lots' is not a number"):
+        task.read("train")
+
+
+def test_unknown_label_in_dev(tmp_path: Path) -> None:
+    train = write_csv(tmp_path / "train.csv", "text,label\na,x\nb,y\n")
+    dev = write_csv(tmp_path / "dev.csv", "text,label\na,x\nb,z\n")
+    with pytest.raises(DataError, match=r"dev\.csv:3: label 'z' is not one of x, y"):
+        custom_task("t", train, dev, "text", "label").read("dev")
+
+
+def test_missing_csv_column(tmp_path: Path) -> None:
+    train = write_csv(tmp_path / "train.csv", "text,lbl\na,x\n")
+    expected = r"train\.csv:1: missing column 'label'; found columns: 'text', 'lbl'"
+    with pytest.raises(DataError, match=expected):
+        custom_task("t", train, train, "text", "label")
+
+
+def test_csv_row_with_wrong_number_of_fields(tmp_path: Path) -> None:
+    train = write_csv(tmp_path / "train.csv", "text,label\na,x\nb,y,extra\n")
+    task = custom_task("t", train, train, "text", "label", labels=["x", "y"])
+    with pytest.raises(DataError, match=r"train\.csv:3: expected 2 fields, got 3"):
+        task.read("train")
+
+
+def test_csv_empty_text(tmp_path: Path) -> None:
+    train = write_csv(tmp_path / "train.csv", "text,label\na,x\n,y\n")
+    with pytest.raises(DataError, match=r"train\.csv:3: empty text in column 'text'"):
+        custom_task("t", train, train, "text", "label")
+
+
+def test_jsonl_errors_name_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"s": "a", "l": "x"}\n\n{"s": "b", "l": \n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"t\.jsonl:3: not valid JSON"):
+        custom_task("t", path, path, "s", "l", labels=["x", "y"]).read("train")
+    path.write_text('{"s": "a", "l": "x"}\n{"s": "b"}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"t\.jsonl:2: missing key 'l'; found keys: 's'"):
+        custom_task("t", path, path, "s", "l", labels=["x", "y"]).read("train")
+    path.write_text('["s", "l"]\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"t\.jsonl:1: expected a JSON object, got list"):
+        custom_task("t", path, path, "s", "l", labels=["x", "y"]).read("train")
+
+
+def test_not_utf8_csv(tmp_path: Path) -> None:
+    path = tmp_path / "train.csv"
+    path.write_bytes(b"text,label\na,x\n\xff\xfe,y\n")
+    with pytest.raises(DataError, match=r"train\.csv:3: not valid UTF-8"):
+        custom_task("t", path, path, "text", "label")
+
+
+def test_empty_and_header_only_files(tmp_path: Path) -> None:
+    empty = write_csv(tmp_path / "empty.csv", "")
+    header = write_csv(tmp_path / "header.csv", "text,label\n")
+    for path in (empty, header):
+        with pytest.raises(DataError, match=rf"{path.name}: holds no examples"):
+            custom_task("t", path, path, "text", "label")
+
+
+def test_single_label_train_cannot_infer(tmp_path: Path) -> None:
+    train = write_csv(tmp_path / "train.csv", "text,label\na,x\nb,x\n")
+    with pytest.raises(DataError, match=r"train\.csv: a classifier needs two or more labels"):
+        custom_task("t", train, train, "text", "label")
+
+
+def test_missing_train_file_when_inferring(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.csv"
+    with pytest.raises(DataError, match=r"nope\.csv: file not found \(expected the custom t train"):
+        custom_task("t", missing, missing, "text", "label")
+
+
+def test_bad_file_type_and_metrics(tmp_path: Path) -> None:
+    path = write_csv(tmp_path / "train.csv", "text,label\na,x\nb,y\n")
+    with pytest.raises(TinyplmError, match=r"unknown file type '\.tsv'"):
+        custom_task("t", tmp_path / "a.tsv", path, "text", "label")
+    expected = "unknown classification metric 'acuracy'; did you mean 'accuracy'"
+    with pytest.raises(TinyplmError, match=expected):
+        custom_task("t", path, path, "text", "label", metrics=["acuracy"])
+    with pytest.raises(TinyplmError, match="unknown regression metric 'accuracy'"):
+        custom_task("t", path, path, "text", "label", regression=True, metrics=["accuracy"])
