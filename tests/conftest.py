@@ -114,6 +114,17 @@ def write_recipe(path: Path, recipe: dict) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Tiny models run fastest on one thread, and the CI machine has only two cores."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture
 def tiny_glue(tmp_path: Path) -> Path:
     """A toy SST-2 in GLUE layout (256 train, 64 dev)."""

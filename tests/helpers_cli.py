@@ -24,8 +24,6 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 #: file path relative to the snapshot root -> (size, mtime_ns, sha256 hex digest)
 Snapshot = dict[str, tuple[int, int, str]]
 
@@ -64,7 +62,8 @@ def _in_process(args: list[str], cwd: Path, extra: dict[str, str]) -> Result:
     from tinyplm import cli as cli_module
 
     out, err = io.StringIO(), io.StringIO()
-    saved_argv, saved_cwd, saved_env = sys.argv, os.getcwd(), dict(os.environ)
+    saved_argv, saved_cwd = sys.argv, os.getcwd()
+    saved_env = {key: os.environ.get(key) for key in extra}
     sys.argv = ["tinyplm", *args]
     os.environ.update(extra)
     os.chdir(cwd)
@@ -80,8 +79,11 @@ def _in_process(args: list[str], cwd: Path, extra: dict[str, str]) -> Result:
                 code = 1
     finally:
         os.chdir(saved_cwd)
-        os.environ.clear()
-        os.environ.update(saved_env)
+        for key, value in saved_env.items():  # only what we set: tinyplm's own setdefaults stay
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
         sys.argv = saved_argv
     return Result(code, out.getvalue(), err.getvalue())
 
@@ -128,30 +130,3 @@ def write_sst2(glue: Path, train: bytes | None, dev: bytes | None) -> Path:
         if content is not None:
             (folder / name).write_bytes(content)
     return Path(glue)
-
-
-def sst2_rows(words: list[str], n: int, seed: int = 0) -> bytes:
-    """An SST-2 TSV (header + ``n`` rows of five words, labels alternating 0/1)."""
-    import random
-
-    rng = random.Random(seed)
-    rows = ["sentence\tlabel"] + [" ".join(rng.choice(words) for _ in range(5)) + f"\t{i % 2}" for i in range(n)]
-    return ("\n".join(rows) + "\n").encode()
-
-
-def write_recipe(path: Path, root: Path, glue: Path, model: Path, **sections) -> Path:
-    """A tiny recipe at ``path`` (no fine-tuning, no students, cheap measuring); ``sections``
-    replace or add top-level keys (a value of None drops the key)."""
-    recipe = {
-        "name": "tiny",
-        "output_dir": str(Path(root) / "runs" / "tiny"),
-        "cache_dir": str(Path(root) / "cache"),
-        "task": {"name": "sst2", "data_dir": str(glue), "max_length": 32},
-        "teacher": {"model": str(model)},
-        "measure": {"latency_sentences": 4, "throughput_batch": 4, "throughput_sentences": 8,
-                    "rounds": 1, "warmup": 1},
-    }
-    recipe.update(sections)
-    recipe = {k: v for k, v in recipe.items() if v is not None}
-    Path(path).write_text(yaml.safe_dump(recipe, sort_keys=False), encoding="utf-8")
-    return Path(path)

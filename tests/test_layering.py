@@ -27,8 +27,10 @@ LAYERS: dict[str, int] = {
     "serve": 6,
     "run": 7,
     "rundir": 7,
+    "stages": 7,
     "cli": 8,
     "cli_measure": 8,
+    "cli_prep": 8,
 }
 
 

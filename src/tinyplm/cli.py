@@ -76,16 +76,23 @@ def run_cmd(
 
 
 @app.command("validate")
-def validate_cmd(recipe: Annotated[Path, typer.Argument(help="YAML recipe")], overrides: Overrides = None) -> None:
-    """Check a recipe without running it (unknown keys name the nearest valid key).
+def validate_cmd(
+    recipe: Annotated[Path, typer.Argument(help="YAML recipe")],
+    overrides: Overrides = None,
+    check_inputs: Annotated[bool, typer.Option("--inputs/--no-inputs", help="also read the data and check the teacher")] = True,
+) -> None:
+    """Check a recipe without running it: its keys, its data files and its teacher.
 
     Example: tinyplm validate recipes/glue/sst2_demo.yaml
     """
     from tinyplm.config import load_recipe, student_name
+    from tinyplm.run import preflight
 
     cfg = load_recipe(recipe, overrides)
+    data, teacher = preflight(cfg) if check_inputs else (None, cfg.teacher.model)
     students = ", ".join(student_name(s) for s in cfg.students) or "none"
-    out.print(f"{recipe}: ok (task {cfg.task.name}, teacher {cfg.teacher.model}, students: {students})")
+    counts = f", {len(data.train)} train / " + " / ".join(f"{len(v)} {k}" for k, v in data.evals.items()) if data else ""
+    out.print(f"{recipe}: ok (task {cfg.task.name}{counts}; teacher {teacher}; students: {students})", soft_wrap=True)
 
 
 @app.command("finetune")
@@ -170,7 +177,10 @@ def _int_list(text: str, flag: str) -> list[int]:
 
 from tinyplm.cli_measure import register as _register_measure  # noqa: E402
 
+from tinyplm.cli_prep import register as _register_prep  # noqa: E402
+
 _register_measure(app, out)
+_register_prep(app, out)
 
 
 def main() -> None:

@@ -57,14 +57,14 @@ def register(app: typer.Typer, out: Console) -> None:
         """
         from tinyplm.cli import _print_stages
 
+        if out_dir and (out_dir / "results.json").exists():
+            raise TinyplmError(f"{out_dir}: already holds results.json; choose another --out")
         record = _bench(model_dirs, task, data_dir, max_length, rounds)
         _print_stages(record)
         if out_dir:
             from tinyplm.report import write_all
 
             out_dir.mkdir(parents=True, exist_ok=True)
-            if (out_dir / "results.json").exists():
-                raise TinyplmError(f"{out_dir}: already holds results.json; choose another --out")
             write_all(record, out_dir)
             out.print(f"report: {out_dir / 'report.html'}")
 

@@ -16,16 +16,26 @@ import torch
 
 from tinyplm import tasks
 from tinyplm.config.load import dump_resolved
-from tinyplm.config.schema import RunConfig, StudentSpec, TaskSpec, TrainSpec, student_name
-from tinyplm.distill import PredictionObjective, StageIO, cached_teacher_logits, default_cache_dir, get_accelerator, train
-from tinyplm.errors import ModelError
+from tinyplm.config.schema import RunConfig, TaskSpec, TrainSpec, student_name
+from tinyplm.distill import PredictionObjective, StageIO, get_accelerator, train
+from tinyplm.errors import ModelError, RecipeError
 from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
 from tinyplm.evaluate.size import count_params, disk_bytes
 from tinyplm.evaluate.speed import measure_speed
-from tinyplm.models import quiet_transformers, build_student, check_model_dir, fingerprint, is_complete, load_classifier, resolve_model_dir, save_model
+from tinyplm.models import (
+    check_model_dir,
+    is_complete,
+    load_classifier,
+    load_tokenizer,
+    quiet_transformers,
+    resolve_model_dir,
+    save_model,
+    shape_of,
+)
 from tinyplm.models.infer import cpu_supports_bf16, use_bf16
 from tinyplm.report import RunRecord, StageRecord, best_student, write_all
 from tinyplm.rundir import claim_run_dir
+from tinyplm.stages import StageInputs, run_student
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.encoding import Encoded, encode_split
 
@@ -39,7 +49,7 @@ def load_task(spec: TaskSpec) -> TaskData:
     """Read the task's train and eval splits (GLUE by name, or a custom CSV/JSONL task)."""
     if spec.name == "custom":
         if not spec.train_file or not spec.dev_file:
-            raise ModelError("task.name 'custom' needs task.train_file and task.dev_file")
+            raise RecipeError("task.name 'custom' needs task.train_file and task.dev_file")
         task = tasks.custom_task(
             "custom", Path(spec.train_file), Path(spec.dev_file), spec.text_column, spec.label_column,
             spec.text_pair_column, spec.labels, spec.regression,
@@ -55,20 +65,18 @@ def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, fo
     acc = get_accelerator()
     run_dir = Path(run_dir or run_dir_of(cfg))
     started = time.time()
+    data, teacher_src = preflight(cfg)  # bad input fails here, before the run dir is touched
     with acc.main_process_first():
         resumed = claim_run_dir(run_dir, dump_resolved(cfg), resume=resume, force=force) if acc.is_main_process else True
-    data = load_task(cfg.task)
-    teacher, tok, teacher_info = prepare_teacher(cfg, data, run_dir, resumed)
+    teacher, tok, teacher_info = prepare_teacher(cfg, data, teacher_src, run_dir, resumed)
     train_enc = encode_split(data.train, tok, cfg.task.max_length, cfg.task.max_train_examples)
     evals = encode_evals(data, tok, cfg.task.max_length, cfg.task.max_eval_examples)
     models = {"teacher": teacher}
     infos = {"teacher": teacher_info}
-    logits = None
+    inputs = StageInputs(cfg, data, teacher, run_dir / "teacher", teacher_src, tok, train_enc, evals, run_dir)
     for spec in cfg.students:
-        if logits is None and spec.objective.kd_weight > 0:
-            logits = teacher_logits(cfg, teacher, run_dir / "teacher", train_enc)
         name = student_name(spec)
-        models[name], infos[name] = prepare_student(spec, cfg, data, teacher, tok, train_enc, evals, logits, run_dir)
+        models[name], infos[name] = run_student(spec, inputs)
     record = RunRecord(task=data.task, metric=data.primary_metric, info=run_info(cfg, run_dir, started))
     if acc.is_main_process:
         record.stages = measure_all(models, infos, data, evals, cfg, run_dir)
@@ -77,19 +85,31 @@ def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, fo
     return record
 
 
-def prepare_teacher(cfg: RunConfig, data: TaskData, run_dir: Path, resumed: bool):
-    """Load (and fine-tune, if the recipe asks) the teacher; saved to ``run_dir/teacher``."""
-    out = run_dir / "teacher"
-    if resumed and is_complete(out):
-        model, tok = load_classifier(out, data.labels, data.is_regression)
-        return model, tok, {"model_dir": "teacher", "source": cfg.teacher.model, "reused": True}
+def preflight(cfg: RunConfig) -> tuple[TaskData, Path]:
+    """Check everything a run reads before it writes anything: the task's data files (every
+    line), the teacher directory, its tokenizer, and that a teacher used as is has a head.
+
+    Returns (task data, teacher dir); raises ``TinyplmError`` subclasses naming the problem.
+    """
+    data = load_task(cfg.task)
     src = resolve_model_dir(cfg.teacher.model)
-    archs = check_model_dir(src).get("architectures") or []
+    model_cfg = check_model_dir(src)
+    load_tokenizer(src, int(model_cfg["vocab_size"]))
+    archs = model_cfg.get("architectures") or []
     if cfg.teacher.finetune is None and not any("ForSequenceClassification" in a for a in archs):
         raise ModelError(
             f"{src}: has no classification head for task '{data.task}'; add a teacher.finetune section "
             "to the recipe to fine-tune it first"
         )
+    return data, src
+
+
+def prepare_teacher(cfg: RunConfig, data: TaskData, src: Path, run_dir: Path, resumed: bool):
+    """Load (and fine-tune, if the recipe asks) the teacher; saved to ``run_dir/teacher``."""
+    out = run_dir / "teacher"
+    if resumed and is_complete(out):
+        model, tok = load_classifier(out, data.labels, data.is_regression)
+        return model, tok, {"model_dir": "teacher", "source": cfg.teacher.model, "reused": True}
     model, tok = load_classifier(src, data.labels, data.is_regression)
     info = {"model_dir": "teacher", "source": str(cfg.teacher.model), "shape": shape_of(model)}
     if cfg.teacher.finetune is not None:
@@ -97,56 +117,16 @@ def prepare_teacher(cfg: RunConfig, data: TaskData, run_dir: Path, resumed: bool
         enc = encode_split(data.train, tok, cfg.task.max_length, cfg.task.max_train_examples)
         evals = encode_evals(data, tok, cfg.task.max_length, cfg.task.max_eval_examples)
         objective = PredictionObjective(kd_weight=0.0, hard_weight=1.0, is_regression=data.is_regression)
-        result = _train_stage(model, enc, evals, objective, spec, data, "teacher", run_dir, None)
+        bf16 = use_bf16(spec.precision)
+        io = StageIO("teacher", run_dir / "checkpoints" / "teacher", run_dir / "logs" / "train.jsonl", resume=True)
+        evaluate = lambda m: evaluate_model(m, data, evals, bf16=bf16, batch_size=spec.eval_batch_size)  # noqa: E731
+        result = train(model, enc, objective, spec, io, evaluate, data.primary_metric)
         model = result.model
         info.update(train_info(result, spec, objective))
     if get_accelerator().is_main_process:
         save_model(model, tok, out)
     get_accelerator().wait_for_everyone()
     return model, tok, info
-
-
-def teacher_logits(cfg: RunConfig, teacher, teacher_dir: Path, enc: Encoded) -> torch.Tensor:
-    """Teacher logits on the training data, from the on-disk cache when present."""
-    acc = get_accelerator()
-    cache = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_dir()
-    bf16 = use_bf16(cfg.teacher.finetune.precision if cfg.teacher.finetune else "auto")
-    with acc.main_process_first():
-        logits, _hit = cached_teacher_logits(teacher, fingerprint(teacher_dir), enc, cache, bf16=bf16)
-    return logits
-
-
-def prepare_student(spec: StudentSpec, cfg: RunConfig, data, teacher, tok, enc, evals, logits, run_dir: Path):
-    """Build, distil and save one student (or reload it when a resumed run already finished it)."""
-    name = student_name(spec)
-    out = run_dir / "students" / name
-    init = f"teacher layers {spec.teacher_layers}" if spec.teacher_layers else "random"
-    if is_complete(out):
-        model, _ = load_classifier(out, data.labels, data.is_regression)
-        return model, {"model_dir": f"students/{name}", "init": init, "reused": True, "shape": shape_of(model)}
-    student = build_student(spec, teacher, seed=spec.train.seed)
-    o = spec.objective
-    objective = PredictionObjective(o.kd_weight, o.hard_weight, o.temperature, data.is_regression)
-    result = _train_stage(student, enc, evals, objective, spec.train, data, name, run_dir, logits)
-    if get_accelerator().is_main_process:
-        save_model(result.model, tok, out)
-    get_accelerator().wait_for_everyone()
-    info = {"model_dir": f"students/{name}", "init": init, "shape": shape_of(result.model)}
-    info.update(train_info(result, spec.train, objective))
-    return result.model, info
-
-
-def _train_stage(model, enc, evals, objective, spec: TrainSpec, data: TaskData, name: str, run_dir: Path, logits):
-    """Train one stage; it always resumes from its checkpoints, which exist only in a resumed run."""
-    bf16 = use_bf16(spec.precision)
-    io = StageIO(name, run_dir / "checkpoints" / name, run_dir / "logs" / "train.jsonl", resume=True)
-    evaluate = lambda m: evaluate_model(m, data, evals, bf16=bf16, batch_size=spec.eval_batch_size)  # noqa: E731
-    return train(model, enc, objective, spec, io, evaluate, data.primary_metric, logits)
-
-
-def shape_of(model) -> dict[str, int]:
-    c = model.config
-    return {"layers": c.num_hidden_layers, "hidden": c.hidden_size, "heads": c.num_attention_heads, "ffn": c.intermediate_size}
 
 
 def train_info(result, spec: TrainSpec, objective: PredictionObjective) -> dict:

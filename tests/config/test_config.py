@@ -226,7 +226,7 @@ def test_shape_error_in_recipe_names_student(tmp_path: Path) -> None:
 
 
 def test_student_needs_shape_or_layers() -> None:
-    with pytest.raises(ValidationError, match="give a student 'shape' or 'teacher_layers'"):
+    with pytest.raises(ValidationError, match="give a student 'shape', 'teacher_layers' or 'init_from'"):
         StudentSpec(name="x")
     with pytest.raises(ValidationError, match="shape' or 'teacher_layers"):
         StudentSpec(teacher_layers=[])
@@ -253,16 +253,11 @@ def test_student_named_teacher_rejected() -> None:
 
 
 def test_objective_with_both_weights_zero_rejected() -> None:
-    with pytest.raises(ValidationError, match="both 0"):
+    with pytest.raises(ValidationError, match="every loss weight is 0"):
         ObjectiveSpec(kd_weight=0, hard_weight=0)
     assert ObjectiveSpec(kd_weight=0, hard_weight=1).hard_weight == 1
 
 
-@pytest.mark.xfail(
-    reason="BUG: config/load.py:49 reports only exc.errors()[0]; a misspelled *required* key "
-    "(shape.layrs) is reported as 'shape.layers: Field required' and the unknown key is never named",
-    strict=True,
-)
 def test_misspelled_required_key_is_named_as_unknown(tmp_path: Path) -> None:
     path = write(tmp_path, replace_line(VALID, 9, "    shape: {layrs: 2, hidden: 64, heads: 4, ffn: 128}"))
     with pytest.raises(RecipeError) as info:
@@ -270,9 +265,3 @@ def test_misspelled_required_key_is_named_as_unknown(tmp_path: Path) -> None:
     msg = str(info.value)
     assert msg.startswith(f"{path}:9: unknown key 'students[0].shape.layrs'"), msg
     assert "did you mean 'layers'?" in msg
-
-
-def test_misspelled_required_key_still_fails_naming_its_section(tmp_path: Path) -> None:
-    path = write(tmp_path, replace_line(VALID, 9, "    shape: {layrs: 2, hidden: 64, heads: 4, ffn: 128}"))
-    with pytest.raises(RecipeError, match=re.escape(f"{path}:9: students[0].shape")):
-        load_recipe(path)

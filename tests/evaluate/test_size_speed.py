@@ -119,11 +119,6 @@ class Broken(torch.nn.Module):
         raise RuntimeError("boom")
 
 
-@pytest.mark.xfail(
-    reason="BUG: speed.py:52-59 sets torch threads before the warm-up, which runs outside the "
-    "try/finally that restores them, so a model failing in warm-up leaves the process at spec.threads",
-    strict=True,
-)
 def test_measure_speed_restores_threads_when_a_model_fails() -> None:
     original = torch.get_num_threads()
     torch.set_num_threads(2)  # differs from FAST.threads = 1

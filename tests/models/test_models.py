@@ -169,12 +169,6 @@ def test_load_classifier_with_other_label_count_raises(tiny_model_dir: Path) -> 
     assert str(tiny_model_dir) in str(info.value)
 
 
-@pytest.mark.xfail(
-    reason="BUG: loading.py:114 reports 0 outputs for a 2-label checkpoint whose config.json omits "
-    "num_labels/id2label (transformers 5 leaves the default 2 labels out); the check on line 113 "
-    "already falls back to 2",
-    strict=True,
-)
 def test_label_count_error_names_the_checkpoint_head_size(tiny_model_dir: Path) -> None:
     cfg = json.loads((tiny_model_dir / "config.json").read_text())
     assert "num_labels" not in cfg and "id2label" not in cfg  # the default two-label head

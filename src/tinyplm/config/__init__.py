@@ -2,6 +2,9 @@
 
 from tinyplm.config.load import apply_override, dump_resolved, load_recipe, validate_recipe
 from tinyplm.config.schema import (
+    AugmentSpec,
+    CorpusSpec,
+    StageSpec,
     MeasureSpec,
     ObjectiveSpec,
     RunConfig,
@@ -14,6 +17,7 @@ from tinyplm.config.schema import (
 )
 
 __all__ = [
+    "AugmentSpec", "CorpusSpec", "StageSpec",
     "MeasureSpec", "ObjectiveSpec", "RunConfig", "ShapeSpec", "StudentSpec", "TaskSpec",
     "TeacherSpec", "TrainSpec", "apply_override", "dump_resolved", "load_recipe",
     "student_name", "validate_recipe",

@@ -38,18 +38,25 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> RunConf
         raise RecipeError(f"{path}: a recipe is a mapping of keys to values, got {type(raw).__name__}")
     for item in overrides or []:
         apply_override(raw, item)
-    return validate_recipe(raw, source=path, text=text)
+    return validate_recipe(raw, source=path, text=text, overrides=overrides)
 
 
-def validate_recipe(raw: dict[str, Any], source: Path | str = "<recipe>", text: str | None = None) -> RunConfig:
-    """Validate a recipe mapping; errors name the key path, its line and the nearest key."""
+def validate_recipe(
+    raw: dict[str, Any], source: Path | str = "<recipe>", text: str | None = None, overrides: list[str] | None = None
+) -> RunConfig:
+    """Validate a recipe mapping; errors name the key path, its line (or the override that set
+    it) and the nearest valid key."""
     try:
         return RunConfig.model_validate(raw)
     except ValidationError as exc:
-        err = exc.errors()[0]
+        errors = exc.errors()
+        # An unknown key is the likelier root cause (a misspelled required key also reports
+        # "field required"), so name it first.
+        err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
         loc = tuple(err["loc"])
-        line = _line_of(text, loc) if text else None
-        where = f"{source}:{line}" if line else f"{source}"
+        override = _override_for(loc, overrides or [])
+        line = _line_of(text, loc) if text and not override else None
+        where = f"override '{override}'" if override else (f"{source}:{line}" if line else f"{source}")
         key = _dotted(loc)
         if err["type"] == "extra_forbidden":
             valid = _valid_keys(RunConfig, loc[:-1])
@@ -76,6 +83,16 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
     _set_path(raw, parts, value, item)
 
 
+def _override_for(loc: tuple[Any, ...], overrides: list[str]) -> str | None:
+    """The override that set the key at ``loc`` (or a parent of it), if any."""
+    path = [str(p) for p in loc]
+    for item in reversed(overrides):
+        parts = [p for p in item.partition("=")[0].strip().split(".") if p]
+        if len(parts) <= len(path) and all(a == b or a == "*" for a, b in zip(parts, path)):
+            return item
+    return None
+
+
 def _set_path(node: Any, parts: list[str], value: Any, item: str) -> None:
     head, rest = parts[0], parts[1:]
     if isinstance(node, list):
@@ -97,6 +114,8 @@ def _set_path(node: Any, parts: list[str], value: Any, item: str) -> None:
         node[head] = value
         return
     if node.get(head) is None:
+        if rest[0] == "*" or rest[0].isdigit():
+            raise RecipeError(f"override '{item}': '{head}' is not a list in the recipe")
         node[head] = {}
     _set_path(node[head], rest, value, item)
 

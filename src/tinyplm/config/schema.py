@@ -6,6 +6,7 @@ Every model forbids unknown keys, so a typo fails at load time naming the key (s
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -81,20 +82,65 @@ class ShapeSpec(Section):
 
 
 class ObjectiveSpec(Section):
-    """Prediction-layer distillation: Hinton soft targets mixed with the hard-label loss.
+    """What a distillation stage minimises: a weighted sum of the terms below (0 = off).
 
-    loss = kd_weight * T^2 * KL(softmax(t/T) || softmax(s/T)) + hard_weight * CE(s, y);
-    for regression tasks the KD term is the MSE to the teacher's outputs.
+    Prediction layer (Hinton): ``kd_weight * T^2 * KL(softmax(t/T) || softmax(s/T)) +
+    hard_weight * CE(s, y)``; for regression tasks the KD term is the MSE to the teacher's outputs.
+    Layer-wise terms compare the student's layers with the teacher's layers paired by
+    ``layer_map`` (a preset: uniform/tinybert, last/minilm, or explicit [[student, teacher], ...],
+    1-based, 0 = embeddings).
     """
 
     temperature: float = Field(1.0, gt=0)
-    kd_weight: float = Field(1.0, ge=0)
-    hard_weight: float = Field(0.0, ge=0)
+    kd_weight: float = Field(1.0, ge=0, description="soft-target KD on the logits")
+    hard_weight: float = Field(0.0, ge=0, description="cross-entropy (or MSE) to the gold labels")
+    embedding: float = Field(0.0, ge=0, description="TinyBERT embedding-output MSE (projected when widths differ)")
+    hidden: float = Field(0.0, ge=0, description="TinyBERT hidden-state MSE over matched layers (projected)")
+    attention_scores: float = Field(0.0, ge=0, description="TinyBERT attention-score MSE (equal head counts)")
+    attention_kl: float = Field(0.0, ge=0, description="MiniLM attention-distribution KL (equal head counts)")
+    value_relation: float = Field(0.0, ge=0, description="MiniLM value-relation KL (equal head counts)")
+    qkv_relation: float = Field(0.0, ge=0, description="MiniLMv2 query/key/value self-relation KL")
+    relation_heads: int | None = Field(None, ge=1, description="MiniLMv2 relation heads (default: teacher's heads)")
+    cosine: float = Field(0.0, ge=0, description="DistilBERT cosine alignment of matched hidden states")
+    layer_map: str | list[list[int]] = Field("uniform", description="uniform | last | [[student, teacher], ...]")
 
     @model_validator(mode="after")
     def _some_weight(self) -> "ObjectiveSpec":
-        if self.kd_weight == 0 and self.hard_weight == 0:
-            raise ValueError("kd_weight and hard_weight are both 0: nothing to train on")
+        if not any(getattr(self, k) > 0 for k in LOSS_TERMS):
+            raise ValueError(f"every loss weight is 0 ({', '.join(LOSS_TERMS)}): nothing to train on")
+        return self
+
+    @property
+    def layerwise(self) -> bool:
+        """True when any term needs the teacher's intermediate features."""
+        return any(getattr(self, k) > 0 for k in LAYERWISE_TERMS)
+
+
+LAYERWISE_TERMS = ("embedding", "hidden", "attention_scores", "attention_kl", "value_relation", "qkv_relation", "cosine")
+LOSS_TERMS = ("kd_weight", "hard_weight", *LAYERWISE_TERMS)
+
+
+class StageSpec(Section):
+    """One distillation stage of a student; each starts from the previous stage's weights.
+
+    ``data``: ``task`` (the task's training set), ``augmented`` (the training set plus its
+    TinyBERT augmentation, see the run's ``augment`` section) or ``corpus`` (unlabelled text from
+    the run's ``corpus`` section: general distillation, layer-wise terms only).
+    ``teacher``: ``finetuned`` (the task teacher) or ``base`` (the teacher's source checkpoint
+    before fine-tuning, as TinyBERT's general distillation uses).
+    """
+
+    name: str | None = None
+    data: Literal["task", "augmented", "corpus"] = "task"
+    teacher: Literal["finetuned", "base"] = "finetuned"
+    objective: ObjectiveSpec = ObjectiveSpec()
+    train: TrainSpec = TrainSpec()
+
+    @model_validator(mode="after")
+    def _corpus_is_unlabelled(self) -> "StageSpec":
+        o = self.objective
+        if self.data == "corpus" and (o.kd_weight > 0 or o.hard_weight > 0):
+            raise ValueError("a corpus stage has no labels or task logits: set kd_weight and hard_weight to 0")
         return self
 
 
@@ -108,13 +154,17 @@ class StudentSpec(Section):
     name: str | None = Field(None, description="stage name; default student-L{layers}-H{hidden}")
     shape: ShapeSpec | None = None
     teacher_layers: list[int] | None = Field(None, description="copy these teacher layers (0-based)")
+    init_from: str | None = Field(None, description="start from a saved student dir (e.g. a general student)")
     objective: ObjectiveSpec = ObjectiveSpec()
     train: TrainSpec = TrainSpec()
+    stages: list[StageSpec] | None = Field(None, description="several stages; replaces objective/train")
 
     @model_validator(mode="after")
     def _shape_or_layers(self) -> "StudentSpec":
-        if self.shape is None and not self.teacher_layers:
-            raise ValueError("give a student 'shape' or 'teacher_layers' (or both)")
+        if self.shape is None and not self.teacher_layers and not self.init_from:
+            raise ValueError("give a student 'shape', 'teacher_layers' or 'init_from'")
+        if self.stages is not None and not self.stages:
+            raise ValueError("'stages' is empty: list at least one stage or drop the key")
         if self.shape and self.teacher_layers and len(self.teacher_layers) != self.shape.layers:
             raise ValueError(
                 f"teacher_layers lists {len(self.teacher_layers)} layers but shape.layers is {self.shape.layers}"
@@ -133,6 +183,26 @@ class MeasureSpec(Section):
     threads: int | None = Field(None, ge=1, description="torch threads while measuring; default all")
 
 
+class AugmentSpec(Section):
+    """TinyBERT data augmentation of the task's training set (used by ``data: augmented`` stages)."""
+
+    mlm: str = Field(..., description="a model dir with an MLM head (see `tinyplm fit-mlm-head`)")
+    copies: int = Field(20, ge=1, description="augmented copies per example (TinyBERT: 20 large, 30 small tasks)")
+    p: float = Field(0.4, ge=0, le=1, description="probability of replacing each word")
+    top_k: int = Field(15, ge=1, description="masked-LM candidates per single-piece word")
+    neighbours: int = Field(15, ge=1, description="embedding neighbours per multi-piece word")
+    max_examples: int | None = Field(None, ge=1, description="augment only the first N training examples")
+    seed: int = 42
+
+
+class CorpusSpec(Section):
+    """Unlabelled text for ``data: corpus`` stages (general distillation)."""
+
+    paths: list[str] = Field(..., min_length=1, description="text files or folders (*.txt); Gutenberg headers are stripped")
+    max_docs: int | None = Field(None, ge=1, description="use at most this many paragraphs")
+    max_length: int = Field(128, ge=8, le=512)
+
+
 class RunConfig(Section):
     """A whole recipe: task -> teacher -> students -> measure -> report."""
 
@@ -143,6 +213,18 @@ class RunConfig(Section):
     teacher: TeacherSpec = TeacherSpec()
     students: list[StudentSpec] = Field(default_factory=list)
     measure: MeasureSpec = MeasureSpec()
+    augment: AugmentSpec | None = None
+    corpus: CorpusSpec | None = None
+
+    @model_validator(mode="after")
+    def _stage_inputs(self) -> "RunConfig":
+        for spec in self.students:
+            for stage in spec.stages or []:
+                if stage.data == "augmented" and self.augment is None:
+                    raise ValueError(f"student {student_name(spec)}: a 'data: augmented' stage needs an 'augment' section")
+                if stage.data == "corpus" and self.corpus is None:
+                    raise ValueError(f"student {student_name(spec)}: a 'data: corpus' stage needs a 'corpus' section")
+        return self
 
     @model_validator(mode="after")
     def _unique_student_names(self) -> "RunConfig":
@@ -161,4 +243,6 @@ def student_name(spec: StudentSpec) -> str:
         return spec.name
     if spec.shape:
         return f"student-L{spec.shape.layers}-H{spec.shape.hidden}"
-    return f"student-L{len(spec.teacher_layers or [])}-layers-" + "-".join(map(str, spec.teacher_layers or []))
+    if spec.teacher_layers:
+        return f"student-L{len(spec.teacher_layers)}-layers-" + "-".join(map(str, spec.teacher_layers))
+    return "student-" + Path(spec.init_from or "init").name

@@ -17,15 +17,20 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 from accelerate import Accelerator
 from accelerate.utils import broadcast
 
 from tinyplm.config.schema import TrainSpec
 from tinyplm.distill.checkpoint import LoopState, list_checkpoints, load_checkpoint, save_checkpoint
+from tinyplm.distill.features import Features, forward_features
 from tinyplm.distill.losses import PredictionObjective
+from tinyplm.distill.objective import DistillObjective
 from tinyplm.distill.progress import JsonlLog, make_progress
 from tinyplm.models.infer import autocast, use_bf16
 from tinyplm.tasks.encoding import Encoded, collate, model_inputs
+
+Objective = PredictionObjective | DistillObjective
 
 EvalFn = Callable[[torch.nn.Module], dict[str, float]]
 
@@ -109,47 +114,78 @@ def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str,
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
+class Trainable(nn.Module):
+    """The student plus the objective's learned parts (projections), trained and saved together.
+
+    ``forward(inputs)`` returns the student's :class:`Features` that the objective asks for, so
+    one ``accelerate``-prepared module (DDP across processes) covers every trained parameter.
+    """
+
+    def __init__(self, student: nn.Module, objective: Objective) -> None:
+        super().__init__()
+        self.student = student
+        self.objective = objective if isinstance(objective, nn.Module) else None
+        self.wants = objective.wants if isinstance(objective, DistillObjective) else frozenset()
+
+    def forward(self, inputs: dict[str, torch.Tensor]) -> Features:
+        return forward_features(self.student, inputs, self.wants)
+
+
 @dataclass
 class _Loop:
     """Objects one run of the loop shares between its helpers."""
 
     acc: Accelerator
-    model: torch.nn.Module
+    model: torch.nn.Module  # the prepared Trainable
     opt: torch.optim.Optimizer
     spec: TrainSpec
     io: StageIO
     log: JsonlLog
     state: LoopState
+    objective: Objective
+    teacher: nn.Module | None = None
     best: dict[str, torch.Tensor] | None = None
 
     @property
-    def unwrapped(self) -> torch.nn.Module:
+    def unwrapped(self) -> Trainable:
         return self.acc.unwrap_model(self.model)
+
+    @property
+    def student(self) -> nn.Module:
+        return self.unwrapped.student
 
 
 def train(
     model: torch.nn.Module,
     data: Encoded,
-    objective: PredictionObjective,
+    objective: Objective,
     spec: TrainSpec,
     io: StageIO,
     evaluate: EvalFn | None = None,
     primary: str | None = None,
     teacher_logits: torch.Tensor | None = None,
+    teacher: nn.Module | None = None,
 ) -> TrainResult:
     """Train ``model`` on ``data`` with ``objective`` under ``spec``; see the module docstring.
 
     ``evaluate(model) -> metrics`` runs every ``spec.eval_every`` steps and at the end; the best
-    ``primary`` metric's weights are restored when ``spec.keep_best``. Raises ``ValueError`` if the
-    objective needs teacher logits and none are given.
+    ``primary`` metric's weights are restored when ``spec.keep_best``. ``teacher`` is run (no
+    grad) on every batch when the objective has layer-wise terms. Raises ``ValueError`` if the
+    objective needs teacher logits or a teacher that was not given.
     """
     if objective.needs_teacher and teacher_logits is None:
         raise ValueError(f"stage {io.name}: objective needs teacher logits")
+    if isinstance(objective, DistillObjective) and objective.needs_teacher_features and teacher is None:
+        raise ValueError(f"stage {io.name}: layer-wise terms need the teacher model")
     acc = get_accelerator()
     torch.manual_seed(spec.seed + acc.process_index)
-    opt = torch.optim.AdamW(_param_groups(model, spec.weight_decay), lr=spec.lr)
-    model, opt = acc.prepare(model, opt)
-    loop = _Loop(acc, model, opt, spec, io, JsonlLog(io.log_path, io.name, acc.is_main_process), LoopState())
+    trainable = Trainable(model, objective)
+    opt = torch.optim.AdamW(_param_groups(trainable, spec.weight_decay), lr=spec.lr)
+    prepared, opt = acc.prepare(trainable, opt)
+    log = JsonlLog(io.log_path, io.name, acc.is_main_process)
+    loop = _Loop(acc, prepared, opt, spec, io, log, LoopState(), objective, teacher)
+    if teacher is not None:
+        teacher.eval()
     if io.resume:
         _resume(loop)
     stopped_by = _run_steps(loop, data, objective, teacher_logits, evaluate, primary)
@@ -157,10 +193,11 @@ def train(
         _evaluate(loop, evaluate, primary)
     if spec.keep_best and loop.best is not None:
         loop.unwrapped.load_state_dict(loop.best)
+    loop.student.train(False)
     loop.log.write(event="end", step=loop.state.step, elapsed_s=round(loop.state.elapsed, 2),
                    stopped_by=stopped_by, best_step=loop.state.best_step, best_metric=loop.state.best_metric)
     s = loop.state
-    return TrainResult(loop.unwrapped, s.history, s.best_metric, s.best_step, s.step, s.elapsed, stopped_by)
+    return TrainResult(loop.student, s.history, s.best_metric, s.best_step, s.step, s.elapsed, stopped_by)
 
 
 def _resume(loop: _Loop) -> None:
@@ -251,10 +288,18 @@ def _step(loop: _Loop, data: Encoded, global_batch: list[int], objective, teache
     batch = collate(data, local)
     for group in loop.opt.param_groups:
         group["lr"] = loop.spec.lr * factor
+    inputs = model_inputs(batch)
+    t_feats = None
     with autocast(bf16):
-        logits = loop.model(**model_inputs(batch)).logits
+        feats = loop.model(inputs)
+        if loop.teacher is not None and isinstance(objective, DistillObjective) and objective.needs_teacher_features:
+            with torch.no_grad():
+                t_feats = forward_features(loop.teacher, inputs, objective.wants)
     t_logits = teacher_logits[batch["index"]] if teacher_logits is not None else None
-    loss, _ = objective(logits.float(), batch["labels"], t_logits)
+    if isinstance(objective, DistillObjective):
+        loss, _ = objective.loss(feats, t_feats, batch["labels"], t_logits)
+    else:
+        loss, _ = objective(feats.logits.float(), batch["labels"], t_logits)
     acc.backward(loss)
     if loop.spec.grad_clip > 0:
         acc.clip_grad_norm_(loop.model.parameters(), loop.spec.grad_clip)
@@ -277,7 +322,7 @@ def _log_train(loop: _Loop, loss_eps: tuple[float, float], bar, task, total: int
 
 def _evaluate(loop: _Loop, evaluate: EvalFn, primary: str | None) -> None:
     state = loop.state
-    metrics = evaluate(loop.unwrapped)
+    metrics = evaluate(loop.student)
     loop.model.train()
     entry = {"step": state.step, "elapsed_s": round(state.elapsed, 2), **metrics}
     state.history.append(entry)

@@ -51,6 +51,13 @@ def measure_speed(models: dict[str, torch.nn.Module], enc: Encoded, spec: Measur
     previous_threads = torch.get_num_threads()
     if spec.threads:
         torch.set_num_threads(spec.threads)
+    try:
+        return _measure(models, enc, spec)
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _measure(models: dict[str, torch.nn.Module], enc: Encoded, spec: MeasureSpec) -> dict[str, SpeedResult]:
     singles = _batches(enc, spec.latency_sentences, 1)
     groups = _batches(enc, spec.throughput_sentences, spec.throughput_batch)
     n_sent = sum(int(b["input_ids"].shape[0]) for b in groups)
@@ -60,13 +67,10 @@ def measure_speed(models: dict[str, torch.nn.Module], enc: Encoded, spec: Measur
     lat: dict[str, list[float]] = {k: [] for k in models}
     thr: dict[str, list[float]] = {k: [] for k in models}
     names = list(models)
-    try:
-        for r in range(spec.rounds):
-            for name in names[r % len(names):] + names[: r % len(names)]:
-                lat[name] += _time_batches(models[name], singles)
-                thr[name].append(n_sent / sum(_time_batches(models[name], groups)))
-    finally:
-        torch.set_num_threads(previous_threads)
+    for r in range(spec.rounds):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            lat[name] += _time_batches(models[name], singles)
+            thr[name].append(n_sent / sum(_time_batches(models[name], groups)))
     return {
         k: SpeedResult(
             latency_ms_p50_b1=float(np.percentile(lat[k], 50) * 1000),

@@ -110,8 +110,9 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool):
     num_labels = 1 if is_regression else len(labels)
     archs = cfg.get("architectures") or []
     has_head = any("ForSequenceClassification" in a for a in archs)
-    if has_head and int(cfg.get("num_labels", len(cfg.get("id2label", {})) or 2)) != num_labels:
-        found = cfg.get("num_labels", len(cfg.get("id2label", {})))
+    # transformers leaves num_labels/id2label out of config.json for the default of 2 labels.
+    found = int(cfg.get("num_labels", len(cfg.get("id2label", {})) or 2))
+    if has_head and found != num_labels:
         raise ModelError(f"{path}: its classifier has {found} outputs but the task needs {num_labels}")
     id2label = {i: lab for i, lab in enumerate(labels)} if not is_regression else {0: "score"}
     try:

@@ -93,3 +93,9 @@ def copy_teacher_layers(student: BertForSequenceClassification, teacher: PreTrai
 def every_other_layer(num_layers: int) -> list[int]:
     """DistilBERT's choice: teacher layers 0, 2, 4, ... (half the depth)."""
     return list(range(0, num_layers, 2))
+
+
+def shape_of(model) -> dict[str, int]:
+    """A model's encoder shape as recorded in reports: layers, hidden, heads, ffn."""
+    c = model.config
+    return {"layers": c.num_hidden_layers, "hidden": c.hidden_size, "heads": c.num_attention_heads, "ffn": c.intermediate_size}

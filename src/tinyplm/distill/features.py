@@ -1,0 +1,160 @@
+"""Named intermediate features of a Hugging Face BERT forward, for layer-wise distillation.
+
+:func:`forward_features` runs one forward of any ``transformers`` BERT (``BertModel`` or a model
+with a ``.bert`` attribute such as ``BertForSequenceClassification``/``BertForMaskedLM``) and keeps
+only the features an objective asks for (:data:`FEATURES`):
+
+- ``embeddings``: the embedding output ``hidden_states[0]`` (batch, seq, hidden)
+- ``hidden``: the output of each encoder layer 1..L, each (batch, seq, hidden)
+- ``queries``/``keys``/``values``: each layer's Q/K/V ``nn.Linear`` outputs before the head split,
+  each (batch, seq, hidden), captured with forward hooks that are removed after the call
+- ``attn_scores``: pre-softmax scores ``Q_h K_h^T / sqrt(head_dim) + mask``, (batch, heads, seq, seq)
+- ``attn_probs``: ``softmax(attn_scores)``, (batch, heads, seq, seq)
+
+Scores and probabilities are recomputed from the captured Q and K, so they do not depend on the
+attention implementation (sdpa does not return attention weights) and are *pre-dropout*: in train
+mode the model's own attention dropout does not touch them. The additive mask follows
+``transformers``: ``torch.finfo(dtype).min`` at padded key positions, 0 elsewhere.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+FEATURES = ("embeddings", "hidden", "attn_scores", "attn_probs", "queries", "keys", "values")
+_QKV = ("queries", "keys", "values")
+_MODULE = {"queries": "query", "keys": "key", "values": "value"}
+
+
+@dataclass
+class Features:
+    """What one forward returned; features that were not asked for are None."""
+
+    logits: Tensor | None
+    attention_mask: Tensor  # (batch, seq), 1 = real token, 0 = padding
+    embeddings: Tensor | None = None  # (batch, seq, hidden)
+    hidden: list[Tensor] | None = None  # layer 1..L, each (batch, seq, hidden)
+    attn_scores: list[Tensor] | None = None  # per layer (batch, heads, seq, seq), pre-softmax
+    attn_probs: list[Tensor] | None = None  # per layer (batch, heads, seq, seq), pre-dropout
+    queries: list[Tensor] | None = None  # per layer (batch, seq, hidden)
+    keys: list[Tensor] | None = None  # per layer (batch, seq, hidden)
+    values: list[Tensor] | None = None  # per layer (batch, seq, hidden)
+
+
+def _bert(model: nn.Module) -> nn.Module:
+    """The ``BertModel`` inside ``model`` (or ``model`` itself). Raises ValueError if none."""
+    bert = getattr(model, "bert", model)
+    if not hasattr(bert, "encoder") or not hasattr(bert.encoder, "layer"):
+        raise ValueError(
+            f"{type(model).__name__} is not a transformers BERT model: expected a BertModel or a "
+            "model with a `.bert` attribute holding one"
+        )
+    return bert
+
+
+def num_layers(model: nn.Module) -> int:
+    """Number of encoder layers of a BERT model."""
+    return len(_bert(model).encoder.layer)
+
+
+def hidden_size(model: nn.Module) -> int:
+    """Hidden width of a BERT model."""
+    return int(_bert(model).config.hidden_size)
+
+
+def num_heads(model: nn.Module) -> int:
+    """Number of attention heads per layer of a BERT model (from its config)."""
+    return int(_bert(model).config.num_attention_heads)
+
+
+def _check_want(want: Iterable[str]) -> frozenset[str]:
+    """The asked features as a set. Raises ValueError naming the valid ones for an unknown name."""
+    asked = frozenset(want)
+    unknown = sorted(asked - set(FEATURES))
+    if unknown:
+        raise ValueError(f"unknown feature(s) {unknown}; valid features are {list(FEATURES)}")
+    return asked
+
+
+def _mask_of(inputs: dict[str, Tensor]) -> Tensor:
+    """The (batch, seq) attention mask of ``inputs``, all ones when none is given."""
+    if inputs.get("attention_mask") is not None:
+        return inputs["attention_mask"]
+    ref = inputs.get("input_ids")
+    if ref is None:
+        ref = inputs.get("inputs_embeds")
+    if ref is None:
+        raise ValueError("inputs need `input_ids` or `inputs_embeds`")
+    return torch.ones(ref.shape[:2], dtype=torch.long, device=ref.device)
+
+
+def attention_from_qk(q: Tensor, k: Tensor, heads: int, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Pre-softmax scores and probabilities from Q and K.
+
+    ``q``, ``k``: (batch, seq, hidden); ``mask``: (batch, seq), 0 at padding.
+    Returns (scores, probs), each (batch, heads, seq, seq); padded keys get ``finfo(dtype).min``.
+    """
+    b, s, d = q.shape
+    hd = d // heads
+    qh = q.view(b, s, heads, hd).transpose(1, 2)  # (batch, heads, seq, head_dim)
+    kh = k.view(b, s, heads, hd).transpose(1, 2)
+    scores = qh @ kh.transpose(-1, -2) / math.sqrt(hd)  # (batch, heads, seq, seq)
+    pad = (mask == 0)[:, None, None, :].to(scores.device)  # (batch, 1, 1, seq)
+    additive = torch.zeros(pad.shape, dtype=scores.dtype, device=scores.device)
+    additive = additive.masked_fill(pad, torch.finfo(scores.dtype).min)
+    scores = scores + additive
+    return scores, torch.softmax(scores, dim=-1)
+
+
+def _hook_qkv(bert: nn.Module, names: Iterable[str], store: dict[str, list[Tensor]]) -> list:
+    """Register forward hooks storing each layer's Q/K/V Linear outputs; returns the handles."""
+    handles = []
+    for name in names:
+        store[name] = []
+        for layer in bert.encoder.layer:
+            linear = getattr(layer.attention.self, _MODULE[name])
+            handles.append(linear.register_forward_hook(lambda _m, _i, out, n=name: store[n].append(out)))
+    return handles
+
+
+def forward_features(model: nn.Module, inputs: dict[str, Tensor], want: Iterable[str]) -> Features:
+    """Run ``model(**inputs)`` once and return the asked features (others None).
+
+    ``inputs`` are the usual model kwargs (``input_ids``, ``attention_mask``, ...); ``want`` names
+    features from :data:`FEATURES`. Hooks are registered only for Q/K/V when needed (also for
+    ``attn_scores``/``attn_probs``, computed from Q and K) and always removed, even on error.
+    Raises ValueError for an unknown feature name or a model that is not a BERT.
+    """
+    asked = _check_want(want)
+    bert = _bert(model)
+    mask = _mask_of(inputs)
+    need_attn = bool(asked & {"attn_scores", "attn_probs"})
+    capture = [n for n in _QKV if n in asked or (need_attn and n in ("queries", "keys"))]
+    store: dict[str, list[Tensor]] = {}
+    handles = _hook_qkv(bert, capture, store)
+    try:
+        kwargs = {**inputs, "output_hidden_states": bool(asked & {"hidden", "embeddings"})}
+        out = model(**kwargs)
+    finally:
+        for h in handles:
+            h.remove()
+    states = getattr(out, "hidden_states", None)
+    feats = Features(logits=getattr(out, "logits", None), attention_mask=mask)
+    if "embeddings" in asked:
+        feats.embeddings = states[0]
+    if "hidden" in asked:
+        feats.hidden = list(states[1:])
+    if need_attn:
+        heads = [layer.attention.self.num_attention_heads for layer in bert.encoder.layer]
+        pairs = [attention_from_qk(q, k, h, mask) for q, k, h in zip(store["queries"], store["keys"], heads)]
+        feats.attn_scores = [p[0] for p in pairs] if "attn_scores" in asked else None
+        feats.attn_probs = [p[1] for p in pairs] if "attn_probs" in asked else None
+    for name in _QKV:
+        if name in asked:
+            setattr(feats, name, store[name])
+    return feats

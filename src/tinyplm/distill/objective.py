@@ -1,0 +1,118 @@
+"""A stage's objective: the recipe's weighted loss terms, with the learned projections they need.
+
+``build_objective(spec, student_cfg, teacher_cfg, is_regression)`` returns a
+:class:`DistillObjective` (an ``nn.Module`` so its projections train and checkpoint with the
+student). It says which features it needs from each model; the loop asks
+:func:`~tinyplm.distill.features.forward_features` for exactly those and passes them to
+:meth:`DistillObjective.loss`. The loss terms themselves are pure functions (``losses``,
+``intermediate``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from tinyplm.config.schema import ObjectiveSpec
+from tinyplm.distill import intermediate as im
+from tinyplm.distill.features import Features
+from tinyplm.distill.losses import PredictionObjective
+from tinyplm.distill.matching import LayerMap, resolve
+from tinyplm.errors import RecipeError
+
+_NEEDS = {
+    "embedding": {"embeddings"},
+    "hidden": {"hidden"},
+    "cosine": {"hidden"},
+    "attention_scores": {"attn_scores"},
+    "attention_kl": {"attn_probs"},
+    "value_relation": {"values"},
+    "qkv_relation": {"queries", "keys", "values"},
+}
+
+
+class DistillObjective(nn.Module):
+    """Weighted sum of prediction-layer KD, hard labels and layer-wise terms (see ObjectiveSpec)."""
+
+    def __init__(self, spec: ObjectiveSpec, student_cfg, teacher_cfg, is_regression: bool) -> None:
+        super().__init__()
+        self.spec = spec
+        self.prediction = PredictionObjective(spec.kd_weight, spec.hard_weight, spec.temperature, is_regression)
+        self.layer_map: LayerMap = resolve(spec.layer_map, student_cfg.num_hidden_layers, teacher_cfg.num_hidden_layers)
+        self.s_heads, self.t_heads = student_cfg.num_attention_heads, teacher_cfg.num_attention_heads
+        self.relation_heads = spec.relation_heads or self.t_heads
+        ds, dt = student_cfg.hidden_size, teacher_cfg.hidden_size
+        self.hidden_proj = im.make_projection(ds, dt) if (spec.hidden or spec.cosine) else None
+        self.embedding_proj = im.make_projection(ds, dt) if spec.embedding else None
+        self._check(spec, ds, dt)
+        self.wants: frozenset[str] = frozenset(f for k, fs in _NEEDS.items() if getattr(spec, k) > 0 for f in fs)
+
+    def _check(self, spec: ObjectiveSpec, ds: int, dt: int) -> None:
+        heads_terms = [k for k in ("attention_scores", "attention_kl", "value_relation") if getattr(spec, k) > 0]
+        if heads_terms and self.s_heads != self.t_heads:
+            raise RecipeError(
+                f"objective.{heads_terms[0]} compares attention heads one to one, but the student has "
+                f"{self.s_heads} heads and the teacher {self.t_heads}; use qkv_relation (MiniLMv2) instead"
+            )
+        if spec.qkv_relation and (ds % self.relation_heads or dt % self.relation_heads):
+            raise RecipeError(
+                f"objective.relation_heads={self.relation_heads} must divide both hidden sizes ({ds}, {dt})"
+            )
+
+    @property
+    def needs_teacher_features(self) -> bool:
+        return bool(self.wants)
+
+    @property
+    def needs_teacher(self) -> bool:
+        """True when the stage needs teacher logits (prediction-layer KD)."""
+        return self.prediction.needs_teacher
+
+    def loss(
+        self, s: Features, t: Features | None, labels: torch.Tensor, teacher_logits: torch.Tensor | None
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """Total loss and its parts for one batch; ``t`` is required when layer-wise terms are on."""
+        total = torch.zeros((), dtype=torch.float32)
+        parts: dict[str, float] = {}
+        if self.prediction.kd_weight > 0 or self.prediction.hard_weight > 0:
+            pred, parts = self.prediction(s.logits.float(), labels, teacher_logits)
+            total = total + pred
+        if self.wants:
+            if t is None:
+                raise ValueError("layer-wise terms need the teacher's features")
+            for name, value in self._layerwise(s, t).items():
+                weight = getattr(self.spec, name)
+                total = total + weight * value
+                parts[name] = float(value.detach())
+        return total, parts
+
+    def _layerwise(self, s: Features, t: Features) -> dict[str, torch.Tensor]:
+        spec, mask = self.spec, s.attention_mask
+        out: dict[str, torch.Tensor] = {}
+        if spec.embedding:
+            out["embedding"] = im.hidden_mse(s.embeddings, t.embeddings, mask, self.embedding_proj)
+        pairs = [(i, j) for i, j in self.layer_map.pairs if i > 0 and j > 0]
+        if not pairs:
+            return out
+        n = float(len(pairs))
+        terms = {
+            "hidden": lambda i, j: im.hidden_mse(s.hidden[i], t.hidden[j], mask, self.hidden_proj),
+            "cosine": lambda i, j: im.cosine_hidden(s.hidden[i], t.hidden[j], mask, self.hidden_proj),
+            "attention_scores": lambda i, j: im.attention_score_mse(s.attn_scores[i], t.attn_scores[j], mask),
+            "attention_kl": lambda i, j: im.attention_kl(s.attn_probs[i], t.attn_probs[j], mask),
+            "value_relation": lambda i, j: im.value_relation_kl(s.values[i], t.values[j], self.s_heads, self.t_heads, mask),
+            "qkv_relation": lambda i, j: sum(
+                im.self_relation_kl(getattr(s, f)[i], getattr(t, f)[j], self.relation_heads, mask)
+                for f in ("queries", "keys", "values")
+            ),
+        }
+        for name, fn in terms.items():
+            if getattr(spec, name) > 0:
+                # layer lists hold layer 1..L at index 0..L-1
+                out[name] = sum(fn(i - 1, j - 1) for i, j in pairs) / n
+        return out
+
+
+def build_objective(spec: ObjectiveSpec, student_cfg, teacher_cfg, is_regression: bool) -> DistillObjective:
+    """The objective of one stage; raises ``RecipeError`` for terms the two shapes cannot support."""
+    return DistillObjective(spec, student_cfg, teacher_cfg, is_regression)

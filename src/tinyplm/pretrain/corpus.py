@@ -1,0 +1,174 @@
+"""Unlabelled text for general distillation, MLM-head fitting and word2vec: files -> items.
+
+Two layouts are understood, chosen per file:
+
+* **books** (Project Gutenberg novels, any plain text): the licence header and footer are cut at
+  the ``*** START OF`` / ``*** END OF`` marker lines (:func:`strip_gutenberg`); the rest is split
+  into blank-line separated paragraphs, whitespace collapsed. A paragraph longer than
+  ``MAX_CHARS`` is cut at sentence ends into pieces of at most ~``MAX_CHARS`` characters.
+* **wikitext** (a file whose first non-blank line is a `` = Title = `` heading): one item per
+  non-blank, non-heading line; the tokenised ``@-@``, ``@,@``, ``@.@`` joiners are undone and
+  ``<unk>`` becomes ``[UNK]``.
+
+Items shorter than ``min_chars`` are dropped. Files are decoded as strict UTF-8 (a BOM is
+dropped, CRLF and CR become LF).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from tinyplm.errors import DataError, TinyplmError
+
+T = TypeVar("T")
+
+#: Paragraphs longer than this many characters are cut at sentence ends.
+MAX_CHARS = 1000
+
+_START = re.compile(r"^\*\*\* ?START OF", re.MULTILINE)
+_END = re.compile(r"^\*\*\* ?END OF", re.MULTILINE)
+_BLANK_LINES = re.compile(r"\n[ \t]*\n")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_WIKI_HEADING = re.compile(r"^\s*(=+) .* \1\s*$")
+_WIKI_JOINERS = (("@-@", "-"), ("@,@", ","), ("@.@", "."))
+
+
+def _normalise(text: str) -> str:
+    """Drop a leading BOM and turn CRLF / CR line ends into LF."""
+    return text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def strip_gutenberg(text: str) -> str:
+    """Keep only the text between the ``*** START OF`` and ``*** END OF`` marker lines.
+
+    The marker lines themselves are dropped. Text without a START marker is returned whole; text
+    with a START but no END marker is kept to its end. A BOM is removed and CRLF becomes LF.
+    """
+    text = _normalise(text)
+    start = _START.search(text)
+    if start is None:
+        return text
+    body_from = text.find("\n", start.end())
+    if body_from < 0:
+        return ""
+    end = _END.search(text, body_from)
+    return text[body_from + 1 : end.start() if end else len(text)]
+
+
+def _chunks(paragraph: str, max_chars: int) -> Iterator[str]:
+    """Cut a long paragraph at sentence ends into pieces of about ``max_chars`` at most."""
+    if len(paragraph) <= max_chars:
+        yield paragraph
+        return
+    piece = ""
+    for sentence in _SENTENCE_END.split(paragraph):
+        if piece and len(piece) + 1 + len(sentence) > max_chars:
+            yield piece
+            piece = sentence
+        else:
+            piece = f"{piece} {sentence}" if piece else sentence
+    if piece:
+        yield piece
+
+
+def book_items(text: str, min_chars: int = 20) -> list[str]:
+    """Gutenberg/plain text -> whitespace-collapsed paragraphs (long ones cut at sentence ends)."""
+    out: list[str] = []
+    for para in _BLANK_LINES.split(strip_gutenberg(text)):
+        flat = " ".join(para.split())
+        out.extend(c for c in _chunks(flat, MAX_CHARS) if len(c) >= min_chars)
+    return out
+
+
+def is_wikitext(text: str) -> bool:
+    """True when the first non-blank line is a wikitext `` = Title = `` heading."""
+    for line in text.split("\n", 50)[:50]:
+        if line.strip():
+            return bool(_WIKI_HEADING.match(line))
+    return False
+
+
+def wikitext_items(text: str, min_chars: int = 20) -> list[str]:
+    """Wikitext -> one item per non-blank, non-heading line (``@-@`` joiners undone)."""
+    out: list[str] = []
+    for line in _normalise(text).split("\n"):
+        if not line.strip() or _WIKI_HEADING.match(line):
+            continue
+        for marked, plain in _WIKI_JOINERS:
+            line = line.replace(f" {marked} ", plain)
+        flat = " ".join(line.replace("<unk>", "[UNK]").split())
+        if len(flat) >= min_chars:
+            out.append(flat)
+    return out
+
+
+def _read_utf8(path: Path) -> str:
+    """Decode a file as strict UTF-8; ``DataError`` names the file and line of a bad byte."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise DataError(f"{path}:{line}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start})") from None
+
+
+def corpus_files(paths: Sequence[Path]) -> list[Path]:
+    """Files and directories -> the files to read (directories: every ``*.txt`` below, sorted).
+
+    Raises ``DataError`` for a missing path or a directory without ``.txt`` files.
+    """
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*.txt") if p.is_file())
+            if not found:
+                raise DataError(f"{path}: directory holds no .txt files")
+            files.extend(found)
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise DataError(f"{path}: corpus file or directory not found")
+    return files
+
+
+def read_corpus(paths: Sequence[Path], min_chars: int = 20, max_docs: int | None = None) -> list[str]:
+    """Read text files and directories into a list of text items (paragraphs or lines).
+
+    ``max_docs`` stops after that many items (files are read in the given, then sorted, order).
+    Raises ``DataError`` naming a missing path, a non-UTF-8 file (with its line), or when nothing
+    of at least ``min_chars`` characters is found.
+    """
+    files = corpus_files(paths)
+    items: list[str] = []
+    for path in files:
+        text = _read_utf8(path)
+        items.extend(wikitext_items(text, min_chars) if is_wikitext(_normalise(text)) else book_items(text, min_chars))
+        if max_docs is not None and len(items) >= max_docs:
+            return items[:max_docs]
+    if not items:
+        shown = ", ".join(str(p) for p in paths)
+        raise DataError(f"{shown}: no text items of at least {min_chars} characters found")
+    return items
+
+
+def split_holdout(items: Sequence[T], fraction: float, seed: int = 0) -> tuple[list[T], list[T]]:
+    """Deterministic random split -> (train, held); both keep the input order.
+
+    ``held`` has ``round(fraction * len(items))`` items (at least 1 when ``fraction > 0`` and
+    there are 2 or more items). Raises ``TinyplmError`` unless ``0 <= fraction < 1``.
+    """
+    if not 0.0 <= fraction < 1.0:
+        raise TinyplmError(f"holdout fraction must be in [0, 1), got {fraction}")
+    n = len(items)
+    n_held = round(fraction * n)
+    if fraction > 0 and n >= 2:
+        n_held = min(max(n_held, 1), n - 1)
+    held_idx = set(random.Random(seed).sample(range(n), n_held))
+    train = [x for i, x in enumerate(items) if i not in held_idx]
+    held = [x for i, x in enumerate(items) if i in held_idx]
+    return train, held

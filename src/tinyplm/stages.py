@@ -1,0 +1,158 @@
+"""The stages of one student: build or load it, then run its distillation stages in order.
+
+A student has one stage (its ``objective`` and ``train``) or a list of ``stages``; each stage's
+output is saved (``students/<name>/stage-<k>/``) and is where the next one starts, so a resumed
+run skips finished stages. Stage data is the task's training set, its TinyBERT augmentation, or
+unlabelled corpus text (general distillation with the teacher's base checkpoint).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from tinyplm.config.schema import RunConfig, StageSpec, StudentSpec, TrainSpec, student_name
+from tinyplm.distill import StageIO, cached_teacher_logits, default_cache_dir, get_accelerator, train
+from tinyplm.distill.objective import build_objective
+from tinyplm.evaluate.model_eval import evaluate_model
+from tinyplm.models import build_student, fingerprint, is_complete, load_classifier, save_model, shape_of
+from tinyplm.models.infer import use_bf16
+from tinyplm.tasks.base import Example, Split, TaskData
+from tinyplm.tasks.encoding import Encoded, encode_split
+
+
+@dataclass
+class StageInputs:
+    """What stages of a run share: task data, both teachers, encodings (made once, on demand)."""
+
+    cfg: RunConfig
+    data: TaskData
+    teacher: torch.nn.Module
+    teacher_dir: Path
+    teacher_src: Path
+    tokenizer: object
+    train_enc: Encoded
+    evals: dict[str, Encoded]
+    run_dir: Path
+    _cache: dict = field(default_factory=dict)
+
+    @property
+    def cache_dir(self) -> Path:
+        return Path(self.cfg.cache_dir) if self.cfg.cache_dir else default_cache_dir()
+
+    def encoded(self, kind: str) -> Encoded:
+        """Training data of a stage: ``task``, ``augmented`` or ``corpus`` (each built once)."""
+        if kind not in self._cache:
+            self._cache[kind] = {"task": lambda: self.train_enc, "augmented": self._augmented,
+                                 "corpus": self._corpus}[kind]()
+        return self._cache[kind]
+
+    def base_teacher(self) -> torch.nn.Module:
+        """The teacher's source checkpoint before fine-tuning (for general distillation)."""
+        if "base" not in self._cache:
+            from transformers import AutoModel
+
+            self._cache["base"] = AutoModel.from_pretrained(str(self.teacher_src)).eval()
+        return self._cache["base"]
+
+    def teacher_logits(self, enc: Encoded) -> torch.Tensor:
+        """Fine-tuned teacher logits on ``enc``, from the on-disk cache when present."""
+        acc = get_accelerator()
+        bf16 = use_bf16(self.cfg.teacher.finetune.precision if self.cfg.teacher.finetune else "auto")
+        with acc.main_process_first():
+            logits, _ = cached_teacher_logits(self.teacher, fingerprint(self.teacher_dir), enc, self.cache_dir, bf16=bf16)
+        return logits
+
+    def _augmented(self) -> Encoded:
+        from tinyplm.distill.augment import AugmentSpec, EmbeddingNeighbours, augment
+        from tinyplm.distill.progress import JsonlLog
+        from tinyplm.pretrain.mlm_head import load_mlm
+
+        a = self.cfg.augment
+        mlm, tok = load_mlm(Path(a.mlm))
+        examples = self.data.train.examples[: a.max_examples] if a.max_examples else self.data.train.examples
+        spec = AugmentSpec(copies=a.copies, p=a.p, top_k=a.top_k, neighbours=a.neighbours, seed=a.seed,
+                           max_length=self.cfg.task.max_length)
+        neighbours = EmbeddingNeighbours(tok, mlm.get_input_embeddings().weight, k=a.neighbours)
+        log = JsonlLog(self.run_dir / "logs" / "train.jsonl", "augment", get_accelerator().is_main_process)
+        with get_accelerator().main_process_first():
+            result = augment(examples, mlm, tok, spec, neighbours, self.cache_dir, log,
+                             progress=get_accelerator().is_main_process, mlm_fingerprint=fingerprint(Path(a.mlm)))
+        split = Split("train-augmented", result.examples, self.data.train.source)
+        return encode_split(split, self.tokenizer, self.cfg.task.max_length)
+
+    def _corpus(self) -> Encoded:
+        from tinyplm.pretrain.corpus import read_corpus
+
+        c = self.cfg.corpus
+        texts = read_corpus([Path(p) for p in c.paths], max_docs=c.max_docs)
+        label: int | float = 0.0 if self.data.is_regression else 0
+        split = Split("corpus", [Example(t, None, label, i) for i, t in enumerate(texts)], Path(c.paths[0]))
+        return encode_split(split, self.tokenizer, c.max_length)
+
+
+def stage_list(spec: StudentSpec) -> list[StageSpec]:
+    """The student's stages: its ``stages`` or one stage from its ``objective`` and ``train``."""
+    return list(spec.stages) if spec.stages else [StageSpec(objective=spec.objective, train=spec.train)]
+
+
+def initial_student(spec: StudentSpec, inp: StageInputs) -> tuple[torch.nn.Module, str]:
+    """The student before its first stage, and how it was initialised."""
+    if spec.init_from:
+        model, _ = load_classifier(Path(spec.init_from), inp.data.labels, inp.data.is_regression)
+        return model, f"from {spec.init_from}"
+    init = f"teacher layers {spec.teacher_layers}" if spec.teacher_layers else "random"
+    seed = stage_list(spec)[0].train.seed
+    return build_student(spec, inp.teacher, seed=seed), init
+
+
+def run_student(spec: StudentSpec, inp: StageInputs) -> tuple[torch.nn.Module, dict]:
+    """Build (or reload) one student and run its stages; returns (model, info for the report)."""
+    name = student_name(spec)
+    out = inp.run_dir / "students" / name
+    acc = get_accelerator()
+    model, init = initial_student(spec, inp)
+    stages = stage_list(spec)
+    infos = []
+    for k, stage in enumerate(stages):
+        label = stage.name or (f"stage-{k}" if len(stages) > 1 else "")
+        stage_dir = out if k == len(stages) - 1 else out.parent / f"{name}.stage-{k}"
+        if is_complete(stage_dir):
+            model, _ = load_classifier(stage_dir, inp.data.labels, inp.data.is_regression)
+            infos.append({"stage": label, "reused": True})
+            continue
+        model, info = _run_stage(model, stage, inp, f"{name}/{label}" if label else name)
+        if acc.is_main_process:
+            save_model(model, inp.tokenizer, stage_dir)
+        acc.wait_for_everyone()
+        infos.append({"stage": label, "data": stage.data, "teacher": stage.teacher, **info})
+    info = {"model_dir": f"students/{name}", "init": init, "shape": shape_of(model)}
+    info.update(infos[-1] if len(infos) == 1 else {"stages": infos})
+    return model, info
+
+
+def _run_stage(model, stage: StageSpec, inp: StageInputs, log_name: str):
+    enc = inp.encoded(stage.data)
+    teacher = inp.base_teacher() if stage.teacher == "base" else inp.teacher
+    objective = build_objective(stage.objective, model.config, teacher.config, inp.data.is_regression)
+    logits = inp.teacher_logits(enc) if objective.needs_teacher else None
+    predicts = stage.objective.kd_weight > 0 or stage.objective.hard_weight > 0
+    evaluate = _evaluator(inp, stage.train) if predicts else None
+    spec = stage.train if predicts else stage.train.model_copy(update={"keep_best": False, "eval_every": 0})
+    io = StageIO(log_name, inp.run_dir / "checkpoints" / log_name.replace("/", "."), inp.run_dir / "logs" / "train.jsonl", resume=True)
+    result = train(model, enc, objective, spec, io, evaluate, inp.data.primary_metric, logits, teacher)
+    return result.model, {
+        "train_seconds": round(result.seconds, 1), "steps": result.steps, "stopped_by": result.stopped_by,
+        "best_step": result.best_step, "budget_minutes": stage.train.budget_minutes,
+        "precision": "bf16" if use_bf16(stage.train.precision) else "fp32", "examples": len(enc),
+        "objective": {k: v for k, v in stage.objective.model_dump().items() if v not in (0, 0.0, None)},
+        "history": result.history,
+    }
+
+
+def _evaluator(inp: StageInputs, spec: TrainSpec) -> Callable[[torch.nn.Module], dict[str, float]]:
+    bf16 = use_bf16(spec.precision)
+    return lambda m: evaluate_model(m, inp.data, inp.evals, bf16=bf16, batch_size=spec.eval_batch_size)

@@ -1,0 +1,173 @@
+"""TinyBERT augmentation on a tiny random MLM: determinism, rate, labels, specials, cache."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
+
+import tinyplm.distill.augment as aug
+from tinyplm.distill.augment import AugmentSpec, EmbeddingNeighbours, augment
+from tinyplm.distill.progress import JsonlLog
+from tinyplm.errors import TinyplmError
+from tinyplm.tasks.base import Example
+
+SPECIALS = ["[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]"]
+
+
+@pytest.fixture(scope="module")
+def mlm_tok():
+    """A tiny random BertForMaskedLM (vocab 99, hidden 32) and its WordPiece tokenizer."""
+    from conftest import tiny_vocab
+
+    vocab = tiny_vocab()
+    tok = BertTokenizerFast(vocab={t: i for i, t in enumerate(vocab)}, do_lower_case=True)
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                     intermediate_size=37, max_position_embeddings=64)
+    return BertForMaskedLM(cfg).eval(), tok
+
+
+def sentences(n: int, seed: int, length: int = 6) -> list[str]:
+    """Synthetic sentences from the tiny vocab's words, with a few multi-piece (letter) words."""
+    from conftest import WORDS
+
+    rng = random.Random(seed)
+    extra = ["moviez", "plotty", "xyz"]
+    return [" ".join(rng.choice(WORDS + extra) for _ in range(length)) for _ in range(n)]
+
+
+def examples(n: int = 12, seed: int = 0) -> list[Example]:
+    texts = sentences(2 * n, seed)
+    return [Example(texts[i], texts[n + i] if i % 2 else None, i % 3 if i % 4 else 1.5, i + 2) for i in range(n)]
+
+
+def run(mlm_tok, exs: list[Example], **kw) -> aug.AugmentResult:
+    mlm, tok = mlm_tok
+    cache = kw.pop("cache_dir", None)
+    spec = AugmentSpec(**{"copies": 4, **kw})
+    return augment(exs, mlm, tok, spec, EmbeddingNeighbours.from_model(mlm, tok, k=spec.neighbours),
+                   cache_dir=cache, progress=False, precision="fp32")
+
+
+def test_deterministic_by_seed_and_independent_of_batching(mlm_tok, monkeypatch) -> None:
+    exs = examples()
+    first = run(mlm_tok, exs, seed=1).examples
+    assert run(mlm_tok, exs, seed=1).examples == first
+    assert run(mlm_tok, exs, seed=2).examples != first
+    monkeypatch.setattr(aug, "CHUNK_EXAMPLES", 5)
+    assert run(mlm_tok, exs, seed=1, batch_size=3).examples == first
+
+
+def test_outputs_keep_labels_lines_and_pairs(mlm_tok) -> None:
+    exs = examples()
+    out = run(mlm_tok, exs, copies=3).examples
+    assert len(out) == len(exs) * (3 + 1)
+    assert out[: len(exs)] == exs  # originals first, unchanged
+    for i, ex in enumerate(exs):
+        for copy in out[len(exs) + 3 * i : len(exs) + 3 * (i + 1)]:
+            assert copy.label == ex.label and type(copy.label) is type(ex.label) and copy.line == ex.line
+            assert (copy.text_pair is None) == (ex.text_pair is None)
+            assert len(copy.text.split()) == len(ex.text.split())
+    assert sum(c.text != exs[(j // 3)].text for j, c in enumerate(out[len(exs):])) > 0
+
+
+def test_replacement_rate_is_p_over_ten_thousand_words(mlm_tok) -> None:
+    exs = [Example(t, None, 0) for t in sentences(250, seed=5, length=8)]
+    res = run(mlm_tok, exs, copies=10, p=0.4)  # 250 * 8 * 10 = 20,000 word draws
+    assert abs(res.replacement_rate - 0.4) <= 0.03 * 0.4
+    changed = sum(a != b for i, c in enumerate(res.examples[250:])
+                  for a, b in zip(c.text.split(), exs[i // 10].text.split()))
+    assert changed / 20_000 == pytest.approx(res.replacement_rate, abs=1e-9)  # never "replaced" by itself
+
+
+def test_special_tokens_are_never_touched_nor_proposed(mlm_tok) -> None:
+    _, tok = mlm_tok
+    text = "[CLS] the movie [MASK] was [UNK] good [SEP] moviez [PAD] fun"
+    out = run(mlm_tok, [Example(text, "[SEP] bad plot", 0)], copies=20, p=1.0).examples[1:]
+    words = text.split()
+    for ex in out:
+        new = ex.text.split()
+        for a, b in zip(words, new):
+            if a in SPECIALS:
+                assert b == a
+            else:  # p = 1: every other word changed, to a whole-word non-special token
+                assert b != a and b not in tok.all_special_tokens and not b.startswith("##")
+        assert ex.text_pair.split()[0] == "[SEP]"
+
+
+def test_second_call_hits_the_cache_without_running_the_mlm(mlm_tok, tmp_path: Path) -> None:
+    mlm, _ = mlm_tok
+    exs = examples(6)
+    calls = []
+    handle = mlm.bert.register_forward_hook(lambda *a: calls.append(1))
+    try:
+        first = run(mlm_tok, exs, cache_dir=tmp_path)
+        n_first = len(calls)
+        second = run(mlm_tok, exs, cache_dir=tmp_path)
+    finally:
+        handle.remove()
+    assert n_first > 0 and len(calls) == n_first
+    assert second.cached and not first.cached
+    assert second.examples == first.examples and second.replacement_rate == first.replacement_rate
+    assert len(list((tmp_path / "augment").glob("*.jsonl"))) == 1
+    run(mlm_tok, exs, cache_dir=tmp_path, seed=7)  # another spec, another entry
+    assert len(list((tmp_path / "augment").glob("*.jsonl"))) == 2
+
+
+class Fixed:
+    """A pluggable neighbour source: a dict."""
+
+    def __init__(self, table: dict[str, list[str]]) -> None:
+        self.table = table
+
+    def neighbours(self, word: str) -> list[str]:
+        return self.table.get(word, [])
+
+    def fingerprint(self) -> str:
+        return json.dumps(self.table, sort_keys=True)
+
+
+def test_neighbour_source_is_pluggable_and_words_without_candidates_stay(mlm_tok) -> None:
+    mlm, tok = mlm_tok
+    exs = [Example("moviez xyz plotty", None, 1)]
+    res = augment(exs, mlm, tok, AugmentSpec(copies=10, p=1.0), Fixed({"moviez": ["film"]}), progress=False)
+    assert {c.text for c in res.examples[1:]} == {"film xyz plotty"}
+    assert res.replacement_rate == 1.0  # over words that have candidates only
+
+
+def test_embedding_neighbours_are_whole_words(mlm_tok) -> None:
+    mlm, tok = mlm_tok
+    nb = EmbeddingNeighbours.from_model(mlm, tok, k=5)
+    found = nb.neighbours("moviez")
+    assert len(found) == 5 and all(w.isalpha() and w not in SPECIALS for w in found)
+    assert "movie" not in nb.neighbours("movie") and nb.neighbours("moviez") is found  # cached
+
+
+def test_throughput_is_logged(mlm_tok, tmp_path: Path) -> None:
+    mlm, tok = mlm_tok
+    log = JsonlLog(tmp_path / "train.jsonl", stage="augment")
+    res = augment(examples(4), mlm, tok, AugmentSpec(copies=2), EmbeddingNeighbours.from_model(mlm, tok),
+                  log=log, progress=True)
+    rec = json.loads((tmp_path / "train.jsonl").read_text().splitlines()[-1])
+    assert rec["event"] == "augment" and rec["sentences"] == 8 and rec["sentences_per_s"] > 0
+    assert res.sentences_per_s == pytest.approx(8 / res.seconds)
+
+
+def test_bad_spec() -> None:
+    with pytest.raises(TinyplmError, match="p <= 1"):
+        AugmentSpec(p=1.5)
+
+
+def test_word2vec_neighbours() -> None:
+    pytest.importorskip("gensim")
+    texts = sentences(200, seed=1, length=8)
+    a = aug.word2vec_neighbours(texts, k=4, vector_size=16, epochs=2, min_count=1)
+    b = aug.word2vec_neighbours(texts, k=4, vector_size=16, epochs=2, min_count=1)
+    assert len(a.neighbours("Movie")) == 4 and "movie" not in a.neighbours("movie")
+    assert a.neighbours("movie") == b.neighbours("movie") and a.fingerprint() == b.fingerprint()
+    assert a.neighbours("neverseen") == []

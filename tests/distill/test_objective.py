@@ -1,0 +1,88 @@
+"""The stage objective: which features it asks for, its checks, and training with projections."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import BertConfig, BertForSequenceClassification
+
+from conftest import TINY_TRAIN, tiny_sentiment_rows
+from tinyplm.config import ObjectiveSpec, TrainSpec
+from tinyplm.distill import StageIO, train
+from tinyplm.distill.features import forward_features
+from tinyplm.distill.objective import build_objective
+from tinyplm.errors import RecipeError
+from tinyplm.models import load_classifier
+from tinyplm.tasks.base import Example, Split
+from tinyplm.tasks.encoding import collate, encode_split, model_inputs
+
+
+def _student(hidden: int = 16, heads: int = 2, layers: int = 1) -> BertForSequenceClassification:
+    torch.manual_seed(0)
+    return BertForSequenceClassification(BertConfig(vocab_size=99, hidden_size=hidden, num_hidden_layers=layers,
+                                                    num_attention_heads=heads, intermediate_size=20,
+                                                    max_position_embeddings=64))
+
+
+def test_objective_asks_only_for_the_features_its_terms_need(tiny_model_dir: Path) -> None:
+    teacher, _ = load_classifier(tiny_model_dir, ("0", "1"), False)
+    s = _student(hidden=32, heads=4, layers=2)
+    spec = ObjectiveSpec(kd_weight=0, hidden=1, attention_scores=1)
+    obj = build_objective(spec, s.config, teacher.config, False)
+    assert obj.wants == {"hidden", "attn_scores"}
+    assert obj.hidden_proj is None  # equal widths need no projection
+    assert obj.layer_map.pairs == ((1, 1), (2, 2))
+    mini = build_objective(ObjectiveSpec(kd_weight=0, qkv_relation=1, layer_map="last"), _student().config,
+                           teacher.config, False)
+    assert mini.wants == {"queries", "keys", "values"} and mini.layer_map.pairs == ((1, 2),)
+
+
+def test_head_by_head_terms_refuse_different_head_counts(tiny_model_dir: Path) -> None:
+    teacher, _ = load_classifier(tiny_model_dir, ("0", "1"), False)  # 4 heads
+    with pytest.raises(RecipeError, match="student has 2 heads and the teacher 4"):
+        build_objective(ObjectiveSpec(attention_kl=1), _student(heads=2).config, teacher.config, False)
+    with pytest.raises(RecipeError, match="relation_heads=3 must divide"):
+        build_objective(ObjectiveSpec(qkv_relation=1, relation_heads=3), _student().config, teacher.config, False)
+
+
+def test_loss_is_the_weighted_sum_of_its_parts(tiny_model_dir: Path) -> None:
+    teacher, tok = load_classifier(tiny_model_dir, ("0", "1"), False)
+    s = _student()
+    spec = ObjectiveSpec(kd_weight=0.5, hard_weight=0.25, hidden=2.0, embedding=1.0, qkv_relation=3.0,
+                         relation_heads=2, temperature=2.0)
+    obj = build_objective(spec, s.config, teacher.config, False)
+    enc = encode_split(Split("x", [Example(t, None, y) for t, y in tiny_sentiment_rows(6, 0)], Path("x")), tok, 32)
+    batch = collate(enc, range(6))
+    sf = forward_features(s, model_inputs(batch), obj.wants)
+    tf = forward_features(teacher, model_inputs(batch), obj.wants)
+    loss, parts = obj.loss(sf, tf, batch["labels"], tf.logits.detach())
+    expected = 0.5 * parts["kd"] + 0.25 * parts["hard"] + 2 * parts["hidden"] + parts["embedding"] + 3 * parts["qkv_relation"]
+    assert float(loss.detach()) == pytest.approx(expected, rel=1e-5)
+    loss.backward()
+    assert obj.hidden_proj.weight.grad is not None and obj.hidden_proj.weight.grad.abs().sum() > 0
+    assert obj.embedding_proj.weight.grad.abs().sum() > 0
+
+
+def test_layerwise_training_moves_student_and_projection(tiny_model_dir: Path, tmp_path: Path) -> None:
+    teacher, tok = load_classifier(tiny_model_dir, ("0", "1"), False)
+    s = _student()
+    obj = build_objective(ObjectiveSpec(kd_weight=0, hidden=1, embedding=1), s.config, teacher.config, False)
+    enc = encode_split(Split("x", [Example(t, None, y) for t, y in tiny_sentiment_rows(64, 0)], Path("x")), tok, 32)
+    batch = collate(enc, range(64))
+
+    def hidden_loss() -> float:
+        with torch.no_grad():
+            sf = forward_features(s, model_inputs(batch), obj.wants)
+            tf = forward_features(teacher, model_inputs(batch), obj.wants)
+            return float(obj.loss(sf, tf, batch["labels"], None)[0])
+
+    before, proj_before = hidden_loss(), obj.hidden_proj.weight.detach().clone()
+    spec = TrainSpec(**{**TINY_TRAIN, "epochs": 10, "lr": 1e-2, "keep_best": False})
+    with pytest.raises(ValueError, match="need the teacher model"):
+        train(s, enc, obj, spec, StageIO("x", tmp_path / "c0", tmp_path / "l.jsonl"))
+    result = train(s, enc, obj, spec, StageIO("x", tmp_path / "c", tmp_path / "l.jsonl"), teacher=teacher)
+    assert result.model is s
+    assert hidden_loss() < 0.7 * before
+    assert not torch.equal(obj.hidden_proj.weight, proj_before)

@@ -1,0 +1,88 @@
+"""Corpus reading: Gutenberg header/footer stripping, wikitext lines, errors naming the path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tinyplm.errors import DataError, TinyplmError
+from tinyplm.pretrain.corpus import read_corpus, split_holdout, strip_gutenberg
+
+HEADER = "The Project Gutenberg eBook of Tiny Tales\n\nLicence words here, to be dropped.\n\n"
+START = "*** START OF THE PROJECT GUTENBERG EBOOK TINY TALES ***\n"
+BODY = (
+    "CHAPTER I.\n\n"
+    "The cat sat on the mat and\nlooked   at the dog for a while.\n\n"
+    "Short.\n\n"
+    "The dog, who was asleep, did not look back at the cat at all.\n"
+)
+END = "*** END OF THE PROJECT GUTENBERG EBOOK TINY TALES ***\n"
+FOOTER = "\nUpdated editions will replace the previous one, footer words.\n"
+
+
+def gutenberg_bytes() -> bytes:
+    """A synthetic Gutenberg file: BOM, CRLF line ends, header and footer."""
+    text = HEADER + START + BODY + END + FOOTER
+    return "\ufeff".encode() + text.replace("\n", "\r\n").encode("utf-8")
+
+
+def test_strip_gutenberg_keeps_only_the_body_and_handles_bom_and_crlf() -> None:
+    body = strip_gutenberg(gutenberg_bytes().decode("utf-8"))
+    assert body == BODY
+    assert "\r" not in body and "\ufeff" not in body
+    assert "Licence" not in body and "footer" not in body and "***" not in body
+
+
+def test_strip_gutenberg_without_markers_returns_whole_text() -> None:
+    assert strip_gutenberg("\ufeffjust text\r\nmore text\r\n") == "just text\nmore text\n"
+    assert strip_gutenberg(START + "body only\n") == "body only\n"  # START without END: to the end
+
+
+def test_read_corpus_books_and_wikitext_from_a_directory(tmp_path: Path) -> None:
+    (tmp_path / "books").mkdir()
+    (tmp_path / "books" / "tale.txt").write_bytes(gutenberg_bytes())
+    wiki = " \n = Tiny Page = \n \n The first line of the page is here @-@ long . \n \n = = Part = = \n \n <unk> second line of the page text . \n"
+    (tmp_path / "wiki.txt").write_text(wiki, encoding="utf-8")
+    (tmp_path / "skip.md").write_text("not a txt file, not read at all\n", encoding="utf-8")
+    items = read_corpus([tmp_path])
+    assert items == [
+        "The cat sat on the mat and looked at the dog for a while.",
+        "The dog, who was asleep, did not look back at the cat at all.",
+        "The first line of the page is here-long .",
+        "[UNK] second line of the page text .",
+    ]
+    assert read_corpus([tmp_path], max_docs=1) == items[:1]
+    assert len(read_corpus([tmp_path], min_chars=5)) == 6  # "CHAPTER I." and "Short." come back
+
+
+def test_read_corpus_errors_name_the_path(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.txt"
+    with pytest.raises(DataError, match="nope.txt"):
+        read_corpus([missing])
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes(b"a fine first line of text\nsecond line caf\xe9 here\n")
+    with pytest.raises(DataError, match=r"latin1\.txt:2: not UTF-8"):
+        read_corpus([bad])
+    tiny = tmp_path / "tiny.txt"
+    tiny.write_text("hi\n\nyo\n", encoding="utf-8")
+    with pytest.raises(DataError, match="tiny.txt.*no text items"):
+        read_corpus([tiny])
+    empty_dir = tmp_path / "empty"
+    empty_dir.mkdir()
+    with pytest.raises(DataError, match="empty.*no .txt files"):
+        read_corpus([empty_dir])
+
+
+def test_split_holdout_is_deterministic_and_disjoint() -> None:
+    items = [f"text {i}" for i in range(100)]
+    train, held = split_holdout(items, 0.1, seed=3)
+    assert (train, held) == split_holdout(items, 0.1, seed=3)
+    assert len(held) == 10 and len(train) == 90
+    assert sorted(train + held) == sorted(items)
+    assert train == [x for x in items if x in set(train)]  # input order kept
+    assert split_holdout(items, 0.1, seed=4)[1] != held
+    assert split_holdout(items[:2], 0.01, seed=0)[1]  # at least one held out
+    assert split_holdout(items, 0.0, seed=0) == (items, [])
+    with pytest.raises(TinyplmError, match="fraction"):
+        split_holdout(items, 1.0, seed=0)

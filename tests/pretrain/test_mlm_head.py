@@ -1,0 +1,88 @@
+"""fit-mlm-head on the tiny model: only the head trains, loss falls, the saved dir reloads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForMaskedLM
+
+from tinyplm.errors import DataError, ModelError, TinyplmError
+from tinyplm.pretrain.mlm_head import (
+    METRICS_FILE,
+    _setup,
+    fit_mlm_head,
+    has_mlm_head,
+    load_mlm,
+)
+
+CORPUS = ["the movie was good and the plot was fun", "this film is bad but the actor is great",
+          "it was a very dull story", "love the best film"] * 16
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory) -> tuple[Path, Path, dict]:
+    from conftest import make_tiny_model_dir
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # module-scoped: runs before the autouse one-thread fixture
+    try:
+        root = tmp_path_factory.mktemp("mlm")
+        src = make_tiny_model_dir(root / "tiny")
+        metrics = fit_mlm_head(src, CORPUS, root / "fitted", steps=40, batch_size=16, max_length=32, lr=1e-2,
+                               precision="fp32", progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    return src, root / "fitted", metrics
+
+
+def test_a_classifier_checkpoint_has_no_head_and_load_mlm_says_what_to_do(tiny_model_dir: Path) -> None:
+    assert not has_mlm_head(tiny_model_dir)
+    with pytest.raises(ModelError, match=rf"{tiny_model_dir.name}.*fit-mlm-head"):
+        load_mlm(tiny_model_dir)
+
+
+def test_only_head_parameters_change(fitted) -> None:
+    src, out, _ = fitted
+    before = load_file(str(src / "model.safetensors"))
+    after = load_file(str(out / "model.safetensors"))
+    encoder = [k for k in after if k.startswith("bert.")]
+    assert encoder and all(k in before for k in encoder)
+    for key in encoder:
+        assert torch.equal(before[key], after[key]), key
+    fresh, _, trainable = _setup(src, seed=0)  # the same seeded initial head
+    assert trainable == sum(p.numel() for n, p in fresh.named_parameters() if n.startswith("cls.predictions.t")) + 99
+    init = fresh.state_dict()
+    changed = [k for k in after if k.startswith("cls.") and not torch.equal(after[k], init[k])]
+    assert set(changed) >= {"cls.predictions.transform.dense.weight", "cls.predictions.bias"}
+
+
+def test_loss_falls_and_metrics_are_reported(fitted) -> None:
+    _, out, m = fitted
+    assert m["eval_loss_after"] < m["eval_loss_before"]
+    assert m["train_loss_last"] < m["train_loss_first"]
+    assert 0.0 <= m["eval_accuracy_after"] <= 1.0 and m["steps"] == 40
+    assert (out / METRICS_FILE).is_file()
+
+
+def test_saved_dir_reloads_with_tied_decoder(fitted) -> None:
+    _, out, _ = fitted
+    assert has_mlm_head(out)
+    auto = AutoModelForMaskedLM.from_pretrained(str(out))
+    assert auto.get_output_embeddings().weight.data_ptr() == auto.get_input_embeddings().weight.data_ptr()
+    model, tok = load_mlm(out)
+    ids = tok(["the movie was [MASK]"], return_tensors="pt")
+    with torch.no_grad():
+        assert torch.allclose(model(**ids).logits, auto.eval()(**ids).logits)
+
+
+def test_bad_arguments(tiny_model_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(TinyplmError, match="steps"):
+        fit_mlm_head(tiny_model_dir, CORPUS, tmp_path / "o", steps=0, progress=False)
+    with pytest.raises(DataError, match="at least 2"):
+        fit_mlm_head(tiny_model_dir, ["one text only"], tmp_path / "o", steps=1, progress=False)
+    with pytest.raises(ModelError, match="no config.json"):
+        fit_mlm_head(tmp_path, CORPUS, tmp_path / "o", steps=1, progress=False)
+    assert not (tmp_path / "o").exists()

@@ -1,0 +1,63 @@
+"""A student with three stages: general distillation on a corpus, layer-wise on augmented task
+data, then prediction-layer KD; every stage saved, and a resumed run reuses finished stages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
+
+from conftest import TINY_TRAIN, WORDS, make_tiny_glue, make_tiny_model_dir, tiny_recipe, tiny_vocab, write_recipe
+from tinyplm.config import load_recipe
+from tinyplm.run import run
+
+pytestmark = pytest.mark.slow
+
+
+def _tiny_mlm(path: Path) -> Path:
+    vocab = tiny_vocab()
+    tok = BertTokenizerFast(vocab={t: i for i, t in enumerate(vocab)}, do_lower_case=True)
+    torch.manual_seed(0)
+    model = BertForMaskedLM(BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                       intermediate_size=37, max_position_embeddings=64))
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def test_three_stage_student(tmp_path: Path) -> None:
+    model = make_tiny_model_dir(tmp_path / "tiny-bert")
+    glue = make_tiny_glue(tmp_path / "glue", n_train=64, n_dev=32)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("\n\n".join(" ".join(WORDS[i:i + 8]) for i in range(40)), encoding="utf-8")
+    short = {**TINY_TRAIN, "max_steps": 4}
+    student = {
+        "name": "tiny-student",
+        "shape": {"layers": 1, "hidden": 16, "heads": 4, "ffn": 20},
+        "stages": [
+            {"name": "general", "data": "corpus", "teacher": "base",
+             "objective": {"kd_weight": 0, "hidden": 1, "attention_scores": 1, "layer_map": "last"}, "train": short},
+            {"name": "intermediate", "data": "augmented",
+             "objective": {"kd_weight": 0, "hidden": 1, "embedding": 1, "attention_kl": 1}, "train": short},
+            {"name": "prediction", "data": "augmented", "objective": {"kd_weight": 1, "temperature": 2}, "train": short},
+        ],
+    }
+    recipe = tiny_recipe(tmp_path, model, glue, students=[student])
+    recipe["augment"] = {"mlm": str(_tiny_mlm(tmp_path / "mlm")), "copies": 2}
+    recipe["corpus"] = {"paths": [str(corpus)], "max_length": 32}
+    cfg = load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
+    record = run(cfg)
+    run_dir = Path(cfg.output_dir)
+    stage = next(s for s in record.stages if s.name == "tiny-student")
+    infos = stage.info["stages"]
+    assert [i["stage"] for i in infos] == ["general", "intermediate", "prediction"]
+    assert infos[0]["teacher"] == "base" and infos[1]["examples"] == 64 * 3  # originals + 2 copies
+    assert all(i["steps"] == 4 for i in infos)
+    for k in (0, 1):
+        assert (run_dir / "students" / f"tiny-student.stage-{k}" / "model.safetensors").is_file()
+    logged = {json.loads(line)["stage"] for line in (run_dir / "logs" / "train.jsonl").read_text().splitlines()}
+    assert {"tiny-student/general", "tiny-student/intermediate", "tiny-student/prediction", "augment"} <= logged
