@@ -52,7 +52,7 @@ def cli(args: list[str], cwd: Path, env: dict[str, str] | None = None, *, subpro
 
 
 def _subprocess(args: list[str], cwd: Path, extra: dict[str, str]) -> Result:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **extra}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1", **extra}
     proc = sp.run([sys.executable, "-m", "tinyplm.cli", *args], cwd=cwd, env=env,
                   capture_output=True, text=True, timeout=300)
     return Result(proc.returncode, proc.stdout, proc.stderr)

@@ -230,7 +230,7 @@ def line_of(path: Path, startswith: str) -> int:
 RECIPE_TYPOS = {
     # case id: (extra recipe sections, line prefix of the bad key, expected message after "recipe.yaml:LINE: ")
     "top-level": ({"studnets": []}, "studnets:",
-                  "unknown key 'studnets'; did you mean 'students'? Valid keys here: cache_dir, measure, name"),
+                  "unknown key 'studnets'; did you mean 'students'? Valid keys here: augment, cache_dir, corpus, measure"),
     "nested": ({"task": {"name": "sst2", "max_lenght": 64}}, "  max_lenght:",
                "unknown key 'task.max_lenght'; did you mean 'max_length'?"),
     "in-list": ({"students": [{"teacher_layers": [0], "objective": {"temprature": 2}}]}, "    temprature:",

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TINYPLM_CACHE": str(cwd / "cache")}
+    env = {**os.environ, "TINYPLM_CACHE": str(cwd / "cache"), "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, "-m", "tinyplm.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
 

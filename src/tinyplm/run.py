@@ -35,7 +35,7 @@ from tinyplm.models import (
 from tinyplm.models.infer import cpu_supports_bf16, use_bf16
 from tinyplm.report import RunRecord, StageRecord, best_student, write_all
 from tinyplm.rundir import claim_run_dir
-from tinyplm.stages import StageInputs, run_student
+from tinyplm.stages import StageInputs, run_student, stage_list
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.encoding import Encoded, encode_split
 
@@ -96,7 +96,8 @@ def preflight(cfg: RunConfig) -> tuple[TaskData, Path]:
     model_cfg = check_model_dir(src)
     load_tokenizer(src, int(model_cfg["vocab_size"]))
     archs = model_cfg.get("architectures") or []
-    if cfg.teacher.finetune is None and not any("ForSequenceClassification" in a for a in archs):
+    needs_head = not cfg.students or any(st.teacher == "finetuned" for spec in cfg.students for st in stage_list(spec))
+    if needs_head and cfg.teacher.finetune is None and not any("ForSequenceClassification" in a for a in archs):
         raise ModelError(
             f"{src}: has no classification head for task '{data.task}'; add a teacher.finetune section "
             "to the recipe to fine-tune it first"

@@ -228,7 +228,7 @@ def test_shape_error_in_recipe_names_student(tmp_path: Path) -> None:
 def test_student_needs_shape_or_layers() -> None:
     with pytest.raises(ValidationError, match="give a student 'shape', 'teacher_layers' or 'init_from'"):
         StudentSpec(name="x")
-    with pytest.raises(ValidationError, match="shape' or 'teacher_layers"):
+    with pytest.raises(ValidationError, match="'teacher_layers' or 'init_from'"):
         StudentSpec(teacher_layers=[])
 
 

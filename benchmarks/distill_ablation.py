@@ -1,0 +1,200 @@
+"""Distillation ablation at equal budget: what each ingredient of TinyBERT/MiniLM buys.
+
+    python benchmarks/distill_ablation.py --task mrpc --budget-minutes 4 --seeds 3
+
+Same teacher (the packaged MiniLM fine-tuned on the task, or --teacher DIR), same 4-layer/312
+student (TinyBERT-4 shape), same task-distillation wall-clock budget per variant, cumulative:
+
+  kd           prediction-layer KD only (Hinton soft targets)
+  tinybert     + intermediate layers first (embedding, hidden, attention-score MSE)
+  minilm       + MiniLMv2 query/key/value self-relations on the last layer
+  augment      + TinyBERT data augmentation of the training set
+  two-stage    + start from a general-distilled student (corpus, TinyBERT losses; its one-time
+               cost is --general-minutes, reported separately and not charged to the task budget)
+
+Writes ``<out>/results.json`` in the core's results.json schema (a ``teacher`` stage and one stage
+per variant with the seed mean of each metric and ``seed_std``; speed measured on seed 0's model,
+all models side by side) and ``<out>/ablation.png``. Its last line of output is the JSON's path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
+SHAPE = {"layers": 4, "hidden": 312, "heads": 12, "ffn": 1200}
+VARIANTS = ("kd", "tinybert", "minilm", "augment", "two-stage")
+
+
+def _train(minutes: float, lr: float, seed: int, eval_every: int = 100) -> dict:
+    return {"epochs": 50, "budget_minutes": minutes, "lr": lr, "batch_size": 32, "eval_every": eval_every,
+            "checkpoint_every": 500, "seed": seed}
+
+
+def variant_stages(name: str, minutes: float, seed: int) -> list[dict]:
+    """The student's stages for one variant (the budget is split between its stages)."""
+    kd = {"kd_weight": 1.0, "temperature": 1.0}
+    inter = {"kd_weight": 0.0, "embedding": 1.0, "hidden": 1.0, "attention_scores": 1.0, "layer_map": "uniform"}
+    if name in ("minilm", "augment", "two-stage"):
+        inter = {**inter, "qkv_relation": 1.0, "relation_heads": 12}
+    data = "augmented" if name in ("augment", "two-stage") else "task"
+    if name == "kd":
+        return [{"name": "prediction", "data": "task", "objective": kd, "train": _train(minutes, 1e-4, seed)}]
+    return [
+        {"name": "intermediate", "data": data, "objective": inter, "train": _train(minutes * 0.6, 5e-4, seed, 0)},
+        {"name": "prediction", "data": data, "objective": kd, "train": _train(minutes * 0.4, 1e-4, seed)},
+    ]
+
+
+def base_recipe(args, teacher: str, name: str, out: Path) -> dict:
+    return {
+        "name": name,
+        "output_dir": str(out / name),
+        "task": {"name": args.task, "max_length": args.max_length},
+        "teacher": {"model": teacher},
+        "students": [],
+        "measure": {"latency_sentences": 4, "throughput_sentences": 32, "rounds": 1, "warmup": 1},
+    }
+
+
+def run_recipe(raw: dict):
+    from tinyplm.config import validate_recipe
+    from tinyplm.run import run
+
+    cfg = validate_recipe(raw, source=f"ablation:{raw['name']}")
+    finished = Path(cfg.output_dir) / "results.json"
+    if finished.is_file():  # a rerun of the benchmark reuses finished pieces
+        from tinyplm.report import RunRecord
+
+        return RunRecord.load(finished)
+    return run(cfg, resume=Path(cfg.output_dir).exists())
+
+
+def prepare(args, out: Path) -> tuple[str, str | None, str | None]:
+    """Teacher dir, MLM dir (for augmentation) and general student dir (or None)."""
+    from tinyplm.models import resolve_model_dir
+    from tinyplm.pretrain import fit_mlm_head, read_corpus
+
+    teacher = args.teacher
+    if teacher is None:
+        raw = base_recipe(args, "minilm-l6", "teacher", out)
+        raw["teacher"]["finetune"] = {"epochs": 10, "budget_minutes": args.teacher_minutes, "lr": 5e-5, "eval_every": 100}
+        run_recipe(raw)
+        teacher = str(out / "teacher" / "teacher")
+    corpus = [DATA / "corpus" / "books", DATA / "corpus" / "wikitext"]
+    mlm = out / "mlm"
+    if not (mlm / "model.safetensors").is_file():
+        fit_mlm_head(resolve_model_dir("minilm-l6"), read_corpus(corpus, max_docs=20000), mlm, steps=args.mlm_steps)
+    general = None
+    if "two-stage" in args.variants:
+        raw = base_recipe(args, "minilm-l6", "general", out)  # TinyBERT: the pre-trained, not fine-tuned, teacher
+        raw["corpus"] = {"paths": [str(p) for p in corpus], "max_docs": 50000, "max_length": 64}
+        raw["students"] = [{"name": "general", "shape": SHAPE, "stages": [
+            {"name": "general", "data": "corpus", "teacher": "base",
+             "objective": {"kd_weight": 0.0, "hidden": 1.0, "attention_scores": 1.0, "embedding": 1.0,
+                           "qkv_relation": 1.0, "relation_heads": 12, "layer_map": "uniform"},
+             "train": {**_train(args.general_minutes, 5e-4, 0, 0), "epochs": 5}}]}]
+        run_recipe(raw)
+        general = str(out / "general" / "students" / "general")
+    return teacher, str(mlm), general
+
+
+def run_variants(args, out: Path, teacher: str, mlm: str, general: str | None) -> dict[str, list]:
+    results: dict[str, list] = {}
+    for variant in args.variants:
+        for seed in range(args.seeds):
+            raw = base_recipe(args, teacher, f"{variant}-seed{seed}", out)
+            student = {"name": variant, "stages": variant_stages(variant, args.budget_minutes, seed)}
+            if variant == "two-stage":
+                student["init_from"] = general
+            else:
+                student["shape"] = SHAPE
+            raw["students"] = [student]
+            raw["augment"] = {"mlm": mlm, "copies": args.copies, "max_examples": args.augment_examples, "seed": 42}
+            record = run_recipe(raw)
+            results.setdefault(variant, []).append(record.stage(variant))
+            print(json.dumps({"variant": variant, "seed": seed, "metrics": record.stage(variant).metrics}), flush=True)
+    return results
+
+
+def summarise(args, out: Path, teacher: str, results: dict[str, list]):
+    """One stage per variant: seed means, seed_std, speed measured side by side with the teacher."""
+    from tinyplm.cli_measure import _bench
+    from tinyplm.report import RunRecord, StageRecord
+
+    dirs = [Path(teacher)] + [out / f"{v}-seed0" / "students" / v for v in results]
+    measured = _bench(dirs, args.task, None, args.max_length, rounds=3)
+    record = RunRecord(task=measured.task, metric=measured.metric, info={"benchmark": "distill_ablation", **{k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}})
+    record.stages.append(measured.stages[0])
+    for (variant, stages), speed in zip(results.items(), measured.stages[1:]):
+        keys = stages[0].metrics.keys()
+        mean = {k: statistics.fmean(s.metrics[k] for s in stages) for k in keys}
+        std = {k: statistics.pstdev([s.metrics[k] for s in stages]) for k in keys}
+        record.stages.append(StageRecord(
+            name=variant, metrics=mean, params=speed.params, params_no_embeddings=speed.params_no_embeddings,
+            disk_bytes=speed.disk_bytes, latency_ms_p50_b1=speed.latency_ms_p50_b1,
+            latency_ms_p90_b1=speed.latency_ms_p90_b1, throughput_b32=speed.throughput_b32,
+            info={"seeds": [s.metrics for s in stages], "seed_std": std},
+        ))
+    return record
+
+
+def write(record, out: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = out / "results.json"
+    data = record.to_dict()
+    for stage in data["stages"]:
+        stage["seed_std"] = stage["info"].get("seed_std", {})
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    names = [s.name for s in record.stages]
+    values = [s.metrics.get(record.metric, 0.0) for s in record.stages]
+    errs = [s.info.get("seed_std", {}).get(record.metric, 0.0) for s in record.stages]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.bar(names, values, yerr=errs, capsize=4, color=["#c0392b"] + ["#2a7f62"] * (len(names) - 1))
+    ax.set_ylabel(f"{record.task} dev {record.metric}")
+    ax.set_title(f"Distillation ablation, {record.task}, equal task budget")
+    lo = min(values) - 0.1
+    ax.set_ylim(max(0.0, lo), min(1.0, max(values) + 0.05) if max(values) <= 1 else None)
+    fig.tight_layout()
+    fig.savefig(out / "ablation.png", dpi=120)
+    plt.close(fig)
+    return path
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--task", required=True, choices=["sst2", "mrpc", "rte", "cola", "stsb", "wnli", "qnli", "mnli", "qqp"])
+    p.add_argument("--budget-minutes", type=float, default=4.0, help="task-distillation budget per variant")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    p.add_argument("--teacher", help="a fine-tuned teacher dir (default: fine-tune the packaged MiniLM)")
+    p.add_argument("--teacher-minutes", type=float, default=6.0)
+    p.add_argument("--general-minutes", type=float, default=15.0, help="one-time general distillation")
+    p.add_argument("--mlm-steps", type=int, default=300, help="steps to fit MiniLM's MLM head (augmentation)")
+    p.add_argument("--copies", type=int, default=20, help="augmented copies per example")
+    p.add_argument("--augment-examples", type=int, default=None, help="augment only the first N examples")
+    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--out", type=Path, default=REPO / "runs" / "ablation")
+    args = p.parse_args()
+    out = args.out / args.task
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    teacher, mlm, general = prepare(args, out)
+    record = summarise(args, out, teacher, run_variants(args, out, teacher, mlm, general))
+    record.info["seconds"] = round(time.time() - start, 1)
+    print(json.dumps({s.name: s.metrics for s in record.stages}), flush=True)
+    print(write(record, out))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
