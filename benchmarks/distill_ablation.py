@@ -7,7 +7,7 @@ student (TinyBERT-4 shape), same task-distillation wall-clock budget per variant
 
   kd           prediction-layer KD only (Hinton soft targets)
   tinybert     + intermediate layers first (embedding, hidden, attention-score MSE)
-  minilm       + MiniLMv2 query/key/value self-relations on the last layer
+  minilm       + MiniLMv2 query/key/value self-relations (12 relation heads) on every matched layer
   augment      + TinyBERT data augmentation of the training set
   two-stage    + start from a general-distilled student (corpus, TinyBERT losses; its one-time
                cost is --general-minutes, reported separately and not charged to the task budget)
@@ -125,11 +125,12 @@ def run_variants(args, out: Path, teacher: str, mlm: str, general: str | None) -
 
 def summarise(args, out: Path, teacher: str, results: dict[str, list]):
     """One stage per variant: seed means, seed_std, speed measured side by side with the teacher."""
-    from tinyplm.cli_measure import _bench
+    from tinyplm.config import TaskSpec
     from tinyplm.report import RunRecord, StageRecord
+    from tinyplm.run import bench
 
     dirs = [Path(teacher)] + [out / f"{v}-seed0" / "students" / v for v in results]
-    measured = _bench(dirs, args.task, None, args.max_length, rounds=3)
+    measured = bench(dirs, TaskSpec(name=args.task, max_length=args.max_length), rounds=3)
     record = RunRecord(task=measured.task, metric=measured.metric, info={"benchmark": "distill_ablation", **{k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}})
     record.stages.append(measured.stages[0])
     for (variant, stages), speed in zip(results.items(), measured.stages[1:]):

@@ -1,4 +1,5 @@
-"""The same training loop under `accelerate launch` with two CPU processes (gloo)."""
+"""The same training loop under `accelerate launch` with two CPU processes (gloo), including a
+layer-wise stage whose projection lives outside the student and whose classifier gets no gradient."""
 
 from __future__ import annotations
 
@@ -22,9 +23,13 @@ def test_two_process_distillation_matches_one_process(tmp_path: Path) -> None:
         pytest.skip("accelerate launcher not installed next to this python")
     model = make_tiny_model_dir(tmp_path / "tiny-bert")
     glue = make_tiny_glue(tmp_path / "glue")
-    student = {"name": "student", "shape": {"layers": 2, "hidden": 32, "heads": 4, "ffn": 37},
-               "objective": {"temperature": 2.0, "kd_weight": 1.0, "hard_weight": 0.5},
-               "train": {**TINY_TRAIN, "epochs": 6}}
+    # a layer-wise stage (classifier unused, projection trained outside the encoder) then KD
+    student = {"name": "student", "shape": {"layers": 2, "hidden": 16, "heads": 4, "ffn": 37},
+               "stages": [
+                   {"name": "layers", "objective": {"kd_weight": 0, "hidden": 1, "attention_kl": 1},
+                    "train": {**TINY_TRAIN, "epochs": 2}},
+                   {"name": "kd", "objective": {"temperature": 2.0, "kd_weight": 1.0, "hard_weight": 0.5},
+                    "train": {**TINY_TRAIN, "epochs": 6}}]}
     recipe = tiny_recipe(tmp_path, model, glue, students=[student])
     path = write_recipe(tmp_path / "r.yaml", recipe)
     env = {**os.environ, "TINYPLM_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}

@@ -59,7 +59,10 @@ def register(app: typer.Typer, out: Console) -> None:
 
         if out_dir and (out_dir / "results.json").exists():
             raise TinyplmError(f"{out_dir}: already holds results.json; choose another --out")
-        record = _bench(model_dirs, task, data_dir, max_length, rounds)
+        from tinyplm.config import TaskSpec
+        from tinyplm.run import bench
+
+        record = bench(model_dirs, TaskSpec(name=task, data_dir=data_dir, max_length=max_length), rounds)
         _print_stages(record)
         if out_dir:
             from tinyplm.report import write_all
@@ -96,35 +99,3 @@ def register(app: typer.Typer, out: Console) -> None:
             shown = ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in present.items())
             table.add_row(name, ", ".join(t.metrics), ", ".join(t.labels) or "regression", shown)
         out.print(table)
-
-
-def _bench(model_dirs: list[Path], task: str, data_dir, max_length: int, rounds: int):
-    from tinyplm.config import MeasureSpec, TaskSpec
-    from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
-    from tinyplm.evaluate.size import count_params, disk_bytes
-    from tinyplm.evaluate.speed import measure_speed
-    from tinyplm.models import load_classifier
-    from tinyplm.report import RunRecord, StageRecord
-    from tinyplm.run import load_task
-
-    data = load_task(TaskSpec(name=task, data_dir=data_dir, max_length=max_length))
-    models, encs, names = {}, {}, []
-    for i, d in enumerate(model_dirs):
-        name = "teacher" if i == 0 else (d.name if d.name not in names else f"{d.parent.name}-{d.name}")
-        models[name], tok = load_classifier(d, data.labels, data.is_regression)
-        encs[name] = encode_evals(data, tok, max_length)
-        names.append(name)
-    first = {n: next(iter(e.values())) for n, e in encs.items()}
-    if len({e.fingerprint() for e in first.values()}) > 1:
-        raise TinyplmError("bench times every model on the same token ids, but these models use different tokenizers")
-    speed = measure_speed(models, first[names[0]], MeasureSpec(rounds=rounds))
-    record = RunRecord(task=data.task, metric=data.primary_metric, info={"bench": [str(d) for d in model_dirs]})
-    for name, d in zip(names, model_dirs):
-        total, no_emb = count_params(models[name])
-        s = speed[name]
-        record.stages.append(StageRecord(
-            name=name, metrics=evaluate_model(models[name], data, encs[name]), params=total,
-            params_no_embeddings=no_emb, disk_bytes=disk_bytes(d), latency_ms_p50_b1=s.latency_ms_p50_b1,
-            latency_ms_p90_b1=s.latency_ms_p90_b1, throughput_b32=s.throughput_b32, info={"model_dir": str(d)},
-        ))
-    return record

@@ -16,9 +16,9 @@ import torch
 
 from tinyplm import tasks
 from tinyplm.config.load import dump_resolved
-from tinyplm.config.schema import RunConfig, TaskSpec, TrainSpec, student_name
+from tinyplm.config.schema import MeasureSpec, RunConfig, TaskSpec, student_name
 from tinyplm.distill import PredictionObjective, StageIO, get_accelerator, train
-from tinyplm.errors import ModelError, RecipeError
+from tinyplm.errors import ModelError, RecipeError, TinyplmError
 from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
 from tinyplm.evaluate.size import count_params, disk_bytes
 from tinyplm.evaluate.speed import measure_speed
@@ -35,7 +35,7 @@ from tinyplm.models import (
 from tinyplm.models.infer import cpu_supports_bf16, use_bf16
 from tinyplm.report import RunRecord, StageRecord, best_student, write_all
 from tinyplm.rundir import claim_run_dir
-from tinyplm.stages import StageInputs, run_student, stage_list
+from tinyplm.stages import StageInputs, run_student, stage_list, train_info
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.encoding import Encoded, encode_split
 
@@ -65,12 +65,12 @@ def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, fo
     acc = get_accelerator()
     run_dir = Path(run_dir or run_dir_of(cfg))
     started = time.time()
-    data, teacher_src = preflight(cfg)  # bad input fails here, before the run dir is touched
+    data, teacher_src, tok = preflight(cfg)  # bad input fails here, before the run dir is touched
     with acc.main_process_first():
         resumed = claim_run_dir(run_dir, dump_resolved(cfg), resume=resume, force=force) if acc.is_main_process else True
-    teacher, tok, teacher_info = prepare_teacher(cfg, data, teacher_src, run_dir, resumed)
     train_enc = encode_split(data.train, tok, cfg.task.max_length, cfg.task.max_train_examples)
     evals = encode_evals(data, tok, cfg.task.max_length, cfg.task.max_eval_examples)
+    teacher, tok, teacher_info = prepare_teacher(cfg, data, teacher_src, (train_enc, evals), run_dir, resumed)
     models = {"teacher": teacher}
     infos = {"teacher": teacher_info}
     inputs = StageInputs(cfg, data, teacher, run_dir / "teacher", teacher_src, tok, train_enc, evals, run_dir)
@@ -85,16 +85,20 @@ def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, fo
     return record
 
 
-def preflight(cfg: RunConfig) -> tuple[TaskData, Path]:
+def preflight(cfg: RunConfig) -> tuple[TaskData, Path, object]:
     """Check everything a run reads before it writes anything: the task's data files (every
     line), the teacher directory, its tokenizer, and that a teacher used as is has a head.
 
-    Returns (task data, teacher dir); raises ``TinyplmError`` subclasses naming the problem.
+    Returns (task data, teacher dir, its tokenizer); raises ``TinyplmError`` subclasses naming the
+    problem.
     """
     data = load_task(cfg.task)
     src = resolve_model_dir(cfg.teacher.model)
     model_cfg = check_model_dir(src)
-    load_tokenizer(src, int(model_cfg["vocab_size"]))
+    tok = load_tokenizer(src, int(model_cfg["vocab_size"]))
+    layerwise = any(st.objective.layerwise for spec in cfg.students for st in stage_list(spec))
+    if layerwise and model_cfg["model_type"] != "bert":
+        raise ModelError(f"{src}: layer-wise distillation needs a BERT teacher; this one is '{model_cfg['model_type']}'")
     archs = model_cfg.get("architectures") or []
     needs_head = not cfg.students or any(st.teacher == "finetuned" for spec in cfg.students for st in stage_list(spec))
     if needs_head and cfg.teacher.finetune is None and not any("ForSequenceClassification" in a for a in archs):
@@ -102,11 +106,12 @@ def preflight(cfg: RunConfig) -> tuple[TaskData, Path]:
             f"{src}: has no classification head for task '{data.task}'; add a teacher.finetune section "
             "to the recipe to fine-tune it first"
         )
-    return data, src
+    return data, src, tok
 
 
-def prepare_teacher(cfg: RunConfig, data: TaskData, src: Path, run_dir: Path, resumed: bool):
-    """Load (and fine-tune, if the recipe asks) the teacher; saved to ``run_dir/teacher``."""
+def prepare_teacher(cfg: RunConfig, data: TaskData, src: Path, encoded: tuple, run_dir: Path, resumed: bool):
+    """Load (and fine-tune on ``encoded`` = (train, evals), if the recipe asks) the teacher;
+    saved to ``run_dir/teacher``."""
     out = run_dir / "teacher"
     if resumed and is_complete(out):
         model, tok = load_classifier(out, data.labels, data.is_regression)
@@ -115,55 +120,60 @@ def prepare_teacher(cfg: RunConfig, data: TaskData, src: Path, run_dir: Path, re
     info = {"model_dir": "teacher", "source": str(cfg.teacher.model), "shape": shape_of(model)}
     if cfg.teacher.finetune is not None:
         spec = cfg.teacher.finetune
-        enc = encode_split(data.train, tok, cfg.task.max_length, cfg.task.max_train_examples)
-        evals = encode_evals(data, tok, cfg.task.max_length, cfg.task.max_eval_examples)
+        enc, evals = encoded
         objective = PredictionObjective(kd_weight=0.0, hard_weight=1.0, is_regression=data.is_regression)
         bf16 = use_bf16(spec.precision)
         io = StageIO("teacher", run_dir / "checkpoints" / "teacher", run_dir / "logs" / "train.jsonl", resume=True)
         evaluate = lambda m: evaluate_model(m, data, evals, bf16=bf16, batch_size=spec.eval_batch_size)  # noqa: E731
         result = train(model, enc, objective, spec, io, evaluate, data.primary_metric)
         model = result.model
-        info.update(train_info(result, spec, objective))
+        info.update(train_info(result, spec, {"hard_weight": 1.0}))
     if get_accelerator().is_main_process:
         save_model(model, tok, out)
     get_accelerator().wait_for_everyone()
     return model, tok, info
 
 
-def train_info(result, spec: TrainSpec, objective: PredictionObjective) -> dict:
-    return {
-        "train_seconds": round(result.seconds, 1),
-        "steps": result.steps,
-        "stopped_by": result.stopped_by,
-        "best_step": result.best_step,
-        "budget_minutes": spec.budget_minutes,
-        "precision": "bf16" if use_bf16(spec.precision) else "fp32",
-        "objective": {"kd_weight": objective.kd_weight, "hard_weight": objective.hard_weight,
-                      "temperature": objective.temperature},
-        "history": result.history,
-    }
-
-
 def measure_all(models: dict, infos: dict, data: TaskData, evals: dict[str, Encoded], cfg: RunConfig, run_dir: Path) -> list[StageRecord]:
-    """Metrics (fp32, as deployed), size on disk and speed of every model, measured side by side."""
-    first_eval = next(iter(evals.values()))
-    speed = measure_speed(models, first_eval, cfg.measure)
+    """Every model of a run measured side by side (see :func:`measure_models`)."""
+    dirs = {name: run_dir / infos[name]["model_dir"] for name in models}
+    return measure_models(models, dirs, infos, data, evals, cfg.measure)
+
+
+def measure_models(
+    models: dict, dirs: dict[str, Path], infos: dict, data: TaskData, evals: dict[str, Encoded], spec: MeasureSpec
+) -> list[StageRecord]:
+    """Metrics (fp32, as deployed), size of the saved dir, and speed, all models side by side."""
+    speed = measure_speed(models, next(iter(evals.values())), spec)
     stages = []
     for name, model in models.items():
         total, no_emb = count_params(model)
         s = speed[name]
         stages.append(StageRecord(
-            name=name,
-            metrics=evaluate_model(model, data, evals, bf16=False),
-            params=total,
-            params_no_embeddings=no_emb,
-            disk_bytes=disk_bytes(run_dir / infos[name]["model_dir"]),
-            latency_ms_p50_b1=s.latency_ms_p50_b1,
-            latency_ms_p90_b1=s.latency_ms_p90_b1,
-            throughput_b32=s.throughput_b32,
-            info=infos[name],
+            name=name, metrics=evaluate_model(model, data, evals, bf16=False), params=total,
+            params_no_embeddings=no_emb, disk_bytes=disk_bytes(dirs[name]), latency_ms_p50_b1=s.latency_ms_p50_b1,
+            latency_ms_p90_b1=s.latency_ms_p90_b1, throughput_b32=s.throughput_b32, info=infos[name],
         ))
     return stages
+
+
+def bench(model_dirs: list[Path], task: TaskSpec, rounds: int = 3) -> RunRecord:
+    """Saved models (the first is the reference, named ``teacher``) measured side by side.
+
+    Raises ``TinyplmError`` when the models tokenise differently (speed is timed on one set of ids).
+    """
+    data = load_task(task)
+    models, encs, dirs, infos = {}, {}, {}, {}
+    for i, d in enumerate(model_dirs):
+        name = "teacher" if i == 0 else (d.name if d.name not in models else f"{d.parent.name}-{d.name}")
+        models[name], tok = load_classifier(d, data.labels, data.is_regression)
+        encs[name] = encode_evals(data, tok, task.max_length, task.max_eval_examples)
+        dirs[name], infos[name] = d, {"model_dir": str(d)}
+    if len({next(iter(e.values())).fingerprint() for e in encs.values()}) > 1:
+        raise TinyplmError("bench times every model on the same token ids, but these models use different tokenizers")
+    record = RunRecord(task=data.task, metric=data.primary_metric, info={"bench": [str(d) for d in model_dirs]})
+    record.stages = measure_models(models, dirs, infos, data, encs["teacher"], MeasureSpec(rounds=rounds))
+    return record
 
 
 def run_info(cfg: RunConfig, run_dir: Path, started: float) -> dict:

@@ -124,7 +124,7 @@ def run_student(spec: StudentSpec, inp: StageInputs) -> tuple[torch.nn.Module, d
             model, _ = load_classifier(stage_dir, inp.data.labels, inp.data.is_regression)
             infos.append({"stage": label, "reused": True})
             continue
-        model, info = _run_stage(model, stage, inp, f"{name}/{label}" if label else name)
+        model, info = _run_stage(model, stage, inp, f"{name}/{label}" if label else name, f"{name}.stage-{k}")
         if acc.is_main_process:
             save_model(model, inp.tokenizer, stage_dir)
         acc.wait_for_everyone()
@@ -134,7 +134,7 @@ def run_student(spec: StudentSpec, inp: StageInputs) -> tuple[torch.nn.Module, d
     return model, info
 
 
-def _run_stage(model, stage: StageSpec, inp: StageInputs, log_name: str):
+def _run_stage(model, stage: StageSpec, inp: StageInputs, log_name: str, ckpt_name: str):
     enc = inp.encoded(stage.data)
     teacher = inp.base_teacher() if stage.teacher == "base" else inp.teacher
     objective = build_objective(stage.objective, model.config, teacher.config, inp.data.is_regression)
@@ -142,13 +142,18 @@ def _run_stage(model, stage: StageSpec, inp: StageInputs, log_name: str):
     predicts = stage.objective.kd_weight > 0 or stage.objective.hard_weight > 0
     evaluate = _evaluator(inp, stage.train) if predicts else None
     spec = stage.train if predicts else stage.train.model_copy(update={"keep_best": False, "eval_every": 0})
-    io = StageIO(log_name, inp.run_dir / "checkpoints" / log_name.replace("/", "."), inp.run_dir / "logs" / "train.jsonl", resume=True)
+    io = StageIO(log_name, inp.run_dir / "checkpoints" / ckpt_name, inp.run_dir / "logs" / "train.jsonl", resume=True)
     result = train(model, enc, objective, spec, io, evaluate, inp.data.primary_metric, logits, teacher)
-    return result.model, {
+    return result.model, {**train_info(result, stage.train, stage.objective.model_dump()), "examples": len(enc)}
+
+
+def train_info(result, spec: TrainSpec, objective: dict) -> dict:
+    """What the report shows about one training stage (its non-zero objective terms included)."""
+    return {
         "train_seconds": round(result.seconds, 1), "steps": result.steps, "stopped_by": result.stopped_by,
-        "best_step": result.best_step, "budget_minutes": stage.train.budget_minutes,
-        "precision": "bf16" if use_bf16(stage.train.precision) else "fp32", "examples": len(enc),
-        "objective": {k: v for k, v in stage.objective.model_dump().items() if v not in (0, 0.0, None)},
+        "best_step": result.best_step, "budget_minutes": spec.budget_minutes,
+        "precision": "bf16" if use_bf16(spec.precision) else "fp32",
+        "objective": {k: v for k, v in objective.items() if v not in (0, 0.0, None)},
         "history": result.history,
     }
 

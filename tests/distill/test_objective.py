@@ -86,3 +86,18 @@ def test_layerwise_training_moves_student_and_projection(tiny_model_dir: Path, t
     assert result.model is s
     assert hidden_loss() < 0.7 * before
     assert not torch.equal(obj.hidden_proj.weight, proj_before)
+
+
+def test_layer_maps_that_mix_embeddings_and_layers_are_refused(tiny_model_dir: Path) -> None:
+    teacher, _ = load_classifier(tiny_model_dir, ("0", "1"), False)
+    with pytest.raises(RecipeError, match="match the embeddings"):
+        build_objective(ObjectiveSpec(kd_weight=0, hidden=1, layer_map=[[1, 0]]), _student().config, teacher.config, False)
+    with pytest.raises(RecipeError, match="needs at least one"):
+        build_objective(ObjectiveSpec(kd_weight=0, hidden=1, layer_map=[[0, 0]]), _student().config, teacher.config, False)
+
+
+def test_prediction_only_objective_ignores_depths(tiny_model_dir: Path) -> None:
+    """A KD-only student may be deeper than its teacher: no layers are matched."""
+    teacher, _ = load_classifier(tiny_model_dir, ("0", "1"), False)  # 2 layers
+    obj = build_objective(ObjectiveSpec(kd_weight=1), _student(layers=4).config, teacher.config, False)
+    assert obj.layer_map.pairs == () and obj.wants == frozenset()

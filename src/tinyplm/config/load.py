@@ -79,7 +79,10 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
     parts = [p for p in key.strip().split(".") if p]
     if not parts:
         raise RecipeError(f"override '{item}': empty key")
-    value = yaml.safe_load(value_text) if value_text.strip() else None
+    try:
+        value = yaml.safe_load(value_text) if value_text.strip() else None
+    except yaml.YAMLError:
+        raise RecipeError(f"override '{item}': the value is not valid YAML") from None
     _set_path(raw, parts, value, item)
 
 

@@ -120,6 +120,9 @@ LAYERWISE_TERMS = ("embedding", "hidden", "attention_scores", "attention_kl", "v
 LOSS_TERMS = ("kd_weight", "hard_weight", *LAYERWISE_TERMS)
 
 
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # names become folder names in the run dir
+
+
 class StageSpec(Section):
     """One distillation stage of a student; each starts from the previous stage's weights.
 
@@ -130,7 +133,7 @@ class StageSpec(Section):
     before fine-tuning, as TinyBERT's general distillation uses).
     """
 
-    name: str | None = None
+    name: str | None = Field(None, pattern=NAME_PATTERN)
     data: Literal["task", "augmented", "corpus"] = "task"
     teacher: Literal["finetuned", "base"] = "finetuned"
     objective: ObjectiveSpec = ObjectiveSpec()
@@ -141,6 +144,8 @@ class StageSpec(Section):
         o = self.objective
         if self.data == "corpus" and (o.kd_weight > 0 or o.hard_weight > 0):
             raise ValueError("a corpus stage has no labels or task logits: set kd_weight and hard_weight to 0")
+        if self.teacher == "base" and o.kd_weight > 0:
+            raise ValueError("the base teacher has no task logits: a 'teacher: base' stage needs kd_weight 0")
         return self
 
 
@@ -151,7 +156,7 @@ class StudentSpec(Section):
     the listed encoder layers (0-based), the pooler and the classifier (DistilBERT-style init).
     """
 
-    name: str | None = Field(None, description="stage name; default student-L{layers}-H{hidden}")
+    name: str | None = Field(None, pattern=NAME_PATTERN, description="stage name; default student-L{layers}-H{hidden}")
     shape: ShapeSpec | None = None
     teacher_layers: list[int] | None = Field(None, description="copy these teacher layers (0-based)")
     init_from: str | None = Field(None, description="start from a saved student dir (e.g. a general student)")
@@ -206,7 +211,7 @@ class CorpusSpec(Section):
 class RunConfig(Section):
     """A whole recipe: task -> teacher -> students -> measure -> report."""
 
-    name: str = "run"
+    name: str = Field("run", pattern=NAME_PATTERN)
     output_dir: str = Field("runs/{name}", description="run directory; {name} is replaced")
     cache_dir: str | None = Field(None, description="teacher-logit cache; default TINYPLM_CACHE or ~/.cache/tinyplm")
     task: TaskSpec = TaskSpec()

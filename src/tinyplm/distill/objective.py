@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from tinyplm.config.schema import ObjectiveSpec
+from tinyplm.config.schema import LAYERWISE_TERMS, ObjectiveSpec
 from tinyplm.distill import intermediate as im
 from tinyplm.distill.features import Features
 from tinyplm.distill.losses import PredictionObjective
@@ -38,7 +38,9 @@ class DistillObjective(nn.Module):
         super().__init__()
         self.spec = spec
         self.prediction = PredictionObjective(spec.kd_weight, spec.hard_weight, spec.temperature, is_regression)
-        self.layer_map: LayerMap = resolve(spec.layer_map, student_cfg.num_hidden_layers, teacher_cfg.num_hidden_layers)
+        self.layer_map = LayerMap(())
+        if spec.layerwise:
+            self.layer_map = resolve(spec.layer_map, student_cfg.num_hidden_layers, teacher_cfg.num_hidden_layers)
         self.s_heads, self.t_heads = student_cfg.num_attention_heads, teacher_cfg.num_attention_heads
         self.relation_heads = spec.relation_heads or self.t_heads
         ds, dt = student_cfg.hidden_size, teacher_cfg.hidden_size
@@ -54,6 +56,13 @@ class DistillObjective(nn.Module):
                 f"objective.{heads_terms[0]} compares attention heads one to one, but the student has "
                 f"{self.s_heads} heads and the teacher {self.t_heads}; use qkv_relation (MiniLMv2) instead"
             )
+        mixed = [p for p in self.layer_map.pairs if (p[0] == 0) != (p[1] == 0)]
+        if mixed:
+            raise RecipeError(f"objective.layer_map pairs {mixed} match the embeddings (0) with a layer; "
+                              "embeddings are matched by the 'embedding' term")
+        layer_terms = [k for k in LAYERWISE_TERMS if k != "embedding" and getattr(spec, k) > 0]
+        if layer_terms and not any(i > 0 and j > 0 for i, j in self.layer_map.pairs):
+            raise RecipeError(f"objective.{layer_terms[0]} needs at least one [student, teacher] layer pair > 0")
         if spec.qkv_relation and (ds % self.relation_heads or dt % self.relation_heads):
             raise RecipeError(
                 f"objective.relation_heads={self.relation_heads} must divide both hidden sizes ({ds}, {dt})"

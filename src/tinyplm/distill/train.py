@@ -1,8 +1,9 @@
 """The one training loop: fine-tuning and distillation alike, one process or several.
 
 Device and process count come from ``accelerate`` (``accelerate launch --num_processes 2`` on CPU
-uses gloo). Each global batch is split across processes, so a run gives the same updates whatever
-the process count (up to float reduction order). Data order is a seeded permutation per epoch, so
+uses gloo). Each global batch is split across processes and DDP averages their gradients, so the
+global batch size is the recipe's whatever the process count (updates match a one-process run
+closely, not exactly: per-process losses are means over unequal shares). Data order is a seeded permutation per epoch, so
 ``resume`` after a kill continues with the same batches, RNG and optimiser state.
 """
 
@@ -19,9 +20,10 @@ import numpy as np
 import torch
 from torch import nn
 from accelerate import Accelerator
-from accelerate.utils import broadcast
+from accelerate.utils import DistributedDataParallelKwargs, broadcast
 
 from tinyplm.config.schema import TrainSpec
+from tinyplm.errors import DataError
 from tinyplm.distill.checkpoint import LoopState, list_checkpoints, load_checkpoint, save_checkpoint
 from tinyplm.distill.features import Features, forward_features
 from tinyplm.distill.losses import PredictionObjective
@@ -68,7 +70,10 @@ def get_accelerator() -> Accelerator:
     """The process-wide Accelerator (created once; CPU; precision is handled by autocast here)."""
     global _ACCELERATOR
     if _ACCELERATOR is None:
-        _ACCELERATOR = Accelerator(cpu=True)
+        # Stages without a prediction term leave the classifier (and, with some layer maps,
+        # whole sublayers) without gradients; DDP must be told, or it fails on the next step.
+        ddp = DistributedDataParallelKwargs(find_unused_parameters=True)
+        _ACCELERATOR = Accelerator(cpu=True, kwargs_handlers=[ddp])
     return _ACCELERATOR
 
 
@@ -125,10 +130,19 @@ class Trainable(nn.Module):
         super().__init__()
         self.student = student
         self.objective = objective if isinstance(objective, nn.Module) else None
+        self._prediction = objective if isinstance(objective, PredictionObjective) else None
         self.wants = objective.wants if isinstance(objective, DistillObjective) else frozenset()
 
-    def forward(self, inputs: dict[str, torch.Tensor]) -> Features:
-        return forward_features(self.student, inputs, self.wants)
+    def forward(
+        self, inputs: dict[str, torch.Tensor], labels: torch.Tensor, teacher: Features | None,
+        teacher_logits: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """The batch loss. Computed inside forward so DDP sees every trained parameter
+        (projections included) used in one forward."""
+        feats = forward_features(self.student, inputs, self.wants)
+        if self.objective is not None:
+            return self.objective.loss(feats, teacher, labels, teacher_logits)[0]
+        return self._prediction(feats.logits.float(), labels, teacher_logits)[0]
 
 
 @dataclass
@@ -196,8 +210,9 @@ def train(
     loop.student.train(False)
     loop.log.write(event="end", step=loop.state.step, elapsed_s=round(loop.state.elapsed, 2),
                    stopped_by=stopped_by, best_step=loop.state.best_step, best_metric=loop.state.best_metric)
-    s = loop.state
-    return TrainResult(loop.student, s.history, s.best_metric, s.best_step, s.step, s.elapsed, stopped_by)
+    s, student = loop.state, loop.student
+    acc.free_memory()  # drop the accelerator's references to this stage's model and optimiser
+    return TrainResult(student, s.history, s.best_metric, s.best_step, s.step, s.elapsed, stopped_by)
 
 
 def _resume(loop: _Loop) -> None:
@@ -214,7 +229,7 @@ def _resume(loop: _Loop) -> None:
 def _total_steps(spec: TrainSpec, n: int, world: int, lengths: np.ndarray | None) -> tuple[int, int]:
     per_epoch = len(epoch_batches(n, spec.batch_size, spec.seed, 0, world, lengths))
     if per_epoch == 0:
-        raise ValueError(f"no training batches: {n} examples for {world} processes")
+        raise DataError(f"no training batches: {n} training examples for {world} processes")
     total = math.ceil(spec.epochs * per_epoch)
     if spec.max_steps:
         total = min(total, spec.max_steps)
@@ -242,13 +257,15 @@ def _run_steps(loop: _Loop, data: Encoded, objective, teacher_logits, evaluate, 
                 loss = _step(loop, data, global_batch, objective, teacher_logits, lr_factor(progress, spec.warmup_ratio), bf16)
                 meter.add(loss, len(global_batch), time.perf_counter() - t0)
                 state.step += 1
+                state.elapsed += _synced(acc, time.perf_counter() - t0)
                 if state.step % spec.log_every == 0 or state.step == total:
                     _log_train(loop, meter.pop(), bar, task, total, budget_s)
+                t1 = time.perf_counter()
                 if evaluate and spec.eval_every and state.step % spec.eval_every == 0:
                     _evaluate(loop, evaluate, primary)
                 if spec.checkpoint_every and state.step % spec.checkpoint_every == 0:
-                    _checkpoint(loop)
-                state.elapsed += _synced(acc, time.perf_counter() - t0)
+                    _checkpoint(loop)  # the saved elapsed time covers every step before it
+                state.elapsed += _synced(acc, time.perf_counter() - t1)
                 if state.step >= total:
                     return "max_steps" if spec.max_steps and total == spec.max_steps else "epochs"
                 if budget_s and state.elapsed >= budget_s:
@@ -290,16 +307,12 @@ def _step(loop: _Loop, data: Encoded, global_batch: list[int], objective, teache
         group["lr"] = loop.spec.lr * factor
     inputs = model_inputs(batch)
     t_feats = None
+    t_logits = teacher_logits[batch["index"]] if teacher_logits is not None else None
     with autocast(bf16):
-        feats = loop.model(inputs)
         if loop.teacher is not None and isinstance(objective, DistillObjective) and objective.needs_teacher_features:
             with torch.no_grad():
                 t_feats = forward_features(loop.teacher, inputs, objective.wants)
-    t_logits = teacher_logits[batch["index"]] if teacher_logits is not None else None
-    if isinstance(objective, DistillObjective):
-        loss, _ = objective.loss(feats, t_feats, batch["labels"], t_logits)
-    else:
-        loss, _ = objective(feats.logits.float(), batch["labels"], t_logits)
+        loss = loop.model(inputs, batch["labels"], t_feats, t_logits)
     acc.backward(loss)
     if loop.spec.grad_clip > 0:
         acc.clip_grad_norm_(loop.model.parameters(), loop.spec.grad_clip)
