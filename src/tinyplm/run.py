@@ -181,6 +181,7 @@ def run_info(cfg: RunConfig, run_dir: Path, started: float) -> dict:
         "run_name": cfg.name,
         "run_dir": str(run_dir),
         "created": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
+        "started_unix": round(started, 3),
         "machine": {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
                     "torch": torch.__version__, "bf16_native": cpu_supports_bf16()},
         "processes": get_accelerator().num_processes,
@@ -189,7 +190,7 @@ def run_info(cfg: RunConfig, run_dir: Path, started: float) -> dict:
 
 def finish(record: RunRecord, run_dir: Path) -> None:
     """Copy the best student to ``model/`` and write every report; results.json marks the run done."""
-    record.info["seconds"] = round(time.time() - time.mktime(time.strptime(record.info["created"], "%Y-%m-%d %H:%M:%S")), 1)
+    record.info["seconds"] = round(time.time() - record.info["started_unix"], 1)
     best = best_student(record) or record.teacher
     if best is not None:
         dst = run_dir / "model"
