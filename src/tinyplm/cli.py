@@ -23,7 +23,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-out = Console()
+# Not a terminal (logs, CI): a fixed width, so table columns are not squeezed to 80 characters.
+out = Console(width=None if sys.stdout.isatty() else 120)
 err = Console(stderr=True)
 
 Overrides = Annotated[Optional[list[str]], typer.Argument(help="recipe overrides key=value, e.g. teacher.finetune.lr=3e-5")]
@@ -48,8 +49,9 @@ def _print_stages(record) -> None:
     from tinyplm.report.tables import stage_rows
 
     table = Table(title=f"{record.task}: {record.metric}")
-    for col in ("stage", record.metric, "retention %", "params (M)", "MB", "p50 ms", "sent/s", "speed-up"):
-        table.add_column(col)
+    table.add_column("stage", no_wrap=True)
+    for col in (record.metric, "retention %", "params (M)", "MB", "p50 ms", "sent/s", "speed-up"):
+        table.add_column(col, justify="right")
     for row in stage_rows(record):
         fmt = lambda v, f="{:.3f}": "-" if v is None else f.format(v)  # noqa: E731
         table.add_row(row["name"], fmt(row["metric"], "{:.4f}"), fmt(row["retention"], "{:.1f}"),

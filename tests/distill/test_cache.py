@@ -23,15 +23,6 @@ TEXTS = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Run these tiny forwards on one thread: on a busy 2-core machine, 2 OpenMP threads spin-wait."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def make_split(texts: list[str]) -> Split:
     """A split of the given texts with alternating labels."""
     return Split("train", [Example(t, None, i % 2, i + 1) for i, t in enumerate(texts)], Path("mem"))

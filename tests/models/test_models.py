@@ -40,15 +40,6 @@ from tinyplm.tasks.encoding import encode_split
 SENTENCES = ["the movie was good", "a dull plot", "it is not very fun but the actor is great", "bad"]
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Run these tiny forwards on one thread: on a busy 2-core machine, 2 OpenMP threads spin-wait."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def word_tokenizer(model_dir: Path) -> BertTokenizerFast:
     """A WordPiece tokenizer over ``model_dir/vocab.txt`` (``vocab=``: transformers 5 ignores ``vocab_file=``)."""
     return BertTokenizerFast(vocab=str(model_dir / "vocab.txt"), do_lower_case=True)
