@@ -77,33 +77,28 @@ def test_disk_bytes_of_an_exported_onnx_file(tmp_path: Path) -> None:
 
 
 def test_measure_speed_two_models() -> None:
+    """measure_speed under 2 threads: results, thread restore, call count, eval mode."""
     torch.manual_seed(0)
     models = {name: BertForSequenceClassification(tiny_config(n)) for name, n in (("one", 1), ("two", 2))}
     models["two"].train()
     original = torch.get_num_threads()
     torch.set_num_threads(2)  # differs from FAST.threads = 1, so a restore is visible
     try:
-        check_two_models(models)
+        seen_threads: list[int] = []
+        models["one"].register_forward_hook(lambda *_: seen_threads.append(torch.get_num_threads()))
+        results = measure_speed(models, tiny_encoded(5), FAST)
+        assert set(results) == {"one", "two"}
+        for r in results.values():
+            assert isinstance(r, SpeedResult)
+            assert r.latency_ms_p50_b1 > 0 and r.latency_ms_p90_b1 >= r.latency_ms_p50_b1
+            assert r.throughput_b32 > 0
+        assert torch.get_num_threads() == 2  # restored
+        assert seen_threads and set(seen_threads) == {1}  # measured under spec.threads
+        # warm-up 1 single + 1 group, then per round 4 singles + 3 groups (5 sentences by 2): 2 + 2 * 7.
+        assert len(seen_threads) == 2 + FAST.rounds * 7
+        assert not models["two"].training  # measured in eval mode
     finally:
         torch.set_num_threads(original)
-
-
-def check_two_models(models: dict[str, torch.nn.Module]) -> None:
-    """measure_speed on ``models`` under 2 threads: results, thread restore, call count, eval mode."""
-    before = torch.get_num_threads()
-    seen_threads: list[int] = []
-    models["one"].register_forward_hook(lambda *_: seen_threads.append(torch.get_num_threads()))
-    results = measure_speed(models, tiny_encoded(5), FAST)
-    assert set(results) == {"one", "two"}
-    for r in results.values():
-        assert isinstance(r, SpeedResult)
-        assert r.latency_ms_p50_b1 > 0 and r.latency_ms_p90_b1 >= r.latency_ms_p50_b1
-        assert r.throughput_b32 > 0
-    assert torch.get_num_threads() == before  # restored
-    assert seen_threads and set(seen_threads) == {1}  # measured under spec.threads
-    # warm-up 1 single + 1 group, then per round 4 singles + 3 groups (5 sentences by 2): 2 + 2 * 7.
-    assert len(seen_threads) == 2 + FAST.rounds * 7
-    assert not models["two"].training  # measured in eval mode
 
 
 def test_measure_speed_on_empty_data_raises() -> None:
