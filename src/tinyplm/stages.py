@@ -62,8 +62,10 @@ class StageInputs:
         """Fine-tuned teacher logits on ``enc``, from the on-disk cache when present."""
         acc = get_accelerator()
         bf16 = use_bf16(self.cfg.teacher.finetune.precision if self.cfg.teacher.finetune else "auto")
+        if "fingerprint" not in self._cache:  # hashing the teacher's weights once per run is enough
+            self._cache["fingerprint"] = fingerprint(self.teacher_dir)
         with acc.main_process_first():
-            logits, _ = cached_teacher_logits(self.teacher, fingerprint(self.teacher_dir), enc, self.cache_dir, bf16=bf16)
+            logits, _ = cached_teacher_logits(self.teacher, self._cache["fingerprint"], enc, self.cache_dir, bf16=bf16)
         return logits
 
     def _augmented(self) -> Encoded:

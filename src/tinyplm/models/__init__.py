@@ -8,10 +8,10 @@ from tinyplm.models.loading import (
     quiet_transformers,
     resolve_model_dir,
 )
-from tinyplm.models.student import build_student, copy_teacher_layers, every_other_layer, shape_of, student_config
+from tinyplm.models.student import build_student, copy_teacher_layers, shape_of, student_config
 
 __all__ = [
-    "build_student", "check_model_dir", "copy_teacher_layers", "every_other_layer", "fingerprint",
+    "build_student", "check_model_dir", "copy_teacher_layers", "fingerprint",
     "is_complete", "load_classifier", "load_tokenizer", "quiet_transformers", "resolve_model_dir",
     "save_model", "shape_of", "student_config",
 ]

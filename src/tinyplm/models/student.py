@@ -90,11 +90,6 @@ def copy_teacher_layers(student: BertForSequenceClassification, teacher: PreTrai
     student.classifier.load_state_dict(teacher.classifier.state_dict())
 
 
-def every_other_layer(num_layers: int) -> list[int]:
-    """DistilBERT's choice: teacher layers 0, 2, 4, ... (half the depth)."""
-    return list(range(0, num_layers, 2))
-
-
 def shape_of(model) -> dict[str, int]:
     """A model's encoder shape as recorded in reports: layers, hidden, heads, ffn."""
     c = model.config
