@@ -76,39 +76,49 @@ def run_recipe(raw: dict):
     return run(cfg, resume=Path(cfg.output_dir).exists())
 
 
-def prepare(args, out: Path) -> tuple[str, str | None, str | None]:
-    """Teacher dir, MLM dir (for augmentation) and general student dir (or None)."""
+def prepare(args, out: Path, shared: Path) -> tuple[str, str | None, str | None]:
+    """Teacher dir, MLM dir (for augmentation) and general student dir (or None).
+
+    The MLM head and the general student do not depend on the task: they live in ``shared``
+    (``<out>/_shared``) and every task's run reuses them.
+    """
+    import fcntl
+
     from tinyplm.models import resolve_model_dir
     from tinyplm.pretrain import fit_mlm_head, read_corpus
 
+    shared.mkdir(parents=True, exist_ok=True)
+    corpus = [DATA / "corpus" / "books", DATA / "corpus" / "wikitext"]
+    mlm = shared / "mlm"
+    general = None
+    # Two tasks' benchmarks may run at once: the first prepares the shared pieces, the other waits.
+    with open(shared / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (mlm / "model.safetensors").is_file():
+            fit_mlm_head(resolve_model_dir("minilm-l6"), read_corpus(corpus, max_docs=20000), mlm, steps=args.mlm_steps)
+        if "two-stage" in args.variants:
+            raw = base_recipe(args, "minilm-l6", "general", shared)  # TinyBERT: the pre-trained, not fine-tuned, teacher
+            raw["corpus"] = {"paths": [str(p) for p in corpus], "max_docs": 50000, "max_length": 64}
+            raw["students"] = [{"name": "general", "shape": SHAPE, "stages": [
+                {"name": "general", "data": "corpus", "teacher": "base",
+                 "objective": {"kd_weight": 0.0, "hidden": 1.0, "attention_scores": 1.0, "embedding": 1.0,
+                               "qkv_relation": 1.0, "relation_heads": 12, "layer_map": "uniform"},
+                 "train": {**_train(args.general_minutes, 5e-4, 0, 0), "epochs": 5}}]}]
+            run_recipe(raw)
+            general = str(shared / "general" / "students" / "general")
     teacher = args.teacher
     if teacher is None:
         raw = base_recipe(args, "minilm-l6", "teacher", out)
         raw["teacher"]["finetune"] = {"epochs": 10, "budget_minutes": args.teacher_minutes, "lr": 5e-5, "eval_every": 100}
         run_recipe(raw)
         teacher = str(out / "teacher" / "teacher")
-    corpus = [DATA / "corpus" / "books", DATA / "corpus" / "wikitext"]
-    mlm = out / "mlm"
-    if not (mlm / "model.safetensors").is_file():
-        fit_mlm_head(resolve_model_dir("minilm-l6"), read_corpus(corpus, max_docs=20000), mlm, steps=args.mlm_steps)
-    general = None
-    if "two-stage" in args.variants:
-        raw = base_recipe(args, "minilm-l6", "general", out)  # TinyBERT: the pre-trained, not fine-tuned, teacher
-        raw["corpus"] = {"paths": [str(p) for p in corpus], "max_docs": 50000, "max_length": 64}
-        raw["students"] = [{"name": "general", "shape": SHAPE, "stages": [
-            {"name": "general", "data": "corpus", "teacher": "base",
-             "objective": {"kd_weight": 0.0, "hidden": 1.0, "attention_scores": 1.0, "embedding": 1.0,
-                           "qkv_relation": 1.0, "relation_heads": 12, "layer_map": "uniform"},
-             "train": {**_train(args.general_minutes, 5e-4, 0, 0), "epochs": 5}}]}]
-        run_recipe(raw)
-        general = str(out / "general" / "students" / "general")
     return teacher, str(mlm), general
 
 
 def run_variants(args, out: Path, teacher: str, mlm: str, general: str | None) -> dict[str, list]:
     results: dict[str, list] = {}
-    for variant in args.variants:
-        for seed in range(args.seeds):
+    for seed in range(args.seeds):  # seed-major: a slow spell of a shared machine hits every variant
+        for variant in args.variants:
             raw = base_recipe(args, teacher, f"{variant}-seed{seed}", out)
             student = {"name": variant, "stages": variant_stages(variant, args.budget_minutes, seed)}
             if variant == "two-stage":
@@ -185,12 +195,17 @@ def main() -> None:
     p.add_argument("--copies", type=int, default=20, help="augmented copies per example")
     p.add_argument("--augment-examples", type=int, default=None, help="augment only the first N examples")
     p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
     p.add_argument("--out", type=Path, default=REPO / "runs" / "ablation")
     args = p.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     out = args.out / args.task
     out.mkdir(parents=True, exist_ok=True)
     start = time.time()
-    teacher, mlm, general = prepare(args, out)
+    teacher, mlm, general = prepare(args, out, args.out / "_shared")
     record = summarise(args, out, teacher, run_variants(args, out, teacher, mlm, general))
     record.info["seconds"] = round(time.time() - start, 1)
     print(json.dumps({s.name: s.metrics for s in record.stages}), flush=True)

@@ -47,7 +47,7 @@ def test_three_stage_student(tmp_path: Path) -> None:
         ],
     }
     recipe = tiny_recipe(tmp_path, model, glue, students=[student])
-    recipe["augment"] = {"mlm": str(_tiny_mlm(tmp_path / "mlm")), "copies": 2}
+    recipe["augment"] = {"mlm": str(_tiny_mlm(tmp_path / "mlm")), "copies": 2, "neighbours_from": "word2vec"}
     recipe["corpus"] = {"paths": [str(corpus)], "max_length": 32}
     cfg = load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
     record = run(cfg)
@@ -61,3 +61,4 @@ def test_three_stage_student(tmp_path: Path) -> None:
         assert (run_dir / "students" / f"tiny-student.stage-{k}" / "model.safetensors").is_file()
     logged = {json.loads(line)["stage"] for line in (run_dir / "logs" / "train.jsonl").read_text().splitlines()}
     assert {"tiny-student/general", "tiny-student/intermediate", "tiny-student/prediction", "augment"} <= logged
+    assert len(list((tmp_path / "cache" / "word2vec").glob("*.safetensors"))) == 1  # trained on the corpus

@@ -34,6 +34,7 @@ from tinyplm.models import (
 )
 from tinyplm.models.infer import cpu_supports_bf16, use_bf16
 from tinyplm.report import RunRecord, StageRecord, best_student, write_all
+from tinyplm.pretrain.mlm_head import has_mlm_head
 from tinyplm.rundir import claim_run_dir
 from tinyplm.stages import StageInputs, run_student, stage_list, train_info
 from tinyplm.tasks.base import TaskData
@@ -106,7 +107,26 @@ def preflight(cfg: RunConfig) -> tuple[TaskData, Path, object]:
             f"{src}: has no classification head for task '{data.task}'; add a teacher.finetune section "
             "to the recipe to fine-tune it first"
         )
+    for spec in cfg.students:
+        for k, st in enumerate(stage_list(spec)):
+            _check_stage_teacher(st, src, int(model_cfg["vocab_size"]), f"student {student_name(spec)}, stage {k}")
     return data, src, tok
+
+
+def _check_stage_teacher(stage, src: Path, vocab_size: int, where: str) -> None:
+    """A stage's own teacher (``base`` or a dir) exists, shares the vocabulary, and has a masked-LM
+    head when the stage's objective needs one."""
+    if stage.teacher == "finetuned":
+        return
+    path = src if stage.teacher == "base" else resolve_model_dir(stage.teacher)
+    cfg = check_model_dir(path)
+    if int(cfg.get("vocab_size", -1)) != vocab_size:
+        raise ModelError(f"{where}: teacher {path} has a vocabulary of {cfg.get('vocab_size')} word pieces, "
+                         f"the run's tokenizer {vocab_size}; a stage teacher must share the tokenizer")
+    if stage.objective.masked_lm and not has_mlm_head(path):
+        raise ModelError(f"{where}: mlm_soft/mlm_hard need a teacher with a masked-LM head and {path} has none; "
+                         f"fit one with `tinyplm fit-mlm-head {path} --corpus PATH --out DIR` and use "
+                         "'teacher: DIR' (or DIR as teacher.model)")
 
 
 def prepare_teacher(cfg: RunConfig, data: TaskData, src: Path, encoded: tuple, run_dir: Path, resumed: bool):

@@ -16,6 +16,7 @@ import torch
 
 from tinyplm.config.schema import RunConfig, StageSpec, StudentSpec, TrainSpec, student_name
 from tinyplm.distill import StageIO, cached_teacher_logits, default_cache_dir, get_accelerator, train
+from tinyplm.distill.mlm import with_mlm_head
 from tinyplm.distill.objective import build_objective
 from tinyplm.evaluate.model_eval import evaluate_model
 from tinyplm.models import build_student, fingerprint, is_complete, load_classifier, save_model, shape_of
@@ -50,13 +51,22 @@ class StageInputs:
                                  "corpus": self._corpus}[kind]()
         return self._cache[kind]
 
-    def base_teacher(self) -> torch.nn.Module:
-        """The teacher's source checkpoint before fine-tuning (for general distillation)."""
-        if "base" not in self._cache:
+    def stage_teacher(self, which: str, masked_lm: bool = False) -> torch.nn.Module:
+        """A stage's teacher: ``finetuned`` (the task teacher), ``base`` (its source checkpoint
+        before fine-tuning) or a model dir/alias; with ``masked_lm`` loaded with its MLM head.
+        Each is loaded once per run."""
+        if which == "finetuned":
+            return self.teacher
+        key = f"{'mlm' if masked_lm else 'encoder'}:{which}"
+        if key not in self._cache:
             from transformers import AutoModel
 
-            self._cache["base"] = AutoModel.from_pretrained(str(self.teacher_src)).eval()
-        return self._cache["base"]
+            from tinyplm.models import resolve_model_dir
+            from tinyplm.pretrain.mlm_head import load_mlm
+
+            path = self.teacher_src if which == "base" else resolve_model_dir(which)
+            self._cache[key] = load_mlm(path)[0] if masked_lm else AutoModel.from_pretrained(str(path)).eval()
+        return self._cache[key]
 
     def teacher_logits(self, enc: Encoded) -> torch.Tensor:
         """Fine-tuned teacher logits on ``enc``, from the on-disk cache when present."""
@@ -69,7 +79,7 @@ class StageInputs:
         return logits
 
     def _augmented(self) -> Encoded:
-        from tinyplm.distill.augment import AugmentSpec, EmbeddingNeighbours, augment
+        from tinyplm.distill.augment import AugmentSpec, augment
         from tinyplm.distill.progress import JsonlLog
         from tinyplm.pretrain.mlm_head import load_mlm
 
@@ -78,13 +88,26 @@ class StageInputs:
         examples = self.data.train.examples[: a.max_examples] if a.max_examples else self.data.train.examples
         spec = AugmentSpec(copies=a.copies, p=a.p, top_k=a.top_k, neighbours=a.neighbours, seed=a.seed,
                            max_length=self.cfg.task.max_length)
-        neighbours = EmbeddingNeighbours(tok, mlm.get_input_embeddings().weight, k=a.neighbours)
+        neighbours = self._neighbours(mlm, tok)
         log = JsonlLog(self.run_dir / "logs" / "train.jsonl", "augment", get_accelerator().is_main_process)
         with get_accelerator().main_process_first():
             result = augment(examples, mlm, tok, spec, neighbours, self.cache_dir, log,
                              progress=get_accelerator().is_main_process, mlm_fingerprint=fingerprint(Path(a.mlm)))
         split = Split("train-augmented", result.examples, self.data.train.source)
         return encode_split(split, self.tokenizer, self.cfg.task.max_length)
+
+    def _neighbours(self, mlm, tok):
+        """Neighbours of multi-piece words: the MLM's input embeddings, or word2vec on a corpus."""
+        from tinyplm.distill.augment import EmbeddingNeighbours, word2vec_neighbours
+        from tinyplm.pretrain.corpus import read_corpus
+
+        a = self.cfg.augment
+        if a.neighbours_from == "embeddings":
+            return EmbeddingNeighbours(tok, mlm.get_input_embeddings().weight, k=a.neighbours)
+        paths = a.word2vec_corpus or self.cfg.corpus.paths
+        texts = read_corpus([Path(p) for p in paths], max_docs=a.word2vec_max_docs)
+        with get_accelerator().main_process_first():
+            return word2vec_neighbours(texts, k=a.neighbours, seed=a.seed, cache_dir=self.cache_dir)
 
     def _corpus(self) -> Encoded:
         from tinyplm.pretrain.corpus import read_corpus
@@ -106,9 +129,14 @@ def initial_student(spec: StudentSpec, inp: StageInputs) -> tuple[torch.nn.Modul
     if spec.init_from:
         model, _ = load_classifier(Path(spec.init_from), inp.data.labels, inp.data.is_regression)
         return model, f"from {spec.init_from}"
+    first = stage_list(spec)[0]
     init = f"teacher layers {spec.teacher_layers}" if spec.teacher_layers else "random"
-    seed = stage_list(spec)[0].train.seed
-    return build_student(spec, inp.teacher, seed=seed), init
+    # DistilBERT copies layers of the teacher it distils from first (the base model for general
+    # distillation), not of the fine-tuned task teacher.
+    source = inp.stage_teacher(first.teacher, first.objective.masked_lm) if spec.teacher_layers else inp.teacher
+    if spec.teacher_layers and first.teacher != "finetuned":
+        init += f" of the {first.teacher} teacher"
+    return build_student(spec, source, seed=first.train.seed), init
 
 
 def run_student(spec: StudentSpec, inp: StageInputs) -> tuple[torch.nn.Module, dict]:
@@ -126,9 +154,9 @@ def run_student(spec: StudentSpec, inp: StageInputs) -> tuple[torch.nn.Module, d
             model, _ = load_classifier(stage_dir, inp.data.labels, inp.data.is_regression)
             infos.append({"stage": label, "reused": True})
             continue
-        model, info = _run_stage(model, stage, inp, f"{name}/{label}" if label else name, f"{name}.stage-{k}")
+        model, saved, info = _run_stage(model, stage, inp, f"{name}/{label}" if label else name, f"{name}.stage-{k}")
         if acc.is_main_process:
-            save_model(model, inp.tokenizer, stage_dir)
+            save_model(saved, inp.tokenizer, stage_dir)
         acc.wait_for_everyone()
         infos.append({"stage": label, "data": stage.data, "teacher": stage.teacher, **info})
     info = {"model_dir": f"students/{name}", "init": init, "shape": shape_of(model)}
@@ -137,16 +165,27 @@ def run_student(spec: StudentSpec, inp: StageInputs) -> tuple[torch.nn.Module, d
 
 
 def _run_stage(model, stage: StageSpec, inp: StageInputs, log_name: str, ckpt_name: str):
+    """Train one stage -> (the classifier, the model to save, info).
+
+    A masked-LM stage (DistilBERT) trains the classifier's encoder through a masked-LM head
+    shared with it and saves the student *with* that head (a reusable general student that
+    ``fit-mlm-head``-style tools and augmentation can use too); the task head is untouched.
+    """
     enc = inp.encoded(stage.data)
-    teacher = inp.base_teacher() if stage.teacher == "base" else inp.teacher
-    objective = build_objective(stage.objective, model.config, teacher.config, inp.data.is_regression)
+    masked_lm = stage.objective.masked_lm
+    teacher = inp.stage_teacher(stage.teacher, masked_lm)
+    objective = build_objective(stage.objective, model.config, teacher.config, inp.data.is_regression, inp.tokenizer)
+    trained = with_mlm_head(model, teacher) if masked_lm else model
     logits = inp.teacher_logits(enc) if objective.needs_teacher else None
     predicts = stage.objective.kd_weight > 0 or stage.objective.hard_weight > 0
     evaluate = _evaluator(inp, stage.train) if predicts else None
     spec = stage.train if predicts else stage.train.model_copy(update={"keep_best": False, "eval_every": 0})
     io = StageIO(log_name, inp.run_dir / "checkpoints" / ckpt_name, inp.run_dir / "logs" / "train.jsonl", resume=True)
-    result = train(model, enc, objective, spec, io, evaluate, inp.data.primary_metric, logits, teacher)
-    return result.model, {**train_info(result, stage.train, stage.objective.model_dump()), "examples": len(enc)}
+    result = train(trained, enc, objective, spec, io, evaluate, inp.data.primary_metric, logits, teacher)
+    info = {**train_info(result, stage.train, stage.objective.model_dump(exclude=None if masked_lm else {"mask_rate"})), "examples": len(enc)}
+    if masked_lm:
+        return model, result.model, info
+    return result.model, result.model, info
 
 
 def train_info(result, spec: TrainSpec, objective: dict) -> dict:

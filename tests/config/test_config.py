@@ -265,3 +265,16 @@ def test_misspelled_required_key_is_named_as_unknown(tmp_path: Path) -> None:
     msg = str(info.value)
     assert msg.startswith(f"{path}:9: unknown key 'students[0].shape.layrs'"), msg
     assert "did you mean 'layers'?" in msg
+
+
+def test_word2vec_neighbours_need_text_to_train_on() -> None:
+    from tinyplm.config.schema import RunConfig
+
+    student = {"name": "s", "shape": {"layers": 1, "hidden": 16, "heads": 2, "ffn": 32},
+               "stages": [{"data": "augmented", "objective": {"kd_weight": 1}}]}
+    augment = {"mlm": "some/dir", "neighbours_from": "word2vec"}
+    with pytest.raises(ValidationError, match="word2vec_corpus"):
+        RunConfig.model_validate({"students": [student], "augment": augment})
+    ok = RunConfig.model_validate({"students": [student], "augment": {**augment, "word2vec_corpus": ["texts/"]}})
+    assert ok.augment.neighbours_from == "word2vec"
+    RunConfig.model_validate({"students": [student], "augment": augment, "corpus": {"paths": ["texts/"]}})

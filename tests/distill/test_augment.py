@@ -171,3 +171,16 @@ def test_word2vec_neighbours() -> None:
     assert len(a.neighbours("Movie")) == 4 and "movie" not in a.neighbours("movie")
     assert a.neighbours("movie") == b.neighbours("movie") and a.fingerprint() == b.fingerprint()
     assert a.neighbours("neverseen") == []
+
+
+def test_word2vec_vectors_are_cached_without_pickle(tmp_path: Path) -> None:
+    pytest.importorskip("gensim")
+    texts = sentences(200, seed=2, length=8)
+    a = aug.word2vec_neighbours(texts, k=4, vector_size=16, epochs=2, min_count=1, cache_dir=tmp_path)
+    files = sorted(p.suffix for p in (tmp_path / "word2vec").iterdir())
+    assert files == [".json", ".safetensors"]
+    b = aug.word2vec_neighbours(texts, k=4, vector_size=16, epochs=2, min_count=1, cache_dir=tmp_path)
+    assert b.vectors is not a.vectors  # reloaded from disk ...
+    assert b.neighbours("movie") == a.neighbours("movie") and b.fingerprint() == a.fingerprint()  # ... the same
+    c = aug.word2vec_neighbours(texts[:100], k=4, vector_size=16, epochs=2, min_count=1, cache_dir=tmp_path)
+    assert c.fingerprint() != a.fingerprint() and len(list((tmp_path / "word2vec").iterdir())) == 4

@@ -103,12 +103,27 @@ class ObjectiveSpec(Section):
     relation_heads: int | None = Field(None, ge=1, description="MiniLMv2 relation heads (default: teacher's heads)")
     cosine: float = Field(0.0, ge=0, description="DistilBERT cosine alignment of matched hidden states")
     layer_map: str | list[list[int]] = Field("uniform", description="uniform | last | [[student, teacher], ...]")
+    mlm_soft: float = Field(0.0, ge=0, description="DistilBERT soft-target KD over the vocabulary at masked positions (uses temperature)")
+    mlm_hard: float = Field(0.0, ge=0, description="masked-LM cross-entropy of the student at masked positions")
+    mask_rate: float = Field(0.15, gt=0, lt=1, description="fraction of tokens masked (80% [MASK], 10% random, 10% kept) for mlm terms")
 
     @model_validator(mode="after")
     def _some_weight(self) -> "ObjectiveSpec":
         if not any(getattr(self, k) > 0 for k in LOSS_TERMS):
             raise ValueError(f"every loss weight is 0 ({', '.join(LOSS_TERMS)}): nothing to train on")
         return self
+
+    @model_validator(mode="after")
+    def _mlm_replaces_prediction(self) -> "ObjectiveSpec":
+        if self.masked_lm and (self.kd_weight > 0 or self.hard_weight > 0):
+            raise ValueError("mlm_soft/mlm_hard train a masked-LM head instead of the task head: "
+                             "set kd_weight and hard_weight to 0 in this stage")
+        return self
+
+    @property
+    def masked_lm(self) -> bool:
+        """True when the stage masks its input and trains the student's masked-LM head."""
+        return self.mlm_soft > 0 or self.mlm_hard > 0
 
     @property
     def layerwise(self) -> bool:
@@ -117,7 +132,8 @@ class ObjectiveSpec(Section):
 
 
 LAYERWISE_TERMS = ("embedding", "hidden", "attention_scores", "attention_kl", "value_relation", "qkv_relation", "cosine")
-LOSS_TERMS = ("kd_weight", "hard_weight", *LAYERWISE_TERMS)
+MLM_TERMS = ("mlm_soft", "mlm_hard")
+LOSS_TERMS = ("kd_weight", "hard_weight", *LAYERWISE_TERMS, *MLM_TERMS)
 
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # names become folder names in the run dir
@@ -128,14 +144,16 @@ class StageSpec(Section):
 
     ``data``: ``task`` (the task's training set), ``augmented`` (the training set plus its
     TinyBERT augmentation, see the run's ``augment`` section) or ``corpus`` (unlabelled text from
-    the run's ``corpus`` section: general distillation, layer-wise terms only).
-    ``teacher``: ``finetuned`` (the task teacher) or ``base`` (the teacher's source checkpoint
-    before fine-tuning, as TinyBERT's general distillation uses).
+    the run's ``corpus`` section: general distillation, layer-wise or masked-LM terms only).
+    ``teacher``: ``finetuned`` (the task teacher), ``base`` (the teacher's source checkpoint
+    before fine-tuning, as TinyBERT's general distillation uses) or a model dir/alias. Stages
+    with ``mlm_soft``/``mlm_hard`` (DistilBERT) need a teacher with a masked-LM head: ``base``
+    or a dir made by ``tinyplm fit-mlm-head``.
     """
 
     name: str | None = Field(None, pattern=NAME_PATTERN)
     data: Literal["task", "augmented", "corpus"] = "task"
-    teacher: Literal["finetuned", "base"] = "finetuned"
+    teacher: str = Field("finetuned", min_length=1, description="finetuned | base | a model dir")
     objective: ObjectiveSpec = ObjectiveSpec()
     train: TrainSpec = TrainSpec()
 
@@ -144,8 +162,12 @@ class StageSpec(Section):
         o = self.objective
         if self.data == "corpus" and (o.kd_weight > 0 or o.hard_weight > 0):
             raise ValueError("a corpus stage has no labels or task logits: set kd_weight and hard_weight to 0")
-        if self.teacher == "base" and o.kd_weight > 0:
-            raise ValueError("the base teacher has no task logits: a 'teacher: base' stage needs kd_weight 0")
+        if self.teacher != "finetuned" and o.kd_weight > 0:
+            raise ValueError(f"teacher '{self.teacher}' has no task logits: only a 'teacher: finetuned' stage "
+                             "can use kd_weight > 0")
+        if o.masked_lm and self.teacher == "finetuned":
+            raise ValueError("mlm_soft/mlm_hard need a teacher with a masked-LM head, which the fine-tuned "
+                             "teacher has not: use 'teacher: base' or a dir made by `tinyplm fit-mlm-head`")
         return self
 
 
@@ -196,6 +218,11 @@ class AugmentSpec(Section):
     p: float = Field(0.4, ge=0, le=1, description="probability of replacing each word")
     top_k: int = Field(15, ge=1, description="masked-LM candidates per single-piece word")
     neighbours: int = Field(15, ge=1, description="embedding neighbours per multi-piece word")
+    neighbours_from: Literal["embeddings", "word2vec"] = Field(
+        "embeddings", description="static embedding space for multi-piece words: the MLM model's input "
+        "embeddings, or word2vec trained here (gensim) on word2vec_corpus")
+    word2vec_corpus: list[str] | None = Field(None, description="text files or folders for word2vec; default: the corpus section's paths")
+    word2vec_max_docs: int | None = Field(50000, ge=1, description="train word2vec on at most this many paragraphs")
     max_examples: int | None = Field(None, ge=1, description="augment only the first N training examples")
     seed: int = 42
 
@@ -227,6 +254,10 @@ class RunConfig(Section):
             for stage in spec.stages or []:
                 if stage.data == "augmented" and self.augment is None:
                     raise ValueError(f"student {student_name(spec)}: a 'data: augmented' stage needs an 'augment' section")
+                if (stage.data == "augmented" and self.augment.neighbours_from == "word2vec"
+                        and not self.augment.word2vec_corpus and self.corpus is None):
+                    raise ValueError("augment.neighbours_from: word2vec needs augment.word2vec_corpus "
+                                     "or a 'corpus' section to train on")
                 if stage.data == "corpus" and self.corpus is None:
                     raise ValueError(f"student {student_name(spec)}: a 'data: corpus' stage needs a 'corpus' section")
         return self

@@ -174,20 +174,50 @@ def _stable_hash(text: str) -> int:
 
 
 def word2vec_neighbours(texts: list[str], k: int = 15, *, vector_size: int = 100, window: int = 5,
-                        min_count: int = 3, epochs: int = 5, seed: int = 0) -> Word2VecNeighbours:
+                        min_count: int = 3, epochs: int = 5, seed: int = 0,
+                        cache_dir: Path | None = None) -> Word2VecNeighbours:
     """Train gensim word2vec (skip-gram, 1 worker: deterministic) on lower-cased whitespace words.
 
+    With ``cache_dir`` the vectors are kept in ``cache_dir/word2vec/<key>.{safetensors,json}``
+    (the key hashes the texts and settings) and reused. Deliberately not gensim's own ``save``:
+    that pickles, and loading a pickle from a cache folder would run whatever it holds.
     Raises ``TinyplmError`` when gensim is not installed.
     """
     try:
-        from gensim.models import Word2Vec
+        from gensim.models import KeyedVectors, Word2Vec
     except ImportError:
         raise TinyplmError("word2vec neighbours need gensim (pip install gensim)") from None
+    digest = hashlib.sha256()
+    for text in texts:
+        digest.update(text.encode("utf-8") + b"\0")
+    digest.update(json.dumps([vector_size, window, min_count, epochs, seed]).encode())
+    tag = digest.hexdigest()
+    base = Path(cache_dir) / "word2vec" / tag[:24] if cache_dir else None
+    if base is not None and base.with_suffix(".json").is_file() and base.with_suffix(".safetensors").is_file():
+        from safetensors.torch import load_file
+
+        words = json.loads(base.with_suffix(".json").read_text(encoding="utf-8"))["words"]
+        vectors = KeyedVectors(vector_size)
+        vectors.add_vectors(words, load_file(str(base.with_suffix(".safetensors")))["vectors"].numpy())
+        return Word2VecNeighbours(vectors, k, tag)
     sentences = [t.lower().split() for t in texts]
     model = Word2Vec(sentences, vector_size=vector_size, window=window, min_count=min_count, sg=1,
                      epochs=epochs, seed=seed, workers=1, hashfxn=_stable_hash)
-    tag = hashlib.sha256(json.dumps([texts, vector_size, window, min_count, epochs, seed]).encode()).hexdigest()
+    if base is not None:
+        _save_vectors(base, model.wv)
     return Word2VecNeighbours(model.wv, k, tag)
+
+
+def _save_vectors(base: Path, wv) -> None:
+    """Vectors as safetensors, words as JSON; each written to a temp name, then renamed."""
+    from safetensors.torch import save_file
+
+    base.parent.mkdir(parents=True, exist_ok=True)
+    tmp = base.with_name(base.name + f".{os.getpid()}.tmp")
+    save_file({"vectors": torch.from_numpy(wv.vectors.copy())}, str(tmp))
+    os.replace(tmp, base.with_suffix(".safetensors"))
+    tmp.write_text(json.dumps({"words": list(wv.index_to_key)}), encoding="utf-8")
+    os.replace(tmp, base.with_suffix(".json"))
 
 
 @dataclass

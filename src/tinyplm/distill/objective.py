@@ -18,7 +18,9 @@ from tinyplm.distill import intermediate as im
 from tinyplm.distill.features import Features
 from tinyplm.distill.losses import PredictionObjective
 from tinyplm.distill.matching import LayerMap, resolve
+from tinyplm.distill.mlm import mlm_hard_loss, mlm_soft_kd
 from tinyplm.errors import RecipeError
+from tinyplm.pretrain.masking import Masking
 
 _NEEDS = {
     "embedding": {"embeddings"},
@@ -32,11 +34,20 @@ _NEEDS = {
 
 
 class DistillObjective(nn.Module):
-    """Weighted sum of prediction-layer KD, hard labels and layer-wise terms (see ObjectiveSpec)."""
+    """Weighted sum of prediction-layer KD, hard labels, layer-wise and masked-LM terms (see ObjectiveSpec).
 
-    def __init__(self, spec: ObjectiveSpec, student_cfg, teacher_cfg, is_regression: bool) -> None:
+    With masked-LM terms (``masking`` set) the loop masks each batch with :meth:`mask`, both
+    models run through :func:`~tinyplm.distill.mlm.mlm_forward`, and ``labels`` passed to
+    :meth:`loss` are the masked-LM labels ``(batch, seq)``.
+    """
+
+    def __init__(self, spec: ObjectiveSpec, student_cfg, teacher_cfg, is_regression: bool,
+                 masking: Masking | None = None) -> None:
         super().__init__()
         self.spec = spec
+        if spec.masked_lm and masking is None:
+            raise ValueError("mlm_soft/mlm_hard need a Masking (the tokenizer's [MASK] and special ids)")
+        self.masking = masking if spec.masked_lm else None
         self.prediction = PredictionObjective(spec.kd_weight, spec.hard_weight, spec.temperature, is_regression)
         self.layer_map = LayerMap(())
         if spec.layerwise:
@@ -47,7 +58,8 @@ class DistillObjective(nn.Module):
         self.hidden_proj = im.make_projection(ds, dt) if (spec.hidden or spec.cosine) else None
         self.embedding_proj = im.make_projection(ds, dt) if spec.embedding else None
         self._check(spec, ds, dt)
-        self.wants: frozenset[str] = frozenset(f for k, fs in _NEEDS.items() if getattr(spec, k) > 0 for f in fs)
+        wants = {f for k, fs in _NEEDS.items() if getattr(spec, k) > 0 for f in fs}
+        self.wants: frozenset[str] = frozenset(wants | ({"hidden"} if spec.masked_lm else set()))
 
     def _check(self, spec: ObjectiveSpec, ds: int, dt: int) -> None:
         heads_terms = [k for k in ("attention_scores", "attention_kl", "value_relation") if getattr(spec, k) > 0]
@@ -73,6 +85,19 @@ class DistillObjective(nn.Module):
         return bool(self.wants)
 
     @property
+    def masked_lm(self) -> bool:
+        """True when batches are masked and the MLM heads of both models are used."""
+        return self.masking is not None
+
+    def mask(self, inputs: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """Inputs with masked ``input_ids`` and the masked-LM labels (drawn from torch's RNG)."""
+        from tinyplm.pretrain.masking import mask_tokens
+
+        assert self.masking is not None
+        ids, labels = mask_tokens(inputs["input_ids"], inputs["attention_mask"], self.masking)
+        return {**inputs, "input_ids": ids}, labels
+
+    @property
     def needs_teacher(self) -> bool:
         """True when the stage needs teacher logits (prediction-layer KD)."""
         return self.prediction.needs_teacher
@@ -86,6 +111,12 @@ class DistillObjective(nn.Module):
         if self.prediction.kd_weight > 0 or self.prediction.hard_weight > 0:
             pred, parts = self.prediction(s.logits.float(), labels, teacher_logits)
             total = total + pred
+        if self.masked_lm:
+            if t is None:
+                raise ValueError("masked-LM terms need the teacher's features")
+            for name, value in self._masked_lm(s, t, labels).items():
+                total = total + getattr(self.spec, name) * value
+                parts[name] = float(value.detach())
         if self.wants:
             if t is None:
                 raise ValueError("layer-wise terms need the teacher's features")
@@ -94,6 +125,14 @@ class DistillObjective(nn.Module):
                 total = total + weight * value
                 parts[name] = float(value.detach())
         return total, parts
+
+    def _masked_lm(self, s: Features, t: Features, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        out: dict[str, torch.Tensor] = {}
+        if self.spec.mlm_soft:
+            out["mlm_soft"] = mlm_soft_kd(s.logits.float(), t.logits.float(), self.spec.temperature)
+        if self.spec.mlm_hard:
+            out["mlm_hard"] = mlm_hard_loss(s.logits, labels)
+        return out
 
     def _layerwise(self, s: Features, t: Features) -> dict[str, torch.Tensor]:
         spec, mask = self.spec, s.attention_mask
@@ -122,6 +161,17 @@ class DistillObjective(nn.Module):
         return out
 
 
-def build_objective(spec: ObjectiveSpec, student_cfg, teacher_cfg, is_regression: bool) -> DistillObjective:
-    """The objective of one stage; raises ``RecipeError`` for terms the two shapes cannot support."""
-    return DistillObjective(spec, student_cfg, teacher_cfg, is_regression)
+def build_objective(spec: ObjectiveSpec, student_cfg, teacher_cfg, is_regression: bool,
+                    tokenizer=None) -> DistillObjective:
+    """The objective of one stage; raises ``RecipeError`` for terms the two shapes cannot support.
+
+    ``tokenizer`` is needed for masked-LM terms (its ``[MASK]`` and special ids)."""
+    masking = None
+    if spec.masked_lm:
+        if tokenizer is None:
+            raise ValueError("mlm_soft/mlm_hard need the tokenizer to mask batches")
+        if student_cfg.vocab_size != teacher_cfg.vocab_size:
+            raise RecipeError(f"mlm_soft compares distributions over the vocabulary: the student has "
+                              f"{student_cfg.vocab_size} word pieces and the teacher {teacher_cfg.vocab_size}")
+        masking = Masking.from_tokenizer(tokenizer, spec.mask_rate, vocab_size=student_cfg.vocab_size)
+    return DistillObjective(spec, student_cfg, teacher_cfg, is_regression, masking)

@@ -27,6 +27,7 @@ from tinyplm.errors import DataError
 from tinyplm.distill.checkpoint import LoopState, list_checkpoints, load_checkpoint, save_checkpoint
 from tinyplm.distill.features import Features, forward_features
 from tinyplm.distill.losses import PredictionObjective
+from tinyplm.distill.mlm import is_masked_lm, mlm_forward
 from tinyplm.distill.objective import DistillObjective
 from tinyplm.distill.progress import JsonlLog, make_progress
 from tinyplm.models.infer import autocast, use_bf16
@@ -139,7 +140,10 @@ class Trainable(nn.Module):
     ) -> torch.Tensor:
         """The batch loss. Computed inside forward so DDP sees every trained parameter
         (projections included) used in one forward."""
-        feats = forward_features(self.student, inputs, self.wants)
+        if self.objective is not None and self.objective.masked_lm:
+            feats = mlm_forward(self.student, inputs, self.wants, labels)
+        else:
+            feats = forward_features(self.student, inputs, self.wants)
         if self.objective is not None:
             return self.objective.loss(feats, teacher, labels, teacher_logits)[0]
         return self._prediction(feats.logits.float(), labels, teacher_logits)[0]
@@ -191,6 +195,8 @@ def train(
         raise ValueError(f"stage {io.name}: objective needs teacher logits")
     if isinstance(objective, DistillObjective) and objective.needs_teacher_features and teacher is None:
         raise ValueError(f"stage {io.name}: layer-wise terms need the teacher model")
+    if isinstance(objective, DistillObjective) and objective.masked_lm and not (is_masked_lm(model) and is_masked_lm(teacher)):
+        raise ValueError(f"stage {io.name}: masked-LM terms need a student and a teacher with MLM heads")
     acc = get_accelerator()
     torch.manual_seed(spec.seed + acc.process_index)
     trainable = Trainable(model, objective)
@@ -305,14 +311,20 @@ def _step(loop: _Loop, data: Encoded, global_batch: list[int], objective, teache
     batch = collate(data, local)
     for group in loop.opt.param_groups:
         group["lr"] = loop.spec.lr * factor
-    inputs = model_inputs(batch)
+    inputs, labels = model_inputs(batch), batch["labels"]
+    masked_lm = isinstance(objective, DistillObjective) and objective.masked_lm
+    if masked_lm:  # dynamic masking: a new draw per batch from the checkpointed RNG
+        inputs, labels = objective.mask(inputs)
     t_feats = None
     t_logits = teacher_logits[batch["index"]] if teacher_logits is not None else None
     with autocast(bf16):
         if loop.teacher is not None and isinstance(objective, DistillObjective) and objective.needs_teacher_features:
             with torch.no_grad():
-                t_feats = forward_features(loop.teacher, inputs, objective.wants)
-        loss = loop.model(inputs, batch["labels"], t_feats, t_logits)
+                if masked_lm:
+                    t_feats = mlm_forward(loop.teacher, inputs, objective.wants, labels)
+                else:
+                    t_feats = forward_features(loop.teacher, inputs, objective.wants)
+        loss = loop.model(inputs, labels, t_feats, t_logits)
     acc.backward(loss)
     if loop.spec.grad_clip > 0:
         acc.clip_grad_norm_(loop.model.parameters(), loop.spec.grad_clip)

@@ -80,14 +80,19 @@ def _check_layer_init(shape: ShapeSpec, base: ShapeSpec, layers: list[int], mode
 
 @torch.no_grad()
 def copy_teacher_layers(student: BertForSequenceClassification, teacher: PreTrainedModel, layers: list[int]) -> None:
-    """Copy embeddings, the chosen encoder layers, pooler and classifier from teacher to student."""
-    src, dst = teacher.bert, student.bert
+    """Copy embeddings, the chosen encoder layers, pooler and classifier from teacher to student.
+
+    ``teacher`` may be a classifier, a ``BertForMaskedLM`` or a bare ``BertModel``; what it lacks
+    (pooler, classifier) stays as initialised."""
+    src, dst = getattr(teacher, "bert", teacher), student.bert
     dst.embeddings.load_state_dict(src.embeddings.state_dict())
     for s_idx, t_idx in enumerate(layers):
         dst.encoder.layer[s_idx].load_state_dict(src.encoder.layer[t_idx].state_dict())
-    if src.pooler is not None and dst.pooler is not None:
+    if getattr(src, "pooler", None) is not None and dst.pooler is not None:
         dst.pooler.load_state_dict(src.pooler.state_dict())
-    student.classifier.load_state_dict(teacher.classifier.state_dict())
+    head = getattr(teacher, "classifier", None)
+    if head is not None and head.weight.shape == student.classifier.weight.shape:
+        student.classifier.load_state_dict(head.state_dict())
 
 
 def shape_of(model) -> dict[str, int]:

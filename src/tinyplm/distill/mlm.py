@@ -1,0 +1,74 @@
+"""DistilBERT-style general distillation: the student learns the teacher's masked-LM distribution.
+
+Sanh et al. (2019) train the student on masked text with ``5 * KD(teacher MLM, student MLM, T=2)
++ 2 * MLM(student) + 1 * cosine(last hidden states)``, the student initialised from every other
+teacher layer. Here:
+
+- :func:`with_mlm_head` gives a classification student a masked-LM head (a ``BertForMaskedLM``
+  that *shares* the student's encoder, so training it trains the student), initialised from the
+  teacher's head when the widths match, its decoder tied to the student's word embeddings;
+- :func:`mlm_forward` runs a BERT with an MLM head and applies the head at the masked positions
+  only: the vocabulary projection is most of the cost of a small model's step, and DistilBERT's
+  ``restrict_ce_to_mask`` option does the same;
+- :func:`mlm_soft_kd` and :func:`mlm_hard_loss` are the two vocabulary terms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from tinyplm.distill.features import Features, forward_features
+from tinyplm.distill.losses import soft_target_kd
+from tinyplm.pretrain.masking import IGNORE
+
+
+def with_mlm_head(student: nn.Module, teacher_mlm: nn.Module | None = None) -> nn.Module:
+    """A ``BertForMaskedLM`` sharing ``student.bert``; its head copied from ``teacher_mlm`` when
+    both hidden sizes match (DistilBERT init), else newly initialised."""
+    from transformers import BertForMaskedLM
+
+    model = BertForMaskedLM(student.config)
+    model.bert = student.bert  # shared: the classifier's encoder (pooler included) is what trains
+    if teacher_mlm is not None and teacher_mlm.config.hidden_size == student.config.hidden_size:
+        with torch.no_grad():
+            model.cls.load_state_dict(teacher_mlm.cls.state_dict())
+    model.cls.predictions.decoder.weight = student.bert.embeddings.word_embeddings.weight
+    return model
+
+
+def is_masked_lm(model: nn.Module) -> bool:
+    """True for a BERT with a masked-LM head (``.bert`` and ``.cls.predictions``)."""
+    return hasattr(model, "bert") and hasattr(getattr(model, "cls", None), "predictions")
+
+
+def mlm_forward(model: nn.Module, inputs: dict[str, Tensor], want: Iterable[str], labels: Tensor) -> Features:
+    """Features of ``model.bert`` (``want`` plus the last hidden state) and, as ``logits``, the MLM
+    head's output at the positions where ``labels != IGNORE``: ``(n_masked, vocab)``."""
+    asked = set(want) | {"hidden"}
+    feats = forward_features(model.bert, inputs, asked)
+    selected = labels != IGNORE
+    feats.logits = model.cls(feats.hidden[-1][selected])
+    if "hidden" not in set(want):
+        feats.hidden = None
+    return feats
+
+
+def mlm_soft_kd(student_logits: Tensor, teacher_logits: Tensor, temperature: float) -> Tensor:
+    """T^2 * KL(teacher || student) over the vocabulary, mean over masked positions ``(n, vocab)``;
+    0 when no position was masked."""
+    if student_logits.shape[0] == 0:
+        return student_logits.sum() * 0.0
+    return soft_target_kd(student_logits, teacher_logits, temperature)
+
+
+def mlm_hard_loss(student_logits: Tensor, labels: Tensor) -> Tensor:
+    """Cross-entropy of the masked positions' logits ``(n, vocab)`` with the original ids
+    (``labels`` ``(batch, seq)``, :data:`IGNORE` where not masked); 0 when none was masked."""
+    target = labels[labels != IGNORE]
+    if target.numel() == 0:
+        return student_logits.sum() * 0.0
+    return F.cross_entropy(student_logits.float(), target)
