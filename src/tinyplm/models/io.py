@@ -13,6 +13,8 @@ from pathlib import Path
 
 from transformers import PreTrainedModel
 
+from tinyplm.models.shape import record_shape
+
 COMPLETE_MARK = ".complete"
 
 
@@ -26,6 +28,8 @@ def save_model(model: PreTrainedModel, tokenizer, path: Path) -> Path:
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
+    if hasattr(getattr(model, "bert", model), "encoder"):
+        record_shape(model)  # per-layer heads/FFN travel with the weights
     model.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
     (tmp / COMPLETE_MARK).write_text("ok\n")

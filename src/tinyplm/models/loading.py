@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from tinyplm.errors import ModelError, did_you_mean
+from tinyplm.models.shape import SHAPE_KEY, build_shaped
 
 # Offline by design: nothing is ever fetched from a hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -97,6 +98,32 @@ def load_tokenizer(path: Path, model_vocab_size: int):
     return tok
 
 
+def _load_shaped(path: Path, has_head: bool, **config_kwargs):
+    """A classifier whose config records per-layer shapes (pruned): built to that shape, then
+    its safetensors weights loaded; only a missing classifier (no head saved) is tolerated."""
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, BertForSequenceClassification
+
+    weights = path / "model.safetensors"
+    if not weights.is_file():
+        raise ModelError(f"{path}: a pruned model needs model.safetensors")
+    config = AutoConfig.from_pretrained(str(path), trust_remote_code=False, **config_kwargs)
+    if config.model_type != "bert":
+        raise ModelError(f"{path}: per-layer shapes ({SHAPE_KEY}) are supported for BERT only, not {config.model_type}")
+    model = build_shaped(config, BertForSequenceClassification)
+    state = load_file(str(weights))
+    if not has_head:  # a saved encoder (e.g. with an MLM head): keep what fits, new classifier
+        state = {k: v for k, v in state.items() if k.startswith("bert.")}
+    try:
+        missing, unexpected = model.load_state_dict(state, strict=False)
+    except RuntimeError as exc:
+        raise ModelError(f"{path}: weights do not match config {SHAPE_KEY} ({exc})") from None
+    missing = [k for k in missing if not (not has_head and k.startswith("classifier."))]
+    if missing or unexpected:
+        raise ModelError(f"{path}: weights do not match the config: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    return model.eval()
+
+
 def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool):
     """Load ``path`` as a sequence classifier for a task -> (model, tokenizer).
 
@@ -115,6 +142,11 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool):
     if has_head and found != num_labels:
         raise ModelError(f"{path}: its classifier has {found} outputs but the task needs {num_labels}")
     id2label = {i: lab for i, lab in enumerate(labels)} if not is_regression else {0: "score"}
+    if cfg.get(SHAPE_KEY):
+        model = _load_shaped(path, has_head, num_labels=num_labels, id2label=id2label,
+                             label2id={v: k for k, v in id2label.items()},
+                             problem_type="regression" if is_regression else "single_label_classification")
+        return model, load_tokenizer(path, model.config.vocab_size)
     try:
         model = AutoModelForSequenceClassification.from_pretrained(
             str(path),

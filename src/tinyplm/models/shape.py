@@ -1,0 +1,161 @@
+"""Per-layer shapes that a Hugging Face ``BertConfig`` cannot say: heads and FFN width per layer.
+
+Structured pruning leaves layers with different numbers of attention heads and FFN neurons. The
+``transformers`` BERT modules run such layers unchanged (they infer the head count from the
+projection widths), but build every layer from one ``num_attention_heads``/``intermediate_size``.
+So a pruned model records its real shape in ``config.tinyplm_shape``::
+
+    {"heads": [h_1, ..., h_L], "ffn": [f_1, ..., f_L]}
+
+and :func:`build_shaped` rebuilds those modules before its weights are loaded: loading needs no
+replay of the pruning. When every layer has the same FFN width and all heads, the shape *is* a
+plain BERT config (``intermediate_size``), ``tinyplm_shape`` is dropped, and Hugging Face loads the
+model by itself (:func:`hf_representable`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from tinyplm.errors import ModelError
+
+SHAPE_KEY = "tinyplm_shape"
+
+
+def _layers(model: nn.Module) -> nn.ModuleList:
+    bert = getattr(model, "bert", model)
+    return bert.encoder.layer
+
+
+def head_size(model: nn.Module) -> int:
+    """Width of one attention head (hidden / the config's head count; pruning keeps it)."""
+    return model.config.hidden_size // model.config.num_attention_heads
+
+
+def layer_shape(model: nn.Module) -> dict[str, list[int]]:
+    """The heads and FFN width of each encoder layer, read off the modules themselves."""
+    hs = head_size(model)
+    return {
+        "heads": [layer.attention.self.query.out_features // hs for layer in _layers(model)],
+        "ffn": [layer.intermediate.dense.out_features for layer in _layers(model)],
+    }
+
+
+def hf_representable(model: nn.Module) -> bool:
+    """True when a plain ``BertConfig`` describes the model (all heads, one FFN width)."""
+    shape = layer_shape(model)
+    return set(shape["heads"]) == {model.config.num_attention_heads} and len(set(shape["ffn"])) == 1
+
+
+def record_shape(model: nn.Module) -> None:
+    """Write the model's real per-layer shape into its config (before saving)."""
+    shape = layer_shape(model)
+    if hf_representable(model):
+        model.config.intermediate_size = shape["ffn"][0]
+        if hasattr(model.config, SHAPE_KEY):
+            delattr(model.config, SHAPE_KEY)
+    else:
+        model.config.intermediate_size = max(shape["ffn"])
+        setattr(model.config, SHAPE_KEY, shape)
+
+
+def _select(linear: nn.Linear, index: torch.Tensor, dim: int) -> nn.Linear:
+    """A new Linear keeping ``index`` of its outputs (dim 0) or inputs (dim 1)."""
+    w = linear.weight.detach().index_select(dim, index).clone()
+    out_f, in_f = w.shape
+    new = nn.Linear(in_f, out_f, bias=linear.bias is not None, device=w.device, dtype=w.dtype)
+    with torch.no_grad():
+        new.weight.copy_(w)
+        if linear.bias is not None:
+            new.bias.copy_(linear.bias.detach() if dim == 1 else linear.bias.detach().index_select(0, index))
+    return new
+
+
+def keep_heads(layer: nn.Module, heads: Sequence[int], size: int) -> None:
+    """Keep only ``heads`` (0-based, sorted) of one BERT layer's self-attention, physically.
+
+    Raises ``ModelError`` when no head would be left or an index is out of range.
+    """
+    att = layer.attention
+    total = att.self.query.out_features // size
+    heads = sorted(set(int(h) for h in heads))
+    if not heads:
+        raise ModelError("cannot remove every attention head of a layer; drop the layer instead")
+    if heads[0] < 0 or heads[-1] >= total:
+        raise ModelError(f"head index out of range: the layer has heads 0..{total - 1}, got {heads}")
+    index = torch.cat([torch.arange(h * size, (h + 1) * size) for h in heads])
+    for name in ("query", "key", "value"):
+        setattr(att.self, name, _select(getattr(att.self, name), index, 0))
+    att.output.dense = _select(att.output.dense, index, 1)
+    att.self.num_attention_heads = len(heads)
+    att.self.all_head_size = len(heads) * size
+
+
+def keep_neurons(layer: nn.Module, neurons: Sequence[int]) -> None:
+    """Keep only ``neurons`` (0-based) of one BERT layer's FFN: the intermediate Linear pair shrinks."""
+    total = layer.intermediate.dense.out_features
+    neurons = sorted(set(int(n) for n in neurons))
+    if not neurons:
+        raise ModelError("cannot remove every FFN neuron of a layer")
+    if neurons[0] < 0 or neurons[-1] >= total:
+        raise ModelError(f"FFN neuron index out of range: the layer has 0..{total - 1}")
+    index = torch.tensor(neurons)
+    layer.intermediate.dense = _select(layer.intermediate.dense, index, 0)
+    layer.output.dense = _select(layer.output.dense, index, 1)
+
+
+def apply_shape(model: nn.Module, shape: dict[str, list[int]]) -> None:
+    """Resize a freshly built model's layers to ``shape`` (weights are loaded afterwards).
+
+    Raises ``ModelError`` when the shape does not fit the config (layer count, head or FFN sizes).
+    """
+    layers = _layers(model)
+    heads, ffn = shape.get("heads"), shape.get("ffn")
+    for key, values in (("heads", heads), ("ffn", ffn)):
+        if values is not None and len(values) != len(layers):
+            raise ModelError(f"config {SHAPE_KEY}.{key} lists {len(values)} layers; the model has {len(layers)}")
+    size = head_size(model)
+    for i, layer in enumerate(layers):
+        if heads is not None:
+            if not 1 <= heads[i] <= model.config.num_attention_heads:
+                raise ModelError(f"config {SHAPE_KEY}.heads[{i}] = {heads[i]} is not in 1..{model.config.num_attention_heads}")
+            keep_heads(layer, range(heads[i]), size)
+        if ffn is not None:
+            if not 1 <= ffn[i] <= layer.intermediate.dense.out_features:
+                raise ModelError(f"config {SHAPE_KEY}.ffn[{i}] = {ffn[i]} is not in 1..{layer.intermediate.dense.out_features}")
+            keep_neurons(layer, range(ffn[i]))
+
+
+def build_shaped(config, cls) -> nn.Module:
+    """``cls(config)`` with the layers resized to ``config.tinyplm_shape`` when it has one.
+
+    The FFN sizes in the shape may exceed ``intermediate_size`` (it is the largest layer's)."""
+    shape = getattr(config, SHAPE_KEY, None)
+    if shape and shape.get("ffn"):
+        config.intermediate_size = max(config.intermediate_size, max(shape["ffn"]))
+    model = cls(config)
+    if shape:
+        apply_shape(model, shape)
+    return model
+
+
+def params_from_config(config, num_labels: int | None = None) -> int:
+    """Parameters of a BERT sequence classifier as its config describes it (shape included):
+    the contract test checks the built model against this count."""
+    h, v = config.hidden_size, config.vocab_size
+    layers = config.num_hidden_layers
+    size = h // config.num_attention_heads
+    shape = getattr(config, SHAPE_KEY, None) or {}
+    heads = shape.get("heads") or [config.num_attention_heads] * layers
+    ffn = shape.get("ffn") or [config.intermediate_size] * layers
+    emb = (v + config.max_position_embeddings + config.type_vocab_size) * h + 2 * h
+    total = emb
+    for nh, f in zip(heads, ffn):
+        a = nh * size
+        total += 3 * (h * a + a) + (a * h + h) + 2 * h  # Q, K, V, attention output, its LayerNorm
+        total += (h * f + f) + (f * h + h) + 2 * h  # FFN pair and its LayerNorm
+    labels = num_labels if num_labels is not None else config.num_labels
+    return total + (h * h + h) + (h * labels + labels)  # pooler, classifier
