@@ -36,7 +36,7 @@ from tinyplm.models.infer import cpu_supports_bf16, use_bf16
 from tinyplm.report import RunRecord, StageRecord, best_student, write_all
 from tinyplm.pretrain.mlm_head import has_mlm_head
 from tinyplm.rundir import claim_run_dir
-from tinyplm.stages import StageInputs, run_student, stage_list, train_info
+from tinyplm.stages import StageInputs, run_compress, run_student, stage_list, train_info
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.encoding import Encoded, encode_split
 
@@ -78,6 +78,8 @@ def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, fo
     for spec in cfg.students:
         name = student_name(spec)
         models[name], infos[name] = run_student(spec, inputs)
+        for stage, model, info in run_compress(spec, models[name], inputs):
+            models[stage], infos[stage] = model, info
     record = RunRecord(task=data.task, metric=data.primary_metric, info=run_info(cfg, run_dir, started))
     if acc.is_main_process:
         record.stages = measure_all(models, infos, data, evals, cfg, run_dir)
@@ -108,6 +110,11 @@ def preflight(cfg: RunConfig) -> tuple[TaskData, Path, object]:
             "to the recipe to fine-tune it first"
         )
     for spec in cfg.students:
+        if spec.init_from and spec.init_from != "teacher":
+            try:
+                check_model_dir(Path(spec.init_from))
+            except ModelError as exc:
+                raise ModelError(f"student {student_name(spec)}: init_from: {exc}") from None
         for k, st in enumerate(stage_list(spec)):
             _check_stage_teacher(st, src, int(model_cfg["vocab_size"]), f"student {student_name(spec)}, stage {k}")
     return data, src, tok

@@ -8,6 +8,8 @@ unlabelled corpus text (general distillation with the teacher's base checkpoint)
 
 from __future__ import annotations
 
+import copy
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -121,11 +123,13 @@ class StageInputs:
 
 def stage_list(spec: StudentSpec) -> list[StageSpec]:
     """The student's stages: its ``stages`` or one stage from its ``objective`` and ``train``."""
-    return list(spec.stages) if spec.stages else [StageSpec(objective=spec.objective, train=spec.train)]
+    return list(spec.stages) if spec.stages is not None else [StageSpec(objective=spec.objective, train=spec.train)]
 
 
 def initial_student(spec: StudentSpec, inp: StageInputs) -> tuple[torch.nn.Module, str]:
     """The student before its first stage, and how it was initialised."""
+    if spec.init_from == "teacher":
+        return copy.deepcopy(inp.teacher), "the fine-tuned teacher"
     if spec.init_from:
         model, _ = load_classifier(Path(spec.init_from), inp.data.labels, inp.data.is_regression)
         return model, f"from {spec.init_from}"
@@ -147,6 +151,11 @@ def run_student(spec: StudentSpec, inp: StageInputs) -> tuple[torch.nn.Module, d
     model, init = initial_student(spec, inp)
     stages = stage_list(spec)
     infos = []
+    if not stages:  # a student that is only compressed: its starting point is its own stage
+        if acc.is_main_process and not is_complete(out):
+            save_model(model, inp.tokenizer, out)
+        acc.wait_for_everyone()
+        return model, {"model_dir": f"students/{name}", "init": init, "shape": shape_of(model)}
     for k, stage in enumerate(stages):
         label = stage.name or (f"stage-{k}" if len(stages) > 1 else "")
         stage_dir = out if k == len(stages) - 1 else out.parent / f"{name}.stage-{k}"
@@ -186,6 +195,43 @@ def _run_stage(model, stage: StageSpec, inp: StageInputs, log_name: str, ckpt_na
     if masked_lm:
         return model, result.model, info
     return result.model, result.model, info
+
+
+def run_compress(spec: StudentSpec, model: torch.nn.Module, inp: StageInputs) -> list[tuple[str, torch.nn.Module, dict]]:
+    """The student's compression steps in order, each on a copy of the previous stage's model,
+    each optionally recovered by distillation and saved (``students/<student>.<step>``); a
+    resumed run reloads finished steps. Returns ``[(stage name, model, info)]``."""
+    from tinyplm.compress import CompressContext, apply_step
+    from tinyplm.config.compress import step_name
+
+    name = student_name(spec)
+    acc = get_accelerator()
+    results, previous = [], name
+    for step in spec.compress:
+        stage = f"{name}.{step_name(step)}"
+        out = inp.run_dir / "students" / stage
+        if is_complete(out):
+            model, _ = load_classifier(out, inp.data.labels, inp.data.is_regression)
+            info: dict = {"reused": True}
+        else:
+            model = copy.deepcopy(model)
+            logits = inp.teacher_logits(inp.train_enc)
+            ctx = CompressContext(inp.train_enc, logits, inp.data.is_regression, seed=spec.train.seed)
+            t0 = time.perf_counter()
+            info = {"step": step.model_dump(exclude={"recover"}, exclude_none=True), **apply_step(model, step, ctx)}
+            info["step_seconds"] = round(time.perf_counter() - t0, 1)
+            if step.recover is not None:
+                r = step.recover
+                recovery = StageSpec(name="recover", data=r.data, objective=r.objective, train=r.train)
+                model, _, rinfo = _run_stage(model, recovery, inp, f"{stage}/recover", f"{stage}.recover")
+                info["recover"] = rinfo
+            if acc.is_main_process:
+                save_model(model, inp.tokenizer, out)
+            acc.wait_for_everyone()
+        info.update({"model_dir": f"students/{stage}", "from": previous, "kind": step.kind, "shape": shape_of(model)})
+        results.append((stage, model, info))
+        previous = stage
+    return results
 
 
 def train_info(result, spec: TrainSpec, objective: dict) -> dict:

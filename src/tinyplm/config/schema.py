@@ -9,15 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-Precision = Literal["auto", "bf16", "fp32"]
-
-
-class Section(BaseModel):
-    """Base for recipe sections: frozen, unknown keys are errors."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from tinyplm.config.base import (  # noqa: F401  (re-exported: the recipe's schema in one place)
+    LAYERWISE_TERMS, LOSS_TERMS, MLM_TERMS, ObjectiveSpec, Precision, Section, TrainSpec,
+)
+from tinyplm.config.compress import CompressStep, step_name
 
 
 class TaskSpec(Section):
@@ -36,27 +33,6 @@ class TaskSpec(Section):
     label_column: str = "label"
     labels: list[str] | None = None
     regression: bool = False
-
-
-class TrainSpec(Section):
-    """One training stage: optimiser, schedule, budget, evaluation and checkpoints."""
-
-    epochs: float = Field(3.0, gt=0)
-    max_steps: int | None = Field(None, ge=1, description="stop after this many optimiser steps")
-    budget_minutes: float | None = Field(None, gt=0, description="stop after this much training time")
-    batch_size: int = Field(32, ge=1, description="global batch size (split across processes)")
-    eval_batch_size: int = Field(64, ge=1)
-    lr: float = Field(5e-5, gt=0)
-    weight_decay: float = Field(0.01, ge=0)
-    warmup_ratio: float = Field(0.06, ge=0, lt=1)
-    grad_clip: float = Field(1.0, ge=0, description="max gradient norm; 0 disables clipping")
-    eval_every: int = Field(200, ge=0, description="steps between dev evaluations; 0 = only at the end")
-    checkpoint_every: int = Field(200, ge=0, description="steps between checkpoints; 0 = none")
-    log_every: int = Field(20, ge=1)
-    group_by_length: bool = Field(True, description="batch examples of similar length (much less padding)")
-    keep_best: bool = Field(True, description="restore the best dev checkpoint at the end")
-    precision: Precision = Field("auto", description="auto = bf16 autocast where the CPU supports it")
-    seed: int = 42
 
 
 class TeacherSpec(Section):
@@ -79,61 +55,6 @@ class ShapeSpec(Section):
         if self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
         return self
-
-
-class ObjectiveSpec(Section):
-    """What a distillation stage minimises: a weighted sum of the terms below (0 = off).
-
-    Prediction layer (Hinton): ``kd_weight * T^2 * KL(softmax(t/T) || softmax(s/T)) +
-    hard_weight * CE(s, y)``; for regression tasks the KD term is the MSE to the teacher's outputs.
-    Layer-wise terms compare the student's layers with the teacher's layers paired by
-    ``layer_map`` (a preset: uniform/tinybert, last/minilm, or explicit [[student, teacher], ...],
-    1-based, 0 = embeddings).
-    """
-
-    temperature: float = Field(1.0, gt=0)
-    kd_weight: float = Field(1.0, ge=0, description="soft-target KD on the logits")
-    hard_weight: float = Field(0.0, ge=0, description="cross-entropy (or MSE) to the gold labels")
-    embedding: float = Field(0.0, ge=0, description="TinyBERT embedding-output MSE (projected when widths differ)")
-    hidden: float = Field(0.0, ge=0, description="TinyBERT hidden-state MSE over matched layers (projected)")
-    attention_scores: float = Field(0.0, ge=0, description="TinyBERT attention-score MSE (equal head counts)")
-    attention_kl: float = Field(0.0, ge=0, description="MiniLM attention-distribution KL (equal head counts)")
-    value_relation: float = Field(0.0, ge=0, description="MiniLM value-relation KL (equal head counts)")
-    qkv_relation: float = Field(0.0, ge=0, description="MiniLMv2 query/key/value self-relation KL")
-    relation_heads: int | None = Field(None, ge=1, description="MiniLMv2 relation heads (default: teacher's heads)")
-    cosine: float = Field(0.0, ge=0, description="DistilBERT cosine alignment of matched hidden states")
-    layer_map: str | list[list[int]] = Field("uniform", description="uniform | last | [[student, teacher], ...]")
-    mlm_soft: float = Field(0.0, ge=0, description="DistilBERT soft-target KD over the vocabulary at masked positions (uses temperature)")
-    mlm_hard: float = Field(0.0, ge=0, description="masked-LM cross-entropy of the student at masked positions")
-    mask_rate: float = Field(0.15, gt=0, lt=1, description="fraction of tokens masked (80% [MASK], 10% random, 10% kept) for mlm terms")
-
-    @model_validator(mode="after")
-    def _some_weight(self) -> "ObjectiveSpec":
-        if not any(getattr(self, k) > 0 for k in LOSS_TERMS):
-            raise ValueError(f"every loss weight is 0 ({', '.join(LOSS_TERMS)}): nothing to train on")
-        return self
-
-    @model_validator(mode="after")
-    def _mlm_replaces_prediction(self) -> "ObjectiveSpec":
-        if self.masked_lm and (self.kd_weight > 0 or self.hard_weight > 0):
-            raise ValueError("mlm_soft/mlm_hard train a masked-LM head instead of the task head: "
-                             "set kd_weight and hard_weight to 0 in this stage")
-        return self
-
-    @property
-    def masked_lm(self) -> bool:
-        """True when the stage masks its input and trains the student's masked-LM head."""
-        return self.mlm_soft > 0 or self.mlm_hard > 0
-
-    @property
-    def layerwise(self) -> bool:
-        """True when any term needs the teacher's intermediate features."""
-        return any(getattr(self, k) > 0 for k in LAYERWISE_TERMS)
-
-
-LAYERWISE_TERMS = ("embedding", "hidden", "attention_scores", "attention_kl", "value_relation", "qkv_relation", "cosine")
-MLM_TERMS = ("mlm_soft", "mlm_hard")
-LOSS_TERMS = ("kd_weight", "hard_weight", *LAYERWISE_TERMS, *MLM_TERMS)
 
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # names become folder names in the run dir
@@ -181,17 +102,23 @@ class StudentSpec(Section):
     name: str | None = Field(None, pattern=NAME_PATTERN, description="stage name; default student-L{layers}-H{hidden}")
     shape: ShapeSpec | None = None
     teacher_layers: list[int] | None = Field(None, description="copy these teacher layers (0-based)")
-    init_from: str | None = Field(None, description="start from a saved student dir (e.g. a general student)")
+    init_from: str | None = Field(None, description="start from a saved student dir (e.g. a general student), or 'teacher'")
     objective: ObjectiveSpec = ObjectiveSpec()
     train: TrainSpec = TrainSpec()
-    stages: list[StageSpec] | None = Field(None, description="several stages; replaces objective/train")
+    stages: list[StageSpec] | None = Field(None, description="several stages; replaces objective/train; [] = none")
+    compress: list[CompressStep] = Field(default_factory=list, description="compression steps after the stages, in order")
 
     @model_validator(mode="after")
     def _shape_or_layers(self) -> "StudentSpec":
         if self.shape is None and not self.teacher_layers and not self.init_from:
             raise ValueError("give a student 'shape', 'teacher_layers' or 'init_from'")
-        if self.stages is not None and not self.stages:
-            raise ValueError("'stages' is empty: list at least one stage or drop the key")
+        if self.stages is not None and not self.stages and not (self.init_from and self.compress):
+            raise ValueError("'stages' is empty: list at least one stage or drop the key (an empty list "
+                             "is for a student that is only compressed, with init_from)")
+        names = [step_name(s) for s in self.compress]
+        if len(set(names)) != len(names):
+            raise ValueError(f"compress step names must be unique within a student; got {names} "
+                             "(give repeated kinds a 'name')")
         if self.shape and self.teacher_layers and len(self.teacher_layers) != self.shape.layers:
             raise ValueError(
                 f"teacher_layers lists {len(self.teacher_layers)} layers but shape.layers is {self.shape.layers}"

@@ -64,6 +64,8 @@ def resolve_model_dir(name: str) -> Path:
 
 def check_model_dir(path: Path) -> dict:
     """Check a HF checkpoint dir and return its config dict; raises ``ModelError`` on problems."""
+    if not path.exists():
+        raise ModelError(f"{path}: model directory not found")
     if not path.is_dir():
         raise ModelError(f"{path}: expected a Hugging Face model directory, found a file")
     cfg_file = path / "config.json"

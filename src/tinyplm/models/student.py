@@ -95,7 +95,16 @@ def copy_teacher_layers(student: BertForSequenceClassification, teacher: PreTrai
         student.classifier.load_state_dict(head.state_dict())
 
 
-def shape_of(model) -> dict[str, int]:
-    """A model's encoder shape as recorded in reports: layers, hidden, heads, ffn."""
+def shape_of(model) -> dict:
+    """A model's encoder shape as recorded in reports: layers, hidden, heads, ffn; a pruned model
+    also has ``heads_per_layer`` and ``ffn_per_layer`` (and ``heads``/``ffn`` are their maxima)."""
+    from tinyplm.models.shape import hf_representable, layer_shape
+
     c = model.config
-    return {"layers": c.num_hidden_layers, "hidden": c.hidden_size, "heads": c.num_attention_heads, "ffn": c.intermediate_size}
+    shape = {"layers": c.num_hidden_layers, "hidden": c.hidden_size, "heads": c.num_attention_heads, "ffn": c.intermediate_size}
+    if hasattr(getattr(model, "bert", model), "encoder") and c.model_type == "bert":
+        per = layer_shape(model)
+        shape["ffn"] = max(per["ffn"])
+        if not hf_representable(model):
+            shape.update(heads=max(per["heads"]), heads_per_layer=per["heads"], ffn_per_layer=per["ffn"])
+    return shape

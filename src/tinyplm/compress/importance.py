@@ -1,0 +1,126 @@
+"""How much the loss depends on each attention head and FFN neuron (Michel et al., 2019).
+
+A gate ``xi`` (all ones) multiplies every head's context output and every FFN neuron's activation;
+the importance of a unit is the expected absolute first-order change of the loss when its gate is
+closed, ``E_x |dL(x)/d xi|`` (a Taylor expansion), accumulated over ``batches`` training batches.
+The gates are forward hooks on the ``transformers`` BERT modules, so they work whatever the
+attention implementation; they are removed afterwards and the model's weights are not changed.
+
+Scores are normalised per layer (L2, as Michel et al. do) so that a global threshold compares
+layers fairly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from tinyplm.distill.losses import soft_target_kd
+from tinyplm.models.shape import head_size
+from tinyplm.tasks.encoding import Encoded, collate, model_inputs
+
+
+@dataclass
+class Importance:
+    """Per-layer importance: ``heads[l]`` ``(heads_l,)``, ``ffn[l]`` ``(ffn_l,)``, non-negative."""
+
+    heads: list[Tensor]
+    ffn: list[Tensor]
+
+    def normalised(self) -> Importance:
+        """Each layer's scores divided by their L2 norm (a layer of zeros stays zeros)."""
+        def norm(scores: list[Tensor]) -> list[Tensor]:
+            return [s / s.norm().clamp_min(1e-12) for s in scores]
+        return Importance(norm(self.heads), norm(self.ffn))
+
+
+def _layers(model: nn.Module) -> nn.ModuleList:
+    return getattr(model, "bert", model).encoder.layer
+
+
+def _gate_hooks(model: nn.Module, heads: list[Tensor], ffn: list[Tensor]) -> list:
+    size = head_size(model)
+    handles = []
+    for layer, hg, fg in zip(_layers(model), heads, ffn):
+        def head_gate(_m, args, g=hg):  # context (batch, seq, heads*size) before the output Linear
+            x = args[0]
+            return (x * g.repeat_interleave(size).to(x.dtype),)
+        def ffn_gate(_m, _i, out, g=fg):  # activations (batch, seq, ffn)
+            return out * g.to(out.dtype)
+        handles.append(layer.attention.output.dense.register_forward_pre_hook(head_gate))
+        handles.append(layer.intermediate.register_forward_hook(ffn_gate))
+    return handles
+
+
+def importance(
+    model: nn.Module, data: Encoded, *, batches: int = 32, batch_size: int = 32, seed: int = 0,
+    teacher_logits: Tensor | None = None, is_regression: bool = False, temperature: float = 1.0,
+) -> Importance:
+    """Taylor importance of every head and FFN neuron over ``batches`` random training batches.
+
+    The loss is KD to ``teacher_logits`` ``(N, classes)`` when given (the teacher's view of the
+    task), else the task loss on the labels. The model is left in eval mode with no gradients.
+    """
+    layers = _layers(model)
+    size = head_size(model)
+    heads = [torch.ones(l.attention.self.query.out_features // size, requires_grad=True) for l in layers]
+    ffn = [torch.ones(l.intermediate.dense.out_features, requires_grad=True) for l in layers]
+    score_h = [torch.zeros_like(g) for g in heads]
+    score_f = [torch.zeros_like(g) for g in ffn]
+    gen = torch.Generator().manual_seed(seed)
+    order = torch.randperm(len(data), generator=gen).tolist()
+    handles = _gate_hooks(model, heads, ffn)
+    model.eval()  # no dropout: scores measure the model as deployed
+    try:
+        for b in range(min(batches, max(1, len(data) // batch_size))):
+            idx = order[b * batch_size:(b + 1) * batch_size]
+            batch = collate(data, idx)
+            logits = model(**model_inputs(batch)).logits.float()
+            if teacher_logits is not None:
+                t = teacher_logits[batch["index"]]
+                loss = F.mse_loss(logits, t.float()) if is_regression else soft_target_kd(logits, t, temperature)
+            elif is_regression:
+                loss = F.mse_loss(logits.squeeze(-1), batch["labels"].float())
+            else:
+                loss = F.cross_entropy(logits, batch["labels"])
+            grads = torch.autograd.grad(loss, heads + ffn)
+            for s, g in zip(score_h + score_f, grads):
+                s += g.abs()
+    finally:
+        for h in handles:
+            h.remove()
+    return Importance([s.detach() for s in score_h], [s.detach() for s in score_f])
+
+
+def select(scores: list[Tensor], keep: float, scope: str = "global", minimum: int = 1) -> list[list[int]]:
+    """Indices to keep per layer: the top ``keep`` fraction of units, ranked within each layer
+    (``scope="layer"``) or across layers (``"global"``, on per-layer normalised scores), never
+    fewer than ``minimum`` per layer. Returned indices are sorted.
+
+    Raises ``ValueError`` for ``keep`` outside (0, 1] or an unknown scope.
+    """
+    if not 0.0 < keep <= 1.0:
+        raise ValueError(f"keep must be in (0, 1], got {keep}")
+    if scope == "layer":
+        counts = [max(minimum, round(keep * len(s))) for s in scores]
+        return [sorted(s.argsort(descending=True)[:c].tolist()) for s, c in zip(scores, counts)]
+    if scope != "global":
+        raise ValueError(f"scope must be 'global' or 'layer', got {scope!r}")
+    total = sum(len(s) for s in scores)
+    budget = max(len(scores) * minimum, round(keep * total))
+    flat = torch.cat(scores)
+    owner = torch.cat([torch.full((len(s),), i) for i, s in enumerate(scores)])
+    local = torch.cat([torch.arange(len(s)) for s in scores])
+    chosen: list[set[int]] = [set(s.argsort(descending=True)[:minimum].tolist()) for s in scores]
+    left = budget - sum(len(c) for c in chosen)
+    for j in flat.argsort(descending=True).tolist():
+        if left <= 0:
+            break
+        i, k = int(owner[j]), int(local[j])
+        if k not in chosen[i]:
+            chosen[i].add(k)
+            left -= 1
+    return [sorted(c) for c in chosen]

@@ -1,0 +1,77 @@
+"""Structured pruning that really shrinks the model: attention heads, FFN neurons, whole layers.
+
+Each function changes the model in place and returns what it did (for the report). Heads and
+neurons are chosen by Taylor importance (:mod:`tinyplm.compress.importance`); the kept units are
+copied into smaller ``nn.Linear`` modules (:mod:`tinyplm.models.shape`), so size and speed are
+measured on a model that is physically smaller, and the saved config records the new shape.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from tinyplm.compress.importance import Importance, select
+from tinyplm.errors import ModelError
+from tinyplm.models.shape import head_size, keep_heads, keep_neurons, layer_shape
+
+
+def _layers(model: nn.Module) -> nn.ModuleList:
+    return getattr(model, "bert", model).encoder.layer
+
+
+def prune_heads(model: nn.Module, scores: Importance, keep: float, scope: str = "global") -> dict:
+    """Keep the ``keep`` fraction of attention heads with the highest importance (at least one
+    per layer) -> ``{"heads_before", "heads_after", "kept"}``."""
+    before = layer_shape(model)["heads"]
+    ranked = scores.normalised().heads if scope == "global" else scores.heads
+    kept = select(ranked, keep, scope)
+    size = head_size(model)
+    for layer, heads in zip(_layers(model), kept):
+        if len(heads) < layer.attention.self.query.out_features // size:
+            keep_heads(layer, heads, size)
+    return {"heads_before": before, "heads_after": layer_shape(model)["heads"], "kept": kept}
+
+
+def prune_ffn(model: nn.Module, scores: Importance, keep: float, scope: str = "layer") -> dict:
+    """Keep the ``keep`` fraction of FFN neurons with the highest importance -> ``{"ffn_before",
+    "ffn_after"}``. ``scope="layer"`` keeps the same fraction in every layer (one FFN width, so the
+    model stays a plain Hugging Face BERT); ``"global"`` ranks neurons across layers."""
+    before = layer_shape(model)["ffn"]
+    ranked = scores.normalised().ffn if scope == "global" else scores.ffn
+    for layer, neurons in zip(_layers(model), select(ranked, keep, scope)):
+        if len(neurons) < layer.intermediate.dense.out_features:
+            keep_neurons(layer, neurons)
+    return {"ffn_before": before, "ffn_after": layer_shape(model)["ffn"]}
+
+
+def layer_importance(scores: Importance) -> list[float]:
+    """A layer's importance: the sum of its (unnormalised) head and neuron scores."""
+    return [float(h.sum() + f.sum()) for h, f in zip(scores.heads, scores.ffn)]
+
+
+def drop_layers(model: nn.Module, layers: list[int]) -> dict:
+    """Remove encoder layers (0-based) -> ``{"dropped", "layers_after"}``; the config's layer count
+    follows. Raises ``ModelError`` for an index out of range or when no layer would be left."""
+    stack = _layers(model)
+    n = len(stack)
+    bad = sorted({i for i in layers if not 0 <= i < n})
+    if bad:
+        raise ModelError(f"drop_layers: layers {bad} out of range; the model has layers 0..{n - 1}")
+    drop = set(layers)
+    if len(drop) >= n:
+        raise ModelError(f"drop_layers: cannot drop all {n} layers")
+    kept = [layer for i, layer in enumerate(stack) if i not in drop]
+    encoder = getattr(model, "bert", model).encoder
+    encoder.layer = nn.ModuleList(kept)
+    for i, layer in enumerate(kept):  # transformers uses layer_idx for caches only; keep it consistent
+        if hasattr(layer.attention.self, "layer_idx"):
+            layer.attention.self.layer_idx = i
+    model.config.num_hidden_layers = len(kept)
+    return {"dropped": sorted(drop), "layers_after": len(kept)}
+
+
+def least_important_layers(scores: Importance, count: int) -> list[int]:
+    """The ``count`` layers with the lowest importance (sorted indices)."""
+    ranked = torch.tensor(layer_importance(scores)).argsort().tolist()
+    return sorted(ranked[:count])

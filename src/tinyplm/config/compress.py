@@ -1,0 +1,76 @@
+"""Recipe sections of compression steps: a student's ``compress:`` list, one ``kind`` per step.
+
+Steps run in the listed order on the student's distilled model (or on the teacher itself, with
+``init_from: teacher``); each may be followed by ``recover``y distillation from the teacher and is
+its own stage in the report (``<student>.<step name>``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from tinyplm.config.base import ObjectiveSpec, Section, TrainSpec
+
+STEP_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
+class RecoverySpec(Section):
+    """Distillation from the teacher after a step (default: prediction-layer KD on the task data)."""
+
+    data: Literal["task", "augmented"] = "task"
+    objective: ObjectiveSpec = ObjectiveSpec()
+    train: TrainSpec = TrainSpec()
+
+
+class _Step(Section):
+    name: str | None = Field(None, pattern=STEP_NAME, description="stage name suffix; default: the kind")
+    recover: RecoverySpec | None = Field(None, description="distil from the teacher after this step")
+
+
+class _Scored(_Step):
+    keep: float = Field(..., gt=0, le=1, description="fraction of units kept")
+    scope: Literal["global", "layer"] = "global"
+    score_batches: int = Field(32, ge=1, description="training batches for Taylor importance")
+    score_batch_size: int = Field(32, ge=1)
+
+
+class PruneHeads(_Scored):
+    """Remove the least important attention heads (Michel et al. 2019), at least one per layer."""
+
+    kind: Literal["prune_heads"]
+
+
+class PruneFFN(_Scored):
+    """Remove the least important FFN neurons; ``scope: layer`` keeps one FFN width (plain HF BERT)."""
+
+    kind: Literal["prune_ffn"]
+    scope: Literal["global", "layer"] = "layer"
+
+
+class DropLayers(_Step):
+    """Remove encoder layers: a list (0-based) or the ``count`` least important."""
+
+    kind: Literal["drop_layers"]
+    layers: list[int] | None = Field(None, description="layers to drop, 0-based")
+    count: int | None = Field(None, ge=1, description="drop this many of the least important layers")
+    score_batches: int = Field(32, ge=1)
+    score_batch_size: int = Field(32, ge=1)
+
+    @model_validator(mode="after")
+    def _one_way(self) -> "DropLayers":
+        if (self.layers is None) == (self.count is None):
+            raise ValueError("drop_layers takes exactly one of 'layers' (a list) or 'count'")
+        if self.layers is not None and not self.layers:
+            raise ValueError("drop_layers.layers is empty")
+        return self
+
+
+CompressStep = Annotated[PruneHeads | PruneFFN | DropLayers, Field(discriminator="kind")]
+STEP_KINDS = ("prune_heads", "prune_ffn", "drop_layers")
+
+
+def step_name(step) -> str:
+    """The step's stage-name suffix: its ``name`` or its ``kind``."""
+    return step.name or step.kind

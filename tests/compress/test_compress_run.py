@@ -1,0 +1,87 @@
+"""Compression steps in a run: each step its own stage, saved, reloadable, smaller, resumable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import TINY_TRAIN, make_tiny_glue, make_tiny_model_dir, tiny_recipe, write_recipe
+from tinyplm.config import load_recipe
+from tinyplm.errors import ModelError
+from tinyplm.models import load_classifier
+from tinyplm.models.shape import params_from_config
+from tinyplm.run import preflight, run
+
+pytestmark = pytest.mark.slow
+LABELS = ("negative", "positive")
+
+
+def _recipe(tmp_path: Path) -> dict:
+    model = make_tiny_model_dir(tmp_path / "tiny-bert")
+    glue = make_tiny_glue(tmp_path / "glue", n_train=64, n_dev=32)
+    short = {**TINY_TRAIN, "max_steps": 3}
+    students = [
+        {"name": "small", "teacher_layers": [0, 1], "train": short, "compress": [
+            {"kind": "prune_heads", "keep": 0.5, "score_batches": 2, "recover": {"train": short}},
+            {"kind": "prune_ffn", "keep": 0.5, "score_batches": 2},
+            {"kind": "drop_layers", "count": 1, "score_batches": 2},
+        ]},
+        {"name": "teacher-pruned", "init_from": "teacher", "stages": [], "compress": [
+            {"kind": "prune_heads", "keep": 0.75, "scope": "global", "score_batches": 2}]},
+    ]
+    return tiny_recipe(tmp_path, model, glue, students=students)
+
+
+def test_compress_steps_are_stages(tmp_path: Path) -> None:
+    cfg = load_recipe(write_recipe(tmp_path / "r.yaml", _recipe(tmp_path)))
+    record = run(cfg)
+    names = [s.name for s in record.stages]
+    assert names == ["teacher", "small", "small.prune_heads", "small.prune_ffn", "small.drop_layers",
+                     "teacher-pruned", "teacher-pruned.prune_heads"]
+    by = {s.name: s for s in record.stages}
+    chain = ["small", "small.prune_heads", "small.prune_ffn", "small.drop_layers"]
+    assert all(by[a].params > by[b].params for a, b in zip(chain, chain[1:]))
+    assert all(by[a].disk_bytes > by[b].disk_bytes for a, b in zip(chain, chain[1:]))
+    assert by["small.prune_heads"].info["shape"]["heads_per_layer"] == [2, 2]
+    assert by["small.prune_heads"].info["recover"]["steps"] == 3
+    assert by["small.prune_ffn"].info["ffn_after"] == [18, 18]
+    assert by["small.drop_layers"].info["layers_after"] == 1
+    assert by["teacher-pruned"].params == by["teacher"].params
+    assert sum(by["teacher-pruned.prune_heads"].info["shape"]["heads_per_layer"]) == 6
+    run_dir = Path(cfg.output_dir)
+    # contract: every saved step reloads to the same predictions, and the config says its size
+    for name in chain[1:] + ["teacher-pruned.prune_heads"]:
+        model, _ = load_classifier(run_dir / "students" / name, LABELS, False)
+        assert sum(p.numel() for p in model.parameters()) == params_from_config(model.config) == by[name].params
+    # an interrupted run (the last step not saved) resumes: finished steps are reloaded
+    import shutil
+
+    (run_dir / "results.json").unlink()
+    shutil.rmtree(run_dir / "students" / "small.drop_layers")
+    again = run(cfg, resume=True)
+    for a, b in zip(record.stages, again.stages):
+        assert a.name == b.name and a.metrics == b.metrics
+    assert again.stage("small.prune_ffn").info.get("reused") is True
+    assert "reused" not in again.stage("small.drop_layers").info
+
+
+def test_missing_init_from_is_refused_before_writing(tmp_path: Path) -> None:
+    recipe = _recipe(tmp_path)
+    recipe["students"][1]["init_from"] = str(tmp_path / "nowhere")
+    cfg = load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
+    with pytest.raises(ModelError, match="init_from: .*nowhere: model directory not found"):
+        preflight(cfg)
+    assert not Path(cfg.output_dir).exists()
+
+
+def test_repeated_step_kinds_need_names(tmp_path: Path) -> None:
+    from tinyplm.errors import RecipeError
+
+    recipe = _recipe(tmp_path)
+    recipe["students"][1]["compress"].append({"kind": "prune_heads", "keep": 0.5})
+    with pytest.raises(RecipeError, match="unique"):
+        load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
+    recipe["students"][1]["compress"][1]["name"] = "prune_heads_2"
+    assert len(load_recipe(write_recipe(tmp_path / "r.yaml", recipe)).students[1].compress) == 2
