@@ -196,6 +196,8 @@ def main() -> None:
     p.add_argument("--augment-examples", type=int, default=None, help="augment only the first N examples")
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
+    p.add_argument("--prepare-only", action="store_true",
+                   help="only prepare the shared MLM head and general student and the task's teacher, then stop")
     p.add_argument("--out", type=Path, default=REPO / "runs" / "ablation")
     args = p.parse_args()
     if args.threads:
@@ -206,6 +208,9 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     start = time.time()
     teacher, mlm, general = prepare(args, out, args.out / "_shared")
+    if args.prepare_only:
+        print(json.dumps({"teacher": teacher, "mlm": mlm, "general": general}))
+        return
     record = summarise(args, out, teacher, run_variants(args, out, teacher, mlm, general))
     record.info["seconds"] = round(time.time() - start, 1)
     print(json.dumps({s.name: s.metrics for s in record.stages}), flush=True)

@@ -9,6 +9,7 @@ unlabelled corpus text (general distillation with the teacher's base checkpoint)
 from __future__ import annotations
 
 import copy
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -216,9 +217,11 @@ def run_compress(spec: StudentSpec, model: torch.nn.Module, inp: StageInputs) ->
         else:
             model = copy.deepcopy(model)
             logits = inp.teacher_logits(inp.train_enc)
-            ctx = CompressContext(inp.train_enc, logits, inp.data.is_regression, seed=spec.train.seed)
+            work = inp.run_dir / "work" / stage
+            ctx = CompressContext(inp.train_enc, logits, inp.data.is_regression, work, seed=spec.train.seed)
             t0 = time.perf_counter()
-            info = {"step": step.model_dump(exclude={"recover"}, exclude_none=True), **apply_step(model, step, ctx)}
+            model, done = apply_step(model, step, ctx)
+            info = {"step": step.model_dump(exclude={"recover"}, exclude_none=True), **done}
             info["step_seconds"] = round(time.perf_counter() - t0, 1)
             if step.recover is not None:
                 r = step.recover
@@ -227,6 +230,7 @@ def run_compress(spec: StudentSpec, model: torch.nn.Module, inp: StageInputs) ->
                 info["recover"] = rinfo
             if acc.is_main_process:
                 save_model(model, inp.tokenizer, out)
+                shutil.rmtree(work, ignore_errors=True)
             acc.wait_for_everyone()
         info.update({"model_dir": f"students/{stage}", "from": previous, "kind": step.kind, "shape": shape_of(model)})
         results.append((stage, model, info))

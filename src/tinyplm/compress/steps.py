@@ -1,6 +1,7 @@
 """The registry of compression steps: recipe ``kind`` -> function that changes a model in place.
 
-``apply_step(model, step, ctx)`` runs one step and returns what it did (for the report).
+``apply_step(model, step, ctx)`` runs one step -> (the compressed model, what it did for the
+report). Pruning changes the model in place; quantization to ONNX returns a new model.
 Recovery training after a step is not here: the run's stage machinery does it (see
 ``tinyplm.stages.run_compress``), so this package never imports the run.
 """
@@ -9,13 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import nn
 
 from tinyplm.compress.importance import importance
 from tinyplm.compress.structured import drop_layers, least_important_layers, prune_ffn, prune_heads
-from tinyplm.config.compress import DropLayers, PruneFFN, PruneHeads
+from tinyplm.compress.onnx_quant import dynamic_int8, static_int8
+from tinyplm.config.compress import DropLayers, OnnxDynamicInt8, OnnxStaticInt8, PruneFFN, PruneHeads
 from tinyplm.tasks.encoding import Encoded
 
 
@@ -26,6 +29,7 @@ class CompressContext:
     train: Encoded
     teacher_logits: torch.Tensor | None
     is_regression: bool
+    work_dir: Path
     seed: int = 0
 
 
@@ -34,26 +38,42 @@ def _scores(model: nn.Module, step, ctx: CompressContext):
                       seed=ctx.seed, teacher_logits=ctx.teacher_logits, is_regression=ctx.is_regression)
 
 
-def _prune_heads(model: nn.Module, step: PruneHeads, ctx: CompressContext) -> dict:
-    return prune_heads(model, _scores(model, step, ctx), step.keep, step.scope)
+Result = tuple[nn.Module, dict]
 
 
-def _prune_ffn(model: nn.Module, step: PruneFFN, ctx: CompressContext) -> dict:
-    return prune_ffn(model, _scores(model, step, ctx), step.keep, step.scope)
+def _prune_heads(model: nn.Module, step: PruneHeads, ctx: CompressContext) -> Result:
+    return model, prune_heads(model, _scores(model, step, ctx), step.keep, step.scope)
 
 
-def _drop_layers(model: nn.Module, step: DropLayers, ctx: CompressContext) -> dict:
+def _prune_ffn(model: nn.Module, step: PruneFFN, ctx: CompressContext) -> Result:
+    return model, prune_ffn(model, _scores(model, step, ctx), step.keep, step.scope)
+
+
+def _drop_layers(model: nn.Module, step: DropLayers, ctx: CompressContext) -> Result:
     layers = step.layers if step.layers is not None else least_important_layers(_scores(model, step, ctx), step.count)
-    return drop_layers(model, list(layers))
+    return model, drop_layers(model, list(layers))
 
 
-REGISTRY: dict[str, Callable[[nn.Module, object, CompressContext], dict]] = {
+def _onnx_dynamic(model: nn.Module, step: OnnxDynamicInt8, ctx: CompressContext) -> Result:
+    return dynamic_int8(model, ctx.work_dir, per_channel=step.per_channel), {"runtime": "onnxruntime", "int8": "weights"}
+
+
+def _onnx_static(model: nn.Module, step: OnnxStaticInt8, ctx: CompressContext) -> Result:
+    out = static_int8(model, ctx.train, ctx.work_dir, examples=step.calibration_examples,
+                      method=step.calibration_method, per_channel=step.per_channel, seed=ctx.seed)
+    return out, {"runtime": "onnxruntime", "int8": "weights and activations"}
+
+
+REGISTRY: dict[str, Callable[[nn.Module, object, CompressContext], Result]] = {
     "prune_heads": _prune_heads,
     "prune_ffn": _prune_ffn,
     "drop_layers": _drop_layers,
+    "onnx_dynamic_int8": _onnx_dynamic,
+    "onnx_static_int8": _onnx_static,
 }
 
 
-def apply_step(model: nn.Module, step, ctx: CompressContext) -> dict:
-    """Run one compression step on ``model`` (in place) -> info for the report."""
+def apply_step(model: nn.Module, step, ctx: CompressContext) -> Result:
+    """Run one compression step -> (compressed model, info for the report)."""
+    ctx.work_dir.mkdir(parents=True, exist_ok=True)
     return REGISTRY[step.kind](model, step, ctx)

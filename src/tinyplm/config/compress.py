@@ -67,8 +67,36 @@ class DropLayers(_Step):
         return self
 
 
-CompressStep = Annotated[PruneHeads | PruneFFN | DropLayers, Field(discriminator="kind")]
-STEP_KINDS = ("prune_heads", "prune_ffn", "drop_layers")
+class _OnnxStep(_Step):
+    per_channel: bool = Field(True, description="one int8 scale per output channel of each weight")
+
+    @model_validator(mode="after")
+    def _no_recovery(self) -> "_OnnxStep":
+        if self.recover is not None:
+            raise ValueError(f"{self.kind} gives an ONNX Runtime model, which cannot be trained: drop 'recover' "
+                             "(recover before it, or use quantization-aware training)")
+        return self
+
+
+class OnnxDynamicInt8(_OnnxStep):
+    """ONNX Runtime dynamic quantization: int8 weights, activations quantized per batch."""
+
+    kind: Literal["onnx_dynamic_int8"]
+
+
+class OnnxStaticInt8(_OnnxStep):
+    """ONNX Runtime static quantization: int8 weights and activations calibrated on training examples."""
+
+    kind: Literal["onnx_static_int8"]
+    calibration_examples: int = Field(256, ge=1, description="training examples to calibrate on")
+    calibration_method: Literal["minmax", "entropy", "percentile"] = "minmax"
+
+
+CompressStep = Annotated[
+    PruneHeads | PruneFFN | DropLayers | OnnxDynamicInt8 | OnnxStaticInt8, Field(discriminator="kind")
+]
+#: Steps whose output is an ONNX Runtime model: nothing can follow them in a compress list.
+TERMINAL_KINDS = ("onnx_dynamic_int8", "onnx_static_int8")
 
 
 def step_name(step) -> str:

@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 from tinyplm.config.base import (  # noqa: F401  (re-exported: the recipe's schema in one place)
     LAYERWISE_TERMS, LOSS_TERMS, MLM_TERMS, ObjectiveSpec, Precision, Section, TrainSpec,
 )
-from tinyplm.config.compress import CompressStep, step_name
+from tinyplm.config.compress import TERMINAL_KINDS, CompressStep, step_name
 
 
 class TaskSpec(Section):
@@ -115,6 +115,9 @@ class StudentSpec(Section):
         if self.stages is not None and not self.stages and not (self.init_from and self.compress):
             raise ValueError("'stages' is empty: list at least one stage or drop the key (an empty list "
                              "is for a student that is only compressed, with init_from)")
+        terminal = [s.kind for s in self.compress[:-1] if s.kind in TERMINAL_KINDS]
+        if terminal:
+            raise ValueError(f"compress step {terminal[0]} gives an ONNX Runtime model: it must be the last step")
         names = [step_name(s) for s in self.compress]
         if len(set(names)) != len(names):
             raise ValueError(f"compress step names must be unique within a student; got {names} "

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from transformers import PreTrainedModel
 
+from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
 from tinyplm.models.shape import record_shape
 
 COMPLETE_MARK = ".complete"
@@ -28,9 +29,15 @@ def save_model(model: PreTrainedModel, tokenizer, path: Path) -> Path:
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    if hasattr(getattr(model, "bert", model), "encoder"):
-        record_shape(model)  # per-layer heads/FFN travel with the weights
-    model.save_pretrained(tmp, safe_serialization=True)
+    if isinstance(model, OrtClassifier):  # an ONNX model: the graph file, its config, the tokenizer
+        shutil.copyfile(model.path, tmp / ONNX_FILE)
+        setattr(model.config, FORMAT_KEY, "onnx")
+        model.config.save_pretrained(tmp)
+        model.path = path / ONNX_FILE  # where it will live after the rename below
+    else:
+        if hasattr(getattr(model, "bert", model), "encoder"):
+            record_shape(model)  # per-layer heads/FFN travel with the weights
+        model.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
     (tmp / COMPLETE_MARK).write_text("ok\n")
     if path.exists():
@@ -53,7 +60,7 @@ def is_complete(path: Path) -> bool:
 def fingerprint(path: Path) -> str:
     """sha256 over the weight and config files of a model dir (identifies a teacher for caches)."""
     h = hashlib.sha256()
-    for name in ("config.json", "model.safetensors", "pytorch_model.bin"):
+    for name in ("config.json", "model.safetensors", "pytorch_model.bin", ONNX_FILE):
         f = Path(path) / name
         if f.is_file():
             h.update(name.encode())

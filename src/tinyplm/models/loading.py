@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from tinyplm.errors import ModelError, did_you_mean
+from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
 from tinyplm.models.shape import SHAPE_KEY, build_shaped
 
 # Offline by design: nothing is ever fetched from a hub.
@@ -19,7 +20,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "model.onnx")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model")
 
 
@@ -144,6 +145,12 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool):
     if has_head and found != num_labels:
         raise ModelError(f"{path}: its classifier has {found} outputs but the task needs {num_labels}")
     id2label = {i: lab for i, lab in enumerate(labels)} if not is_regression else {0: "score"}
+    if cfg.get(FORMAT_KEY) == "onnx":
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(str(path), trust_remote_code=False)
+        model = OrtClassifier(path / ONNX_FILE, config)
+        return model, load_tokenizer(path, config.vocab_size)
     if cfg.get(SHAPE_KEY):
         model = _load_shaped(path, has_head, num_labels=num_labels, id2label=id2label,
                              label2id={v: k for k, v in id2label.items()},

@@ -1,0 +1,89 @@
+"""int8 quantization with ONNX Runtime: dynamic (weights int8, activations quantized per batch at
+run time) and static (activation ranges calibrated on training examples beforehand).
+
+Both export the PyTorch model to ONNX first and quantize the graph's MatMul weights (the Linear
+layers: nearly all of a BERT's compute and bytes); embeddings, LayerNorm and softmax stay fp32.
+The result is an :class:`~tinyplm.models.onnx.OrtClassifier`, so it is measured, saved and
+reloaded like any other stage; it cannot be trained further, so an ONNX step ends a
+``compress`` list.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tinyplm.models.onnx import OrtClassifier, export_onnx
+from tinyplm.tasks.encoding import Encoded, collate, model_inputs
+
+QUANTIZED_OPS = ["MatMul"]
+
+
+def onnx_fp32(model: torch.nn.Module, work: Path) -> OrtClassifier:
+    """The model exported to ONNX (fp32) and loaded with onnxruntime."""
+    path = export_onnx(model, Path(work) / "model.onnx")
+    return OrtClassifier(path, model.config)
+
+
+def dynamic_int8(model: torch.nn.Module, work: Path, per_channel: bool = True) -> OrtClassifier:
+    """ONNX Runtime dynamic quantization: int8 MatMul weights (per output channel by default)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    prepared = _prepared(model, Path(work))
+    out = Path(work) / "model.onnx"
+    quantize_dynamic(str(prepared), str(out), weight_type=QuantType.QInt8, per_channel=per_channel,
+                     op_types_to_quantize=QUANTIZED_OPS)
+    prepared.unlink()
+    return OrtClassifier(out, model.config)
+
+
+def _prepared(model: torch.nn.Module, work: Path) -> Path:
+    """fp32 export, then onnxruntime's pre-processing (graph optimisation, shape inference),
+    which quantization expects."""
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    fp32 = export_onnx(model, work / "fp32.onnx")
+    prepared = work / "prepared.onnx"
+    quant_pre_process(str(fp32), str(prepared), skip_symbolic_shape=True)
+    fp32.unlink()
+    return prepared
+
+
+class _Calibration:
+    """onnxruntime's CalibrationDataReader protocol over ``examples`` training examples."""
+
+    def __init__(self, enc: Encoded, examples: int, batch_size: int, seed: int) -> None:
+        order = torch.randperm(len(enc), generator=torch.Generator().manual_seed(seed))[:examples].tolist()
+        self._batches = [
+            {k: v.numpy().astype(np.int64) for k, v in model_inputs(collate(enc, order[i:i + batch_size])).items()}
+            for i in range(0, len(order), batch_size)
+        ]
+        self._it = iter(self._batches)
+
+    def get_next(self):
+        return next(self._it, None)
+
+    def rewind(self) -> None:
+        self._it = iter(self._batches)
+
+
+def static_int8(model: torch.nn.Module, enc: Encoded, work: Path, *, examples: int = 256, batch_size: int = 8,
+                method: str = "minmax", per_channel: bool = True, seed: int = 0) -> OrtClassifier:
+    """ONNX Runtime static quantization (QDQ): int8 weights and uint8 activations whose ranges are
+    calibrated on ``examples`` random training examples with ``method`` (minmax, entropy, percentile)."""
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+
+    methods = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
+               "percentile": CalibrationMethod.Percentile}
+    prepared = _prepared(model, Path(work))
+    out = Path(work) / "model.onnx"
+    quantize_static(
+        str(prepared), str(out), _Calibration(enc, examples, batch_size, seed),
+        quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+        per_channel=per_channel, calibrate_method=methods[method], op_types_to_quantize=QUANTIZED_OPS,
+        calibration_providers=["CPUExecutionProvider"],
+    )
+    prepared.unlink()
+    return OrtClassifier(out, model.config)
