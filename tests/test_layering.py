@@ -31,6 +31,7 @@ LAYERS: dict[str, int] = {
     "cli": 8,
     "cli_measure": 8,
     "cli_prep": 8,
+    "cli_deploy": 8,
 }
 
 

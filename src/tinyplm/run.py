@@ -47,17 +47,8 @@ def run_dir_of(cfg: RunConfig) -> Path:
 
 
 def load_task(spec: TaskSpec) -> TaskData:
-    """Read the task's train and eval splits (GLUE by name, or a custom CSV/JSONL task)."""
-    if spec.name == "custom":
-        if not spec.train_file or not spec.dev_file:
-            raise RecipeError("task.name 'custom' needs task.train_file and task.dev_file")
-        task = tasks.custom_task(
-            "custom", Path(spec.train_file), Path(spec.dev_file), spec.text_column, spec.label_column,
-            spec.text_pair_column, spec.labels, spec.regression,
-        )
-    else:
-        task = tasks.get(spec.name, spec.data_dir)
-    return task.load()
+    """Read the task's train and eval splits (see :func:`tinyplm.tasks.load_task`)."""
+    return tasks.load_task(spec)
 
 
 def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, force: bool = False) -> RunRecord:

@@ -91,13 +91,48 @@ def _description(record: RunRecord, stage: StageRecord) -> list[str]:
     return lines
 
 
-def _usage(record: RunRecord) -> list[str]:
-    """The intended-use paragraph and a loading snippet."""
+def _usage(record: RunRecord, stage: StageRecord | None = None) -> list[str]:
+    """The intended-use paragraph and a loading snippet that works for this model's format."""
     pipeline, auto = task_kind(record.task)
-    return [
+    intro = [
         f"A compact {pipeline} model for the **{record.task}** task, meant for fast CPU inference "
         "where the teacher is too slow or too large. Use it on inputs like the task's own data.",
         "",
+    ]
+    info = stage.info if stage is not None else {}
+    if str(info.get("kind", "")).startswith("onnx"):
+        return intro + [
+            "An ONNX Runtime model (`model.onnx`, int8), loaded without PyTorch:",
+            "",
+            "```python",
+            "import onnxruntime as ort",
+            "from transformers import AutoTokenizer",
+            "",
+            'model_dir = "path/to/this/folder"  # the folder holding this README',
+            "tokenizer = AutoTokenizer.from_pretrained(model_dir)",
+            'session = ort.InferenceSession(f"{model_dir}/model.onnx", providers=["CPUExecutionProvider"])',
+            'inputs = tokenizer(["an example sentence"], return_tensors="np", truncation=True)',
+            'logits = session.run(["logits"], {k: v.astype("int64") for k, v in inputs.items()})[0]',
+            "```",
+        ]
+    if "heads_per_layer" in info.get("shape", {}):
+        return intro + [
+            "Its layers were pruned to different sizes (`tinyplm_shape` in config.json), which a plain "
+            "Hugging Face BERT config cannot describe; tinyplm rebuilds that shape when loading:",
+            "",
+            "```python",
+            "from pathlib import Path",
+            "from transformers import AutoConfig",
+            "from tinyplm.models import load_classifier",
+            "",
+            'model_dir = Path("path/to/this/folder")  # the folder holding this README',
+            "labels = tuple(AutoConfig.from_pretrained(model_dir).id2label.values())",
+            f"model, tokenizer = load_classifier(model_dir, labels, is_regression={record.metric in ('pearson', 'spearman', 'spearmanr', 'pearsonr')})",
+            'inputs = tokenizer(["an example sentence"], return_tensors="pt", truncation=True)',
+            "logits = model(**inputs).logits",
+            "```",
+        ]
+    return intro + [
         "```python",
         f"from transformers import {auto}, AutoTokenizer",
         "",
@@ -166,6 +201,8 @@ def render_model_card(record: RunRecord, stage_name: str) -> str:
                            + did_you_mean(stage_name, names))
     value = fmt_metric(stage.metrics.get(record.metric))
     how = "as the run's teacher" if stage.name == TEACHER else "by knowledge distillation"
+    if stage.info.get("kind"):
+        how = f"by distillation and compression (last step: `{stage.info['kind']}`)"
     parts = [
         front_matter(record, stage),
         f"# {stage.name}",
@@ -174,7 +211,7 @@ def render_model_card(record: RunRecord, stage_name: str) -> str:
         f"({record.metric} {value} on the dev split).",
         "",
         "## Model description", "", *_description(record, stage), "",
-        "## Intended use and how to load it", "", *_usage(record), "",
+        "## Intended use and how to load it", "", *_usage(record, stage), "",
         *_results(record, stage), "",
         "## Training details", "", *_training(stage), "",
         "## Limitations",

@@ -25,6 +25,7 @@ __all__ = [
     "TaskData",
     "custom_task",
     "get",
+    "load_task",
     "names",
     "resolve_glue_dir",
 ]
@@ -61,3 +62,21 @@ def get(name: str, data_dir: str | Path | None = None) -> Task:
             "(for your own CSV/JSONL files use a custom task)"
         )
     return glue_task(key, resolve_glue_dir(data_dir))
+
+
+def load_task(spec) -> TaskData:
+    """Read a recipe's task (a ``TaskSpec``): GLUE by name, or a custom CSV/JSONL task.
+
+    Raises ``TinyplmError`` subclasses naming the missing key, file or line."""
+    from tinyplm.errors import RecipeError
+
+    if spec.name == "custom":
+        if not spec.train_file or not spec.dev_file:
+            raise RecipeError("task.name 'custom' needs task.train_file and task.dev_file")
+        task = custom_task(
+            "custom", Path(spec.train_file), Path(spec.dev_file), spec.text_column, spec.label_column,
+            spec.text_pair_column, spec.labels, spec.regression,
+        )
+    else:
+        task = get(spec.name, spec.data_dir)
+    return task.load()

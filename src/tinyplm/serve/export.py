@@ -1,0 +1,113 @@
+"""Export a run's models to ONNX and check each export against its PyTorch model on the dev set.
+
+``export_run(run_dir)`` writes ``<run_dir>/export/<stage>/`` (``model.onnx``, ``config.json``,
+tokenizer) for every stage of the run's ``results.json``, runs the export with onnxruntime on the
+task's dev split(s) and compares predictions with the PyTorch model: the agreement (share of
+identical predicted classes; for regression, outputs within 1e-3) and the largest logit
+difference. The figures are printed by the CLI and stored in ``<run_dir>/export/parity.json``.
+A stage that is already an ONNX Runtime model (ONNX-quantized) is copied and marked as such.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from tinyplm.config import load_recipe
+from tinyplm.errors import TinyplmError
+from tinyplm.evaluate.model_eval import encode_evals
+from tinyplm.models import load_classifier, save_model
+from tinyplm.models.infer import logits_to_predictions, predict_logits
+from tinyplm.models.onnx import ONNX_FILE, OrtClassifier, export_onnx
+from tinyplm.tasks import load_task
+
+PARITY_FILE = "parity.json"
+#: The lowest agreement an export may have before the CLI reports it as failed.
+MIN_AGREEMENT = 0.995
+
+
+@dataclass
+class Parity:
+    """One stage's export: where it went and how closely it matches PyTorch on the dev set."""
+
+    stage: str
+    path: str
+    examples: int
+    agreement: float | None  # None when the stage was already ONNX (nothing to compare with)
+    max_abs_logit_diff: float | None
+    onnx_bytes: int
+    note: str = ""
+
+
+def _compare(model, onnx: OrtClassifier, evals: dict, is_regression: bool) -> tuple[int, float, float]:
+    n, same, worst = 0, 0, 0.0
+    for enc in evals.values():
+        a = predict_logits(model, enc)
+        b = predict_logits(onnx, enc)
+        pa, pb = logits_to_predictions(a, is_regression), logits_to_predictions(b, is_regression)
+        n += len(pa)
+        same += int((abs(pa - pb) <= 1e-3).sum()) if is_regression else int((pa == pb).sum())
+        worst = max(worst, float((a - b).abs().max()) if len(a) else 0.0)
+    return n, same / max(n, 1), worst
+
+
+def export_run(run_dir: Path, stages: list[str] | None = None, out_dir: Path | None = None) -> list[Parity]:
+    """Export the run's stages (all, or the named ones) to ONNX and check parity -> one Parity each.
+
+    Raises ``TinyplmError`` when ``run_dir`` is not a finished run or a named stage is unknown.
+    """
+    run_dir = Path(run_dir)
+    results, resolved = run_dir / "results.json", run_dir / "config.resolved.yaml"
+    if not results.is_file() or not resolved.is_file():
+        raise TinyplmError(f"{run_dir}: not a finished tinyplm run (needs results.json and config.resolved.yaml)")
+    record = json.loads(results.read_text(encoding="utf-8"))
+    known = {s["name"]: s for s in record["stages"] if s.get("info", {}).get("model_dir")}
+    unknown = sorted(set(stages or []) - set(known))
+    if unknown:
+        raise TinyplmError(f"{run_dir}: no stage(s) {unknown}; stages with a model: {sorted(known)}")
+    cfg = load_recipe(resolved)
+    data = load_task(cfg.task)
+    out_dir = Path(out_dir or run_dir / "export")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report = []
+    for name in stages or list(known):
+        model_dir = run_dir / known[name]["info"]["model_dir"]
+        model, tok = load_classifier(model_dir, data.labels, data.is_regression)
+        target = out_dir / name
+        evals = encode_evals(data, tok, cfg.task.max_length, cfg.task.max_eval_examples)
+        if isinstance(model, OrtClassifier):
+            save_model(model, tok, target)
+            n = sum(len(e) for e in evals.values())
+            report.append(Parity(name, str(target), n, None, None, (target / ONNX_FILE).stat().st_size,
+                                 "already an ONNX Runtime model (quantized); copied"))
+            continue
+        tmp = out_dir / f".{name}.onnx"
+        onnx = OrtClassifier(export_onnx(model, tmp), model.config)
+        save_model(onnx, tok, target)
+        tmp.unlink(missing_ok=True)
+        with torch.inference_mode():
+            n, agreement, worst = _compare(model, onnx, evals, data.is_regression)
+        report.append(Parity(name, str(target), n, agreement, worst, (target / ONNX_FILE).stat().st_size))
+    _write(out_dir / PARITY_FILE, report)
+    return report
+
+
+def _write(path: Path, report: list[Parity]) -> None:
+    """Merge into an existing parity.json (stages exported earlier keep their entries)."""
+    existing = {}
+    if path.is_file():
+        existing = {p["stage"]: p for p in json.loads(path.read_text(encoding="utf-8"))}
+    existing.update({p.stage: asdict(p) for p in report})
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(list(existing.values()), indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def remove_export(out_dir: Path) -> None:
+    """Delete an export folder made by :func:`export_run` (used by ``--force``)."""
+    if (out_dir / PARITY_FILE).is_file():
+        shutil.rmtree(out_dir)
