@@ -18,7 +18,10 @@ from torch import nn
 from tinyplm.compress.importance import importance
 from tinyplm.compress.structured import drop_layers, least_important_layers, prune_ffn, prune_heads
 from tinyplm.compress.onnx_quant import dynamic_int8, static_int8
-from tinyplm.config.compress import DropLayers, OnnxDynamicInt8, OnnxStaticInt8, PruneFFN, PruneHeads
+from tinyplm.config.compress import (
+    Bf16, DropLayers, DynamicInt8, Int4Weight, OnnxDynamicInt8, OnnxStaticInt8, PruneFFN, PruneHeads,
+)
+from tinyplm.models.quantized import quantize_int4, quantize_int8_dynamic, to_bf16
 from tinyplm.tasks.encoding import Encoded
 
 
@@ -64,12 +67,30 @@ def _onnx_static(model: nn.Module, step: OnnxStaticInt8, ctx: CompressContext) -
     return out, {"runtime": "onnxruntime", "int8": "weights and activations"}
 
 
+def _dynamic_int8(model: nn.Module, step: DynamicInt8, ctx: CompressContext) -> Result:
+    return model, {"runtime": "torch", "int8": "weights (per channel), activations per batch",
+                   "modules": len(quantize_int8_dynamic(model))}
+
+
+def _int4(model: nn.Module, step: Int4Weight, ctx: CompressContext) -> Result:
+    return model, {"runtime": "torch", "int4": f"weights, groups of {step.group_size}",
+                   "modules": len(quantize_int4(model, step.group_size))}
+
+
+def _bf16(model: nn.Module, step: Bf16, ctx: CompressContext) -> Result:
+    to_bf16(model)
+    return model, {"runtime": "torch", "dtype": "bfloat16"}
+
+
 REGISTRY: dict[str, Callable[[nn.Module, object, CompressContext], Result]] = {
     "prune_heads": _prune_heads,
     "prune_ffn": _prune_ffn,
     "drop_layers": _drop_layers,
     "onnx_dynamic_int8": _onnx_dynamic,
     "onnx_static_int8": _onnx_static,
+    "dynamic_int8": _dynamic_int8,
+    "int4_weight": _int4,
+    "bf16": _bf16,
 }
 
 

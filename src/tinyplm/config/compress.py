@@ -67,15 +67,38 @@ class DropLayers(_Step):
         return self
 
 
-class _OnnxStep(_Step):
-    per_channel: bool = Field(True, description="one int8 scale per output channel of each weight")
+class _Final(_Step):
+    """A step whose model cannot be trained further: it ends the list and has no recovery."""
 
     @model_validator(mode="after")
-    def _no_recovery(self) -> "_OnnxStep":
+    def _no_recovery(self) -> "_Final":
         if self.recover is not None:
-            raise ValueError(f"{self.kind} gives an ONNX Runtime model, which cannot be trained: drop 'recover' "
-                             "(recover before it, or use quantization-aware training)")
+            raise ValueError(f"{self.kind} gives a model that cannot be trained: drop 'recover' "
+                             "(recover in the step before it, or use quantization-aware training)")
         return self
+
+
+class _OnnxStep(_Final):
+    per_channel: bool = Field(True, description="one int8 scale per output channel of each weight")
+
+
+class DynamicInt8(_Final):
+    """torch.ao dynamic quantization of the encoder's Linear layers (int8 weights per channel)."""
+
+    kind: Literal["dynamic_int8"]
+
+
+class Int4Weight(_Final):
+    """4-bit weight-only group-wise quantization of the encoder's Linear layers, stored packed."""
+
+    kind: Literal["int4_weight"]
+    group_size: int = Field(64, ge=2, description="weights per fp16 scale (even; rows are padded to whole groups)")
+
+
+class Bf16(_Final):
+    """All weights in bfloat16 (fast on CPUs with AMX / AVX512-BF16)."""
+
+    kind: Literal["bf16"]
 
 
 class OnnxDynamicInt8(_OnnxStep):
@@ -93,10 +116,11 @@ class OnnxStaticInt8(_OnnxStep):
 
 
 CompressStep = Annotated[
-    PruneHeads | PruneFFN | DropLayers | OnnxDynamicInt8 | OnnxStaticInt8, Field(discriminator="kind")
+    PruneHeads | PruneFFN | DropLayers | OnnxDynamicInt8 | OnnxStaticInt8 | DynamicInt8 | Int4Weight | Bf16,
+    Field(discriminator="kind"),
 ]
-#: Steps whose output is an ONNX Runtime model: nothing can follow them in a compress list.
-TERMINAL_KINDS = ("onnx_dynamic_int8", "onnx_static_int8")
+#: Steps whose model cannot be trained or compressed further: nothing can follow them.
+TERMINAL_KINDS = ("onnx_dynamic_int8", "onnx_static_int8", "dynamic_int8", "int4_weight", "bf16")
 
 
 def step_name(step) -> str:

@@ -117,7 +117,8 @@ class StudentSpec(Section):
                              "is for a student that is only compressed, with init_from)")
         terminal = [s.kind for s in self.compress[:-1] if s.kind in TERMINAL_KINDS]
         if terminal:
-            raise ValueError(f"compress step {terminal[0]} gives an ONNX Runtime model: it must be the last step")
+            raise ValueError(f"compress step {terminal[0]} gives a model that cannot be compressed further: "
+                             "it must be the last step")
         names = [step_name(s) for s in self.compress]
         if len(set(names)) != len(names):
             raise ValueError(f"compress step names must be unique within a student; got {names} "

@@ -11,7 +11,18 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".pt")
 
 
 def count_params(model: PreTrainedModel) -> tuple[int, int]:
-    """(total parameters, parameters outside the embedding tables); shared tensors count once."""
+    """(total parameters, parameters outside the embedding tables); shared tensors count once.
+
+    Quantized models hold their weights as buffers (int8, packed int4) or in an ONNX graph: their
+    count is the one their config describes (quantization changes bytes, not the number of weights).
+    """
+    from tinyplm.models.quantized import is_quantized
+    from tinyplm.models.shape import params_from_config
+
+    if is_quantized(model):
+        c = model.config
+        total = params_from_config(c)
+        return total, total - (c.vocab_size + c.max_position_embeddings + c.type_vocab_size) * c.hidden_size
     return model.num_parameters(), model.num_parameters(exclude_embeddings=True)
 
 

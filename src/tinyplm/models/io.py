@@ -14,6 +14,7 @@ from pathlib import Path
 from transformers import PreTrainedModel
 
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
+from tinyplm.models.quantized import is_quantized, quantized_state
 from tinyplm.models.shape import record_shape
 
 COMPLETE_MARK = ".complete"
@@ -34,6 +35,12 @@ def save_model(model: PreTrainedModel, tokenizer, path: Path) -> Path:
         setattr(model.config, FORMAT_KEY, "onnx")
         model.config.save_pretrained(tmp)
         model.path = path / ONNX_FILE  # where it will live after the rename below
+    elif is_quantized(model):  # quantized weights as plain tensors at their true size
+        from safetensors.torch import save_file
+
+        record_shape(model)
+        save_file(quantized_state(model), str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        model.config.save_pretrained(tmp)
     else:
         if hasattr(getattr(model, "bert", model), "encoder"):
             record_shape(model)  # per-layer heads/FFN travel with the weights

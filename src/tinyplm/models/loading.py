@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tinyplm.errors import ModelError, did_you_mean
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
+from tinyplm.models.quantized import QUANT_KEY, load_quantized
 from tinyplm.models.shape import SHAPE_KEY, build_shaped
 
 # Offline by design: nothing is ever fetched from a hub.
@@ -150,6 +151,13 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool):
 
         config = AutoConfig.from_pretrained(str(path), trust_remote_code=False)
         model = OrtClassifier(path / ONNX_FILE, config)
+        return model, load_tokenizer(path, config.vocab_size)
+    if cfg.get(QUANT_KEY):
+        from transformers import AutoConfig, BertForSequenceClassification
+
+        config = AutoConfig.from_pretrained(str(path), trust_remote_code=False, num_labels=num_labels, id2label=id2label,
+                                            label2id={v: k for k, v in id2label.items()})
+        model = load_quantized(path, build_shaped(config, BertForSequenceClassification))
         return model, load_tokenizer(path, config.vocab_size)
     if cfg.get(SHAPE_KEY):
         model = _load_shaped(path, has_head, num_labels=num_labels, id2label=id2label,

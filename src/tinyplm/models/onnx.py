@@ -44,6 +44,12 @@ class _Logits(torch.nn.Module):
 def export_onnx(model: torch.nn.Module, path: Path, seq_len: int = 16) -> Path:
     """Export ``model`` (fp32, eval) to ``path`` (written to a temp name, then renamed) -> path."""
     path = Path(path)
+    if any(p.dtype == torch.bfloat16 for p in model.parameters()) or _has_int4(model):
+        from tinyplm.models.quantized import dequantized
+
+        # ONNX Runtime's CPU kernels lack bf16 arithmetic, and the exporter cannot read packed
+        # 4-bit weights: export the same model in fp32 (int4 is how it is stored, not computed)
+        model = dequantized(model)
     was_training = model.training
     ids = torch.ones((2, seq_len), dtype=torch.long)
     mask = torch.ones_like(ids)
@@ -67,6 +73,12 @@ def export_onnx(model: torch.nn.Module, path: Path, seq_len: int = 16) -> Path:
         model.train(was_training)
     os.replace(tmp, path)
     return path
+
+
+def _has_int4(model: torch.nn.Module) -> bool:
+    from tinyplm.models.quantized import Int4Linear
+
+    return any(isinstance(m, Int4Linear) for m in model.modules())
 
 
 def ort_session(path: Path, threads: int | None = None):
