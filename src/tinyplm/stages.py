@@ -174,7 +174,7 @@ def run_student(spec: StudentSpec, inp: StageInputs) -> tuple[torch.nn.Module, d
     return model, info
 
 
-def _run_stage(model, stage: StageSpec, inp: StageInputs, log_name: str, ckpt_name: str):
+def _run_stage(model, stage: StageSpec, inp: StageInputs, log_name: str, ckpt_name: str, step_hook=None):
     """Train one stage -> (the classifier, the model to save, info).
 
     A masked-LM stage (DistilBERT) trains the classifier's encoder through a masked-LM head
@@ -191,7 +191,7 @@ def _run_stage(model, stage: StageSpec, inp: StageInputs, log_name: str, ckpt_na
     evaluate = _evaluator(inp, stage.train) if predicts else None
     spec = stage.train if predicts else stage.train.model_copy(update={"keep_best": False, "eval_every": 0})
     io = StageIO(log_name, inp.run_dir / "checkpoints" / ckpt_name, inp.run_dir / "logs" / "train.jsonl", resume=True)
-    result = train(trained, enc, objective, spec, io, evaluate, inp.data.primary_metric, logits, teacher)
+    result = train(trained, enc, objective, spec, io, evaluate, inp.data.primary_metric, logits, teacher, step_hook)
     info = {**train_info(result, stage.train, stage.objective.model_dump(exclude=None if masked_lm else {"mask_rate"})), "examples": len(enc)}
     if masked_lm:
         return model, result.model, info
@@ -202,8 +202,9 @@ def run_compress(spec: StudentSpec, model: torch.nn.Module, inp: StageInputs) ->
     """The student's compression steps in order, each on a copy of the previous stage's model,
     each optionally recovered by distillation and saved (``students/<student>.<step>``); a
     resumed run reloads finished steps. Returns ``[(stage name, model, info)]``."""
-    from tinyplm.compress import CompressContext, apply_step
-    from tinyplm.config.compress import step_name
+    from tinyplm.compress import CompressContext, apply_step, sparsifier
+    from tinyplm.compress.sparse import csr_bytes
+    from tinyplm.config.compress import SCHEDULED_KINDS, step_name
 
     name = student_name(spec)
     acc = get_accelerator()
@@ -223,14 +224,21 @@ def run_compress(spec: StudentSpec, model: torch.nn.Module, inp: StageInputs) ->
             model, done = apply_step(model, step, ctx)
             info = {"step": step.model_dump(exclude={"recover"}, exclude_none=True), **done}
             info["step_seconds"] = round(time.perf_counter() - t0, 1)
+            masks = sparsifier(model, step) if step.kind in SCHEDULED_KINDS else None
             if step.recover is not None:
                 r = step.recover
-                recovery = StageSpec(name="recover", data=r.data, objective=r.objective, train=r.train)
-                model, _, rinfo = _run_stage(model, recovery, inp, f"{stage}/recover", f"{stage}.recover")
+                train_spec = r.train if masks is None else r.train.model_copy(update={"keep_best": False})
+                recovery = StageSpec(name="recover", data=r.data, objective=r.objective, train=train_spec)
+                model, _, rinfo = _run_stage(model, recovery, inp, f"{stage}/recover", f"{stage}.recover",
+                                             masks.on_step if masks else None)
                 info["recover"] = rinfo
+            if masks is not None:  # zeros made permanent (the saved model stays dense)
+                info.update(masks.finalize())
             if acc.is_main_process:
                 save_model(model, inp.tokenizer, out)
                 shutil.rmtree(work, ignore_errors=True)
+                if masks is not None:  # the CSR form, written beside the model to measure sparse storage
+                    info["sparse_bytes"] = csr_bytes(model, out / "sparse" / "model.csr.safetensors")
             acc.wait_for_everyone()
         info.update({"model_dir": f"students/{stage}", "from": previous, "kind": step.kind, "shape": shape_of(model)})
         results.append((stage, model, info))

@@ -85,3 +85,47 @@ def test_repeated_step_kinds_need_names(tmp_path: Path) -> None:
         load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
     recipe["students"][1]["compress"][1]["name"] = "prune_heads_2"
     assert len(load_recipe(write_recipe(tmp_path / "r.yaml", recipe)).students[1].compress) == 2
+
+
+def test_sparsity_is_learnt_during_recovery(tmp_path: Path) -> None:
+    recipe = _recipe(tmp_path)
+    short = {**TINY_TRAIN, "max_steps": 6, "eval_every": 2}
+    recipe["students"] = [{"name": "sparse", "init_from": "teacher", "stages": [], "compress": [
+        {"kind": "movement", "sparsity": 0.6, "update_every": 2, "recover": {"train": short}},
+        {"kind": "magnitude", "sparsity": 0.8, "scope": "layer", "recover": {"train": short}}]}]
+    cfg = load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
+    record = run(cfg)
+    run_dir = Path(cfg.output_dir)
+    for name, target in (("sparse.movement", 0.6), ("sparse.magnitude", 0.8)):
+        stage = record.stage(name)
+        assert stage.info["sparsity"] == pytest.approx(target, abs=0.01)
+        assert stage.info["recover"]["steps"] == 6
+        assert stage.info["sparse_bytes"] == (run_dir / "students" / name / "sparse" / "model.csr.safetensors").stat().st_size
+        model, _ = load_classifier(run_dir / "students" / name, LABELS, False)
+        from tinyplm.compress.sparse import sparsity_of
+
+        assert sparsity_of(model) == pytest.approx(target, abs=0.01)  # the zeros were saved
+    assert record.stage("sparse.magnitude").info["sparse_bytes"] < record.stage("sparse.magnitude").disk_bytes
+
+
+def test_report_says_plainly_what_sparsity_did(tmp_path: Path) -> None:
+    from tinyplm.report import RunRecord, StageRecord
+    from tinyplm.report.notes import compression_notes
+
+    def stage(name, **kw):
+        base = dict(metrics={"accuracy": 0.9}, params=10, params_no_embeddings=5, disk_bytes=4_000_000,
+                    latency_ms_p50_b1=1.0, latency_ms_p90_b1=1.2, throughput_b32=100.0, info={})
+        base.update(kw)
+        return StageRecord(name=name, **base)
+
+    record = RunRecord(task="sst2", metric="accuracy", stages=[
+        stage("teacher"), stage("s"),
+        stage("s.magnitude", throughput_b32=98.0, metrics={"accuracy": 0.88},
+              info={"kind": "magnitude", "from": "s", "sparsity": 0.8, "sparse_bytes": 1_500_000}),
+        stage("s.onnx_dynamic_int8", throughput_b32=210.0, disk_bytes=1_000_000, info={"kind": "onnx_dynamic_int8", "from": "s"}),
+    ])
+    notes = compression_notes(record)
+    assert len(notes) == 2
+    assert "80% of the encoder's Linear weights are zero" in notes[0] and "not faster" in notes[0]
+    assert "CSR form 1.5 MB" in notes[0] and "-0.0200" in notes[0]
+    assert "2.10× the parent's" in notes[1] and "not faster" not in notes[1] and "4.00× smaller" in notes[1]

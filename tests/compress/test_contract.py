@@ -10,8 +10,8 @@ import torch
 from pydantic import TypeAdapter
 
 from conftest import make_tiny_model_dir
-from tinyplm.compress import REGISTRY, CompressContext, apply_step
-from tinyplm.config.compress import CompressStep
+from tinyplm.compress import REGISTRY, CompressContext, apply_step, sparsifier
+from tinyplm.config.compress import SCHEDULED_KINDS, CompressStep
 from tinyplm.evaluate.size import count_params
 from tinyplm.models import load_classifier, save_model
 from tinyplm.models.onnx import OrtClassifier, export_onnx
@@ -24,6 +24,8 @@ STEPS = {
     "prune_heads": {"keep": 0.5, "score_batches": 2},
     "prune_ffn": {"keep": 0.5, "score_batches": 2, "scope": "global"},
     "drop_layers": {"count": 1, "score_batches": 2},
+    "magnitude": {"sparsity": 0.5, "recover": {}},
+    "movement": {"sparsity": 0.5, "recover": {}},
     "onnx_dynamic_int8": {},
     "onnx_static_int8": {"calibration_examples": 32},
     "dynamic_int8": {},
@@ -47,6 +49,12 @@ def test_contract(kind: str, tmp_path: Path) -> None:
     ctx = CompressContext(enc, None, False, tmp_path / "work")
     out, info = apply_step(model, step, ctx)
     assert isinstance(info, dict) and info
+    if kind in SCHEDULED_KINDS:  # masks are learnt during recovery: one training step, then finalize
+        masks = sparsifier(out, step)
+        b = collate(enc, list(range(16)))
+        out.train()(**model_inputs(b), labels=b["labels"]).loss.backward()
+        masks.on_step(1.0)
+        assert masks.finalize()["sparsity"] == pytest.approx(0.5, abs=0.01)
     batch = model_inputs(collate(enc, list(range(8))))
     with torch.no_grad():
         logits = out.eval()(**batch).logits

@@ -18,6 +18,7 @@ from torch import nn
 from tinyplm.compress.importance import importance
 from tinyplm.compress.structured import drop_layers, least_important_layers, prune_ffn, prune_heads
 from tinyplm.compress.onnx_quant import dynamic_int8, static_int8
+from tinyplm.compress.sparse import Sparsifier
 from tinyplm.config.compress import (
     Bf16, DropLayers, DynamicInt8, Int4Weight, OnnxDynamicInt8, OnnxStaticInt8, PruneFFN, PruneHeads,
 )
@@ -57,6 +58,17 @@ def _drop_layers(model: nn.Module, step: DropLayers, ctx: CompressContext) -> Re
     return model, drop_layers(model, list(layers))
 
 
+def _scheduled(model: nn.Module, step, ctx: CompressContext) -> Result:
+    """Magnitude and movement pruning happen during recovery (see :func:`sparsifier`)."""
+    return model, {"schedule": "cubic", "target_sparsity": step.sparsity}
+
+
+def sparsifier(model: nn.Module, step) -> Sparsifier:
+    """The mask controller of a magnitude/movement step; its ``on_step`` goes to the training loop."""
+    return Sparsifier(model, step.kind, step.sparsity, scope=step.scope, update_every=step.update_every,
+                      final_fraction=step.final_fraction)
+
+
 def _onnx_dynamic(model: nn.Module, step: OnnxDynamicInt8, ctx: CompressContext) -> Result:
     return dynamic_int8(model, ctx.work_dir, per_channel=step.per_channel), {"runtime": "onnxruntime", "int8": "weights"}
 
@@ -86,6 +98,8 @@ REGISTRY: dict[str, Callable[[nn.Module, object, CompressContext], Result]] = {
     "prune_heads": _prune_heads,
     "prune_ffn": _prune_ffn,
     "drop_layers": _drop_layers,
+    "magnitude": _scheduled,
+    "movement": _scheduled,
     "onnx_dynamic_int8": _onnx_dynamic,
     "onnx_static_int8": _onnx_static,
     "dynamic_int8": _dynamic_int8,

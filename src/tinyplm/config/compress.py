@@ -78,6 +78,32 @@ class _Final(_Step):
         return self
 
 
+class _Sparse(_Step):
+    sparsity: float = Field(..., gt=0, lt=1, description="final share of zero weights in the encoder's Linear layers")
+    scope: Literal["global", "layer"] = "global"
+    update_every: int = Field(10, ge=1, description="optimiser steps between mask updates")
+    final_fraction: float = Field(0.1, ge=0, lt=1, description="last share of training held at the final sparsity")
+
+    @model_validator(mode="after")
+    def _needs_training(self) -> "_Sparse":
+        if self.recover is None:
+            raise ValueError(f"{self.kind} prunes during training: give it a 'recover' section "
+                             "(the distillation during which the masks are learnt)")
+        return self
+
+
+class Magnitude(_Sparse):
+    """Unstructured magnitude pruning on a cubic schedule during recovery distillation."""
+
+    kind: Literal["magnitude"]
+
+
+class Movement(_Sparse):
+    """Movement pruning (Sanh et al. 2020): weights moving towards zero are pruned, during recovery."""
+
+    kind: Literal["movement"]
+
+
 class _OnnxStep(_Final):
     per_channel: bool = Field(True, description="one int8 scale per output channel of each weight")
 
@@ -116,9 +142,12 @@ class OnnxStaticInt8(_OnnxStep):
 
 
 CompressStep = Annotated[
-    PruneHeads | PruneFFN | DropLayers | OnnxDynamicInt8 | OnnxStaticInt8 | DynamicInt8 | Int4Weight | Bf16,
+    PruneHeads | PruneFFN | DropLayers | Magnitude | Movement | OnnxDynamicInt8 | OnnxStaticInt8
+    | DynamicInt8 | Int4Weight | Bf16,
     Field(discriminator="kind"),
 ]
+#: Steps that prune during their recovery training (the loop calls their hook after each step).
+SCHEDULED_KINDS = ("magnitude", "movement")
 #: Steps whose model cannot be trained or compressed further: nothing can follow them.
 TERMINAL_KINDS = ("onnx_dynamic_int8", "onnx_static_int8", "dynamic_int8", "int4_weight", "bf16")
 

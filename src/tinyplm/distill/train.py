@@ -163,6 +163,7 @@ class _Loop:
     objective: Objective
     teacher: nn.Module | None = None
     best: dict[str, torch.Tensor] | None = None
+    step_hook: Callable[[float], None] | None = None
 
     @property
     def unwrapped(self) -> Trainable:
@@ -183,13 +184,16 @@ def train(
     primary: str | None = None,
     teacher_logits: torch.Tensor | None = None,
     teacher: nn.Module | None = None,
+    step_hook: Callable[[float], None] | None = None,
 ) -> TrainResult:
     """Train ``model`` on ``data`` with ``objective`` under ``spec``; see the module docstring.
 
     ``evaluate(model) -> metrics`` runs every ``spec.eval_every`` steps and at the end; the best
     ``primary`` metric's weights are restored when ``spec.keep_best``. ``teacher`` is run (no
-    grad) on every batch when the objective has layer-wise terms. Raises ``ValueError`` if the
-    objective needs teacher logits or a teacher that was not given.
+    grad) on every batch when the objective has layer-wise terms. ``step_hook(progress)`` is called
+    after every optimiser step with the stage's progress in [0, 1] (steps or time budget, whichever
+    is further along): pruning schedules follow it. Raises ``ValueError`` if the objective needs
+    teacher logits or a teacher that was not given.
     """
     if objective.needs_teacher and teacher_logits is None:
         raise ValueError(f"stage {io.name}: objective needs teacher logits")
@@ -203,7 +207,7 @@ def train(
     opt = torch.optim.AdamW(_param_groups(trainable, spec.weight_decay), lr=spec.lr)
     prepared, opt = acc.prepare(trainable, opt)
     log = JsonlLog(io.log_path, io.name, acc.is_main_process)
-    loop = _Loop(acc, prepared, opt, spec, io, log, LoopState(), objective, teacher)
+    loop = _Loop(acc, prepared, opt, spec, io, log, LoopState(), objective, teacher, step_hook=step_hook)
     if teacher is not None:
         teacher.eval()
     if io.resume:
@@ -264,6 +268,9 @@ def _run_steps(loop: _Loop, data: Encoded, objective, teacher_logits, evaluate, 
                 meter.add(loss, len(global_batch), time.perf_counter() - t0)
                 state.step += 1
                 state.elapsed += _synced(acc, time.perf_counter() - t0)
+                if loop.step_hook is not None:
+                    done = state.step / total
+                    loop.step_hook(max(done, state.elapsed / budget_s) if budget_s else done)
                 if state.step % spec.log_every == 0 or state.step == total:
                     _log_train(loop, meter.pop(), bar, task, total, budget_s)
                 t1 = time.perf_counter()

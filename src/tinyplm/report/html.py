@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tinyplm import __version__
+from tinyplm.report.notes import compression_notes
 from tinyplm.report.records import RunRecord, StageRecord
 from tinyplm.report.tables import (
     RETENTION_TARGET,
@@ -203,6 +204,8 @@ def render_html(record: RunRecord, plots: dict[str, Path]) -> str:
         f"<b>{escape(record.metric)}</b> · {len(record.stages)} stage(s)</p>",
         f'<p class="headline">{escape(headline(record))}</p>',
         "<h2>Comparison</h2>", _table(record),
+        *(["<h2>Compression</h2>", "<ul>" + "".join(f"<li>{escape(n)}</li>" for n in compression_notes(record)) + "</ul>"]
+          if compression_notes(record) else []),
         "<h2>Plots</h2>", _plots(plots),
         "<h2>Stages</h2>", _details(record),
         "<h2>Run</h2>", _dl(run_details(record)),

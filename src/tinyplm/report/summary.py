@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tinyplm.report.notes import compression_notes
 from tinyplm.report.records import RunRecord
 from tinyplm.report.tables import RETENTION_TARGET, headline, markdown_table
 
@@ -11,6 +12,11 @@ MEASUREMENT_NOTE = (
     "after warm-up, so their numbers are comparable with each other; absolute CPU numbers depend "
     "on the machine."
 )
+
+
+def _compression(record: RunRecord) -> list[str]:
+    notes = compression_notes(record)
+    return ["## Compression", "", *[f"- {n}" for n in notes], ""] if notes else []
 
 
 def render_summary(record: RunRecord) -> str:
@@ -34,6 +40,7 @@ def render_summary(record: RunRecord) -> str:
         "",
         f"![{record.metric} vs latency](plots/accuracy_vs_latency.png)",
         "",
+        *_compression(record),
         "## How speed was measured",
         "",
         MEASUREMENT_NOTE,
