@@ -20,8 +20,10 @@ from tinyplm.compress.structured import drop_layers, least_important_layers, pru
 from tinyplm.compress.onnx_quant import dynamic_int8, static_int8
 from tinyplm.compress.sparse import Sparsifier
 from tinyplm.config.compress import (
-    Bf16, DropLayers, DynamicInt8, Int4Weight, OnnxDynamicInt8, OnnxStaticInt8, PruneFFN, PruneHeads,
+    Bf16, DropLayers, DynamicInt8, FactorizeEmbeddings, Int4Weight, OnnxDynamicInt8, OnnxStaticInt8,
+    PruneFFN, PruneHeads, Share, Svd,
 )
+from tinyplm.models.factorized import factorize_embeddings, factorize_roles, share_layers
 from tinyplm.models.quantized import quantize_int4, quantize_int8_dynamic, to_bf16
 from tinyplm.tasks.encoding import Encoded
 
@@ -69,6 +71,21 @@ def sparsifier(model: nn.Module, step) -> Sparsifier:
                       final_fraction=step.final_fraction)
 
 
+def _share(model: nn.Module, step: Share, ctx: CompressContext) -> Result:
+    groups = share_layers(model, step.mode, step.groups)
+    return model, {"mode": step.mode, "groups": groups}
+
+
+def _svd(model: nn.Module, step: Svd, ctx: CompressContext) -> Result:
+    ranks = factorize_roles(model, step.rules())
+    return model, {"factorized": len(ranks), "ranks": ranks}
+
+
+def _embeddings(model: nn.Module, step: FactorizeEmbeddings, ctx: CompressContext) -> Result:
+    factorize_embeddings(model, step.rank)
+    return model, {"embedding_rank": step.rank}
+
+
 def _onnx_dynamic(model: nn.Module, step: OnnxDynamicInt8, ctx: CompressContext) -> Result:
     return dynamic_int8(model, ctx.work_dir, per_channel=step.per_channel), {"runtime": "onnxruntime", "int8": "weights"}
 
@@ -99,6 +116,9 @@ REGISTRY: dict[str, Callable[[nn.Module, object, CompressContext], Result]] = {
     "prune_ffn": _prune_ffn,
     "drop_layers": _drop_layers,
     "magnitude": _scheduled,
+    "share": _share,
+    "svd": _svd,
+    "factorize_embeddings": _embeddings,
     "movement": _scheduled,
     "onnx_dynamic_int8": _onnx_dynamic,
     "onnx_static_int8": _onnx_static,

@@ -67,6 +67,60 @@ class DropLayers(_Step):
         return self
 
 
+class Share(_Step):
+    """ALBERT-style cross-layer sharing (all, attention-only or FFN-only), from the layers' mean."""
+
+    kind: Literal["share"]
+    mode: Literal["all", "attention", "ffn"] = "all"
+    groups: list[list[int]] | None = Field(None, description="layer groups that share (default: all layers, one group)")
+
+
+class RankRule(Section):
+    """How to pick a rank: a share of the full rank, or the kept share of spectral energy."""
+
+    ratio: float | None = Field(None, gt=0, le=1)
+    energy: float | None = Field(None, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _one(self) -> "RankRule":
+        if (self.ratio is None) == (self.energy is None):
+            raise ValueError("give exactly one of 'ratio' or 'energy'")
+        return self
+
+
+ROLE_NAMES = Literal["query", "key", "value", "attn_out", "ffn_in", "ffn_out"]
+
+
+class Svd(_Step):
+    """Low-rank factorization of the encoder's Linear layers by truncated SVD, per role."""
+
+    kind: Literal["svd"]
+    ratio: float | None = Field(None, gt=0, le=1, description="rank = ratio * full rank")
+    energy: float | None = Field(None, gt=0, le=1, description="smallest rank keeping this share of spectral energy")
+    roles: list[ROLE_NAMES] = Field(["query", "key", "value", "attn_out", "ffn_in", "ffn_out"])
+    per_role: dict[ROLE_NAMES, RankRule] = Field(default_factory=dict, description="rules that replace ratio/energy for a role")
+
+    @model_validator(mode="after")
+    def _rule(self) -> "Svd":
+        if (self.ratio is None) == (self.energy is None) and set(self.roles) - set(self.per_role):
+            raise ValueError("svd: give exactly one of 'ratio' or 'energy' (or a per_role rule for every role)")
+        return self
+
+    def rules(self) -> dict[str, dict[str, float]]:
+        """role -> {"ratio": r} or {"energy": e}."""
+        default = {"ratio": self.ratio} if self.ratio is not None else {"energy": self.energy}
+        out = {r: default for r in self.roles}
+        out.update({r: rule.model_dump(exclude_none=True) for r, rule in self.per_role.items()})
+        return out
+
+
+class FactorizeEmbeddings(_Step):
+    """ALBERT's factorized embeddings: V x E then E x H, from the truncated SVD of the table."""
+
+    kind: Literal["factorize_embeddings"]
+    rank: int = Field(..., ge=1, description="E, the inner width")
+
+
 class _Final(_Step):
     """A step whose model cannot be trained further: it ends the list and has no recovery."""
 
@@ -142,8 +196,8 @@ class OnnxStaticInt8(_OnnxStep):
 
 
 CompressStep = Annotated[
-    PruneHeads | PruneFFN | DropLayers | Magnitude | Movement | OnnxDynamicInt8 | OnnxStaticInt8
-    | DynamicInt8 | Int4Weight | Bf16,
+    PruneHeads | PruneFFN | DropLayers | Magnitude | Movement | Share | Svd | FactorizeEmbeddings
+    | OnnxDynamicInt8 | OnnxStaticInt8 | DynamicInt8 | Int4Weight | Bf16,
     Field(discriminator="kind"),
 ]
 #: Steps that prune during their recovery training (the loop calls their hook after each step).

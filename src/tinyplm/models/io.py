@@ -15,7 +15,7 @@ from transformers import PreTrainedModel
 
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
 from tinyplm.models.quantized import is_quantized, quantized_state
-from tinyplm.models.shape import record_shape
+from tinyplm.models.shape import SHAPE_KEY, record_shape, unique_state
 
 COMPLETE_MARK = ".complete"
 
@@ -43,8 +43,14 @@ def save_model(model: PreTrainedModel, tokenizer, path: Path) -> Path:
         model.config.save_pretrained(tmp)
     else:
         if hasattr(getattr(model, "bert", model), "encoder"):
-            record_shape(model)  # per-layer heads/FFN travel with the weights
-        model.save_pretrained(tmp, safe_serialization=True)
+            record_shape(model)  # per-layer heads/FFN, ranks, sharing travel with the weights
+        if getattr(model.config, SHAPE_KEY, None):  # our structure: one copy of each shared tensor
+            from safetensors.torch import save_file
+
+            save_file(unique_state(model), str(tmp / "model.safetensors"), metadata={"format": "pt"})
+            model.config.save_pretrained(tmp)
+        else:
+            model.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
     (tmp / COMPLETE_MARK).write_text("ok\n")
     if path.exists():

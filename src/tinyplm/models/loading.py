@@ -14,7 +14,7 @@ from pathlib import Path
 from tinyplm.errors import ModelError, did_you_mean
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
 from tinyplm.models.quantized import QUANT_KEY, load_quantized
-from tinyplm.models.shape import SHAPE_KEY, build_shaped
+from tinyplm.models.shape import SHAPE_KEY, build_shaped, duplicate_keys
 
 # Offline by design: nothing is ever fetched from a hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -122,7 +122,8 @@ def _load_shaped(path: Path, has_head: bool, **config_kwargs):
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as exc:
         raise ModelError(f"{path}: weights do not match config {SHAPE_KEY} ({exc})") from None
-    missing = [k for k in missing if not (not has_head and k.startswith("classifier."))]
+    shared = duplicate_keys(model)  # stored once, under the owner layer's name
+    missing = [k for k in missing if k not in shared and not (not has_head and k.startswith("classifier."))]
     if missing or unexpected:
         raise ModelError(f"{path}: weights do not match the config: missing {missing[:5]}, unexpected {unexpected[:5]}")
     return model.eval()

@@ -44,15 +44,35 @@ def layer_shape(model: nn.Module) -> dict[str, list[int]]:
     }
 
 
+def structure(model: nn.Module) -> dict:
+    """Everything about the model's build that a ``BertConfig`` cannot say: per-layer heads and FFN
+    widths, and where present ``ranks`` (low-rank Linear modules), ``embedding_rank`` and ``share``."""
+    from tinyplm.models.factorized import FactorizedEmbedding, LowRankLinear, sharing_of
+
+    out: dict = layer_shape(model)
+    ranks = {n: m.rank for n, m in model.named_modules() if isinstance(m, LowRankLinear)}
+    if ranks:
+        out["ranks"] = ranks
+    emb = getattr(model, "bert", model).embeddings.word_embeddings
+    if isinstance(emb, FactorizedEmbedding):
+        out["embedding_rank"] = emb.rank
+    share = sharing_of(model)
+    if any(owner != i for owners in share.values() for i, owner in enumerate(owners)):
+        out["share"] = share
+    return out
+
+
 def hf_representable(model: nn.Module) -> bool:
-    """True when a plain ``BertConfig`` describes the model (all heads, one FFN width)."""
-    shape = layer_shape(model)
-    return set(shape["heads"]) == {model.config.num_attention_heads} and len(set(shape["ffn"])) == 1
+    """True when a plain ``BertConfig`` describes the model (all heads, one FFN width, nothing
+    factorized or shared)."""
+    shape = structure(model)
+    return (set(shape["heads"]) == {model.config.num_attention_heads} and len(set(shape["ffn"])) == 1
+            and not ({"ranks", "embedding_rank", "share"} & set(shape)))
 
 
 def record_shape(model: nn.Module) -> None:
-    """Write the model's real per-layer shape into its config (before saving)."""
-    shape = layer_shape(model)
+    """Write the model's real structure into its config (before saving)."""
+    shape = structure(model)
     if hf_representable(model):
         model.config.intermediate_size = shape["ffn"][0]
         if hasattr(model.config, SHAPE_KEY):
@@ -64,6 +84,9 @@ def record_shape(model: nn.Module) -> None:
 
 def _select(linear: nn.Linear, index: torch.Tensor, dim: int) -> nn.Linear:
     """A new Linear keeping ``index`` of its outputs (dim 0) or inputs (dim 1)."""
+    if not isinstance(linear, nn.Linear):
+        raise ModelError(f"cannot prune a {type(linear).__name__}: prune heads and neurons before "
+                         "factorizing or quantizing")
     w = linear.weight.detach().index_select(dim, index).clone()
     out_f, in_f = w.shape
     new = nn.Linear(in_f, out_f, bias=linear.bias is not None, device=w.device, dtype=w.dtype)
@@ -118,15 +141,45 @@ def apply_shape(model: nn.Module, shape: dict[str, list[int]]) -> None:
         if values is not None and len(values) != len(layers):
             raise ModelError(f"config {SHAPE_KEY}.{key} lists {len(values)} layers; the model has {len(layers)}")
     size = head_size(model)
+    if shape.get("share"):  # shared layers are resized once, through their owner
+        from tinyplm.models.factorized import tie_shared
+
+        tie_shared(model, shape["share"])
+    share = shape.get("share") or {}
+
+    def borrowed(part: str, i: int) -> bool:
+        return bool(share.get(part)) and share[part][i] != i
+
     for i, layer in enumerate(layers):
-        if heads is not None:
+        if heads is not None and not borrowed("attention", i):
             if not 1 <= heads[i] <= model.config.num_attention_heads:
                 raise ModelError(f"config {SHAPE_KEY}.heads[{i}] = {heads[i]} is not in 1..{model.config.num_attention_heads}")
-            keep_heads(layer, range(heads[i]), size)
-        if ffn is not None:
+            if heads[i] < layer.attention.self.query.out_features // size:
+                keep_heads(layer, range(heads[i]), size)
+        if ffn is not None and not borrowed("ffn", i):
             if not 1 <= ffn[i] <= layer.intermediate.dense.out_features:
                 raise ModelError(f"config {SHAPE_KEY}.ffn[{i}] = {ffn[i]} is not in 1..{layer.intermediate.dense.out_features}")
-            keep_neurons(layer, range(ffn[i]))
+            if ffn[i] < layer.intermediate.dense.out_features:
+                keep_neurons(layer, range(ffn[i]))
+    _apply_factors(model, shape)
+
+
+def _apply_factors(model: nn.Module, shape: dict) -> None:
+    """Low-rank modules and factorized embeddings of the recorded sizes (weights load afterwards)."""
+    from tinyplm.models.factorized import FactorizedEmbedding, LowRankLinear
+
+    for name, rank in (shape.get("ranks") or {}).items():
+        try:
+            old = model.get_submodule(name)
+        except AttributeError:
+            raise ModelError(f"config {SHAPE_KEY}.ranks names {name}, which the model does not have") from None
+        if isinstance(old, nn.Linear):
+            path, _, leaf = name.rpartition(".")
+            setattr(model.get_submodule(path), leaf, LowRankLinear(old.in_features, old.out_features, int(rank), old.bias is not None))
+    if shape.get("embedding_rank"):
+        emb = getattr(model, "bert", model).embeddings
+        old = emb.word_embeddings
+        emb.word_embeddings = FactorizedEmbedding(old.num_embeddings, int(shape["embedding_rank"]), old.embedding_dim, old.padding_idx)
 
 
 def build_shaped(config, cls) -> nn.Module:
@@ -142,20 +195,49 @@ def build_shaped(config, cls) -> nn.Module:
     return model
 
 
+def unique_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The state dict with each shared tensor once (under its first name), contiguous, for safetensors."""
+    seen: set[int] = set()
+    out = {}
+    for name, value in model.state_dict().items():
+        key = value.untyped_storage().data_ptr()
+        if key not in seen:
+            seen.add(key)
+            out[name] = value.detach().contiguous()
+    return out
+
+
+def duplicate_keys(model: nn.Module) -> set[str]:
+    """State-dict names whose tensor is shared with an earlier name (not stored on their own)."""
+    return set(model.state_dict()) - set(unique_state(model))
+
+
 def params_from_config(config, num_labels: int | None = None) -> int:
-    """Parameters of a BERT sequence classifier as its config describes it (shape included):
-    the contract test checks the built model against this count."""
+    """Parameters of a BERT sequence classifier as its config describes it (structure included:
+    pruned heads/FFN, low-rank modules, factorized embeddings, shared layers counted once).
+    The contract test checks every built model against this count."""
     h, v = config.hidden_size, config.vocab_size
     layers = config.num_hidden_layers
     size = h // config.num_attention_heads
     shape = getattr(config, SHAPE_KEY, None) or {}
     heads = shape.get("heads") or [config.num_attention_heads] * layers
     ffn = shape.get("ffn") or [config.intermediate_size] * layers
-    emb = (v + config.max_position_embeddings + config.type_vocab_size) * h + 2 * h
-    total = emb
-    for nh, f in zip(heads, ffn):
-        a = nh * size
-        total += 3 * (h * a + a) + (a * h + h) + 2 * h  # Q, K, V, attention output, its LayerNorm
-        total += (h * f + f) + (f * h + h) + 2 * h  # FFN pair and its LayerNorm
+    ranks = shape.get("ranks") or {}
+    share = shape.get("share") or {}
+    e = shape.get("embedding_rank")
+    words = v * e + e * h if e else v * h
+    total = words + (config.max_position_embeddings + config.type_vocab_size) * h + 2 * h
+
+    def linear(name: str, n_in: int, n_out: int) -> int:
+        r = ranks.get(name)
+        return (n_in * r + r * n_out + n_out) if r else (n_in * n_out + n_out)
+
+    for i, (nh, f) in enumerate(zip(heads, ffn)):
+        a, pre = nh * size, f"bert.encoder.layer.{i}."
+        if not (share.get("attention") and share["attention"][i] != i):
+            total += sum(linear(pre + f"attention.self.{m}", h, a) for m in ("query", "key", "value"))
+            total += linear(pre + "attention.output.dense", a, h) + 2 * h
+        if not (share.get("ffn") and share["ffn"][i] != i):
+            total += linear(pre + "intermediate.dense", h, f) + linear(pre + "output.dense", f, h) + 2 * h
     labels = num_labels if num_labels is not None else config.num_labels
     return total + (h * h + h) + (h * labels + labels)  # pooler, classifier
