@@ -202,7 +202,7 @@ def run_compress(spec: StudentSpec, model: torch.nn.Module, inp: StageInputs) ->
     """The student's compression steps in order, each on a copy of the previous stage's model,
     each optionally recovered by distillation and saved (``students/<student>.<step>``); a
     resumed run reloads finished steps. Returns ``[(stage name, model, info)]``."""
-    from tinyplm.compress import CompressContext, apply_step, sparsifier
+    from tinyplm.compress import CompressContext, apply_step, controller
     from tinyplm.compress.sparse import csr_bytes
     from tinyplm.config.compress import SCHEDULED_KINDS, step_name
 
@@ -224,20 +224,21 @@ def run_compress(spec: StudentSpec, model: torch.nn.Module, inp: StageInputs) ->
             model, done = apply_step(model, step, ctx)
             info = {"step": step.model_dump(exclude={"recover"}, exclude_none=True), **done}
             info["step_seconds"] = round(time.perf_counter() - t0, 1)
-            masks = sparsifier(model, step) if step.kind in SCHEDULED_KINDS else None
+            during = controller(model, step, ctx) if step.kind in SCHEDULED_KINDS else None
             if step.recover is not None:
-                r = step.recover
-                train_spec = r.train if masks is None else r.train.model_copy(update={"keep_best": False})
+                r = step.recover  # a step acting during training must end at its final state: no best-checkpoint restore
+                train_spec = r.train if during is None else r.train.model_copy(update={"keep_best": False})
                 recovery = StageSpec(name="recover", data=r.data, objective=r.objective, train=train_spec)
                 model, _, rinfo = _run_stage(model, recovery, inp, f"{stage}/recover", f"{stage}.recover",
-                                             masks.on_step if masks else None)
+                                             during.on_step if during else None)
                 info["recover"] = rinfo
-            if masks is not None:  # zeros made permanent (the saved model stays dense)
-                info.update(masks.finalize())
+            if during is not None:  # sparsity made permanent (saved dense) / QAT converted to int8
+                model, done = during.finish(model)
+                info.update(done)
             if acc.is_main_process:
                 save_model(model, inp.tokenizer, out)
                 shutil.rmtree(work, ignore_errors=True)
-                if masks is not None:  # the CSR form, written beside the model to measure sparse storage
+                if "sparsity" in info:  # the CSR form, written beside the model to measure sparse storage
                     info["sparse_bytes"] = csr_bytes(model, out / "sparse" / "model.csr.safetensors")
             acc.wait_for_everyone()
         info.update({"model_dir": f"students/{stage}", "from": previous, "kind": step.kind, "shape": shape_of(model)})

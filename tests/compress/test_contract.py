@@ -10,7 +10,7 @@ import torch
 from pydantic import TypeAdapter
 
 from conftest import make_tiny_model_dir
-from tinyplm.compress import REGISTRY, CompressContext, apply_step, sparsifier
+from tinyplm.compress import REGISTRY, CompressContext, apply_step, controller
 from tinyplm.config.compress import SCHEDULED_KINDS, CompressStep
 from tinyplm.evaluate.size import count_params
 from tinyplm.models import load_classifier, save_model
@@ -26,6 +26,7 @@ STEPS = {
     "drop_layers": {"count": 1, "score_batches": 2},
     "magnitude": {"sparsity": 0.5, "recover": {}},
     "share": {"mode": "all"},
+    "qat": {"recover": {}, "calibration_examples": 16},
     "svd": {"ratio": 0.25, "per_role": {"ffn_in": {"energy": 0.5}}},
     "factorize_embeddings": {"rank": 8},
     "movement": {"sparsity": 0.5, "recover": {}},
@@ -35,7 +36,7 @@ STEPS = {
     "int4_weight": {"group_size": 8},
     "bf16": {},
 }
-QUANTIZED = ("onnx_dynamic_int8", "onnx_static_int8", "dynamic_int8", "int4_weight", "bf16")
+QUANTIZED = ("onnx_dynamic_int8", "onnx_static_int8", "dynamic_int8", "int4_weight", "bf16", "qat")
 
 
 def test_every_registered_kind_is_covered() -> None:
@@ -52,12 +53,15 @@ def test_contract(kind: str, tmp_path: Path) -> None:
     ctx = CompressContext(enc, None, False, tmp_path / "work")
     out, info = apply_step(model, step, ctx)
     assert isinstance(info, dict) and info
-    if kind in SCHEDULED_KINDS:  # masks are learnt during recovery: one training step, then finalize
-        masks = sparsifier(out, step)
+    if kind in SCHEDULED_KINDS:  # these act during recovery: one training step, then finish
+        during = controller(out, step, ctx)
         b = collate(enc, list(range(16)))
         out.train()(**model_inputs(b), labels=b["labels"]).loss.backward()
-        masks.on_step(1.0)
-        assert masks.finalize()["sparsity"] == pytest.approx(0.5, abs=0.01)
+        if during.on_step:
+            during.on_step(1.0)
+        out, done = during.finish(out.eval())
+        if kind != "qat":
+            assert done["sparsity"] == pytest.approx(0.5, abs=0.01)
     batch = model_inputs(collate(enc, list(range(8))))
     with torch.no_grad():
         logits = out.eval()(**batch).logits

@@ -18,6 +18,7 @@ from torch import nn
 from tinyplm.compress.importance import importance
 from tinyplm.compress.structured import drop_layers, least_important_layers, prune_ffn, prune_heads
 from tinyplm.compress.onnx_quant import dynamic_int8, static_int8
+from tinyplm.compress.qat import FakeQuant
 from tinyplm.compress.sparse import Sparsifier
 from tinyplm.config.compress import (
     Bf16, DropLayers, DynamicInt8, FactorizeEmbeddings, Int4Weight, OnnxDynamicInt8, OnnxStaticInt8,
@@ -61,7 +62,9 @@ def _drop_layers(model: nn.Module, step: DropLayers, ctx: CompressContext) -> Re
 
 
 def _scheduled(model: nn.Module, step, ctx: CompressContext) -> Result:
-    """Magnitude and movement pruning happen during recovery (see :func:`sparsifier`)."""
+    """Magnitude/movement pruning and QAT act during recovery (see :func:`controller`)."""
+    if step.kind == "qat":
+        return model, {"fake_quant": "int8", "convert": step.convert}
     return model, {"schedule": "cubic", "target_sparsity": step.sparsity}
 
 
@@ -69,6 +72,25 @@ def sparsifier(model: nn.Module, step) -> Sparsifier:
     """The mask controller of a magnitude/movement step; its ``on_step`` goes to the training loop."""
     return Sparsifier(model, step.kind, step.sparsity, scope=step.scope, update_every=step.update_every,
                       final_fraction=step.final_fraction)
+
+
+@dataclass
+class Controller:
+    """What a step that acts during recovery training needs from the run: a per-step hook for the
+    loop (or None) and how to finish after training -> (model, info)."""
+
+    on_step: Callable[[float], None] | None
+    finish: Callable[[nn.Module], Result]
+
+
+def controller(model: nn.Module, step, ctx: CompressContext) -> Controller:
+    """Set up a magnitude, movement or qat step on ``model`` before its recovery training."""
+    if step.kind == "qat":
+        fq = FakeQuant(model)
+        return Controller(None, lambda m: fq.finish(m, step.convert, ctx.train, ctx.work_dir,
+                                                    step.calibration_examples, ctx.seed))
+    masks = sparsifier(model, step)
+    return Controller(masks.on_step, lambda m: (m, masks.finalize()))
 
 
 def _share(model: nn.Module, step: Share, ctx: CompressContext) -> Result:
@@ -120,6 +142,7 @@ REGISTRY: dict[str, Callable[[nn.Module, object, CompressContext], Result]] = {
     "svd": _svd,
     "factorize_embeddings": _embeddings,
     "movement": _scheduled,
+    "qat": _scheduled,
     "onnx_dynamic_int8": _onnx_dynamic,
     "onnx_static_int8": _onnx_static,
     "dynamic_int8": _dynamic_int8,

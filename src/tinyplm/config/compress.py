@@ -121,6 +121,20 @@ class FactorizeEmbeddings(_Step):
     rank: int = Field(..., ge=1, description="E, the inner width")
 
 
+class Qat(_Step):
+    """Quantization-aware training: int8 fake quantization during ``recover``, then int8 with ONNX Runtime."""
+
+    kind: Literal["qat"]
+    convert: Literal["onnx_static_int8", "onnx_dynamic_int8"] = "onnx_static_int8"
+    calibration_examples: int = Field(256, ge=1, description="training examples to calibrate on (static)")
+
+    @model_validator(mode="after")
+    def _needs_training(self) -> "Qat":
+        if self.recover is None:
+            raise ValueError("qat trains with fake quantization: give it a 'recover' section")
+        return self
+
+
 class _Final(_Step):
     """A step whose model cannot be trained further: it ends the list and has no recovery."""
 
@@ -197,13 +211,13 @@ class OnnxStaticInt8(_OnnxStep):
 
 CompressStep = Annotated[
     PruneHeads | PruneFFN | DropLayers | Magnitude | Movement | Share | Svd | FactorizeEmbeddings
-    | OnnxDynamicInt8 | OnnxStaticInt8 | DynamicInt8 | Int4Weight | Bf16,
+    | Qat | OnnxDynamicInt8 | OnnxStaticInt8 | DynamicInt8 | Int4Weight | Bf16,
     Field(discriminator="kind"),
 ]
-#: Steps that prune during their recovery training (the loop calls their hook after each step).
-SCHEDULED_KINDS = ("magnitude", "movement")
+#: Steps that act during their recovery training (a controller set up before it, finished after it).
+SCHEDULED_KINDS = ("magnitude", "movement", "qat")
 #: Steps whose model cannot be trained or compressed further: nothing can follow them.
-TERMINAL_KINDS = ("onnx_dynamic_int8", "onnx_static_int8", "dynamic_int8", "int4_weight", "bf16")
+TERMINAL_KINDS = ("qat", "onnx_dynamic_int8", "onnx_static_int8", "dynamic_int8", "int4_weight", "bf16")
 
 
 def step_name(step) -> str:
