@@ -68,8 +68,13 @@ def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, fo
     inputs = StageInputs(cfg, data, teacher, run_dir / "teacher", teacher_src, tok, train_enc, evals, run_dir)
     for spec in cfg.students:
         name = student_name(spec)
-        models[name], infos[name] = run_student(spec, inputs)
-        for stage, model, info in run_compress(spec, models[name], inputs):
+        model, info = run_student(spec, inputs)
+        inputs.students[name] = model
+        if spec.stages == []:  # only compressed: its starting point is reported where it came from
+            source = spec.init_from if spec.init_from in models else None
+        else:
+            models[name], infos[name], source = model, info, name
+        for stage, model, info in run_compress(spec, model, inputs, source):
             models[stage], infos[stage] = model, info
     record = RunRecord(task=data.task, metric=data.primary_metric, info=run_info(cfg, run_dir, started))
     if acc.is_main_process:
@@ -101,11 +106,13 @@ def preflight(cfg: RunConfig) -> tuple[TaskData, Path, object]:
             "to the recipe to fine-tune it first"
         )
     for spec in cfg.students:
-        if spec.init_from and spec.init_from != "teacher":
+        if spec.init_from and spec.init_from != "teacher" and cfg.earlier_student(spec) is None:
             try:
                 check_model_dir(Path(spec.init_from))
             except ModelError as exc:
-                raise ModelError(f"student {student_name(spec)}: init_from: {exc}") from None
+                names = [student_name(s) for s in cfg.students[:cfg.students.index(spec)]]
+                hint = f" (nor 'teacher' or an earlier student: {names})" if names else " (nor 'teacher')"
+                raise ModelError(f"student {student_name(spec)}: init_from: {exc}{hint}") from None
         for k, st in enumerate(stage_list(spec)):
             _check_stage_teacher(st, src, int(model_cfg["vocab_size"]), f"student {student_name(spec)}, stage {k}")
     return data, src, tok

@@ -41,6 +41,7 @@ class StageInputs:
     train_enc: Encoded
     evals: dict[str, Encoded]
     run_dir: Path
+    students: dict[str, torch.nn.Module] = field(default_factory=dict)  # finished students, by name
     _cache: dict = field(default_factory=dict)
 
     @property
@@ -131,6 +132,8 @@ def initial_student(spec: StudentSpec, inp: StageInputs) -> tuple[torch.nn.Modul
     """The student before its first stage, and how it was initialised."""
     if spec.init_from == "teacher":
         return copy.deepcopy(inp.teacher), "the fine-tuned teacher"
+    if spec.init_from in inp.students:
+        return copy.deepcopy(inp.students[spec.init_from]), f"student {spec.init_from}"
     if spec.init_from:
         model, _ = load_classifier(Path(spec.init_from), inp.data.labels, inp.data.is_regression)
         return model, f"from {spec.init_from}"
@@ -198,17 +201,20 @@ def _run_stage(model, stage: StageSpec, inp: StageInputs, log_name: str, ckpt_na
     return result.model, result.model, info
 
 
-def run_compress(spec: StudentSpec, model: torch.nn.Module, inp: StageInputs) -> list[tuple[str, torch.nn.Module, dict]]:
+def run_compress(spec: StudentSpec, model: torch.nn.Module, inp: StageInputs,
+                 source: str | None = None) -> list[tuple[str, torch.nn.Module, dict]]:
     """The student's compression steps in order, each on a copy of the previous stage's model,
     each optionally recovered by distillation and saved (``students/<student>.<step>``); a
-    resumed run reloads finished steps. Returns ``[(stage name, model, info)]``."""
+    resumed run reloads finished steps. ``source`` is the reported stage the first step starts
+    from (the student itself, or for a compress-only student the stage it copies). Returns
+    ``[(stage name, model, info)]``."""
     from tinyplm.compress import CompressContext, apply_step, controller
     from tinyplm.compress.sparse import csr_bytes
     from tinyplm.config.compress import SCHEDULED_KINDS, step_name
 
     name = student_name(spec)
     acc = get_accelerator()
-    results, previous = [], name
+    results, previous = [], source
     for step in spec.compress:
         stage = f"{name}.{step_name(step)}"
         out = inp.run_dir / "students" / stage

@@ -30,6 +30,7 @@ def _recipe(tmp_path: Path) -> dict:
         ]},
         {"name": "teacher-pruned", "init_from": "teacher", "stages": [], "compress": [
             {"kind": "prune_heads", "keep": 0.75, "scope": "global", "score_batches": 2}]},
+        {"name": "small-int8", "init_from": "small", "stages": [], "compress": [{"kind": "dynamic_int8"}]},
     ]
     return tiny_recipe(tmp_path, model, glue, students=students)
 
@@ -38,8 +39,9 @@ def test_compress_steps_are_stages(tmp_path: Path) -> None:
     cfg = load_recipe(write_recipe(tmp_path / "r.yaml", _recipe(tmp_path)))
     record = run(cfg)
     names = [s.name for s in record.stages]
+    # compress-only students are not reported twice: their steps say where they started
     assert names == ["teacher", "small", "small.prune_heads", "small.prune_ffn", "small.drop_layers",
-                     "teacher-pruned", "teacher-pruned.prune_heads"]
+                     "teacher-pruned.prune_heads", "small-int8.dynamic_int8"]
     by = {s.name: s for s in record.stages}
     chain = ["small", "small.prune_heads", "small.prune_ffn", "small.drop_layers"]
     assert all(by[a].params > by[b].params for a, b in zip(chain, chain[1:]))
@@ -48,8 +50,12 @@ def test_compress_steps_are_stages(tmp_path: Path) -> None:
     assert by["small.prune_heads"].info["recover"]["steps"] == 3
     assert by["small.prune_ffn"].info["ffn_after"] == [18, 18]
     assert by["small.drop_layers"].info["layers_after"] == 1
-    assert by["teacher-pruned"].params == by["teacher"].params
+    assert by["teacher-pruned.prune_heads"].info["from"] == "teacher"
     assert sum(by["teacher-pruned.prune_heads"].info["shape"]["heads_per_layer"]) == 6
+    # branching from an earlier student: a copy of the distilled model, not of its pruned steps
+    assert by["small-int8.dynamic_int8"].info["from"] == "small"
+    assert by["small-int8.dynamic_int8"].params == by["small"].params
+    assert by["small-int8.dynamic_int8"].disk_bytes < by["small"].disk_bytes
     run_dir = Path(cfg.output_dir)
     # contract: every saved step reloads to the same predictions, and the config says its size
     for name in chain[1:] + ["teacher-pruned.prune_heads"]:
@@ -71,7 +77,7 @@ def test_missing_init_from_is_refused_before_writing(tmp_path: Path) -> None:
     recipe = _recipe(tmp_path)
     recipe["students"][1]["init_from"] = str(tmp_path / "nowhere")
     cfg = load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
-    with pytest.raises(ModelError, match="init_from: .*nowhere: model directory not found"):
+    with pytest.raises(ModelError, match="init_from: .*nowhere: model directory not found.*earlier student: \\['small'\\]"):
         preflight(cfg)
     assert not Path(cfg.output_dir).exists()
 

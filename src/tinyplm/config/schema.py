@@ -102,7 +102,8 @@ class StudentSpec(Section):
     name: str | None = Field(None, pattern=NAME_PATTERN, description="stage name; default student-L{layers}-H{hidden}")
     shape: ShapeSpec | None = None
     teacher_layers: list[int] | None = Field(None, description="copy these teacher layers (0-based)")
-    init_from: str | None = Field(None, description="start from a saved student dir (e.g. a general student), or 'teacher'")
+    init_from: str | None = Field(None, description="start from a saved model dir (e.g. a general student), "
+                                  "'teacher' (the run's teacher) or the name of an earlier student of the recipe")
     objective: ObjectiveSpec = ObjectiveSpec()
     train: TrainSpec = TrainSpec()
     stages: list[StageSpec] | None = Field(None, description="several stages; replaces objective/train; [] = none")
@@ -192,6 +193,11 @@ class RunConfig(Section):
                 if stage.data == "corpus" and self.corpus is None:
                     raise ValueError(f"student {student_name(spec)}: a 'data: corpus' stage needs a 'corpus' section")
         return self
+
+    def earlier_student(self, spec: StudentSpec) -> StudentSpec | None:
+        """The earlier student of this recipe that ``spec.init_from`` names, if it names one."""
+        here = self.students.index(spec)
+        return next((s for s in self.students[:here] if student_name(s) == spec.init_from), None)
 
     @model_validator(mode="after")
     def _unique_student_names(self) -> "RunConfig":
