@@ -30,7 +30,7 @@ STEPS = {
     "svd": {"ratio": 0.25, "per_role": {"ffn_in": {"energy": 0.5}}},
     "factorize_embeddings": {"rank": 8},
     "movement": {"sparsity": 0.5, "recover": {}},
-    "onnx_dynamic_int8": {},
+    "onnx_dynamic_int8": {"embeddings": True},
     "onnx_static_int8": {"calibration_examples": 32},
     "dynamic_int8": {},
     "int4_weight": {"group_size": 8},

@@ -27,14 +27,15 @@ def onnx_fp32(model: torch.nn.Module, work: Path) -> OrtClassifier:
     return OrtClassifier(path, model.config)
 
 
-def dynamic_int8(model: torch.nn.Module, work: Path, per_channel: bool = True) -> OrtClassifier:
-    """ONNX Runtime dynamic quantization: int8 MatMul weights (per output channel by default)."""
+def dynamic_int8(model: torch.nn.Module, work: Path, per_channel: bool = True, embeddings: bool = False) -> OrtClassifier:
+    """ONNX Runtime dynamic quantization: int8 MatMul weights (per output channel by default), and
+    with ``embeddings`` the embedding tables too (their Gather ops: most of a small model's bytes)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     prepared = _prepared(model, Path(work))
     out = Path(work) / "model.onnx"
     quantize_dynamic(str(prepared), str(out), weight_type=QuantType.QInt8, per_channel=per_channel,
-                     op_types_to_quantize=QUANTIZED_OPS)
+                     op_types_to_quantize=QUANTIZED_OPS + (["Gather"] if embeddings else []))
     prepared.unlink()
     return OrtClassifier(out, model.config)
 
@@ -70,7 +71,7 @@ class _Calibration:
 
 
 def static_int8(model: torch.nn.Module, enc: Encoded, work: Path, *, examples: int = 256, batch_size: int = 8,
-                method: str = "minmax", per_channel: bool = True, seed: int = 0) -> OrtClassifier:
+                method: str = "minmax", per_channel: bool = True, seed: int = 0, embeddings: bool = False) -> OrtClassifier:
     """ONNX Runtime static quantization (QDQ): int8 weights and uint8 activations whose ranges are
     calibrated on ``examples`` random training examples with ``method`` (minmax, entropy, percentile)."""
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
@@ -82,7 +83,8 @@ def static_int8(model: torch.nn.Module, enc: Encoded, work: Path, *, examples: i
     quantize_static(
         str(prepared), str(out), _Calibration(enc, examples, batch_size, seed),
         quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-        per_channel=per_channel, calibrate_method=methods[method], op_types_to_quantize=QUANTIZED_OPS,
+        per_channel=per_channel, calibrate_method=methods[method],
+        op_types_to_quantize=QUANTIZED_OPS + (["Gather"] if embeddings else []),
         calibration_providers=["CPUExecutionProvider"],
     )
     prepared.unlink()

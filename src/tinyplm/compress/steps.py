@@ -109,12 +109,14 @@ def _embeddings(model: nn.Module, step: FactorizeEmbeddings, ctx: CompressContex
 
 
 def _onnx_dynamic(model: nn.Module, step: OnnxDynamicInt8, ctx: CompressContext) -> Result:
-    return dynamic_int8(model, ctx.work_dir, per_channel=step.per_channel), {"runtime": "onnxruntime", "int8": "weights"}
+    out = dynamic_int8(model, ctx.work_dir, per_channel=step.per_channel, embeddings=step.embeddings)
+    return out, {"runtime": "onnxruntime", "int8": "weights" + (" and embeddings" if step.embeddings else "")}
 
 
 def _onnx_static(model: nn.Module, step: OnnxStaticInt8, ctx: CompressContext) -> Result:
     out = static_int8(model, ctx.train, ctx.work_dir, examples=step.calibration_examples,
-                      method=step.calibration_method, per_channel=step.per_channel, seed=ctx.seed)
+                      method=step.calibration_method, per_channel=step.per_channel, seed=ctx.seed,
+                      embeddings=step.embeddings)
     return out, {"runtime": "onnxruntime", "int8": "weights and activations"}
 
 

@@ -174,6 +174,7 @@ class Movement(_Sparse):
 
 class _OnnxStep(_Final):
     per_channel: bool = Field(True, description="one int8 scale per output channel of each weight")
+    embeddings: bool = Field(False, description="quantize the embedding tables too (int8 Gather)")
 
 
 class DynamicInt8(_Final):

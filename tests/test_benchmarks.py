@@ -1,0 +1,51 @@
+"""The benchmarks' recipes stay valid as the schema changes (no training here)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from tinyplm.config import validate_recipe
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("task", ["sst2", "mrpc"])
+def test_compress_pareto_recipe_validates(task: str, tmp_path: Path) -> None:
+    cp = _load("compress_pareto")
+    args = argparse.Namespace(task=task, budget_minutes=6, recover_minutes=2, teacher=None, teacher_minutes=None,
+                              variants=["all"])
+    cfg = validate_recipe(cp.recipe(args, tmp_path), source="compress_pareto")
+    names = [s.name for s in cfg.students]
+    assert names[0] == "student" and "student-combined" in names and "teacher-half" in names
+    assert all(s.init_from in ("student", "teacher") for s in cfg.students[1:])
+
+
+def test_pareto_front() -> None:
+    cp = _load("compress_pareto")
+    # (latency, accuracy): the second point is dominated by the first
+    assert cp.pareto([(1.0, 0.9), (2.0, 0.8), (3.0, 0.95), (0.5, 0.5)]) == [3, 0, 2]
+
+
+@pytest.mark.parametrize("variant", ["kd", "tinybert", "minilm", "augment", "two-stage"])
+def test_distill_ablation_recipes_validate(variant: str, tmp_path: Path) -> None:
+    ab = _load("distill_ablation")
+    args = argparse.Namespace(task="mrpc", max_length=128)
+    raw = ab.base_recipe(args, "minilm-l6", f"{variant}-seed0", tmp_path)
+    student = {"name": variant, "stages": ab.variant_stages(variant, 3.0, 0)}
+    student.update({"init_from": str(tmp_path / "general")} if variant == "two-stage" else {"shape": ab.SHAPE})
+    raw["students"] = [student]
+    raw["augment"] = {"mlm": str(tmp_path / "mlm"), "copies": 2}
+    cfg = validate_recipe(raw, source="distill_ablation")
+    stages = cfg.students[0].stages
+    assert sum(s.train.budget_minutes for s in stages) == pytest.approx(3.0)  # equal budget
