@@ -65,6 +65,7 @@ def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, fo
     teacher, tok, teacher_info = prepare_teacher(cfg, data, teacher_src, (train_enc, evals), run_dir, resumed)
     models = {"teacher": teacher}
     infos = {"teacher": teacher_info}
+    evals_of: dict[str, dict[str, Encoded]] = {}
     inputs = StageInputs(cfg, data, teacher, run_dir / "teacher", teacher_src, tok, train_enc, evals, run_dir)
     for spec in cfg.students:
         name = student_name(spec)
@@ -74,11 +75,13 @@ def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, fo
             source = spec.init_from if spec.init_from in models else None
         else:
             models[name], infos[name], source = model, info, name
-        for stage, model, info in run_compress(spec, model, inputs, source):
+        for stage, model, info, own_evals in run_compress(spec, model, inputs, source):
             models[stage], infos[stage] = model, info
+            if own_evals is not None:  # a trimmed vocabulary: measured on its own token ids
+                evals_of[stage] = own_evals
     record = RunRecord(task=data.task, metric=data.primary_metric, info=run_info(cfg, run_dir, started))
     if acc.is_main_process:
-        record.stages = measure_all(models, infos, data, evals, cfg, run_dir)
+        record.stages = measure_all(models, infos, data, evals, cfg, run_dir, evals_of)
         finish(record, run_dir)
     acc.wait_for_everyone()
     return record
@@ -159,23 +162,30 @@ def prepare_teacher(cfg: RunConfig, data: TaskData, src: Path, encoded: tuple, r
     return model, tok, info
 
 
-def measure_all(models: dict, infos: dict, data: TaskData, evals: dict[str, Encoded], cfg: RunConfig, run_dir: Path) -> list[StageRecord]:
+def measure_all(models: dict, infos: dict, data: TaskData, evals: dict[str, Encoded], cfg: RunConfig, run_dir: Path,
+                evals_of: dict[str, dict[str, Encoded]] | None = None) -> list[StageRecord]:
     """Every model of a run measured side by side (see :func:`measure_models`)."""
     dirs = {name: run_dir / infos[name]["model_dir"] for name in models}
-    return measure_models(models, dirs, infos, data, evals, cfg.measure)
+    return measure_models(models, dirs, infos, data, evals, cfg.measure, evals_of)
 
 
 def measure_models(
-    models: dict, dirs: dict[str, Path], infos: dict, data: TaskData, evals: dict[str, Encoded], spec: MeasureSpec
+    models: dict, dirs: dict[str, Path], infos: dict, data: TaskData, evals: dict[str, Encoded], spec: MeasureSpec,
+    evals_of: dict[str, dict[str, Encoded]] | None = None,
 ) -> list[StageRecord]:
-    """Metrics (fp32, as deployed), size of the saved dir, and speed, all models side by side."""
-    speed = measure_speed(models, next(iter(evals.values())), spec)
+    """Metrics (fp32, as deployed), size of the saved dir, and speed, all models side by side.
+
+    ``evals_of`` gives the encodings of models with their own tokenizer (a trimmed vocabulary:
+    the same pieces under other ids, so the same lengths and the same timing work)."""
+    evals_of = evals_of or {}
+    first = {name: next(iter(evals_of.get(name, evals).values())) for name in models}
+    speed = measure_speed(models, next(iter(evals.values())), spec, per_model=first)
     stages = []
     for name, model in models.items():
         total, no_emb = count_params(model)
         s = speed[name]
         stages.append(StageRecord(
-            name=name, metrics=evaluate_model(model, data, evals, bf16=False), params=total,
+            name=name, metrics=evaluate_model(model, data, evals_of.get(name, evals), bf16=False), params=total,
             params_no_embeddings=no_emb, disk_bytes=disk_bytes(dirs[name]), latency_ms_p50_b1=s.latency_ms_p50_b1,
             latency_ms_p90_b1=s.latency_ms_p90_b1, throughput_b32=s.throughput_b32, info=infos[name],
         ))

@@ -202,55 +202,85 @@ def _run_stage(model, stage: StageSpec, inp: StageInputs, log_name: str, ckpt_na
 
 
 def run_compress(spec: StudentSpec, model: torch.nn.Module, inp: StageInputs,
-                 source: str | None = None) -> list[tuple[str, torch.nn.Module, dict]]:
+                 source: str | None = None) -> list[tuple[str, torch.nn.Module, dict, dict[str, Encoded] | None]]:
     """The student's compression steps in order, each on a copy of the previous stage's model,
     each optionally recovered by distillation and saved (``students/<student>.<step>``); a
     resumed run reloads finished steps. ``source`` is the reported stage the first step starts
     from (the student itself, or for a compress-only student the stage it copies). Returns
-    ``[(stage name, model, info)]``."""
-    from tinyplm.compress import CompressContext, apply_step, controller
-    from tinyplm.compress.sparse import csr_bytes
-    from tinyplm.config.compress import SCHEDULED_KINDS, step_name
+    ``[(stage name, model, info, eval encodings)]``; the encodings are None unless the step
+    left the model with its own tokenizer (vocabulary trimming)."""
+    from tinyplm.config.compress import step_name
 
     name = student_name(spec)
     acc = get_accelerator()
     results, previous = [], source
+    ctx = None
     for step in spec.compress:
         stage = f"{name}.{step_name(step)}"
         out = inp.run_dir / "students" / stage
+        if ctx is None:
+            ctx = _compress_context(inp, spec.train.seed)
+        ctx.work_dir = inp.run_dir / "work" / stage
         if is_complete(out):
-            model, _ = load_classifier(out, inp.data.labels, inp.data.is_regression)
+            model, tok = load_classifier(out, inp.data.labels, inp.data.is_regression)
+            if len(tok) != len(ctx.tokenizer):  # a trimmed vocabulary: its own encodings from here on
+                ctx.tokenizer = tok
+                ctx.train, ctx.evals = ctx.reencode(tok)
             info: dict = {"reused": True}
         else:
-            model = copy.deepcopy(model)
-            logits = inp.teacher_logits(inp.train_enc)
-            work = inp.run_dir / "work" / stage
-            ctx = CompressContext(inp.train_enc, logits, inp.data.is_regression, work, seed=spec.train.seed)
-            t0 = time.perf_counter()
-            model, done = apply_step(model, step, ctx)
-            info = {"step": step.model_dump(exclude={"recover"}, exclude_none=True), **done}
-            info["step_seconds"] = round(time.perf_counter() - t0, 1)
-            during = controller(model, step, ctx) if step.kind in SCHEDULED_KINDS else None
-            if step.recover is not None:
-                r = step.recover  # a step acting during training must end at its final state: no best-checkpoint restore
-                train_spec = r.train if during is None else r.train.model_copy(update={"keep_best": False})
-                recovery = StageSpec(name="recover", data=r.data, objective=r.objective, train=train_spec)
-                model, _, rinfo = _run_stage(model, recovery, inp, f"{stage}/recover", f"{stage}.recover",
-                                             during.on_step if during else None)
-                info["recover"] = rinfo
-            if during is not None:  # sparsity made permanent (saved dense) / QAT converted to int8
-                model, done = during.finish(model)
-                info.update(done)
-            if acc.is_main_process:
-                save_model(model, inp.tokenizer, out)
-                shutil.rmtree(work, ignore_errors=True)
-                if "sparsity" in info:  # the CSR form, written beside the model to measure sparse storage
-                    info["sparse_bytes"] = csr_bytes(model, out / "sparse" / "model.csr.safetensors")
-            acc.wait_for_everyone()
+            model, info = _compress_step(copy.deepcopy(model), step, stage, out, ctx, inp)
         info.update({"model_dir": f"students/{stage}", "from": previous, "kind": step.kind, "shape": shape_of(model)})
-        results.append((stage, model, info))
+        own = ctx.evals if ctx.tokenizer is not inp.tokenizer else None
+        results.append((stage, model, info, own))
         previous = stage
     return results
+
+
+def _compress_context(inp: StageInputs, seed: int):
+    from tinyplm.compress import CompressContext
+    from tinyplm.evaluate.model_eval import encode_evals
+
+    cfg = inp.cfg.task
+
+    def reencode(tok):
+        train = encode_split(inp.data.train, tok, cfg.max_length, cfg.max_train_examples)
+        return train, encode_evals(inp.data, tok, cfg.max_length, cfg.max_eval_examples)
+
+    texts = [(e.text, e.text_pair) for e in inp.data.train.examples[:200]]
+    return CompressContext(inp.train_enc, inp.teacher_logits(inp.train_enc), inp.data.is_regression,
+                           inp.run_dir / "work", seed=seed, tokenizer=inp.tokenizer, evals=inp.evals,
+                           texts=texts, reencode=reencode)
+
+
+def _compress_step(model, step, stage: str, out: Path, ctx, inp: StageInputs):
+    """Apply one compress step (with its recovery), save it -> (model, info)."""
+    from tinyplm.compress import apply_step, controller
+    from tinyplm.compress.sparse import csr_bytes
+    from tinyplm.config.compress import SCHEDULED_KINDS
+
+    acc = get_accelerator()
+    t0 = time.perf_counter()
+    model, done = apply_step(model, step, ctx)
+    info = {"step": step.model_dump(exclude={"recover"}, exclude_none=True), **done}
+    info["step_seconds"] = round(time.perf_counter() - t0, 1)
+    during = controller(model, step, ctx) if step.kind in SCHEDULED_KINDS else None
+    if step.recover is not None:
+        r = step.recover  # a step acting during training must end at its final state: no best-checkpoint restore
+        train_spec = r.train if during is None else r.train.model_copy(update={"keep_best": False})
+        recovery = StageSpec(name="recover", data=r.data, objective=r.objective, train=train_spec)
+        model, _, rinfo = _run_stage(model, recovery, inp, f"{stage}/recover", f"{stage}.recover",
+                                     during.on_step if during else None)
+        info["recover"] = rinfo
+    if during is not None:  # sparsity made permanent (saved dense) / QAT converted to int8
+        model, done = during.finish(model)
+        info.update(done)
+    if acc.is_main_process:
+        save_model(model, ctx.tokenizer, out)
+        shutil.rmtree(ctx.work_dir, ignore_errors=True)
+        if "sparsity" in info:  # the CSR form, written beside the model to measure sparse storage
+            info["sparse_bytes"] = csr_bytes(model, out / "sparse" / "model.csr.safetensors")
+    acc.wait_for_everyone()
+    return model, info
 
 
 def train_info(result, spec: TrainSpec, objective: dict) -> dict:

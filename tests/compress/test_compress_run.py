@@ -135,3 +135,28 @@ def test_report_says_plainly_what_sparsity_did(tmp_path: Path) -> None:
     assert "80% of the encoder's Linear weights are zero" in notes[0] and "not faster" in notes[0]
     assert "CSR form 1.5 MB" in notes[0] and "-0.0200" in notes[0]
     assert "2.10× the parent's" in notes[1] and "not faster" not in notes[1] and "4.00× smaller" in notes[1]
+
+
+def test_trimmed_vocabulary_is_measured_with_its_own_tokenizer(tmp_path: Path) -> None:
+    recipe = _recipe(tmp_path)
+    recipe["students"] = [{"name": "t", "init_from": "teacher", "stages": [], "compress": [
+        {"kind": "trim_vocab"}, {"kind": "onnx_dynamic_int8", "embeddings": True}]}]
+    cfg = load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
+    record = run(cfg)
+    trimmed = record.stage("t.trim_vocab")
+    assert trimmed.info["vocab_after"] < trimmed.info["vocab_before"] == 99
+    assert trimmed.metrics == record.stage("teacher").metrics  # same pieces, same predictions
+    assert trimmed.params < record.stage("teacher").params
+    run_dir = Path(cfg.output_dir)
+    _, tok = load_classifier(run_dir / "students" / "t.onnx_dynamic_int8", LABELS, False)
+    assert len(tok) == trimmed.info["vocab_after"]  # the remapped tokenizer travels with each later step
+    assert record.stage("t.onnx_dynamic_int8").metrics["accuracy"] > 0
+
+
+def test_nothing_trains_after_trim_vocab(tmp_path: Path) -> None:
+    from tinyplm.errors import RecipeError
+
+    recipe = _recipe(tmp_path)
+    recipe["students"][1]["compress"] = [{"kind": "trim_vocab"}, {"kind": "prune_heads", "keep": 0.5}]
+    with pytest.raises(RecipeError, match="cannot follow trim_vocab"):
+        load_recipe(write_recipe(tmp_path / "r.yaml", recipe))

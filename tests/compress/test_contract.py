@@ -29,6 +29,7 @@ STEPS = {
     "qat": {"recover": {}, "calibration_examples": 16},
     "svd": {"ratio": 0.25, "per_role": {"ffn_in": {"energy": 0.5}}},
     "factorize_embeddings": {"rank": 8},
+    "trim_vocab": {},
     "movement": {"sparsity": 0.5, "recover": {}},
     "onnx_dynamic_int8": {"embeddings": True},
     "onnx_static_int8": {"calibration_examples": 32},
@@ -50,8 +51,12 @@ def test_contract(kind: str, tmp_path: Path) -> None:
     enc = encode_split(Split("train", rows, tmp_path), tok, 16)
     step = TypeAdapter(CompressStep).validate_python({"kind": kind, **STEPS[kind]})
     reference = model(**model_inputs(collate(enc, list(range(8))))).logits.detach()
-    ctx = CompressContext(enc, None, False, tmp_path / "work")
+    texts = [(r.text, None) for r in rows]
+    ctx = CompressContext(enc, None, False, tmp_path / "work", tokenizer=tok, evals={"dev": enc}, texts=texts,
+                          reencode=lambda t: (encode_split(Split("train", rows, tmp_path), t, 16),
+                                              {"dev": encode_split(Split("dev", rows, tmp_path), t, 16)}))
     out, info = apply_step(model, step, ctx)
+    enc, tok = ctx.train, ctx.tokenizer  # a trimmed vocabulary brings its own ids
     assert isinstance(info, dict) and info
     if kind in SCHEDULED_KINDS:  # these act during recovery: one training step, then finish
         during = controller(out, step, ctx)
@@ -68,6 +73,8 @@ def test_contract(kind: str, tmp_path: Path) -> None:
     assert logits.shape == (8, 2)  # forward shapes
     if kind in QUANTIZED:  # close to the fp32 model it came from
         assert torch.allclose(logits.float(), reference, atol=0.05)
+    if kind == "trim_vocab":  # same pieces under new ids: the same outputs
+        assert torch.allclose(logits, reference, atol=1e-5) and info["vocab_after"] < info["vocab_before"]
     saved = save_model(out, tok, tmp_path / "saved")
     loaded, _ = load_classifier(saved, LABELS, False)
     with torch.no_grad():

@@ -9,7 +9,7 @@ Recovery training after a step is not here: the run's stage machinery does it (s
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -22,8 +22,9 @@ from tinyplm.compress.qat import FakeQuant
 from tinyplm.compress.sparse import Sparsifier
 from tinyplm.config.compress import (
     Bf16, DropLayers, DynamicInt8, FactorizeEmbeddings, Int4Weight, OnnxDynamicInt8, OnnxStaticInt8,
-    PruneFFN, PruneHeads, Share, Svd,
+    PruneFFN, PruneHeads, Share, Svd, TrimVocab,
 )
+from tinyplm.compress.vocab import trim_vocab
 from tinyplm.models.factorized import factorize_embeddings, factorize_roles, share_layers
 from tinyplm.models.quantized import quantize_int4, quantize_int8_dynamic, to_bf16
 from tinyplm.tasks.encoding import Encoded
@@ -31,13 +32,20 @@ from tinyplm.tasks.encoding import Encoded
 
 @dataclass
 class CompressContext:
-    """What steps may read: the task's training data, teacher logits on it (or None), the task kind."""
+    """What steps read: the task's training data, teacher logits on it (or None), the task kind,
+    a scratch folder, and for vocabulary trimming the tokenizer, dev encodings, a sample of the
+    texts and how to re-encode the data with a new tokenizer. A step that changes the tokenizer
+    updates ``tokenizer``, ``train`` and ``evals`` here, for the steps after it and for the run."""
 
     train: Encoded
     teacher_logits: torch.Tensor | None
     is_regression: bool
     work_dir: Path
     seed: int = 0
+    tokenizer: object = None
+    evals: dict[str, Encoded] = field(default_factory=dict)
+    texts: list[tuple[str, str | None]] = field(default_factory=list)
+    reencode: Callable[[object], tuple[Encoded, dict[str, Encoded]]] | None = None
 
 
 def _scores(model: nn.Module, step, ctx: CompressContext):
@@ -108,6 +116,16 @@ def _embeddings(model: nn.Module, step: FactorizeEmbeddings, ctx: CompressContex
     return model, {"embedding_rank": step.rank}
 
 
+def _trim_vocab(model: nn.Module, step: TrimVocab, ctx: CompressContext) -> Result:
+    if ctx.tokenizer is None or ctx.reencode is None:
+        raise ValueError("trim_vocab needs the tokenizer and a way to re-encode the data in its context")
+    before = model.config.vocab_size
+    model, tok = trim_vocab(model, ctx.tokenizer, [ctx.train, *ctx.evals.values()], ctx.texts)
+    ctx.tokenizer = tok
+    ctx.train, ctx.evals = ctx.reencode(tok)
+    return model, {"vocab_before": before, "vocab_after": model.config.vocab_size}
+
+
 def _onnx_dynamic(model: nn.Module, step: OnnxDynamicInt8, ctx: CompressContext) -> Result:
     out = dynamic_int8(model, ctx.work_dir, per_channel=step.per_channel, embeddings=step.embeddings)
     return out, {"runtime": "onnxruntime", "int8": "weights" + (" and embeddings" if step.embeddings else "")}
@@ -143,6 +161,7 @@ REGISTRY: dict[str, Callable[[nn.Module, object, CompressContext], Result]] = {
     "share": _share,
     "svd": _svd,
     "factorize_embeddings": _embeddings,
+    "trim_vocab": _trim_vocab,
     "movement": _scheduled,
     "qat": _scheduled,
     "onnx_dynamic_int8": _onnx_dynamic,

@@ -135,6 +135,21 @@ class Qat(_Step):
         return self
 
 
+class TrimVocab(_Step):
+    """Keep the word pieces the task's train and dev data use (plus the specials); the tokenizer
+    is remapped and saved beside the model. Only quantization steps may follow it: the student's
+    token ids no longer match the teacher's, so it cannot be distilled further."""
+
+    kind: Literal["trim_vocab"]
+
+    @model_validator(mode="after")
+    def _no_recovery(self) -> "TrimVocab":
+        if self.recover is not None:
+            raise ValueError("trim_vocab cannot be followed by recovery: the teacher's token ids differ from the "
+                             "trimmed student's; recover in the step before it")
+        return self
+
+
 class _Final(_Step):
     """A step whose model cannot be trained further: it ends the list and has no recovery."""
 
@@ -212,13 +227,15 @@ class OnnxStaticInt8(_OnnxStep):
 
 CompressStep = Annotated[
     PruneHeads | PruneFFN | DropLayers | Magnitude | Movement | Share | Svd | FactorizeEmbeddings
-    | Qat | OnnxDynamicInt8 | OnnxStaticInt8 | DynamicInt8 | Int4Weight | Bf16,
+    | TrimVocab | Qat | OnnxDynamicInt8 | OnnxStaticInt8 | DynamicInt8 | Int4Weight | Bf16,
     Field(discriminator="kind"),
 ]
 #: Steps that act during their recovery training (a controller set up before it, finished after it).
 SCHEDULED_KINDS = ("magnitude", "movement", "qat")
 #: Steps whose model cannot be trained or compressed further: nothing can follow them.
 TERMINAL_KINDS = ("qat", "onnx_dynamic_int8", "onnx_static_int8", "dynamic_int8", "int4_weight", "bf16")
+#: What may follow trim_vocab (nothing that trains against the teacher).
+AFTER_TRIM = ("onnx_dynamic_int8", "onnx_static_int8", "dynamic_int8", "int4_weight", "bf16")
 
 
 def step_name(step) -> str:

@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 from tinyplm.config.base import (  # noqa: F401  (re-exported: the recipe's schema in one place)
     LAYERWISE_TERMS, LOSS_TERMS, MLM_TERMS, ObjectiveSpec, Precision, Section, TrainSpec,
 )
-from tinyplm.config.compress import TERMINAL_KINDS, CompressStep, step_name
+from tinyplm.config.compress import AFTER_TRIM, TERMINAL_KINDS, CompressStep, step_name
 
 
 class TaskSpec(Section):
@@ -120,6 +120,12 @@ class StudentSpec(Section):
         if terminal:
             raise ValueError(f"compress step {terminal[0]} gives a model that cannot be compressed further: "
                              "it must be the last step")
+        kinds = [s.kind for s in self.compress]
+        if "trim_vocab" in kinds:
+            after = [k for k in kinds[kinds.index("trim_vocab") + 1:] if k not in AFTER_TRIM]
+            if after:
+                raise ValueError(f"compress step {after[0]} cannot follow trim_vocab (the student's token ids no "
+                                 f"longer match the teacher's); only {', '.join(AFTER_TRIM)} can")
         names = [step_name(s) for s in self.compress]
         if len(set(names)) != len(names):
             raise ValueError(f"compress step names must be unique within a student; got {names} "

@@ -41,8 +41,10 @@ def _time_batches(model: torch.nn.Module, batches: list[dict[str, torch.Tensor]]
     return out
 
 
-def measure_speed(models: dict[str, torch.nn.Module], enc: Encoded, spec: MeasureSpec) -> dict[str, SpeedResult]:
-    """Measure every model in ``models`` on the sentences of ``enc`` (see module docstring).
+def measure_speed(models: dict[str, torch.nn.Module], enc: Encoded, spec: MeasureSpec,
+                  per_model: dict[str, Encoded] | None = None) -> dict[str, SpeedResult]:
+    """Measure every model in ``models`` on the sentences of ``enc`` (see module docstring);
+    ``per_model`` gives a model its own encoding of the same sentences (another tokenizer's ids).
 
     Raises ``ValueError`` when ``enc`` is empty.
     """
@@ -52,23 +54,26 @@ def measure_speed(models: dict[str, torch.nn.Module], enc: Encoded, spec: Measur
     if spec.threads:
         torch.set_num_threads(spec.threads)
     try:
-        return _measure(models, enc, spec)
+        return _measure(models, enc, spec, per_model or {})
     finally:
         torch.set_num_threads(previous_threads)
 
 
-def _measure(models: dict[str, torch.nn.Module], enc: Encoded, spec: MeasureSpec) -> dict[str, SpeedResult]:
-    singles = _batches(enc, spec.latency_sentences, 1)
-    groups = _batches(enc, spec.throughput_sentences, spec.throughput_batch)
-    n_sent = sum(int(b["input_ids"].shape[0]) for b in groups)
-    for model in models.values():
+def _measure(models: dict[str, torch.nn.Module], enc: Encoded, spec: MeasureSpec,
+             per_model: dict[str, Encoded]) -> dict[str, SpeedResult]:
+    sets = {name: (_batches(e, spec.latency_sentences, 1), _batches(e, spec.throughput_sentences, spec.throughput_batch))
+            for name, e in {name: per_model.get(name, enc) for name in models}.items()}
+    n_sent = sum(int(b["input_ids"].shape[0]) for b in next(iter(sets.values()))[1])
+    for name, model in models.items():
         model.eval()
+        singles, groups = sets[name]
         _time_batches(model, singles[: spec.warmup] + groups[: max(1, spec.warmup // 4)])
     lat: dict[str, list[float]] = {k: [] for k in models}
     thr: dict[str, list[float]] = {k: [] for k in models}
     names = list(models)
     for r in range(spec.rounds):
         for name in names[r % len(names):] + names[: r % len(names)]:
+            singles, groups = sets[name]
             lat[name] += _time_batches(models[name], singles)
             thr[name].append(n_sent / sum(_time_batches(models[name], groups)))
     return {
