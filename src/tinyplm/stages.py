@@ -155,11 +155,8 @@ def run_student(spec: StudentSpec, inp: StageInputs) -> tuple[torch.nn.Module, d
     model, init = initial_student(spec, inp)
     stages = stage_list(spec)
     infos = []
-    if not stages:  # a student that is only compressed: its starting point is its own stage
-        if acc.is_main_process and not is_complete(out):
-            save_model(model, inp.tokenizer, out)
-        acc.wait_for_everyone()
-        return model, {"model_dir": f"students/{name}", "init": init, "shape": shape_of(model)}
+    if not stages:  # only compressed: a copy of its source, not saved or reported on its own
+        return model, {"init": init, "shape": shape_of(model)}
     for k, stage in enumerate(stages):
         label = stage.name or (f"stage-{k}" if len(stages) > 1 else "")
         stage_dir = out if k == len(stages) - 1 else out.parent / f"{name}.stage-{k}"

@@ -29,9 +29,11 @@ from tinyplm.pretrain.masking import IGNORE
 def with_mlm_head(student: nn.Module, teacher_mlm: nn.Module | None = None) -> nn.Module:
     """A ``BertForMaskedLM`` sharing ``student.bert``; its head copied from ``teacher_mlm`` when
     both hidden sizes match (DistilBERT init), else newly initialised."""
+    import copy
+
     from transformers import BertForMaskedLM
 
-    model = BertForMaskedLM(student.config)
+    model = BertForMaskedLM(copy.deepcopy(student.config))  # its own config: saving it must not relabel the classifier
     model.bert = student.bert  # shared: the classifier's encoder (pooler included) is what trains
     if teacher_mlm is not None and teacher_mlm.config.hidden_size == student.config.hidden_size:
         with torch.no_grad():
