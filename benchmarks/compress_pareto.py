@@ -9,10 +9,12 @@ One recipe, one run (so every model is measured side by side on the same machine
   student                3 of its 6 layers (DistilBERT-style init), prediction-layer KD
   student-<paradigm>     the student plus one paradigm, each with KD recovery where it trains:
                          structured pruning (half the FFN, a quarter of the heads), magnitude
-                         sparsity, ALBERT sharing, SVD, factorized embeddings, QAT, dynamic/static
+                         sparsity, ALBERT sharing, SVD, factorized embeddings, vocabulary
+                         trimming, QAT, dynamic/static
                          int8 (ONNX Runtime), torch dynamic int8, 4-bit weights, bf16
-  student-combined       FFN and head pruning, factorized embeddings (E=128), then ONNX Runtime
-                         dynamic int8 with int8 embeddings: the small-and-fast recipe
+  student-combined       FFN and head pruning, factorized embeddings (E=128), the vocabulary trimmed
+                         to the task's pieces, then ONNX Runtime dynamic int8 with int8 embeddings:
+                         the small-and-fast recipe
   teacher-<...>          the teacher itself: ONNX Runtime dynamic and static int8, and half its
                          heads and half its FFN with KD recovery
 
@@ -61,8 +63,10 @@ def recipe(args, out: Path) -> dict:
         "student-torch-int8": [{"kind": "dynamic_int8"}],
         "student-int4": [{"kind": "int4_weight", "group_size": 64}],
         "student-bf16": [{"kind": "bf16"}],
+        "student-trimmed": [{"kind": "trim_vocab"}],
         "student-combined": prune + [
             {"kind": "factorize_embeddings", "rank": 128, "recover": _recover(r)},
+            {"kind": "trim_vocab"},
             {"kind": "onnx_dynamic_int8", "embeddings": True}],
     }
     students = [{"name": "student", "teacher_layers": [1, 3, 5],

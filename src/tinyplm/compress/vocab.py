@@ -62,23 +62,28 @@ def trim_vocab(model: nn.Module, tokenizer, encodings: list[Encoded], texts: lis
     """Keep only the pieces used in ``encodings`` -> (model with a smaller table, new tokenizer).
 
     ``texts`` (a sample of the data as (text, pair)) are re-tokenised with the new tokenizer to
-    check the pieces are unchanged. Raises ``ModelError`` for factorized embeddings or when the
-    check fails.
+    check the pieces are unchanged. Factorized embeddings lose rows of their V x E table. Raises
+    ``ModelError`` when the check fails.
     """
     from transformers import AutoTokenizer
 
+    from tinyplm.models.factorized import FactorizedEmbedding
+
     keep = used_ids(encodings, tokenizer)
     emb = getattr(model, "bert", model).embeddings
-    table = emb.word_embeddings
+    holder, attr = emb, "word_embeddings"
+    if isinstance(emb.word_embeddings, FactorizedEmbedding):  # trim the V x E table, keep the projection
+        holder, attr = emb.word_embeddings, "table"
+    table = getattr(holder, attr)
     if not isinstance(table, nn.Embedding):
-        raise ModelError("trim the vocabulary before factorizing the embeddings")
+        raise ModelError(f"cannot trim word embeddings of type {type(table).__name__}")
     index = torch.tensor(keep)
     new = nn.Embedding(len(keep), table.embedding_dim)
     with torch.no_grad():
         new.weight.copy_(table.weight.detach().index_select(0, index))
     pad = tokenizer.pad_token_id
     new.padding_idx = keep.index(pad) if pad in keep else None
-    emb.word_embeddings = new
+    setattr(holder, attr, new)
     model.config.vocab_size = len(keep)
     if pad is not None:
         model.config.pad_token_id = keep.index(pad)
