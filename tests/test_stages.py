@@ -47,7 +47,8 @@ def test_three_stage_student(tmp_path: Path) -> None:
         ],
     }
     recipe = tiny_recipe(tmp_path, model, glue, students=[student])
-    recipe["augment"] = {"mlm": str(_tiny_mlm(tmp_path / "mlm")), "copies": 2, "neighbours_from": "word2vec"}
+    recipe["augment"] = {"mlm": str(_tiny_mlm(tmp_path / "mlm")), "copies": 2, "neighbours_from": "word2vec",
+                         "max_examples": 40}
     recipe["corpus"] = {"paths": [str(corpus)], "max_length": 32}
     cfg = load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
     record = run(cfg)
@@ -55,7 +56,7 @@ def test_three_stage_student(tmp_path: Path) -> None:
     stage = next(s for s in record.stages if s.name == "tiny-student")
     infos = stage.info["stages"]
     assert [i["stage"] for i in infos] == ["general", "intermediate", "prediction"]
-    assert infos[0]["teacher"] == "base" and infos[1]["examples"] == 64 * 3  # originals + 2 copies
+    assert infos[0]["teacher"] == "base" and infos[1]["examples"] == 40 * 3 + 24  # 40 originals + 2 copies each, and the other 24 once
     assert all(i["steps"] == 4 for i in infos)
     for k in (0, 1):
         assert (run_dir / "students" / f"tiny-student.stage-{k}" / "model.safetensors").is_file()

@@ -97,7 +97,8 @@ class StageInputs:
         with get_accelerator().main_process_first():
             result = augment(examples, mlm, tok, spec, neighbours, self.cache_dir, log,
                              progress=get_accelerator().is_main_process, mlm_fingerprint=fingerprint(Path(a.mlm)))
-        split = Split("train-augmented", result.examples, self.data.train.source)
+        rest = self.data.train.examples[len(examples):]  # the examples not augmented still train, once each
+        split = Split("train-augmented", result.examples + rest, self.data.train.source)
         return encode_split(split, self.tokenizer, self.cfg.task.max_length)
 
     def _neighbours(self, mlm, tok):

@@ -161,7 +161,7 @@ class AugmentSpec(Section):
         "embeddings, or word2vec trained here (gensim) on word2vec_corpus")
     word2vec_corpus: list[str] | None = Field(None, description="text files or folders for word2vec; default: the corpus section's paths")
     word2vec_max_docs: int | None = Field(50000, ge=1, description="train word2vec on at most this many paragraphs")
-    max_examples: int | None = Field(None, ge=1, description="augment only the first N training examples")
+    max_examples: int | None = Field(None, ge=1, description="augment only the first N training examples (the rest are used as they are)")
     seed: int = 42
 
 
