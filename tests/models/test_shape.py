@@ -113,3 +113,13 @@ def test_bad_shapes_are_refused(tmp_path: Path) -> None:
     (out / "config.json").write_text(json.dumps(config))
     with pytest.raises(ModelError, match="lists 3 layers"):
         load_classifier(out, ("negative", "positive"), False)
+
+
+def test_a_fresh_pruned_classifier_keeps_its_head_after_saving(tmp_path: Path) -> None:
+    _, tok = _tiny(tmp_path)
+    cfg = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+                     max_position_embeddings=64)
+    model = BertForSequenceClassification(cfg)  # never saved by Hugging Face: no architectures yet
+    keep_heads(model.bert.encoder.layer[0], [0], 8)
+    loaded, _ = load_classifier(save_model(model, tok, tmp_path / "fresh"), ("negative", "positive"), False)
+    assert torch.equal(_logits(loaded), _logits(model))

@@ -40,6 +40,7 @@ def save_model(model: PreTrainedModel, tokenizer, path: Path) -> Path:
 
         record_shape(model)
         save_file(quantized_state(model), str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        model.config.architectures = [type(model).__name__]  # what save_pretrained would record
         model.config.save_pretrained(tmp)
     else:
         if hasattr(getattr(model, "bert", model), "encoder"):
@@ -48,6 +49,7 @@ def save_model(model: PreTrainedModel, tokenizer, path: Path) -> Path:
             from safetensors.torch import save_file
 
             save_file(unique_state(model), str(tmp / "model.safetensors"), metadata={"format": "pt"})
+            model.config.architectures = [type(model).__name__]  # what save_pretrained would record
             model.config.save_pretrained(tmp)
         else:
             model.save_pretrained(tmp, safe_serialization=True)
