@@ -245,7 +245,7 @@ def _compress_context(inp: StageInputs, seed: int):
         return train, encode_evals(inp.data, tok, cfg.max_length, cfg.max_eval_examples)
 
     texts = [(e.text, e.text_pair) for e in inp.data.train.examples[:200]]
-    return CompressContext(inp.train_enc, inp.teacher_logits(inp.train_enc), inp.data.is_regression,
+    return CompressContext(inp.train_enc, lambda: inp.teacher_logits(inp.train_enc), inp.data.is_regression,
                            inp.run_dir / "work", seed=seed, tokenizer=inp.tokenizer, evals=inp.evals,
                            texts=texts, reencode=reencode)
 

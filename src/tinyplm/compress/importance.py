@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tinyplm.distill.losses import soft_target_kd
-from tinyplm.models.shape import head_size
+from tinyplm.models.shape import encoder_layers, head_size
 from tinyplm.tasks.encoding import Encoded, collate, model_inputs
 
 
@@ -37,14 +37,10 @@ class Importance:
         return Importance(norm(self.heads), norm(self.ffn))
 
 
-def _layers(model: nn.Module) -> nn.ModuleList:
-    return getattr(model, "bert", model).encoder.layer
-
-
 def _gate_hooks(model: nn.Module, heads: list[Tensor], ffn: list[Tensor]) -> list:
     size = head_size(model)
     handles = []
-    for layer, hg, fg in zip(_layers(model), heads, ffn):
+    for layer, hg, fg in zip(encoder_layers(model), heads, ffn):
         def head_gate(_m, args, g=hg):  # context (batch, seq, heads*size) before the output Linear
             x = args[0]
             return (x * g.repeat_interleave(size).to(x.dtype),)
@@ -64,7 +60,7 @@ def importance(
     The loss is KD to ``teacher_logits`` ``(N, classes)`` when given (the teacher's view of the
     task), else the task loss on the labels. The model is left in eval mode with no gradients.
     """
-    layers = _layers(model)
+    layers = encoder_layers(model)
     size = head_size(model)
     heads = [torch.ones(l.attention.self.query.out_features // size, requires_grad=True) for l in layers]
     ffn = [torch.ones(l.intermediate.dense.out_features, requires_grad=True) for l in layers]

@@ -38,7 +38,7 @@ class CompressContext:
     updates ``tokenizer``, ``train`` and ``evals`` here, for the steps after it and for the run."""
 
     train: Encoded
-    teacher_logits: torch.Tensor | None
+    teacher_logits: torch.Tensor | Callable[[], torch.Tensor] | None  # a callable is computed on first use
     is_regression: bool
     work_dir: Path
     seed: int = 0
@@ -47,10 +47,16 @@ class CompressContext:
     texts: list[tuple[str, str | None]] = field(default_factory=list)
     reencode: Callable[[object], tuple[Encoded, dict[str, Encoded]]] | None = None
 
+    def logits(self) -> torch.Tensor | None:
+        """Teacher logits on ``train`` (computed once, and only by the steps that score units)."""
+        if callable(self.teacher_logits):
+            self.teacher_logits = self.teacher_logits()
+        return self.teacher_logits
+
 
 def _scores(model: nn.Module, step, ctx: CompressContext):
     return importance(model, ctx.train, batches=step.score_batches, batch_size=step.score_batch_size,
-                      seed=ctx.seed, teacher_logits=ctx.teacher_logits, is_regression=ctx.is_regression)
+                      seed=ctx.seed, teacher_logits=ctx.logits(), is_regression=ctx.is_regression)
 
 
 Result = tuple[nn.Module, dict]

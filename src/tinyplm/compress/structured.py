@@ -13,11 +13,7 @@ from torch import nn
 
 from tinyplm.compress.importance import Importance, select
 from tinyplm.errors import ModelError
-from tinyplm.models.shape import head_size, keep_heads, keep_neurons, layer_shape
-
-
-def _layers(model: nn.Module) -> nn.ModuleList:
-    return getattr(model, "bert", model).encoder.layer
+from tinyplm.models.shape import encoder_layers, head_size, keep_heads, keep_neurons, layer_shape
 
 
 def prune_heads(model: nn.Module, scores: Importance, keep: float, scope: str = "global") -> dict:
@@ -27,7 +23,7 @@ def prune_heads(model: nn.Module, scores: Importance, keep: float, scope: str = 
     ranked = scores.normalised().heads if scope == "global" else scores.heads
     kept = select(ranked, keep, scope)
     size = head_size(model)
-    for layer, heads in zip(_layers(model), kept):
+    for layer, heads in zip(encoder_layers(model), kept):
         if len(heads) < layer.attention.self.query.out_features // size:
             keep_heads(layer, heads, size)
     return {"heads_before": before, "heads_after": layer_shape(model)["heads"], "kept": kept}
@@ -39,7 +35,7 @@ def prune_ffn(model: nn.Module, scores: Importance, keep: float, scope: str = "l
     model stays a plain Hugging Face BERT); ``"global"`` ranks neurons across layers."""
     before = layer_shape(model)["ffn"]
     ranked = scores.normalised().ffn if scope == "global" else scores.ffn
-    for layer, neurons in zip(_layers(model), select(ranked, keep, scope)):
+    for layer, neurons in zip(encoder_layers(model), select(ranked, keep, scope)):
         if len(neurons) < layer.intermediate.dense.out_features:
             keep_neurons(layer, neurons)
     return {"ffn_before": before, "ffn_after": layer_shape(model)["ffn"]}
@@ -53,7 +49,7 @@ def layer_importance(scores: Importance) -> list[float]:
 def drop_layers(model: nn.Module, layers: list[int]) -> dict:
     """Remove encoder layers (0-based) -> ``{"dropped", "layers_after"}``; the config's layer count
     follows. Raises ``ModelError`` for an index out of range or when no layer would be left."""
-    stack = _layers(model)
+    stack = encoder_layers(model)
     n = len(stack)
     bad = sorted({i for i in layers if not 0 <= i < n})
     if bad:

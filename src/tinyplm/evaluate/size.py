@@ -17,12 +17,11 @@ def count_params(model: PreTrainedModel) -> tuple[int, int]:
     count is the one their config describes (quantization changes bytes, not the number of weights).
     """
     from tinyplm.models.quantized import is_quantized
-    from tinyplm.models.shape import params_from_config
+    from tinyplm.models.shape import embedding_params, params_from_config
 
     if is_quantized(model):
-        c = model.config
-        total = params_from_config(c)
-        return total, total - (c.vocab_size + c.max_position_embeddings + c.type_vocab_size) * c.hidden_size
+        total = params_from_config(model.config)
+        return total, total - embedding_params(model.config)
     return model.num_parameters(), model.num_parameters(exclude_embeddings=True)
 
 

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from tinyplm.errors import ModelError
+from tinyplm.models.shape import encoder_layers
 
 
 class LowRankLinear(nn.Module):
@@ -108,7 +109,7 @@ def share_layers(model: nn.Module, mode: str = "all", groups: list[list[int]] | 
     Returns the groups. Raises ``ModelError`` for an unknown mode or bad groups."""
     if mode not in ("all", "attention", "ffn"):
         raise ModelError(f"sharing mode must be all, attention or ffn, got {mode!r}")
-    layers = getattr(model, "bert", model).encoder.layer
+    layers = encoder_layers(model)
     groups = groups or [list(range(len(layers)))]
     flat = [i for g in groups for i in g]
     if len(set(flat)) != len(flat) or any(not 0 <= i < len(layers) for i in flat):
@@ -131,7 +132,7 @@ def share_layers(model: nn.Module, mode: str = "all", groups: list[list[int]] | 
 
 def sharing_of(model: nn.Module) -> dict[str, list[int]]:
     """For each part (attention, ffn), the index of the layer whose module each layer uses."""
-    layers = list(getattr(model, "bert", model).encoder.layer)
+    layers = list(encoder_layers(model))
     out = {}
     for key, (part, *_) in PARTS.items():
         owners = []
@@ -144,7 +145,7 @@ def sharing_of(model: nn.Module) -> dict[str, list[int]]:
 
 def tie_shared(model: nn.Module, share: dict[str, list[int]]) -> None:
     """Re-create the sharing recorded by :func:`sharing_of` on a freshly built model."""
-    layers = getattr(model, "bert", model).encoder.layer
+    layers = encoder_layers(model)
     for key, owners in share.items():
         if len(owners) != len(layers):
             raise ModelError(f"sharing of {key} lists {len(owners)} layers; the model has {len(layers)}")
@@ -167,7 +168,7 @@ def factorize_roles(model: nn.Module, rules: dict[str, dict[str, float]]) -> dic
     Shared modules are factorized once."""
     done: dict[str, int] = {}
     seen: set[int] = set()
-    for i, layer in enumerate(getattr(model, "bert", model).encoder.layer):
+    for i, layer in enumerate(encoder_layers(model)):
         for role, rule in rules.items():
             if role not in ROLES:
                 raise ModelError(f"unknown role {role!r}; roles are {sorted(ROLES)}")

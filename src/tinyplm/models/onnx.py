@@ -130,10 +130,7 @@ class OrtClassifier:
     def num_parameters(self, exclude_embeddings: bool = False) -> int:
         """Parameters of the model the graph was exported from, as its config describes them
         (quantization changes their bytes, not their number); optionally without the embedding tables."""
-        from tinyplm.models.shape import params_from_config
+        from tinyplm.models.shape import embedding_params, params_from_config
 
-        c = self.config
-        total = params_from_config(c)
-        if exclude_embeddings:
-            total -= (c.vocab_size + c.max_position_embeddings + c.type_vocab_size) * c.hidden_size
-        return total
+        total = params_from_config(self.config)
+        return total - embedding_params(self.config) if exclude_embeddings else total

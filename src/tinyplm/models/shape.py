@@ -25,9 +25,9 @@ from tinyplm.errors import ModelError
 SHAPE_KEY = "tinyplm_shape"
 
 
-def _layers(model: nn.Module) -> nn.ModuleList:
-    bert = getattr(model, "bert", model)
-    return bert.encoder.layer
+def encoder_layers(model: nn.Module) -> nn.ModuleList:
+    """The encoder layers of a BERT (``BertModel`` or a model with ``.bert``)."""
+    return getattr(model, "bert", model).encoder.layer
 
 
 def head_size(model: nn.Module) -> int:
@@ -39,8 +39,8 @@ def layer_shape(model: nn.Module) -> dict[str, list[int]]:
     """The heads and FFN width of each encoder layer, read off the modules themselves."""
     hs = head_size(model)
     return {
-        "heads": [layer.attention.self.query.out_features // hs for layer in _layers(model)],
-        "ffn": [layer.intermediate.dense.out_features for layer in _layers(model)],
+        "heads": [layer.attention.self.query.out_features // hs for layer in encoder_layers(model)],
+        "ffn": [layer.intermediate.dense.out_features for layer in encoder_layers(model)],
     }
 
 
@@ -135,7 +135,7 @@ def apply_shape(model: nn.Module, shape: dict[str, list[int]]) -> None:
 
     Raises ``ModelError`` when the shape does not fit the config (layer count, head or FFN sizes).
     """
-    layers = _layers(model)
+    layers = encoder_layers(model)
     heads, ffn = shape.get("heads"), shape.get("ffn")
     for key, values in (("heads", heads), ("ffn", ffn)):
         if values is not None and len(values) != len(layers):
@@ -210,6 +210,14 @@ def unique_state(model: nn.Module) -> dict[str, torch.Tensor]:
 def duplicate_keys(model: nn.Module) -> set[str]:
     """State-dict names whose tensor is shared with an earlier name (not stored on their own)."""
     return set(model.state_dict()) - set(unique_state(model))
+
+
+def embedding_params(config) -> int:
+    """Parameters of the embedding tables (word, or its V x E factor, position, token type), as
+    ``num_parameters(exclude_embeddings=True)`` leaves them out."""
+    shape = getattr(config, SHAPE_KEY, None) or {}
+    words = config.vocab_size * (shape.get("embedding_rank") or config.hidden_size)
+    return words + (config.max_position_embeddings + config.type_vocab_size) * config.hidden_size
 
 
 def params_from_config(config, num_labels: int | None = None) -> int:

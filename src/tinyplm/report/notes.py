@@ -8,20 +8,16 @@ CPU, 4-bit weights save bytes but cost time, and int8's speed is whatever was me
 from __future__ import annotations
 
 from tinyplm.report.records import RunRecord, StageRecord
-from tinyplm.report.tables import primary
+from tinyplm.report.tables import primary, ratio
 
 #: Below this throughput ratio a step is reported as "not faster".
 FASTER = 1.05
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a and b else None
-
-
 def _note(record: RunRecord, stage: StageRecord, parent: StageRecord) -> str:
     kind = stage.info.get("kind")
-    speed = _ratio(stage.throughput_b32, parent.throughput_b32)
-    size = _ratio(parent.disk_bytes, stage.disk_bytes)
+    speed = ratio(stage.throughput_b32, parent.throughput_b32)
+    size = ratio(parent.disk_bytes, stage.disk_bytes)
     value, before = primary(record, stage), primary(record, parent)
     parts = [f"`{stage.name}` ({kind}, from `{parent.name}`):"]
     if size:

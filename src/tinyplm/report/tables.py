@@ -22,7 +22,7 @@ def primary(record: RunRecord, stage: StageRecord) -> float | None:
     return float(value) if value is not None else None
 
 
-def _ratio(num: float | None, den: float | None) -> float | None:
+def ratio(num: float | None, den: float | None) -> float | None:
     """``num / den``, or None when either is missing or the divisor is not positive."""
     if num is None or den is None or den <= 0:
         return None
@@ -34,9 +34,9 @@ def stage_row(record: RunRecord, stage: StageRecord) -> dict[str, Any]:
     teacher = record.teacher
     value = primary(record, stage)
     t_value = primary(record, teacher) if teacher else None
-    retention = _ratio(value, t_value)
-    speedup = _ratio(stage.throughput_b32, teacher.throughput_b32 if teacher else None)
-    compression = _ratio(float(teacher.disk_bytes) if teacher else None, float(stage.disk_bytes))
+    retention = ratio(value, t_value)
+    speedup = ratio(stage.throughput_b32, teacher.throughput_b32 if teacher else None)
+    compression = ratio(float(teacher.disk_bytes) if teacher else None, float(stage.disk_bytes))
     return {
         "name": stage.name,
         "is_teacher": stage.name == TEACHER,
