@@ -60,6 +60,27 @@ def make_tiny_model_dir(path: Path, num_labels: int = 2, seed: int = 0) -> Path:
     return path
 
 
+def make_tiny_mlm_dir(path: Path, seed: int = 0) -> Path:
+    """Save a tiny random BertForMaskedLM (same shape and vocabulary as make_tiny_model_dir)."""
+    import torch
+    from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
+
+    path.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    BertForMaskedLM(BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                               intermediate_size=37, max_position_embeddings=64)).save_pretrained(path)
+    BertTokenizerFast(vocab={t: i for i, t in enumerate(tiny_vocab())}, do_lower_case=True).save_pretrained(path)
+    return path
+
+
+def write_tiny_corpus(folder: Path, paragraphs: int = 40, words: int = 8) -> Path:
+    """A folder with one text file of ``paragraphs`` blank-line-separated runs of tiny-vocab words."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = "\n\n".join(" ".join(WORDS[i:i + words]) for i in range(paragraphs))
+    (folder / "a.txt").write_text(text, encoding="utf-8")
+    return folder
+
+
 POSITIVE = ["good", "great", "fun", "best", "love"]
 NEGATIVE = ["bad", "awful", "dull", "worst", "hate"]
 FILLER = [w for w in WORDS if w not in POSITIVE + NEGATIVE]

@@ -7,33 +7,20 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
-from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
 
-from conftest import TINY_TRAIN, WORDS, make_tiny_glue, make_tiny_model_dir, tiny_recipe, tiny_vocab, write_recipe
+from conftest import (
+    TINY_TRAIN, make_tiny_glue, make_tiny_mlm_dir, make_tiny_model_dir, tiny_recipe, write_recipe, write_tiny_corpus,
+)
 from tinyplm.config import load_recipe
 from tinyplm.run import run
 
 pytestmark = pytest.mark.slow
 
 
-def _tiny_mlm(path: Path) -> Path:
-    vocab = tiny_vocab()
-    tok = BertTokenizerFast(vocab={t: i for i, t in enumerate(vocab)}, do_lower_case=True)
-    torch.manual_seed(0)
-    model = BertForMaskedLM(BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                       intermediate_size=37, max_position_embeddings=64))
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
-
-
 def test_three_stage_student(tmp_path: Path) -> None:
     model = make_tiny_model_dir(tmp_path / "tiny-bert")
     glue = make_tiny_glue(tmp_path / "glue", n_train=64, n_dev=32)
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    (corpus / "a.txt").write_text("\n\n".join(" ".join(WORDS[i:i + 8]) for i in range(40)), encoding="utf-8")
+    corpus = write_tiny_corpus(tmp_path / "corpus")
     short = {**TINY_TRAIN, "max_steps": 4}
     student = {
         "name": "tiny-student",
@@ -47,7 +34,7 @@ def test_three_stage_student(tmp_path: Path) -> None:
         ],
     }
     recipe = tiny_recipe(tmp_path, model, glue, students=[student])
-    recipe["augment"] = {"mlm": str(_tiny_mlm(tmp_path / "mlm")), "copies": 2, "neighbours_from": "word2vec",
+    recipe["augment"] = {"mlm": str(make_tiny_mlm_dir(tmp_path / "mlm")), "copies": 2, "neighbours_from": "word2vec",
                          "max_examples": 40}
     recipe["corpus"] = {"paths": [str(corpus)], "max_length": 32}
     cfg = load_recipe(write_recipe(tmp_path / "r.yaml", recipe))

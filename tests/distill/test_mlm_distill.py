@@ -11,7 +11,10 @@ import torch.nn.functional as F
 from pydantic import ValidationError
 from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassification, BertTokenizerFast
 
-from conftest import TINY_TRAIN, WORDS, make_tiny_glue, make_tiny_model_dir, tiny_recipe, tiny_vocab, write_recipe
+from conftest import (
+    TINY_TRAIN, make_tiny_glue, make_tiny_mlm_dir, make_tiny_model_dir, tiny_recipe, tiny_vocab, write_recipe,
+    write_tiny_corpus,
+)
 from tinyplm.config import load_recipe
 from tinyplm.config.schema import ObjectiveSpec, StageSpec
 from tinyplm.distill.mlm import is_masked_lm, mlm_forward, mlm_hard_loss, mlm_soft_kd, with_mlm_head
@@ -26,13 +29,6 @@ CFG = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_hea
 
 def _tok() -> BertTokenizerFast:
     return BertTokenizerFast(vocab={t: i for i, t in enumerate(tiny_vocab())}, do_lower_case=True)
-
-
-def _mlm_dir(path: Path) -> Path:
-    torch.manual_seed(0)
-    BertForMaskedLM(BertConfig(**CFG)).save_pretrained(path)
-    _tok().save_pretrained(path)
-    return path
 
 
 def test_with_mlm_head_shares_the_encoder_and_copies_the_teacher_head() -> None:
@@ -121,9 +117,7 @@ def test_recipe_rules_for_mlm_terms() -> None:
 
 def _recipe(tmp_path: Path, teacher_dir: Path, stage_teacher: str) -> dict:
     glue = make_tiny_glue(tmp_path / "glue", n_train=64, n_dev=32)
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    (corpus / "a.txt").write_text("\n\n".join(" ".join(WORDS[i:i + 10]) for i in range(60)), encoding="utf-8")
+    corpus = write_tiny_corpus(tmp_path / "corpus", paragraphs=60, words=10)
     short = {**TINY_TRAIN, "max_steps": 4}
     student = {
         "name": "distil",
@@ -142,7 +136,7 @@ def _recipe(tmp_path: Path, teacher_dir: Path, stage_teacher: str) -> dict:
 
 @pytest.mark.slow
 def test_distilbert_general_then_task(tmp_path: Path) -> None:
-    teacher = _mlm_dir(tmp_path / "mlm-teacher")  # fine-tuned here for the task; 'base' keeps its MLM head
+    teacher = make_tiny_mlm_dir(tmp_path / "mlm-teacher")  # fine-tuned here for the task; 'base' keeps its MLM head
     cfg = load_recipe(write_recipe(tmp_path / "r.yaml", _recipe(tmp_path, teacher, "base")))
     from tinyplm.run import run
 
