@@ -101,27 +101,51 @@ def pareto(points: list[tuple[float, float]]) -> list[int]:
     return sorted(front, key=lambda i: points[i][0])
 
 
+def final_stages(record) -> list:
+    """The stages no other stage continues from: the teacher, the student and each variant's last step."""
+    continued = {s.info.get("from") for s in record.stages}
+    return [s for s in record.stages if s.name not in continued or s.name in ("teacher", "student")]
+
+
+def short_name(name: str) -> str:
+    """``student-combined.onnx_dynamic_int8`` -> ``student-combined`` (the variant, not its last step)."""
+    return name.split(".", 1)[0]
+
+
 def plot(record, out: Path) -> None:
+    """Accuracy vs latency and vs size; each variant's final model labelled, its earlier steps faint."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
+    finals = {s.name for s in final_stages(record)}
     for key, label, fname in (("latency_ms_p50_b1", "batch-1 latency p50 (ms)", "pareto_latency.png"),
                               ("disk_bytes", "size on disk (MB)", "pareto_size.png")):
-        pts = [((getattr(s, key) / 1e6 if key == "disk_bytes" else getattr(s, key)), s.metrics.get(record.metric, 0.0))
-               for s in record.stages]
-        fig, ax = plt.subplots(figsize=(8, 5))
-        for s, (x, y) in zip(record.stages, pts):
-            ax.scatter(x, y, color="#c0392b" if s.name == "teacher" else "#2a7f62")
-            ax.annotate(s.name, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        def xy(s):
+            return (getattr(s, key) / 1e6 if key == "disk_bytes" else getattr(s, key)), s.metrics.get(record.metric, 0.0)
+
+        shown = [s for s in record.stages if s.name in finals]
+        pts = [xy(s) for s in shown]
+        fig, ax = plt.subplots(figsize=(9, 5.5))
+        steps = [xy(s) for s in record.stages if s.name not in finals]
+        if steps:
+            ax.scatter(*zip(*steps), color="#bbbbbb", s=14, label="intermediate compression steps")
+        for s, (x, y) in zip(shown, pts):
+            teacherish = s.name.startswith("teacher")
+            ax.scatter(x, y, color="#c0392b" if teacherish else "#2a7f62", s=30)
+            ax.annotate(short_name(s.name), (x, y), fontsize=7, xytext=(4, 2), textcoords="offset points")
         front = pareto(pts)
         ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], "--", color="#555", lw=1, label="Pareto front")
         ax.set_xscale("log")
-        ax.set_xlabel(label)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "25" else ""))
+        ax.set_xlabel(label + " (log scale)")
         ax.set_ylabel(f"{record.task} dev {record.metric}")
-        ax.set_title(f"Compression on {record.task}: {record.metric} vs {label.split(' (')[0]}")
-        ax.legend()
+        ax.set_title(f"Compression on {record.task}: {record.metric} vs {label.split(' (')[0]} (red: from the teacher)")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
         fig.tight_layout()
         fig.savefig(out / fname, dpi=120)
         plt.close(fig)
