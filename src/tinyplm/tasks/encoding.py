@@ -18,12 +18,17 @@ from tinyplm.tasks.base import Split
 
 @dataclass(frozen=True)
 class Encoded:
-    """A tokenised split: ragged id lists and labels (long for classes, float for regression)."""
+    """A tokenised split: ragged id lists and labels (long for classes, float for regression).
+
+    ``word_starts`` (pre-training text only) marks with 1 each token that begins a word, for
+    whole-word and span masking; :func:`collate` pads it like the ids.
+    """
 
     input_ids: list[list[int]]
     token_type_ids: list[list[int]]
     labels: torch.Tensor  # (N,)
     pad_id: int
+    word_starts: list[list[int]] | None = None
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -71,7 +76,8 @@ def collate(enc: Encoded, indices: Sequence[int], multiple: int = PAD_MULTIPLE) 
 
     Rounding keeps the number of distinct shapes small, so oneDNN reuses its compiled kernels
     instead of building new ones for every sequence length.
-    Returns input_ids, attention_mask, token_type_ids ``(batch, seq)``; labels and index ``(batch,)``.
+    Returns input_ids, attention_mask, token_type_ids ``(batch, seq)``; labels and index ``(batch,)``;
+    and word_starts ``(batch, seq)`` when the encoding has them.
     """
     idx = list(indices)
     longest = max(len(enc.input_ids[i]) for i in idx)
@@ -79,18 +85,24 @@ def collate(enc: Encoded, indices: Sequence[int], multiple: int = PAD_MULTIPLE) 
     ids = torch.full((len(idx), width), enc.pad_id, dtype=torch.long)
     types = torch.zeros((len(idx), width), dtype=torch.long)
     mask = torch.zeros((len(idx), width), dtype=torch.long)
+    starts = torch.zeros((len(idx), width), dtype=torch.long) if enc.word_starts is not None else None
     for row, i in enumerate(idx):
         n = len(enc.input_ids[i])
         ids[row, :n] = torch.tensor(enc.input_ids[i])
         types[row, :n] = torch.tensor(enc.token_type_ids[i])
         mask[row, :n] = 1
-    return {
+        if starts is not None:
+            starts[row, :n] = torch.tensor(enc.word_starts[i])
+    out = {
         "input_ids": ids,
         "attention_mask": mask,
         "token_type_ids": types,
         "labels": enc.labels[idx],
         "index": torch.tensor(idx, dtype=torch.long),
     }
+    if starts is not None:
+        out["word_starts"] = starts
+    return out
 
 
 def length_sorted_batches(enc: Encoded, batch_size: int) -> list[list[int]]:

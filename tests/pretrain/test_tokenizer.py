@@ -1,0 +1,59 @@
+"""`tinyplm tokenizer train`: each kind trains, saves in HF format, frames pairs, exposes words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_tiny_corpus
+from tinyplm.errors import TinyplmError
+from tinyplm.pretrain.data import encode_texts
+from tinyplm.pretrain.pairs import Pair
+from tinyplm.pretrain.tokenizer import train_tokenizer
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "bpe", "bytelevel-bpe"])
+def test_train_save_load_and_word_boundaries(tmp_path: Path, kind: str) -> None:
+    from transformers import AutoTokenizer
+
+    corpus = write_tiny_corpus(tmp_path / "corpus", paragraphs=60)
+    out = train_tokenizer([corpus], kind, 300, tmp_path / "tok", min_frequency=1)
+    tok = AutoTokenizer.from_pretrained(str(out))
+    assert 100 < len(tok) <= 300 and tok.is_fast
+    assert tok.mask_token_id is not None and tok.pad_token_id is not None
+    enc = tok("the movie was boringly good", "a plot")
+    ids = enc["input_ids"]
+    assert ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id
+    assert enc["token_type_ids"][-1] == 1 and enc["token_type_ids"][0] == 0
+    words = [w for w in enc.word_ids() if w is not None]
+    assert max(words) == 4  # five words in the first segment (0..4), restarted in the second
+    # the text survives a round trip (up to case and spacing)
+    text = tok.decode(tok("the movie was good")["input_ids"], skip_special_tokens=True)
+    assert text.lower().replace(" ", "") == "themoviewasgood"
+    # word starts for masking: one per word, none on specials
+    e = encode_texts([Pair("the movie was boringly good", "a plot", 0)], tok, 32)
+    starts = e.word_starts[0]
+    assert sum(starts) == 7 and starts[0] == 0 and starts[-1] == 0
+
+
+def test_refuses_to_overwrite_and_bad_kind(tmp_path: Path) -> None:
+    corpus = write_tiny_corpus(tmp_path / "corpus")
+    train_tokenizer([corpus], "wordpiece", 200, tmp_path / "tok", min_frequency=1)
+    with pytest.raises(TinyplmError, match="already holds a tokenizer"):
+        train_tokenizer([corpus], "wordpiece", 200, tmp_path / "tok")
+    with pytest.raises(TinyplmError, match="kind must be one of"):
+        train_tokenizer([corpus], "unigram", 200, tmp_path / "other")  # type: ignore[arg-type]
+
+
+def test_cli_trains_a_tokenizer(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from tinyplm.cli import app
+
+    corpus = write_tiny_corpus(tmp_path / "corpus")
+    result = CliRunner().invoke(app, ["tokenizer", "train", str(corpus), "--kind", "bpe", "--vocab-size", "200",
+                                      "--min-frequency", "1", "--out", str(tmp_path / "tok")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "tok" / "tokenizer.json").is_file()
+    assert "bpe tokenizer" in result.output
