@@ -156,6 +156,46 @@ def read_corpus(paths: Sequence[Path], min_chars: int = 20, max_docs: int | None
     return items
 
 
+def read_documents(paths: Sequence[Path], min_chars: int = 20, max_items: int | None = None) -> list[list[str]]:
+    """Like :func:`read_corpus`, but items grouped by document: a book file is one document, a
+    wikitext file one document per top-level `` = Title = `` article (sentence pairs for NSP and
+    SOP are built inside a document). ``max_items`` bounds the items over all documents.
+    Raises ``DataError`` as :func:`read_corpus` does.
+    """
+    docs: list[list[str]] = []
+    total = 0
+    for path in corpus_files(paths):
+        text = _normalise(_read_utf8(path))
+        parts = _wiki_articles(text) if is_wikitext(text) else [text]
+        for part in parts:
+            items = wikitext_items(part, min_chars) if is_wikitext(part) else book_items(part, min_chars)
+            if max_items is not None:
+                items = items[: max_items - total]
+            if items:
+                docs.append(items)
+                total += len(items)
+            if max_items is not None and total >= max_items:
+                return docs
+    if not docs:
+        shown = ", ".join(str(p) for p in paths)
+        raise DataError(f"{shown}: no text items of at least {min_chars} characters found")
+    return docs
+
+
+def _wiki_articles(text: str) -> list[str]:
+    """Wikitext -> one string per top-level article (each starts with its `` = Title = `` line)."""
+    out, current = [], []
+    for line in text.split("\n"):
+        heading = _WIKI_HEADING.match(line)
+        if heading and len(heading.group(1)) == 1 and current:
+            out.append("\n".join(current))
+            current = []
+        current.append(line)
+    if current:
+        out.append("\n".join(current))
+    return out
+
+
 def split_holdout(items: Sequence[T], fraction: float, seed: int = 0) -> tuple[list[T], list[T]]:
     """Deterministic random split -> (train, held); both keep the input order.
 
