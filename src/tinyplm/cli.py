@@ -182,10 +182,12 @@ from tinyplm.cli_measure import register as _register_measure  # noqa: E402
 from tinyplm.cli_prep import register as _register_prep  # noqa: E402
 
 from tinyplm.cli_deploy import register as _register_deploy  # noqa: E402
+from tinyplm.cli_pretrain import register as _register_pretrain  # noqa: E402
 
 _register_measure(app, out)
 _register_prep(app, out)
 _register_deploy(app, out)
+_register_pretrain(app, out)
 
 
 def main() -> None:

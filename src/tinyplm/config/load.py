@@ -6,7 +6,7 @@ Unknown or misspelled keys fail naming the key, its line in the file and the nea
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -14,9 +14,12 @@ from pydantic import BaseModel, ValidationError
 from tinyplm.config.schema import RunConfig
 from tinyplm.errors import RecipeError, did_you_mean
 
+M = TypeVar("M", bound=BaseModel)
 
-def load_recipe(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
-    """Read ``path``, apply ``overrides`` (``a.b.c=value``), validate.
+
+def load_recipe(path: str | Path, overrides: list[str] | None = None, schema: type[M] = RunConfig) -> M:
+    """Read ``path``, apply ``overrides`` (``a.b.c=value``), validate against ``schema``
+    (a run recipe by default; a pre-training recipe is another schema).
 
     Raises ``RecipeError`` naming the file, line and key for any problem.
     """
@@ -38,16 +41,17 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> RunConf
         raise RecipeError(f"{path}: a recipe is a mapping of keys to values, got {type(raw).__name__}")
     for item in overrides or []:
         apply_override(raw, item)
-    return validate_recipe(raw, source=path, text=text, overrides=overrides)
+    return validate_recipe(raw, source=path, text=text, overrides=overrides, schema=schema)
 
 
 def validate_recipe(
-    raw: dict[str, Any], source: Path | str = "<recipe>", text: str | None = None, overrides: list[str] | None = None
-) -> RunConfig:
-    """Validate a recipe mapping; errors name the key path, its line (or the override that set
-    it) and the nearest valid key."""
+    raw: dict[str, Any], source: Path | str = "<recipe>", text: str | None = None, overrides: list[str] | None = None,
+    schema: type[M] = RunConfig,
+) -> M:
+    """Validate a recipe mapping against ``schema``; errors name the key path, its line (or the
+    override that set it) and the nearest valid key."""
     try:
-        return RunConfig.model_validate(raw)
+        return schema.model_validate(raw)
     except ValidationError as exc:
         errors = exc.errors()
         # An unknown key is the likelier root cause (a misspelled required key also reports
@@ -59,7 +63,7 @@ def validate_recipe(
         where = f"override '{override}'" if override else (f"{source}:{line}" if line else f"{source}")
         key = _dotted(loc)
         if err["type"] == "extra_forbidden":
-            valid = _valid_keys(RunConfig, loc[:-1])
+            valid = _valid_keys(schema, loc[:-1])
             hint = did_you_mean(str(loc[-1]), valid)
             raise RecipeError(
                 f"{where}: unknown key '{key}'{hint} Valid keys here: {', '.join(sorted(valid))}"

@@ -1,4 +1,4 @@
-"""The one training loop: fine-tuning and distillation alike, one process or several.
+"""The one training loop: fine-tuning, distillation and pre-training alike, one process or several.
 
 Device and process count come from ``accelerate`` (``accelerate launch --num_processes 2`` on CPU
 uses gloo). Each global batch is split across processes and DDP averages their gradients, so the
@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -33,7 +33,21 @@ from tinyplm.distill.progress import JsonlLog, make_progress
 from tinyplm.models.infer import autocast, use_bf16
 from tinyplm.tasks.encoding import Encoded, collate, model_inputs
 
-Objective = PredictionObjective | DistillObjective
+
+
+@runtime_checkable
+class SelfSupervised(Protocol):
+    """A pre-training objective (``tinyplm.pretrain.objective``): it prepares each collated batch
+    (masking) and computes the loss by running the model itself."""
+
+    needs_teacher: bool
+
+    def prepare_batch(self, batch: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], Any]: ...
+
+    def batch_loss(self, model: nn.Module, inputs: dict[str, torch.Tensor], targets: Any) -> torch.Tensor: ...
+
+
+Objective = PredictionObjective | DistillObjective | SelfSupervised
 
 EvalFn = Callable[[torch.nn.Module], dict[str, float]]
 
@@ -140,6 +154,8 @@ class Trainable(nn.Module):
     ) -> torch.Tensor:
         """The batch loss. Computed inside forward so DDP sees every trained parameter
         (projections included) used in one forward."""
+        if isinstance(self.objective, SelfSupervised):  # pre-training: the objective runs the model
+            return self.objective.batch_loss(self.student, inputs, labels)
         if self.objective is not None and self.objective.masked_lm:
             feats = mlm_forward(self.student, inputs, self.wants, labels)
         else:
@@ -320,7 +336,9 @@ def _step(loop: _Loop, data: Encoded, global_batch: list[int], objective, teache
         group["lr"] = loop.spec.lr * factor
     inputs, labels = model_inputs(batch), batch["labels"]
     masked_lm = isinstance(objective, DistillObjective) and objective.masked_lm
-    if masked_lm:  # dynamic masking: a new draw per batch from the checkpointed RNG
+    if isinstance(objective, SelfSupervised):  # masks (and pairs) its own batches, from the checkpointed RNG
+        inputs, labels = objective.prepare_batch(batch)
+    elif masked_lm:  # dynamic masking: a new draw per batch from the checkpointed RNG
         inputs, labels = objective.mask(inputs)
     t_feats = None
     t_logits = teacher_logits[batch["index"]] if teacher_logits is not None else None

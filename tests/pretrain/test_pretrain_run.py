@@ -1,0 +1,156 @@
+"""`tinyplm pretrain` end to end on a tiny model and corpus: every objective trains, evaluates,
+saves, resumes, and its model plugs into the core's fine-tuning."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import FILLER, make_tiny_mlm_dir, tiny_recipe, make_tiny_glue
+from tinyplm.config.pretrain import PretrainRecipe
+from tinyplm.errors import TinyplmError
+from tinyplm.pretrain.run import pretrain
+
+TRAIN = {"batch_size": 16, "lr": 3.0e-3, "precision": "fp32", "eval_every": 0, "checkpoint_every": 0,
+         "keep_best": False, "max_steps": 120, "epochs": 50}
+SHAPE = {"layers": 2, "hidden": 32, "heads": 4, "ffn": 37}
+
+
+def _corpus(folder: Path, docs: int = 4, paragraphs: int = 30, seed: int = 0) -> Path:
+    """Documents of short sentences over the tiny vocabulary, with a learnable pattern (a word
+    is often followed by the same word)."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for d in range(docs):
+        paras = []
+        for _ in range(paragraphs):
+            sents = []
+            for _ in range(rng.randint(2, 4)):
+                words = []
+                for _ in range(rng.randint(3, 7)):
+                    w = rng.choice(FILLER)
+                    words += [w, w]
+                sents.append(" ".join(words).capitalize() + ".")
+            paras.append(" ".join(sents))
+        (folder / f"doc{d}.txt").write_text("\n\n".join(paras), encoding="utf-8")
+    return folder
+
+
+def _recipe(tmp: Path, **objective) -> PretrainRecipe:
+    tok = make_tiny_mlm_dir(tmp / "tok")
+    return PretrainRecipe.model_validate({
+        "name": "p", "output_dir": str(tmp / "run"), "shape": SHAPE, "tokenizer": str(tok),
+        "corpus": {"paths": [str(_corpus(tmp / "corpus"))], "max_length": 48, "holdout": 0.1},
+        "objective": objective, "train": TRAIN, "eval": {"pppl_texts": 5},
+    })
+
+
+@pytest.mark.parametrize("objective", [
+    {"kind": "mlm"},
+    {"kind": "mlm", "masking": {"strategy": "whole_word", "static_copies": 3}},
+    {"kind": "mlm", "pairs": "sop", "masking": {"strategy": "span"}},
+    {"kind": "mlm", "pairs": "nsp", "masking": {"strategy": "ngram"}},
+], ids=["dynamic", "wwm-static", "span-sop", "ngram-nsp"])
+def test_mlm_objectives_learn_and_save(tmp_path: Path, objective: dict) -> None:
+    recipe = _recipe(tmp_path, **objective)
+    record = pretrain(recipe)
+    before, after = record["before"], record["after"]
+    assert after["mlm_loss"] < before["mlm_loss"] - 0.5
+    assert after["mlm_loss"] < after["unigram_loss"]  # the doubled words are learnable from context
+    assert after["pseudo_perplexity"] > 1.0
+    if objective.get("pairs"):
+        assert 0.0 <= after[f"{objective['pairs']}_accuracy"] <= 1.0
+    saved = json.loads((tmp_path / "run" / "pretrain.json").read_text())
+    assert saved["steps"] == 120
+    from transformers import AutoConfig
+
+    arch = AutoConfig.from_pretrained(tmp_path / "run" / "model").architectures[0]
+    assert arch == ("BertForPreTraining" if objective.get("pairs") else "BertForMaskedLM")
+
+
+def test_electra_trains_the_discriminator(tmp_path: Path) -> None:
+    recipe = _recipe(tmp_path, kind="electra", masking={"split": [1.0, 0.0, 0.0]},
+                     electra={"generator_fraction": 0.5, "disc_weight": 50.0})
+    record = pretrain(recipe)
+    before, after = record["before"], record["after"]
+    assert after["generator_mlm_loss"] < before["generator_mlm_loss"]
+    assert after["rtd_loss"] < before["rtd_loss"]
+    assert 0.0 < after["replaced_share"] < 0.15  # only masked positions can be replaced
+    from transformers import AutoConfig, BertModel
+
+    assert AutoConfig.from_pretrained(tmp_path / "run" / "model").architectures == ["BertModel"]
+    disc = BertModel.from_pretrained(tmp_path / "run" / "model")
+    assert disc.config.hidden_size == 32
+
+
+def test_generator_shares_the_embeddings(tmp_path: Path) -> None:
+    from transformers import BertConfig, BertModel
+
+    from tinyplm.config.pretrain import ElectraSpec
+    from tinyplm.pretrain.electra import ElectraGenerator
+
+    disc = BertModel(BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                intermediate_size=37))
+    gen = ElectraGenerator(disc.config, ElectraSpec(generator_fraction=0.25))
+    assert gen.config.hidden_size == 8 and gen.config.num_attention_heads == 1
+    assert not any(p.shape[0] == 99 and p.ndim == 2 for p in gen.parameters())  # no vocabulary matrix of its own
+    inputs = {"input_ids": torch.randint(5, 99, (2, 6)), "attention_mask": torch.ones(2, 6, dtype=torch.long),
+              "token_type_ids": torch.zeros(2, 6, dtype=torch.long)}
+    selected = torch.zeros(2, 6, dtype=torch.bool)
+    selected[0, 2] = selected[1, 4] = True
+    logits = gen(disc.embeddings.word_embeddings, inputs, selected)
+    assert logits.shape == (2, 99)
+    logits.sum().backward()
+    assert disc.embeddings.word_embeddings.weight.grad is not None  # the tie carries gradients back
+
+
+def test_resume_continues_and_refuses_to_overwrite(tmp_path: Path) -> None:
+    recipe = _recipe(tmp_path)
+    stopped = recipe.model_copy(update={"train": recipe.train.model_copy(update={"max_steps": 60, "checkpoint_every": 30})})
+    pretrain(stopped)
+    (tmp_path / "run" / "pretrain.json").unlink()  # as if killed after its last checkpoint
+    with pytest.raises(TinyplmError, match="--resume"):
+        pretrain(recipe)
+    resumed = recipe.model_copy(update={"train": recipe.train.model_copy(update={"checkpoint_every": 30})})
+    record = pretrain(resumed, resume=True)
+    assert record["steps"] == 120
+    log = [json.loads(x) for x in (tmp_path / "run" / "logs" / "train.jsonl").read_text().splitlines()]
+    assert any(e["event"] == "resume" and e["step"] == 60 for e in log)
+    with pytest.raises(TinyplmError, match="finished"):
+        pretrain(recipe)
+
+
+def test_continued_pretraining_fits_a_head_first(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """A bare classifier checkpoint (no MLM head) gets one fitted, then all of it trains."""
+    recipe = PretrainRecipe.model_validate({
+        "name": "c", "output_dir": str(tmp_path / "run"), "init": str(tiny_model_dir),
+        "corpus": {"paths": [str(_corpus(tmp_path / "corpus"))], "max_length": 48, "holdout": 0.1},
+        "train": TRAIN, "eval": {"pppl_texts": 5}, "fit_head_steps": 5,
+    })
+    record = pretrain(recipe)
+    assert (tmp_path / "run" / "mlm_head" / "model.safetensors").is_file()
+    assert record["after"]["pseudo_perplexity"] < record["before"]["pseudo_perplexity"]
+
+
+def test_pretrained_encoder_plugs_into_finetuning(tmp_path: Path) -> None:
+    from tinyplm.config import validate_recipe
+    from tinyplm.run import run
+
+    pretrain(_recipe(tmp_path, kind="mlm", pairs="sop"))
+    glue = make_tiny_glue(tmp_path / "glue")
+    raw = tiny_recipe(tmp_path, tmp_path / "run" / "model", glue,
+                      students=[{"name": "s", "shape": {"layers": 1, "hidden": 32, "heads": 4, "ffn": 37},
+                                 "train": {"batch_size": 16, "lr": 3e-3, "precision": "fp32", "epochs": 2,
+                                           "eval_every": 0, "checkpoint_every": 0}}])
+    record = run(validate_recipe(raw))
+    assert record.teacher.metrics["accuracy"] > 0.6  # the toy task is learnable from the pre-trained encoder
+    assert record.stage("s").params > 0
+
+
+def test_recipe_needs_init_or_shape(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="exactly one of init"):
+        PretrainRecipe.model_validate({"corpus": {"paths": ["x"]}})
