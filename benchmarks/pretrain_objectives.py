@@ -1,0 +1,186 @@
+"""Pre-training objectives at equal budget: which one gives the best small encoder for GLUE?
+
+    python benchmarks/pretrain_objectives.py --budget-minutes 10
+
+One small shape (4 layers, hidden 256, 4 heads, FFN 1024) and one WordPiece vocabulary trained
+here on the corpus (``tinyplm tokenizer train``, 16k pieces, shared by every model). Each
+objective pre-trains from scratch on ``../shared/data/corpus`` (books + wikitext) for the same
+wall-clock budget:
+
+  mlm-static   BERT: 15% tokens, 80/10/10, each text's masks fixed (10 copies)
+  mlm-dynamic  RoBERTa: a new mask every time
+  whole-word   whole words masked
+  span         SpanBERT spans (geometric, mean 3.8 words)
+  mlm-nsp      dynamic MLM + next-sentence prediction
+  mlm-sop      dynamic MLM + sentence-order prediction (ALBERT)
+  electra      replaced-token detection, generator 1/4 wide, lambda 50
+  none         no pre-training (the floor every objective should beat)
+
+Each model is then fine-tuned on SST-2 and on MRPC with the same budget (``--finetune-minutes``).
+Held-out MLM loss is measured on the same held-out paragraphs with the same fixed masks (for
+ELECTRA, which keeps no MLM head, the generator's). Writes ``<out>/results.json`` (one row per
+objective: held-out pre-training loss, steps, SST-2 accuracy, MRPC F1) and ``<out>/objectives.png``.
+Its last line of output is the JSON's path. Finished pieces are reused on a rerun.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
+SHAPE = {"layers": 4, "hidden": 256, "heads": 4, "ffn": 1024}
+OBJECTIVES = {
+    "mlm-static": {"kind": "mlm", "masking": {"static_copies": 10}},
+    "mlm-dynamic": {"kind": "mlm"},
+    "whole-word": {"kind": "mlm", "masking": {"strategy": "whole_word"}},
+    "span": {"kind": "mlm", "masking": {"strategy": "span"}},
+    "mlm-nsp": {"kind": "mlm", "pairs": "nsp"},
+    "mlm-sop": {"kind": "mlm", "pairs": "sop"},
+    "electra": {"kind": "electra", "masking": {"split": [1.0, 0.0, 0.0]}},
+}
+TASKS = {"sst2": ("accuracy", 64), "mrpc": ("f1", 128)}
+
+
+def tokenizer(args, out: Path) -> Path:
+    from tinyplm.pretrain.tokenizer import train_tokenizer
+
+    path = out / "_tokenizer"
+    if not (path / "tokenizer.json").is_file():
+        train_tokenizer(corpus(), "wordpiece", args.vocab_size, path, max_items=args.max_docs)
+    return path
+
+
+def corpus() -> list[Path]:
+    return [DATA / "corpus" / "books", DATA / "corpus" / "wikitext"]
+
+
+def pretrain_one(args, name: str, tok: Path, out: Path) -> dict:
+    """Pre-train one objective (reusing a finished run) -> its pretrain.json record."""
+    from tinyplm.config.pretrain import PretrainRecipe
+    from tinyplm.pretrain.run import RESULT_FILE, pretrain
+
+    run_dir = out / name
+    if (run_dir / RESULT_FILE).is_file():
+        return json.loads((run_dir / RESULT_FILE).read_text())
+    recipe = PretrainRecipe.model_validate({
+        "name": name, "output_dir": str(run_dir), "shape": SHAPE, "tokenizer": str(tok),
+        "corpus": {"paths": [str(p) for p in corpus()], "max_docs": args.max_docs, "max_length": args.max_length,
+                   "holdout": 0.01},
+        "objective": OBJECTIVES[name],
+        "train": {"epochs": 20, "budget_minutes": args.budget_minutes, "lr": args.lr, "batch_size": 64,
+                  "warmup_ratio": 0.06, "eval_every": 0, "checkpoint_every": 500, "keep_best": False, "seed": 0},
+        "eval": {"max_texts": 1000, "pppl_texts": 50},
+    })
+    return pretrain(recipe, resume=run_dir.exists())
+
+
+def scratch_model(tok: Path, out: Path) -> Path:
+    """The 'none' row: the same shape, randomly initialised, saved once."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from tinyplm.models.io import save_model
+
+    path = out / "none" / "model"
+    if not path.is_dir():
+        t = AutoTokenizer.from_pretrained(str(tok))
+        torch.manual_seed(0)
+        cfg = BertConfig(vocab_size=len(t), hidden_size=SHAPE["hidden"], num_hidden_layers=SHAPE["layers"],
+                         num_attention_heads=SHAPE["heads"], intermediate_size=SHAPE["ffn"], max_position_embeddings=512,
+                         pad_token_id=t.pad_token_id)
+        save_model(BertModel(cfg), t, path)
+    return path
+
+
+def finetune(args, model_dir: Path, task: str, out: Path) -> dict[str, float]:
+    """Fine-tune ``model_dir`` on ``task`` with the budget (reusing a finished run) -> dev metrics."""
+    from tinyplm.config import validate_recipe
+    from tinyplm.report import RunRecord
+    from tinyplm.run import run
+
+    run_dir = out / task
+    if (run_dir / "results.json").is_file():
+        return RunRecord.load(run_dir / "results.json").teacher.metrics
+    raw = {"name": task, "output_dir": str(run_dir), "task": {"name": task, "max_length": TASKS[task][1]},
+           "teacher": {"model": str(model_dir), "finetune": {"epochs": 20, "budget_minutes": args.finetune_minutes,
+                                                            "lr": args.finetune_lr, "eval_every": 100, "seed": 0}},
+           "students": [], "measure": {"latency_sentences": 4, "throughput_sentences": 32, "rounds": 1, "warmup": 1}}
+    return run(validate_recipe(raw, source=f"pretrain_objectives:{task}"), resume=run_dir.exists()).teacher.metrics
+
+
+def row(name: str, record: dict | None, metrics: dict[str, dict]) -> dict:
+    after = (record or {}).get("after", {})
+    out = {"objective": name,
+           "heldout_mlm_loss": after.get("mlm_loss", after.get("generator_mlm_loss")),
+           "heldout_mlm_accuracy": after.get("mlm_accuracy", after.get("generator_mlm_accuracy")),
+           "unigram_loss": after.get("unigram_loss"),
+           "steps": (record or {}).get("steps", 0), "pretrain_seconds": (record or {}).get("train_seconds", 0.0)}
+    if "rtd_accuracy" in after:
+        out["rtd_accuracy"] = after["rtd_accuracy"]
+    for key in ("nsp_accuracy", "sop_accuracy"):
+        if key in after:
+            out[key] = after[key]
+    for task, (metric, _) in TASKS.items():
+        out[f"{task}_{metric}"] = metrics[task].get(metric)
+    return out
+
+
+def plot(rows: list[dict], out: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    names = [r["objective"] for r in rows]
+    for ax, (task, (metric, _)) in zip(axes, TASKS.items()):
+        values = [r[f"{task}_{metric}"] or 0.0 for r in rows]
+        ax.bar(names, values, color=["#999999" if n == "none" else "#2a7f62" for n in names])
+        ax.set_ylim(max(0.0, min(values) - 0.05), min(1.0, max(values) + 0.03))
+        ax.set_title(f"{task} dev {metric}")
+        ax.tick_params(axis="x", rotation=40)
+    fig.suptitle("Pre-training objectives at equal budget (4L/256 from scratch), then equal fine-tuning")
+    fig.tight_layout()
+    path = out / "objectives.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--budget-minutes", type=float, default=10.0, help="pre-training budget per objective")
+    p.add_argument("--finetune-minutes", type=float, default=3.0, help="fine-tuning budget per model and task")
+    p.add_argument("--objectives", nargs="+", default=list(OBJECTIVES) + ["none"], choices=list(OBJECTIVES) + ["none"])
+    p.add_argument("--lr", type=float, default=5e-4)
+    p.add_argument("--finetune-lr", type=float, default=1e-4)
+    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--max-docs", type=int, default=None, help="use at most this many corpus paragraphs")
+    p.add_argument("--vocab-size", type=int, default=16000)
+    p.add_argument("--out", type=Path, default=REPO / "runs" / "pretrain_objectives")
+    args = p.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    tok = tokenizer(args, args.out)
+    rows = []
+    for name in args.objectives:
+        record = None if name == "none" else pretrain_one(args, name, tok, args.out)
+        model = scratch_model(tok, args.out) if name == "none" else args.out / name / "model"
+        metrics = {task: finetune(args, model, task, args.out / name) for task in TASKS}
+        rows.append(row(name, record, metrics))
+        print(json.dumps(rows[-1]), flush=True)
+    path = args.out / "results.json"
+    info = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    path.write_text(json.dumps({"benchmark": "pretrain_objectives", "shape": SHAPE, "args": info,
+                                "seconds": round(time.time() - start, 1), "rows": rows}, indent=2) + "\n")
+    plot(rows, args.out)
+    print(path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
