@@ -7,10 +7,16 @@ from pathlib import Path
 import pytest
 
 from tinyplm.config import load_recipe
+from tinyplm.config.pretrain import PretrainRecipe
 from tinyplm.tasks import canonical
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = sorted((REPO / "recipes").rglob("*.yaml"))
+
+
+def is_pretrain(path: Path) -> bool:
+    """Recipes under recipes/pretrain/ are pre-training recipes (``tinyplm pretrain``)."""
+    return path.parent.name == "pretrain"
 
 
 def rel(path: Path) -> str:
@@ -24,15 +30,16 @@ def test_recipes_were_found() -> None:
 
 @pytest.mark.parametrize("path", RECIPES, ids=rel)
 def test_recipe_validates(path: Path) -> None:
-    cfg = load_recipe(path)
-    assert cfg.name  # a RunConfig came back
+    cfg = load_recipe(path, schema=PretrainRecipe) if is_pretrain(path) else load_recipe(path)
+    assert cfg.name  # a RunConfig (or PretrainRecipe) came back
 
 
 @pytest.mark.parametrize("path", RECIPES, ids=rel)
 def test_recipe_opens_with_its_launch_command(path: Path) -> None:
     first = path.read_text(encoding="utf-8").splitlines()[0]
     assert first.startswith("#"), f"{rel(path)}: first line should be a comment, got {first!r}"
-    assert f"tinyplm run {rel(path)}" in first, f"{rel(path)}: first line {first!r} should name its own path"
+    command = "pretrain" if is_pretrain(path) else "run"
+    assert f"tinyplm {command} {rel(path)}" in first, f"{rel(path)}: first line {first!r} should name its own path"
 
 
 @pytest.mark.parametrize("path", [p for p in RECIPES if p.parent.name == "glue"], ids=rel)
