@@ -1,0 +1,123 @@
+"""SQuAD exact match and F1 with the official evaluation semantics (v1.1 and v2.0).
+
+Answers are normalised as the official scripts do: lower-case, drop ASCII punctuation
+(``string.punctuation``), drop the articles *a*, *an*, *the* as whole words, collapse white
+space. A question's score is the maximum over its gold answers; scores are percentages.
+
+* v1.1: a question missing from the predictions scores 0 on both (the official script warns).
+  F1 is 0 when prediction and gold share no token.
+* v2.0: a question whose gold answers all normalise to nothing is unanswerable; its only gold
+  answer is the empty string. F1 against an empty answer is 1 when both are empty, else 0.
+  Results are also split into ``HasAns_*`` and ``NoAns_*``. A missing prediction is an error in
+  v2.0's script; here it is counted as the empty answer and reported in ``missing``.
+
+Written here rather than imported: the official scripts are not packaged, and ``evaluate``'s
+SQuAD metrics download their code from the hub at run time, which this machine cannot do.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import string
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+_PUNCT = set(string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """Lower-case, strip punctuation, drop articles, collapse white space (official order)."""
+    text = "".join(ch for ch in text.lower() if ch not in _PUNCT)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def _tokens(text: str) -> list[str]:
+    return normalize_answer(text).split() if text else []
+
+
+def exact_match(prediction: str, gold: str) -> int:
+    """1 when both normalise to the same string, else 0."""
+    return int(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def f1(prediction: str, gold: str, v2: bool = False) -> float:
+    """Token-overlap F1 of two answers (v2: an empty side scores 1 only if both are empty)."""
+    pred, ref = _tokens(prediction), _tokens(gold)
+    if v2 and (not pred or not ref):
+        return float(pred == ref)
+    same = sum((collections.Counter(pred) & collections.Counter(ref)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred), same / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question's id and gold answer texts (an empty list: unanswerable, v2.0)."""
+
+    id: str
+    answers: tuple[str, ...]
+
+
+def questions_of(dataset: Mapping) -> list[Question]:
+    """The questions of an official SQuAD JSON object (``{"data": [...]}`` or its ``data`` list)."""
+    articles = dataset["data"] if isinstance(dataset, Mapping) else dataset
+    out = []
+    for article in articles:
+        for para in article["paragraphs"]:
+            for qa in para["qas"]:
+                out.append(Question(str(qa["id"]), tuple(a["text"] for a in qa.get("answers", []))))
+    return out
+
+
+def squad_scores(questions: Iterable[Question], predictions: Mapping[str, str], v2: bool = False) -> dict[str, float]:
+    """``exact_match`` and ``f1`` (percent) over ``questions``; v2 adds HasAns/NoAns splits.
+
+    v1.1 keys: ``exact_match``, ``f1``, ``total``, ``missing``. v2.0 keys follow the official
+    script (``exact``, ``f1``, ``total``, ``HasAns_exact``, ...), plus ``missing``.
+    """
+    em: dict[str, float] = {}
+    f: dict[str, float] = {}
+    has_answer: dict[str, bool] = {}
+    missing = 0
+    for q in questions:
+        golds = [a for a in q.answers if normalize_answer(a)] if v2 else list(q.answers)
+        has_answer[q.id] = bool(q.answers)  # the official split looks at the raw answers
+        if v2 and not golds:
+            golds = [""]
+        if q.id not in predictions:
+            missing += 1
+            if not v2:
+                em[q.id] = f[q.id] = 0.0
+                continue
+        pred = predictions.get(q.id, "")
+        em[q.id] = float(max(exact_match(pred, g) for g in golds)) if golds else 0.0
+        f[q.id] = max(f1(pred, g, v2) for g in golds) if golds else 0.0
+    total = len(em)
+    if not v2:
+        return {"exact_match": _pct(em.values(), total), "f1": _pct(f.values(), total), "total": total,
+                "missing": missing}
+    out = {"exact": _pct(em.values(), total), "f1": _pct(f.values(), total), "total": total}
+    for name, flag in (("HasAns", True), ("NoAns", False)):
+        ids = [k for k, v in has_answer.items() if v is flag]
+        if ids:
+            out[f"{name}_exact"] = _pct((em[k] for k in ids), len(ids))
+            out[f"{name}_f1"] = _pct((f[k] for k in ids), len(ids))
+            out[f"{name}_total"] = len(ids)
+    out["missing"] = missing
+    return out
+
+
+def _pct(values: Iterable[float], n: int) -> float:
+    return 100.0 * sum(values) / n if n else 0.0
+
+
+def is_v2(dataset: Mapping) -> bool:
+    """True for a v2.0 file (its ``version`` says so, or a question is marked ``is_impossible``)."""
+    if str(dataset.get("version", "")).startswith("v2") or str(dataset.get("version", "")).startswith("2"):
+        return True
+    return any(qa.get("is_impossible") for a in dataset.get("data", []) for p in a["paragraphs"] for qa in p["qas"])
