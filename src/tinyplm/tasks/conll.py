@@ -1,0 +1,61 @@
+"""CoNLL-2003 named entities: read ``token POS chunk NER`` files (IOB2 tags).
+
+A blank line ends a sentence; ``-DOCSTART-`` lines separate documents and are dropped. Every line
+must have exactly four space-separated columns and a tag from :data:`TAGS`; otherwise a
+:class:`DataError` names the file, the line and what was expected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tinyplm.errors import DataError
+
+ENTITY_TYPES = ("PER", "ORG", "LOC", "MISC")
+TAGS: tuple[str, ...] = ("O",) + tuple(f"{p}-{t}" for t in ENTITY_TYPES for p in ("B", "I"))
+COLUMNS = 4
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One sentence: its tokens and NER tags (same length), and its first line in the file."""
+
+    tokens: tuple[str, ...]
+    tags: tuple[str, ...]
+    line: int
+
+
+def read_conll(path: Path, tags: tuple[str, ...] = TAGS) -> list[Sentence]:
+    """Sentences of a CoNLL-2003 file. Raises ``DataError`` (file:line) for a missing file,
+    a wrong column count or an unknown tag, and when the file holds no sentence."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: CoNLL file not found")
+    known = set(tags)
+    out: list[Sentence] = []
+    tokens: list[str] = []
+    labels: list[str] = []
+    first = 0
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            parts = line.split()
+            if not parts or parts[0] == "-DOCSTART-":
+                if tokens:
+                    out.append(Sentence(tuple(tokens), tuple(labels), first))
+                    tokens, labels = [], []
+                continue
+            if len(parts) != COLUMNS:
+                raise DataError(f"{path}:{n}: expected {COLUMNS} space-separated columns (token POS chunk NER), "
+                                f"got {len(parts)}: {line.strip()!r}")
+            if parts[3] not in known:
+                raise DataError(f"{path}:{n}: unknown NER tag {parts[3]!r}; expected one of {', '.join(tags)}")
+            if not tokens:
+                first = n
+            tokens.append(parts[0])
+            labels.append(parts[3])
+    if tokens:
+        out.append(Sentence(tuple(tokens), tuple(labels), first))
+    if not out:
+        raise DataError(f"{path}: no sentences found")
+    return out
