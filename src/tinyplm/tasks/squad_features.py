@@ -1,0 +1,142 @@
+"""SQuAD examples -> model windows, and window logits -> answer texts.
+
+**Features** (as BERT's ``run_squad`` and Hugging Face's ``run_qa``): the question, cut to
+``max_query_length`` tokens, is paired with windows of the context of at most ``max_length``
+tokens in all; consecutive windows overlap by ``doc_stride`` tokens (Hugging Face's ``stride``
+semantics). Each window's label is the (start, end) token of the first gold answer when the answer
+lies wholly inside it, else (0, 0): the ``[CLS]`` token, "no answer here".
+
+**Post-processing**: for each example, over all its windows, the ``n_best`` highest start and
+end logits are paired; pairs outside the context, reversed, or longer than ``max_answer_length``
+tokens are skipped; the best pair's character span is the answer. For v2.0 the null score is the
+smallest ``[CLS]`` start + end score over the windows; the answer is empty when null score minus
+best span score exceeds a threshold, tuned on dev by :func:`best_null_threshold`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from tinyplm.tasks.squad import QAExample
+
+
+@dataclass(frozen=True)
+class QAFeatures:
+    """Tokenised windows. ``labels`` ``(N, 2)`` start/end token; ``example`` ``(N,)`` index of the
+    example each window comes from; ``offsets`` per window, ``(start_char, end_char)`` for context
+    tokens and ``None`` elsewhere."""
+
+    input_ids: list[list[int]]
+    token_type_ids: list[list[int]]
+    labels: torch.Tensor
+    example: list[int]
+    offsets: list[list[tuple[int, int] | None]]
+    pad_id: int
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+def _cut_question(question: str, tokenizer, max_query_length: int) -> str:
+    enc = tokenizer(question, add_special_tokens=False, return_offsets_mapping=True)
+    offsets = enc["offset_mapping"]
+    if len(offsets) <= max_query_length:
+        return question
+    return question[: offsets[max_query_length - 1][1]]
+
+
+def build_features(examples: Sequence[QAExample], tokenizer, max_length: int = 384, doc_stride: int = 128,
+                   max_query_length: int = 64) -> QAFeatures:
+    """Windows of ``examples`` (see module docstring). Raises ``ValueError`` when ``doc_stride``
+    leaves no room for new context in a window."""
+    questions = [_cut_question(ex.question.lstrip(), tokenizer, max_query_length) for ex in examples]
+    if doc_stride >= max_length - max_query_length - 3:
+        raise ValueError(f"doc_stride {doc_stride} must be smaller than the context room of a window "
+                         f"(max_length {max_length} - max_query_length {max_query_length} - 3)")
+    enc = tokenizer(questions, [ex.context for ex in examples], truncation="only_second", max_length=max_length,
+                    stride=doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True,
+                    return_token_type_ids=True, padding=False)
+    owners = enc["overflow_to_sample_mapping"]
+    labels, offsets = [], []
+    for i, owner in enumerate(owners):
+        seq = enc.sequence_ids(i)
+        offs = [tuple(o) if s == 1 else None for o, s in zip(enc["offset_mapping"][i], seq)]
+        offsets.append(offs)
+        labels.append(_label(examples[owner], offs))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    return QAFeatures([list(x) for x in enc["input_ids"]], [list(x) for x in enc["token_type_ids"]],
+                      torch.tensor(labels, dtype=torch.long), list(owners), offsets, int(pad))
+
+
+def _label(ex: QAExample, offs: list[tuple[int, int] | None]) -> tuple[int, int]:
+    if not ex.answers:
+        return 0, 0
+    a = ex.answers[0]
+    first, last = a.start, a.start + len(a.text)
+    ctx = [i for i, o in enumerate(offs) if o is not None]
+    if not ctx or offs[ctx[0]][0] > first or offs[ctx[-1]][1] < last:
+        return 0, 0
+    start = next(i for i in ctx if offs[i][1] > first)
+    end = next(i for i in reversed(ctx) if offs[i][0] < last)
+    return start, end
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One example's best span text and score, and its null (no-answer) score."""
+
+    text: str
+    score: float
+    null_score: float
+
+
+def predict_answers(examples: Sequence[QAExample], features: QAFeatures, start_logits: Sequence[np.ndarray],
+                    end_logits: Sequence[np.ndarray], n_best: int = 20, max_answer_length: int = 30) -> list[Prediction]:
+    """Best answer per example from its windows' logits (each ``(window_len,)``, unpadded)."""
+    by_example: dict[int, list[int]] = {}
+    for f, owner in enumerate(features.example):
+        by_example.setdefault(owner, []).append(f)
+    out = []
+    for e, ex in enumerate(examples):
+        best, best_score, null = "", -np.inf, np.inf
+        for f in by_example.get(e, []):
+            s, t, offs = np.asarray(start_logits[f]), np.asarray(end_logits[f]), features.offsets[f]
+            null = min(null, float(s[0] + t[0]))
+            starts = np.argsort(s)[::-1][:n_best]
+            ends = np.argsort(t)[::-1][:n_best]
+            for i in starts:
+                for j in ends:
+                    if i >= len(offs) or j >= len(offs) or offs[i] is None or offs[j] is None:
+                        continue
+                    if j < i or j - i + 1 > max_answer_length:
+                        continue
+                    score = float(s[i] + t[j])
+                    if score > best_score:
+                        best, best_score = ex.context[offs[i][0] : offs[j][1]], score
+        out.append(Prediction(best, float(best_score), float(null)))
+    return out
+
+
+def answers_with_threshold(preds: Sequence[Prediction], threshold: float) -> list[str]:
+    """v2.0: the empty answer where ``null_score - score > threshold``, else the span."""
+    return ["" if p.null_score - p.score > threshold or not np.isfinite(p.score) else p.text for p in preds]
+
+
+def best_null_threshold(examples: Sequence[QAExample], preds: Sequence[Prediction]) -> float:
+    """The threshold that maximises v2.0 F1 on ``examples`` (tried at every example's gap)."""
+    from tinyplm.evaluate.squad import Question, squad_scores
+
+    questions = [Question(ex.id, tuple(a.text for a in ex.answers)) for ex in examples]
+    gaps = sorted({p.null_score - p.score for p in preds if np.isfinite(p.score)})
+    candidates = [min(gaps) - 1.0] + gaps if gaps else [0.0]
+    best, best_f1 = 0.0, -1.0
+    for t in candidates:
+        answers = answers_with_threshold(preds, t)
+        f1 = squad_scores(questions, {q.id: a for q, a in zip(questions, answers)}, v2=True)["f1"]
+        if f1 > best_f1:
+            best, best_f1 = t, f1
+    return best
