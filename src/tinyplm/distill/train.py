@@ -34,7 +34,6 @@ from tinyplm.models.infer import autocast, use_bf16
 from tinyplm.tasks.encoding import Encoded, collate, model_inputs
 
 
-
 @runtime_checkable
 class SelfSupervised(Protocol):
     """A pre-training objective (``tinyplm.pretrain.objective``): it prepares each collated batch
