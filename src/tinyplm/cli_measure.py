@@ -1,4 +1,4 @@
-"""Subcommands that look at models and runs: evaluate, bench, report, tasks."""
+"""Subcommands that look at models and runs: evaluate, evaluate-squad, bench, report, tasks."""
 
 from __future__ import annotations
 
@@ -41,6 +41,35 @@ def register(app: typer.Typer, out: Console) -> None:
         else:
             for k, v in metrics.items():
                 out.print(f"{k}: {v:.4f}")
+
+    @app.command("evaluate-squad")
+    def evaluate_squad_cmd(
+        predictions: Annotated[Path, typer.Argument(help="JSON object: question id -> answer text")],
+        data_file: Annotated[Path, typer.Argument(help="official SQuAD v1.1 or v2.0 JSON")],
+    ) -> None:
+        """Exact match and F1 of a predictions file, with the official v1.1 / v2.0 semantics
+        (v2.0, detected from the file: also HasAns/NoAns). Prints JSON.
+
+        Example: tinyplm evaluate-squad runs/squad/predictions.json ../shared/data/squad/dev-v1.1.json
+        """
+        from tinyplm.errors import DataError
+        from tinyplm.evaluate.squad import Question, squad_scores
+        from tinyplm.tasks.squad import read_squad
+
+        data = read_squad(data_file)
+        try:
+            preds = json.loads(predictions.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise DataError(f"{predictions}: predictions file not found") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise DataError(f"{predictions}: not a JSON file ({exc})") from None
+        if not isinstance(preds, dict) or not all(isinstance(v, str) for v in preds.values()):
+            raise DataError(f"{predictions}: expected a JSON object mapping question ids to answer strings")
+        questions = [Question(ex.id, tuple(a.text for a in ex.answers)) for ex in data.examples]
+        unknown = set(preds) - {q.id for q in questions}
+        scores = squad_scores(questions, preds, v2=data.v2)
+        scores["unknown_ids"] = len(unknown)
+        out.print_json(json.dumps(scores))
 
     @app.command("bench")
     def bench_cmd(

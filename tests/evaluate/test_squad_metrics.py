@@ -70,3 +70,33 @@ def test_v2_scores_with_no_answer_questions_and_splits() -> None:
 def test_v2_missing_prediction_is_the_empty_answer() -> None:
     out = squad_scores([Question("b", ())], {}, v2=True)
     assert out["exact"] == 100.0 and out["missing"] == 1
+
+
+def test_evaluate_squad_cli(tmp_path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from tinyplm.cli import app
+
+    context = "Denver Broncos won on February 7, 2016 in Santa Clara, California."
+
+    def qa(qid: str, *answers: str) -> dict:
+        return {"id": qid, "question": "?", "answers": [{"text": a, "answer_start": context.index(a)} for a in answers]}
+
+    raw = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": [
+        qa("q1", "Denver Broncos", "Broncos"), qa("q2", "February 7, 2016"), qa("q3", "Santa Clara, California"),
+        qa("q4", "won")]}]}]}
+    data = tmp_path / "dev.json"
+    data.write_text(json.dumps(raw), encoding="utf-8")
+    preds = tmp_path / "p.json"
+    preds.write_text(json.dumps({"q1": "Broncos", "q2": "February 7", "q3": "Santa Clara, California.", "zz": "x"}))
+    result = CliRunner().invoke(app, ["evaluate-squad", str(preds), str(data)])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    # as test_v1_scores...: EM 1, 0, 1, missing; F1 1, 0.8, 1, 0
+    assert out["exact_match"] == pytest.approx(50.0) and out["f1"] == pytest.approx(70.0)
+    assert out["missing"] == 1 and out["unknown_ids"] == 1
+    preds.write_text("[1, 2]")
+    bad = CliRunner().invoke(app, ["evaluate-squad", str(preds), str(data)])
+    assert bad.exit_code != 0
