@@ -136,11 +136,12 @@ def test_continued_pretraining_fits_a_head_first(tmp_path: Path, tiny_model_dir:
     assert record["after"]["pseudo_perplexity"] < record["before"]["pseudo_perplexity"]
 
 
-def test_pretrained_encoder_plugs_into_finetuning(tmp_path: Path) -> None:
+@pytest.mark.parametrize("objective", [{"kind": "mlm", "pairs": "sop"}, {"kind": "electra"}], ids=["sop", "electra"])
+def test_pretrained_encoder_plugs_into_finetuning(tmp_path: Path, objective: dict) -> None:
     from tinyplm.config import validate_recipe
     from tinyplm.run import run
 
-    pretrain(_recipe(tmp_path, kind="mlm", pairs="sop"))
+    pretrain(_recipe(tmp_path, **objective))
     glue = make_tiny_glue(tmp_path / "glue")
     raw = tiny_recipe(tmp_path, tmp_path / "run" / "model", glue,
                       students=[{"name": "s", "shape": {"layers": 1, "hidden": 32, "heads": 4, "ffn": 37},
