@@ -73,6 +73,8 @@ def test_contract(kind: str, tmp_path: Path) -> None:
     assert logits.shape == (8, 2)  # forward shapes
     if kind in QUANTIZED:  # close to the fp32 model it came from
         assert torch.allclose(logits.float(), reference, atol=0.05)
+    if kind == "int4_weight":  # 4 bits + an fp16 scale per 8 weights: 6 of 32 bits
+        assert info["linear_weight_bytes_int4"] == pytest.approx(info["linear_weight_bytes_fp32"] * 6 / 32, rel=0.05)
     if kind == "trim_vocab":  # same pieces under new ids: the same outputs
         assert torch.allclose(logits, reference, atol=1e-5) and info["vocab_after"] < info["vocab_before"]
     saved = save_model(out, tok, tmp_path / "saved")
