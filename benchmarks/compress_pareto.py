@@ -12,9 +12,8 @@ One recipe, one run (so every model is measured side by side on the same machine
                          sparsity, ALBERT sharing, SVD, factorized embeddings, vocabulary
                          trimming, QAT, dynamic/static
                          int8 (ONNX Runtime), torch dynamic int8, 4-bit weights, bf16
-  student-combined       FFN and head pruning, factorized embeddings (E=128), the vocabulary trimmed
-                         to the task's pieces, then ONNX Runtime dynamic int8 with int8 embeddings:
-                         the small-and-fast recipe
+  student-combined       FFN and head pruning, the vocabulary trimmed to the task's pieces, then
+                         ONNX Runtime dynamic int8 with int8 embeddings: the small-and-fast recipe
   teacher-<...>          the teacher itself: ONNX Runtime dynamic and static int8, and half its
                          heads and half its FFN with KD recovery
 
@@ -64,8 +63,9 @@ def recipe(args, out: Path) -> dict:
         "student-int4": [{"kind": "int4_weight", "group_size": 64}],
         "student-bf16": [{"kind": "bf16"}],
         "student-trimmed": [{"kind": "trim_vocab"}],
+        # No factorized embeddings here: on SST-2, E=128 cost 2.9 points after a 2-minute recovery
+        # (0.889 -> 0.860); trimming the vocabulary shrinks the table without changing a logit.
         "student-combined": prune + [
-            {"kind": "factorize_embeddings", "rank": 128, "recover": _recover(r)},
             {"kind": "trim_vocab"},
             {"kind": "onnx_dynamic_int8", "embeddings": True}],
     }
