@@ -155,3 +155,25 @@ def test_pretrained_encoder_plugs_into_finetuning(tmp_path: Path, objective: dic
 def test_recipe_needs_init_or_shape(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="exactly one of init"):
         PretrainRecipe.model_validate({"corpus": {"paths": ["x"]}})
+
+
+def test_cli_pretrain_prints_the_table_and_writes_the_run(tmp_path: Path) -> None:
+    import yaml
+    from typer.testing import CliRunner
+
+    from tinyplm.cli import app
+
+    recipe = _recipe(tmp_path).model_dump(mode="json")
+    recipe["train"]["max_steps"] = 10
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    result = CliRunner().invoke(app, ["pretrain", str(path), "eval.pppl_texts=2"])
+    assert result.exit_code == 0, result.output
+    assert "mlm_loss" in result.output and "unigram_loss" in result.output
+    for name in ("config.resolved.yaml", "pretrain.json", "logs/train.jsonl", "model/config.json"):
+        assert (tmp_path / "run" / name).is_file(), name
+    again = CliRunner().invoke(app, ["pretrain", str(path)])
+    assert again.exit_code != 0 and "finished" in str(again.exception)
+    path.write_text(yaml.safe_dump({**recipe, "objective": {"kind": "mlm", "masking": {"strategy": "words"}}}))
+    bad = CliRunner().invoke(app, ["pretrain", str(path)])
+    assert bad.exit_code != 0 and "objective.masking.strategy" in str(bad.exception)
