@@ -34,6 +34,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 TEACHER_MINUTES = {"sst2": 12.0, "mrpc": 8.0}
+VARIANTS = ("student-pruned", "student-sparse", "student-shared", "student-svd", "student-embed128", "student-qat",
+            "student-ort-dyn", "student-ort-static", "student-torch-int8", "student-int4", "student-bf16",
+            "student-trimmed", "student-combined", "teacher-ort-dyn", "teacher-ort-static", "teacher-half")
 MAX_LENGTH = {"sst2": 64, "mrpc": 128}
 
 
@@ -72,15 +75,17 @@ def recipe(args, out: Path) -> dict:
     students = [{"name": "student", "teacher_layers": [1, 3, 5],
                  "objective": {"temperature": 2.0, "kd_weight": 1.0, "hard_weight": 0.5},
                  "train": _train(m, 1e-4)}]
+    from_teacher = {
+        "teacher-ort-dyn": [{"kind": "onnx_dynamic_int8"}],
+        "teacher-ort-static": [{"kind": "onnx_static_int8"}],
+        "teacher-half": [{"kind": "prune_heads", "keep": 0.5, "scope": "layer", "recover": _recover(r)},
+                         {"kind": "prune_ffn", "keep": 0.5, "scope": "layer", "recover": _recover(r)}],
+    }
+    chosen = set(VARIANTS) if "all" in args.variants else set(args.variants)
     students += [{"name": name, "init_from": "student", "stages": [], "compress": steps}
-                 for name, steps in variants.items() if name in args.variants or "all" in args.variants]
-    students += [
-        {"name": "teacher-ort-dyn", "init_from": "teacher", "stages": [], "compress": [{"kind": "onnx_dynamic_int8"}]},
-        {"name": "teacher-ort-static", "init_from": "teacher", "stages": [], "compress": [{"kind": "onnx_static_int8"}]},
-        {"name": "teacher-half", "init_from": "teacher", "stages": [], "compress": [
-            {"kind": "prune_heads", "keep": 0.5, "scope": "layer", "recover": _recover(r)},
-            {"kind": "prune_ffn", "keep": 0.5, "scope": "layer", "recover": _recover(r)}]},
-    ]
+                 for name, steps in variants.items() if name in chosen]
+    students += [{"name": name, "init_from": "teacher", "stages": [], "compress": steps}
+                 for name, steps in from_teacher.items() if name in chosen]
     return {
         "name": f"pareto-{args.task}",
         "output_dir": str(out / "run"),
@@ -158,7 +163,8 @@ def main() -> None:
     p.add_argument("--recover-minutes", type=float, default=2.0, help="each recovery distillation's budget")
     p.add_argument("--teacher", help="a fine-tuned teacher dir (default: fine-tune the packaged MiniLM here)")
     p.add_argument("--teacher-minutes", type=float, default=None)
-    p.add_argument("--variants", nargs="+", default=["all"])
+    p.add_argument("--variants", nargs="+", default=["all"], choices=["all", *VARIANTS],
+                   help="which variants besides the teacher and the student (default all)")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--fresh", action="store_true", help="delete an earlier run of this benchmark first")
     args = p.parse_args()

@@ -29,6 +29,15 @@ def test_compress_pareto_recipe_validates(task: str, tmp_path: Path) -> None:
     names = [s.name for s in cfg.students]
     assert names[0] == "student" and "student-combined" in names and "teacher-half" in names
     assert all(s.init_from in ("student", "teacher") for s in cfg.students[1:])
+    assert len(names) == 1 + len(cp.VARIANTS)
+
+
+def test_compress_pareto_variant_choice(tmp_path: Path) -> None:
+    cp = _load("compress_pareto")
+    args = argparse.Namespace(task="mrpc", budget_minutes=6, recover_minutes=2, teacher=None, teacher_minutes=None,
+                              variants=["student-combined", "teacher-half"])
+    names = [s.name for s in validate_recipe(cp.recipe(args, tmp_path), source="compress_pareto").students]
+    assert names == ["student", "student-combined", "teacher-half"]
 
 
 def test_pareto_front() -> None:
