@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "cli_measure": 8,
     "cli_prep": 8,
     "cli_deploy": 8,
+    "cli_pretrain": 8,
 }
 
 

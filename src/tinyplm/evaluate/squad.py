@@ -20,8 +20,13 @@ from __future__ import annotations
 import collections
 import re
 import string
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+
+import numpy as np
+
+from tinyplm.tasks.squad import QAExample
+from tinyplm.tasks.squad_features import Prediction
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCT = set(string.punctuation)
@@ -121,3 +126,22 @@ def is_v2(dataset: Mapping) -> bool:
     if str(dataset.get("version", "")).startswith("v2") or str(dataset.get("version", "")).startswith("2"):
         return True
     return any(qa.get("is_impossible") for a in dataset.get("data", []) for p in a["paragraphs"] for qa in p["qas"])
+
+
+def answers_with_threshold(preds: Sequence[Prediction], threshold: float) -> list[str]:
+    """v2.0: the empty answer where ``null_score - score > threshold``, else the span."""
+    return ["" if p.null_score - p.score > threshold or not np.isfinite(p.score) else p.text for p in preds]
+
+
+def best_null_threshold(examples: Sequence[QAExample], preds: Sequence[Prediction]) -> float:
+    """The threshold that maximises v2.0 F1 on ``examples`` (tried at every example's gap)."""
+    questions = [Question(ex.id, tuple(a.text for a in ex.answers)) for ex in examples]
+    gaps = sorted({p.null_score - p.score for p in preds if np.isfinite(p.score)})
+    candidates = [min(gaps) - 1.0] + gaps if gaps else [0.0]
+    best, best_f1 = 0.0, -1.0
+    for t in candidates:
+        answers = answers_with_threshold(preds, t)
+        f1 = squad_scores(questions, {q.id: a for q, a in zip(questions, answers)}, v2=True)["f1"]
+        if f1 > best_f1:
+            best, best_f1 = t, f1
+    return best

@@ -10,7 +10,7 @@ lies wholly inside it, else (0, 0): the ``[CLS]`` token, "no answer here".
 end logits are paired; pairs outside the context, reversed, or longer than ``max_answer_length``
 tokens are skipped; the best pair's character span is the answer. For v2.0 the null score is the
 smallest ``[CLS]`` start + end score over the windows; the answer is empty when null score minus
-best span score exceeds a threshold, tuned on dev by :func:`best_null_threshold`.
+best span score exceeds a threshold, tuned on dev by ``tinyplm.evaluate.squad.best_null_threshold``.
 """
 
 from __future__ import annotations
@@ -119,24 +119,3 @@ def predict_answers(examples: Sequence[QAExample], features: QAFeatures, start_l
                         best, best_score = ex.context[offs[i][0] : offs[j][1]], score
         out.append(Prediction(best, float(best_score), float(null)))
     return out
-
-
-def answers_with_threshold(preds: Sequence[Prediction], threshold: float) -> list[str]:
-    """v2.0: the empty answer where ``null_score - score > threshold``, else the span."""
-    return ["" if p.null_score - p.score > threshold or not np.isfinite(p.score) else p.text for p in preds]
-
-
-def best_null_threshold(examples: Sequence[QAExample], preds: Sequence[Prediction]) -> float:
-    """The threshold that maximises v2.0 F1 on ``examples`` (tried at every example's gap)."""
-    from tinyplm.evaluate.squad import Question, squad_scores
-
-    questions = [Question(ex.id, tuple(a.text for a in ex.answers)) for ex in examples]
-    gaps = sorted({p.null_score - p.score for p in preds if np.isfinite(p.score)})
-    candidates = [min(gaps) - 1.0] + gaps if gaps else [0.0]
-    best, best_f1 = 0.0, -1.0
-    for t in candidates:
-        answers = answers_with_threshold(preds, t)
-        f1 = squad_scores(questions, {q.id: a for q, a in zip(questions, answers)}, v2=True)["f1"]
-        if f1 > best_f1:
-            best, best_f1 = t, f1
-    return best
