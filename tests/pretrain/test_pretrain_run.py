@@ -108,15 +108,29 @@ def test_generator_shares_the_embeddings(tmp_path: Path) -> None:
     assert disc.embeddings.word_embeddings.weight.grad is not None  # the tie carries gradients back
 
 
-def test_resume_continues_and_refuses_to_overwrite(tmp_path: Path) -> None:
+def test_resume_continues_and_refuses_to_overwrite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tinyplm.pretrain.objective import PretrainObjective
+
     recipe = _recipe(tmp_path)
-    stopped = recipe.model_copy(update={"train": recipe.train.model_copy(update={"max_steps": 60, "checkpoint_every": 30})})
-    pretrain(stopped)
-    (tmp_path / "run" / "pretrain.json").unlink()  # as if killed after its last checkpoint
+    recipe = recipe.model_copy(update={"train": recipe.train.model_copy(update={"checkpoint_every": 30})})
+    original, calls = PretrainObjective.prepare_batch, {"n": 0}
+
+    def killed_after_70(self, batch):  # the process dies during step 71 (last checkpoint: step 60)
+        calls["n"] += 1
+        if calls["n"] > 70:
+            raise KeyboardInterrupt
+        return original(self, batch)
+
+    monkeypatch.setattr(PretrainObjective, "prepare_batch", killed_after_70)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(recipe)
+    monkeypatch.setattr(PretrainObjective, "prepare_batch", original)
     with pytest.raises(TinyplmError, match="--resume"):
         pretrain(recipe)
-    resumed = recipe.model_copy(update={"train": recipe.train.model_copy(update={"checkpoint_every": 30})})
-    record = pretrain(resumed, resume=True)
+    changed = recipe.model_copy(update={"train": recipe.train.model_copy(update={"lr": 1e-3})})
+    with pytest.raises(TinyplmError, match="recipe changed"):
+        pretrain(changed, resume=True)
+    record = pretrain(recipe, resume=True)
     assert record["steps"] == 120
     log = [json.loads(x) for x in (tmp_path / "run" / "logs" / "train.jsonl").read_text().splitlines()]
     assert any(e["event"] == "resume" and e["step"] == 60 for e in log)

@@ -191,8 +191,14 @@ def pretrain(recipe: PretrainRecipe, resume: bool = False) -> dict:
         raise TinyplmError(f"{run_dir}: holds a finished pre-training run ({RESULT_FILE}); choose another output_dir")
     if run_dir.exists() and any(run_dir.iterdir()) and not resume:
         raise TinyplmError(f"{run_dir}: holds an unfinished run; pass --resume to continue it, or choose another output_dir")
+    resolved = yaml.safe_dump(recipe.model_dump(mode="json"), sort_keys=False)
+    written = run_dir / "config.resolved.yaml"
+    if resume and written.is_file() and written.read_text(encoding="utf-8") != resolved:
+        raise TinyplmError(f"{written}: the recipe changed since this run started; --resume needs the same recipe")
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.resolved.yaml").write_text(yaml.safe_dump(recipe.model_dump(mode="json"), sort_keys=False))
+    tmp_cfg = run_dir / ".config.resolved.yaml.tmp"
+    tmp_cfg.write_text(resolved, encoding="utf-8")
+    tmp_cfg.replace(written)
     started = time.perf_counter()
     texts = load_texts(recipe)
     model, tok = build_model(recipe, run_dir, texts.train)
