@@ -22,7 +22,8 @@ def finished_run(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("export")
     glue = make_tiny_glue(tmp / "glue", n_train=64, n_dev=40)
     students = [{"name": "small", "teacher_layers": [1], "train": {**TINY_TRAIN, "max_steps": 3}, "compress": [
-        {"kind": "prune_ffn", "keep": 0.5, "score_batches": 2}, {"kind": "onnx_dynamic_int8"}]}]
+        {"kind": "prune_ffn", "keep": 0.5, "score_batches": 2}, {"kind": "onnx_dynamic_int8"}]},
+        {"name": "torchq", "init_from": "small", "stages": [], "compress": [{"kind": "dynamic_int8"}]}]
     recipe = tiny_recipe(tmp, make_tiny_model_dir(tmp / "tiny-bert"), glue, students=students)
     cfg = load_recipe(write_recipe(tmp / "r.yaml", recipe))
     run(cfg)
@@ -33,7 +34,8 @@ def test_export_every_stage_with_parity(finished_run: Path) -> None:
     result = cli(["export", finished_run, "--onnx"], cwd=finished_run.parent)
     assert result.returncode == 0, result.output
     parity = {p["stage"]: p for p in json.loads((finished_run / "export" / "parity.json").read_text())}
-    assert set(parity) == {"teacher", "small", "small.prune_ffn", "small.onnx_dynamic_int8"}
+    assert set(parity) == {"teacher", "small", "small.prune_ffn", "small.onnx_dynamic_int8", "torchq.dynamic_int8"}
+    assert parity["torchq.dynamic_int8"]["agreement"] is None and "not exported" in parity["torchq.dynamic_int8"]["note"]
     for name in ("teacher", "small", "small.prune_ffn"):
         assert parity[name]["examples"] == 40 and parity[name]["agreement"] >= 0.995
         assert parity[name]["max_abs_logit_diff"] < 1e-3

@@ -23,6 +23,7 @@ from tinyplm.evaluate.model_eval import encode_evals
 from tinyplm.models import load_classifier, save_model
 from tinyplm.models.infer import logits_to_predictions, predict_logits
 from tinyplm.models.onnx import ONNX_FILE, OrtClassifier, export_onnx
+from tinyplm.models.quantized import QUANT_KEY
 from tinyplm.tasks import load_task
 
 PARITY_FILE = "parity.json"
@@ -84,6 +85,11 @@ def export_run(run_dir: Path, stages: list[str] | None = None, out_dir: Path | N
             n = sum(len(e) for e in evals.values())
             report.append(Parity(name, str(target), n, None, None, (target / ONNX_FILE).stat().st_size,
                                  "already an ONNX Runtime model (quantized); copied"))
+            continue
+        scheme = (getattr(model.config, QUANT_KEY, None) or {}).get("scheme")
+        if scheme == "int8_dynamic":  # torch's quantized::linear_dynamic has no ONNX export
+            report.append(Parity(name, "", 0, None, None, 0, "not exported: torch.ao dynamic int8 has no ONNX "
+                                 "form; ONNX Runtime's int8 (onnx_dynamic_int8) is the exportable equivalent"))
             continue
         tmp = out_dir / f".{name}.onnx"
         onnx = OrtClassifier(export_onnx(model, tmp), model.config)
