@@ -136,31 +136,12 @@ def corpus_files(paths: Sequence[Path]) -> list[Path]:
     return files
 
 
-def read_corpus(paths: Sequence[Path], min_chars: int = 20, max_docs: int | None = None) -> list[str]:
-    """Read text files and directories into a list of text items (paragraphs or lines).
-
-    ``max_docs`` stops after that many items (files are read in the given, then sorted, order).
-    Raises ``DataError`` naming a missing path, a non-UTF-8 file (with its line), or when nothing
-    of at least ``min_chars`` characters is found.
-    """
-    files = corpus_files(paths)
-    items: list[str] = []
-    for path in files:
-        text = _read_utf8(path)
-        items.extend(wikitext_items(text, min_chars) if is_wikitext(_normalise(text)) else book_items(text, min_chars))
-        if max_docs is not None and len(items) >= max_docs:
-            return items[:max_docs]
-    if not items:
-        shown = ", ".join(str(p) for p in paths)
-        raise DataError(f"{shown}: no text items of at least {min_chars} characters found")
-    return items
-
-
 def read_documents(paths: Sequence[Path], min_chars: int = 20, max_items: int | None = None) -> list[list[str]]:
-    """Like :func:`read_corpus`, but items grouped by document: a book file is one document, a
-    wikitext file one document per top-level `` = Title = `` article (sentence pairs for NSP and
-    SOP are built inside a document). ``max_items`` bounds the items over all documents.
-    Raises ``DataError`` as :func:`read_corpus` does.
+    """Text files and directories -> text items grouped by document: a book file is one document,
+    a wikitext file one document per top-level `` = Title = `` article (sentence pairs for NSP and
+    SOP are built inside a document). ``max_items`` bounds the items over all documents (files in
+    the given, then sorted, order). Raises ``DataError`` naming a missing path, a non-UTF-8 file
+    (with its line), or when nothing of at least ``min_chars`` characters is found.
     """
     docs: list[list[str]] = []
     total = 0
@@ -194,6 +175,16 @@ def _wiki_articles(text: str) -> list[str]:
     if current:
         out.append("\n".join(current))
     return out
+
+
+def read_corpus(paths: Sequence[Path], min_chars: int = 20, max_docs: int | None = None) -> list[str]:
+    """Read text files and directories into a list of text items (paragraphs or lines).
+
+    ``max_docs`` stops after that many items (files are read in the given, then sorted, order).
+    Raises ``DataError`` naming a missing path, a non-UTF-8 file (with its line), or when nothing
+    of at least ``min_chars`` characters is found.
+    """
+    return [item for doc in read_documents(paths, min_chars, max_docs) for item in doc]
 
 
 def split_holdout(items: Sequence[T], fraction: float, seed: int = 0) -> tuple[list[T], list[T]]:
