@@ -53,7 +53,7 @@ def register(app: typer.Typer, out: Console) -> None:
         Example: tinyplm evaluate-squad runs/squad/predictions.json ../shared/data/squad/dev-v1.1.json
         """
         from tinyplm.errors import DataError
-        from tinyplm.evaluate.squad import Question, squad_scores
+        from tinyplm.evaluate.squad import questions, squad_scores
         from tinyplm.tasks.squad import read_squad
 
         data = read_squad(data_file)
@@ -65,9 +65,9 @@ def register(app: typer.Typer, out: Console) -> None:
             raise DataError(f"{predictions}: not a JSON file ({exc})") from None
         if not isinstance(preds, dict) or not all(isinstance(v, str) for v in preds.values()):
             raise DataError(f"{predictions}: expected a JSON object mapping question ids to answer strings")
-        questions = [Question(ex.id, tuple(a.text for a in ex.answers)) for ex in data.examples]
-        unknown = set(preds) - {q.id for q in questions}
-        scores = squad_scores(questions, preds, v2=data.v2)
+        gold = questions(data.examples)
+        unknown = set(preds) - {q.id for q in gold}
+        scores = squad_scores(gold, preds, v2=data.v2)
         scores["unknown_ids"] = len(unknown)
         out.print_json(json.dumps(scores))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tinyplm.evaluate.squad import Question, exact_match, f1, is_v2, normalize_answer, questions_of, squad_scores
+from tinyplm.evaluate.squad import Question, exact_match, f1, normalize_answer, squad_scores
 
 
 def test_normalisation_follows_the_official_order() -> None:
@@ -27,44 +27,32 @@ def test_f1_counts_shared_tokens_with_multiplicity() -> None:
     assert f1("", "", v2=True) == 1.0 and f1("a", "", v2=True) == 1.0 and f1("x", "", v2=True) == 0.0
 
 
-DATA_V1 = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": "c", "qas": [
-    {"id": "q1", "question": "?", "answers": [{"text": "Denver Broncos", "answer_start": 0},
-                                               {"text": "the Broncos", "answer_start": 0}]},
-    {"id": "q2", "question": "?", "answers": [{"text": "February 7, 2016", "answer_start": 0}]},
-    {"id": "q3", "question": "?", "answers": [{"text": "Santa Clara, California", "answer_start": 0}]},
-    {"id": "q4", "question": "?", "answers": [{"text": "gold", "answer_start": 0}]},
-]}]}]}
+QUESTIONS_V1 = [Question("q1", ("Denver Broncos", "the Broncos")), Question("q2", ("February 7, 2016",)),
+                Question("q3", ("Santa Clara, California",)), Question("q4", ("gold",))]
 
 
 def test_v1_scores_take_the_best_gold_and_count_missing_as_zero() -> None:
     preds = {"q1": "Broncos", "q2": "February 7", "q3": "Santa Clara, California."}  # q4 missing
-    out = squad_scores(questions_of(DATA_V1), preds)
+    out = squad_scores(QUESTIONS_V1, preds)
     # q1: EM 1 ("the Broncos" -> "broncos"), F1 1; q2: EM 0, F1 2*(1)(2/3)/(5/3) = 0.8 (pred 2 tokens,
     # gold "february 7 2016": same 2, p = 1, r = 2/3); q3: EM 1, F1 1; q4: missing -> 0, 0
     assert out["exact_match"] == pytest.approx(100 * 2 / 4)
     assert out["f1"] == pytest.approx(100 * (1 + 0.8 + 1 + 0) / 4)
     assert out["total"] == 4 and out["missing"] == 1
-    assert not is_v2(DATA_V1)
 
 
-DATA_V2 = {"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": "c", "qas": [
-    {"id": "a", "question": "?", "answers": [{"text": "Denver Broncos", "answer_start": 0}], "is_impossible": False},
-    {"id": "b", "question": "?", "answers": [], "is_impossible": True},
-    {"id": "c", "question": "?", "answers": [], "is_impossible": True},
-    {"id": "d", "question": "?", "answers": [{"text": "1990s", "answer_start": 0}], "is_impossible": False},
-]}]}]}
+QUESTIONS_V2 = [Question("a", ("Denver Broncos",)), Question("b", ()), Question("c", ()), Question("d", ("1990s",))]
 
 
 def test_v2_scores_with_no_answer_questions_and_splits() -> None:
     preds = {"a": "Denver", "b": "", "c": "Carolina", "d": ""}
-    out = squad_scores(questions_of(DATA_V2), preds, v2=True)
+    out = squad_scores(QUESTIONS_V2, preds, v2=True)
     # a: EM 0, F1 2*(1)(1/2)/(3/2) = 2/3; b: EM 1, F1 1; c: 0, 0; d: empty vs "1990s": 0, 0
     assert out["exact"] == pytest.approx(25.0)
     assert out["f1"] == pytest.approx(100 * (2 / 3 + 1) / 4)
     assert out["HasAns_total"] == 2 and out["NoAns_total"] == 2
     assert out["HasAns_exact"] == 0.0 and out["HasAns_f1"] == pytest.approx(100 * (2 / 3) / 2)
     assert out["NoAns_exact"] == 50.0 and out["NoAns_f1"] == 50.0
-    assert is_v2(DATA_V2)
 
 
 def test_v2_missing_prediction_is_the_empty_answer() -> None:

@@ -26,6 +26,7 @@ def _squad(path: Path, answer_start: int = 4, version: str = "v2.0", articles: i
 def test_squad_v2_layout_and_article_split(tmp_path: Path) -> None:
     data = read_squad(_squad(tmp_path / "v2.json"))
     assert data.v2 and len(data.examples) == 6
+    assert read_squad(_squad(tmp_path / "unversioned.json", version="")).v2  # is_impossible says so
     assert data.examples[0].answers[0].text == "cat" and data.examples[1].is_impossible
     train, held = split_by_article(data, 2)
     assert [t for t, _ in train.articles] == ["art0", "art1"] and [t for t, _ in held.articles] == ["art2"]
@@ -52,6 +53,7 @@ def test_squad_layout_errors(tmp_path: Path) -> None:
 def test_shipped_squad_dev_split(shared_data: Path) -> None:
     train, held = split_by_article(read_squad(shared_data / "squad" / "dev-v1.1.json"))
     assert (len(train.articles), len(held.articles)) == (38, 10)
+    assert not train.v2  # version "1.1", no impossible question
     assert len(train.examples) + len(held.examples) == 10570
 
 

@@ -8,7 +8,6 @@ pieces), averaged over them. All are scaled by T^2; padding positions never coun
 
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -48,8 +47,3 @@ def token_hard(s_logits: Tensor, labels: Tensor) -> Tensor:
     if not (labels != IGNORE).any():
         return s_logits.sum() * 0.0
     return F.cross_entropy(s_logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE)
-
-
-def span_probs(logits: Tensor, mask: Tensor, temperature: float = 1.0) -> Tensor:
-    """Softmax over real positions (for inspection and tests)."""
-    return torch.softmax(_masked(logits, mask) / temperature, dim=-1)

@@ -68,15 +68,9 @@ class Question:
     answers: tuple[str, ...]
 
 
-def questions_of(dataset: Mapping) -> list[Question]:
-    """The questions of an official SQuAD JSON object (``{"data": [...]}`` or its ``data`` list)."""
-    articles = dataset["data"] if isinstance(dataset, Mapping) else dataset
-    out = []
-    for article in articles:
-        for para in article["paragraphs"]:
-            for qa in para["qas"]:
-                out.append(Question(str(qa["id"]), tuple(a["text"] for a in qa.get("answers", []))))
-    return out
+def questions(examples: Iterable[QAExample]) -> list[Question]:
+    """The scoring view of read examples (``tinyplm.tasks.squad``): id and gold answer texts."""
+    return [Question(ex.id, tuple(a.text for a in ex.answers)) for ex in examples]
 
 
 def squad_scores(questions: Iterable[Question], predictions: Mapping[str, str], v2: bool = False) -> dict[str, float]:
@@ -121,13 +115,6 @@ def _pct(values: Iterable[float], n: int) -> float:
     return 100.0 * sum(values) / n if n else 0.0
 
 
-def is_v2(dataset: Mapping) -> bool:
-    """True for a v2.0 file (its ``version`` says so, or a question is marked ``is_impossible``)."""
-    if str(dataset.get("version", "")).startswith("v2") or str(dataset.get("version", "")).startswith("2"):
-        return True
-    return any(qa.get("is_impossible") for a in dataset.get("data", []) for p in a["paragraphs"] for qa in p["qas"])
-
-
 def answers_with_threshold(preds: Sequence[Prediction], threshold: float) -> list[str]:
     """v2.0: the empty answer where ``null_score - score > threshold``, else the span."""
     return ["" if p.null_score - p.score > threshold or not np.isfinite(p.score) else p.text for p in preds]
@@ -135,13 +122,13 @@ def answers_with_threshold(preds: Sequence[Prediction], threshold: float) -> lis
 
 def best_null_threshold(examples: Sequence[QAExample], preds: Sequence[Prediction]) -> float:
     """The threshold that maximises v2.0 F1 on ``examples`` (tried at every example's gap)."""
-    questions = [Question(ex.id, tuple(a.text for a in ex.answers)) for ex in examples]
+    qs = questions(examples)
     gaps = sorted({p.null_score - p.score for p in preds if np.isfinite(p.score)})
     candidates = [min(gaps) - 1.0] + gaps if gaps else [0.0]
     best, best_f1 = 0.0, -1.0
     for t in candidates:
         answers = answers_with_threshold(preds, t)
-        f1 = squad_scores(questions, {q.id: a for q, a in zip(questions, answers)}, v2=True)["f1"]
+        f1 = squad_scores(qs, {q.id: a for q, a in zip(qs, answers)}, v2=True)["f1"]
         if f1 > best_f1:
             best, best_f1 = t, f1
     return best

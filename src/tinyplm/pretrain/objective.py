@@ -26,7 +26,7 @@ from torch import Tensor, nn
 
 from tinyplm.config.pretrain import PretrainObjectiveSpec
 from tinyplm.pretrain.electra import DiscriminatorHead, ElectraGenerator, rtd_loss, sample_replacements
-from tinyplm.pretrain.masking import IGNORE, Masking, eligible_tokens, replace_selected, select
+from tinyplm.pretrain.masking import IGNORE, Masking, replace_selected, select
 
 STATIC_SEED = 1_000_003  # mixes (text index, copy) into one generator seed
 
@@ -58,7 +58,6 @@ class PretrainObjective(nn.Module):
         if spec.kind == "electra":
             self.generator = ElectraGenerator(model.config, spec.electra)
             self.disc_head = DiscriminatorHead(model.config.hidden_size)
-        self.last_parts: dict[str, float] = {}
 
     # -- batches -----------------------------------------------------------------------------
     def prepare_batch(self, batch: dict[str, Tensor]) -> tuple[dict[str, Tensor], Targets]:
@@ -87,13 +86,10 @@ class PretrainObjective(nn.Module):
 
     # -- losses ------------------------------------------------------------------------------
     def batch_loss(self, model: nn.Module, inputs: dict[str, Tensor], targets: Targets) -> Tensor:
-        """The batch's total loss; its parts are left in :attr:`last_parts`."""
+        """The batch's total loss (its parts: :meth:`_mlm` / :meth:`_electra`)."""
         if self.kind == "electra":
-            total, parts = self._electra(model, inputs, targets)
-        else:
-            total, parts = self._mlm(model, inputs, targets)
-        self.last_parts = {k: float(v.detach()) for k, v in parts.items()}
-        return total
+            return self._electra(model, inputs, targets)[0]
+        return self._mlm(model, inputs, targets)[0]
 
     def _mlm(self, model: nn.Module, inputs: dict[str, Tensor], t: Targets) -> tuple[Tensor, dict[str, Tensor]]:
         out = model.bert(**inputs)
@@ -121,10 +117,6 @@ class PretrainObjective(nn.Module):
         disc_loss, _ = rtd_loss(self.disc_head(hidden), replaced, counted)
         parts = {"generator_mlm": gen_loss, "rtd": disc_loss}
         return gen_loss + self.spec.electra.disc_weight * disc_loss, parts
-
-    def eligible(self, inputs: dict[str, Tensor]) -> Tensor:
-        """Positions masking may select (real, non-special tokens)."""
-        return eligible_tokens(inputs["input_ids"], inputs["attention_mask"], self.masking)
 
 
 def _ce(logits: Tensor, target: Tensor) -> Tensor:

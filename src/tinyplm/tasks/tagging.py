@@ -2,8 +2,8 @@
 
 Each word's label goes to its first word piece; its other pieces (and the special tokens) get
 :data:`IGNORE`, so the loss and the predictions use one position per word (BERT's NER setup).
-Sentences longer than ``max_length`` pieces are cut; the words cut off are reported by
-:func:`words_kept` so evaluation can count them as predicted ``O`` rather than drop them.
+Sentences longer than ``max_length`` pieces are cut; :func:`tags_from_logits` counts the words
+cut off as predicted ``O`` rather than dropping them.
 """
 
 from __future__ import annotations
@@ -59,11 +59,6 @@ def encode_tagged(sentences: Sequence[Sequence[str]], tags: Sequence[Sequence[st
         firsts.append(first)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     return Tagged(ids, types, labels, firsts, int(pad))
-
-
-def words_kept(tagged: Tagged, i: int) -> int:
-    """How many words of sentence ``i`` survived truncation."""
-    return len(tagged.first_pieces[i])
 
 
 def tags_from_logits(tagged: Tagged, logits: Sequence, id_to_tag: Sequence[str], n_words: Sequence[int]) -> list[list[str]]:
