@@ -13,8 +13,16 @@ from tinyplm.tasks import paths
 GLUE = ["cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli"]
 
 
-def test_names_are_the_nine_glue_tasks() -> None:
-    assert tasks.names() == GLUE
+def test_names_are_the_nine_glue_tasks_then_squad_and_conll() -> None:
+    assert tasks.names() == GLUE + ["squad", "squad_v2", "conll2003"]
+
+
+@pytest.mark.parametrize(("alias", "name", "head"), [("SQuAD", "squad", "span"), ("squad-v1.1", "squad", "span"),
+                                                     ("SQuAD-v2", "squad_v2", "span"), ("CoNLL-2003", "conll2003", "token"),
+                                                     ("ner", "conll2003", "token")])
+def test_span_and_token_tasks_by_name(tmp_path: Path, alias: str, name: str, head: str) -> None:
+    task = tasks.get(alias, tmp_path)
+    assert (task.name, task.head) == (name, head)
 
 
 @pytest.mark.parametrize(

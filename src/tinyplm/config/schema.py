@@ -20,8 +20,8 @@ from tinyplm.config.compress import AFTER_TRIM, TERMINAL_KINDS, CompressStep, st
 class TaskSpec(Section):
     """Which task to read and how to encode it."""
 
-    name: str = Field("sst2", description="GLUE task name (cola, sst2, ...) or 'custom'")
-    data_dir: str | None = Field(None, description="GLUE folder; default TINYPLM_DATA or ../shared/data/glue")
+    name: str = Field("sst2", description="GLUE task name (cola, sst2, ...), squad, squad_v2, conll2003 or 'custom'")
+    data_dir: str | None = Field(None, description="GLUE folder (or data root); default TINYPLM_DATA or ../shared/data")
     max_length: int = Field(128, ge=8, le=512, description="tokens per example after truncation")
     max_train_examples: int | None = Field(None, ge=1, description="use the first N training examples")
     max_eval_examples: int | None = Field(None, ge=1, description="use the first N examples of each eval split")
@@ -33,6 +33,11 @@ class TaskSpec(Section):
     label_column: str = "label"
     labels: list[str] | None = None
     regression: bool = False
+    # SQuAD: windows of max_length tokens over the context, overlapping by doc_stride tokens.
+    # train_file/dev_file name the official files; without them (v1.1) the dev file is split by article.
+    doc_stride: int = Field(128, ge=1, description="SQuAD: tokens shared by consecutive windows of a long context")
+    max_query_length: int = Field(64, ge=1, description="SQuAD: question tokens kept")
+    train_articles: int = Field(38, ge=1, description="SQuAD v1.1 default split: first N dev articles to train on")
 
 
 class TeacherSpec(Section):

@@ -5,6 +5,8 @@
 
 GLUE files are looked up in :func:`resolve_glue_dir` (explicit ``data_dir`` > env
 ``TINYPLM_DATA`` > ``<repo>/../shared/data/glue``). Your own CSV/JSONL files: :func:`custom_task`.
+Beyond GLUE: ``squad`` (v1.1; span head), ``squad_v2`` (official files only) and ``conll2003``
+(NER; token head), found under the data root (:func:`resolve_data_root`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from tinyplm.errors import TinyplmError, did_you_mean
 from tinyplm.tasks.base import METRIC_NAMES, Example, Split, Task, TaskData
 from tinyplm.tasks.custom import custom_task
 from tinyplm.tasks.glue import GLUE_SPECS, glue_task
-from tinyplm.tasks.paths import resolve_glue_dir
+from tinyplm.tasks.conll import conll_task
+from tinyplm.tasks.paths import resolve_data_root, resolve_glue_dir
+from tinyplm.tasks.squad import squad_task
 
 __all__ = [
     "METRIC_NAMES",
@@ -27,23 +31,28 @@ __all__ = [
     "get",
     "load_task",
     "names",
+    "resolve_data_root",
     "resolve_glue_dir",
 ]
 
 #: Extra spellings beyond the case/dash/underscore-insensitive names ("SST-2" -> "sst2").
-ALIASES: dict[str, str] = {"sst": "sst2", "sts": "stsb", "mnlim": "mnli", "mnlimm": "mnli"}
+ALIASES: dict[str, str] = {"sst": "sst2", "sts": "stsb", "mnlim": "mnli", "mnlimm": "mnli", "squadv2": "squad_v2",
+                            "squad2": "squad_v2", "squadv11": "squad", "squad11": "squad", "conll": "conll2003",
+                            "conll03": "conll2003", "ner": "conll2003"}
+#: Tasks beyond GLUE, with a span or token head.
+OTHER_TASKS: tuple[str, ...] = ("squad", "squad_v2", "conll2003")
 
 
 def names() -> list[str]:
-    """The registered task names, in GLUE order."""
-    return list(GLUE_SPECS)
+    """The registered task names: GLUE in its order, then SQuAD and CoNLL-2003."""
+    return list(GLUE_SPECS) + list(OTHER_TASKS)
 
 
 def canonical(name: str) -> str | None:
     """The registered name for ``name`` or an alias of it ("STS-B" -> "stsb"), else None."""
-    key = name.strip().lower().replace("-", "").replace("_", "")
+    key = name.strip().lower().replace("-", "").replace("_", "").replace(".", "")
     key = ALIASES.get(key, key)
-    return key if key in GLUE_SPECS else None
+    return key if key in GLUE_SPECS or key in OTHER_TASKS else None
 
 
 def get(name: str, data_dir: str | Path | None = None) -> Task:
@@ -61,6 +70,10 @@ def get(name: str, data_dir: str | Path | None = None) -> Task:
             f"unknown task '{name}'{hint} Known tasks: {known} "
             "(for your own CSV/JSONL files use a custom task)"
         )
+    if key == "conll2003":
+        return conll_task(resolve_data_root(data_dir))
+    if key in ("squad", "squad_v2"):
+        return squad_task(resolve_data_root(data_dir), version="2.0" if key == "squad_v2" else "1.1")
     return glue_task(key, resolve_glue_dir(data_dir))
 
 
@@ -77,6 +90,11 @@ def load_task(spec) -> TaskData:
             "custom", Path(spec.train_file), Path(spec.dev_file), spec.text_column, spec.label_column,
             spec.text_pair_column, spec.labels, spec.regression,
         )
+    elif canonical(spec.name) in ("squad", "squad_v2"):
+        key = canonical(spec.name)
+        task = squad_task(resolve_data_root(spec.data_dir), version="2.0" if key == "squad_v2" else "1.1",
+                          train_file=spec.train_file, dev_file=spec.dev_file, train_articles=spec.train_articles,
+                          doc_stride=spec.doc_stride, max_query_length=spec.max_query_length)
     else:
         task = get(spec.name, spec.data_dir)
     return task.load()

@@ -16,6 +16,9 @@ from tinyplm.errors import DataError, TinyplmError, did_you_mean
 #: Metric names understood by ``tinyplm.evaluate.metrics.compute`` (kept here so tasks can
 #: validate a recipe's metric list without importing the later ``evaluate`` layer).
 CLASSIFICATION_METRICS: tuple[str, ...] = ("accuracy", "f1", "f1_macro", "mcc")
+#: What a task's model predicts: one label per text (``sequence``: GLUE, custom), an answer span in
+#: the context (``span``: SQuAD) or one label per word (``token``: CoNLL-2003 NER).
+HEADS: tuple[str, ...] = ("sequence", "span", "token")
 REGRESSION_METRICS: tuple[str, ...] = ("pearson", "spearman")
 METRIC_NAMES: tuple[str, ...] = CLASSIFICATION_METRICS + REGRESSION_METRICS
 
@@ -36,11 +39,18 @@ class Example:
 
 @dataclass(frozen=True)
 class Split:
-    """The examples of one split read from one file."""
+    """The examples of one split read from one file.
+
+    ``examples`` are :class:`Example` for ``sequence`` tasks, ``tinyplm.tasks.squad.QAExample``
+    for ``span`` and ``tinyplm.tasks.conll.Sentence`` for ``token`` tasks; ``options`` are the
+    head's encoding options (SQuAD: ``doc_stride``, ``max_query_length``).
+    """
 
     name: str
-    examples: list[Example]
+    examples: list
     source: Path
+    head: str = "sequence"
+    options: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -63,10 +73,13 @@ class TaskData:
     metrics: tuple[str, ...]
     primary_metric: str
     metric_suffix: dict[str, str] = field(default_factory=dict)
+    head: str = "sequence"
 
     @property
     def num_labels(self) -> int:
-        """1 for regression, else the number of classes."""
+        """1 for regression, 2 for a span head (start, end), else the number of classes."""
+        if self.head == "span":
+            return 2
         return 1 if self.is_regression else len(self.labels)
 
 
@@ -80,6 +93,7 @@ class Task:
     ``eval_splits`` are the split names evaluated (MNLI: matched and mismatched).
     ``metric_suffix`` maps an eval split to a suffix for its metric keys (MNLI mismatched: "_mm").
     ``family`` names the collection in messages ("GLUE", "custom").
+    ``head`` is one of :data:`HEADS`; ``options`` go to every split (see :class:`Split`).
     """
 
     name: str
@@ -92,6 +106,8 @@ class Task:
     metric_suffix: dict[str, str] = field(default_factory=dict)
     description: str = ""
     family: str = ""
+    head: str = "sequence"
+    options: dict = field(default_factory=dict)
 
     @property
     def primary_metric(self) -> str:
@@ -112,7 +128,8 @@ class Task:
         if not path.is_file():
             what = f"{self.family} {self.name}".strip()
             raise DataError(f"{path}: file not found (expected the {what} {split} split)")
-        return Split(name=split, examples=self.reader(path, split), source=path)
+        return Split(name=split, examples=self.reader(path, split), source=path, head=self.head,
+                     options=dict(self.options))
 
     def load(self) -> TaskData:
         """Read train and every eval split into a :class:`TaskData` (raises ``DataError``)."""
@@ -125,6 +142,7 @@ class Task:
             metrics=self.metrics,
             primary_metric=self.primary_metric,
             metric_suffix=dict(self.metric_suffix),
+            head=self.head,
         )
 
     def data_present(self) -> dict[str, bool]:

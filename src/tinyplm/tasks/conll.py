@@ -59,3 +59,21 @@ def read_conll(path: Path, tags: tuple[str, ...] = TAGS) -> list[Sentence]:
     if not out:
         raise DataError(f"{path}: no sentences found")
     return out
+
+
+CONLL_DIR = "conll2003"
+CONLL_FILES = {"train": "train.txt", "dev": "valid.txt", "test": "test.txt"}
+
+
+def conll_task(data_root: Path):
+    """CoNLL-2003 NER as a :class:`~tinyplm.tasks.base.Task` with a token head: trained on
+    ``train.txt``, checkpoints chosen on ``valid.txt`` (``dev``) and reported on ``test.txt`` too
+    (its metrics end in ``_test``). Metrics are entity-level F1, precision and recall."""
+    from tinyplm.tasks.base import Task
+
+    folder = data_root / CONLL_DIR if (data_root / CONLL_DIR).is_dir() else data_root
+    return Task(name="conll2003", labels=TAGS, is_regression=False, metrics=("f1", "precision", "recall"),
+                files={split: folder / name for split, name in CONLL_FILES.items()},
+                reader=lambda path, split: read_conll(path), eval_splits=("dev", "test"),
+                metric_suffix={"test": "_test"}, description="CoNLL-2003 named entities (IOB2), entity-level F1",
+                family="CoNLL-2003", head="token", options={"tags": TAGS})

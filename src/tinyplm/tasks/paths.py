@@ -44,3 +44,13 @@ def resolve_glue_dir(explicit: str | Path | None = None) -> Path:
     if (chosen / "glue").is_dir():
         chosen = chosen / "glue"
     return chosen
+
+
+def resolve_data_root(explicit: str | Path | None = None) -> Path:
+    """The data root holding ``squad/`` and ``conll2003/`` beside ``glue/``: ``explicit`` (a
+    recipe's ``data_dir``: the root or the dataset's own folder) > env ``TINYPLM_DATA`` >
+    ``<repo>/../shared/data``."""
+    if explicit is not None and str(explicit) != "":
+        return Path(explicit).expanduser().resolve()
+    glue = resolve_glue_dir(None)
+    return glue.parent if glue.name == "glue" else glue

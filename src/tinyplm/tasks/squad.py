@@ -133,3 +133,48 @@ def split_by_article(data: SquadFile, train_articles: int = TRAIN_ARTICLES) -> t
         raise DataError(f"{data.path}: cannot keep {train_articles} of {n} articles for training and evaluate on the rest")
     return (SquadFile(data.path, data.version, data.articles[:train_articles]),
             SquadFile(data.path, data.version, data.articles[train_articles:]))
+
+
+#: Where the default data lives, under the data root (``../shared/data``).
+SQUAD_DIR = "squad"
+DEV_V11 = "dev-v1.1.json"
+
+
+def squad_task(data_root: Path, *, version: str = "1.1", train_file: str | None = None, dev_file: str | None = None,
+               train_articles: int = TRAIN_ARTICLES, doc_stride: int = 128, max_query_length: int = 64):
+    """SQuAD as a :class:`~tinyplm.tasks.base.Task` with a span head.
+
+    With ``train_file`` and ``dev_file`` (the official files, or any in their layout) both are
+    read unchanged; so are the official ``train-v1.1.json``/``dev-v1.1.json`` (v2.0:
+    ``-v2.0``) under ``data_root/squad`` when the train file is there. Otherwise (v1.1) the
+    official dev file is split by article (:func:`split_by_article`): ``train`` is its first
+    ``train_articles`` articles and ``dev`` the rest. Metrics are EM and F1 in percent (F1 first,
+    the primary).
+    """
+    from tinyplm.errors import RecipeError
+    from tinyplm.tasks.base import Task
+
+    v2 = version.startswith("2")
+    options = {"doc_stride": doc_stride, "max_query_length": max_query_length, "v2": v2}
+    if bool(train_file) != bool(dev_file):
+        raise RecipeError("task: give both train_file and dev_file (the official SQuAD files), or neither")
+    folder = data_root / SQUAD_DIR if (data_root / SQUAD_DIR).is_dir() else data_root
+    official = {"train": folder / f"train-v{'2.0' if v2 else '1.1'}.json", "dev": folder / f"dev-v{'2.0' if v2 else '1.1'}.json"}
+    if not train_file and (v2 or official["train"].is_file()):  # the official pair, where a user has it
+        train_file, dev_file = str(official["train"]), str(official["dev"])
+    if train_file and dev_file:
+        files = {"train": Path(train_file), "dev": Path(dev_file)}
+        reader = lambda path, split: read_squad(path).examples  # noqa: E731
+        what = f"SQuAD v{version}: {files['train'].name} for training, {files['dev'].name} for evaluation"
+    else:
+        path = official["dev"]
+        files = {"train": path, "dev": path}
+
+        def reader(p: Path, split: str) -> list[QAExample]:
+            train, held_out = split_by_article(read_squad(p), train_articles)
+            return (train if split == "train" else held_out).examples
+
+        what = f"SQuAD v1.1 dev split by article: {train_articles} to train, the rest to evaluate"
+    return Task(name="squad_v2" if v2 else "squad", labels=(), is_regression=False,
+                metrics=("f1", "exact" if v2 else "exact_match"), files=files, reader=reader,
+                description=what, family="SQuAD", head="span", options=options)
