@@ -8,7 +8,17 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from tinyplm.tasks.encoding import Encoded, collate, length_sorted_batches, model_inputs
+from tinyplm.tasks.encoding import Encoded, collate, length_sorted_batches, model_inputs, padded_width
+
+
+def output_logits(output) -> torch.Tensor:
+    """A model output's logits in one tensor: ``.logits`` (classifier ``(batch, labels)``, tagger
+    ``(batch, seq, labels)``), or a question-answering head's start and end logits stacked on the
+    last axis ``(batch, seq, 2)``: the form every loss, cache and export here uses."""
+    logits = getattr(output, "logits", None)
+    if logits is not None:
+        return logits
+    return torch.stack([output.start_logits, output.end_logits], dim=-1)
 
 
 @lru_cache(maxsize=1)
@@ -34,7 +44,9 @@ def autocast(bf16: bool) -> contextlib.AbstractContextManager:
 
 @torch.inference_mode()
 def predict_logits(model: torch.nn.Module, enc: Encoded, batch_size: int = 64, bf16: bool = False) -> torch.Tensor:
-    """Logits for every example of ``enc`` in its original order -> float32 ``(N, num_labels)``.
+    """Logits for every example of ``enc`` in its original order -> float32 ``(N, num_labels)``;
+    per-token heads give ``(N, width, K)``, zero past each example's end, ``width`` the longest
+    example rounded up as :func:`collate` rounds (so any batch's logits fit).
 
     Batches are formed from length-sorted examples so padding is minimal.
     """
@@ -44,10 +56,14 @@ def predict_logits(model: torch.nn.Module, enc: Encoded, batch_size: int = 64, b
     for idx in length_sorted_batches(enc, batch_size):
         batch = collate(enc, idx)
         with autocast(bf16):
-            logits = model(**model_inputs(batch)).logits.float()
+            logits = output_logits(model(**model_inputs(batch))).float()
         if out is None:
-            out = torch.empty((len(enc), logits.shape[-1]), dtype=torch.float32)
-        out[batch["index"]] = logits
+            shape = (len(enc),) if logits.dim() == 2 else (len(enc), padded_width(int(enc.lengths().max())))
+            out = torch.zeros((*shape, logits.shape[-1]), dtype=torch.float32)
+        if logits.dim() == 3:
+            out[batch["index"], : logits.shape[1]] = logits
+        else:
+            out[batch["index"]] = logits
     model.train(was_training)
     return out if out is not None else torch.empty((0, 0))
 

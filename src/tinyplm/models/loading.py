@@ -1,7 +1,7 @@
 """Find, check and load Hugging Face BERT-family checkpoints safely (no remote code, no hub).
 
 ``resolve_model_dir`` turns an alias or path into a checked directory; ``load_classifier`` loads it
-as a sequence classifier for a task, with its tokenizer.
+with a task's head (sequence classifier, span / question answering, token tagger) and its tokenizer.
 """
 
 from __future__ import annotations
@@ -102,11 +102,23 @@ def load_tokenizer(path: Path, model_vocab_size: int):
     return tok
 
 
-def _load_shaped(path: Path, has_head: bool, **config_kwargs):
+#: The architecture name ending of a checkpoint with each task head.
+HEAD_ARCH = {"sequence": "ForSequenceClassification", "span": "ForQuestionAnswering", "token": "ForTokenClassification"}
+
+
+def _auto_class(head: str):
+    import transformers
+
+    return getattr(transformers, f"AutoModel{HEAD_ARCH[head]}")
+
+
+def _load_shaped(path: Path, has_head: bool, head: str = "sequence", **config_kwargs):
     """A classifier whose config records per-layer shapes (pruned): built to that shape, then
     its safetensors weights loaded; only a missing classifier (no head saved) is tolerated."""
     from safetensors.torch import load_file
-    from transformers import AutoConfig, BertForSequenceClassification
+    from transformers import AutoConfig
+
+    from tinyplm.models.student import HEAD_CLASSES
 
     weights = path / "model.safetensors"
     if not weights.is_file():
@@ -114,7 +126,7 @@ def _load_shaped(path: Path, has_head: bool, **config_kwargs):
     config = AutoConfig.from_pretrained(str(path), trust_remote_code=False, **config_kwargs)
     if config.model_type != "bert":
         raise ModelError(f"{path}: per-layer shapes ({SHAPE_KEY}) are supported for BERT only, not {config.model_type}")
-    model = build_shaped(config, BertForSequenceClassification)
+    model = build_shaped(config, HEAD_CLASSES[head])
     state = load_file(str(weights))
     if not has_head:  # a saved encoder (e.g. with an MLM head): keep what fits, new classifier
         state = {k: v for k, v in state.items() if k.startswith("bert.")}
@@ -123,30 +135,32 @@ def _load_shaped(path: Path, has_head: bool, **config_kwargs):
     except RuntimeError as exc:
         raise ModelError(f"{path}: weights do not match config {SHAPE_KEY} ({exc})") from None
     shared = duplicate_keys(model)  # stored once, under the owner layer's name
-    missing = [k for k in missing if k not in shared and not (not has_head and k.startswith("classifier."))]
+    missing = [k for k in missing if k not in shared and (has_head or k.startswith("bert."))]
     if missing or unexpected:
         raise ModelError(f"{path}: weights do not match the config: missing {missing[:5]}, unexpected {unexpected[:5]}")
     return model.eval()
 
 
-def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool):
-    """Load ``path`` as a sequence classifier for a task -> (model, tokenizer).
+def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, head: str = "sequence"):
+    """Load ``path`` with a task's ``head`` (``sequence``, ``span`` or ``token``) -> (model, tokenizer).
 
-    A checkpoint without a classification head gets a new one; a checkpoint whose head was
-    trained for a different number of labels raises ``ModelError``.
+    A checkpoint without that head gets a new one; a checkpoint whose head was trained for a
+    different number of labels raises ``ModelError``.
     """
-    from transformers import AutoModelForSequenceClassification
-
+    if head not in HEAD_ARCH:
+        raise ValueError(f"unknown head {head!r}; expected one of {', '.join(HEAD_ARCH)}")
     quiet_transformers()
     cfg = check_model_dir(path)
-    num_labels = 1 if is_regression else len(labels)
+    num_labels = 2 if head == "span" else 1 if is_regression else len(labels)
     archs = cfg.get("architectures") or []
-    has_head = any("ForSequenceClassification" in a for a in archs)
+    has_head = any(HEAD_ARCH[head] in a for a in archs)
     # transformers leaves num_labels/id2label out of config.json for the default of 2 labels.
     found = int(cfg.get("num_labels", len(cfg.get("id2label", {})) or 2))
     if has_head and found != num_labels:
         raise ModelError(f"{path}: its classifier has {found} outputs but the task needs {num_labels}")
-    id2label = {i: lab for i, lab in enumerate(labels)} if not is_regression else {0: "score"}
+    id2label = ({0: "start", 1: "end"} if head == "span" else {0: "score"} if is_regression
+                else {i: lab for i, lab in enumerate(labels)})
+    problem = "regression" if is_regression else "single_label_classification"
     if cfg.get(FORMAT_KEY) == "onnx":
         from transformers import AutoConfig
 
@@ -154,24 +168,25 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool):
         model = OrtClassifier(path / ONNX_FILE, config)
         return model, load_tokenizer(path, config.vocab_size)
     if cfg.get(QUANT_KEY):
-        from transformers import AutoConfig, BertForSequenceClassification
+        from transformers import AutoConfig
+
+        from tinyplm.models.student import HEAD_CLASSES
 
         config = AutoConfig.from_pretrained(str(path), trust_remote_code=False, num_labels=num_labels, id2label=id2label,
                                             label2id={v: k for k, v in id2label.items()})
-        model = load_quantized(path, build_shaped(config, BertForSequenceClassification))
+        model = load_quantized(path, build_shaped(config, HEAD_CLASSES[head]))
         return model, load_tokenizer(path, config.vocab_size)
     if cfg.get(SHAPE_KEY):
-        model = _load_shaped(path, has_head, num_labels=num_labels, id2label=id2label,
-                             label2id={v: k for k, v in id2label.items()},
-                             problem_type="regression" if is_regression else "single_label_classification")
+        model = _load_shaped(path, has_head, head, num_labels=num_labels, id2label=id2label,
+                             label2id={v: k for k, v in id2label.items()}, problem_type=problem)
         return model, load_tokenizer(path, model.config.vocab_size)
     try:
-        model = AutoModelForSequenceClassification.from_pretrained(
+        model = _auto_class(head).from_pretrained(
             str(path),
             num_labels=num_labels,
             id2label=id2label,
             label2id={v: k for k, v in id2label.items()},
-            problem_type="regression" if is_regression else "single_label_classification",
+            problem_type=problem,
             trust_remote_code=False,
         )
     except (OSError, ValueError, RuntimeError) as exc:

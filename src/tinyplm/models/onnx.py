@@ -31,14 +31,17 @@ OPSET = 17
 
 
 class _Logits(torch.nn.Module):
-    """``model(ids, mask, types).logits`` as a plain tensor output for the exporter."""
+    """``model(ids, mask, types)``'s logits as one plain tensor output for the exporter (a span
+    head's start and end logits stacked, as :func:`~tinyplm.models.infer.output_logits`)."""
 
     def __init__(self, model: torch.nn.Module) -> None:
         super().__init__()
         self.model = model
 
     def forward(self, input_ids, attention_mask, token_type_ids):
-        return self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).logits
+        from tinyplm.models.infer import output_logits
+
+        return output_logits(self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids))
 
 
 def export_onnx(model: torch.nn.Module, path: Path, seq_len: int = 16) -> Path:
@@ -56,7 +59,9 @@ def export_onnx(model: torch.nn.Module, path: Path, seq_len: int = 16) -> Path:
     mask[1, seq_len // 2:] = 0  # padding in the sample: an all-ones mask lets transformers skip masking,
     sample = (ids, mask, torch.zeros_like(ids))  # and the trace would then ignore padding for good
     axes = {name: {0: "batch", 1: "sequence"} for name in INPUTS}
-    axes["logits"] = {0: "batch"}
+    per_token = any(a.endswith(("ForQuestionAnswering", "ForTokenClassification"))
+                    for a in (getattr(model.config, "architectures", None) or [type(model).__name__]))
+    axes["logits"] = {0: "batch", 1: "sequence"} if per_token else {0: "batch"}
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     attn = getattr(model.config, "_attn_implementation", None)
     try:

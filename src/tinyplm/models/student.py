@@ -1,20 +1,44 @@
 """Build a student from a shape, or from chosen teacher layers (DistilBERT-style init).
 
-Students are ``transformers.BertForSequenceClassification``: Hugging Face can represent every
-shape built here, so each student saves and loads with the Auto classes.
+Students are ``transformers`` BERT models with the task's head (``BertForSequenceClassification``,
+``BertForQuestionAnswering`` or ``BertForTokenClassification``, as the task teacher): Hugging Face
+can represent every shape built here, so each student saves and loads with the Auto classes.
 """
 
 from __future__ import annotations
 
 import torch
-from transformers import BertConfig, BertForSequenceClassification, PreTrainedModel
+from transformers import (
+    BertConfig,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    PreTrainedModel,
+)
 
 from tinyplm.config.schema import ShapeSpec, StudentSpec
 from tinyplm.errors import ModelError
 
 
-def student_config(shape: ShapeSpec, teacher_cfg) -> BertConfig:
-    """A BertConfig of ``shape`` that shares the teacher's vocabulary, positions and labels."""
+#: The BERT class of each task head (``tinyplm.tasks.base.HEADS``).
+HEAD_CLASSES = {"sequence": BertForSequenceClassification, "span": BertForQuestionAnswering,
+                "token": BertForTokenClassification}
+
+
+def head_of(model) -> str:
+    """The task head of a model: ``span``, ``token``, else ``sequence``."""
+    names = [type(model).__name__, *(getattr(model.config, "architectures", None) or [])]
+    if any(n.endswith("ForQuestionAnswering") for n in names):
+        return "span"
+    if any(n.endswith("ForTokenClassification") for n in names):
+        return "token"
+    return "sequence"
+
+
+def student_config(shape: ShapeSpec, teacher_cfg, labels_cfg=None) -> BertConfig:
+    """A BertConfig of ``shape`` that shares the teacher's vocabulary and positions, and the labels
+    of ``labels_cfg`` (default the teacher's)."""
+    labels_cfg = labels_cfg or teacher_cfg
     return BertConfig(
         vocab_size=teacher_cfg.vocab_size,
         hidden_size=shape.hidden,
@@ -26,10 +50,10 @@ def student_config(shape: ShapeSpec, teacher_cfg) -> BertConfig:
         pad_token_id=getattr(teacher_cfg, "pad_token_id", 0) or 0,
         hidden_act=getattr(teacher_cfg, "hidden_act", "gelu"),
         layer_norm_eps=getattr(teacher_cfg, "layer_norm_eps", 1e-12),
-        num_labels=teacher_cfg.num_labels,
-        id2label=dict(teacher_cfg.id2label),
-        label2id=dict(teacher_cfg.label2id),
-        problem_type=teacher_cfg.problem_type,
+        num_labels=labels_cfg.num_labels,
+        id2label=dict(labels_cfg.id2label),
+        label2id=dict(labels_cfg.label2id),
+        problem_type=labels_cfg.problem_type,
     )
 
 
@@ -43,13 +67,16 @@ def teacher_shape(teacher_cfg) -> ShapeSpec:
     )
 
 
-def build_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int = 42) -> BertForSequenceClassification:
-    """Build the student described by ``spec``.
+def build_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int = 42,
+                  task_model: PreTrainedModel | None = None) -> PreTrainedModel:
+    """Build the student described by ``spec``, with the head and labels of ``task_model`` (the
+    task teacher; default ``teacher``).
 
     With ``spec.teacher_layers`` the student copies the teacher's embeddings, the listed layers,
     pooler and classifier; this needs a BERT teacher of the same width, heads and FFN size and
     raises ``ModelError`` otherwise. Without it the student is randomly initialised (seeded).
     """
+    task_model = task_model if task_model is not None else teacher
     tcfg = teacher.config
     layers = spec.teacher_layers
     shape = spec.shape
@@ -59,7 +86,7 @@ def build_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int = 42) -
         _check_layer_init(shape, base, layers, tcfg.model_type)
     assert shape is not None  # guaranteed by StudentSpec validation
     torch.manual_seed(seed)
-    student = BertForSequenceClassification(student_config(shape, tcfg))
+    student = HEAD_CLASSES[head_of(task_model)](student_config(shape, tcfg, task_model.config))
     if layers:
         copy_teacher_layers(student, teacher, layers)
     return student
@@ -79,8 +106,8 @@ def _check_layer_init(shape: ShapeSpec, base: ShapeSpec, layers: list[int], mode
 
 
 @torch.no_grad()
-def copy_teacher_layers(student: BertForSequenceClassification, teacher: PreTrainedModel, layers: list[int]) -> None:
-    """Copy embeddings, the chosen encoder layers, pooler and classifier from teacher to student.
+def copy_teacher_layers(student: PreTrainedModel, teacher: PreTrainedModel, layers: list[int]) -> None:
+    """Copy embeddings, the chosen encoder layers, pooler and task head from teacher to student.
 
     ``teacher`` may be a classifier, a ``BertForMaskedLM`` or a bare ``BertModel``; what it lacks
     (pooler, classifier) stays as initialised."""
@@ -90,9 +117,10 @@ def copy_teacher_layers(student: BertForSequenceClassification, teacher: PreTrai
         dst.encoder.layer[s_idx].load_state_dict(src.encoder.layer[t_idx].state_dict())
     if getattr(src, "pooler", None) is not None and dst.pooler is not None:
         dst.pooler.load_state_dict(src.pooler.state_dict())
-    head = getattr(teacher, "classifier", None)
-    if head is not None and head.weight.shape == student.classifier.weight.shape:
-        student.classifier.load_state_dict(head.state_dict())
+    for name in ("classifier", "qa_outputs"):
+        head, mine = getattr(teacher, name, None), getattr(student, name, None)
+        if head is not None and mine is not None and head.weight.shape == mine.weight.shape:
+            mine.load_state_dict(head.state_dict())
 
 
 def shape_of(model) -> dict:
