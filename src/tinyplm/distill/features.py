@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from tinyplm.models.infer import output_logits
+
 FEATURES = ("embeddings", "hidden", "attn_scores", "attn_probs", "queries", "keys", "values")
 _QKV = ("queries", "keys", "values")
 _MODULE = {"queries": "query", "keys": "key", "values": "value"}
@@ -144,7 +146,8 @@ def forward_features(model: nn.Module, inputs: dict[str, Tensor], want: Iterable
         for h in handles:
             h.remove()
     states = getattr(out, "hidden_states", None)
-    feats = Features(logits=getattr(out, "logits", None), attention_mask=mask)
+    has_head = hasattr(out, "logits") or hasattr(out, "start_logits")
+    feats = Features(logits=output_logits(out) if has_head else None, attention_mask=mask)
     if "embeddings" in asked:
         feats.embeddings = states[0]
     if "hidden" in asked:

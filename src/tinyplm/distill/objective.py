@@ -42,13 +42,13 @@ class DistillObjective(nn.Module):
     """
 
     def __init__(self, spec: ObjectiveSpec, student_cfg, teacher_cfg, is_regression: bool,
-                 masking: Masking | None = None) -> None:
+                 masking: Masking | None = None, head: str = "sequence") -> None:
         super().__init__()
         self.spec = spec
         if spec.masked_lm and masking is None:
             raise ValueError("mlm_soft/mlm_hard need a Masking (the tokenizer's [MASK] and special ids)")
         self.masking = masking if spec.masked_lm else None
-        self.prediction = PredictionObjective(spec.kd_weight, spec.hard_weight, spec.temperature, is_regression)
+        self.prediction = PredictionObjective(spec.kd_weight, spec.hard_weight, spec.temperature, is_regression, head)
         self.layer_map = LayerMap(())
         if spec.layerwise:
             self.layer_map = resolve(spec.layer_map, student_cfg.num_hidden_layers, teacher_cfg.num_hidden_layers)
@@ -109,7 +109,7 @@ class DistillObjective(nn.Module):
         total = torch.zeros((), dtype=torch.float32)
         parts: dict[str, float] = {}
         if self.prediction.kd_weight > 0 or self.prediction.hard_weight > 0:
-            pred, parts = self.prediction(s.logits.float(), labels, teacher_logits)
+            pred, parts = self.prediction(s.logits.float(), labels, teacher_logits, s.attention_mask)
             total = total + pred
         if self.masked_lm:
             if t is None:
@@ -162,10 +162,11 @@ class DistillObjective(nn.Module):
 
 
 def build_objective(spec: ObjectiveSpec, student_cfg, teacher_cfg, is_regression: bool,
-                    tokenizer=None) -> DistillObjective:
+                    tokenizer=None, head: str = "sequence") -> DistillObjective:
     """The objective of one stage; raises ``RecipeError`` for terms the two shapes cannot support.
 
-    ``tokenizer`` is needed for masked-LM terms (its ``[MASK]`` and special ids)."""
+    ``tokenizer`` is needed for masked-LM terms (its ``[MASK]`` and special ids); ``head`` is the
+    task's (``sequence``, ``span``, ``token``) and picks the prediction-layer losses."""
     masking = None
     if spec.masked_lm:
         if tokenizer is None:
@@ -174,4 +175,4 @@ def build_objective(spec: ObjectiveSpec, student_cfg, teacher_cfg, is_regression
             raise RecipeError(f"mlm_soft compares distributions over the vocabulary: the student has "
                               f"{student_cfg.vocab_size} word pieces and the teacher {teacher_cfg.vocab_size}")
         masking = Masking.from_tokenizer(tokenizer, spec.mask_rate, vocab_size=student_cfg.vocab_size)
-    return DistillObjective(spec, student_cfg, teacher_cfg, is_regression, masking)
+    return DistillObjective(spec, student_cfg, teacher_cfg, is_regression, masking, head)

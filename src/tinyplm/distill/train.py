@@ -161,7 +161,7 @@ class Trainable(nn.Module):
             feats = forward_features(self.student, inputs, self.wants)
         if self.objective is not None:
             return self.objective.loss(feats, teacher, labels, teacher_logits)[0]
-        return self._prediction(feats.logits.float(), labels, teacher_logits)[0]
+        return self._prediction(feats.logits.float(), labels, teacher_logits, feats.attention_mask)[0]
 
 
 @dataclass
