@@ -34,7 +34,7 @@ def register(app: typer.Typer, out: Console) -> None:
         from tinyplm.config import TaskSpec
 
         data = load_task(TaskSpec(name=task, data_dir=data_dir, max_length=max_length))
-        model, tok = load_classifier(model_dir, data.labels, data.is_regression)
+        model, tok = load_classifier(model_dir, data.labels, data.is_regression, data.head)
         metrics = evaluate_model(model, data, encode_evals(data, tok, max_length))
         if as_json:
             out.print_json(json.dumps({"task": data.task, "model": str(model_dir), "metrics": metrics}))

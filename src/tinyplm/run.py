@@ -33,6 +33,7 @@ from tinyplm.models import (
     shape_of,
 )
 from tinyplm.models.infer import cpu_supports_bf16, use_bf16
+from tinyplm.models.loading import HEAD_ARCH
 from tinyplm.report import RunRecord, StageRecord, best_student, write_all
 from tinyplm.pretrain.mlm_head import has_mlm_head
 from tinyplm.rundir import claim_run_dir
@@ -103,11 +104,16 @@ def preflight(cfg: RunConfig) -> tuple[TaskData, Path, object]:
         raise ModelError(f"{src}: layer-wise distillation needs a BERT teacher; this one is '{model_cfg['model_type']}'")
     archs = model_cfg.get("architectures") or []
     needs_head = not cfg.students or any(st.teacher == "finetuned" for spec in cfg.students for st in stage_list(spec))
-    if needs_head and cfg.teacher.finetune is None and not any("ForSequenceClassification" in a for a in archs):
+    suffix = HEAD_ARCH[data.head]
+    if needs_head and cfg.teacher.finetune is None and not any(suffix in a for a in archs):
         raise ModelError(
-            f"{src}: has no classification head for task '{data.task}'; add a teacher.finetune section "
+            f"{src}: has no {data.head} head ({suffix}) for task '{data.task}'; add a teacher.finetune section "
             "to the recipe to fine-tune it first"
         )
+    if data.head != "sequence" and any(
+            st.data == "augmented" for spec in cfg.students for st in stage_list(spec)):
+        raise RecipeError(f"data: augmented (TinyBERT word replacement) is for sentence tasks; task '{data.task}' "
+                          f"has a {data.head} head whose labels are tied to word positions")
     for spec in cfg.students:
         if spec.init_from and spec.init_from != "teacher" and cfg.earlier_student(spec) is None:
             try:
@@ -142,14 +148,14 @@ def prepare_teacher(cfg: RunConfig, data: TaskData, src: Path, encoded: tuple, r
     saved to ``run_dir/teacher``."""
     out = run_dir / "teacher"
     if resumed and is_complete(out):
-        model, tok = load_classifier(out, data.labels, data.is_regression)
+        model, tok = load_classifier(out, data.labels, data.is_regression, data.head)
         return model, tok, {"model_dir": "teacher", "source": cfg.teacher.model, "reused": True}
-    model, tok = load_classifier(src, data.labels, data.is_regression)
+    model, tok = load_classifier(src, data.labels, data.is_regression, data.head)
     info = {"model_dir": "teacher", "source": str(cfg.teacher.model), "shape": shape_of(model)}
     if cfg.teacher.finetune is not None:
         spec = cfg.teacher.finetune
         enc, evals = encoded
-        objective = PredictionObjective(kd_weight=0.0, hard_weight=1.0, is_regression=data.is_regression)
+        objective = PredictionObjective(kd_weight=0.0, hard_weight=1.0, is_regression=data.is_regression, head=data.head)
         bf16 = use_bf16(spec.precision)
         io = StageIO("teacher", run_dir / "checkpoints" / "teacher", run_dir / "logs" / "train.jsonl", resume=True)
         evaluate = lambda m: evaluate_model(m, data, evals, bf16=bf16, batch_size=spec.eval_batch_size)  # noqa: E731
@@ -201,7 +207,7 @@ def bench(model_dirs: list[Path], task: TaskSpec, rounds: int = 3) -> RunRecord:
     models, encs, dirs, infos = {}, {}, {}, {}
     for i, d in enumerate(model_dirs):
         name = "teacher" if i == 0 else (d.name if d.name not in models else f"{d.parent.name}-{d.name}")
-        models[name], tok = load_classifier(d, data.labels, data.is_regression)
+        models[name], tok = load_classifier(d, data.labels, data.is_regression, data.head)
         encs[name] = encode_evals(data, tok, task.max_length, task.max_eval_examples)
         dirs[name], infos[name] = d, {"model_dir": str(d)}
     if len({next(iter(e.values())).fingerprint() for e in encs.values()}) > 1:

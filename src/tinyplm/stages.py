@@ -136,7 +136,7 @@ def initial_student(spec: StudentSpec, inp: StageInputs) -> tuple[torch.nn.Modul
     if spec.init_from in inp.students:
         return copy.deepcopy(inp.students[spec.init_from]), f"student {spec.init_from}"
     if spec.init_from:
-        model, _ = load_classifier(Path(spec.init_from), inp.data.labels, inp.data.is_regression)
+        model, _ = load_classifier(Path(spec.init_from), inp.data.labels, inp.data.is_regression, inp.data.head)
         return model, f"from {spec.init_from}"
     first = stage_list(spec)[0]
     init = f"teacher layers {spec.teacher_layers}" if spec.teacher_layers else "random"
@@ -145,7 +145,7 @@ def initial_student(spec: StudentSpec, inp: StageInputs) -> tuple[torch.nn.Modul
     source = inp.stage_teacher(first.teacher, first.objective.masked_lm) if spec.teacher_layers else inp.teacher
     if spec.teacher_layers and first.teacher != "finetuned":
         init += f" of the {first.teacher} teacher"
-    return build_student(spec, source, seed=first.train.seed), init
+    return build_student(spec, source, seed=first.train.seed, task_model=inp.teacher), init
 
 
 def run_student(spec: StudentSpec, inp: StageInputs) -> tuple[torch.nn.Module, dict]:
@@ -162,7 +162,7 @@ def run_student(spec: StudentSpec, inp: StageInputs) -> tuple[torch.nn.Module, d
         label = stage.name or (f"stage-{k}" if len(stages) > 1 else "")
         stage_dir = out if k == len(stages) - 1 else out.parent / f"{name}.stage-{k}"
         if is_complete(stage_dir):
-            model, _ = load_classifier(stage_dir, inp.data.labels, inp.data.is_regression)
+            model, _ = load_classifier(stage_dir, inp.data.labels, inp.data.is_regression, inp.data.head)
             infos.append({"stage": label, "reused": True})
             continue
         model, saved, info = _run_stage(model, stage, inp, f"{name}/{label}" if label else name, f"{name}.stage-{k}")
@@ -185,7 +185,8 @@ def _run_stage(model, stage: StageSpec, inp: StageInputs, log_name: str, ckpt_na
     enc = inp.encoded(stage.data)
     masked_lm = stage.objective.masked_lm
     teacher = inp.stage_teacher(stage.teacher, masked_lm)
-    objective = build_objective(stage.objective, model.config, teacher.config, inp.data.is_regression, inp.tokenizer)
+    objective = build_objective(stage.objective, model.config, teacher.config, inp.data.is_regression, inp.tokenizer,
+                                inp.data.head if stage.data != "corpus" else "sequence")
     trained = with_mlm_head(model, teacher) if masked_lm else model
     logits = inp.teacher_logits(enc) if objective.needs_teacher else None
     predicts = stage.objective.kd_weight > 0 or stage.objective.hard_weight > 0
@@ -220,7 +221,7 @@ def run_compress(spec: StudentSpec, model: torch.nn.Module, inp: StageInputs,
             ctx = _compress_context(inp, spec.train.seed)
         ctx.work_dir = inp.run_dir / "work" / stage
         if is_complete(out):
-            model, tok = load_classifier(out, inp.data.labels, inp.data.is_regression)
+            model, tok = load_classifier(out, inp.data.labels, inp.data.is_regression, inp.data.head)
             if len(tok) != len(ctx.tokenizer):  # a trimmed vocabulary: its own encodings from here on
                 ctx.tokenizer = tok
                 ctx.train, ctx.evals = ctx.reencode(tok)
@@ -244,10 +245,20 @@ def _compress_context(inp: StageInputs, seed: int):
         train = encode_split(inp.data.train, tok, cfg.max_length, cfg.max_train_examples)
         return train, encode_evals(inp.data, tok, cfg.max_length, cfg.max_eval_examples)
 
-    texts = [(e.text, e.text_pair) for e in inp.data.train.examples[:200]]
+    # the check sample comes from the encoded examples only: their pieces are the ones kept
+    texts = [_text_pair(e) for e in inp.data.train.examples[:min(200, cfg.max_train_examples or 200)]]
     return CompressContext(inp.train_enc, lambda: inp.teacher_logits(inp.train_enc), inp.data.is_regression,
-                           inp.run_dir / "work", seed=seed, tokenizer=inp.tokenizer, evals=inp.evals,
-                           texts=texts, reencode=reencode)
+                           inp.run_dir / "work", seed=seed, head=inp.data.head, tokenizer=inp.tokenizer,
+                           evals=inp.evals, texts=texts, reencode=reencode)
+
+
+def _text_pair(example) -> tuple[str, str | None]:
+    """An example of any head as the (text, pair) it is tokenised from."""
+    if hasattr(example, "question"):  # SQuAD
+        return example.question, example.context
+    if hasattr(example, "tokens"):  # CoNLL
+        return " ".join(example.tokens), None
+    return example.text, example.text_pair
 
 
 def _compress_step(model, step, stage: str, out: Path, ctx, inp: StageInputs):

@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tinyplm.distill.losses import soft_target_kd
+from tinyplm.distill.losses import PredictionObjective
+from tinyplm.models.infer import output_logits
 from tinyplm.models.shape import encoder_layers, head_size
 from tinyplm.tasks.encoding import Encoded, collate, model_inputs
 
@@ -54,12 +54,17 @@ def _gate_hooks(model: nn.Module, heads: list[Tensor], ffn: list[Tensor]) -> lis
 def importance(
     model: nn.Module, data: Encoded, *, batches: int = 32, batch_size: int = 32, seed: int = 0,
     teacher_logits: Tensor | None = None, is_regression: bool = False, temperature: float = 1.0,
+    head: str = "sequence",
 ) -> Importance:
     """Taylor importance of every head and FFN neuron over ``batches`` random training batches.
 
-    The loss is KD to ``teacher_logits`` ``(N, classes)`` when given (the teacher's view of the
-    task), else the task loss on the labels. The model is left in eval mode with no gradients.
+    The loss is KD to ``teacher_logits`` when given (the teacher's view of the task), else the
+    task loss on the labels; both as the task ``head`` computes them (``PredictionObjective``).
+    The model is left in eval mode with no gradients.
     """
+    kd = teacher_logits is not None
+    objective = PredictionObjective(kd_weight=float(kd), hard_weight=float(not kd), temperature=temperature,
+                                    is_regression=is_regression, head=head)
     layers = encoder_layers(model)
     size = head_size(model)
     heads = [torch.ones(l.attention.self.query.out_features // size, requires_grad=True) for l in layers]
@@ -74,14 +79,9 @@ def importance(
         for b in range(min(batches, max(1, len(data) // batch_size))):
             idx = order[b * batch_size:(b + 1) * batch_size]
             batch = collate(data, idx)
-            logits = model(**model_inputs(batch)).logits.float()
-            if teacher_logits is not None:
-                t = teacher_logits[batch["index"]]
-                loss = F.mse_loss(logits, t.float()) if is_regression else soft_target_kd(logits, t, temperature)
-            elif is_regression:
-                loss = F.mse_loss(logits.squeeze(-1), batch["labels"].float())
-            else:
-                loss = F.cross_entropy(logits, batch["labels"])
+            logits = output_logits(model(**model_inputs(batch))).float()
+            t = teacher_logits[batch["index"]] if kd else None
+            loss = objective(logits, batch["labels"], t, batch["attention_mask"])[0]
             grads = torch.autograd.grad(loss, heads + ffn)
             for s, g in zip(score_h + score_f, grads):
                 s += g.abs()

@@ -42,6 +42,7 @@ class CompressContext:
     is_regression: bool
     work_dir: Path
     seed: int = 0
+    head: str = "sequence"
     tokenizer: object = None
     evals: dict[str, Encoded] = field(default_factory=dict)
     texts: list[tuple[str, str | None]] = field(default_factory=list)
@@ -56,7 +57,7 @@ class CompressContext:
 
 def _scores(model: nn.Module, step, ctx: CompressContext):
     return importance(model, ctx.train, batches=step.score_batches, batch_size=step.score_batch_size,
-                      seed=ctx.seed, teacher_logits=ctx.logits(), is_regression=ctx.is_regression)
+                      seed=ctx.seed, teacher_logits=ctx.logits(), is_regression=ctx.is_regression, head=ctx.head)
 
 
 Result = tuple[nn.Module, dict]

@@ -1,12 +1,18 @@
-"""Task metrics of a model on every eval split of a task."""
+"""Task metrics of a model on every eval split of a task.
+
+Sequence tasks compare argmax classes (or scores) with labels; span tasks (SQuAD) turn window
+logits into answer texts (n-best, maximum answer length) and score them with the official EM/F1;
+token tasks (CoNLL-2003) read the tag at each word's first piece and score entities.
+"""
 
 from __future__ import annotations
 
 import torch
 
+from tinyplm.evaluate.entities import entity_scores
 from tinyplm.evaluate.metrics import task_metrics
 from tinyplm.models.infer import logits_to_predictions, predict_logits
-from tinyplm.tasks.base import TaskData
+from tinyplm.tasks.base import Split, TaskData
 from tinyplm.tasks.encoding import Encoded, encode_split
 
 
@@ -26,6 +32,53 @@ def evaluate_model(
     metrics: dict[str, float] = {}
     for name, enc in evals.items():
         logits = predict_logits(model, enc, batch_size=batch_size, bf16=bf16)
-        preds = logits_to_predictions(logits, data.is_regression)
-        metrics.update(task_metrics(data, name, preds, enc.labels.numpy()))
+        if enc.head == "span":
+            scores = span_scores(data.evals[name], enc, logits)
+        elif enc.head == "token":
+            scores = token_scores(data.evals[name], enc, logits, data.labels)
+        else:
+            preds = logits_to_predictions(logits, data.is_regression)
+            metrics.update(task_metrics(data, name, preds, enc.labels.numpy()))
+            continue
+        suffix = data.metric_suffix.get(name, "")
+        metrics.update({f"{k}{suffix}": v for k, v in scores.items()})
     return metrics
+
+
+def span_answers(split: Split, enc: Encoded, logits: torch.Tensor) -> tuple[list, list]:
+    """(examples, :class:`~tinyplm.tasks.squad_features.Prediction` per example) from window logits."""
+    from tinyplm.tasks.squad_features import predict_answers
+
+    feats = enc.meta
+    examples = split.examples[: max(feats.example) + 1] if len(feats) else []
+    lengths = enc.lengths()
+    starts = [logits[i, : lengths[i], 0].numpy() for i in range(len(enc))]
+    ends = [logits[i, : lengths[i], 1].numpy() for i in range(len(enc))]
+    return examples, predict_answers(examples, feats, starts, ends)
+
+
+def span_scores(split: Split, enc: Encoded, logits: torch.Tensor) -> dict[str, float]:
+    """SQuAD EM/F1 (percent) of the answers read from ``logits``. v2.0 scores the answers at null
+    threshold 0 and adds ``best_f1``/``best_exact`` at the threshold that maximises F1 on this
+    split, with the threshold (``best_f1_thresh``), as the official v2.0 script does."""
+    from tinyplm.evaluate.squad import answers_with_threshold, best_null_threshold, questions, squad_scores
+
+    examples, preds = span_answers(split, enc, logits)
+    qs = questions(examples)
+    if not split.options.get("v2"):
+        out = squad_scores(qs, {ex.id: p.text for ex, p in zip(examples, preds)})
+        return {"f1": out["f1"], "exact_match": out["exact_match"]}
+    scores = squad_scores(qs, dict(zip((q.id for q in qs), answers_with_threshold(preds, 0.0))), v2=True)
+    threshold = best_null_threshold(examples, preds)
+    best = squad_scores(qs, dict(zip((q.id for q in qs), answers_with_threshold(preds, threshold))), v2=True)
+    out = {k: v for k, v in scores.items() if k not in ("total", "missing") and not k.endswith("_total")}
+    return {**out, "best_f1": best["f1"], "best_exact": best["exact"], "best_f1_thresh": threshold}
+
+
+def token_scores(split: Split, enc: Encoded, logits: torch.Tensor, tags: tuple[str, ...]) -> dict[str, float]:
+    """Entity-level precision, recall and F1 of the tags read at each word's first piece."""
+    from tinyplm.tasks.tagging import tags_from_logits
+
+    sentences = split.examples[: len(enc)]
+    predicted = tags_from_logits(enc.meta, logits, tags, [len(s.tokens) for s in sentences])
+    return entity_scores([list(s.tags) for s in sentences], predicted)

@@ -44,11 +44,23 @@ class Parity:
     note: str = ""
 
 
-def _compare(model, onnx: OrtClassifier, evals: dict, is_regression: bool) -> tuple[int, float, float]:
+def _compare(model, onnx: OrtClassifier, evals: dict, is_regression: bool, head: str = "sequence") -> tuple[int, float, float]:
+    """(predictions compared, share that agree, largest absolute logit difference over real
+    tokens). A tagger's predictions are every real token's tag; a QA head's are each feature's
+    start and end positions; padding positions are left out."""
     n, same, worst = 0, 0, 0.0
     for enc in evals.values():
         a = predict_logits(model, enc)
         b = predict_logits(onnx, enc)
+        if a.dim() == 3:
+            real = torch.arange(a.shape[1])[None, :] < torch.as_tensor(enc.lengths())[:, None]
+            if head == "span":  # (N, width, 2) -> (N, 2) positions; padding can never win
+                worst = max(worst, float((a - b).abs()[real].max()) if len(a) else 0.0)
+                pa = a.masked_fill(~real[..., None], float("-inf")).argmax(1).numpy()
+                pb = b.masked_fill(~real[..., None], float("-inf")).argmax(1).numpy()
+                n, same = n + pa.size, same + int((pa == pb).sum())
+                continue
+            a, b = a[real], b[real]  # (tokens, K): each real token is one prediction
         pa, pb = logits_to_predictions(a, is_regression), logits_to_predictions(b, is_regression)
         n += len(pa)
         same += int((abs(pa - pb) <= 1e-3).sum()) if is_regression else int((pa == pb).sum())
@@ -77,7 +89,7 @@ def export_run(run_dir: Path, stages: list[str] | None = None, out_dir: Path | N
     report = []
     for name in stages or list(known):
         model_dir = run_dir / known[name]["info"]["model_dir"]
-        model, tok = load_classifier(model_dir, data.labels, data.is_regression)
+        model, tok = load_classifier(model_dir, data.labels, data.is_regression, data.head)
         target = out_dir / name
         evals = encode_evals(data, tok, cfg.task.max_length, cfg.task.max_eval_examples)
         if isinstance(model, OrtClassifier):
@@ -96,7 +108,7 @@ def export_run(run_dir: Path, stages: list[str] | None = None, out_dir: Path | N
         save_model(onnx, tok, target)
         tmp.unlink(missing_ok=True)
         with torch.inference_mode():
-            n, agreement, worst = _compare(model, onnx, evals, data.is_regression)
+            n, agreement, worst = _compare(model, onnx, evals, data.is_regression, data.head)
         report.append(Parity(name, str(target), n, agreement, worst, (target / ONNX_FILE).stat().st_size))
     _write(out_dir / PARITY_FILE, report)
     return report
