@@ -144,8 +144,8 @@ def _load_shaped(path: Path, has_head: bool, head: str = "sequence", **config_kw
 def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, head: str = "sequence"):
     """Load ``path`` with a task's ``head`` (``sequence``, ``span`` or ``token``) -> (model, tokenizer).
 
-    A checkpoint without that head gets a new one; a checkpoint whose head was trained for a
-    different number of labels raises ``ModelError``.
+    A checkpoint without that head (a bare encoder, or another kind of head) gets a new one; a
+    checkpoint whose head was trained for a different number of labels raises ``ModelError``.
     """
     if head not in HEAD_ARCH:
         raise ValueError(f"unknown head {head!r}; expected one of {', '.join(HEAD_ARCH)}")
@@ -188,6 +188,9 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
             label2id={v: k for k, v in id2label.items()},
             problem_type=problem,
             trust_remote_code=False,
+            # another kind of head (a sentiment classifier loaded as a tagger: both are named
+            # "classifier") is dropped and a new one initialised, as for a bare encoder
+            ignore_mismatched_sizes=not has_head,
         )
     except (OSError, ValueError, RuntimeError) as exc:
         raise ModelError(f"{path}: cannot load weights ({exc.__class__.__name__}: {exc})") from None
