@@ -1,0 +1,204 @@
+"""Span (SQuAD) and token (CoNLL-2003) heads through the whole pipeline, on tiny models and data:
+encoding, oracle scoring, fine-tune -> distil -> compress -> measure, loading and ONNX parity."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import FILLER, TINY_TRAIN, make_tiny_model_dir, tiny_recipe
+from tinyplm.config import TaskSpec, validate_recipe
+from tinyplm.evaluate.model_eval import evaluate_model, span_scores, token_scores
+from tinyplm.models.infer import predict_logits
+from tinyplm.tasks import load_task
+from tinyplm.tasks.conll import TAGS
+from tinyplm.tasks.encoding import collate, encode_split
+from tinyplm.tasks.tagging import IGNORE
+
+ENTITY = {"actor": "PER", "film": "MISC", "story": "ORG", "plot": "LOC"}  # toy rule: these words are entities
+
+
+def write_tiny_squad(root: Path, articles: int = 4, questions: int = 6, seed: int = 0, name: str = "dev-v1.1.json",
+                     impossible: float = 0.0) -> Path:
+    """``root/squad/<name>`` in the official layout: each context is filler words around one
+    answer phrase ``<adjective> movie``; questions ask 'what was <adjective>'."""
+    rng = random.Random(seed)
+    data = []
+    for a in range(articles):
+        qas, contexts = [], []
+        for q in range(questions):
+            adjective = rng.choice(["good", "bad", "great", "awful", "dull"])
+            before = " ".join(rng.choice(FILLER) for _ in range(rng.randint(2, 10)))
+            after = " ".join(rng.choice(FILLER) for _ in range(rng.randint(2, 10)))
+            answer = f"{adjective} movie"
+            context = f"{before} {answer} {after}."
+            qa = {"id": f"a{a}q{q}", "question": f"what was {adjective}"}
+            if rng.random() < impossible:
+                qa.update(question="what was fun", answers=[], is_impossible=True)
+            else:
+                qa.update(answers=[{"text": answer, "answer_start": len(before) + 1}], is_impossible=False)
+            contexts.append({"context": context, "qas": [qa]})
+        data.append({"title": f"article {a}", "paragraphs": contexts})
+    folder = root / "squad"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(json.dumps({"version": "v2.0" if impossible else "1.1", "data": data}), encoding="utf-8")
+    return folder / name
+
+
+def write_tiny_conll(root: Path, sentences: int = 96, seed: int = 0) -> Path:
+    """``root/conll2003/{train,valid,test}.txt``: the words of :data:`ENTITY` are entities (a
+    following 'actor' continues a PER), everything else is O."""
+    folder = root / "conll2003"
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, name in enumerate(("train.txt", "valid.txt", "test.txt")):
+        rng = random.Random(seed + i)
+        lines = ["-DOCSTART- -X- -X- O", ""]
+        for _ in range(sentences if name == "train.txt" else sentences // 3):
+            words = [rng.choice(FILLER + list(ENTITY)) for _ in range(rng.randint(3, 9))]
+            previous = None
+            for w in words:
+                kind = ENTITY.get(w)
+                tag = "O" if kind is None else ("I-" if previous == kind else "B-") + kind
+                lines.append(f"{w} NN I-NP {tag}")
+                previous = kind
+            lines.append("")
+        (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def tok(tmp_path_factory):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(make_tiny_model_dir(tmp_path_factory.mktemp("tok"))))
+
+
+def _squad(root: Path, **kw):
+    return load_task(TaskSpec(name="squad", data_dir=str(root), max_length=48, doc_stride=16, max_query_length=8,
+                              train_articles=3, **kw))
+
+
+def test_squad_default_split_is_by_article(tmp_path: Path) -> None:
+    write_tiny_squad(tmp_path, articles=4, questions=6)
+    data = _squad(tmp_path)
+    assert data.head == "span" and data.primary_metric == "f1"
+    train_ids = {ex.id for ex in data.train.examples}
+    dev_ids = {ex.id for ex in data.evals["dev"].examples}
+    assert len(train_ids) == 18 and len(dev_ids) == 6 and not train_ids & dev_ids
+    assert all(i.startswith("a3") for i in dev_ids)  # the last article is held out
+
+
+def test_oracle_span_logits_score_100_on_v1_and_v2(tmp_path: Path, tok) -> None:
+    write_tiny_squad(tmp_path, articles=4, questions=6)
+    for spec in (dict(name="squad", train_articles=3),
+                 dict(name="squad_v2", train_file=str(write_tiny_squad(tmp_path, 2, 6, 1, "t2.json", 0.4)),
+                      dev_file=str(write_tiny_squad(tmp_path, 2, 8, 2, "d2.json", 0.4)))):
+        data = load_task(TaskSpec(data_dir=str(tmp_path), max_length=24, doc_stride=8, max_query_length=8, **spec))
+        enc = encode_split(data.evals["dev"], tok, 24)
+        assert len(enc) > len(data.evals["dev"].examples)  # contexts need several windows at width 24
+        logits = torch.zeros(len(enc), int(enc.lengths().max()), 2)
+        for i, (s, e) in enumerate(enc.labels.tolist()):
+            logits[i, s, 0] = logits[i, e, 1] = 10.0  # windows without the answer point at [CLS]
+        scores = span_scores(data.evals["dev"], enc, logits)
+        assert scores["f1"] == pytest.approx(100.0)
+        if spec["name"] == "squad_v2":
+            assert scores["HasAns_f1"] == pytest.approx(100.0) and scores["NoAns_f1"] == pytest.approx(100.0)
+            assert "best_f1_thresh" in scores
+        else:
+            assert scores["exact_match"] == pytest.approx(100.0)
+            logits[:, :, :] = 0.0  # no preference: the first valid span, almost never the answer
+            assert span_scores(data.evals["dev"], enc, logits)["exact_match"] < 50.0
+
+
+def test_token_labels_pad_with_ignore_and_collate_cuts_to_the_batch(tmp_path: Path, tok) -> None:
+    data = load_task(TaskSpec(name="conll2003", data_dir=str(write_tiny_conll(tmp_path)), max_length=32))
+    assert data.head == "token" and tuple(data.labels) == TAGS
+    enc = encode_split(data.evals["dev"], tok, 32)
+    assert enc.labels.dim() == 2 and enc.labels.shape[0] == len(enc)
+    lengths = torch.as_tensor(enc.lengths())
+    beyond = torch.arange(enc.labels.shape[1])[None, :] >= lengths[:, None]
+    assert (enc.labels[beyond] == IGNORE).all()
+    assert (enc.labels[:, 0] == IGNORE).all()  # [CLS] carries no tag
+    short = int(lengths.argmin())
+    batch = collate(enc, [short])
+    assert batch["labels"].shape == batch["input_ids"].shape  # labels cut to the batch's width
+
+
+def test_oracle_token_logits_score_1_and_predict_logits_is_per_token(tmp_path: Path, tok) -> None:
+    data = load_task(TaskSpec(name="conll2003", data_dir=str(write_tiny_conll(tmp_path)), max_length=32))
+    split = data.evals["dev"]
+    enc = encode_split(split, tok, 32)
+    labels = enc.labels
+    logits = torch.zeros(*labels.shape, len(TAGS))
+    logits.scatter_(2, labels.clamp(min=0)[..., None], 10.0)
+    scores = token_scores(split, enc, logits, data.labels)
+    assert scores["f1"] == pytest.approx(1.0) and scores["precision"] == pytest.approx(1.0)
+    everything_o = token_scores(split, enc, torch.zeros_like(logits), data.labels)  # tag 0 = O
+    assert everything_o["recall"] == 0.0
+
+    from tinyplm.models.loading import load_classifier
+
+    model, _ = load_classifier(make_tiny_model_dir(tmp_path / "m"), data.labels, False, "token")
+    assert type(model).__name__ == "BertForTokenClassification"
+    out = predict_logits(model, enc, batch_size=4)
+    assert out.shape[0] == len(enc) and out.shape[2] == len(TAGS) and out.shape[1] >= int(enc.lengths().max())
+    past_end = torch.arange(out.shape[1])[None, :] >= torch.as_tensor(enc.lengths())[:, None]
+    assert (out[past_end] == 0).all() and (out[~past_end] != 0).any()
+
+
+def _run(tmp_path: Path, task: dict, students: list, epochs: int = 6):
+    from tinyplm.run import run
+
+    teacher = make_tiny_model_dir(tmp_path / "tiny")
+    raw = tiny_recipe(tmp_path, teacher, tmp_path, task=task, students=students)
+    raw["teacher"]["finetune"] = {**TINY_TRAIN, "epochs": epochs}
+    return run(validate_recipe(raw))
+
+
+def _student(**extra) -> dict:
+    return {"name": "s1", "teacher_layers": [1],
+            "objective": {"temperature": 2.0, "kd_weight": 1.0, "hard_weight": 0.5, "hidden": 1.0},
+            "train": {**TINY_TRAIN, "epochs": 4}, **extra}
+
+
+def test_squad_fine_tune_distil_compress_measure(tmp_path: Path) -> None:
+    write_tiny_squad(tmp_path, articles=4, questions=12)
+    recover = {"objective": {"kd_weight": 1.0}, "train": {**TINY_TRAIN, "max_steps": 2}}
+    record = _run(tmp_path, {"name": "squad", "data_dir": str(tmp_path), "max_length": 48, "doc_stride": 16,
+                             "max_query_length": 8, "train_articles": 3},
+                  [_student(compress=[{"kind": "prune_heads", "keep": 0.5, "recover": recover},
+                                      {"kind": "trim_vocab"}, {"kind": "onnx_dynamic_int8"}])])
+    assert record.metric == "f1"
+    names = [s.name for s in record.stages]
+    assert names == ["teacher", "s1", "s1.prune_heads", "s1.trim_vocab", "s1.onnx_dynamic_int8"]
+    for s in record.stages:
+        assert set(s.metrics) >= {"f1", "exact_match"} and 0.0 <= s.metrics["f1"] <= 100.0
+        assert s.throughput_b32 > 0 and s.disk_bytes > 0
+    by = {s.name: s for s in record.stages}
+    assert by["s1.trim_vocab"].metrics == by["s1.prune_heads"].metrics  # trimming changes no logit
+    assert by["s1"].params < by["teacher"].params
+
+    from tinyplm.models.loading import load_classifier
+
+    run_dir = Path(tmp_path / "runs" / "tiny")
+    model, _ = load_classifier(run_dir / by["s1"].info["model_dir"], (), False, "span")
+    assert type(model).__name__ == "BertForQuestionAnswering" and model.config.num_hidden_layers == 1
+
+
+def test_conll_run_learns_tags_and_exports_with_parity(tmp_path: Path) -> None:
+    write_tiny_conll(tmp_path, sentences=160)
+    record = _run(tmp_path, {"name": "conll2003", "data_dir": str(tmp_path), "max_length": 32},
+                  [_student(compress=[{"kind": "prune_ffn", "keep": 0.5, "recover": {
+                      "objective": {"kd_weight": 1.0}, "train": {**TINY_TRAIN, "max_steps": 2}}}])], epochs=12)
+    teacher = record.teacher
+    assert set(teacher.metrics) >= {"f1", "precision", "recall", "f1_test", "precision_test", "recall_test"}
+    assert teacher.metrics["f1"] > 0.5 and teacher.metrics["f1_test"] > 0.5  # the toy rule is learnable
+
+    from tinyplm.serve import export_run
+
+    parity = export_run(tmp_path / "runs" / "tiny", ["s1"])
+    assert parity[0].examples > 0 and parity[0].agreement >= 0.99
