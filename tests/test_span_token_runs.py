@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from helpers_cli import cli
 from tests.conftest import FILLER, TINY_TRAIN, make_tiny_model_dir, tiny_recipe
 from tinyplm.config import TaskSpec, validate_recipe
 from tinyplm.evaluate.model_eval import evaluate_model, span_scores, token_scores
@@ -202,3 +203,42 @@ def test_conll_run_learns_tags_and_exports_with_parity(tmp_path: Path) -> None:
 
     parity = export_run(tmp_path / "runs" / "tiny", ["s1"])
     assert parity[0].examples > 0 and parity[0].agreement >= 0.99
+
+
+def test_evaluate_writes_squad_predictions_that_score_the_same(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from tinyplm.cli import app
+    from tinyplm.evaluate.squad import questions, squad_scores
+
+    write_tiny_squad(tmp_path, articles=40, questions=3)  # the default split: 38 articles train, 2 evaluate
+    model = make_tiny_model_dir(tmp_path / "m")
+    preds = tmp_path / "preds.json"
+    # no --doc-stride: the default fits the 48-token window
+    result = CliRunner().invoke(app, ["evaluate", str(model), "--task", "squad", "--data-dir", str(tmp_path),
+                                      "--max-length", "48", "--max-query-length", "12", "--predictions", str(preds),
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads(result.output[result.output.index("{"):])["metrics"]
+    answers = json.loads(preds.read_text(encoding="utf-8"))
+    dev = load_task(TaskSpec(name="squad", data_dir=str(tmp_path))).evals["dev"].examples
+    assert set(answers) == {ex.id for ex in dev} and len(dev) == 6
+    assert squad_scores(questions(dev), answers)["f1"] == pytest.approx(metrics["f1"])
+
+    tagger = cli(["evaluate", model, "--task", "conll2003", "--data-dir", write_tiny_conll(tmp_path),
+                  "--predictions", tmp_path / "x.json"], tmp_path)
+    assert tagger.returncode != 0 and "SQuAD" in tagger.output and "Traceback" not in tagger.output
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_squad_window_settings_are_checked_in_the_recipe(tmp_path: Path) -> None:
+    from tinyplm.errors import RecipeError
+
+    assert TaskSpec(name="squad", max_length=128).window_stride() == (128 - 64 - 3) // 2
+    assert TaskSpec(name="squad", max_length=384).window_stride() == 128
+    with pytest.raises(RecipeError, match="doc_stride"):
+        validate_recipe({"task": {"name": "squad", "max_length": 128, "doc_stride": 100}})
+    with pytest.raises(RecipeError, match="max_query_length"):
+        validate_recipe({"task": {"name": "squad", "max_length": 64, "max_query_length": 60}})
+    bad = cli(["evaluate", "nowhere", "--task", "squad", "--max-length", "48"], tmp_path)
+    assert bad.returncode != 0 and "max_query_length" in bad.output and "Traceback" not in bad.output

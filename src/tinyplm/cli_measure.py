@@ -20,22 +20,42 @@ def register(app: typer.Typer, out: Console) -> None:
     def evaluate_cmd(
         model_dir: Annotated[Path, typer.Argument(help="a saved model dir (HF format)")],
         task: Annotated[str, typer.Option("--task", help="task name, e.g. sst2")],
-        data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="GLUE folder")] = None,
-        max_length: Annotated[int, typer.Option(help="max tokens per example")] = 128,
+        data_dir: Annotated[Optional[str], typer.Option(
+            "--data-dir", help="data root: a GLUE folder, or the folder holding squad/ and conll2003/")] = None,
+        max_length: Annotated[int, typer.Option(help="max tokens per example (SQuAD: per window)")] = 128,
+        doc_stride: Annotated[Optional[int], typer.Option(
+            help="SQuAD: tokens shared by consecutive windows (default: 128, or half a window's context room)")] = None,
+        max_query_length: Annotated[int, typer.Option(help="SQuAD: question tokens kept")] = 64,
+        predictions: Annotated[Optional[Path], typer.Option(
+            "--predictions", help="SQuAD tasks: also write the dev answers here (JSON: id -> text)")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
     ) -> None:
         """Official task metrics of a saved model on the task's dev split(s).
 
         Example: tinyplm evaluate runs/sst2_demo/model --task sst2
+        Example: tinyplm evaluate runs/squad_v1_demo/model --task squad --max-length 256 --predictions preds.json
         """
-        from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
+        from tinyplm.evaluate.model_eval import encode_evals, evaluate_model, span_prediction_texts
         from tinyplm.models import load_classifier
+        from tinyplm.models.infer import predict_logits
         from tinyplm.run import load_task
-        from tinyplm.config import TaskSpec
+        from tinyplm.config import validate_recipe
 
-        data = load_task(TaskSpec(name=task, data_dir=data_dir, max_length=max_length))
+        spec = validate_recipe({"task": {"name": task, "data_dir": data_dir, "max_length": max_length,
+                                         "doc_stride": doc_stride, "max_query_length": max_query_length}},
+                               source="command line").task
+        data = load_task(spec)
+        if predictions is not None and data.head != "span":
+            raise TinyplmError(f"--predictions writes SQuAD answers; task {data.task} has a {data.head} head")
         model, tok = load_classifier(model_dir, data.labels, data.is_regression, data.head)
-        metrics = evaluate_model(model, data, encode_evals(data, tok, max_length))
+        evals = encode_evals(data, tok, max_length)
+        metrics = evaluate_model(model, data, evals)
+        if predictions is not None:
+            texts = span_prediction_texts(data.evals["dev"], evals["dev"], predict_logits(model, evals["dev"]))
+            tmp = predictions.with_name(predictions.name + ".tmp")
+            tmp.write_text(json.dumps(texts, indent=1) + "\n", encoding="utf-8")
+            tmp.replace(predictions)
+            out.print(f"[dim]{len(texts)} answers written to {predictions}[/dim]", highlight=False)
         if as_json:
             out.print_json(json.dumps({"task": data.task, "model": str(model_dir), "metrics": metrics}))
         else:

@@ -35,9 +35,27 @@ class TaskSpec(Section):
     regression: bool = False
     # SQuAD: windows of max_length tokens over the context, overlapping by doc_stride tokens.
     # train_file/dev_file name the official files; without them (v1.1) the dev file is split by article.
-    doc_stride: int = Field(128, ge=1, description="SQuAD: tokens shared by consecutive windows of a long context")
+    doc_stride: int | None = Field(None, ge=1, description="SQuAD: tokens shared by consecutive windows of a long "
+                                   "context; default 128, or half a window's context room when that is less")
     max_query_length: int = Field(64, ge=1, description="SQuAD: question tokens kept")
     train_articles: int = Field(38, ge=1, description="SQuAD v1.1 default split: first N dev articles to train on")
+
+    @model_validator(mode="after")
+    def _windows_have_room(self) -> "TaskSpec":
+        room = self.max_length - self.max_query_length - 3  # [CLS] question [SEP] context [SEP]
+        if self.name.lower().startswith("squad"):
+            if room < 8:
+                raise ValueError(f"max_length {self.max_length} leaves {room} context tokens after max_query_length "
+                                 f"{self.max_query_length}: raise max_length or lower max_query_length")
+            if self.doc_stride is not None and self.doc_stride >= room:
+                raise ValueError(f"doc_stride {self.doc_stride} must be smaller than a window's context room "
+                                 f"(max_length - max_query_length - 3 = {room})")
+        return self
+
+    def window_stride(self) -> int:
+        """The SQuAD document stride in effect: ``doc_stride``, or its default for this window."""
+        room = self.max_length - self.max_query_length - 3
+        return self.doc_stride or max(1, min(128, room // 2))
 
 
 class TeacherSpec(Section):

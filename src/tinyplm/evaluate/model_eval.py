@@ -75,6 +75,16 @@ def span_scores(split: Split, enc: Encoded, logits: torch.Tensor) -> dict[str, f
     return {**out, "best_f1": best["f1"], "best_exact": best["exact"], "best_f1_thresh": threshold}
 
 
+def span_prediction_texts(split: Split, enc: Encoded, logits: torch.Tensor) -> dict[str, str]:
+    """Question id -> answer text, the input of ``tinyplm evaluate-squad``; for v2.0 the empty
+    string where the null answer wins at threshold 0 (the answers behind ``exact``/``f1``)."""
+    from tinyplm.evaluate.squad import answers_with_threshold
+
+    examples, preds = span_answers(split, enc, logits)
+    texts = answers_with_threshold(preds, 0.0) if split.options.get("v2") else [p.text for p in preds]
+    return {ex.id: t for ex, t in zip(examples, texts)}
+
+
 def token_scores(split: Split, enc: Encoded, logits: torch.Tensor, tags: tuple[str, ...]) -> dict[str, float]:
     """Entity-level precision, recall and F1 of the tags read at each word's first piece."""
     from tinyplm.tasks.tagging import tags_from_logits

@@ -94,7 +94,7 @@ def load_task(spec) -> TaskData:
         key = canonical(spec.name)
         task = squad_task(resolve_data_root(spec.data_dir), version="2.0" if key == "squad_v2" else "1.1",
                           train_file=spec.train_file, dev_file=spec.dev_file, train_articles=spec.train_articles,
-                          doc_stride=spec.doc_stride, max_query_length=spec.max_query_length)
+                          doc_stride=spec.window_stride(), max_query_length=spec.max_query_length)
     else:
         task = get(spec.name, spec.data_dir)
     return task.load()
