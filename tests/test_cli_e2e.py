@@ -119,5 +119,6 @@ def test_help_of_every_subcommand_has_an_example(tmp_path: Path) -> None:
 def test_tasks_lists_every_glue_task(tmp_path: Path) -> None:
     res = cli("tasks", cwd=tmp_path)
     assert res.returncode == 0
-    for name in ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli"):
+    for name in ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli", "squad", "squad_v2", "conll2003"):
         assert name in res.stdout
+    assert "answer span" in res.stdout and "B-PER" in res.stdout

@@ -132,7 +132,8 @@ def register(app: typer.Typer, out: Console) -> None:
         out.print(f"report: {written.get('report.html', run_dir / 'report.html')}")
 
     @app.command("tasks")
-    def tasks_cmd(data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="GLUE folder")] = None) -> None:
+    def tasks_cmd(data_dir: Annotated[Optional[str], typer.Option(
+            "--data-dir", help="data root: a GLUE folder, or the folder holding squad/ and conll2003/")] = None) -> None:
         """List the tasks, their metrics and whether their data files are present.
 
         Example: tinyplm tasks --data-dir ../shared/data/glue
@@ -146,5 +147,6 @@ def register(app: typer.Typer, out: Console) -> None:
             t = tasks.get(name, data_dir)
             present = t.data_present()
             shown = ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in present.items())
-            table.add_row(name, ", ".join(t.metrics), ", ".join(t.labels) or "regression", shown)
+            labels = "answer span in the context" if t.head == "span" else ", ".join(t.labels) or "regression"
+            table.add_row(name, ", ".join(t.metrics), labels, shown)
         out.print(table)
