@@ -11,7 +11,10 @@ student (TinyBERT-4 shape), same task-distillation wall-clock budget per variant
   augment      + TinyBERT data augmentation of the training set
   two-stage    + start from a general-distilled student (corpus, TinyBERT losses + MiniLMv2 relations,
                from the pre-trained MiniLM; its one-time cost is --general-minutes, shared by every
-               task and not charged to the task budget); intermediate-stage rate 1e-4, not 5e-4
+               task and not charged to the task budget); intermediate-stage rate 1e-4, not 5e-4.
+               The general student starts (--general-init) from MiniLM's layers 0, 2, 4, 5 narrowed
+               to 312 wide (``models.narrow``: the heaviest channels, heads and FFN neurons) or,
+               as in TinyBERT, from random weights.
 
 Every other setting is the same for all variants: the intermediate stage takes 60% of the budget
 (rate 5e-4, random init), the prediction stage 40% (rate 1e-4, best dev checkpoint kept).
@@ -33,6 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 SHAPE = {"layers": 4, "hidden": 312, "heads": 12, "ffn": 1200}
+GENERAL_LAYERS = [0, 2, 4, 5]
 VARIANTS = ("kd", "tinybert", "minilm", "augment", "two-stage")
 
 
@@ -106,11 +110,16 @@ def prepare(args, out: Path, shared: Path) -> tuple[str, str | None, str | None]
         if "two-stage" in args.variants:
             raw = base_recipe(args, "minilm-l6", "general", shared)  # TinyBERT: the pre-trained, not fine-tuned, teacher
             raw["corpus"] = {"paths": [str(p) for p in corpus], "max_docs": 50000, "max_length": 64}
+            narrowed = args.general_init == "teacher-layers"
+            # a narrowed copy of the teacher starts near it: a lower rate keeps what it copied
+            lr = 2e-4 if narrowed else 5e-4
             raw["students"] = [{"name": "general", "shape": SHAPE, "stages": [
                 {"name": "general", "data": "corpus", "teacher": "base",
                  "objective": {"kd_weight": 0.0, "hidden": 1.0, "attention_scores": 1.0, "embedding": 1.0,
                                "qkv_relation": 1.0, "relation_heads": 12, "layer_map": "uniform"},
-                 "train": {**_train(args.general_minutes, 5e-4, 0, 0), "epochs": 5}}]}]
+                 "train": {**_train(args.general_minutes, lr, 0, 0), "epochs": 5}}]}]
+            if narrowed:  # the copied layers are the ones 'uniform' matches the student's layers with
+                raw["students"][0]["teacher_layers"] = GENERAL_LAYERS
             run_recipe(raw)
             general = str(shared / "general" / "students" / "general")
     teacher = args.teacher
@@ -197,7 +206,9 @@ def main() -> None:
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     p.add_argument("--teacher", help="a fine-tuned teacher dir (default: fine-tune the packaged MiniLM)")
     p.add_argument("--teacher-minutes", type=float, default=8.0)
-    p.add_argument("--general-minutes", type=float, default=50.0, help="one-time general distillation")
+    p.add_argument("--general-minutes", type=float, default=20.0, help="one-time general distillation")
+    p.add_argument("--general-init", choices=["teacher-layers", "random"], default="teacher-layers",
+                   help="the general student's start: MiniLM's layers narrowed to its shape, or random")
     p.add_argument("--mlm-steps", type=int, default=300, help="steps to fit MiniLM's MLM head (augmentation)")
     p.add_argument("--copies", type=int, default=20, help="augmented copies per example")
     p.add_argument("--augment-examples", type=int, default=None, help="augment only the first N examples")

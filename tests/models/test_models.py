@@ -246,9 +246,11 @@ def test_build_student_with_all_teacher_layers_reproduces_teacher(teacher, tiny_
         torch.testing.assert_close(student(**batch).logits, teacher(**batch).logits, atol=1e-6, rtol=0)
 
 
-def test_build_student_width_mismatch_raises(teacher) -> None:
-    spec = StudentSpec(shape=ShapeSpec(layers=1, hidden=16, heads=4, ffn=37), teacher_layers=[1])
-    with pytest.raises(ModelError, match="teacher's widths"):
+@pytest.mark.parametrize("shape", [dict(hidden=16, heads=2, ffn=37), dict(hidden=64, heads=4, ffn=37),
+                                   dict(hidden=32, heads=4, ffn=40)])
+def test_build_student_width_mismatch_raises(teacher, shape: dict) -> None:
+    spec = StudentSpec(shape=ShapeSpec(layers=1, **shape), teacher_layers=[1])
+    with pytest.raises(ModelError, match="head count \\(4\\) and widths no larger"):
         build_student(spec, teacher)
 
 

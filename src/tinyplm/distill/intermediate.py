@@ -24,9 +24,24 @@ from torch import Tensor, nn
 TINYBERT_MASK_THRESHOLD = -1e2  # TinyBERT zeroes scores <= -100 (additively masked positions)
 
 
-def make_projection(d_student: int, d_teacher: int) -> nn.Linear | None:
-    """TinyBERT's W_h: an ``nn.Linear(d_student, d_teacher)``, or None when the widths are equal."""
-    return None if d_student == d_teacher else nn.Linear(d_student, d_teacher)
+def make_projection(d_student: int, d_teacher: int, channels: list[int] | None = None) -> nn.Linear | None:
+    """TinyBERT's W_h: an ``nn.Linear(d_student, d_teacher)``, or None when the widths are equal.
+
+    ``channels`` (student channel i was copied from teacher channel ``channels[i]``, see
+    ``models.narrow``) starts it as that embedding instead of at random: student channel i feeds
+    teacher channel ``channels[i]`` and the dropped channels are predicted as 0, so a width-pruned
+    student's first gradients refine its copied weights instead of chasing a random map."""
+    if d_student == d_teacher:
+        return None
+    proj = nn.Linear(d_student, d_teacher)
+    if channels is not None:
+        if len(channels) != d_student or not all(0 <= c < d_teacher for c in channels):
+            raise ValueError(f"channels must list {d_student} teacher channels in 0..{d_teacher - 1}")
+        with torch.no_grad():
+            proj.weight.zero_()
+            proj.bias.zero_()
+            proj.weight[torch.tensor(channels), torch.arange(d_student)] = 1.0
+    return proj
 
 
 def _valid(mask: Tensor, batch: int, seq: int) -> Tensor:

@@ -20,6 +20,7 @@ from tinyplm.distill.losses import PredictionObjective
 from tinyplm.distill.matching import LayerMap, resolve
 from tinyplm.distill.mlm import mlm_hard_loss, mlm_soft_kd
 from tinyplm.errors import RecipeError
+from tinyplm.models.narrow import TEACHER_CHANNELS
 from tinyplm.pretrain.masking import Masking
 
 _NEEDS = {
@@ -55,8 +56,10 @@ class DistillObjective(nn.Module):
         self.s_heads, self.t_heads = student_cfg.num_attention_heads, teacher_cfg.num_attention_heads
         self.relation_heads = spec.relation_heads or self.t_heads
         ds, dt = student_cfg.hidden_size, teacher_cfg.hidden_size
-        self.hidden_proj = im.make_projection(ds, dt) if (spec.hidden or spec.cosine) else None
-        self.embedding_proj = im.make_projection(ds, dt) if spec.embedding else None
+        channels = getattr(student_cfg, TEACHER_CHANNELS, None)  # set on width-pruned students
+        channels = channels if channels is not None and max(channels, default=-1) < dt else None
+        self.hidden_proj = im.make_projection(ds, dt, channels) if (spec.hidden or spec.cosine) else None
+        self.embedding_proj = im.make_projection(ds, dt, channels) if spec.embedding else None
         self._check(spec, ds, dt)
         wants = {f for k, fs in _NEEDS.items() if getattr(spec, k) > 0 for f in fs}
         self.wants: frozenset[str] = frozenset(wants | ({"hidden"} if spec.masked_lm else set()))

@@ -73,8 +73,9 @@ def build_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int = 42,
     task teacher; default ``teacher``).
 
     With ``spec.teacher_layers`` the student copies the teacher's embeddings, the listed layers,
-    pooler and classifier; this needs a BERT teacher of the same width, heads and FFN size and
-    raises ``ModelError`` otherwise. Without it the student is randomly initialised (seeded).
+    pooler and classifier. A ``shape`` narrower than the teacher (hidden and FFN no larger, the
+    same number of heads) takes the most important channels of each (``models.narrow``); other
+    shapes raise ``ModelError``. Without it the student is randomly initialised (seeded).
     """
     task_model = task_model if task_model is not None else teacher
     tcfg = teacher.config
@@ -87,8 +88,12 @@ def build_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int = 42,
     assert shape is not None  # guaranteed by StudentSpec validation
     torch.manual_seed(seed)
     student = HEAD_CLASSES[head_of(task_model)](student_config(shape, tcfg, task_model.config))
-    if layers:
+    if layers and shape == teacher_shape(tcfg).model_copy(update={"layers": shape.layers}):
         copy_teacher_layers(student, teacher, layers)
+    elif layers:
+        from tinyplm.models.narrow import copy_narrowed_layers
+
+        copy_narrowed_layers(student, teacher, layers)
     return student
 
 
@@ -98,10 +103,11 @@ def _check_layer_init(shape: ShapeSpec, base: ShapeSpec, layers: list[int], mode
     bad = [i for i in layers if not 0 <= i < base.layers]
     if bad:
         raise ModelError(f"teacher_layers {bad} out of range: the teacher has layers 0..{base.layers - 1}")
-    if (shape.hidden, shape.heads, shape.ffn) != (base.hidden, base.heads, base.ffn):
+    if shape.heads != base.heads or shape.hidden > base.hidden or shape.ffn > base.ffn:
         raise ModelError(
-            f"teacher_layers init needs the teacher's widths (hidden {base.hidden}, heads {base.heads}, "
-            f"ffn {base.ffn}); the student shape has hidden {shape.hidden}, heads {shape.heads}, ffn {shape.ffn}"
+            f"teacher_layers init needs the teacher's head count ({base.heads}) and widths no larger than "
+            f"the teacher's (hidden {base.hidden}, ffn {base.ffn}); the student shape has hidden "
+            f"{shape.hidden}, heads {shape.heads}, ffn {shape.ffn}"
         )
 
 
