@@ -108,9 +108,10 @@ def prepare(args, out: Path, shared: Path) -> tuple[str, str | None, str | None]
         if not (mlm / "model.safetensors").is_file():
             fit_mlm_head(resolve_model_dir("minilm-l6"), read_corpus(corpus, max_docs=20000), mlm, steps=args.mlm_steps)
         if "two-stage" in args.variants:
-            raw = base_recipe(args, "minilm-l6", "general", shared)  # TinyBERT: the pre-trained, not fine-tuned, teacher
-            raw["corpus"] = {"paths": [str(p) for p in corpus], "max_docs": 50000, "max_length": 64}
             narrowed = args.general_init == "teacher-layers"
+            name = "general" if narrowed else "general-random"  # each start is its own reusable run
+            raw = base_recipe(args, "minilm-l6", name, shared)  # TinyBERT: the pre-trained, not fine-tuned, teacher
+            raw["corpus"] = {"paths": [str(p) for p in corpus], "max_docs": 50000, "max_length": 64}
             # a narrowed copy of the teacher starts near it: a lower rate keeps what it copied
             lr = 2e-4 if narrowed else 5e-4
             raw["students"] = [{"name": "general", "shape": SHAPE, "stages": [
@@ -121,7 +122,7 @@ def prepare(args, out: Path, shared: Path) -> tuple[str, str | None, str | None]
             if narrowed:  # the copied layers are the ones 'uniform' matches the student's layers with
                 raw["students"][0]["teacher_layers"] = GENERAL_LAYERS
             run_recipe(raw)
-            general = str(shared / "general" / "students" / "general")
+            general = str(shared / name / "students" / "general")
     teacher = args.teacher
     if teacher is None:
         raw = base_recipe(args, "minilm-l6", "teacher", out)
