@@ -78,9 +78,10 @@ def _copy_norm(dst: nn.LayerNorm, src: nn.LayerNorm, keep: Tensor) -> None:
 
 
 @torch.no_grad()
-def copy_narrowed_layers(student: nn.Module, teacher: nn.Module, layers: list[int]) -> dict:
+def copy_narrowed_layers(student: nn.Module, teacher: nn.Module, layers: list[int]) -> None:
     """Fill ``student`` (a narrower BERT with the teacher's head count) from the teacher's
-    embeddings, the listed encoder layers, pooler and task head; returns what was kept."""
+    embeddings, the listed encoder layers, pooler and task head; the kept residual channels are
+    recorded in its config under :data:`TEACHER_CHANNELS`."""
     src, dst = getattr(teacher, "bert", teacher), student.bert
     heads = dst.config.num_attention_heads
     d_t = src.config.hidden_size // src.config.num_attention_heads
@@ -112,4 +113,3 @@ def copy_narrowed_layers(student: nn.Module, teacher: nn.Module, layers: list[in
         if head is not None and mine is not None and head.weight.shape[0] == mine.weight.shape[0]:
             _copy_linear(mine, head, None, keep)
     setattr(student.config, TEACHER_CHANNELS, keep.tolist())
-    return {"channels": keep.tolist()}

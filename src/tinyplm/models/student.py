@@ -18,6 +18,7 @@ from transformers import (
 
 from tinyplm.config.schema import ShapeSpec, StudentSpec
 from tinyplm.errors import ModelError
+from tinyplm.models.narrow import copy_narrowed_layers
 
 
 #: The BERT class of each task head (``tinyplm.tasks.base.HEADS``).
@@ -88,11 +89,9 @@ def build_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int = 42,
     assert shape is not None  # guaranteed by StudentSpec validation
     torch.manual_seed(seed)
     student = HEAD_CLASSES[head_of(task_model)](student_config(shape, tcfg, task_model.config))
-    if layers and shape == teacher_shape(tcfg).model_copy(update={"layers": shape.layers}):
+    if layers and (shape.hidden, shape.ffn) == (base.hidden, base.ffn):
         copy_teacher_layers(student, teacher, layers)
     elif layers:
-        from tinyplm.models.narrow import copy_narrowed_layers
-
         copy_narrowed_layers(student, teacher, layers)
     return student
 
