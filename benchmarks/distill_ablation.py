@@ -17,7 +17,8 @@ student (TinyBERT-4 shape), same task-distillation wall-clock budget per variant
                as in TinyBERT, from random weights.
 
 Every other setting is the same for all variants: the intermediate stage takes 60% of the budget
-(rate 5e-4, random init), the prediction stage 40% (rate 1e-4, best dev checkpoint kept).
+(--intermediate-share; rate 5e-4, random init), the prediction stage the rest (rate 1e-4, best dev
+checkpoint kept).
 
 Writes ``<out>/results.json`` in the core's results.json schema (a ``teacher`` stage and one stage
 per variant with the seed mean of each metric and ``seed_std``; speed measured on seed 0's model,
@@ -45,8 +46,9 @@ def _train(minutes: float, lr: float, seed: int, eval_every: int = 100) -> dict:
             "checkpoint_every": 500, "seed": seed}
 
 
-def variant_stages(name: str, minutes: float, seed: int) -> list[dict]:
-    """The student's stages for one variant (the budget is split between its stages)."""
+def variant_stages(name: str, minutes: float, seed: int, share: float = 0.6) -> list[dict]:
+    """The student's stages for one variant: ``share`` of the budget goes to the intermediate stage
+    (for every variant that has one), the rest to the prediction layer."""
     kd = {"kd_weight": 1.0, "temperature": 1.0}
     inter = {"kd_weight": 0.0, "embedding": 1.0, "hidden": 1.0, "attention_scores": 1.0, "layer_map": "uniform"}
     if name in ("minilm", "augment", "two-stage"):
@@ -58,8 +60,8 @@ def variant_stages(name: str, minutes: float, seed: int) -> list[dict]:
     # task distillation uses 5e-5 over many epochs; these budgets are minutes, hence higher rates)
     lr = 1e-4 if name == "two-stage" else 5e-4
     return [
-        {"name": "intermediate", "data": data, "objective": inter, "train": _train(minutes * 0.6, lr, seed, 0)},
-        {"name": "prediction", "data": data, "objective": kd, "train": _train(minutes * 0.4, 1e-4, seed)},
+        {"name": "intermediate", "data": data, "objective": inter, "train": _train(minutes * share, lr, seed, 0)},
+        {"name": "prediction", "data": data, "objective": kd, "train": _train(minutes * (1 - share), 1e-4, seed)},
     ]
 
 
@@ -75,14 +77,18 @@ def base_recipe(args, teacher: str, name: str, out: Path) -> dict:
 
 
 def run_recipe(raw: dict):
-    from tinyplm.config import validate_recipe
+    from tinyplm.config import dump_resolved, validate_recipe
     from tinyplm.run import run
 
     cfg = validate_recipe(raw, source=f"ablation:{raw['name']}")
     finished = Path(cfg.output_dir) / "results.json"
-    if finished.is_file():  # a rerun of the benchmark reuses finished pieces
+    if finished.is_file():  # a rerun of the benchmark reuses finished pieces, if they ran this recipe
         from tinyplm.report import RunRecord
 
+        resolved = Path(cfg.output_dir) / "config.resolved.yaml"
+        if resolved.read_text(encoding="utf-8") != dump_resolved(cfg):
+            raise SystemExit(f"{resolved}: a finished run of another recipe (budget, share or teacher changed); "
+                             "choose another --out or remove that run")
         return RunRecord.load(finished)
     return run(cfg, resume=Path(cfg.output_dir).exists())
 
@@ -137,7 +143,7 @@ def run_variants(args, out: Path, teacher: str, mlm: str, general: str | None) -
     for seed in range(args.seeds):  # seed-major: a slow spell of a shared machine hits every variant
         for variant in args.variants:
             raw = base_recipe(args, teacher, f"{variant}-seed{seed}", out)
-            student = {"name": variant, "stages": variant_stages(variant, args.budget_minutes, seed)}
+            student = {"name": variant, "stages": variant_stages(variant, args.budget_minutes, seed, args.intermediate_share)}
             if variant == "two-stage":
                 student["init_from"] = general
             else:
@@ -213,12 +219,16 @@ def main() -> None:
     p.add_argument("--mlm-steps", type=int, default=300, help="steps to fit MiniLM's MLM head (augmentation)")
     p.add_argument("--copies", type=int, default=20, help="augmented copies per example")
     p.add_argument("--augment-examples", type=int, default=None, help="augment only the first N examples")
+    p.add_argument("--intermediate-share", type=float, default=0.6,
+                   help="share of the task budget for the intermediate stage (every variant but kd)")
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
     p.add_argument("--prepare-only", action="store_true",
                    help="only prepare the shared MLM head and general student and the task's teacher, then stop")
     p.add_argument("--out", type=Path, default=REPO / "runs" / "ablation")
     args = p.parse_args()
+    if not 0.0 < args.intermediate_share < 1.0:
+        p.error(f"--intermediate-share must be between 0 and 1 (exclusive), got {args.intermediate_share}")
     if args.threads:
         import torch
 

@@ -58,3 +58,34 @@ def test_distill_ablation_recipes_validate(variant: str, tmp_path: Path) -> None
     cfg = validate_recipe(raw, source="distill_ablation")
     stages = cfg.students[0].stages
     assert sum(s.train.budget_minutes for s in stages) == pytest.approx(3.0)  # equal budget
+
+
+def _ablation_raw(ab, tmp_path: Path, minutes: float, share: float) -> dict:
+    args = argparse.Namespace(task="mrpc", max_length=128)
+    raw = ab.base_recipe(args, "minilm-l6", "tinybert-seed0", tmp_path)
+    raw["students"] = [{"name": "tinybert", "shape": ab.SHAPE, "stages": ab.variant_stages("tinybert", minutes, 0, share)}]
+    return raw
+
+
+def test_distill_ablation_intermediate_share(tmp_path: Path) -> None:
+    ab = _load("distill_ablation")
+    cfg = validate_recipe(_ablation_raw(ab, tmp_path, 5.0, 0.3), source="distill_ablation")
+    inter, pred = cfg.students[0].stages
+    assert (inter.name, pred.name) == ("intermediate", "prediction")
+    assert inter.train.budget_minutes == pytest.approx(1.5) and pred.train.budget_minutes == pytest.approx(3.5)
+    assert len(ab.variant_stages("kd", 5.0, 0, 0.3)) == 1  # prediction-only KD has no intermediate stage
+
+
+def test_distill_ablation_refuses_a_finished_run_of_another_recipe(tmp_path: Path) -> None:
+    """Reusing a finished variant run is only right when it ran the same recipe (budget, share, teacher)."""
+    from tinyplm.config import dump_resolved
+
+    ab = _load("distill_ablation")
+    old = validate_recipe(_ablation_raw(ab, tmp_path, 2.0, 0.6), source="old")
+    run_dir = tmp_path / "tinybert-seed0"
+    run_dir.mkdir()
+    (run_dir / "config.resolved.yaml").write_text(dump_resolved(old), encoding="utf-8")
+    (run_dir / "results.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(SystemExit, match="another recipe"):
+        ab.run_recipe(_ablation_raw(ab, tmp_path, 4.0, 0.6))
+    assert (run_dir / "results.json").read_text(encoding="utf-8") == "{}"  # nothing overwritten
