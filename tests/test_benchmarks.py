@@ -89,3 +89,37 @@ def test_distill_ablation_refuses_a_finished_run_of_another_recipe(tmp_path: Pat
     with pytest.raises(SystemExit, match="another recipe"):
         ab.run_recipe(_ablation_raw(ab, tmp_path, 4.0, 0.6))
     assert (run_dir / "results.json").read_text(encoding="utf-8") == "{}"  # nothing overwritten
+
+
+def test_distill_ablation_reuses_the_same_run_through_a_linked_dir(tmp_path: Path) -> None:
+    """Another --out may link the shared runs: the same recipe found through the link is reused."""
+    from tinyplm.config import dump_resolved
+    from tinyplm.report import RunRecord, StageRecord
+
+    ab = _load("distill_ablation")
+    (tmp_path / "a").mkdir()
+    done = validate_recipe(_ablation_raw(ab, tmp_path / "a", 2.0, 0.6), source="done")
+    run_dir = tmp_path / "a" / "tinybert-seed0"
+    run_dir.mkdir()
+    (run_dir / "config.resolved.yaml").write_text(dump_resolved(done), encoding="utf-8")
+    RunRecord(task="mrpc", metric="f1", stages=[StageRecord(name="tinybert", metrics={"f1": 0.5})]).save(run_dir / "results.json")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    record = ab.run_recipe(_ablation_raw(ab, tmp_path / "b", 2.0, 0.6))
+    assert record.stage("tinybert").metrics == {"f1": 0.5}
+
+
+def test_distill_ablation_every_task_asks_for_the_same_general_student(tmp_path: Path, monkeypatch) -> None:
+    """The general student is task-free and shared: the recipe asked for must not depend on --task."""
+    ab = _load("distill_ablation")
+    asked = []
+    monkeypatch.setattr(ab, "run_recipe", lambda raw: asked.append(raw))
+    shared = tmp_path / "_shared"
+    (shared / "mlm").mkdir(parents=True)
+    (shared / "mlm" / "model.safetensors").write_bytes(b"")  # the MLM head counts as made
+    for task in ("sst2", "rte"):
+        args = argparse.Namespace(task=task, max_length=128, variants=["two-stage"], general_init="teacher-layers",
+                                  general_minutes=20.0, mlm_steps=300, teacher="some/teacher")
+        teacher, _, general = ab.prepare(args, tmp_path / task, shared)
+        assert teacher == "some/teacher" and general == str(shared / "general" / "students" / "general")
+    assert len(asked) == 2 and asked[0] == asked[1]
+    assert asked[0]["students"][0]["teacher_layers"] == ab.GENERAL_LAYERS
