@@ -1,0 +1,235 @@
+"""Files: atomic writes, and run directories claimed by one process at a time.
+
+Every file tinyplm writes for a reader (results, reports, recipes, predictions) goes through
+:func:`write_atomic`: a temporary sibling is written and renamed, so a reader (or a crash) never
+sees half a file. Model directories and checkpoints are whole folders and use the same idea with
+a folder rename (``models.io.save_model``, ``train.checkpoint``).
+
+A *run directory* holds ``config.resolved.yaml`` (written first) and, when finished, a marker file
+(``results.json``; ``pretrain.json`` for pre-training). :func:`claim_run_dir` makes one ready for a
+run and holds an exclusive lock on it for the life of the process:
+
+- a live holder (another process on the dir) is refused, naming its pid, host and start time;
+- an unfinished run whose writer is gone (killed, crashed) is continued with ``resume`` (same
+  resolved recipe) or started over with ``force``; its stale lock is taken over;
+- a finished run is replaced only with ``force``; anything that is not a run dir is never deleted.
+
+The lock is ``fcntl.flock`` on ``RUN_DIR/.lock``: the kernel drops it when its process dies, so a
+lock that can be taken belongs to nobody, whatever pid the file still names. (We do not use a
+lock-file package: the standard library gives exactly these semantics in a few lines, and the
+holder's identity is ours to record.)
+
+:func:`reuse_finished` is the one rule for reusing finished runs (the benchmarks, ``run``): a
+finished run is reused only if it was made from the same resolved recipe.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import socket
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from tinyplm.errors import RunDirError
+
+RESOLVED = "config.resolved.yaml"
+RESULTS = "results.json"
+LOCK = ".lock"
+
+
+def tmp_sibling(path: Path) -> Path:
+    """A temporary sibling of ``path`` (same folder, so the rename is atomic), unique per process."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def write_atomic(path: Path, data: str | bytes) -> Path:
+    """Write ``data`` (text as UTF-8, or bytes) to ``path`` via a temporary file and ``os.replace``.
+
+    Creates the parent folder; returns ``path``. Raises ``OSError`` when it cannot be written
+    (the old file, if any, is then untouched).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = tmp_sibling(path)
+    try:
+        if isinstance(data, bytes):
+            tmp.write_bytes(data)
+        else:
+            tmp.write_text(data, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def write_json_atomic(path: Path, obj: Any, indent: int | None = 2) -> Path:
+    """``obj`` as JSON (with a final newline) written atomically to ``path``."""
+    return write_atomic(path, json.dumps(obj, indent=indent) + "\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# the run-dir lock
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds (or last held) a run dir's lock."""
+
+    pid: int
+    host: str
+    since: str
+    command: str = ""
+
+    def describe(self) -> str:
+        where = f"pid {self.pid} on {self.host} since {self.since}"
+        return f"{where} ({self.command})" if self.command else where
+
+    @classmethod
+    def current(cls) -> "Holder":
+        argv = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else ""
+        return cls(os.getpid(), socket.gethostname(), time.strftime("%Y-%m-%d %H:%M:%S"), argv[:200])
+
+    @classmethod
+    def read(cls, path: Path) -> "Holder | None":
+        """The holder recorded in a lock file, or None when it names nobody readable."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return cls(int(data["pid"]), str(data["host"]), str(data["since"]), str(data.get("command", "")))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+class RunDirLock:
+    """An exclusive lock on one run dir, held until :meth:`release` or the process ends."""
+
+    def __init__(self, run_dir: Path, fd: int, previous: Holder | None) -> None:
+        self.run_dir, self._fd = run_dir, fd
+        self.previous = previous  # the (gone) holder whose stale lock was taken over, if any
+
+    @classmethod
+    def acquire(cls, run_dir: Path) -> "RunDirLock":
+        """Lock ``run_dir`` (created if missing). Raises ``RunDirError`` naming a live holder."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        path = run_dir / LOCK
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            holder = Holder.read(path)
+            who = holder.describe() if holder else "another process"
+            raise RunDirError(f"{run_dir}: in use by {who}; wait for it to finish, or stop it first") from None
+        previous = Holder.read(path)
+        me = Holder.current()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(asdict(me)) + "\n").encode(), 0)
+        return cls(run_dir, fd, previous if previous and previous.pid != me.pid else None)
+
+    @property
+    def held(self) -> bool:
+        return self._fd >= 0
+
+    def release(self) -> None:
+        """Drop the lock (the file stays: removing it would race with a process opening it)."""
+        if self._fd >= 0:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> "RunDirLock":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+@dataclass
+class Claim:
+    """A claimed run dir: whether the run continues an earlier one, and the lock held on it."""
+
+    run_dir: Path
+    resumed: bool
+    lock: RunDirLock
+
+    def release(self) -> None:
+        self.lock.release()
+
+    def __enter__(self) -> "Claim":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def claim_run_dir(run_dir: Path, resolved: str, *, resume: bool = False, force: bool = False,
+                  finished: str = RESULTS) -> Claim:
+    """Make ``run_dir`` ready for a run of the resolved recipe ``resolved`` and lock it.
+
+    Returns a :class:`Claim` (``resumed`` is True when an unfinished run of the same recipe is
+    continued). Raises ``RunDirError`` when another live process holds the dir, or the dir holds a
+    finished run (without ``force``), an unfinished run (without ``resume`` or ``force``), a
+    different recipe (with ``resume``), or files that are not a tinyplm run. Nothing is deleted or
+    written before these checks pass.
+    """
+    run_dir = Path(run_dir)
+    foreign = run_dir.exists() and any(p.name != LOCK for p in run_dir.iterdir())
+    if foreign and not (run_dir / RESOLVED).is_file() and not (run_dir / finished).is_file():
+        raise RunDirError(f"{run_dir}: exists and is not a tinyplm run directory (no {RESOLVED}); "
+                          "choose another output dir")
+    lock = RunDirLock.acquire(run_dir)
+    try:
+        resumed = _prepare(run_dir, resolved, resume, force, finished, lock.previous)
+    except BaseException:
+        lock.release()
+        raise
+    return Claim(run_dir, resumed, lock)
+
+
+def _prepare(run_dir: Path, resolved: str, resume: bool, force: bool, finished: str,
+             previous: Holder | None) -> bool:
+    """The checks and set-up of :func:`claim_run_dir`, with the lock held -> resumed?"""
+    existing = run_dir / RESOLVED
+    if any(p.name != LOCK for p in run_dir.iterdir()):
+        if force:
+            for child in run_dir.iterdir():  # the lock file stays: we hold it
+                if child.name != LOCK:
+                    shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+        elif (run_dir / finished).is_file():
+            raise RunDirError(f"{run_dir}: already holds a finished run ({finished}); pass --force to replace it "
+                              "or choose another output dir")
+        elif not resume:
+            gone = f" (its last writer, {previous.describe()}, is no longer running)" if previous else ""
+            raise RunDirError(f"{run_dir}: holds an unfinished run{gone}; pass --resume to continue it "
+                              "or --force to restart")
+        elif existing.read_text(encoding="utf-8") != resolved:
+            raise RunDirError(f"{existing}: the recipe changed since this run started; --resume needs the same "
+                              "recipe (or pass --force to restart)")
+        else:
+            return True
+    (run_dir / "logs").mkdir(exist_ok=True)
+    (run_dir / "checkpoints").mkdir(exist_ok=True)
+    write_atomic(existing, resolved)
+    return False
+
+
+def reuse_finished(run_dir: Path, resolved: str, *, finished: str = RESULTS) -> bool:
+    """Whether ``run_dir`` holds a finished run of exactly this resolved recipe (reuse it).
+
+    False when there is no finished run there (start or resume one). Raises ``RunDirError``
+    naming the stored recipe when a finished run of *another* recipe is there: reusing it would
+    report figures of a run that was not asked for.
+    """
+    run_dir = Path(run_dir)
+    if not (run_dir / finished).is_file():
+        return False
+    stored = run_dir / RESOLVED
+    if not stored.is_file() or stored.read_text(encoding="utf-8") != resolved:
+        raise RunDirError(f"{stored}: a finished run of another recipe is in {run_dir}; choose another output dir "
+                          "(or remove it) to run this one")
+    return True
