@@ -1,4 +1,5 @@
-"""Imports go one way (DESIGN.md): config <- tasks <- models <- distill <- evaluate <- report <- run <- cli.
+"""Imports go one way (DESIGN.md): config <- tasks <- models <- train <- pretrain, distill <- compress
+<- evaluate <- report <- run <- serve <- cli; errors and files are the base every layer may use.
 
 Every module under src/tinyplm is parsed with ``ast``; every ``tinyplm.X`` import, at module level or
 inside a function, must point at the same or an earlier layer.
@@ -15,25 +16,25 @@ PACKAGE = SRC / "tinyplm"
 #: First component under ``tinyplm`` -> layer; -1 is importable by every layer.
 LAYERS: dict[str, int] = {
     "": -1,  # tinyplm/__init__.py
+    "__main__": 11,
     "errors": -1,
+    "files": -1,
     "config": 0,
     "tasks": 1,
     "models": 2,
-    "pretrain": 3,
-    "distill": 3,
-    "compress": 4,
-    "evaluate": 5,
-    "report": 6,
-    "serve": 6,
-    "run": 7,
-    "rundir": 7,
-    "stages": 7,
-    "cli": 8,
-    "cli_measure": 8,
-    "cli_prep": 8,
-    "cli_deploy": 8,
-    "cli_pretrain": 8,
+    "train": 3,
+    "pretrain": 4,
+    "distill": 5,
+    "compress": 6,
+    "evaluate": 7,
+    "report": 8,
+    "run": 9,
+    "serve": 10,
+    "cli": 11,
 }
+
+#: Packages that sit beside each other in the design and must not import each other either way.
+SIBLINGS = (("pretrain", "distill"),)
 
 
 def module_name(path: Path) -> str:
@@ -108,12 +109,24 @@ def test_every_module_has_a_layer() -> None:
 def test_imports_point_only_to_earlier_layers() -> None:
     edges = import_edges()
     # The scan sees real edges (from function bodies too), so an empty result means something.
-    assert ("tinyplm.run", "tinyplm.report") in edges
-    assert ("tinyplm.cli", "tinyplm.run") in edges  # imported inside a function
-    assert ("tinyplm.run", "tinyplm.tasks") in edges  # `from tinyplm import tasks`
+    assert ("tinyplm.run.pipeline", "tinyplm.report") in edges
+    assert ("tinyplm.cli.run", "tinyplm.run") in edges  # imported inside a function
+    assert ("tinyplm.run.pipeline", "tinyplm.tasks") in edges  # `from tinyplm import tasks`
     bad = violations(edges)
-    assert not bad, "imports against the layer order (config <- tasks <- models <- distill <- " \
-        "evaluate <- report <- run <- cli):\n  " + "\n  ".join(bad)
+    assert not bad, "imports against the layer order (config <- tasks <- models <- train <- pretrain <- " \
+        "distill <- compress <- evaluate <- report <- run <- serve <- cli):\n  " + "\n  ".join(bad)
+
+
+def test_pretrain_and_distill_do_not_import_each_other() -> None:
+    top = lambda m: m.split(".")[1] if m.count(".") else ""  # noqa: E731
+    crossing = [f"{a} -> {b}" for a, b in import_edges() for x, y in SIBLINGS
+                if {top(a), top(b)} == {x, y}]
+    assert not crossing, "pretrain and distill both build on train and must not import each other:\n  " + \
+        "\n  ".join(crossing)
+
+
+def test_distill_pretrain_and_train_are_separate_layers() -> None:
+    assert len({LAYERS["train"], LAYERS["pretrain"], LAYERS["distill"]}) == 3
 
 
 def test_checker_catches_a_backward_import_inside_a_function() -> None:
@@ -121,15 +134,15 @@ def test_checker_catches_a_backward_import_inside_a_function() -> None:
     found = imported_modules(source, "tinyplm.models.io", is_package=False)
     assert found == {"tinyplm.report", "tinyplm.run"}
     assert violations([("tinyplm.models.io", t) for t in sorted(found)]) == [
-        "tinyplm.models.io (layer 2) -> tinyplm.report (layer 6)",
-        "tinyplm.models.io (layer 2) -> tinyplm.run (layer 7)",
+        "tinyplm.models.io (layer 2) -> tinyplm.report (layer 8)",
+        "tinyplm.models.io (layer 2) -> tinyplm.run (layer 9)",
     ]
 
 
 def test_checker_resolves_relative_imports() -> None:
     source = "from .losses import x\nfrom ..evaluate import size\nfrom .. import errors\n"
-    found = imported_modules(source, "tinyplm.distill.train", is_package=False)
+    found = imported_modules(source, "tinyplm.distill.objective", is_package=False)
     assert found == {"tinyplm.distill.losses", "tinyplm.evaluate.size", "tinyplm.errors"}
-    assert violations([("tinyplm.distill.train", t) for t in sorted(found)]) == [
-        "tinyplm.distill.train (layer 3) -> tinyplm.evaluate.size (layer 5)",
+    assert violations([("tinyplm.distill.objective", t) for t in sorted(found)]) == [
+        "tinyplm.distill.objective (layer 5) -> tinyplm.evaluate.size (layer 7)",
     ]

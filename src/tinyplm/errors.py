@@ -30,6 +30,24 @@ class RunDirError(TinyplmError):
     """A run directory already holds a finished (or unfinished) run."""
 
 
+class Interrupted(Exception):
+    """Training stopped on SIGINT or SIGTERM after writing a checkpoint; ``--resume`` continues
+    from it. Not a ``TinyplmError``: the input was fine. ``exit_code`` is 128 + the signal number
+    (130 for SIGINT, 143 for SIGTERM), as a shell reports a process killed by that signal."""
+
+    def __init__(self, signum: int, step: int, checkpoint: str | None) -> None:
+        import signal
+
+        self.signum, self.step, self.checkpoint = signum, step, checkpoint
+        name = signal.Signals(signum).name
+        where = f"checkpoint {checkpoint}" if checkpoint else "no checkpoint (nothing trained yet)"
+        super().__init__(f"{name} at step {step}; saved {where}; continue with --resume")
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
 def nearest(word: str, choices: Iterable[str]) -> str | None:
     """Return the closest match to ``word`` among ``choices`` (or None when nothing is close)."""
     found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)

@@ -32,9 +32,11 @@ import shutil
 import socket
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from tinyplm.errors import RunDirError
 
@@ -48,24 +50,42 @@ def tmp_sibling(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A temporary path to write ``path``'s new content to; renamed onto ``path`` when the block
+    ends without an exception, deleted otherwise (the old file, if any, is then untouched).
+    Creates the parent folder. For writers that take a file name (safetensors, ONNX, gensim)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = tmp_sibling(path)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def atomic_open(path: Path) -> Iterator[TextIO]:
+    """A UTF-8 text file to stream ``path``'s new content into, renamed onto ``path`` on success
+    (see :func:`atomic_path`). For outputs written line by line (JSON lines, CSV)."""
+    with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8", newline="") as fh:
+        yield fh
+        fh.flush()
+
+
 def write_atomic(path: Path, data: str | bytes) -> Path:
     """Write ``data`` (text as UTF-8, or bytes) to ``path`` via a temporary file and ``os.replace``.
 
     Creates the parent folder; returns ``path``. Raises ``OSError`` when it cannot be written
     (the old file, if any, is then untouched).
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = tmp_sibling(path)
-    try:
+    with atomic_path(path) as tmp:
         if isinstance(data, bytes):
             tmp.write_bytes(data)
         else:
             tmp.write_text(data, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return Path(path)
 
 
 def write_json_atomic(path: Path, obj: Any, indent: int | None = 2) -> Path:
@@ -108,28 +128,23 @@ class Holder:
 class RunDirLock:
     """An exclusive lock on one run dir, held until :meth:`release` or the process ends."""
 
-    def __init__(self, run_dir: Path, fd: int, previous: Holder | None) -> None:
+    def __init__(self, run_dir: Path, fd: int) -> None:
         self.run_dir, self._fd = run_dir, fd
-        self.previous = previous  # the (gone) holder whose stale lock was taken over, if any
 
     @classmethod
     def acquire(cls, run_dir: Path) -> "RunDirLock":
-        """Lock ``run_dir`` (created if missing). Raises ``RunDirError`` naming a live holder."""
+        """Lock ``run_dir`` (created if missing) and record this process as the holder.
+        Raises ``RunDirError`` naming a live holder."""
         run_dir.mkdir(parents=True, exist_ok=True)
-        path = run_dir / LOCK
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            holder = Holder.read(path)
-            who = holder.describe() if holder else "another process"
-            raise RunDirError(f"{run_dir}: in use by {who}; wait for it to finish, or stop it first") from None
-        previous = Holder.read(path)
-        me = Holder.current()
+            raise _in_use(run_dir) from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(asdict(me)) + "\n").encode(), 0)
-        return cls(run_dir, fd, previous if previous and previous.pid != me.pid else None)
+        os.pwrite(fd, (json.dumps(asdict(Holder.current())) + "\n").encode(), 0)
+        return cls(run_dir, fd)
 
     @property
     def held(self) -> bool:
@@ -147,6 +162,31 @@ class RunDirLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _in_use(run_dir: Path) -> RunDirError:
+    holder = Holder.read(run_dir / LOCK)
+    who = holder.describe() if holder else "another process"
+    return RunDirError(f"{run_dir}: in use by {who}; wait for it to finish, or stop it first")
+
+
+def lock_state(run_dir: Path) -> tuple[bool, Holder | None]:
+    """(is the run dir's lock held by a live process now, the holder its lock file names), found
+    without creating or changing anything."""
+    path = Path(run_dir) / LOCK
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False, None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        live = False
+    except BlockingIOError:
+        live = True
+    finally:
+        os.close(fd)
+    return live, Holder.read(path)
 
 
 @dataclass
@@ -174,48 +214,53 @@ def claim_run_dir(run_dir: Path, resolved: str, *, resume: bool = False, force: 
     Returns a :class:`Claim` (``resumed`` is True when an unfinished run of the same recipe is
     continued). Raises ``RunDirError`` when another live process holds the dir, or the dir holds a
     finished run (without ``force``), an unfinished run (without ``resume`` or ``force``), a
-    different recipe (with ``resume``), or files that are not a tinyplm run. Nothing is deleted or
-    written before these checks pass.
+    different recipe (with ``resume``), or files that are not a tinyplm run. Nothing is created,
+    deleted or written before these checks pass.
     """
     run_dir = Path(run_dir)
-    foreign = run_dir.exists() and any(p.name != LOCK for p in run_dir.iterdir())
-    if foreign and not (run_dir / RESOLVED).is_file() and not (run_dir / finished).is_file():
-        raise RunDirError(f"{run_dir}: exists and is not a tinyplm run directory (no {RESOLVED}); "
-                          "choose another output dir")
-    lock = RunDirLock.acquire(run_dir)
+    live, previous = lock_state(run_dir)
+    if live:
+        raise _in_use(run_dir)
+    resumed = _check(run_dir, resolved, resume, force, finished, previous)
+    lock = RunDirLock.acquire(run_dir)  # raises if another process claimed it since the check
     try:
-        resumed = _prepare(run_dir, resolved, resume, force, finished, lock.previous)
+        if force:
+            for child in run_dir.iterdir():  # the lock file stays: we hold it
+                if child.name != LOCK:
+                    shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+        if not resumed:
+            (run_dir / "logs").mkdir(exist_ok=True)
+            (run_dir / "checkpoints").mkdir(exist_ok=True)
+            write_atomic(run_dir / RESOLVED, resolved)
     except BaseException:
         lock.release()
         raise
     return Claim(run_dir, resumed, lock)
 
 
-def _prepare(run_dir: Path, resolved: str, resume: bool, force: bool, finished: str,
-             previous: Holder | None) -> bool:
-    """The checks and set-up of :func:`claim_run_dir`, with the lock held -> resumed?"""
+def _check(run_dir: Path, resolved: str, resume: bool, force: bool, finished: str, previous: Holder | None) -> bool:
+    """The checks of :func:`claim_run_dir` -> whether the run resumes; raises ``RunDirError``."""
     existing = run_dir / RESOLVED
-    if any(p.name != LOCK for p in run_dir.iterdir()):
+    if not run_dir.exists() or not any(p.name != LOCK for p in run_dir.iterdir()):
+        return False
+    if not existing.is_file() and not (run_dir / finished).is_file():
         if force:
-            for child in run_dir.iterdir():  # the lock file stays: we hold it
-                if child.name != LOCK:
-                    shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
-        elif (run_dir / finished).is_file():
-            raise RunDirError(f"{run_dir}: already holds a finished run ({finished}); pass --force to replace it "
-                              "or choose another output dir")
-        elif not resume:
-            gone = f" (its last writer, {previous.describe()}, is no longer running)" if previous else ""
-            raise RunDirError(f"{run_dir}: holds an unfinished run{gone}; pass --resume to continue it "
-                              "or --force to restart")
-        elif existing.read_text(encoding="utf-8") != resolved:
-            raise RunDirError(f"{existing}: the recipe changed since this run started; --resume needs the same "
-                              "recipe (or pass --force to restart)")
-        else:
-            return True
-    (run_dir / "logs").mkdir(exist_ok=True)
-    (run_dir / "checkpoints").mkdir(exist_ok=True)
-    write_atomic(existing, resolved)
-    return False
+            raise RunDirError(f"{run_dir}: not a tinyplm run directory (no {RESOLVED}); refusing to delete it")
+        raise RunDirError(f"{run_dir}: exists and is not a tinyplm run directory (no {RESOLVED}); "
+                          "choose another output dir")
+    if force:
+        return False
+    if (run_dir / finished).is_file():
+        raise RunDirError(f"{run_dir}: already holds a finished run ({finished}); pass --force to replace it "
+                          "or choose another output dir")
+    if not resume:
+        gone = f" (its last writer, {previous.describe()}, is no longer running)" if previous else ""
+        raise RunDirError(f"{run_dir}: holds an unfinished run; pass --resume to continue it "
+                          f"or --force to restart{gone}")
+    if existing.read_text(encoding="utf-8") != resolved:
+        raise RunDirError(f"{existing}: the recipe changed since this run started; --resume needs the same "
+                          "recipe (or pass --force to restart)")
+    return True
 
 
 def reuse_finished(run_dir: Path, resolved: str, *, finished: str = RESULTS) -> bool:

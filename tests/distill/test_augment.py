@@ -12,7 +12,7 @@ from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
 
 import tinyplm.distill.augment as aug
 from tinyplm.distill.augment import AugmentSpec, EmbeddingNeighbours, augment
-from tinyplm.distill.progress import JsonlLog
+from tinyplm.train.progress import JsonlLog
 from tinyplm.errors import TinyplmError
 from tinyplm.tasks.base import Example
 

@@ -20,7 +20,7 @@ from tinyplm.config.schema import ObjectiveSpec, StageSpec
 from tinyplm.distill.mlm import is_masked_lm, mlm_forward, mlm_hard_loss, mlm_soft_kd, with_mlm_head
 from tinyplm.distill.objective import build_objective
 from tinyplm.errors import ModelError
-from tinyplm.pretrain.masking import IGNORE
+from tinyplm.train.masking import IGNORE
 from tinyplm.pretrain.mlm_head import has_mlm_head
 
 CFG = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,

@@ -10,7 +10,7 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from conftest import TINY_TRAIN, tiny_sentiment_rows
 from tinyplm.config import ObjectiveSpec, TrainSpec
-from tinyplm.distill import StageIO, train
+from tinyplm.train import StageIO, train
 from tinyplm.distill.features import forward_features
 from tinyplm.distill.objective import build_objective
 from tinyplm.errors import RecipeError

@@ -11,7 +11,7 @@ from tinyplm.config.schema import NAME_PATTERN, ShapeSpec
 
 
 class MaskingSpec(Section):
-    """Which tokens masked-LM predicts (see ``tinyplm.pretrain.masking``)."""
+    """Which tokens masked-LM predicts (see ``tinyplm.train.masking``)."""
 
     strategy: Literal["token", "whole_word", "span", "ngram"] = Field(
         "token", description="token (BERT), whole_word, span (SpanBERT) or ngram (ALBERT)")

@@ -38,8 +38,9 @@ from typing import Protocol
 
 import torch
 
-from tinyplm.distill.progress import JsonlLog, make_progress
+from tinyplm.train.progress import JsonlLog, make_progress
 from tinyplm.errors import TinyplmError
+from tinyplm.files import atomic_open, atomic_path, write_json_atomic
 from tinyplm.models.infer import autocast, use_bf16
 from tinyplm.tasks.base import Example
 
@@ -212,12 +213,9 @@ def _save_vectors(base: Path, wv) -> None:
     """Vectors as safetensors, words as JSON; each written to a temp name, then renamed."""
     from safetensors.torch import save_file
 
-    base.parent.mkdir(parents=True, exist_ok=True)
-    tmp = base.with_name(base.name + f".{os.getpid()}.tmp")
-    save_file({"vectors": torch.from_numpy(wv.vectors.copy())}, str(tmp))
-    os.replace(tmp, base.with_suffix(".safetensors"))
-    tmp.write_text(json.dumps({"words": list(wv.index_to_key)}), encoding="utf-8")
-    os.replace(tmp, base.with_suffix(".json"))
+    with atomic_path(base.with_suffix(".safetensors")) as tmp:
+        save_file({"vectors": torch.from_numpy(wv.vectors.copy())}, str(tmp))
+    write_json_atomic(base.with_suffix(".json"), {"words": list(wv.index_to_key)}, indent=None)
 
 
 @dataclass
@@ -359,13 +357,10 @@ def cache_key(examples: list[Example], tokenizer, mlm_fp: str, spec: AugmentSpec
 
 def _save(path: Path, examples: list[Example], rate: float) -> None:
     """Atomically write a header line then one JSON object per example."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
+    with atomic_open(path) as fh:
         fh.write(json.dumps({"version": CACHE_VERSION, "count": len(examples), "replacement_rate": rate}) + "\n")
         for e in examples:
             fh.write(json.dumps({"text": e.text, "text_pair": e.text_pair, "label": e.label, "line": e.line}) + "\n")
-    tmp.replace(path)
 
 
 def _load(path: Path) -> tuple[list[Example], float] | None:

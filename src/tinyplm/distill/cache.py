@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from tinyplm.files import atomic_path
 from tinyplm.models.infer import predict_logits
 from tinyplm.tasks.encoding import Encoded
 
@@ -49,8 +50,6 @@ def cached_teacher_logits(
         if logits.shape[0] == len(data):
             return logits, True
     logits = predict_logits(teacher, data, batch_size=batch_size, bf16=bf16)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    save_file({"logits": logits.contiguous()}, str(tmp), metadata={"teacher": teacher_fingerprint})
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        save_file({"logits": logits.contiguous()}, str(tmp), metadata={"teacher": teacher_fingerprint})
     return logits, False

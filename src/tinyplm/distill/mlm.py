@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from tinyplm.distill.features import Features, forward_features
 from tinyplm.distill.losses import soft_target_kd
-from tinyplm.pretrain.masking import IGNORE
+from tinyplm.train.masking import IGNORE
 
 
 def with_mlm_head(student: nn.Module, teacher_mlm: nn.Module | None = None) -> nn.Module:

@@ -21,7 +21,7 @@ from tinyplm.distill.matching import LayerMap, resolve
 from tinyplm.distill.mlm import mlm_hard_loss, mlm_soft_kd
 from tinyplm.errors import RecipeError
 from tinyplm.models.narrow import TEACHER_CHANNELS
-from tinyplm.pretrain.masking import Masking
+from tinyplm.train.masking import Masking
 
 _NEEDS = {
     "embedding": {"embeddings"},
@@ -94,7 +94,7 @@ class DistillObjective(nn.Module):
 
     def mask(self, inputs: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """Inputs with masked ``input_ids`` and the masked-LM labels (drawn from torch's RNG)."""
-        from tinyplm.pretrain.masking import mask_tokens
+        from tinyplm.train.masking import mask_tokens
 
         assert self.masking is not None
         ids, labels = mask_tokens(inputs["input_ids"], inputs["attention_mask"], self.masking)

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tinyplm.models.infer import autocast
-from tinyplm.pretrain.masking import IGNORE, Masking, eligible_tokens, replace_selected, select
+from tinyplm.train.masking import IGNORE, Masking, eligible_tokens, replace_selected, select
 from tinyplm.tasks.encoding import Encoded, collate, length_sorted_batches
 
 EVAL_SEED = 1234

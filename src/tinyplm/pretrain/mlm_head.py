@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from tinyplm.distill.progress import JsonlLog, make_progress
+from tinyplm.train.progress import JsonlLog, make_progress
 from tinyplm.errors import DataError, ModelError, TinyplmError
 from tinyplm.models.infer import autocast, use_bf16
 from tinyplm.models.io import save_model

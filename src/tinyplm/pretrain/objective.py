@@ -1,6 +1,6 @@
 """The pre-training objective: masks (and pairs) each batch, and computes its loss from the model.
 
-:class:`PretrainObjective` plugs into the core training loop (``tinyplm.distill.train``) as a
+:class:`PretrainObjective` plugs into the core training loop (``tinyplm.train.loop``) as a
 *self-supervised* objective: the loop calls :meth:`prepare_batch` on each collated batch (masking
 draws from the loop's checkpointed RNG, so a resumed run masks as an uninterrupted one) and
 :meth:`batch_loss` with the model. Its own parameters (ELECTRA's generator and discriminator head)
@@ -26,7 +26,7 @@ from torch import Tensor, nn
 
 from tinyplm.config.pretrain import PretrainObjectiveSpec
 from tinyplm.pretrain.electra import DiscriminatorHead, ElectraGenerator, rtd_loss, sample_replacements
-from tinyplm.pretrain.masking import IGNORE, Masking, replace_selected, select
+from tinyplm.train.masking import IGNORE, Masking, replace_selected, select
 
 STATIC_SEED = 1_000_003  # mixes (text index, copy) into one generator seed
 

@@ -36,7 +36,7 @@ from tinyplm.models.loading import load_tokenizer, quiet_transformers, resolve_m
 from tinyplm.pretrain.corpus import read_documents, split_holdout
 from tinyplm.pretrain.data import encode_texts
 from tinyplm.pretrain.evaluate import evaluate_electra, evaluate_mlm, pseudo_perplexity, unigram_log_probs
-from tinyplm.pretrain.masking import Masking
+from tinyplm.train.masking import Masking
 from tinyplm.pretrain.objective import PretrainObjective
 from tinyplm.pretrain.pairs import build_pairs
 from tinyplm.tasks.encoding import Encoded
@@ -184,7 +184,7 @@ def pretrain(recipe: PretrainRecipe, resume: bool = False) -> dict:
     Raises ``TinyplmError`` when the run dir already holds a finished run, or an unfinished one
     and ``resume`` is not set (nothing is overwritten); ``DataError``/``ModelError`` for bad inputs.
     """
-    from tinyplm.distill import StageIO, train
+    from tinyplm.train import StageIO, train
 
     run_dir = output_dir(recipe)
     if (run_dir / RESULT_FILE).is_file():

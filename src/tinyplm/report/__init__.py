@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tinyplm.errors import TinyplmError
-from tinyplm.report._io import write_text_atomic
+from tinyplm.files import write_atomic
 from tinyplm.report.card import render_model_card, write_model_card
 from tinyplm.report.html import render_html
 from tinyplm.report.plots import accuracy_vs_latency, throughput_bar
@@ -76,8 +76,8 @@ def write_all(record: RunRecord, run_dir: Path) -> dict[str, Path]:
         "throughput": throughput_bar(record, plot_dir / "throughput.png"),
     }
     out.update(plots)
-    out["summary"] = write_text_atomic(run_dir / "summary.md", render_summary(record))
-    out["report"] = write_text_atomic(run_dir / "report.html", render_html(record, plots))
+    out["summary"] = write_atomic(run_dir / "summary.md", render_summary(record))
+    out["report"] = write_atomic(run_dir / "report.html", render_html(record, plots))
     out.update(_write_cards(record, run_dir))
     return out
 

@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from tinyplm.errors import TinyplmError, did_you_mean
-from tinyplm.report._io import write_text_atomic
+from tinyplm.files import write_atomic
 from tinyplm.report.html import fmt_shape, fmt_value
 from tinyplm.report.records import RunRecord, StageRecord
 from tinyplm.report.summary import MEASUREMENT_NOTE
@@ -234,4 +234,4 @@ def write_model_card(model_dir: Path, record: RunRecord, stage_name: str) -> Pat
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
         raise TinyplmError(f"{model_dir}: not a model directory; expected a saved model folder")
-    return write_text_atomic(model_dir / "README.md", render_model_card(record, stage_name))
+    return write_atomic(model_dir / "README.md", render_model_card(record, stage_name))

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from tinyplm.report._io import tmp_path
+from tinyplm.files import tmp_sibling
 from tinyplm.report.records import RunRecord
 from tinyplm.report.tables import RETENTION_TARGET, best_student, primary, stage_rows
 
@@ -43,7 +43,7 @@ def _save(fig: Figure, path: Path) -> Path:
     """Write ``fig`` as PNG to ``path`` atomically (parent created); returns ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = tmp_path(path)
+    tmp = tmp_sibling(path)
     try:
         fig.savefig(tmp, format="png", dpi=DPI, facecolor="white")
         os.replace(tmp, path)

@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tinyplm.files import write_json_atomic
+
 # The keys every stage carries in results.json (the schema in the core issue).
 STAGE_KEYS = (
     "name",
@@ -99,10 +101,7 @@ class RunRecord:
 
     def save(self, path: Path) -> None:
         """Write JSON atomically (temp file + rename)."""
-        path = Path(path)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
-        tmp.replace(path)
+        write_json_atomic(Path(path), self.to_dict())
 
     @classmethod
     def load(cls, path: Path) -> "RunRecord":

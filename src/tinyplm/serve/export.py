@@ -19,6 +19,7 @@ import torch
 
 from tinyplm.config import load_recipe
 from tinyplm.errors import TinyplmError
+from tinyplm.files import write_json_atomic
 from tinyplm.evaluate.model_eval import encode_evals
 from tinyplm.models import load_classifier, save_model
 from tinyplm.models.infer import logits_to_predictions, predict_logits
@@ -120,9 +121,7 @@ def _write(path: Path, report: list[Parity]) -> None:
     if path.is_file():
         existing = {p["stage"]: p for p in json.loads(path.read_text(encoding="utf-8"))}
     existing.update({p.stage: asdict(p) for p in report})
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(list(existing.values()), indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_json_atomic(path, list(existing.values()))
 
 
 def remove_export(out_dir: Path) -> None:

@@ -1,36 +1,13 @@
-"""The ``tinyplm`` command line: a table of subcommands over the stage functions.
-
-Bad input raises ``TinyplmError``; ``main`` prints its message (no traceback) and exits with 2.
-"""
+"""Commands that run recipes: run, validate, finetune, distill."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from tinyplm.errors import TinyplmError
-
-app = typer.Typer(
-    name="tinyplm",
-    help="Distil, compress and measure BERT-family models on a CPU.\n\nExample: tinyplm run recipes/glue/sst2_demo.yaml",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
-# Not a terminal (logs, CI): a fixed width, so table columns are not squeezed to 80 characters.
-out = Console(width=None if sys.stdout.isatty() else 120)
-err = Console(stderr=True)
-
-Overrides = Annotated[Optional[list[str]], typer.Argument(help="recipe overrides key=value, e.g. teacher.finetune.lr=3e-5")]
-Force = Annotated[bool, typer.Option("--force", help="replace a finished or unfinished run in the run dir")]
-Resume = Annotated[bool, typer.Option("--resume", help="continue an interrupted run from its checkpoints")]
-DataDir = Annotated[Optional[str], typer.Option("--data-dir", help="GLUE folder (default TINYPLM_DATA or ../shared/data/glue)")]
+from tinyplm.cli.app import DataDir, Force, Overrides, Resume, app, int_list, out, print_stages
 
 
 def _run_and_report(cfg, run_dir: Optional[Path], resume: bool, force: bool) -> None:
@@ -38,26 +15,11 @@ def _run_and_report(cfg, run_dir: Optional[Path], resume: bool, force: bool) -> 
 
     target = run_dir or run_dir_of(cfg)
     record = run(cfg, target, resume=resume, force=force)
-    from tinyplm.distill import get_accelerator
+    from tinyplm.train import get_accelerator
 
     if get_accelerator().is_main_process:
-        _print_stages(record)
+        print_stages(record)
         out.print(f"report: {Path(target) / 'report.html'}")
-
-
-def _print_stages(record) -> None:
-    from tinyplm.report.tables import stage_rows
-
-    table = Table(title=f"{record.task}: {record.metric}")
-    table.add_column("stage", no_wrap=True)
-    for col in (record.metric, "retention %", "params (M)", "MB", "p50 ms", "sent/s", "speed-up"):
-        table.add_column(col, justify="right")
-    for row in stage_rows(record):
-        fmt = lambda v, f="{:.3f}": "-" if v is None else f.format(v)  # noqa: E731
-        table.add_row(row["name"], fmt(row["metric"], "{:.4f}"), fmt(row["retention"], "{:.1f}"),
-                      fmt(row["params_m"], "{:.2f}"), fmt(row["size_mb"], "{:.1f}"), fmt(row["latency_p50_ms"], "{:.2f}"),
-                      fmt(row["throughput"], "{:.0f}"), fmt(row["speedup"], "{:.2f}x"))
-    out.print(table)
 
 
 @app.command("run")
@@ -91,7 +53,9 @@ def validate_cmd(
     from tinyplm.run import preflight
 
     cfg = load_recipe(recipe, overrides)
-    data, teacher = preflight(cfg) if check_inputs else (None, cfg.teacher.model)
+    checked = preflight(cfg) if check_inputs else None
+    data = checked.data if checked else None
+    teacher = checked.teacher_dir if checked else cfg.teacher.model
     students = ", ".join(student_name(s) for s in cfg.students) or "none"
     counts = f", {len(data.train)} train / " + " / ".join(f"{len(v)} {k}" for k, v in data.evals.items()) if data else ""
     out.print(f"{recipe}: ok (task {cfg.task.name}{counts}; teacher {teacher}; students: {students})", soft_wrap=True)
@@ -155,7 +119,7 @@ def distill_cmd(
     if any(v is not None for v in (layers, hidden, heads, ffn)):
         student["shape"] = {"layers": layers, "hidden": hidden, "heads": heads, "ffn": ffn}
     if teacher_layers:
-        student["teacher_layers"] = _int_list(teacher_layers, "--teacher-layers")
+        student["teacher_layers"] = int_list(teacher_layers, "--teacher-layers")
     raw = {"name": out_dir.name, "output_dir": str(out_dir),
            "task": {"name": task, "data_dir": data_dir, "max_length": max_length},
            "teacher": {"model": teacher}, "students": [student]}
@@ -168,39 +132,3 @@ def _validated(raw: dict, overrides: Optional[list[str]]):
     for item in overrides or []:
         apply_override(raw, item)
     return validate_recipe(raw, source="command line")
-
-
-def _int_list(text: str, flag: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise TinyplmError(f"{flag}: expected comma-separated integers like 1,3,5, got '{text}'") from None
-
-
-from tinyplm.cli_measure import register as _register_measure  # noqa: E402
-
-from tinyplm.cli_prep import register as _register_prep  # noqa: E402
-
-from tinyplm.cli_deploy import register as _register_deploy  # noqa: E402
-from tinyplm.cli_pretrain import register as _register_pretrain  # noqa: E402
-
-_register_measure(app, out)
-_register_prep(app, out)
-_register_deploy(app, out)
-_register_pretrain(app, out)
-
-
-def main() -> None:
-    """Entry point: run the app; bad input -> one-line error on stderr and exit code 2."""
-    try:
-        app()
-    except TinyplmError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        sys.exit(130)
-
-
-if __name__ == "__main__":
-    main()

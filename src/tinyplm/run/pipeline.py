@@ -10,6 +10,7 @@ from __future__ import annotations
 import platform
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -17,7 +18,8 @@ import torch
 from tinyplm import tasks
 from tinyplm.config.load import dump_resolved
 from tinyplm.config.schema import MeasureSpec, RunConfig, TaskSpec, student_name
-from tinyplm.distill import PredictionObjective, StageIO, get_accelerator, train
+from tinyplm.distill import PredictionObjective
+from tinyplm.train import StageIO, get_accelerator, train
 from tinyplm.errors import ModelError, RecipeError, TinyplmError
 from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
 from tinyplm.evaluate.size import count_params, disk_bytes
@@ -36,8 +38,8 @@ from tinyplm.models.infer import cpu_supports_bf16, use_bf16
 from tinyplm.models.loading import HEAD_ARCH
 from tinyplm.report import RunRecord, StageRecord, best_student, write_all
 from tinyplm.pretrain.mlm_head import has_mlm_head
-from tinyplm.rundir import claim_run_dir
-from tinyplm.stages import StageInputs, run_compress, run_student, stage_list, train_info
+from tinyplm.files import claim_run_dir
+from tinyplm.run.students import StageInputs, run_compress, run_student, stage_list, train_info
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.encoding import Encoded, encode_split
 
@@ -58,9 +60,22 @@ def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, fo
     acc = get_accelerator()
     run_dir = Path(run_dir or run_dir_of(cfg))
     started = time.time()
-    data, teacher_src, tok = preflight(cfg)  # bad input fails here, before the run dir is touched
+    checked = preflight(cfg)  # bad input fails here, before the run dir is touched
+    data, teacher_src, tok = checked.data, checked.teacher_dir, checked.tokenizer
+    claim = None
     with acc.main_process_first():
-        resumed = claim_run_dir(run_dir, dump_resolved(cfg), resume=resume, force=force) if acc.is_main_process else True
+        if acc.is_main_process:
+            claim = claim_run_dir(run_dir, dump_resolved(cfg), resume=resume, force=force)
+    resumed = claim.resumed if claim else True
+    try:
+        return _run_claimed(cfg, run_dir, data, teacher_src, tok, resumed, started)
+    finally:
+        if claim is not None:
+            claim.release()
+
+
+def _run_claimed(cfg, run_dir, data, teacher_src, tok, resumed, started) -> RunRecord:
+    acc = get_accelerator()
     train_enc = encode_split(data.train, tok, cfg.task.max_length, cfg.task.max_train_examples)
     evals = encode_evals(data, tok, cfg.task.max_length, cfg.task.max_eval_examples)
     teacher, tok, teacher_info = prepare_teacher(cfg, data, teacher_src, (train_enc, evals), run_dir, resumed)
@@ -88,7 +103,17 @@ def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, fo
     return record
 
 
-def preflight(cfg: RunConfig) -> tuple[TaskData, Path, object]:
+@dataclass(frozen=True)
+class Preflight:
+    """What a run reads, checked before anything is written: the task's data, the teacher's
+    directory and its tokenizer."""
+
+    data: TaskData
+    teacher_dir: Path
+    tokenizer: object
+
+
+def preflight(cfg: RunConfig) -> Preflight:
     """Check everything a run reads before it writes anything: the task's data files (every
     line), the teacher directory, its tokenizer, and that a teacher used as is has a head.
 
@@ -124,7 +149,7 @@ def preflight(cfg: RunConfig) -> tuple[TaskData, Path, object]:
                 raise ModelError(f"student {student_name(spec)}: init_from: {exc}{hint}") from None
         for k, st in enumerate(stage_list(spec)):
             _check_stage_teacher(st, src, int(model_cfg["vocab_size"]), f"student {student_name(spec)}, stage {k}")
-    return data, src, tok
+    return Preflight(data, src, tok)
 
 
 def _check_stage_teacher(stage, src: Path, vocab_size: int, where: str) -> None:

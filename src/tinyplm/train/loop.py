@@ -24,12 +24,12 @@ from accelerate.utils import DistributedDataParallelKwargs, broadcast
 
 from tinyplm.config.schema import TrainSpec
 from tinyplm.errors import DataError
-from tinyplm.distill.checkpoint import LoopState, list_checkpoints, load_checkpoint, save_checkpoint
+from tinyplm.train.checkpoint import LoopState, list_checkpoints, load_checkpoint, save_checkpoint
 from tinyplm.distill.features import Features, forward_features
 from tinyplm.distill.losses import PredictionObjective
 from tinyplm.distill.mlm import is_masked_lm, mlm_forward
 from tinyplm.distill.objective import DistillObjective
-from tinyplm.distill.progress import JsonlLog, make_progress
+from tinyplm.train.progress import JsonlLog, make_progress
 from tinyplm.models.infer import autocast, use_bf16
 from tinyplm.tasks.encoding import Encoded, collate, model_inputs
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tinyplm.pretrain.masking import IGNORE, Masking, mask_tokens, sample_span_lengths, word_index
+from tinyplm.train.masking import IGNORE, Masking, mask_tokens, sample_span_lengths, word_index
 
 SPECIALS = (0, 1, 2, 3, 4)  # pad, unk, cls, sep, mask in this made-up vocabulary
 

@@ -18,7 +18,8 @@ from typing import Callable
 import torch
 
 from tinyplm.config.schema import RunConfig, StageSpec, StudentSpec, TrainSpec, student_name
-from tinyplm.distill import StageIO, cached_teacher_logits, default_cache_dir, get_accelerator, train
+from tinyplm.distill import cached_teacher_logits, default_cache_dir
+from tinyplm.train import StageIO, get_accelerator, train
 from tinyplm.distill.mlm import with_mlm_head
 from tinyplm.distill.objective import build_objective
 from tinyplm.evaluate.model_eval import evaluate_model
@@ -84,7 +85,7 @@ class StageInputs:
 
     def _augmented(self) -> Encoded:
         from tinyplm.distill.augment import AugmentSpec, augment
-        from tinyplm.distill.progress import JsonlLog
+        from tinyplm.train.progress import JsonlLog
         from tinyplm.pretrain.mlm_head import load_mlm
 
         a = self.cfg.augment

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tinyplm.pretrain.masking import IGNORE, Masking, mask_tokens, random_tokens
+from tinyplm.train.masking import IGNORE, Masking, mask_tokens, random_tokens
 
 SPECIALS = (0, 1, 2, 3, 4)  # pad, unk, cls, sep, mask in this made-up vocabulary
 MASKING = Masking(mask_id=4, vocab_size=1000, special_ids=SPECIALS)

@@ -11,8 +11,9 @@ from safetensors.torch import load_file
 
 from conftest import TINY_TRAIN, tiny_sentiment_rows
 from tinyplm.config import TrainSpec
-from tinyplm.distill import PredictionObjective, StageIO, epoch_batches, lr_factor, train
-from tinyplm.distill.checkpoint import list_checkpoints
+from tinyplm.distill import PredictionObjective
+from tinyplm.train import StageIO, epoch_batches, lr_factor, train
+from tinyplm.train.checkpoint import list_checkpoints
 from tinyplm.models import load_classifier
 from tinyplm.tasks.base import Example, Split
 from tinyplm.tasks.encoding import encode_split

@@ -1,0 +1,5 @@
+"""``python -m tinyplm``: the command line."""
+
+from tinyplm.cli import main
+
+main()

@@ -1,0 +1,82 @@
+"""The Typer app, the consoles, options shared by several commands and the printing helpers.
+
+Every command module (``cli/*.py``) adds its commands to :data:`app` at import time; the commands
+only parse arguments, call one stage function and print. Bad input raises ``TinyplmError``;
+:func:`main` prints its message (no traceback) and exits with 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tinyplm.errors import TinyplmError
+
+app = typer.Typer(
+    name="tinyplm",
+    help="Distil, compress and measure BERT-family models on a CPU.\n\nExample: tinyplm run recipes/glue/sst2_demo.yaml",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+# Not a terminal (logs, CI): a fixed width, so table columns are not squeezed to 80 characters.
+out = Console(width=None if sys.stdout.isatty() else 120)
+err = Console(stderr=True)
+
+Overrides = Annotated[Optional[list[str]], typer.Argument(help="recipe overrides key=value, e.g. teacher.finetune.lr=3e-5")]
+Force = Annotated[bool, typer.Option("--force", help="replace a finished or unfinished run in the run dir")]
+Resume = Annotated[bool, typer.Option("--resume", help="continue an interrupted run from its checkpoints")]
+DataDir = Annotated[Optional[str], typer.Option("--data-dir", help="GLUE folder (default TINYPLM_DATA or ../shared/data/glue)")]
+DataRoot = Annotated[Optional[str], typer.Option(
+    "--data-dir", help="data root: a GLUE folder, or the folder holding squad/ and conll2003/")]
+
+
+def _fmt(value: float | None, pattern: str) -> str:
+    return "-" if value is None else pattern.format(value)
+
+
+def print_stages(record) -> None:
+    """The run's comparison table (one row per stage) on stdout."""
+    from tinyplm.report.tables import stage_rows
+
+    table = Table(title=f"{record.task}: {record.metric}")
+    table.add_column("stage", no_wrap=True)
+    for col in (record.metric, "retention %", "params (M)", "MB", "p50 ms", "sent/s", "speed-up"):
+        table.add_column(col, justify="right")
+    for row in stage_rows(record):
+        table.add_row(row["name"], _fmt(row["metric"], "{:.4f}"), _fmt(row["retention"], "{:.1f}"),
+                      _fmt(row["params_m"], "{:.2f}"), _fmt(row["size_mb"], "{:.1f}"),
+                      _fmt(row["latency_p50_ms"], "{:.2f}"), _fmt(row["throughput"], "{:.0f}"),
+                      _fmt(row["speedup"], "{:.2f}x"))
+    out.print(table)
+
+
+def int_list(text: str, flag: str) -> list[int]:
+    """``"1,3,5"`` -> ``[1, 3, 5]``; raises ``TinyplmError`` naming ``flag`` otherwise."""
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise TinyplmError(f"{flag}: expected comma-separated integers like 1,3,5, got '{text}'") from None
+
+
+def main() -> None:
+    """Entry point: run the app; bad input -> one-line error on stderr and exit code 2;
+    interrupted -> exit 130 (SIGINT) or 143 (SIGTERM), after training saved a checkpoint."""
+    from tinyplm.errors import Interrupted
+
+    try:
+        app()
+    except TinyplmError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except Interrupted as exc:
+        err.print(f"interrupted: {exc}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)

@@ -1,0 +1,148 @@
+"""Subcommands that look at models and runs: evaluate, evaluate-squad, bench, report, tasks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from tinyplm.errors import TinyplmError
+from tinyplm.files import write_json_atomic
+
+from tinyplm.cli.app import DataRoot, app, out, print_stages
+
+
+
+@app.command("evaluate")
+def evaluate_cmd(
+    model_dir: Annotated[Path, typer.Argument(help="a saved model dir (HF format)")],
+    task: Annotated[str, typer.Option("--task", help="task name, e.g. sst2")],
+    data_dir: Annotated[Optional[str], typer.Option(
+        "--data-dir", help="data root: a GLUE folder, or the folder holding squad/ and conll2003/")] = None,
+    max_length: Annotated[int, typer.Option(help="max tokens per example (SQuAD: per window)")] = 128,
+    doc_stride: Annotated[Optional[int], typer.Option(
+        help="SQuAD: tokens shared by consecutive windows (default: 128, or half a window's context room)")] = None,
+    max_query_length: Annotated[int, typer.Option(help="SQuAD: question tokens kept")] = 64,
+    predictions: Annotated[Optional[Path], typer.Option(
+        "--predictions", help="SQuAD tasks: also write the dev answers here (JSON: id -> text)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Official task metrics of a saved model on the task's dev split(s).
+
+    Example: tinyplm evaluate runs/sst2_demo/model --task sst2
+    Example: tinyplm evaluate runs/squad_v1_demo/model --task squad --max-length 256 --predictions preds.json
+    """
+    from tinyplm.evaluate.model_eval import encode_evals, evaluate_model, span_prediction_texts
+    from tinyplm.models import load_classifier
+    from tinyplm.models.infer import predict_logits
+    from tinyplm.run import load_task
+    from tinyplm.config import validate_recipe
+
+    spec = validate_recipe({"task": {"name": task, "data_dir": data_dir, "max_length": max_length,
+                                     "doc_stride": doc_stride, "max_query_length": max_query_length}},
+                           source="command line").task
+    data = load_task(spec)
+    if predictions is not None and data.head != "span":
+        raise TinyplmError(f"--predictions writes SQuAD answers; task {data.task} has a {data.head} head")
+    model, tok = load_classifier(model_dir, data.labels, data.is_regression, data.head)
+    evals = encode_evals(data, tok, max_length)
+    metrics = evaluate_model(model, data, evals)
+    if predictions is not None:
+        texts = span_prediction_texts(data.evals["dev"], evals["dev"], predict_logits(model, evals["dev"]))
+        write_json_atomic(predictions, texts, indent=1)
+        out.print(f"[dim]{len(texts)} answers written to {predictions}[/dim]", highlight=False)
+    if as_json:
+        out.print_json(json.dumps({"task": data.task, "model": str(model_dir), "metrics": metrics}))
+    else:
+        for k, v in metrics.items():
+            out.print(f"{k}: {v:.4f}")
+
+@app.command("evaluate-squad")
+def evaluate_squad_cmd(
+    predictions: Annotated[Path, typer.Argument(help="JSON object: question id -> answer text")],
+    data_file: Annotated[Path, typer.Argument(help="official SQuAD v1.1 or v2.0 JSON")],
+) -> None:
+    """Exact match and F1 of a predictions file, with the official v1.1 / v2.0 semantics
+    (v2.0, detected from the file: also HasAns/NoAns). Prints JSON.
+
+    Example: tinyplm evaluate-squad runs/squad/predictions.json ../shared/data/squad/dev-v1.1.json
+    """
+    from tinyplm.errors import DataError
+    from tinyplm.evaluate.squad import questions, squad_scores
+    from tinyplm.tasks.squad import read_squad
+
+    data = read_squad(data_file)
+    try:
+        preds = json.loads(predictions.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{predictions}: predictions file not found") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DataError(f"{predictions}: not a JSON file ({exc})") from None
+    if not isinstance(preds, dict) or not all(isinstance(v, str) for v in preds.values()):
+        raise DataError(f"{predictions}: expected a JSON object mapping question ids to answer strings")
+    gold = questions(data.examples)
+    unknown = set(preds) - {q.id for q in gold}
+    scores = squad_scores(gold, preds, v2=data.v2)
+    scores["unknown_ids"] = len(unknown)
+    out.print_json(json.dumps(scores))
+
+@app.command("bench")
+def bench_cmd(
+    model_dirs: Annotated[list[Path], typer.Argument(help="teacher dir first, then the students")],
+    task: Annotated[str, typer.Option("--task", help="task whose dev sentences are used")],
+    out_dir: Annotated[Optional[Path], typer.Option("--out", "-o", help="write results.json + reports here")] = None,
+    data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="GLUE folder")] = None,
+    max_length: Annotated[int, typer.Option(help="max tokens per example")] = 128,
+    rounds: Annotated[int, typer.Option(help="interleaved timing rounds")] = 3,
+) -> None:
+    """Measure models side by side: metrics, size, batch-1 latency, batch-32 throughput.
+
+    Example: tinyplm bench runs/sst2_demo/teacher runs/sst2_demo/model --task sst2 --out runs/bench
+    """
+    if out_dir and (out_dir / "results.json").exists():
+        raise TinyplmError(f"{out_dir}: already holds results.json; choose another --out")
+    from tinyplm.config import TaskSpec
+    from tinyplm.run import bench
+
+    record = bench(model_dirs, TaskSpec(name=task, data_dir=data_dir, max_length=max_length), rounds)
+    print_stages(record)
+    if out_dir:
+        from tinyplm.report import write_all
+
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_all(record, out_dir)
+        out.print(f"report: {out_dir / 'report.html'}")
+
+@app.command("report")
+def report_cmd(run_dir: Annotated[Path, typer.Argument(help="a finished run dir (holds results.json)")]) -> None:
+    """Rebuild summary.md, report.html, plots and model cards from results.json.
+
+    Example: tinyplm report runs/sst2_demo
+    """
+    from tinyplm.report import rebuild
+
+    written = rebuild(run_dir)
+    out.print(f"report: {written.get('report.html', run_dir / 'report.html')}")
+
+@app.command("tasks")
+def tasks_cmd(data_dir: Annotated[Optional[str], typer.Option(
+        "--data-dir", help="data root: a GLUE folder, or the folder holding squad/ and conll2003/")] = None) -> None:
+    """List the tasks, their metrics and whether their data files are present.
+
+    Example: tinyplm tasks --data-dir ../shared/data/glue
+    """
+    from tinyplm import tasks
+
+    table = Table(title="tasks")
+    for col in ("task", "metrics", "labels", "files present"):
+        table.add_column(col)
+    for name in tasks.names():
+        t = tasks.get(name, data_dir)
+        present = t.data_present()
+        shown = ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in present.items())
+        labels = "answer span in the context" if t.head == "span" else ", ".join(t.labels) or "regression"
+        table.add_row(name, ", ".join(t.metrics), labels, shown)
+    out.print(table)

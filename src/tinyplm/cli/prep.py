@@ -1,0 +1,87 @@
+"""Subcommands that prepare inputs for distillation: fit-mlm-head, augment."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from tinyplm.errors import TinyplmError
+from tinyplm.files import atomic_open
+
+
+def _default_corpus() -> list[Path]:
+    from tinyplm.tasks.paths import resolve_glue_dir
+
+    data = resolve_glue_dir(None).parent
+    return [data / "corpus" / "books", data / "corpus" / "wikitext"]
+
+from tinyplm.cli.app import app, out
+
+
+
+@app.command("fit-mlm-head")
+def fit_mlm_head_cmd(
+    model: Annotated[str, typer.Argument(help="alias (minilm-l6) or HF model dir without an MLM head")],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="where to save the model with its MLM head")],
+    corpus: Annotated[Optional[list[Path]], typer.Option(help="text files/folders (default: ../shared/data/corpus)")] = None,
+    steps: Annotated[int, typer.Option(help="optimiser steps")] = 500,
+    batch_size: Annotated[int, typer.Option(help="batch size")] = 32,
+    max_length: Annotated[int, typer.Option(help="max tokens per text")] = 128,
+    lr: Annotated[float, typer.Option(help="learning rate")] = 1e-3,
+    max_docs: Annotated[Optional[int], typer.Option(help="use at most this many paragraphs")] = None,
+    seed: Annotated[int, typer.Option(help="seed")] = 0,
+) -> None:
+    """Train only a masked-LM head on a frozen encoder (the packaged MiniLM ships none).
+
+    Example: tinyplm fit-mlm-head minilm-l6 --out runs/minilm-mlm --steps 500
+    """
+    from tinyplm.models import resolve_model_dir
+    from tinyplm.pretrain import fit_mlm_head, read_corpus
+
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise TinyplmError(f"{out_dir}: already exists and is not empty; choose another --out")
+    texts = read_corpus(corpus or _default_corpus(), max_docs=max_docs)
+    metrics = fit_mlm_head(resolve_model_dir(model), texts, out_dir, steps=steps, batch_size=batch_size,
+                           max_length=max_length, lr=lr, seed=seed)
+    out.print_json(json.dumps(metrics))
+    out.print(f"model with MLM head: {out_dir}")
+
+@app.command("augment")
+def augment_cmd(
+    task: Annotated[str, typer.Argument(help="task whose training set is augmented, e.g. sst2")],
+    mlm_dir: Annotated[Path, typer.Option("--mlm", help="model dir with an MLM head (see fit-mlm-head)")],
+    out_file: Annotated[Path, typer.Option("--out", "-o", help="JSONL file to write")],
+    copies: Annotated[int, typer.Option(help="copies per example (TinyBERT: 20 large, 30 small tasks)")] = 20,
+    p: Annotated[float, typer.Option(help="probability of replacing each word")] = 0.4,
+    top_k: Annotated[int, typer.Option(help="MLM candidates per single-piece word")] = 15,
+    neighbours: Annotated[int, typer.Option(help="embedding neighbours per multi-piece word")] = 15,
+    max_examples: Annotated[Optional[int], typer.Option(help="augment only the first N examples")] = None,
+    seed: Annotated[int, typer.Option(help="seed")] = 42,
+    data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="GLUE folder")] = None,
+) -> None:
+    """TinyBERT data augmentation of a task's training set (MLM + embedding neighbours).
+
+    Example: tinyplm augment rte --mlm runs/minilm-mlm --out runs/rte-aug.jsonl --copies 30
+    """
+    from tinyplm import tasks
+    from tinyplm.distill.augment import AugmentSpec, EmbeddingNeighbours, augment
+    from tinyplm.distill.cache import default_cache_dir
+    from tinyplm.models import fingerprint
+    from tinyplm.pretrain import load_mlm
+
+    if out_file.exists():
+        raise TinyplmError(f"{out_file}: already exists; choose another --out")
+    examples = tasks.get(task, data_dir).read("train").examples
+    examples = examples[:max_examples] if max_examples else examples
+    mlm, tok = load_mlm(mlm_dir)
+    spec = AugmentSpec(copies=copies, p=p, top_k=top_k, neighbours=neighbours, seed=seed)
+    result = augment(examples, mlm, tok, spec, EmbeddingNeighbours(tok, mlm.get_input_embeddings().weight, neighbours),
+                     default_cache_dir(), mlm_fingerprint=fingerprint(mlm_dir))
+    with atomic_open(out_file) as fh:
+        for ex in result.examples:
+            fh.write(json.dumps({"text": ex.text, "text_pair": ex.text_pair, "label": ex.label, "line": ex.line}) + "\n")
+    out.print(f"{len(result.examples)} examples -> {out_file} ({result.sentences_per_s:.0f} augmented sentences/s, "
+              f"replacement rate {result.replacement_rate:.3f})")
