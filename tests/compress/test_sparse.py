@@ -9,7 +9,7 @@ import torch
 from transformers import BertConfig, BertForSequenceClassification
 
 from tinyplm.compress.sparse import Sparsifier, csr_bytes, cubic_sparsity, sparsity_of
-from tinyplm.models.quantized import encoder_linears
+from tinyplm.models.quantized import encoder_linear_names
 
 
 def _model() -> BertForSequenceClassification:
@@ -45,7 +45,7 @@ def test_per_layer_scope_prunes_each_layer_equally() -> None:
     model = _model()
     sp = Sparsifier(model, "magnitude", 0.3, scope="layer")
     sp.finalize()
-    for n in encoder_linears(model):
+    for n in encoder_linear_names(model):
         w = model.get_submodule(n).weight
         assert (w == 0).float().mean().item() == pytest.approx(0.3, abs=0.02)
 

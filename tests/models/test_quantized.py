@@ -12,7 +12,7 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from conftest import make_tiny_model_dir
 from tinyplm.models import load_classifier, save_model
-from tinyplm.models.quantized import Int4Linear, encoder_linears, quantize_int4
+from tinyplm.models.quantized import Int4Linear, encoder_linear_names, quantize_int4
 
 LABELS = ("negative", "positive")
 
@@ -37,7 +37,7 @@ def test_int4_linear_weights_take_under_a_sixth_of_fp32_bytes(tmp_path: Path) ->
     cfg = BertConfig(vocab_size=99, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
                      intermediate_size=512, max_position_embeddings=64)
     model = BertForSequenceClassification(cfg)
-    names = encoder_linears(model)
+    names = encoder_linear_names(model)
     fp32 = sum(model.get_submodule(n).weight.numel() * 4 for n in names)
     quantize_int4(model, group_size=64)
     out = save_model(model, tok, tmp_path / "int4")

@@ -3,8 +3,10 @@
 A gate ``xi`` (all ones) multiplies every head's context output and every FFN neuron's activation;
 the importance of a unit is the expected absolute first-order change of the loss when its gate is
 closed, ``E_x |dL(x)/d xi|`` (a Taylor expansion), accumulated over ``batches`` training batches.
-The gates are forward hooks on the ``transformers`` BERT modules, so they work whatever the
-attention implementation; they are removed afterwards and the model's weights are not changed.
+The gates are forward pre-hooks on the attention output and FFN output Linear modules (their
+inputs are the heads' contexts and the FFN activations; found through :mod:`tinyplm.models.roles`),
+so they work whatever the attention implementation; they are removed afterwards and the model's
+weights are not changed.
 
 Scores are normalised per layer (L2, as Michel et al. do) so that a global threshold compares
 layers fairly.
@@ -18,8 +20,9 @@ import torch
 from torch import Tensor, nn
 
 from tinyplm.distill.losses import PredictionObjective
+from tinyplm.models import roles
 from tinyplm.models.infer import output_logits
-from tinyplm.models.shape import encoder_layers, head_size
+from tinyplm.models.shape import head_size
 from tinyplm.tasks.encoding import Encoded, collate, model_inputs
 
 
@@ -40,14 +43,15 @@ class Importance:
 def _gate_hooks(model: nn.Module, heads: list[Tensor], ffn: list[Tensor]) -> list:
     size = head_size(model)
     handles = []
-    for layer, hg, fg in zip(encoder_layers(model), heads, ffn):
+    for layer, hg, fg in zip(roles.layers(model), heads, ffn, strict=False):
         def head_gate(_m, args, g=hg):  # context (batch, seq, heads*size) before the output Linear
             x = args[0]
-            return (x * g.repeat_interleave(size).to(x.dtype),)
-        def ffn_gate(_m, _i, out, g=fg):  # activations (batch, seq, ffn)
-            return out * g.to(out.dtype)
-        handles.append(layer.attention.output.dense.register_forward_pre_hook(head_gate))
-        handles.append(layer.intermediate.register_forward_hook(ffn_gate))
+            return (x * g.repeat_interleave(size).to(x.dtype), *args[1:])
+        def ffn_gate(_m, args, g=fg):  # activations (batch, seq, ffn) before the FFN output Linear
+            x = args[0]
+            return (x * g.to(x.dtype), *args[1:])
+        handles.append(roles.layer_linear(layer, "attn_out").register_forward_pre_hook(head_gate))
+        handles.append(roles.layer_linear(layer, "ffn_out").register_forward_pre_hook(ffn_gate))
     return handles
 
 
@@ -65,10 +69,10 @@ def importance(
     kd = teacher_logits is not None
     objective = PredictionObjective(kd_weight=float(kd), hard_weight=float(not kd), temperature=temperature,
                                     is_regression=is_regression, head=head)
-    layers = encoder_layers(model)
+    layers = roles.layers(model)
     size = head_size(model)
-    heads = [torch.ones(l.attention.self.query.out_features // size, requires_grad=True) for l in layers]
-    ffn = [torch.ones(l.intermediate.dense.out_features, requires_grad=True) for l in layers]
+    heads = [torch.ones(roles.layer_linear(x, "query").out_features // size, requires_grad=True) for x in layers]
+    ffn = [torch.ones(roles.layer_linear(x, "ffn_in").out_features, requires_grad=True) for x in layers]
     score_h = [torch.zeros_like(g) for g in heads]
     score_f = [torch.zeros_like(g) for g in ffn]
     gen = torch.Generator().manual_seed(seed)
@@ -83,7 +87,7 @@ def importance(
             t = teacher_logits[batch["index"]] if kd else None
             loss = objective(logits, batch["labels"], t, batch["attention_mask"])[0]
             grads = torch.autograd.grad(loss, heads + ffn)
-            for s, g in zip(score_h + score_f, grads):
+            for s, g in zip(score_h + score_f, grads, strict=True):
                 s += g.abs()
     finally:
         for h in handles:
@@ -102,7 +106,7 @@ def select(scores: list[Tensor], keep: float, scope: str = "global", minimum: in
         raise ValueError(f"keep must be in (0, 1], got {keep}")
     if scope == "layer":
         counts = [max(minimum, round(keep * len(s))) for s in scores]
-        return [sorted(s.argsort(descending=True)[:c].tolist()) for s, c in zip(scores, counts)]
+        return [sorted(s.argsort(descending=True)[:c].tolist()) for s, c in zip(scores, counts, strict=True)]
     if scope != "global":
         raise ValueError(f"scope must be 'global' or 'layer', got {scope!r}")
     total = sum(len(s) for s in scores)

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils import parametrize
 
-from tinyplm.models.quantized import encoder_linears
+from tinyplm.models.quantized import encoder_linear_names
 
 
 def fake_quant_weight(w: Tensor) -> Tensor:
@@ -47,7 +47,7 @@ class FakeQuant:
     """Fake-quantizes the encoder's Linear layers of ``model`` until :meth:`finish`."""
 
     def __init__(self, model: nn.Module, momentum: float = 0.9) -> None:
-        self.names = encoder_linears(model)
+        self.names = encoder_linear_names(model)
         self.modules = [model.get_submodule(n) for n in self.names]
         self.ranges: list[list[float] | None] = [None] * len(self.modules)
         self.momentum = momentum
@@ -74,7 +74,8 @@ class FakeQuant:
         for m in self.modules:
             parametrize.remove_parametrizations(m, "weight", leave_parametrized=True)
 
-    def finish(self, model: nn.Module, convert: str, enc, work: Path, examples: int, seed: int) -> tuple[nn.Module, dict]:
+    def finish(self, model: nn.Module, convert: str, enc, work: Path, examples: int,
+               seed: int) -> tuple[nn.Module, dict]:
         """Remove the fake quantization and convert to int8 with ONNX Runtime -> (model, info)."""
         from tinyplm.compress.onnx_quant import dynamic_int8, static_int8
 

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils import prune
 
-from tinyplm.models.quantized import encoder_linears
+from tinyplm.models.quantized import encoder_linear_names
 
 
 def cubic_sparsity(progress: float, final: float, initial: float = 0.0, final_fraction: float = 0.1) -> float:
@@ -47,7 +47,7 @@ class Sparsifier:
             raise ValueError(f"method must be 'magnitude' or 'movement', got {method!r}")
         self.method, self.target, self.scope = method, sparsity, scope
         self.update_every, self.final_fraction = update_every, final_fraction
-        self.names = encoder_linears(model)
+        self.names = encoder_linear_names(model)
         self.modules = [model.get_submodule(n) for n in self.names]
         self.steps = 0
         self.current = 0.0
@@ -80,9 +80,9 @@ class Sparsifier:
         scores = self.importance()
         if self.method == "magnitude":  # masks only grow: pruned weights stay out of the ranking
             scores = [torch.where(m.weight_mask.bool(), s, torch.full_like(s, -float("inf")))
-                      for m, s in zip(self.modules, scores)]
+                      for m, s in zip(self.modules, scores, strict=True)]
         if self.scope == "layer":
-            for m, s in zip(self.modules, scores):
+            for m, s in zip(self.modules, scores, strict=True):
                 m.weight_mask.copy_(_keep_top(s.flatten(), s.numel() - round(sparsity * s.numel())).view_as(s))
             self.current = sparsity
             return
@@ -126,7 +126,7 @@ def _keep_top(scores: Tensor, k: int) -> Tensor:
 
 def sparsity_of(model: nn.Module) -> float:
     """Share of exact zeros in the encoder's Linear weights."""
-    weights = [model.get_submodule(n).weight for n in encoder_linears(model)]
+    weights = [model.get_submodule(n).weight for n in encoder_linear_names(model)]
     return sum(int((w == 0).sum()) for w in weights) / max(1, sum(w.numel() for w in weights))
 
 
@@ -135,7 +135,7 @@ def csr_bytes(model: nn.Module, path: Path) -> int:
     pointers) and every other tensor dense to ``path`` (safetensors) -> its size in bytes."""
     from safetensors.torch import save_file
 
-    sparse = set(encoder_linears(model))
+    sparse = set(encoder_linear_names(model))
     tensors: dict[str, Tensor] = {}
     for name, value in model.state_dict().items():
         module = name.rsplit(".", 1)[0]

@@ -13,7 +13,8 @@ from torch import nn
 
 from tinyplm.compress.importance import Importance, select
 from tinyplm.errors import ModelError
-from tinyplm.models.shape import encoder_layers, head_size, keep_heads, keep_neurons, layer_shape
+from tinyplm.models import roles
+from tinyplm.models.shape import head_size, keep_heads, keep_neurons, layer_shape
 
 
 def prune_heads(model: nn.Module, scores: Importance, keep: float, scope: str = "global") -> dict:
@@ -23,8 +24,8 @@ def prune_heads(model: nn.Module, scores: Importance, keep: float, scope: str = 
     ranked = scores.normalised().heads if scope == "global" else scores.heads
     kept = select(ranked, keep, scope)
     size = head_size(model)
-    for layer, heads in zip(encoder_layers(model), kept):
-        if len(heads) < layer.attention.self.query.out_features // size:
+    for layer, heads in zip(roles.layers(model), kept, strict=False):
+        if len(heads) < roles.layer_linear(layer, "query").out_features // size:
             keep_heads(layer, heads, size)
     return {"heads_before": before, "heads_after": layer_shape(model)["heads"], "kept": kept}
 
@@ -35,21 +36,21 @@ def prune_ffn(model: nn.Module, scores: Importance, keep: float, scope: str = "l
     model stays a plain Hugging Face BERT); ``"global"`` ranks neurons across layers."""
     before = layer_shape(model)["ffn"]
     ranked = scores.normalised().ffn if scope == "global" else scores.ffn
-    for layer, neurons in zip(encoder_layers(model), select(ranked, keep, scope)):
-        if len(neurons) < layer.intermediate.dense.out_features:
+    for layer, neurons in zip(roles.layers(model), select(ranked, keep, scope), strict=False):
+        if len(neurons) < roles.layer_linear(layer, "ffn_in").out_features:
             keep_neurons(layer, neurons)
     return {"ffn_before": before, "ffn_after": layer_shape(model)["ffn"]}
 
 
 def layer_importance(scores: Importance) -> list[float]:
     """A layer's importance: the sum of its (unnormalised) head and neuron scores."""
-    return [float(h.sum() + f.sum()) for h, f in zip(scores.heads, scores.ffn)]
+    return [float(h.sum() + f.sum()) for h, f in zip(scores.heads, scores.ffn, strict=False)]
 
 
 def drop_layers(model: nn.Module, layers: list[int]) -> dict:
     """Remove encoder layers (0-based) -> ``{"dropped", "layers_after"}``; the config's layer count
     follows. Raises ``ModelError`` for an index out of range or when no layer would be left."""
-    stack = encoder_layers(model)
+    stack = roles.layers(model)
     n = len(stack)
     bad = sorted({i for i in layers if not 0 <= i < n})
     if bad:
@@ -58,11 +59,7 @@ def drop_layers(model: nn.Module, layers: list[int]) -> dict:
     if len(drop) >= n:
         raise ModelError(f"drop_layers: cannot drop all {n} layers")
     kept = [layer for i, layer in enumerate(stack) if i not in drop]
-    encoder = getattr(model, "bert", model).encoder
-    encoder.layer = nn.ModuleList(kept)
-    for i, layer in enumerate(kept):  # transformers uses layer_idx for caches only; keep it consistent
-        if hasattr(layer.attention.self, "layer_idx"):
-            layer.attention.self.layer_idx = i
+    roles.set_layers(model, kept)  # renumbers each layer's layer_idx
     model.config.num_hidden_layers = len(kept)
     return {"dropped": sorted(drop), "layers_after": len(kept)}
 

@@ -20,6 +20,8 @@ import torch
 from torch import nn
 
 from tinyplm.errors import ModelError
+from tinyplm.models import roles
+from tinyplm.models.factorized import FactorizedEmbedding
 from tinyplm.tasks.encoding import Encoded
 
 
@@ -67,14 +69,10 @@ def trim_vocab(model: nn.Module, tokenizer, encodings: list[Encoded], texts: lis
     """
     from transformers import AutoTokenizer
 
-    from tinyplm.models.factorized import FactorizedEmbedding
-
     keep = used_ids(encodings, tokenizer)
-    emb = getattr(model, "bert", model).embeddings
-    holder, attr = emb, "word_embeddings"
-    if isinstance(emb.word_embeddings, FactorizedEmbedding):  # trim the V x E table, keep the projection
-        holder, attr = emb.word_embeddings, "table"
-    table = getattr(holder, attr)
+    words = roles.word_embeddings(model)
+    factorized = isinstance(words, FactorizedEmbedding)  # trim the V x E table, keep the projection
+    table = words.table if factorized else words
     if not isinstance(table, nn.Embedding):
         raise ModelError(f"cannot trim word embeddings of type {type(table).__name__}")
     index = torch.tensor(keep)
@@ -83,7 +81,10 @@ def trim_vocab(model: nn.Module, tokenizer, encodings: list[Encoded], texts: lis
         new.weight.copy_(table.weight.detach().index_select(0, index))
     pad = tokenizer.pad_token_id
     new.padding_idx = keep.index(pad) if pad in keep else None
-    setattr(holder, attr, new)
+    if factorized:
+        words.table = new
+    else:
+        roles.set_word_embeddings(model, new)
     model.config.vocab_size = len(keep)
     if pad is not None:
         model.config.pad_token_id = keep.index(pad)

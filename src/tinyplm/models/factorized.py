@@ -8,8 +8,10 @@
 - :func:`share_layers` makes groups of encoder layers use one set of attention and/or FFN weights
   (ALBERT shares all layers), each shared module initialised from the mean of the ones it replaces.
 
-What was done is read back off the modules by :func:`structure` and stored in the config, so a
-saved model is rebuilt to the same structure before its weights load (:func:`apply_structure`).
+What was done is read back off the modules by :func:`tinyplm.models.shape.structure` and stored in
+the config, so a saved model is rebuilt to the same structure before its weights load
+(:func:`tinyplm.models.shape.apply_shape`). Layers and their parts are found through
+:mod:`tinyplm.models.roles`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from tinyplm.errors import ModelError
-from tinyplm.models.shape import encoder_layers
+from tinyplm.models import roles
 
 
 class LowRankLinear(nn.Module):
@@ -80,9 +82,10 @@ class FactorizedEmbedding(nn.Module):
 
 
 def factorize_embeddings(model: nn.Module, rank: int) -> FactorizedEmbedding:
-    """Replace the word embeddings of ``model`` by a rank-``rank`` factorization (truncated SVD)."""
-    emb = getattr(model, "bert", model).embeddings
-    old = emb.word_embeddings
+    """Replace the word embeddings of ``model`` by a rank-``rank`` factorization (truncated SVD).
+
+    Raises ``ModelError`` when they are already factorized or ``rank`` is not below both sizes."""
+    old = roles.word_embeddings(model)
     if isinstance(old, FactorizedEmbedding):
         raise ModelError("the word embeddings are already factorized")
     w = old.weight.detach().float()
@@ -93,73 +96,62 @@ def factorize_embeddings(model: nn.Module, rank: int) -> FactorizedEmbedding:
     with torch.no_grad():
         new.table.weight.copy_(u[:, :rank] * s[:rank])
         new.proj.weight.copy_(vh[:rank].T)
-    emb.word_embeddings = new
+    roles.set_word_embeddings(model, new)
     return new
 
 
 # ---------------------------------------------------------------------------------------------
-# cross-layer sharing
-
-PARTS = {"attention": ("attention",), "ffn": ("intermediate", "output")}
+# cross-layer sharing (the parts of each unit come from the role table: BERT's FFN is two modules)
 
 
 def share_layers(model: nn.Module, mode: str = "all", groups: list[list[int]] | None = None) -> list[list[int]]:
     """Make each group of layers (default: one group of all) share its attention (``attention``),
     FFN (``ffn``) or both (``all``) weights, initialised from the mean of the group's weights.
     Returns the groups. Raises ``ModelError`` for an unknown mode or bad groups."""
-    if mode not in ("all", "attention", "ffn"):
+    if mode not in ("all", *roles.SHARING_UNITS):
         raise ModelError(f"sharing mode must be all, attention or ffn, got {mode!r}")
-    layers = encoder_layers(model)
+    layers = roles.layers(model)
     groups = groups or [list(range(len(layers)))]
     flat = [i for g in groups for i in g]
     if len(set(flat)) != len(flat) or any(not 0 <= i < len(layers) for i in flat):
         raise ModelError(f"sharing groups must list distinct layers in 0..{len(layers) - 1}, got {groups}")
-    parts = [p for key in (("attention", "ffn") if mode == "all" else (mode,)) for p in PARTS[key]]
+    units = roles.SHARING_UNITS if mode == "all" else (mode,)
+    parts = [p for unit in units for p in roles.part_names(layers[0], unit)]
     for group in groups:
         first = layers[group[0]]
         for part in parts:
-            modules = [getattr(layers[i], part) for i in group]
+            modules = [roles.layer_part(layers[i], part) for i in group]
             shapes = {tuple(p.shape for p in m.parameters()) for m in modules}
             if len(shapes) > 1:
                 raise ModelError(f"layers {group} have different {part} shapes and cannot share it")
             with torch.no_grad():
-                for params in zip(*(m.parameters() for m in modules)):
+                for params in zip(*(m.parameters() for m in modules), strict=True):  # shapes checked above
                     params[0].copy_(torch.stack([p.detach() for p in params]).mean(0))
             for i in group[1:]:
-                setattr(layers[i], part, getattr(first, part))
+                roles.set_layer_part(layers[i], part, roles.layer_part(first, part))
     return groups
 
 
 def sharing_of(model: nn.Module) -> dict[str, list[int]]:
-    """For each part (attention, ffn), the index of the layer whose module each layer uses."""
-    layers = list(encoder_layers(model))
-    out = {}
-    for key, (part, *_) in PARTS.items():
-        owners = []
-        for i, layer in enumerate(layers):
-            module = getattr(layer, part)
-            owners.append(next(j for j in range(i + 1) if getattr(layers[j], part) is module))
-        out[key] = owners
+    """For each sharing unit (attention, ffn), the index of the layer whose module each layer uses."""
+    layers = list(roles.layers(model))
+    out: dict[str, list[int]] = {}
+    for unit in roles.SHARING_UNITS:
+        modules = [roles.layer_part(layer, roles.part_names(layer, unit)[0]) for layer in layers]
+        out[unit] = [next(j for j in range(i + 1) if modules[j] is module) for i, module in enumerate(modules)]
     return out
 
 
 def tie_shared(model: nn.Module, share: dict[str, list[int]]) -> None:
     """Re-create the sharing recorded by :func:`sharing_of` on a freshly built model."""
-    layers = encoder_layers(model)
-    for key, owners in share.items():
+    layers = roles.layers(model)
+    for unit, owners in share.items():
         if len(owners) != len(layers):
-            raise ModelError(f"sharing of {key} lists {len(owners)} layers; the model has {len(layers)}")
+            raise ModelError(f"sharing of {unit} lists {len(owners)} layers; the model has {len(layers)}")
         for i, j in enumerate(owners):
             if j != i:
-                for part in PARTS[key]:
-                    setattr(layers[i], part, getattr(layers[j], part))
-
-
-#: Role table of a BERT layer's Linear modules (relative to the layer).
-ROLES = {
-    "query": "attention.self.query", "key": "attention.self.key", "value": "attention.self.value",
-    "attn_out": "attention.output.dense", "ffn_in": "intermediate.dense", "ffn_out": "output.dense",
-}
+                for part in roles.part_names(layers[i], unit):
+                    roles.set_layer_part(layers[i], part, roles.layer_part(layers[j], part))
 
 
 def factorize_roles(model: nn.Module, rules: dict[str, dict[str, float]]) -> dict[str, int]:
@@ -168,19 +160,15 @@ def factorize_roles(model: nn.Module, rules: dict[str, dict[str, float]]) -> dic
     Shared modules are factorized once."""
     done: dict[str, int] = {}
     seen: set[int] = set()
-    for i, layer in enumerate(encoder_layers(model)):
+    for i, layer in enumerate(roles.layers(model)):
         for role, rule in rules.items():
-            if role not in ROLES:
-                raise ModelError(f"unknown role {role!r}; roles are {sorted(ROLES)}")
-            path, _, leaf = ROLES[role].rpartition(".")
-            parent = layer.get_submodule(path)
-            linear = getattr(parent, leaf)
+            linear = roles.layer_linear(layer, role)  # ModelError for an unknown role
             if id(linear) in seen or not isinstance(linear, nn.Linear):
                 continue
             seen.add(id(linear))
             low = factorize_linear(linear, **rule)
             if low.rank * (linear.in_features + linear.out_features) < linear.in_features * linear.out_features:
-                setattr(parent, leaf, low)
+                roles.set_layer_linear(layer, role, low)
                 seen.add(id(low))
-                done[f"bert.encoder.layer.{i}.{ROLES[role]}"] = low.rank
+                done[roles.linear_name(model, i, role)] = low.rank
     return done

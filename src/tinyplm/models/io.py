@@ -13,6 +13,7 @@ from pathlib import Path
 
 from transformers import PreTrainedModel
 
+from tinyplm.models import roles
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
 from tinyplm.models.quantized import is_quantized, quantized_state
 from tinyplm.models.shape import SHAPE_KEY, record_shape, unique_state
@@ -43,7 +44,7 @@ def save_model(model: PreTrainedModel, tokenizer, path: Path) -> Path:
         model.config.architectures = [type(model).__name__]  # what save_pretrained would record
         model.config.save_pretrained(tmp)
     else:
-        if hasattr(getattr(model, "bert", model), "encoder"):
+        if roles.is_encoder(model):
             record_shape(model)  # per-layer heads/FFN, ranks, sharing travel with the weights
         if getattr(model.config, SHAPE_KEY, None):  # our structure: one copy of each shared tensor
             from safetensors.torch import save_file

@@ -30,6 +30,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from tinyplm.models import roles
+
 #: The config key of a width-pruned student that lists, per student channel, the teacher channel
 #: it was copied from (saved in config.json; distillation starts its projections from it).
 TEACHER_CHANNELS = "tinyplm_teacher_channels"
@@ -41,11 +43,12 @@ def _top(scores: Tensor, k: int) -> Tensor:
 
 
 def residual_channels(src: nn.Module, layers: list[int], width: int) -> Tensor:
-    """The ``width`` residual channels of BERT encoder ``src`` whose LayerNorms weigh most."""
-    norms = [src.embeddings.LayerNorm]
+    """The ``width`` residual channels of encoder ``src`` (a bare or task model) whose LayerNorms
+    weigh most (the embeddings' and those of the listed ``layers``) -> sorted ``(width,)`` indices."""
+    norms = [roles.embedding_norm(src)]
+    stack = roles.layers(src)
     for i in layers:
-        layer = src.encoder.layer[i]
-        norms += [layer.attention.output.LayerNorm, layer.output.LayerNorm]
+        norms += [roles.layer_norm(stack[i], role) for role in roles.NORM_ROLES]
     score = sum(torch.sqrt(n.weight.float() ** 2 + n.bias.float() ** 2) for n in norms)
     return _top(score, width)
 
@@ -77,39 +80,50 @@ def _copy_norm(dst: nn.LayerNorm, src: nn.LayerNorm, keep: Tensor) -> None:
     dst.bias.copy_(src.bias[keep])
 
 
+def _copy_layer(s: nn.Module, t: nn.Module, keep: Tensor, heads: int, scale: float) -> None:
+    """Fill student layer ``s`` from teacher layer ``t``: ``keep`` residual channels, per head the
+    query/key and value/output dimensions that score highest, the heaviest FFN neurons."""
+    lin = {role: roles.layer_linear(t, role) for role in roles.LINEAR_ROLES}
+    mine = {role: roles.layer_linear(s, role) for role in roles.LINEAR_ROLES}
+    d_s = mine["query"].out_features // heads
+    qk = head_dims(lin["query"].weight, lin["key"].weight, heads, d_s)
+    vo = head_dims(lin["value"].weight, lin["attn_out"].weight.T, heads, d_s)
+    _copy_linear(mine["query"], lin["query"], qk, keep, scale)
+    _copy_linear(mine["key"], lin["key"], qk, keep)
+    _copy_linear(mine["value"], lin["value"], vo, keep)
+    _copy_linear(mine["attn_out"], lin["attn_out"], keep, vo)
+    w_in, w_out = lin["ffn_in"].weight, lin["ffn_out"].weight
+    ffn = _top(w_in.float().norm(dim=1) * w_out.float().norm(dim=0), mine["ffn_in"].out_features)
+    _copy_linear(mine["ffn_in"], lin["ffn_in"], ffn, keep)
+    _copy_linear(mine["ffn_out"], lin["ffn_out"], keep, ffn)
+    for role in roles.NORM_ROLES:
+        _copy_norm(roles.layer_norm(s, role), roles.layer_norm(t, role), keep)
+
+
 @torch.no_grad()
 def copy_narrowed_layers(student: nn.Module, teacher: nn.Module, layers: list[int]) -> None:
     """Fill ``student`` (a narrower BERT with the teacher's head count) from the teacher's
     embeddings, the listed encoder layers, pooler and task head; the kept residual channels are
     recorded in its config under :data:`TEACHER_CHANNELS`."""
-    src, dst = getattr(teacher, "bert", teacher), student.bert
+    src, dst = roles.base_model(teacher), roles.base_model(student)
     heads = dst.config.num_attention_heads
     d_t = src.config.hidden_size // src.config.num_attention_heads
     d_s = dst.config.hidden_size // heads
     keep = residual_channels(src, layers, dst.config.hidden_size)
-    for name in ("word_embeddings", "position_embeddings", "token_type_embeddings"):
-        getattr(dst.embeddings, name).weight.copy_(getattr(src.embeddings, name).weight[:, keep])
-    _copy_norm(dst.embeddings.LayerNorm, src.embeddings.LayerNorm, keep)
-    scale = math.sqrt(d_s / d_t)
+    s_emb, t_emb = roles.embeddings(dst), roles.embeddings(src)
+    for name, table in s_emb.named_children():  # word, position and token-type tables
+        if isinstance(table, nn.Embedding):
+            table.weight.copy_(getattr(t_emb, name).weight[:, keep])
+    _copy_norm(roles.embedding_norm(dst), roles.embedding_norm(src), keep)
+    t_layers, s_layers = roles.layers(src), roles.layers(dst)
     for s_idx, t_idx in enumerate(layers):
-        t, s = src.encoder.layer[t_idx], dst.encoder.layer[s_idx]
-        ta, sa = t.attention.self, s.attention.self
-        qk = head_dims(ta.query.weight, ta.key.weight, heads, d_s)
-        vo = head_dims(ta.value.weight, t.attention.output.dense.weight.T, heads, d_s)
-        _copy_linear(sa.query, ta.query, qk, keep, scale)
-        _copy_linear(sa.key, ta.key, qk, keep)
-        _copy_linear(sa.value, ta.value, vo, keep)
-        _copy_linear(s.attention.output.dense, t.attention.output.dense, keep, vo)
-        _copy_norm(s.attention.output.LayerNorm, t.attention.output.LayerNorm, keep)
-        w_in, w_out = t.intermediate.dense.weight, t.output.dense.weight
-        ffn = _top(w_in.float().norm(dim=1) * w_out.float().norm(dim=0), s.intermediate.dense.out_features)
-        _copy_linear(s.intermediate.dense, t.intermediate.dense, ffn, keep)
-        _copy_linear(s.output.dense, t.output.dense, keep, ffn)
-        _copy_norm(s.output.LayerNorm, t.output.LayerNorm, keep)
-    if getattr(src, "pooler", None) is not None and dst.pooler is not None:
-        _copy_linear(dst.pooler.dense, src.pooler.dense, keep, keep)
-    for name in ("classifier", "qa_outputs"):
-        head, mine = getattr(teacher, name, None), getattr(student, name, None)
-        if head is not None and mine is not None and head.weight.shape[0] == mine.weight.shape[0]:
-            _copy_linear(mine, head, None, keep)
+        _copy_layer(s_layers[s_idx], t_layers[t_idx], keep, heads, math.sqrt(d_s / d_t))
+    pooled, mine = roles.pooler(src), roles.pooler(dst)
+    if pooled is not None and mine is not None:
+        _copy_linear(mine.dense, pooled.dense, keep, keep)
+    student_heads = roles.task_heads(student)
+    for name, head in roles.task_heads(teacher).items():
+        own = student_heads.get(name)
+        if own is not None and head.weight.shape[0] == own.weight.shape[0]:
+            _copy_linear(own, head, None, keep)
     setattr(student.config, TEACHER_CHANNELS, keep.tolist())

@@ -24,14 +24,24 @@ import torch
 from torch import Tensor, nn
 
 from tinyplm.errors import ModelError
+from tinyplm.models import roles
 
 QUANT_KEY = "tinyplm_quant"
 SCHEMES = ("int8_dynamic", "int4_weight", "bf16")
 
 
-def encoder_linears(model: nn.Module) -> list[str]:
-    """Names of the encoder's ``nn.Linear`` modules (attention and FFN of every layer)."""
-    return [n for n, m in model.named_modules() if isinstance(m, nn.Linear) and ".encoder.layer." in f".{n}"]
+def encoder_linear_names(model: nn.Module) -> list[str]:
+    """Names (as in ``named_modules()``) of the encoder's ``nn.Linear`` modules, in forward order:
+    each Linear role of every layer, or the Linear modules inside what replaced one (a low-rank
+    pair); a module shared by several layers is named once, under its first layer."""
+    names, seen = [], set()
+    for i, role, module in roles.encoder_linears(model):
+        base = roles.linear_name(model, i, role)
+        for sub, linear in module.named_modules(prefix=base):
+            if isinstance(linear, nn.Linear) and id(linear) not in seen:
+                seen.add(id(linear))
+                names.append(sub)
+    return names
 
 
 def _parent(model: nn.Module, name: str) -> tuple[nn.Module, str]:
@@ -95,7 +105,7 @@ class Int4Linear(nn.Module):
 
 def quantize_int4(model: nn.Module, group_size: int = 64) -> list[str]:
     """Replace the encoder's Linear layers by :class:`Int4Linear` in place -> their names."""
-    names = encoder_linears(model)
+    names = encoder_linear_names(model)
     for name in names:
         parent, leaf = _parent(model, name)
         setattr(parent, leaf, Int4Linear.from_linear(getattr(parent, leaf), group_size))
@@ -130,7 +140,7 @@ def quantize_int8_dynamic(model: nn.Module) -> list[str]:
     in place -> their names."""
     from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
-    names = encoder_linears(model)
+    names = encoder_linear_names(model)
     with warnings.catch_warnings():  # torch.ao's deprecation notices (it still ships and works in 2.13)
         warnings.simplefilter("ignore", (DeprecationWarning, UserWarning))
         quantize_dynamic(model, {n: per_channel_dynamic_qconfig for n in names}, inplace=True)
@@ -202,7 +212,8 @@ def load_quantized(path: Path, model: nn.Module) -> nn.Module:
         for name in spec["modules"]:
             parent, leaf = _parent(model, name)
             old = getattr(parent, leaf)
-            setattr(parent, leaf, Int4Linear(old.in_features, old.out_features, spec["group_size"], old.bias is not None))
+            new = Int4Linear(old.in_features, old.out_features, spec["group_size"], old.bias is not None)
+            setattr(parent, leaf, new)
     stored = {}
     if scheme == "int8_dynamic":  # plain tensors load first; the int8 modules are made afterwards
         names = spec["modules"]
@@ -223,6 +234,7 @@ def load_quantized(path: Path, model: nn.Module) -> nn.Module:
             module.set_weight_bias(q, stored.get(f"{name}.bias"))
         missing = [k for k in missing if not k.startswith(tuple(f"{n}." for n in spec["modules"]))]
     if missing or unexpected:
-        raise ModelError(f"{path}: quantized weights do not fit the config: missing {missing[:5]}, unexpected {unexpected[:5]}")
+        raise ModelError(f"{path}: quantized weights do not fit the config: missing {missing[:5]}, "
+                         f"unexpected {unexpected[:5]}")
     setattr(model.config, QUANT_KEY, spec)
     return model.eval()

@@ -21,13 +21,10 @@ import torch
 from torch import nn
 
 from tinyplm.errors import ModelError
+from tinyplm.models import roles
+from tinyplm.models.factorized import FactorizedEmbedding, LowRankLinear, sharing_of, tie_shared
 
 SHAPE_KEY = "tinyplm_shape"
-
-
-def encoder_layers(model: nn.Module) -> nn.ModuleList:
-    """The encoder layers of a BERT (``BertModel`` or a model with ``.bert``)."""
-    return getattr(model, "bert", model).encoder.layer
 
 
 def head_size(model: nn.Module) -> int:
@@ -38,22 +35,21 @@ def head_size(model: nn.Module) -> int:
 def layer_shape(model: nn.Module) -> dict[str, list[int]]:
     """The heads and FFN width of each encoder layer, read off the modules themselves."""
     hs = head_size(model)
+    layers = roles.layers(model)
     return {
-        "heads": [layer.attention.self.query.out_features // hs for layer in encoder_layers(model)],
-        "ffn": [layer.intermediate.dense.out_features for layer in encoder_layers(model)],
+        "heads": [roles.layer_linear(layer, "query").out_features // hs for layer in layers],
+        "ffn": [roles.layer_linear(layer, "ffn_in").out_features for layer in layers],
     }
 
 
 def structure(model: nn.Module) -> dict:
     """Everything about the model's build that a ``BertConfig`` cannot say: per-layer heads and FFN
     widths, and where present ``ranks`` (low-rank Linear modules), ``embedding_rank`` and ``share``."""
-    from tinyplm.models.factorized import FactorizedEmbedding, LowRankLinear, sharing_of
-
     out: dict = layer_shape(model)
     ranks = {n: m.rank for n, m in model.named_modules() if isinstance(m, LowRankLinear)}
     if ranks:
         out["ranks"] = ranks
-    emb = getattr(model, "bert", model).embeddings.word_embeddings
+    emb = roles.word_embeddings(model)
     if isinstance(emb, FactorizedEmbedding):
         out["embedding_rank"] = emb.rank
     share = sharing_of(model)
@@ -102,32 +98,32 @@ def keep_heads(layer: nn.Module, heads: Sequence[int], size: int) -> None:
 
     Raises ``ModelError`` when no head would be left or an index is out of range.
     """
-    att = layer.attention
-    total = att.self.query.out_features // size
+    total = roles.layer_linear(layer, "query").out_features // size
     heads = sorted(set(int(h) for h in heads))
     if not heads:
         raise ModelError("cannot remove every attention head of a layer; drop the layer instead")
     if heads[0] < 0 or heads[-1] >= total:
         raise ModelError(f"head index out of range: the layer has heads 0..{total - 1}, got {heads}")
     index = torch.cat([torch.arange(h * size, (h + 1) * size) for h in heads])
-    for name in ("query", "key", "value"):
-        setattr(att.self, name, _select(getattr(att.self, name), index, 0))
-    att.output.dense = _select(att.output.dense, index, 1)
-    att.self.num_attention_heads = len(heads)
-    att.self.all_head_size = len(heads) * size
+    for role in ("query", "key", "value"):
+        roles.set_layer_linear(layer, role, _select(roles.layer_linear(layer, role), index, 0))
+    roles.set_layer_linear(layer, "attn_out", _select(roles.layer_linear(layer, "attn_out"), index, 1))
+    attention = roles.self_attention(layer)
+    attention.num_attention_heads = len(heads)
+    attention.all_head_size = len(heads) * size
 
 
 def keep_neurons(layer: nn.Module, neurons: Sequence[int]) -> None:
     """Keep only ``neurons`` (0-based) of one BERT layer's FFN: the intermediate Linear pair shrinks."""
-    total = layer.intermediate.dense.out_features
+    total = roles.layer_linear(layer, "ffn_in").out_features
     neurons = sorted(set(int(n) for n in neurons))
     if not neurons:
         raise ModelError("cannot remove every FFN neuron of a layer")
     if neurons[0] < 0 or neurons[-1] >= total:
         raise ModelError(f"FFN neuron index out of range: the layer has 0..{total - 1}")
     index = torch.tensor(neurons)
-    layer.intermediate.dense = _select(layer.intermediate.dense, index, 0)
-    layer.output.dense = _select(layer.output.dense, index, 1)
+    roles.set_layer_linear(layer, "ffn_in", _select(roles.layer_linear(layer, "ffn_in"), index, 0))
+    roles.set_layer_linear(layer, "ffn_out", _select(roles.layer_linear(layer, "ffn_out"), index, 1))
 
 
 def apply_shape(model: nn.Module, shape: dict[str, list[int]]) -> None:
@@ -135,15 +131,13 @@ def apply_shape(model: nn.Module, shape: dict[str, list[int]]) -> None:
 
     Raises ``ModelError`` when the shape does not fit the config (layer count, head or FFN sizes).
     """
-    layers = encoder_layers(model)
+    layers = roles.layers(model)
     heads, ffn = shape.get("heads"), shape.get("ffn")
     for key, values in (("heads", heads), ("ffn", ffn)):
         if values is not None and len(values) != len(layers):
             raise ModelError(f"config {SHAPE_KEY}.{key} lists {len(values)} layers; the model has {len(layers)}")
     size = head_size(model)
     if shape.get("share"):  # shared layers are resized once, through their owner
-        from tinyplm.models.factorized import tie_shared
-
         tie_shared(model, shape["share"])
     share = shape.get("share") or {}
 
@@ -153,21 +147,21 @@ def apply_shape(model: nn.Module, shape: dict[str, list[int]]) -> None:
     for i, layer in enumerate(layers):
         if heads is not None and not borrowed("attention", i):
             if not 1 <= heads[i] <= model.config.num_attention_heads:
-                raise ModelError(f"config {SHAPE_KEY}.heads[{i}] = {heads[i]} is not in 1..{model.config.num_attention_heads}")
-            if heads[i] < layer.attention.self.query.out_features // size:
+                raise ModelError(f"config {SHAPE_KEY}.heads[{i}] = {heads[i]} is not in "
+                                 f"1..{model.config.num_attention_heads}")
+            if heads[i] < roles.layer_linear(layer, "query").out_features // size:
                 keep_heads(layer, range(heads[i]), size)
+        width = roles.layer_linear(layer, "ffn_in").out_features
         if ffn is not None and not borrowed("ffn", i):
-            if not 1 <= ffn[i] <= layer.intermediate.dense.out_features:
-                raise ModelError(f"config {SHAPE_KEY}.ffn[{i}] = {ffn[i]} is not in 1..{layer.intermediate.dense.out_features}")
-            if ffn[i] < layer.intermediate.dense.out_features:
+            if not 1 <= ffn[i] <= width:
+                raise ModelError(f"config {SHAPE_KEY}.ffn[{i}] = {ffn[i]} is not in 1..{width}")
+            if ffn[i] < width:
                 keep_neurons(layer, range(ffn[i]))
     _apply_factors(model, shape)
 
 
 def _apply_factors(model: nn.Module, shape: dict) -> None:
     """Low-rank modules and factorized embeddings of the recorded sizes (weights load afterwards)."""
-    from tinyplm.models.factorized import FactorizedEmbedding, LowRankLinear
-
     for name, rank in (shape.get("ranks") or {}).items():
         try:
             old = model.get_submodule(name)
@@ -175,11 +169,13 @@ def _apply_factors(model: nn.Module, shape: dict) -> None:
             raise ModelError(f"config {SHAPE_KEY}.ranks names {name}, which the model does not have") from None
         if isinstance(old, nn.Linear):
             path, _, leaf = name.rpartition(".")
-            setattr(model.get_submodule(path), leaf, LowRankLinear(old.in_features, old.out_features, int(rank), old.bias is not None))
+            low = LowRankLinear(old.in_features, old.out_features, int(rank), old.bias is not None)
+            setattr(model.get_submodule(path), leaf, low)
     if shape.get("embedding_rank"):
-        emb = getattr(model, "bert", model).embeddings
-        old = emb.word_embeddings
-        emb.word_embeddings = FactorizedEmbedding(old.num_embeddings, int(shape["embedding_rank"]), old.embedding_dim, old.padding_idx)
+        old = roles.word_embeddings(model)
+        rank = int(shape["embedding_rank"])
+        new = FactorizedEmbedding(old.num_embeddings, rank, old.embedding_dim, old.padding_idx)
+        roles.set_word_embeddings(model, new)
 
 
 def build_shaped(config, cls) -> nn.Module:
@@ -236,16 +232,16 @@ def params_from_config(config, num_labels: int | None = None) -> int:
     words = v * e + e * h if e else v * h
     total = words + (config.max_position_embeddings + config.type_vocab_size) * h + 2 * h
 
-    def linear(name: str, n_in: int, n_out: int) -> int:
-        r = ranks.get(name)
+    def linear(i: int, role: str, n_in: int, n_out: int) -> int:
+        r = ranks.get(roles.config_linear_name(config, i, role)) if ranks else None
         return (n_in * r + r * n_out + n_out) if r else (n_in * n_out + n_out)
 
-    for i, (nh, f) in enumerate(zip(heads, ffn)):
-        a, pre = nh * size, f"bert.encoder.layer.{i}."
+    for i, (nh, f) in enumerate(zip(heads, ffn, strict=False)):
+        a = nh * size
         if not (share.get("attention") and share["attention"][i] != i):
-            total += sum(linear(pre + f"attention.self.{m}", h, a) for m in ("query", "key", "value"))
-            total += linear(pre + "attention.output.dense", a, h) + 2 * h
+            total += sum(linear(i, role, h, a) for role in ("query", "key", "value"))
+            total += linear(i, "attn_out", a, h) + 2 * h
         if not (share.get("ffn") and share["ffn"][i] != i):
-            total += linear(pre + "intermediate.dense", h, f) + linear(pre + "output.dense", f, h) + 2 * h
+            total += linear(i, "ffn_in", h, f) + linear(i, "ffn_out", f, h) + 2 * h
     labels = num_labels if num_labels is not None else config.num_labels
     return total + (h * h + h) + (h * labels + labels)  # pooler, classifier

@@ -18,8 +18,8 @@ from transformers import (
 
 from tinyplm.config.schema import ShapeSpec, StudentSpec
 from tinyplm.errors import ModelError
+from tinyplm.models import roles
 from tinyplm.models.narrow import copy_narrowed_layers
-
 
 #: The BERT class of each task head (``tinyplm.tasks.base.HEADS``).
 HEAD_CLASSES = {"sequence": BertForSequenceClassification, "span": BertForQuestionAnswering,
@@ -116,15 +116,17 @@ def copy_teacher_layers(student: PreTrainedModel, teacher: PreTrainedModel, laye
 
     ``teacher`` may be a classifier, a ``BertForMaskedLM`` or a bare ``BertModel``; what it lacks
     (pooler, classifier) stays as initialised."""
-    src, dst = getattr(teacher, "bert", teacher), student.bert
-    dst.embeddings.load_state_dict(src.embeddings.state_dict())
+    roles.embeddings(student).load_state_dict(roles.embeddings(teacher).state_dict())
+    src, dst = roles.layers(teacher), roles.layers(student)
     for s_idx, t_idx in enumerate(layers):
-        dst.encoder.layer[s_idx].load_state_dict(src.encoder.layer[t_idx].state_dict())
-    if getattr(src, "pooler", None) is not None and dst.pooler is not None:
-        dst.pooler.load_state_dict(src.pooler.state_dict())
-    for name in ("classifier", "qa_outputs"):
-        head, mine = getattr(teacher, name, None), getattr(student, name, None)
-        if head is not None and mine is not None and head.weight.shape == mine.weight.shape:
+        dst[s_idx].load_state_dict(src[t_idx].state_dict())
+    pooled, mine = roles.pooler(teacher), roles.pooler(student)
+    if pooled is not None and mine is not None:
+        mine.load_state_dict(pooled.state_dict())
+    heads = roles.task_heads(student)
+    for name, head in roles.task_heads(teacher).items():
+        mine = heads.get(name)
+        if mine is not None and head.weight.shape == mine.weight.shape:
             mine.load_state_dict(head.state_dict())
 
 
@@ -134,8 +136,9 @@ def shape_of(model) -> dict:
     from tinyplm.models.shape import hf_representable, layer_shape
 
     c = model.config
-    shape = {"layers": c.num_hidden_layers, "hidden": c.hidden_size, "heads": c.num_attention_heads, "ffn": c.intermediate_size}
-    if hasattr(getattr(model, "bert", model), "encoder") and c.model_type == "bert":
+    shape = {"layers": c.num_hidden_layers, "hidden": c.hidden_size, "heads": c.num_attention_heads,
+             "ffn": c.intermediate_size}
+    if roles.is_encoder(model):
         per = layer_shape(model)
         shape["ffn"] = max(per["ffn"])
         if not hf_representable(model):

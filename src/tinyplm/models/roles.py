@@ -1,0 +1,340 @@
+"""Where an encoder family keeps its parts: the one seam through which code reaches into a model.
+
+Code outside this module never spells ``model.bert.encoder.layer[i].attention.self.query``; it asks
+for a part by *role*: :func:`base_model`, :func:`layers`, :func:`layer_linear` (``query``, ``key``,
+``value``, ``attn_out``, ``ffn_in``, ``ffn_out``), :func:`word_embeddings`, :func:`mlm_head`, ...
+Each encoder family has one :class:`Roles` entry in :data:`ROLES`, looked up by
+``config.model_type`` for a model and by the layer's class for a single layer. Only BERT has an
+entry today; RoBERTa (``roberta``: the base under ``roberta``, an ``lm_head``), DeBERTa-v2 or
+DistilBERT (``distilbert``: ``transformer.layer``, ``attention.q_lin``, ``ffn.lin1``, ...) are one
+more entry each.
+
+Every path is dotted and relative (as in ``named_modules()``): ``base`` to a task or masked-LM
+model, ``embeddings``/``layers``/``pooler`` to the bare encoder, ``word_embeddings`` and
+``embedding_norm`` to the embeddings, ``linears``/``norms``/``self_attention``/``parts`` to one
+layer, ``mlm_head``/``mlm_predictions``/``pair_head``/``task_heads`` to the task model.
+A model of a family not in the table raises :class:`~tinyplm.errors.ModelError` naming its
+``model_type`` and the supported ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from torch import nn
+
+from tinyplm.errors import ModelError
+
+#: The Linear modules of an encoder layer, by role, in forward order.
+LINEAR_ROLES: tuple[str, ...] = ("query", "key", "value", "attn_out", "ffn_in", "ffn_out")
+#: The LayerNorms of an encoder layer: after attention, after the FFN.
+NORM_ROLES: tuple[str, ...] = ("attn_norm", "ffn_norm")
+
+
+@dataclass(frozen=True)
+class Roles:
+    """One encoder family's attribute paths (dotted, relative; see the module docstring)."""
+
+    model_type: str  # config.model_type
+    layer_class: str  # class name of one encoder layer: finds the entry from a layer alone
+    base: str  # task / masked-LM model -> bare encoder
+    embeddings: str  # bare encoder -> embeddings module
+    word_embeddings: str  # embeddings -> word table (V x H)
+    embedding_norm: str  # embeddings -> their LayerNorm
+    layers: str  # bare encoder -> nn.ModuleList of layers
+    pooler: str | None  # bare encoder -> pooler (None: the family has none)
+    linears: Mapping[str, str]  # LINEAR_ROLES -> path inside a layer
+    norms: Mapping[str, str]  # NORM_ROLES -> path inside a layer
+    self_attention: str  # layer -> module with num_attention_heads, all_head_size, layer_idx
+    parts: Mapping[str, tuple[str, ...]]  # sharing unit (attention, ffn) -> child modules of a layer
+    mlm_head: str | None  # task model -> whole pre-training head
+    mlm_predictions: str | None  # task model -> masked-LM prediction head (hidden -> vocab)
+    pair_head: str | None  # task model -> next-sentence / sentence-order head (pooled -> 2)
+    task_heads: tuple[str, ...]  # task model -> classifier-like heads, any of which may be present
+
+
+BERT = Roles(
+    model_type="bert",
+    layer_class="BertLayer",
+    base="bert",
+    embeddings="embeddings",
+    word_embeddings="word_embeddings",
+    embedding_norm="LayerNorm",
+    layers="encoder.layer",
+    pooler="pooler",
+    linears={"query": "attention.self.query", "key": "attention.self.key", "value": "attention.self.value",
+             "attn_out": "attention.output.dense", "ffn_in": "intermediate.dense", "ffn_out": "output.dense"},
+    norms={"attn_norm": "attention.output.LayerNorm", "ffn_norm": "output.LayerNorm"},
+    self_attention="attention.self",
+    parts={"attention": ("attention",), "ffn": ("intermediate", "output")},
+    mlm_head="cls",
+    mlm_predictions="cls.predictions",
+    pair_head="cls.seq_relationship",
+    task_heads=("classifier", "qa_outputs"),
+)
+
+#: model_type -> its table entry.
+ROLES: dict[str, Roles] = {r.model_type: r for r in (BERT,)}
+#: The units layers can share (ALBERT-style), the same for every family.
+SHARING_UNITS: tuple[str, ...] = ("attention", "ffn")
+#: BERT's sharing units -> the child modules of a layer that :func:`layer_part` names.
+LAYER_PARTS: Mapping[str, tuple[str, ...]] = BERT.parts
+
+
+# ---------------------------------------------------------------------------------------------
+# lookup
+
+
+def roles_of(model: nn.Module) -> Roles:
+    """The table entry of ``model`` (a task, masked-LM or bare model), by ``config.model_type``.
+
+    Raises ``ModelError`` naming the model_type and the supported ones when the family is unknown.
+    """
+    return _by_type(getattr(getattr(model, "config", None), "model_type", None), type(model).__name__)
+
+
+def _by_type(model_type: str | None, owner: str) -> Roles:
+    """The entry of ``model_type``; ``ModelError`` naming ``owner`` (a class or config) if none."""
+    if model_type not in ROLES:
+        what = f"model_type {model_type!r}" if model_type else "no config.model_type"
+        raise ModelError(f"{owner} has {what}, which tinyplm's role table does not know; "
+                         f"supported model types: {', '.join(ROLES)}")
+    return ROLES[model_type]
+
+
+def roles_of_layer(layer: nn.Module) -> Roles:
+    """The table entry of one encoder layer, by its class (or a base class) name.
+
+    Raises ``ModelError`` naming the class and the known layer classes."""
+    names = {c.__name__ for c in type(layer).__mro__}
+    for roles in ROLES.values():
+        if roles.layer_class in names:
+            return roles
+    known = ", ".join(r.layer_class for r in ROLES.values())
+    raise ModelError(f"{type(layer).__name__} is not an encoder layer tinyplm's role table knows ({known})")
+
+
+def role_path(role: str, model_type: str = "bert") -> str:
+    """The path of a Linear ``role`` inside one layer of ``model_type`` (``"attention.self.query"``).
+
+    Raises ``ModelError`` for an unknown role or model type."""
+    return _by_type(model_type, "role_path").linears[_check_role(role)]
+
+
+def _check_role(role: str) -> str:
+    if role not in LINEAR_ROLES:
+        raise ModelError(f"unknown role {role!r}; roles are {sorted(LINEAR_ROLES)}")
+    return role
+
+
+def _get(root: nn.Module, path: str, what: str) -> nn.Module:
+    """``root.get_submodule(path)``; ``ModelError`` saying ``what`` is missing."""
+    try:
+        return root.get_submodule(path)
+    except AttributeError:
+        raise ModelError(f"{type(root).__name__} has no {what} (expected at {path!r})") from None
+
+
+def _set(root: nn.Module, path: str, module: nn.Module) -> None:
+    """Put ``module`` at ``path`` under ``root`` (its parent must exist)."""
+    parent, _, leaf = path.rpartition(".")
+    setattr(_get(root, parent, parent) if parent else root, leaf, module)
+
+
+# ---------------------------------------------------------------------------------------------
+# the encoder
+
+
+def base_model(model: nn.Module) -> nn.Module:
+    """The bare encoder (``BertModel``) of a task or masked-LM model, or ``model`` when it is bare.
+
+    Raises ``ModelError`` for an unknown family or a model without an encoder where its table says."""
+    roles = roles_of(model)
+    inner = getattr(model, roles.base, None)
+    base = inner if isinstance(inner, nn.Module) else model
+    _get(base, roles.layers, "encoder layers")
+    return base
+
+
+def is_encoder(model: object) -> bool:
+    """True for a ``torch`` model of a family in the table that has its encoder (never raises)."""
+    if not isinstance(model, nn.Module):
+        return False
+    try:
+        base_model(model)
+    except ModelError:
+        return False
+    return True
+
+
+def set_base_model(model: nn.Module, base: nn.Module) -> None:
+    """Make ``model`` (a task or masked-LM model) use ``base`` as its encoder (``model.bert = base``).
+
+    Raises ``ModelError`` when ``model`` is itself bare."""
+    roles = roles_of(model)
+    if not isinstance(getattr(model, roles.base, None), nn.Module):
+        raise ModelError(f"{type(model).__name__} is a bare encoder: it has no {roles.base!r} to replace")
+    setattr(model, roles.base, base)
+
+
+def embeddings(model: nn.Module) -> nn.Module:
+    """The embeddings module (word, position and token-type tables, LayerNorm)."""
+    return _get(base_model(model), roles_of(model).embeddings, "embeddings")
+
+
+def word_embeddings(model: nn.Module) -> nn.Module:
+    """The word-embedding module (an ``nn.Embedding`` V x H, or a factorized stand-in)."""
+    return _get(embeddings(model), roles_of(model).word_embeddings, "word embeddings")
+
+
+def set_word_embeddings(model: nn.Module, module: nn.Module) -> None:
+    """Replace the word-embedding module by ``module``."""
+    _set(embeddings(model), roles_of(model).word_embeddings, module)
+
+
+def embedding_norm(model: nn.Module) -> nn.Module:
+    """The LayerNorm applied to the summed embeddings."""
+    return _get(embeddings(model), roles_of(model).embedding_norm, "embedding LayerNorm")
+
+
+def layers(model: nn.Module) -> nn.ModuleList:
+    """The encoder layers, in order."""
+    return _get(base_model(model), roles_of(model).layers, "encoder layers")
+
+
+def set_layers(model: nn.Module, modules: Sequence[nn.Module]) -> None:
+    """Make ``modules`` the encoder layers, in order; each self-attention's ``layer_idx`` (used by
+    ``transformers`` for caches only) is renumbered. The config is left to the caller."""
+    new = nn.ModuleList(modules)
+    _set(base_model(model), roles_of(model).layers, new)
+    for i, layer in enumerate(new):
+        attention = self_attention(layer)
+        if hasattr(attention, "layer_idx"):
+            attention.layer_idx = i
+
+
+def pooler(model: nn.Module) -> nn.Module | None:
+    """The pooler of the bare encoder, or None (an MLM's encoder, or a family without one)."""
+    path = roles_of(model).pooler
+    found = getattr(base_model(model), path, None) if path else None
+    return found if isinstance(found, nn.Module) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# one layer
+
+
+def layer_linear(layer: nn.Module, role: str) -> nn.Module:
+    """The module of one encoder layer that plays Linear ``role`` (an ``nn.Linear``, or what
+    replaced it: low-rank, quantized). Raises ``ModelError`` for an unknown role."""
+    return _get(layer, roles_of_layer(layer).linears[_check_role(role)], f"{role} module")
+
+
+def set_layer_linear(layer: nn.Module, role: str, module: nn.Module) -> None:
+    """Make ``module`` the layer's Linear ``role`` (the forward uses it from now on)."""
+    _set(layer, roles_of_layer(layer).linears[_check_role(role)], module)
+
+
+def layer_norm(layer: nn.Module, role: str) -> nn.Module:
+    """The LayerNorm ``role`` (``attn_norm`` or ``ffn_norm``) of one layer."""
+    if role not in NORM_ROLES:
+        raise ModelError(f"unknown norm role {role!r}; norm roles are {list(NORM_ROLES)}")
+    return _get(layer, roles_of_layer(layer).norms[role], f"{role} LayerNorm")
+
+
+def self_attention(layer: nn.Module) -> nn.Module:
+    """The layer's self-attention module (holds ``num_attention_heads``, ``all_head_size``,
+    ``layer_idx``)."""
+    return _get(layer, roles_of_layer(layer).self_attention, "self-attention")
+
+
+def part_names(layer: nn.Module, unit: str) -> tuple[str, ...]:
+    """The child modules of ``layer`` that make up sharing unit ``unit`` (``attention``, ``ffn``).
+
+    Raises ``ModelError`` for another unit."""
+    parts = roles_of_layer(layer).parts
+    if unit not in parts:
+        raise ModelError(f"unknown sharing unit {unit!r}; units are {list(parts)}")
+    return parts[unit]
+
+
+def layer_part(layer: nn.Module, name: str) -> nn.Module:
+    """The child module ``name`` of ``layer``, one of its table's sharing parts (BERT: attention,
+    intermediate, output). Raises ``ModelError`` for another name."""
+    return _get(layer, _check_part(layer, name), f"part {name!r}")
+
+
+def set_layer_part(layer: nn.Module, name: str, module: nn.Module) -> None:
+    """Make ``module`` the layer's part ``name`` (shared when the same module goes to many layers)."""
+    _set(layer, _check_part(layer, name), module)
+
+
+def _check_part(layer: nn.Module, name: str) -> str:
+    names = [n for unit in roles_of_layer(layer).parts.values() for n in unit]
+    if name not in names:
+        raise ModelError(f"unknown layer part {name!r}; parts are {names}")
+    return name
+
+
+# ---------------------------------------------------------------------------------------------
+# names and iteration
+
+
+def linear_name(model: nn.Module, i: int, role: str) -> str:
+    """The name of layer ``i``'s Linear ``role`` in ``model.named_modules()``
+    (``"bert.encoder.layer.3.attention.self.query"``). Raises ``ModelError`` for a bad index."""
+    roles, base = roles_of(model), base_model(model)
+    count = len(layers(model))
+    if not 0 <= i < count:
+        raise ModelError(f"layer index {i} out of range: the model has layers 0..{count - 1}")
+    prefix = "" if base is model else f"{roles.base}."
+    return f"{prefix}{roles.layers}.{i}.{roles.linears[_check_role(role)]}"
+
+
+def config_linear_name(config, i: int, role: str) -> str:
+    """The name :func:`linear_name` gives in a task model built from ``config`` (no model needed)."""
+    roles = _by_type(getattr(config, "model_type", None), type(config).__name__)
+    return f"{roles.base}.{roles.layers}.{i}.{roles.linears[_check_role(role)]}"
+
+
+def encoder_linears(model: nn.Module) -> list[tuple[int, str, nn.Module]]:
+    """``(layer index, role, module)`` for every Linear role of every layer, in forward order.
+    A module shared by several layers appears once per layer that uses it."""
+    return [(i, role, layer_linear(layer, role)) for i, layer in enumerate(layers(model)) for role in LINEAR_ROLES]
+
+
+# ---------------------------------------------------------------------------------------------
+# heads
+
+
+def mlm_head(model: nn.Module) -> nn.Module:
+    """The whole pre-training head of a masked-LM model (BERT: ``model.cls``).
+
+    Raises ``ModelError`` when the model has none."""
+    return _get(model, _head_path(model, "mlm_head"), "masked-LM head")
+
+
+def mlm_predictions(model: nn.Module) -> nn.Module:
+    """The masked-LM prediction head ``(..., hidden) -> (..., vocab)`` (BERT: ``model.cls.predictions``)."""
+    return _get(model, _head_path(model, "mlm_predictions"), "masked-LM prediction head")
+
+
+def pair_head(model: nn.Module) -> nn.Module:
+    """The sentence-pair head ``(batch, hidden) -> (batch, 2)`` on the pooled output
+    (BERT: ``model.cls.seq_relationship``). Raises ``ModelError`` when the model has none."""
+    return _get(model, _head_path(model, "pair_head"), "sentence-pair head")
+
+
+def task_heads(model: nn.Module) -> dict[str, nn.Module]:
+    """The task heads ``model`` has (sequence or token ``classifier``, span ``qa_outputs``) by
+    attribute name; empty for a bare or masked-LM model. Heads match across models by name."""
+    found = {name: getattr(model, name, None) for name in roles_of(model).task_heads}
+    return {name: head for name, head in found.items() if isinstance(head, nn.Module)}
+
+
+def _head_path(model: nn.Module, field: str) -> str:
+    path = getattr(roles_of(model), field)
+    if path is None:
+        raise ModelError(f"{type(model).__name__}: the {roles_of(model).model_type} family has no {field}")
+    return path
