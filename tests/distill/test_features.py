@@ -14,6 +14,8 @@ from tinyplm.distill.features import (
     num_heads,
     num_layers,
 )
+from tinyplm.models import roles
+from tinyplm.models.factorized import share_layers
 
 B, S, H, HEADS, L = 2, 5, 32, 4, 2
 
@@ -46,8 +48,7 @@ def all_hooks(model: torch.nn.Module) -> int:
 
 def qkv_hooks(model: torch.nn.Module) -> int:
     """Hooks on the Q/K/V Linear modules, where forward_features registers its own."""
-    layers = model.bert.encoder.layer
-    linears = [getattr(x.attention.self, n) for x in layers for n in ("query", "key", "value")]
+    linears = [roles.layer_linear(x, n) for x in roles.layers(model) for n in ("query", "key", "value")]
     return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in linears)
 
 
@@ -70,7 +71,7 @@ def test_probs_and_scores_match_eager_attentions_with_padding():
     with torch.no_grad():
         ref = model(**inputs, output_attentions=True).attentions
         f = forward_features(model, inputs, ["attn_probs", "attn_scores"])
-    for mine, theirs, scores in zip(f.attn_probs, ref, f.attn_scores):
+    for mine, theirs, scores in zip(f.attn_probs, ref, f.attn_scores, strict=True):
         torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=0)
         torch.testing.assert_close(scores.softmax(-1), mine)
         assert (scores[1, :, :, 3:] == torch.finfo(torch.float32).min).all()  # padded keys
@@ -84,7 +85,7 @@ def test_hidden_and_embeddings_match_output_hidden_states():
         f = forward_features(model, batch(), ["hidden", "embeddings"])
     torch.testing.assert_close(f.embeddings, ref[0])
     assert len(f.hidden) == L
-    for mine, theirs in zip(f.hidden, ref[1:]):
+    for mine, theirs in zip(f.hidden, ref[1:], strict=True):
         torch.testing.assert_close(mine, theirs)
 
 
@@ -109,7 +110,7 @@ def test_hooks_removed_after_call_and_after_error():
     before = all_hooks(model)
     forward_features(model, batch(), FEATURES)
     assert all_hooks(model) == before and qkv_hooks(model) == 0
-    with pytest.raises(Exception):
+    with pytest.raises(IndexError):
         forward_features(model, {"input_ids": torch.tensor([[200, 300]])}, ["queries"])  # id > vocab
     assert all_hooks(model) == before and qkv_hooks(model) == 0
 
@@ -146,5 +147,20 @@ def test_model_sizes(tiny_model_dir):
     model = BertForSequenceClassification.from_pretrained(tiny_model_dir)
     assert (num_layers(model), hidden_size(model), num_heads(model)) == (2, 32, 4)
     assert num_layers(model.bert) == 2
-    with pytest.raises(ValueError, match="not a transformers BERT"):
+    with pytest.raises(ValueError, match="role table does not know"):
         num_layers(torch.nn.Linear(2, 2))
+
+
+def test_shared_attention_gives_one_feature_per_layer():
+    # layers sharing one attention module: each layer's Q/K/V and probabilities are its own call's
+    model = tiny(attn="eager")
+    share_layers(model, "attention")
+    plain = tiny(attn="eager")  # the same weights in unshared modules (transformers' own recorder
+    plain.load_state_dict(model.state_dict())  # reports a shared module's attentions twice per call)
+    with torch.no_grad():
+        ref = plain(**batch(), output_attentions=True).attentions
+    f = forward_features(model, batch(), ["attn_probs", "queries"])
+    assert len(f.queries) == L and len(f.attn_probs) == L
+    assert not torch.allclose(f.queries[0], f.queries[1])  # layer 1 sees layer 0's output, not the embeddings
+    for mine, theirs in zip(f.attn_probs, ref, strict=True):
+        torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=0)

@@ -1,8 +1,8 @@
-"""Named intermediate features of a Hugging Face BERT forward, for layer-wise distillation.
+"""Named intermediate features of a Hugging Face encoder forward, for layer-wise distillation.
 
-:func:`forward_features` runs one forward of any ``transformers`` BERT (``BertModel`` or a model
-with a ``.bert`` attribute such as ``BertForSequenceClassification``/``BertForMaskedLM``) and keeps
-only the features an objective asks for (:data:`FEATURES`):
+:func:`forward_features` runs one forward of any ``transformers`` encoder of a family in the role
+table (:mod:`tinyplm.models.roles`: a bare ``BertModel`` or a task / masked-LM model holding one)
+and keeps only the features an objective asks for (:data:`FEATURES`):
 
 - ``embeddings``: the embedding output ``hidden_states[0]`` (batch, seq, hidden)
 - ``hidden``: the output of each encoder layer 1..L, each (batch, seq, hidden)
@@ -26,11 +26,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from tinyplm.models import roles
 from tinyplm.models.infer import output_logits
 
 FEATURES = ("embeddings", "hidden", "attn_scores", "attn_probs", "queries", "keys", "values")
 _QKV = ("queries", "keys", "values")
-_MODULE = {"queries": "query", "keys": "key", "values": "value"}
+_ROLE = {"queries": "query", "keys": "key", "values": "value"}
 
 
 @dataclass
@@ -48,30 +49,20 @@ class Features:
     values: list[Tensor] | None = None  # per layer (batch, seq, hidden)
 
 
-def _bert(model: nn.Module) -> nn.Module:
-    """The ``BertModel`` inside ``model`` (or ``model`` itself). Raises ValueError if none."""
-    bert = getattr(model, "bert", model)
-    if not hasattr(bert, "encoder") or not hasattr(bert.encoder, "layer"):
-        raise ValueError(
-            f"{type(model).__name__} is not a transformers BERT model: expected a BertModel or a "
-            "model with a `.bert` attribute holding one"
-        )
-    return bert
-
-
 def num_layers(model: nn.Module) -> int:
-    """Number of encoder layers of a BERT model."""
-    return len(_bert(model).encoder.layer)
+    """Number of encoder layers. Raises ``ModelError`` (a ValueError) for a model the role table
+    does not know."""
+    return len(roles.layers(model))
 
 
 def hidden_size(model: nn.Module) -> int:
-    """Hidden width of a BERT model."""
-    return int(_bert(model).config.hidden_size)
+    """Hidden width of an encoder model."""
+    return int(roles.base_model(model).config.hidden_size)
 
 
 def num_heads(model: nn.Module) -> int:
-    """Number of attention heads per layer of a BERT model (from its config)."""
-    return int(_bert(model).config.num_attention_heads)
+    """Number of attention heads per layer (from the config)."""
+    return int(roles.base_model(model).config.num_attention_heads)
 
 
 def _check_want(want: Iterable[str]) -> frozenset[str]:
@@ -113,13 +104,16 @@ def attention_from_qk(q: Tensor, k: Tensor, heads: int, mask: Tensor) -> tuple[T
     return scores, torch.softmax(scores, dim=-1)
 
 
-def _hook_qkv(bert: nn.Module, names: Iterable[str], store: dict[str, list[Tensor]]) -> list:
-    """Register forward hooks storing each layer's Q/K/V Linear outputs; returns the handles."""
+def _hook_qkv(model: nn.Module, names: Iterable[str], store: dict[str, list[Tensor]]) -> list:
+    """Register forward hooks storing each layer's Q/K/V Linear outputs; returns the handles.
+
+    A module shared by several layers (ALBERT-style) is hooked once, so it stores one output per call,
+    i.e. per layer that uses it, in layer order."""
     handles = []
     for name in names:
         store[name] = []
-        for layer in bert.encoder.layer:
-            linear = getattr(layer.attention.self, _MODULE[name])
+        linears = {id(m): m for m in (roles.layer_linear(layer, _ROLE[name]) for layer in roles.layers(model))}
+        for linear in linears.values():
             handles.append(linear.register_forward_hook(lambda _m, _i, out, n=name: store[n].append(out)))
     return handles
 
@@ -130,15 +124,16 @@ def forward_features(model: nn.Module, inputs: dict[str, Tensor], want: Iterable
     ``inputs`` are the usual model kwargs (``input_ids``, ``attention_mask``, ...); ``want`` names
     features from :data:`FEATURES`. Hooks are registered only for Q/K/V when needed (also for
     ``attn_scores``/``attn_probs``, computed from Q and K) and always removed, even on error.
-    Raises ValueError for an unknown feature name or a model that is not a BERT.
+    Raises ValueError for an unknown feature name, ``ModelError`` (a ValueError) for a model of a
+    family the role table does not know.
     """
     asked = _check_want(want)
-    bert = _bert(model)
+    stack = roles.layers(model)
     mask = _mask_of(inputs)
     need_attn = bool(asked & {"attn_scores", "attn_probs"})
     capture = [n for n in _QKV if n in asked or (need_attn and n in ("queries", "keys"))]
     store: dict[str, list[Tensor]] = {}
-    handles = _hook_qkv(bert, capture, store)
+    handles = _hook_qkv(model, capture, store)
     try:
         kwargs = {**inputs, "output_hidden_states": bool(asked & {"hidden", "embeddings"})}
         out = model(**kwargs)
@@ -153,8 +148,9 @@ def forward_features(model: nn.Module, inputs: dict[str, Tensor], want: Iterable
     if "hidden" in asked:
         feats.hidden = list(states[1:])
     if need_attn:
-        heads = [layer.attention.self.num_attention_heads for layer in bert.encoder.layer]
-        pairs = [attention_from_qk(q, k, h, mask) for q, k, h in zip(store["queries"], store["keys"], heads)]
+        heads = [roles.self_attention(layer).num_attention_heads for layer in stack]
+        qkh = zip(store["queries"], store["keys"], heads, strict=True)
+        pairs = [attention_from_qk(q, k, h, mask) for q, k, h in qkh]
         feats.attn_scores = [p[0] for p in pairs] if "attn_scores" in asked else None
         feats.attn_probs = [p[1] for p in pairs] if "attn_probs" in asked else None
     for name in _QKV:
