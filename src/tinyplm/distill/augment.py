@@ -22,29 +22,41 @@ candidates, independently with probability ``p``, by a uniformly drawn candidate
 ``replacement_rate`` = replaced / draws over words *that have candidates* (words without any
 are never replaced and not counted). The originals come first, then ``copies`` copies of each
 example in example order. Results are cached on disk under ``cache_dir/augment/<key>.jsonl``.
+
+The candidates are found in :mod:`tinyplm.distill.candidates`, the neighbour sources live in
+:mod:`tinyplm.distill.neighbours` (and are importable from here too); this module draws the copies
+and caches them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
-import re
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Protocol
 
 import torch
 
-from tinyplm.train.progress import JsonlLog, make_progress
+from tinyplm.distill.candidates import Sentence, Vocabulary, banned_tokens, fill_candidates
+from tinyplm.distill.neighbours import (
+    EmbeddingNeighbours,
+    NeighbourSource,
+    Word2VecNeighbours,
+    word2vec_neighbours,
+)
 from tinyplm.errors import TinyplmError
-from tinyplm.files import atomic_open, atomic_path, write_json_atomic
-from tinyplm.models.infer import autocast, use_bf16
+from tinyplm.files import atomic_open
+from tinyplm.models.infer import use_bf16
 from tinyplm.tasks.base import Example
+from tinyplm.train.progress import JsonlLog, make_progress
 
-_BRACKETED = re.compile(r"^\[[^\]\s]+\]$")
+__all__ = [  # the neighbour sources are defined in tinyplm.distill.neighbours; callers import them here too
+    "AugmentResult", "AugmentSpec", "EmbeddingNeighbours", "NeighbourSource", "Word2VecNeighbours", "augment",
+    "cache_key", "copy_rng", "draw", "model_fingerprint", "word2vec_neighbours",
+]
+
 CACHE_VERSION = 1
 #: Examples per chunk: candidates for one chunk are computed together (length-sorted rows).
 CHUNK_EXAMPLES = 512
@@ -83,248 +95,13 @@ class AugmentResult:
     mlm_rows: int = 0
 
 
-class NeighbourSource(Protocol):
-    """Static-embedding neighbours for multi-piece words."""
-
-    def neighbours(self, word: str) -> list[str]:
-        """Up to K nearest words to ``word`` (never ``word`` itself); [] when unknown."""
-        ...
-
-    def fingerprint(self) -> str:
-        """Identifies the embedding space and K (part of the augmentation cache key)."""
-        ...
-
-
-def banned_tokens(tokenizer, size: int) -> torch.Tensor:
-    """``(size,)`` bool: ids never proposed (specials, bracketed ``[..]``, ``##`` pieces, ids
-    the tokenizer lacks)."""
-    banned = torch.ones(size, dtype=torch.bool)
-    for tok, i in tokenizer.get_vocab().items():
-        if i < size:
-            banned[i] = tok.startswith("##") or bool(_BRACKETED.match(tok))
-    banned[[i for i in tokenizer.all_special_ids if i < size]] = True
-    return banned
-
-
-class EmbeddingNeighbours:
-    """Nearest whole words by cosine similarity of input embeddings (a word = mean of its pieces).
-
-    Candidates: alphabetic whole-word vocab tokens (no ``##``, no specials). ``embeddings`` is the
-    ``(vocab, hidden)`` input-embedding matrix; results are cached per word.
-    """
-
-    def __init__(self, tokenizer, embeddings: torch.Tensor, k: int = 15) -> None:
-        self.tokenizer, self.k = tokenizer, k
-        self.emb = embeddings.detach().float().cpu()
-        special = set(tokenizer.all_special_tokens)
-        vocab = sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1])
-        keep = [(t, i) for t, i in vocab if t.isalpha() and t not in special and i < len(self.emb)]
-        self.words = [t for t, _ in keep]
-        cand = self.emb[[i for _, i in keep]]  # (n_words, hidden)
-        self.unit = cand / cand.norm(dim=-1, keepdim=True).clamp_min(1e-8)
-        self._cache: dict[str, list[str]] = {}
-        self._fp: str | None = None
-
-    @classmethod
-    def from_model(cls, model: torch.nn.Module, tokenizer, k: int = 15) -> EmbeddingNeighbours:
-        """Use ``model.get_input_embeddings()`` (the teacher's word embeddings)."""
-        return cls(tokenizer, model.get_input_embeddings().weight, k)
-
-    def neighbours(self, word: str) -> list[str]:
-        if word not in self._cache:
-            ids = self.tokenizer(word, add_special_tokens=False)["input_ids"]
-            if not ids:
-                self._cache[word] = []
-            else:
-                vec = self.emb[ids].mean(0)
-                sims = self.unit @ (vec / vec.norm().clamp_min(1e-8))  # (n_words,)
-                top = sims.topk(min(self.k + 1, len(self.words))).indices.tolist()
-                lower = word.lower()
-                self._cache[word] = [self.words[i] for i in top if self.words[i] != lower][: self.k]
-        return self._cache[word]
-
-    def fingerprint(self) -> str:
-        if self._fp is None:
-            h = hashlib.sha256(f"embedding-neighbours/{self.k}/".encode())
-            h.update(self.emb.numpy().tobytes())
-            self._fp = h.hexdigest()
-        return self._fp
-
-
-class Word2VecNeighbours:
-    """Neighbours from a gensim ``KeyedVectors`` (lower-cased words)."""
-
-    def __init__(self, vectors, k: int = 15, tag: str = "") -> None:
-        self.vectors, self.k, self.tag = vectors, k, tag
-        self._cache: dict[str, list[str]] = {}
-
-    def neighbours(self, word: str) -> list[str]:
-        key = word.lower()
-        if key not in self._cache:
-            found = self.vectors.most_similar(key, topn=self.k) if key in self.vectors.key_to_index else []
-            self._cache[key] = [w for w, _ in found if w != key]
-        return self._cache[key]
-
-    def fingerprint(self) -> str:
-        return f"word2vec/{self.k}/{self.tag}"
-
-
-def _stable_hash(text: str) -> int:
-    """gensim seeds each word vector with hash(word + seed); Python's str hash varies per process."""
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
-
-
-def word2vec_neighbours(texts: list[str], k: int = 15, *, vector_size: int = 100, window: int = 5,
-                        min_count: int = 3, epochs: int = 5, seed: int = 0,
-                        cache_dir: Path | None = None) -> Word2VecNeighbours:
-    """Train gensim word2vec (skip-gram, 1 worker: deterministic) on lower-cased whitespace words.
-
-    With ``cache_dir`` the vectors are kept in ``cache_dir/word2vec/<key>.{safetensors,json}``
-    (the key hashes the texts and settings) and reused. Deliberately not gensim's own ``save``:
-    that pickles, and loading a pickle from a cache folder would run whatever it holds.
-    Raises ``TinyplmError`` when gensim is not installed.
-    """
-    try:
-        from gensim.models import KeyedVectors, Word2Vec
-    except ImportError:
-        raise TinyplmError("word2vec neighbours need gensim (pip install gensim)") from None
-    digest = hashlib.sha256()
-    for text in texts:
-        digest.update(text.encode("utf-8") + b"\0")
-    digest.update(json.dumps([vector_size, window, min_count, epochs, seed]).encode())
-    tag = digest.hexdigest()
-    base = Path(cache_dir) / "word2vec" / tag[:24] if cache_dir else None
-    if base is not None and base.with_suffix(".json").is_file() and base.with_suffix(".safetensors").is_file():
-        from safetensors.torch import load_file
-
-        words = json.loads(base.with_suffix(".json").read_text(encoding="utf-8"))["words"]
-        vectors = KeyedVectors(vector_size)
-        vectors.add_vectors(words, load_file(str(base.with_suffix(".safetensors")))["vectors"].numpy())
-        return Word2VecNeighbours(vectors, k, tag)
-    sentences = [t.lower().split() for t in texts]
-    model = Word2Vec(sentences, vector_size=vector_size, window=window, min_count=min_count, sg=1,
-                     epochs=epochs, seed=seed, workers=1, hashfxn=_stable_hash)
-    if base is not None:
-        _save_vectors(base, model.wv)
-    return Word2VecNeighbours(model.wv, k, tag)
-
-
-def _save_vectors(base: Path, wv) -> None:
-    """Vectors as safetensors, words as JSON; each written to a temp name, then renamed."""
-    from safetensors.torch import save_file
-
-    with atomic_path(base.with_suffix(".safetensors")) as tmp:
-        save_file({"vectors": torch.from_numpy(wv.vectors.copy())}, str(tmp))
-    write_json_atomic(base.with_suffix(".json"), {"words": list(wv.index_to_key)}, indent=None)
-
-
-@dataclass
-class _Sentence:
-    """A sentence's words, their WordPiece ids, and (filled later) each word's candidates."""
-
-    words: list[str]
-    pieces: list[list[int]]
-    candidates: list[list[str]]
-
-
-class _Vocabulary:
-    """Per-word WordPiece ids (cached) and which words must never change."""
-
-    def __init__(self, tokenizer) -> None:
-        self.tokenizer = tokenizer
-        self.special_ids = set(tokenizer.all_special_ids)
-        vocab = tokenizer.get_vocab()
-        self.protected = set(tokenizer.all_special_tokens) | {t for t in vocab if _BRACKETED.match(t)}
-        self._pieces: dict[str, list[int]] = {}
-
-    def sentence(self, text: str) -> _Sentence:
-        words = text.split()
-        new = [w for w in dict.fromkeys(words) if w not in self._pieces]
-        if new:
-            ids = self.tokenizer(new, add_special_tokens=False)["input_ids"]
-            self._pieces.update(zip(new, (list(x) for x in ids)))
-        pieces = [self._pieces[w] for w in words]
-        return _Sentence(words, pieces, [[] for _ in words])
-
-    def frozen(self, word: str, pieces: list[int]) -> bool:
-        """True for special tokens and words that cannot be changed."""
-        return not pieces or word in self.protected or any(i in self.special_ids for i in pieces)
-
-
-def mlm_rows(sent: _Sentence, vocab: _Vocabulary, tokenizer, max_length: int) -> list[tuple[int, list[int], int, int]]:
-    """One row per single-piece word: (word index, ids with that word as [MASK] between [CLS] and
-    [SEP], mask position, original id). Long sentences are windowed around the word."""
-    flat = [i for p in sent.pieces for i in p]
-    room, rows, offset = max_length - 2, [], 0
-    for w, (word, pieces) in enumerate(zip(sent.words, sent.pieces)):
-        if len(pieces) == 1 and not vocab.frozen(word, pieces):
-            start = min(max(0, offset - room // 2), max(0, len(flat) - room))
-            window = flat[start : start + room]
-            window[offset - start] = tokenizer.mask_token_id
-            rows.append((w, [tokenizer.cls_token_id, *window, tokenizer.sep_token_id], offset - start + 1, pieces[0]))
-        offset += len(pieces)
-    return rows
-
-
-@torch.inference_mode()
-def mlm_top_k(mlm, rows: list[list[int]], positions: list[int], originals: list[int], banned: torch.Tensor,
-              k: int, batch_size: int, bf16: bool, pad_id: int) -> list[list[int]]:
-    """Top-``k`` ids at one masked position per row, in row order (length-sorted batches).
-
-    For BERT (``mlm.bert`` + ``mlm.cls``) the head runs only at the masked positions
-    ``(batch, hidden) -> (batch, vocab)``; other models fall back to full ``logits``.
-    """
-    order = sorted(range(len(rows)), key=lambda r: len(rows[r]))
-    out: list[list[int]] = [[] for _ in rows]
-    for b in range(0, len(order), batch_size):
-        idx = order[b : b + batch_size]
-        width = max(len(rows[r]) for r in idx)
-        ids = torch.full((len(idx), width), pad_id, dtype=torch.long)  # (batch, seq)
-        mask = torch.zeros((len(idx), width), dtype=torch.long)  # a [PAD] word in a text stays visible
-        for j, r in enumerate(idx):
-            ids[j, : len(rows[r])] = torch.tensor(rows[r])
-            mask[j, : len(rows[r])] = 1
-        arange = torch.arange(len(idx))
-        pos = torch.tensor([positions[r] for r in idx])
-        with autocast(bf16):
-            if hasattr(mlm, "bert") and hasattr(mlm, "cls"):
-                hidden = mlm.bert(input_ids=ids, attention_mask=mask).last_hidden_state[arange, pos]
-                logits = mlm.cls(hidden).float()  # (batch, vocab)
-            else:
-                logits = mlm(input_ids=ids, attention_mask=mask).logits[arange, pos].float()
-        logits[:, banned[: logits.shape[-1]]] = float("-inf")
-        logits[arange, torch.tensor([originals[r] for r in idx])] = float("-inf")
-        allowed = int((~banned[: logits.shape[-1]]).sum()) - 1
-        top = logits.topk(max(0, min(k, allowed)), dim=-1).indices.tolist()
-        for j, r in enumerate(idx):
-            out[r] = top[j]
-    return out
-
-
-def fill_candidates(sents: list[_Sentence], mlm, tokenizer, vocab: _Vocabulary, spec: AugmentSpec,
-                    neighbours: NeighbourSource, banned: torch.Tensor, bf16: bool) -> int:
-    """Fill every sentence's per-word candidates (MLM for single-piece, neighbours for multi-piece
-    words) in place; returns the number of MLM rows run."""
-    rows = [(s, row) for s in sents for row in mlm_rows(s, vocab, tokenizer, spec.max_length)]
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    top = mlm_top_k(mlm, [r[1] for _, r in rows], [r[2] for _, r in rows], [r[3] for _, r in rows],
-                    banned, spec.top_k, spec.batch_size, bf16, pad) if rows else []
-    for (sent, row), ids in zip(rows, top):
-        sent.candidates[row[0]] = tokenizer.convert_ids_to_tokens(ids)
-    for sent in sents:
-        for w, (word, pieces) in enumerate(zip(sent.words, sent.pieces)):
-            if len(pieces) > 1 and not vocab.frozen(word, pieces):
-                sent.candidates[w] = list(neighbours.neighbours(word))
-    return len(rows)
-
-
 def copy_rng(seed: int, example: int, copy: int) -> random.Random:
     """The RNG of one copy: depends only on (seed, example index, copy index)."""
     digest = hashlib.sha256(f"{seed}/{example}/{copy}".encode()).digest()
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-def draw(sent: _Sentence, p: float, rng: random.Random) -> tuple[str, int, int]:
+def draw(sent: Sentence, p: float, rng: random.Random) -> tuple[str, int, int]:
     """One noisy copy -> (text, words with candidates, words replaced)."""
     words, eligible, replaced = list(sent.words), 0, 0
     for w, cands in enumerate(sent.candidates):
@@ -401,16 +178,18 @@ def augment(examples: list[Example], mlm, tokenizer, spec: AugmentSpec, neighbou
     hashing the weights). Labels, ``line`` and whether ``text_pair`` is set are kept.
     """
     if tokenizer.mask_token_id is None or tokenizer.cls_token_id is None:
-        raise TinyplmError(f"augmentation needs a BERT-style tokenizer with [MASK] and [CLS] ({type(tokenizer).__name__})")
+        raise TinyplmError("augmentation needs a BERT-style tokenizer with [MASK] and [CLS] "
+                           f"({type(tokenizer).__name__})")
     start, bf16 = time.perf_counter(), use_bf16(precision)
     path = None
     if cache_dir is not None:
         fp = mlm_fingerprint or model_fingerprint(mlm)
-        path = Path(cache_dir) / "augment" / f"{cache_key(examples, tokenizer, fp, spec, neighbours.fingerprint(), bf16)}.jsonl"
+        key = cache_key(examples, tokenizer, fp, spec, neighbours.fingerprint(), bf16)
+        path = Path(cache_dir) / "augment" / f"{key}.jsonl"
         hit = _load(path)
         if hit is not None:
             return _finish(hit[0], len(examples), start, hit[1], True, 0, log)
-    vocab, banned = _Vocabulary(tokenizer), banned_tokens(tokenizer, mlm.config.vocab_size)
+    vocab, banned = Vocabulary(tokenizer), banned_tokens(tokenizer, mlm.config.vocab_size)
     was_training, memo = mlm.training, {}
     mlm.eval()
     copies: list[Example] = []
@@ -421,7 +200,8 @@ def augment(examples: list[Example], mlm, tokenizer, spec: AugmentSpec, neighbou
             chunk = examples[lo : lo + CHUNK_EXAMPLES]
             texts = {t for e in chunk for t in (e.text, e.text_pair) if t is not None and t not in memo}
             fresh = {t: vocab.sentence(t) for t in texts}
-            rows += fill_candidates(list(fresh.values()), mlm, tokenizer, vocab, spec, neighbours, banned, bf16)
+            rows += fill_candidates(list(fresh.values()), mlm, tokenizer, vocab, neighbours, banned, top_k=spec.top_k,
+                                    batch_size=spec.batch_size, max_length=spec.max_length, bf16=bf16)
             memo.update(fresh)
             for e_idx, ex in enumerate(chunk, start=lo):
                 for c in range(spec.copies):
