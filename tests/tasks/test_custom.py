@@ -161,3 +161,38 @@ def test_bad_file_type_and_metrics(tmp_path: Path) -> None:
         custom_task("t", path, path, "text", "label", metrics=["acuracy"])
     with pytest.raises(TinyplmError, match="unknown regression metric 'accuracy'"):
         custom_task("t", path, path, "text", "label", regression=True, metrics=["accuracy"])
+
+
+def test_csv_header_names_are_stripped(tmp_path: Path) -> None:
+    """A space after the comma of the header (" label") names the same column."""
+    train = write_csv(tmp_path / "train.csv", "text, label\nfine,pos\nbad,neg\n")
+    data = custom_task("t", train, train, text_column="text", label_column="label").load()
+    assert [(e.text, e.label) for e in data.train.examples] == [("fine", 1), ("bad", 0)]
+
+
+def test_csv_line_numbers_count_only_line_feeds(tmp_path: Path) -> None:
+    """A stray carriage return is not a line end: line 4 is the fourth line an editor shows."""
+    train = write_csv(tmp_path / "train.csv", "text,label\r\r\nfine,pos\r\r\nbad,neg\nso so,meh\n")
+    with pytest.raises(DataError) as info:
+        custom_task("t", train, train, "text", "label", labels=["neg", "pos"]).load()
+    assert str(info.value) == f"{train.resolve()}:4: label 'meh' is not one of neg, pos"
+
+
+def test_inferred_labels_name_the_train_file(tmp_path: Path) -> None:
+    """A dev label the train file never had: the message says where the label set came from."""
+    train = write_csv(tmp_path / "train.csv", "text,label\nfine,pos\nbad,neg\n")
+    dev = write_csv(tmp_path / "dev.csv", 'text,label\nok,"ne\ng"\n')
+    with pytest.raises(DataError) as info:
+        custom_task("t", train, dev, "text", "label").load()
+    message = str(info.value)
+    assert message == (f"{dev.resolve()}:3: label 'ne\\ng' is not one of neg, pos "
+                       f"(the labels found in {train.resolve()})")
+    assert "\n" not in message
+
+
+def test_jsonl_lone_surrogate_escape(tmp_path: Path) -> None:
+    """"\\ud800" parses as JSON but is no character: no tokenizer can take it."""
+    train = tmp_path / "train.jsonl"
+    train.write_text('{"text": "ok", "label": "a"}\n{"text": "bad \\ud800", "label": "b"}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"train\.jsonl:2: column 'text' holds an unpaired surrogate escape"):
+        custom_task("t", train, train, "text", "label", labels=["a", "b"]).load()

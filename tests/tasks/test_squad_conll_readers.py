@@ -37,17 +37,73 @@ def test_squad_v2_layout_and_article_split(tmp_path: Path) -> None:
 
 
 def test_squad_answer_offset_mismatch_names_the_question(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match=r"question q0: answer 'cat' is not at answer_start 5"):
-        read_squad(_squad(tmp_path / "bad.json", answer_start=5))
+    path = _squad(tmp_path / "bad.json", answer_start=5)
+    with pytest.raises(DataError) as info:
+        read_squad(path)
+    assert str(info.value) == (f"{path}: data[0].paragraphs[0].qas[0].answers[0]: answer 'cat' is not at "
+                               "answer_start 5 of its context (found 'at '; question q0)")
 
 
-def test_squad_layout_errors(tmp_path: Path) -> None:
-    (tmp_path / "x.json").write_text('{"data": [{"title": "t"}]}', encoding="utf-8")
-    with pytest.raises(DataError, match=r"data\[0\] has no 'paragraphs'"):
-        read_squad(tmp_path / "x.json")
-    (tmp_path / "y.json").write_text("not json", encoding="utf-8")
-    with pytest.raises(DataError, match="not a JSON file"):
-        read_squad(tmp_path / "y.json")
+def _squad_error(path: Path, content: str | bytes) -> str:
+    """The message of reading ``content`` as a SQuAD file (it must fail with a DataError)."""
+    if isinstance(content, str):
+        content = content.encode("utf-8")
+    path.write_bytes(content)
+    with pytest.raises(DataError) as info:
+        read_squad(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}:"), message
+    return message[len(str(path)) :]
+
+
+QA = '{"id": "q1", "question": "Who?", "answers": [ANSWER]}'
+SQUAD = '{"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": "The cat sat.", "qas": [QAS]}]}]}'
+
+
+@pytest.mark.parametrize(("qas", "expected"), [
+    (QA.replace("ANSWER", '{"text": null, "answer_start": 4}'),
+     "data[0].paragraphs[0].qas[0].answers[0].text: expected a string, got null"),
+    (QA.replace("ANSWER", "3"), "data[0].paragraphs[0].qas[0].answers[0]: expected an object, got a number (3)"),
+    (QA.replace("[ANSWER]", "null"), "data[0].paragraphs[0].qas[0].answers: expected a list, got null"),
+    (QA.replace("ANSWER", '{"text": "cat", "answer_start": "4"}'),
+     "data[0].paragraphs[0].qas[0].answers[0].answer_start: expected an integer, got a string ('4')"),
+    (QA.replace("ANSWER", '{"text": "cat", "answer_start": true}'),
+     "data[0].paragraphs[0].qas[0].answers[0].answer_start: expected an integer, got true"),
+    ('{"id": "q1", "answers": []}', "data[0].paragraphs[0].qas[0]: missing key 'question'"),
+    (QA.replace("ANSWER", '{"text": " ", "answer_start": 3}'),
+     "data[0].paragraphs[0].qas[0].answers[0].text: empty text"),
+    (QA.replace("ANSWER", '{"text": "cat", "answer_start": -4}'),
+     "data[0].paragraphs[0].qas[0].answers[0]: answer 'cat' is not at answer_start -4 of its context (found ''"),
+    (QA.replace("ANSWER", "") + ", " + QA.replace("ANSWER", ""),
+     "data[0].paragraphs[0].qas[1].id: question id 'q1' is used twice (first at data[0].paragraphs[0].qas[0])"),
+    (QA.replace("ANSWER", '{"text": "cat", "answer_start": 4}').replace("}]}", '}], "is_impossible": true}'),
+     "data[0].paragraphs[0].qas[0]: is_impossible is true but it has 1 answer(s)"),
+    ('{"id": "q1", "question": "\\udc00?", "answers": []}',
+     "data[0].paragraphs[0].qas[0].question: holds an unpaired surrogate escape"),
+])
+def test_squad_wrong_types_name_the_json_path(tmp_path: Path, qas: str, expected: str) -> None:
+    assert _squad_error(tmp_path / "dev.json", SQUAD.replace("QAS", qas)).startswith(": " + expected)
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    ('{"data": [{"title": "t"}]}', ": data[0]: missing key 'paragraphs'"),
+    ('{"data": [{"paragraphs": "none"}]}', ": data[0].paragraphs: expected a list, got a string ('none')"),
+    ('{"version": "1.1", "data": []}', ": holds no questions"),
+    ("[1, 2]", ": top level: expected an object, got a list of 2"),
+    ('{"data": [{"paragraphs": [{"qas": []}]}]}', ": data[0].paragraphs[0]: missing key 'context'"),
+    ("not json", ":1:1: not valid JSON (Expecting value)"),
+    ('{"version": "1.1",\n "data": [', ":2:11: not valid JSON (Expecting value)"),
+    ("", ":1:1: not valid JSON"),
+    (b'{"version": "1.1", "data": [{"title": "caf\xe9"}]}', ":1: not valid UTF-8 (byte 0xe9 at column 43)"),
+])
+def test_squad_file_errors(tmp_path: Path, content: str | bytes, expected: str) -> None:
+    assert _squad_error(tmp_path / "dev.json", content).startswith(expected)
+
+
+def test_squad_bom_is_accepted(tmp_path: Path) -> None:
+    path = _squad(tmp_path / "v2.json")
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert len(read_squad(path).examples) == 6
 
 
 def test_shipped_squad_dev_split(shared_data: Path) -> None:
@@ -81,3 +137,26 @@ def test_conll_sentences_and_errors(tmp_path: Path) -> None:
     bad.write_text(CONLL.replace("B-MISC", "B-THING"), encoding="utf-8")
     with pytest.raises(DataError, match=r"b.txt:5: unknown NER tag 'B-THING'"):
         read_conll(bad)
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    (CONLL.encode().replace(b"German", b"G\xe9rman"), ":5: not valid UTF-8 (byte 0xe9 at column 2)"),
+    (b"", ": no sentences found"),
+    (b"-DOCSTART- -X- -X- O\n\n", ": no sentences found"),
+    (CONLL.encode()[:-8], ":8: expected 4 space-separated columns (token POS chunk NER), got 3"),
+    (CONLL.encode().replace(b"I-PER", b"I-"), ":8: unknown NER tag 'I-'"),
+])
+def test_conll_file_errors(tmp_path: Path, content: bytes, expected: str) -> None:
+    path = tmp_path / "valid.txt"
+    path.write_bytes(content)
+    with pytest.raises(DataError) as info:
+        read_conll(path)
+    assert str(info.value).startswith(f"{path}{expected}")
+
+
+def test_conll_bom_and_crlf_are_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "valid.txt"
+    path.write_bytes(b"\xef\xbb\xbf" + CONLL.replace("\n", "\r\n").encode())
+    sents = read_conll(path)
+    assert [s.tokens for s in sents] == [("EU", "rejects", "German"), ("Peter", "Blackburn")]
+    assert sents[1].tags == ("B-PER", "I-PER") and sents[1].line == 7

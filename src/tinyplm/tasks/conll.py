@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tinyplm.errors import DataError
+from tinyplm.tasks.io import text_lines
 
 ENTITY_TYPES = ("PER", "ORG", "LOC", "MISC")
 TAGS: tuple[str, ...] = ("O",) + tuple(f"{p}-{t}" for t in ENTITY_TYPES for p in ("B", "I"))
@@ -27,8 +28,10 @@ class Sentence:
 
 
 def read_conll(path: Path, tags: tuple[str, ...] = TAGS) -> list[Sentence]:
-    """Sentences of a CoNLL-2003 file. Raises ``DataError`` (file:line) for a missing file,
-    a wrong column count or an unknown tag, and when the file holds no sentence."""
+    """Sentences of a CoNLL-2003 file (UTF-8; a leading BOM and CRLF line ends are accepted).
+
+    Raises ``DataError`` naming the file and line for a missing file, bytes that are not UTF-8,
+    a wrong column count or an unknown tag, and naming the file when it holds no sentence."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: CoNLL file not found")
@@ -37,28 +40,32 @@ def read_conll(path: Path, tags: tuple[str, ...] = TAGS) -> list[Sentence]:
     tokens: list[str] = []
     labels: list[str] = []
     first = 0
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            parts = line.split()
-            if not parts or parts[0] == "-DOCSTART-":
-                if tokens:
-                    out.append(Sentence(tuple(tokens), tuple(labels), first))
-                    tokens, labels = [], []
-                continue
-            if len(parts) != COLUMNS:
-                raise DataError(f"{path}:{n}: expected {COLUMNS} space-separated columns (token POS chunk NER), "
-                                f"got {len(parts)}: {line.strip()!r}")
-            if parts[3] not in known:
-                raise DataError(f"{path}:{n}: unknown NER tag {parts[3]!r}; expected one of {', '.join(tags)}")
-            if not tokens:
-                first = n
-            tokens.append(parts[0])
-            labels.append(parts[3])
+    for n, line in text_lines(path):
+        parts = line.split()
+        if not parts or parts[0] == "-DOCSTART-":
+            if tokens:
+                out.append(Sentence(tuple(tokens), tuple(labels), first))
+                tokens, labels = [], []
+            continue
+        _check_line(parts, known, tags, path, n, line)
+        if not tokens:
+            first = n
+        tokens.append(parts[0])
+        labels.append(parts[3])
     if tokens:
         out.append(Sentence(tuple(tokens), tuple(labels), first))
     if not out:
-        raise DataError(f"{path}: no sentences found")
+        raise DataError(f"{path}: no sentences found (expected lines of 'token POS chunk NER')")
     return out
+
+
+def _check_line(parts: list[str], known: set[str], tags: tuple[str, ...], path: Path, n: int, line: str) -> None:
+    """Raise ``DataError`` (file:line) unless ``parts`` are four columns ending in a known tag."""
+    if len(parts) != COLUMNS:
+        raise DataError(f"{path}:{n}: expected {COLUMNS} space-separated columns (token POS chunk NER), "
+                        f"got {len(parts)}: {line.strip()[:80]!r}")
+    if parts[3] not in known:
+        raise DataError(f"{path}:{n}: unknown NER tag {parts[3][:40]!r}; expected one of {', '.join(tags)}")
 
 
 CONLL_DIR = "conll2003"

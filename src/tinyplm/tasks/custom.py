@@ -10,7 +10,6 @@ A ``.csv`` file is read with ``csv.DictReader`` (normal quoting, a header line);
 from __future__ import annotations
 
 import csv
-import io
 import json
 from dataclasses import dataclass
 from functools import partial
@@ -101,7 +100,8 @@ def custom_task(
         metrics=chosen,
         files={"train": train, "dev": dev},
         reader=partial(
-            read_custom_file, columns=columns, labels=label_names, regression=regression
+            read_custom_file, columns=columns, labels=label_names, regression=regression,
+            labels_from=None if labels is not None or regression else train,
         ),
         description=f"custom task from {train.name} and {dev.name}",
         family="custom",
@@ -119,16 +119,20 @@ def infer_labels(path: Path, columns: Columns) -> tuple[str, ...]:
 
 
 def read_custom_file(
-    path: Path, split: str, columns: Columns, labels: tuple[str, ...], regression: bool
+    path: Path, split: str, columns: Columns, labels: tuple[str, ...], regression: bool,
+    labels_from: Path | None = None,
 ) -> list[Example]:
-    """Read one custom file into examples; labels become indices into ``labels`` (or floats)."""
+    """Read one custom file into examples; labels become indices into ``labels`` (or floats).
+
+    ``labels_from`` is the file ``labels`` were inferred from (named when a label is unknown).
+    Raises ``DataError`` naming the file and line of a bad row."""
     examples = []
     for record in read_records(path, columns):
         label: int | float
         if regression:
             label = parse_score(record.label, path, record.line)
         else:
-            label = parse_label(record.label, labels, path, record.line)
+            label = parse_label(record.label, labels, path, record.line, labels_from)
         examples.append(Example(record.text, record.pair, label, record.line))
     return examples
 
@@ -144,12 +148,15 @@ def read_records(path: Path, columns: Columns) -> list[Record]:
 
 def _read_csv(path: Path, columns: Columns) -> list[Record]:
     """Records of a CSV file with a header line (``csv.DictReader``, normal quoting)."""
-    reader = csv.DictReader(io.StringIO(read_text(path), newline=""))
+    # lines end at "\n" only (as in the TSV reader), so a stray "\r" does not shift line numbers
+    lines = [line + "\n" for line in read_text(path).split("\n")]
+    reader = csv.DictReader(lines)
     try:
         found = list(reader.fieldnames or [])
         if not found:
             raise no_examples(path, "the file is empty")
         check_columns(path, found, columns.required)
+        reader.fieldnames = [name.strip() for name in found]  # " label" in the header is "label"
         records = []
         for row in reader:
             line = reader.line_num  # the record's last line (its only line unless quoted)
@@ -158,7 +165,7 @@ def _read_csv(path: Path, columns: Columns) -> list[Record]:
                 raise DataError(f"{at(path, line)}: expected {len(found)} fields, got {got}")
             records.append(_record(row, columns, path, line))
     except csv.Error as err:
-        raise DataError(f"{at(path, reader.line_num)}: cannot parse CSV ({err})") from None
+        raise DataError(f"{at(path, max(reader.reader.line_num, 1))}: cannot parse CSV ({err})") from None
     return records
 
 

@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterator
 from pathlib import Path
 
-from tinyplm.errors import DataError
+from tinyplm.errors import DataError, TinyplmError
 
 BOM = "\ufeff"
 
@@ -21,29 +21,38 @@ def at(path: Path, line: int | None = None) -> str:
     return f"{path}" if line is None else f"{path}:{line}"
 
 
-def read_text(path: Path) -> str:
+def read_text(path: Path, error: type[TinyplmError] = DataError) -> str:
     """Read a whole file as UTF-8 text, without a leading BOM.
 
     Line endings are left as they are (``\\r\\n`` is handled by the row readers).
-    Raises ``DataError`` when the file is missing or holds bytes that are not valid UTF-8; the
-    message names the line and column of the first bad byte.
+    Raises ``error`` (``DataError`` unless told) when the file is missing or holds bytes that are
+    not valid UTF-8; the message names the line and column of the first bad byte.
     """
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
+        raise error(f"{path}: file not found") from None
     except IsADirectoryError:
-        raise DataError(f"{path}: is a folder, expected a file") from None
+        raise error(f"{path}: is a folder, expected a file") from None
+    except OSError as err:
+        raise error(f"{path}: cannot be read ({err.strerror or err})") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
         column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
-        raise DataError(
+        raise error(
             f"{at(path, line)}: not valid UTF-8 (byte 0x{data[err.start]:02x} at column "
             f"{column}); save the file as UTF-8"
         ) from None
     return text.removeprefix(BOM)
+
+
+def text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Yield ``(line, text)`` for every line of a UTF-8 file (1-based; a ``\\r`` before the line
+    end is dropped). Raises ``DataError`` like :func:`read_text`."""
+    for number, line in enumerate(read_text(path).split("\n"), start=1):
+        yield number, line.removesuffix("\r")
 
 
 def tsv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
@@ -67,20 +76,48 @@ def tsv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
 
 
 def require_text(value: str | None, column: str, path: Path, line: int) -> str:
-    """Return ``value`` unchanged; raise ``DataError`` when it is missing or only whitespace."""
+    """Return ``value`` unchanged; raise ``DataError`` when it is missing, only whitespace, or
+    holds an unpaired surrogate (a JSON escape such as ``\\ud800`` that no tokenizer accepts)."""
     if value is None or not value.strip():
         raise DataError(f"{at(path, line)}: empty text in column '{column}'")
+    if not encodable(value):
+        raise DataError(f"{at(path, line)}: column '{column}' holds an unpaired surrogate escape "
+                        "(\\ud800-\\udfff), which is not a character; fix the escape")
     return value
 
 
-def parse_label(raw: str, labels: tuple[str, ...], path: Path, line: int) -> int:
-    """Map a label string to its class index in ``labels``; raise ``DataError`` if unknown."""
+def encodable(text: str) -> bool:
+    """True when ``text`` can be written as UTF-8 (it holds no unpaired surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def parse_label(raw: str, labels: tuple[str, ...], path: Path, line: int, source: Path | None = None) -> int:
+    """Map a label string to its class index in ``labels``; raise ``DataError`` if unknown.
+
+    ``source`` is the file the labels were inferred from, named in the message when it is not ``path``.
+    """
     value = raw.strip()
     try:
         return labels.index(value)
     except ValueError:
-        shown = ", ".join(labels)
-        raise DataError(f"{at(path, line)}: label '{value}' is not one of {shown}") from None
+        shown = ", ".join(quoted(label, "") for label in labels[:20])
+        if len(labels) > 20:
+            shown += f" ... ({len(labels)} labels)"
+        origin = f" (the labels found in {source})" if source is not None and source != path else ""
+        raise DataError(f"{at(path, line)}: label {quoted(value)} is not one of {shown}{origin}") from None
+
+
+def quoted(value: str, quote: str = "'", limit: int = 60) -> str:
+    """``value`` for an error message: in ``quote`` marks, or as ``repr`` when it holds a line
+    break or another unprintable character (so the message stays one line); cut to ``limit``."""
+    if not value:
+        return "''"
+    value = value if len(value) <= limit else value[:limit] + "..."
+    return f"{quote}{value}{quote}" if value.isprintable() else repr(value)
 
 
 def parse_score(
@@ -93,10 +130,10 @@ def parse_score(
     except ValueError:
         score = math.nan
     if not math.isfinite(score):
-        raise DataError(f"{at(path, line)}: score '{value}' is not a number")
+        raise DataError(f"{at(path, line)}: score {quoted(value)} is not a number")
     if bounds is not None and not bounds[0] <= score <= bounds[1]:
         low, high = bounds
-        raise DataError(f"{at(path, line)}: score {value} is outside [{low:g}, {high:g}]")
+        raise DataError(f"{at(path, line)}: score {quoted(value, '')} is outside [{low:g}, {high:g}]")
     return score
 
 

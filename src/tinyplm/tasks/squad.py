@@ -13,11 +13,12 @@ files, they are used as they are.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from tinyplm.errors import DataError
+from tinyplm.tasks.io import encodable
+from tinyplm.tasks.json_layout import Layout, load_json, validate
 
 TRAIN_ARTICLES = 38
 
@@ -72,67 +73,110 @@ class SquadFile:
         return {"version": self.version, "data": data}
 
 
-def read_squad(path: Path) -> SquadFile:
-    """Parse an official SQuAD JSON file.
+class _Answer(Layout):
+    text: str
+    answer_start: int
 
-    Raises ``DataError`` naming the file (and question id) when it is missing, not JSON, not in
-    the SQuAD layout, or an answer's ``answer_start`` does not match its text in the context.
+
+class _Question(Layout):
+    id: str
+    question: str
+    answers: list[_Answer]
+    is_impossible: bool = False  # v2.0 only
+
+
+class _Paragraph(Layout):
+    context: str
+    qas: list[_Question]
+
+
+class _Article(Layout):
+    title: str | None = None
+    paragraphs: list[_Paragraph]
+
+
+class _Squad(Layout):
+    """The official v1.1 / v2.0 layout: ``{"version", "data": [{"title", "paragraphs": [{"context",
+    "qas": [{"id", "question", "answers": [{"text", "answer_start"}], "is_impossible"}]}]}]}``."""
+
+    version: str = ""
+    data: list[_Article]
+
+
+def read_squad(path: Path) -> SquadFile:
+    """Parse an official SQuAD JSON file (v1.1 or v2.0 layout).
+
+    Raises ``DataError`` naming the file when it is missing, not UTF-8, not JSON (with line and
+    column) or holds no question, and naming the JSON path (``data[0].paragraphs[3].qas[6]...``)
+    for a value of the wrong type, a missing key, an empty text, a repeated question id, or an
+    answer whose ``answer_start`` does not point at its text in the context.
     """
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: SQuAD file not found")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(f"{path}: not a JSON file ({exc})") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("data"), list):
-        raise DataError(f"{path}: expected the SQuAD layout {{'version': ..., 'data': [articles]}}")
+    layout = validate(_Squad, load_json(path), path)
+    seen: dict[str, str] = {}
     articles = []
-    for a, article in enumerate(raw["data"]):
-        title = str(article.get("title", f"article-{a}"))
+    for a, article in enumerate(layout.data):
+        title = article.title if article.title is not None else f"article-{a}"
         exs = []
-        for p, para in enumerate(_field(article, "paragraphs", path, f"data[{a}]")):
-            context = _field(para, "context", path, f"data[{a}].paragraphs[{p}]")
-            for q, qa in enumerate(_field(para, "qas", path, f"data[{a}].paragraphs[{p}]")):
-                exs.append(_example(qa, context, title, path, f"data[{a}].paragraphs[{p}].qas[{q}]"))
+        for p, para in enumerate(article.paragraphs):
+            where = f"data[{a}].paragraphs[{p}]"
+            _require(para.context, f"{where}.context", path)
+            for q, qa in enumerate(para.qas):
+                exs.append(_example(qa, para.context, title, path, f"{where}.qas[{q}]", seen))
         articles.append((title, exs))
-    return SquadFile(path, str(raw.get("version", "")), articles)
+    if not seen:
+        raise DataError(f"{path}: holds no questions (expected data[].paragraphs[].qas[])")
+    return SquadFile(path, layout.version, articles)
 
 
-def _field(node, key: str, path: Path, where: str):
-    if not isinstance(node, dict) or key not in node:
-        raise DataError(f"{path}: {where} has no '{key}' (expected the official SQuAD layout)")
-    return node[key]
+def _require(text: str, where: str, path: Path) -> None:
+    """Raise ``DataError`` at ``where`` for an empty text or one no tokenizer can take."""
+    if not text.strip():
+        raise DataError(f"{path}: {where}: empty text")
+    if not encodable(text):
+        raise DataError(f"{path}: {where}: holds an unpaired surrogate escape (\\ud800-\\udfff); fix the escape")
 
 
-def _example(qa: dict, context: str, title: str, path: Path, where: str) -> QAExample:
-    qid = str(_field(qa, "id", path, where))
-    question = str(_field(qa, "question", path, where))
+def _example(qa: _Question, context: str, title: str, path: Path, where: str, seen: dict[str, str]) -> QAExample:
+    """One checked question (its id unique in the file, its answers inside the context)."""
+    _require(qa.id, f"{where}.id", path)
+    _require(qa.question, f"{where}.question", path)
+    if qa.id in seen:
+        raise DataError(f"{path}: {where}.id: question id {qa.id!r} is used twice (first at {seen[qa.id]})")
+    seen[qa.id] = where
     answers = []
-    for ans in qa.get("answers", []):
-        text, start = ans.get("text"), ans.get("answer_start")
-        if not isinstance(text, str) or not isinstance(start, int):
-            raise DataError(f"{path}: question {qid}: an answer needs 'text' (string) and 'answer_start' (int)")
-        if context[start : start + len(text)] != text:
-            found = context[start : start + len(text)]
-            raise DataError(f"{path}: question {qid}: answer {text!r} is not at answer_start {start} "
-                            f"of its context (found {found!r})")
-        answers.append(Answer(text, start))
-    if qa.get("is_impossible") and answers:
-        raise DataError(f"{path}: question {qid}: is_impossible but has answers")
-    return QAExample(qid, question, context, tuple(answers), title)
+    for k, ans in enumerate(qa.answers):
+        _require(ans.text, f"{where}.answers[{k}].text", path)
+        found = context[ans.answer_start : ans.answer_start + len(ans.text)] if ans.answer_start >= 0 else ""
+        if found != ans.text:
+            raise DataError(f"{path}: {where}.answers[{k}]: answer {ans.text[:60]!r} is not at answer_start "
+                            f"{ans.answer_start} of its context (found {found[:60]!r}; question {qa.id})")
+        answers.append(Answer(ans.text, ans.answer_start))
+    if qa.is_impossible and answers:
+        raise DataError(f"{path}: {where}: is_impossible is true but it has {len(answers)} answer(s) "
+                        f"(question {qa.id})")
+    return QAExample(qa.id, qa.question, context, tuple(answers), title)
 
 
 def split_by_article(data: SquadFile, train_articles: int = TRAIN_ARTICLES) -> tuple[SquadFile, SquadFile]:
     """The first ``train_articles`` articles (file order) for training, the rest for evaluation.
 
-    Raises ``DataError`` when either part would be empty.
+    Raises ``DataError`` when either part would hold no article or no question.
     """
     n = len(data.articles)
     if not 0 < train_articles < n:
-        raise DataError(f"{data.path}: cannot keep {train_articles} of {n} articles for training and evaluate on the rest")
-    return (SquadFile(data.path, data.version, data.articles[:train_articles]),
-            SquadFile(data.path, data.version, data.articles[train_articles:]))
+        raise DataError(f"{data.path}: cannot keep {train_articles} of {n} articles for training "
+                        "and evaluate on the rest")
+    train = SquadFile(data.path, data.version, data.articles[:train_articles])
+    held_out = SquadFile(data.path, data.version, data.articles[train_articles:])
+    parts = ((train, f"the first {train_articles} articles (for training)"),
+             (held_out, f"the {n - train_articles} articles after the first {train_articles} (for evaluation)"))
+    for part, what in parts:
+        if not part.examples:
+            raise DataError(f"{data.path}: cannot split by article: {what} hold no questions")
+    return train, held_out
 
 
 #: Where the default data lives, under the data root (``../shared/data``).
@@ -159,7 +203,8 @@ def squad_task(data_root: Path, *, version: str = "1.1", train_file: str | None 
     if bool(train_file) != bool(dev_file):
         raise RecipeError("task: give both train_file and dev_file (the official SQuAD files), or neither")
     folder = data_root / SQUAD_DIR if (data_root / SQUAD_DIR).is_dir() else data_root
-    official = {"train": folder / f"train-v{'2.0' if v2 else '1.1'}.json", "dev": folder / f"dev-v{'2.0' if v2 else '1.1'}.json"}
+    suffix = "2.0" if v2 else "1.1"
+    official = {"train": folder / f"train-v{suffix}.json", "dev": folder / f"dev-v{suffix}.json"}
     if not train_file and (v2 or official["train"].is_file()):  # the official pair, where a user has it
         train_file, dev_file = str(official["train"]), str(official["dev"])
     if train_file and dev_file:
