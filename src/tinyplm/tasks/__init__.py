@@ -15,9 +15,9 @@ from pathlib import Path
 
 from tinyplm.errors import TinyplmError, did_you_mean
 from tinyplm.tasks.base import METRIC_NAMES, Example, Split, Task, TaskData
+from tinyplm.tasks.conll import conll_task
 from tinyplm.tasks.custom import custom_task
 from tinyplm.tasks.glue import GLUE_SPECS, glue_task
-from tinyplm.tasks.conll import conll_task
 from tinyplm.tasks.paths import resolve_data_root, resolve_glue_dir
 from tinyplm.tasks.squad import squad_task
 

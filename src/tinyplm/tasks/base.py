@@ -7,9 +7,9 @@ split returns a :class:`Split` of :class:`Example`. Metric *computation* lives i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from tinyplm.errors import DataError, TinyplmError, did_you_mean
 

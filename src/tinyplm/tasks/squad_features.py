@@ -64,7 +64,7 @@ def build_features(examples: Sequence[QAExample], tokenizer, max_length: int = 3
     labels, offsets = [], []
     for i, owner in enumerate(owners):
         seq = enc.sequence_ids(i)
-        offs = [tuple(o) if s == 1 else None for o, s in zip(enc["offset_mapping"][i], seq)]
+        offs = [tuple(o) if s == 1 else None for o, s in zip(enc["offset_mapping"][i], seq, strict=True)]
         offsets.append(offs)
         labels.append(_label(examples[owner], offs))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -95,7 +95,8 @@ class Prediction:
 
 
 def predict_answers(examples: Sequence[QAExample], features: QAFeatures, start_logits: Sequence[np.ndarray],
-                    end_logits: Sequence[np.ndarray], n_best: int = 20, max_answer_length: int = 30) -> list[Prediction]:
+                    end_logits: Sequence[np.ndarray], n_best: int = 20,
+                    max_answer_length: int = 30) -> list[Prediction]:
     """Best answer per example from its windows' logits (each ``(window_len,)``, unpadded)."""
     by_example: dict[int, list[int]] = {}
     for f, owner in enumerate(features.example):

@@ -61,7 +61,8 @@ def encode_tagged(sentences: Sequence[Sequence[str]], tags: Sequence[Sequence[st
     return Tagged(ids, types, labels, firsts, int(pad))
 
 
-def tags_from_logits(tagged: Tagged, logits: Sequence, id_to_tag: Sequence[str], n_words: Sequence[int]) -> list[list[str]]:
+def tags_from_logits(tagged: Tagged, logits: Sequence, id_to_tag: Sequence[str],
+                     n_words: Sequence[int]) -> list[list[str]]:
     """Per-sentence tag lists: the argmax at each word's first piece; words cut off are ``O``.
 
     ``logits`` holds one ``(pieces, labels)`` array per sentence."""
