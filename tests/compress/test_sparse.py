@@ -70,7 +70,6 @@ def test_movement_scores_follow_the_gradient_and_prune_weights_moving_to_zero() 
     expected = -(m.weight_orig.detach() * m.weight_orig.grad)  # mask is all ones: same gradient
     assert torch.allclose(sp.scores[0], expected, atol=1e-7)
     sp.apply(0.5)
-    kept = m.weight_mask.bool()
     all_scores = torch.cat([s.flatten() for s in sp.scores])
     all_kept = torch.cat([model.get_submodule(n).weight_mask.flatten() for n in sp.names]).bool()
     assert all_scores[all_kept].min() >= all_scores[~all_kept].max()

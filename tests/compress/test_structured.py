@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import make_tiny_model_dir
+
 from tinyplm.compress.importance import Importance, importance, select
 from tinyplm.compress.structured import drop_layers, least_important_layers, prune_ffn, prune_heads
 from tinyplm.errors import ModelError
@@ -73,7 +73,7 @@ def test_prune_heads_and_ffn_keep_the_most_important(tiny) -> None:
     scores = importance(model, enc, batches=2, batch_size=16)
     info = prune_heads(model, scores, 0.5, "layer")
     assert info["heads_after"] == [2, 2] and layer_shape(model)["heads"] == [2, 2]
-    for kept, s in zip(info["kept"], scores.heads):
+    for kept, s in zip(info["kept"], scores.heads, strict=True):
         assert set(kept) == set(s.argsort(descending=True)[:2].tolist())
     info = prune_ffn(model, scores, 0.5, "layer")
     assert info["ffn_after"] == [18, 18]  # round(0.5 * 37)

@@ -12,9 +12,9 @@ from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
 
 import tinyplm.distill.augment as aug
 from tinyplm.distill.augment import AugmentSpec, EmbeddingNeighbours, augment
-from tinyplm.train.progress import JsonlLog
 from tinyplm.errors import TinyplmError
 from tinyplm.tasks.base import Example
+from tinyplm.train.progress import JsonlLog
 
 SPECIALS = ["[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]"]
 
@@ -81,7 +81,7 @@ def test_replacement_rate_is_p_over_ten_thousand_words(mlm_tok) -> None:
     res = run(mlm_tok, exs, copies=10, p=0.4)  # 250 * 8 * 10 = 20,000 word draws
     assert abs(res.replacement_rate - 0.4) <= 0.03 * 0.4
     changed = sum(a != b for i, c in enumerate(res.examples[250:])
-                  for a, b in zip(c.text.split(), exs[i // 10].text.split()))
+                  for a, b in zip(c.text.split(), exs[i // 10].text.split(), strict=True))
     assert changed / 20_000 == pytest.approx(res.replacement_rate, abs=1e-9)  # never "replaced" by itself
 
 
@@ -92,7 +92,7 @@ def test_special_tokens_are_never_touched_nor_proposed(mlm_tok) -> None:
     words = text.split()
     for ex in out:
         new = ex.text.split()
-        for a, b in zip(words, new):
+        for a, b in zip(words, new, strict=True):
             if a in SPECIALS:
                 assert b == a
             else:  # p = 1: every other word changed, to a whole-word non-special token

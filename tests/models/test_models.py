@@ -20,8 +20,8 @@ from transformers import (
     BertTokenizerFast,
 )
 
-from tinyplm.config import ShapeSpec, StudentSpec
 from tests.conftest import make_tiny_model_dir
+from tinyplm.config import ShapeSpec, StudentSpec
 from tinyplm.errors import ModelError
 from tinyplm.models import (
     build_student,

@@ -29,7 +29,8 @@ def teacher(tiny_model_dir: Path):
 
 
 def narrow(teacher, layers=(1,), hidden=16, ffn=20):
-    spec = StudentSpec(shape=ShapeSpec(layers=len(layers), hidden=hidden, heads=4, ffn=ffn), teacher_layers=list(layers))
+    shape = ShapeSpec(layers=len(layers), hidden=hidden, heads=4, ffn=ffn)
+    spec = StudentSpec(shape=shape, teacher_layers=list(layers))
     return build_student(spec, teacher).eval()
 
 

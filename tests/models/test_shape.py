@@ -7,13 +7,19 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import make_tiny_model_dir
 from transformers import AutoModelForSequenceClassification, BertConfig, BertForSequenceClassification
 
-from conftest import make_tiny_model_dir
 from tinyplm.errors import ModelError
 from tinyplm.models import load_classifier, save_model
 from tinyplm.models.shape import (
-    SHAPE_KEY, build_shaped, hf_representable, keep_heads, keep_neurons, layer_shape, params_from_config,
+    SHAPE_KEY,
+    build_shaped,
+    hf_representable,
+    keep_heads,
+    keep_neurons,
+    layer_shape,
+    params_from_config,
 )
 
 IDS = torch.tensor([[2, 10, 11, 12, 13, 3, 0, 0], [2, 20, 21, 3, 0, 0, 0, 0]])
