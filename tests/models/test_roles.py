@@ -128,6 +128,6 @@ def test_unknown_roles_and_families_are_refused_by_name() -> None:
         roles.layers(distil)
     with pytest.raises(ModelError, match="TransformerBlock is not an encoder layer.*BertLayer"):
         roles.layer_linear(distil.transformer.layer[0], "query")
-    with pytest.raises(ModelError, match="no config.model_type"):
+    with pytest.raises(ModelError, match="without config.model_type"):
         roles.base_model(nn.Linear(2, 2))
     assert not roles.is_encoder(distil) and not roles.is_encoder(nn.Linear(2, 2)) and not roles.is_encoder(object())

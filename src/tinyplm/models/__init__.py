@@ -1,4 +1,7 @@
-"""Models: load/check HF checkpoints (teachers), build students, save and fingerprint."""
+"""Models: load/check HF checkpoints (teachers), build students, save and fingerprint.
+
+Code reaches into a model (its encoder, layers, each Linear by role, heads) only through
+:mod:`tinyplm.models.roles`, one table entry per encoder family."""
 
 from tinyplm.models.io import fingerprint, is_complete, save_model
 from tinyplm.models.loading import (

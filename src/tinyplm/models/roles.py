@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from torch import nn
 
@@ -63,11 +64,13 @@ BERT = Roles(
     embedding_norm="LayerNorm",
     layers="encoder.layer",
     pooler="pooler",
-    linears={"query": "attention.self.query", "key": "attention.self.key", "value": "attention.self.value",
-             "attn_out": "attention.output.dense", "ffn_in": "intermediate.dense", "ffn_out": "output.dense"},
-    norms={"attn_norm": "attention.output.LayerNorm", "ffn_norm": "output.LayerNorm"},
+    linears=MappingProxyType({
+        "query": "attention.self.query", "key": "attention.self.key", "value": "attention.self.value",
+        "attn_out": "attention.output.dense", "ffn_in": "intermediate.dense", "ffn_out": "output.dense",
+    }),
+    norms=MappingProxyType({"attn_norm": "attention.output.LayerNorm", "ffn_norm": "output.LayerNorm"}),
     self_attention="attention.self",
-    parts={"attention": ("attention",), "ffn": ("intermediate", "output")},
+    parts=MappingProxyType({"attention": ("attention",), "ffn": ("intermediate", "output")}),
     mlm_head="cls",
     mlm_predictions="cls.predictions",
     pair_head="cls.seq_relationship",
@@ -97,9 +100,9 @@ def roles_of(model: nn.Module) -> Roles:
 def _by_type(model_type: str | None, owner: str) -> Roles:
     """The entry of ``model_type``; ``ModelError`` naming ``owner`` (a class or config) if none."""
     if model_type not in ROLES:
-        what = f"model_type {model_type!r}" if model_type else "no config.model_type"
-        raise ModelError(f"{owner} has {what}, which tinyplm's role table does not know; "
-                         f"supported model types: {', '.join(ROLES)}")
+        what = f"model_type {model_type!r}" if model_type else "a model without config.model_type"
+        raise ModelError(f"{owner}: {what} is not in tinyplm's role table (supported model types: "
+                         f"{', '.join(ROLES)})")
     return ROLES[model_type]
 
 
@@ -119,7 +122,7 @@ def role_path(role: str, model_type: str = "bert") -> str:
     """The path of a Linear ``role`` inside one layer of ``model_type`` (``"attention.self.query"``).
 
     Raises ``ModelError`` for an unknown role or model type."""
-    return _by_type(model_type, "role_path").linears[_check_role(role)]
+    return _by_type(model_type, "role_path()").linears[_check_role(role)]
 
 
 def _check_role(role: str) -> str:
