@@ -62,7 +62,7 @@ def test_results_json_follows_the_schema(finished_run: Path) -> None:
         assert set(STAGE_KEYS) <= set(stage)
         assert 0.0 <= stage["metrics"]["accuracy"] <= 1.0
         assert stage["params"] > stage["params_no_embeddings"] > 0
-        assert stage["disk_bytes"] > 0 and stage["throughput_b32"] > 0
+        assert stage["disk_bytes"] > 0 and stage["throughput_sent_per_s"] > 0
         assert stage["latency_ms_p90_b1"] >= stage["latency_ms_p50_b1"] > 0
     teacher = data["stages"][0]
     assert teacher["metrics"]["accuracy"] >= 0.9  # the toy task is learnable

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from tests.conftest import FILLER, TINY_TRAIN, make_tiny_model_dir, tiny_recipe
 
 from helpers_cli import cli
-from tests.conftest import FILLER, TINY_TRAIN, make_tiny_model_dir, tiny_recipe
 from tinyplm.config import TaskSpec, validate_recipe
-from tinyplm.evaluate.model_eval import evaluate_model, span_scores, token_scores
+from tinyplm.evaluate.model_eval import span_scores, token_scores
 from tinyplm.models.infer import predict_logits
 from tinyplm.tasks import load_task
 from tinyplm.tasks.conll import TAGS
@@ -178,7 +178,7 @@ def test_squad_fine_tune_distil_compress_measure(tmp_path: Path) -> None:
     assert names == ["teacher", "s1", "s1.prune_heads", "s1.trim_vocab", "s1.onnx_dynamic_int8"]
     for s in record.stages:
         assert set(s.metrics) >= {"f1", "exact_match"} and 0.0 <= s.metrics["f1"] <= 100.0
-        assert s.throughput_b32 > 0 and s.disk_bytes > 0
+        assert s.throughput_sent_per_s > 0 and s.disk_bytes > 0
     by = {s.name: s for s in record.stages}
     assert by["s1.trim_vocab"].metrics == by["s1.prune_heads"].metrics  # trimming changes no logit
     assert by["s1"].params < by["teacher"].params
@@ -186,7 +186,7 @@ def test_squad_fine_tune_distil_compress_measure(tmp_path: Path) -> None:
     from tinyplm.models.loading import load_classifier
 
     run_dir = Path(tmp_path / "runs" / "tiny")
-    model, _ = load_classifier(run_dir / by["s1"].info["model_dir"], (), False, "span")
+    model, _ = load_classifier(run_dir / by["s1"].model_dir, (), False, "span")
     assert type(model).__name__ == "BertForQuestionAnswering" and model.config.num_hidden_layers == 1
 
 

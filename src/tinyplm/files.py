@@ -111,12 +111,12 @@ class Holder:
         return f"{where} ({self.command})" if self.command else where
 
     @classmethod
-    def current(cls) -> "Holder":
+    def current(cls) -> Holder:
         argv = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else ""
         return cls(os.getpid(), socket.gethostname(), time.strftime("%Y-%m-%d %H:%M:%S"), argv[:200])
 
     @classmethod
-    def read(cls, path: Path) -> "Holder | None":
+    def read(cls, path: Path) -> Holder | None:
         """The holder recorded in a lock file, or None when it names nobody readable."""
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -132,7 +132,7 @@ class RunDirLock:
         self.run_dir, self._fd = run_dir, fd
 
     @classmethod
-    def acquire(cls, run_dir: Path) -> "RunDirLock":
+    def acquire(cls, run_dir: Path) -> RunDirLock:
         """Lock ``run_dir`` (created if missing) and record this process as the holder.
         Raises ``RunDirError`` naming a live holder."""
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -157,7 +157,7 @@ class RunDirLock:
             os.close(self._fd)
             self._fd = -1
 
-    def __enter__(self) -> "RunDirLock":
+    def __enter__(self) -> RunDirLock:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -200,7 +200,7 @@ class Claim:
     def release(self) -> None:
         self.lock.release()
 
-    def __enter__(self) -> "Claim":
+    def __enter__(self) -> Claim:
         return self
 
     def __exit__(self, *exc: object) -> None:

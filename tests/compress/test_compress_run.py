@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
 from conftest import TINY_TRAIN, make_tiny_glue, make_tiny_model_dir, tiny_recipe, write_recipe
 from tinyplm.config import load_recipe
@@ -46,14 +45,14 @@ def test_compress_steps_are_stages(tmp_path: Path) -> None:
     chain = ["small", "small.prune_heads", "small.prune_ffn", "small.drop_layers"]
     assert all(by[a].params > by[b].params for a, b in zip(chain, chain[1:]))
     assert all(by[a].disk_bytes > by[b].disk_bytes for a, b in zip(chain, chain[1:]))
-    assert by["small.prune_heads"].info["shape"]["heads_per_layer"] == [2, 2]
+    assert by["small.prune_heads"].shape["heads_per_layer"] == [2, 2]
     assert by["small.prune_heads"].info["recover"]["steps"] == 3
     assert by["small.prune_ffn"].info["ffn_after"] == [18, 18]
     assert by["small.drop_layers"].info["layers_after"] == 1
-    assert by["teacher-pruned.prune_heads"].info["from"] == "teacher"
-    assert sum(by["teacher-pruned.prune_heads"].info["shape"]["heads_per_layer"]) == 6
+    assert by["teacher-pruned.prune_heads"].parent == "teacher"
+    assert sum(by["teacher-pruned.prune_heads"].shape["heads_per_layer"]) == 6
     # branching from an earlier student: a copy of the distilled model, not of its pruned steps
-    assert by["small-int8.dynamic_int8"].info["from"] == "small"
+    assert by["small-int8.dynamic_int8"].parent == "small"
     assert by["small-int8.dynamic_int8"].params == by["small"].params
     assert by["small-int8.dynamic_int8"].disk_bytes < by["small"].disk_bytes
     run_dir = Path(cfg.output_dir)
@@ -117,18 +116,20 @@ def test_sparsity_is_learnt_during_recovery(tmp_path: Path) -> None:
 def test_report_says_plainly_what_sparsity_did(tmp_path: Path) -> None:
     from tinyplm.report import RunRecord, StageRecord
     from tinyplm.report.notes import compression_notes
+    from tinyplm.report.records import StageKind
 
     def stage(name, **kw):
         base = dict(metrics={"accuracy": 0.9}, params=10, params_no_embeddings=5, disk_bytes=4_000_000,
-                    latency_ms_p50_b1=1.0, latency_ms_p90_b1=1.2, throughput_b32=100.0, info={})
+                    latency_ms_p50_b1=1.0, latency_ms_p90_b1=1.2, throughput_sent_per_s=100.0, info={})
         base.update(kw)
         return StageRecord(name=name, **base)
 
     record = RunRecord(task="sst2", metric="accuracy", stages=[
         stage("teacher"), stage("s"),
-        stage("s.magnitude", throughput_b32=98.0, metrics={"accuracy": 0.88},
-              info={"kind": "magnitude", "from": "s", "sparsity": 0.8, "sparse_bytes": 1_500_000}),
-        stage("s.onnx_dynamic_int8", throughput_b32=210.0, disk_bytes=1_000_000, info={"kind": "onnx_dynamic_int8", "from": "s"}),
+        stage("s.magnitude", throughput_sent_per_s=98.0, metrics={"accuracy": 0.88}, kind=StageKind.COMPRESSED,
+              parent="s", compress_step="magnitude", info={"sparsity": 0.8, "sparse_bytes": 1_500_000}),
+        stage("s.onnx_dynamic_int8", throughput_sent_per_s=210.0, disk_bytes=1_000_000, kind=StageKind.COMPRESSED,
+              parent="s", compress_step="onnx_dynamic_int8"),
     ])
     notes = compression_notes(record)
     assert len(notes) == 2

@@ -9,7 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tinyplm.distill.losses import PredictionObjective, hard_label_loss, regression_kd, soft_target_kd
+from tinyplm.distill.kd import hard_label_loss, regression_kd, soft_target_kd
+from tinyplm.distill.losses import PredictionObjective
 
 # Two examples, three classes; small integers so the softmaxes are easy to check by hand.
 STUDENT = [[1.0, 2.0, 0.0], [0.0, 0.0, 0.0]]
@@ -108,7 +109,7 @@ def test_regression_kd_is_mse_to_teacher() -> None:
 
 def test_objective_hard_only_is_fine_tuning() -> None:
     obj = PredictionObjective(kd_weight=0.0, hard_weight=1.0)
-    assert not obj.needs_teacher
+    assert not obj.needs_teacher_logits and not obj.needs_teacher
     logits, labels = torch.tensor(STUDENT), torch.tensor([1, 0])
     loss, parts = obj(logits, labels)  # no teacher logits needed
     assert set(parts) == {"hard"}
@@ -117,7 +118,7 @@ def test_objective_hard_only_is_fine_tuning() -> None:
 
 def test_objective_kd_only() -> None:
     obj = PredictionObjective(kd_weight=1.0, hard_weight=0.0, temperature=2.0)
-    assert obj.needs_teacher
+    assert obj.needs_teacher_logits and not obj.needs_teacher  # cached logits, no teacher forward
     loss, parts = obj(torch.tensor(STUDENT), torch.tensor([1, 0]), torch.tensor(TEACHER))
     assert set(parts) == {"kd"}
     assert loss.item() == pytest.approx(np_kd(STUDENT, TEACHER, 2.0), rel=1e-5)

@@ -12,7 +12,13 @@ from pydantic import ValidationError
 from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassification, BertTokenizerFast
 
 from conftest import (
-    TINY_TRAIN, make_tiny_glue, make_tiny_mlm_dir, make_tiny_model_dir, tiny_recipe, tiny_vocab, write_recipe,
+    TINY_TRAIN,
+    make_tiny_glue,
+    make_tiny_mlm_dir,
+    make_tiny_model_dir,
+    tiny_recipe,
+    tiny_vocab,
+    write_recipe,
     write_tiny_corpus,
 )
 from tinyplm.config import load_recipe
@@ -20,8 +26,8 @@ from tinyplm.config.schema import ObjectiveSpec, StageSpec
 from tinyplm.distill.mlm import is_masked_lm, mlm_forward, mlm_hard_loss, mlm_soft_kd, with_mlm_head
 from tinyplm.distill.objective import build_objective
 from tinyplm.errors import ModelError
-from tinyplm.train.masking import IGNORE
 from tinyplm.pretrain.mlm_head import has_mlm_head
+from tinyplm.train.masking import IGNORE
 
 CFG = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
            max_position_embeddings=64)
@@ -98,7 +104,7 @@ def test_objective_masks_and_sums_its_terms() -> None:
     s = mlm_forward(student, masked, obj.wants, labels)
     with torch.no_grad():
         t = mlm_forward(teacher, masked, obj.wants, labels)
-    total, parts = obj.loss(s, t, labels, None)
+    total, parts = obj.terms(s, t, labels, None)
     assert set(parts) == {"mlm_soft", "mlm_hard", "cosine"}
     assert total.item() == pytest.approx(5 * parts["mlm_soft"] + 2 * parts["mlm_hard"] + parts["cosine"], rel=1e-5)
     total.backward()

@@ -10,13 +10,13 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from conftest import TINY_TRAIN, tiny_sentiment_rows
 from tinyplm.config import ObjectiveSpec, TrainSpec
-from tinyplm.train import StageIO, train
 from tinyplm.distill.features import forward_features
 from tinyplm.distill.objective import build_objective
 from tinyplm.errors import RecipeError
 from tinyplm.models import load_classifier
 from tinyplm.tasks.base import Example, Split
 from tinyplm.tasks.encoding import collate, encode_split, model_inputs
+from tinyplm.train import StageIO, train
 
 
 def _student(hidden: int = 16, heads: int = 2, layers: int = 1) -> BertForSequenceClassification:
@@ -57,7 +57,7 @@ def test_loss_is_the_weighted_sum_of_its_parts(tiny_model_dir: Path) -> None:
     batch = collate(enc, range(6))
     sf = forward_features(s, model_inputs(batch), obj.wants)
     tf = forward_features(teacher, model_inputs(batch), obj.wants)
-    loss, parts = obj.loss(sf, tf, batch["labels"], tf.logits.detach())
+    loss, parts = obj.terms(sf, tf, batch["labels"], tf.logits.detach())
     expected = 0.5 * parts["kd"] + 0.25 * parts["hard"] + 2 * parts["hidden"] + parts["embedding"] + 3 * parts["qkv_relation"]
     assert float(loss.detach()) == pytest.approx(expected, rel=1e-5)
     loss.backward()
@@ -76,13 +76,13 @@ def test_layerwise_training_moves_student_and_projection(tiny_model_dir: Path, t
         with torch.no_grad():
             sf = forward_features(s, model_inputs(batch), obj.wants)
             tf = forward_features(teacher, model_inputs(batch), obj.wants)
-            return float(obj.loss(sf, tf, batch["labels"], None)[0])
+            return float(obj.terms(sf, tf, batch["labels"], None)[0])
 
     before, proj_before = hidden_loss(), obj.hidden_proj.weight.detach().clone()
     spec = TrainSpec(**{**TINY_TRAIN, "epochs": 10, "lr": 1e-2, "keep_best": False})
     with pytest.raises(ValueError, match="need the teacher model"):
-        train(s, enc, obj, spec, StageIO("x", tmp_path / "c0", tmp_path / "l.jsonl"))
-    result = train(s, enc, obj, spec, StageIO("x", tmp_path / "c", tmp_path / "l.jsonl"), teacher=teacher)
+        train(s, enc, obj, spec=spec, io=StageIO("x", tmp_path / "c0", tmp_path / "l.jsonl"))
+    result = train(s, enc, obj, spec=spec, io=StageIO("x", tmp_path / "c", tmp_path / "l.jsonl"), teacher=teacher)
     assert result.model is s
     assert hidden_loss() < 0.7 * before
     assert not torch.equal(obj.hidden_proj.weight, proj_before)

@@ -91,7 +91,7 @@ def test_measure_speed_two_models() -> None:
         for r in results.values():
             assert isinstance(r, SpeedResult)
             assert r.latency_ms_p50_b1 > 0 and r.latency_ms_p90_b1 >= r.latency_ms_p50_b1
-            assert r.throughput_b32 > 0
+            assert r.throughput_sent_per_s > 0 and r.throughput_batch == FAST.throughput_batch
         assert torch.get_num_threads() == 2  # restored
         assert seen_threads and set(seen_threads) == {1}  # measured under spec.threads
         # warm-up 1 single + 1 group, then per round 4 singles + 3 groups (5 sentences by 2): 2 + 2 * 7.

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from tests.conftest import FILLER, make_tiny_glue, make_tiny_mlm_dir, tiny_recipe
 
-from tests.conftest import FILLER, make_tiny_mlm_dir, tiny_recipe, make_tiny_glue
 from tinyplm.config.pretrain import PretrainRecipe
 from tinyplm.errors import TinyplmError
 from tinyplm.pretrain.run import pretrain
@@ -113,7 +113,7 @@ def test_resume_continues_and_refuses_to_overwrite(tmp_path: Path, monkeypatch: 
 
     recipe = _recipe(tmp_path)
     recipe = recipe.model_copy(update={"train": recipe.train.model_copy(update={"checkpoint_every": 30})})
-    original, calls = PretrainObjective.prepare_batch, {"n": 0}
+    original, calls = PretrainObjective.prepare, {"n": 0}
 
     def killed_after_70(self, batch):  # the process dies during step 71 (last checkpoint: step 60)
         calls["n"] += 1
@@ -121,10 +121,10 @@ def test_resume_continues_and_refuses_to_overwrite(tmp_path: Path, monkeypatch: 
             raise KeyboardInterrupt
         return original(self, batch)
 
-    monkeypatch.setattr(PretrainObjective, "prepare_batch", killed_after_70)
+    monkeypatch.setattr(PretrainObjective, "prepare", killed_after_70)
     with pytest.raises(KeyboardInterrupt):
         pretrain(recipe)
-    monkeypatch.setattr(PretrainObjective, "prepare_batch", original)
+    monkeypatch.setattr(PretrainObjective, "prepare", original)
     with pytest.raises(TinyplmError, match="--resume"):
         pretrain(recipe)
     changed = recipe.model_copy(update={"train": recipe.train.model_copy(update={"lr": 1e-3})})

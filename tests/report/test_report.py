@@ -25,17 +25,21 @@ from tinyplm.report import (
     write_model_card,
 )
 from tinyplm.report.plots import accuracy_vs_latency, throughput_bar
+from tinyplm.report.records import StageKind
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def stage(
-    name: str, acc: float, throughput: float, disk: int, p50: float, **info: object
+    name: str, acc: float, throughput: float, disk: int, p50: float, model_dir: str | None = None,
+    shape: dict | None = None, **info: object
 ) -> StageRecord:
     """A stage with made-up numbers; params scale with disk size."""
+    kind = StageKind.TEACHER if name == "teacher" else StageKind.STUDENT
     return StageRecord(name=name, metrics={"accuracy": acc}, params=disk // 4,
                        params_no_embeddings=disk // 16, disk_bytes=disk, latency_ms_p50_b1=p50,
-                       latency_ms_p90_b1=p50 * 1.3, throughput_b32=throughput, info=dict(info))
+                       latency_ms_p90_b1=p50 * 1.3, throughput_sent_per_s=throughput, model_dir=model_dir,
+                       kind=kind, shape=shape, info=dict(info))
 
 
 def make_record() -> RunRecord:
@@ -102,7 +106,7 @@ def test_stage_rows_retention_speedup_compression() -> None:
 def test_ratios_are_none_without_teacher_or_zero_divisor() -> None:
     record = make_record()
     record.stages[0].metrics["accuracy"] = 0.0
-    record.stages[0].throughput_b32 = 0.0
+    record.stages[0].throughput_sent_per_s = 0.0
     rows = stage_rows(record)
     assert rows[1]["retention"] is None and rows[1]["speedup"] is None
     no_teacher = RunRecord("sst2", "accuracy", make_record().stages[1:])

@@ -12,11 +12,11 @@ from safetensors.torch import load_file
 from conftest import TINY_TRAIN, tiny_sentiment_rows
 from tinyplm.config import TrainSpec
 from tinyplm.distill import PredictionObjective
-from tinyplm.train import StageIO, epoch_batches, lr_factor, train
-from tinyplm.train.checkpoint import list_checkpoints
 from tinyplm.models import load_classifier
 from tinyplm.tasks.base import Example, Split
 from tinyplm.tasks.encoding import encode_split
+from tinyplm.train import StageIO, epoch_batches, lr_factor, train
+from tinyplm.train.checkpoint import list_checkpoints
 
 
 def test_epoch_batches_cover_every_example_once_and_are_deterministic() -> None:
@@ -74,7 +74,7 @@ def test_fine_tuning_learns_the_toy_task(tiny_model_dir: Path, tmp_path: Path) -
     train_enc, dev_enc = _data(tok, 256, 0), _data(tok, 64, 1)
     before = _accuracy(model, dev_enc)
     io = StageIO("t", tmp_path / "ckpt", tmp_path / "log.jsonl")
-    result = train(model, train_enc, PredictionObjective(), _spec(eval_every=16), io,
+    result = train(model, train_enc, PredictionObjective(), spec=_spec(eval_every=16), io=io,
                    evaluate=lambda m: {"accuracy": _accuracy(m, dev_enc)}, primary="accuracy")
     assert result.steps == 48
     assert result.best_metric is not None and result.best_metric >= 0.9 > before
@@ -87,9 +87,9 @@ def test_max_steps_and_budget_stop_training(tiny_model_dir: Path, tmp_path: Path
     model, tok = load_classifier(tiny_model_dir, ("0", "1"), False)
     enc = _data(tok, 64, 0)
     io = StageIO("t", tmp_path / "c1", tmp_path / "log.jsonl")
-    assert train(model, enc, PredictionObjective(), _spec(max_steps=5), io).stopped_by == "max_steps"
+    assert train(model, enc, PredictionObjective(), spec=_spec(max_steps=5), io=io).stopped_by == "max_steps"
     io2 = StageIO("t2", tmp_path / "c2", tmp_path / "log.jsonl")
-    result = train(model, enc, PredictionObjective(), _spec(epochs=10_000, budget_minutes=0.02), io2)
+    result = train(model, enc, PredictionObjective(), spec=_spec(epochs=10_000, budget_minutes=0.02), io=io2)
     assert result.stopped_by == "budget"
     assert result.seconds >= 1.2 and result.steps < 10_000 * 4
 
@@ -98,7 +98,7 @@ def test_kd_objective_needs_teacher_logits(tiny_model_dir: Path, tmp_path: Path)
     model, tok = load_classifier(tiny_model_dir, ("0", "1"), False)
     io = StageIO("t", tmp_path / "c", tmp_path / "log.jsonl")
     with pytest.raises(ValueError, match="teacher logits"):
-        train(model, _data(tok, 16, 0), PredictionObjective(kd_weight=1.0), _spec(), io)
+        train(model, _data(tok, 16, 0), PredictionObjective(kd_weight=1.0), spec=_spec(), io=io)
 
 
 class _Crash(Exception):
@@ -121,16 +121,16 @@ def test_resume_from_checkpoint_reproduces_the_uninterrupted_run(tiny_model_dir:
     model, tok = fresh()
     enc = _data(tok, 128, 0)
     spec = _spec(epochs=5, checkpoint_every=10, eval_every=10, keep_best=False)
-    straight = train(model, enc, PredictionObjective(), spec, StageIO("a", tmp_path / "a", tmp_path / "a.jsonl"),
+    straight = train(model, enc, PredictionObjective(), spec=spec, io=StageIO("a", tmp_path / "a", tmp_path / "a.jsonl"),
                      evaluate=lambda m: {"accuracy": 0.5})
     model, _ = fresh()
     with pytest.raises(_Crash):
-        train(model, enc, PredictionObjective(), spec, StageIO("b", tmp_path / "b", tmp_path / "b.jsonl"),
+        train(model, enc, PredictionObjective(), spec=spec, io=StageIO("b", tmp_path / "b", tmp_path / "b.jsonl"),
               evaluate=crash_on_third_eval)
     assert [p.name for p in list_checkpoints(tmp_path / "b")][-1] == "step-000020"
     model, _ = fresh()  # a new process starts from the original weights
-    resumed = train(model, enc, PredictionObjective(), spec,
-                    StageIO("b", tmp_path / "b", tmp_path / "b.jsonl", resume=True), evaluate=lambda m: {"accuracy": 0.5})
+    resumed = train(model, enc, PredictionObjective(), spec=spec,
+                    io=StageIO("b", tmp_path / "b", tmp_path / "b.jsonl", resume=True), evaluate=lambda m: {"accuracy": 0.5})
     assert resumed.steps == straight.steps == 40
     assert [h["step"] for h in resumed.history] == [h["step"] for h in straight.history] == [10, 20, 30, 40]
     a, b = straight.model.state_dict(), resumed.model.state_dict()

@@ -1,7 +1,11 @@
 """The ``tinyplm`` command line: the app and its shared options (``cli.app``) and one module per
-command group. Importing this package registers every command; ``main`` is the entry point."""
+command group. Importing this package registers every command, in the order ``--help`` lists
+them; ``main`` is the entry point."""
 
-from tinyplm.cli import deploy, measure, prep, pretrain, run  # noqa: F401  (each registers its commands)
+# The import order is the order of the commands in --help.
+# isort: off
+from tinyplm.cli import run, measure, prep, pretrain, deploy  # noqa: F401
+# isort: on
 from tinyplm.cli.app import app, main
 
 __all__ = ["app", "main"]

@@ -8,7 +8,7 @@ only parse arguments, call one stage function and print. Bad input raises ``Tiny
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -28,11 +28,11 @@ app = typer.Typer(
 out = Console(width=None if sys.stdout.isatty() else 120)
 err = Console(stderr=True)
 
-Overrides = Annotated[Optional[list[str]], typer.Argument(help="recipe overrides key=value, e.g. teacher.finetune.lr=3e-5")]
+Overrides = Annotated[list[str] | None, typer.Argument(help="recipe overrides key=value, e.g. teacher.finetune.lr=3e-5")]
 Force = Annotated[bool, typer.Option("--force", help="replace a finished or unfinished run in the run dir")]
 Resume = Annotated[bool, typer.Option("--resume", help="continue an interrupted run from its checkpoints")]
-DataDir = Annotated[Optional[str], typer.Option("--data-dir", help="GLUE folder (default TINYPLM_DATA or ../shared/data/glue)")]
-DataRoot = Annotated[Optional[str], typer.Option(
+DataDir = Annotated[str | None, typer.Option("--data-dir", help="GLUE folder (default TINYPLM_DATA or ../shared/data/glue)")]
+DataRoot = Annotated[str | None, typer.Option(
     "--data-dir", help="data root: a GLUE folder, or the folder holding squad/ and conll2003/")]
 
 

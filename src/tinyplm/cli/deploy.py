@@ -4,23 +4,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from tinyplm.errors import TinyplmError
-
 from tinyplm.cli.app import app, out
-
+from tinyplm.errors import TinyplmError
 
 
 @app.command("export")
 def export_cmd(
     run_dir: Annotated[Path, typer.Argument(help="a finished run directory")],
     onnx: Annotated[bool, typer.Option("--onnx", help="export to ONNX and check parity on the dev set")] = False,
-    stage: Annotated[Optional[list[str]], typer.Option("--stage", help="only these stages (repeatable)")] = None,
-    out_dir: Annotated[Optional[Path], typer.Option("--out", "-o", help="default RUN_DIR/export")] = None,
+    stage: Annotated[list[str] | None, typer.Option("--stage", help="only these stages (repeatable)")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", "-o", help="default RUN_DIR/export")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Export every model of a run to ONNX; print each export's agreement with PyTorch.

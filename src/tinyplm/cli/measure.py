@@ -4,29 +4,27 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
+from tinyplm.cli.app import app, out, print_stages
 from tinyplm.errors import TinyplmError
 from tinyplm.files import write_json_atomic
-
-from tinyplm.cli.app import DataRoot, app, out, print_stages
-
 
 
 @app.command("evaluate")
 def evaluate_cmd(
     model_dir: Annotated[Path, typer.Argument(help="a saved model dir (HF format)")],
     task: Annotated[str, typer.Option("--task", help="task name, e.g. sst2")],
-    data_dir: Annotated[Optional[str], typer.Option(
+    data_dir: Annotated[str | None, typer.Option(
         "--data-dir", help="data root: a GLUE folder, or the folder holding squad/ and conll2003/")] = None,
     max_length: Annotated[int, typer.Option(help="max tokens per example (SQuAD: per window)")] = 128,
-    doc_stride: Annotated[Optional[int], typer.Option(
+    doc_stride: Annotated[int | None, typer.Option(
         help="SQuAD: tokens shared by consecutive windows (default: 128, or half a window's context room)")] = None,
     max_query_length: Annotated[int, typer.Option(help="SQuAD: question tokens kept")] = 64,
-    predictions: Annotated[Optional[Path], typer.Option(
+    predictions: Annotated[Path | None, typer.Option(
         "--predictions", help="SQuAD tasks: also write the dev answers here (JSON: id -> text)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
@@ -35,11 +33,11 @@ def evaluate_cmd(
     Example: tinyplm evaluate runs/sst2_demo/model --task sst2
     Example: tinyplm evaluate runs/squad_v1_demo/model --task squad --max-length 256 --predictions preds.json
     """
+    from tinyplm.config import validate_recipe
     from tinyplm.evaluate.model_eval import encode_evals, evaluate_model, span_prediction_texts
     from tinyplm.models import load_classifier
     from tinyplm.models.infer import predict_logits
     from tinyplm.run import load_task
-    from tinyplm.config import validate_recipe
 
     spec = validate_recipe({"task": {"name": task, "data_dir": data_dir, "max_length": max_length,
                                      "doc_stride": doc_stride, "max_query_length": max_query_length}},
@@ -93,8 +91,8 @@ def evaluate_squad_cmd(
 def bench_cmd(
     model_dirs: Annotated[list[Path], typer.Argument(help="teacher dir first, then the students")],
     task: Annotated[str, typer.Option("--task", help="task whose dev sentences are used")],
-    out_dir: Annotated[Optional[Path], typer.Option("--out", "-o", help="write results.json + reports here")] = None,
-    data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="GLUE folder")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", "-o", help="write results.json + reports here")] = None,
+    data_dir: Annotated[str | None, typer.Option("--data-dir", help="GLUE folder")] = None,
     max_length: Annotated[int, typer.Option(help="max tokens per example")] = 128,
     rounds: Annotated[int, typer.Option(help="interleaved timing rounds")] = 3,
 ) -> None:
@@ -128,7 +126,7 @@ def report_cmd(run_dir: Annotated[Path, typer.Argument(help="a finished run dir 
     out.print(f"report: {written.get('report.html', run_dir / 'report.html')}")
 
 @app.command("tasks")
-def tasks_cmd(data_dir: Annotated[Optional[str], typer.Option(
+def tasks_cmd(data_dir: Annotated[str | None, typer.Option(
         "--data-dir", help="data root: a GLUE folder, or the folder holding squad/ and conll2003/")] = None) -> None:
     """List the tasks, their metrics and whether their data files are present.
 

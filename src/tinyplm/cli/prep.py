@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -21,17 +21,16 @@ def _default_corpus() -> list[Path]:
 from tinyplm.cli.app import app, out
 
 
-
 @app.command("fit-mlm-head")
 def fit_mlm_head_cmd(
     model: Annotated[str, typer.Argument(help="alias (minilm-l6) or HF model dir without an MLM head")],
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="where to save the model with its MLM head")],
-    corpus: Annotated[Optional[list[Path]], typer.Option(help="text files/folders (default: ../shared/data/corpus)")] = None,
+    corpus: Annotated[list[Path] | None, typer.Option(help="text files/folders (default: ../shared/data/corpus)")] = None,
     steps: Annotated[int, typer.Option(help="optimiser steps")] = 500,
     batch_size: Annotated[int, typer.Option(help="batch size")] = 32,
     max_length: Annotated[int, typer.Option(help="max tokens per text")] = 128,
     lr: Annotated[float, typer.Option(help="learning rate")] = 1e-3,
-    max_docs: Annotated[Optional[int], typer.Option(help="use at most this many paragraphs")] = None,
+    max_docs: Annotated[int | None, typer.Option(help="use at most this many paragraphs")] = None,
     seed: Annotated[int, typer.Option(help="seed")] = 0,
 ) -> None:
     """Train only a masked-LM head on a frozen encoder (the packaged MiniLM ships none).
@@ -58,9 +57,9 @@ def augment_cmd(
     p: Annotated[float, typer.Option(help="probability of replacing each word")] = 0.4,
     top_k: Annotated[int, typer.Option(help="MLM candidates per single-piece word")] = 15,
     neighbours: Annotated[int, typer.Option(help="embedding neighbours per multi-piece word")] = 15,
-    max_examples: Annotated[Optional[int], typer.Option(help="augment only the first N examples")] = None,
+    max_examples: Annotated[int | None, typer.Option(help="augment only the first N examples")] = None,
     seed: Annotated[int, typer.Option(help="seed")] = 42,
-    data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="GLUE folder")] = None,
+    data_dir: Annotated[str | None, typer.Option("--data-dir", help="GLUE folder")] = None,
 ) -> None:
     """TinyBERT data augmentation of a task's training set (MLM + embedding neighbours).
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from tinyplm.cli.app import app, out
-
+from tinyplm.cli.app import Force, Resume, app, out
 
 tokenizer_app = typer.Typer(help="Train subword tokenizers.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(tokenizer_app, name="tokenizer")
@@ -22,7 +21,7 @@ def tokenizer_train_cmd(
     vocab_size: Annotated[int, typer.Option(help="vocabulary size, specials included")] = 30000,
     min_frequency: Annotated[int, typer.Option(help="drop merges seen fewer times")] = 2,
     cased: Annotated[bool, typer.Option("--cased", help="keep case (byte-level BPE always does)")] = False,
-    max_docs: Annotated[Optional[int], typer.Option(help="use at most this many paragraphs")] = None,
+    max_docs: Annotated[int | None, typer.Option(help="use at most this many paragraphs")] = None,
 ) -> None:
     """Train a WordPiece, BPE or byte-level BPE tokenizer on text files.
 
@@ -40,8 +39,9 @@ def tokenizer_train_cmd(
 @app.command("pretrain")
 def pretrain_cmd(
     recipe: Annotated[Path, typer.Argument(help="pre-training recipe (YAML), e.g. recipes/pretrain/mlm_small.yaml")],
-    overrides: Annotated[Optional[list[str]], typer.Argument(help="overrides key=value, e.g. train.budget_minutes=5")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="continue an interrupted run from its checkpoints")] = False,
+    overrides: Annotated[list[str] | None, typer.Argument(help="overrides key=value, e.g. train.budget_minutes=5")] = None,
+    resume: Resume = False,
+    force: Force = False,
 ) -> None:
     """Pre-train a BERT encoder (MLM, whole-word/span/n-gram masking, NSP/SOP, ELECTRA),
     from scratch or continued from a checkpoint; held-out MLM loss, accuracy and
@@ -54,7 +54,7 @@ def pretrain_cmd(
     from tinyplm.pretrain.run import output_dir, pretrain
 
     cfg = load_recipe(recipe, overrides, schema=PretrainRecipe)
-    record = pretrain(cfg, resume=resume)
+    record = pretrain(cfg, resume=resume, force=force)
     table = Table(title=f"pre-training '{cfg.name}' ({record['steps']} steps, {record['train_seconds']:.0f} s)")
     table.add_column("held-out")
     table.add_column("before", justify="right")

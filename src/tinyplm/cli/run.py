@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from tinyplm.cli.app import DataDir, Force, Overrides, Resume, app, int_list, out, print_stages
 
 
-def _run_and_report(cfg, run_dir: Optional[Path], resume: bool, force: bool) -> None:
+def _run_and_report(cfg, run_dir: Path | None, resume: bool, force: bool) -> None:
     from tinyplm.run import run, run_dir_of
 
     target = run_dir or run_dir_of(cfg)
@@ -26,7 +26,7 @@ def _run_and_report(cfg, run_dir: Optional[Path], resume: bool, force: bool) -> 
 def run_cmd(
     recipe: Annotated[Path, typer.Argument(help="YAML recipe")],
     overrides: Overrides = None,
-    run_dir: Annotated[Optional[Path], typer.Option("--run-dir", "-o", help="run directory (default: recipe output_dir)")] = None,
+    run_dir: Annotated[Path | None, typer.Option("--run-dir", "-o", help="run directory (default: recipe output_dir)")] = None,
     force: Force = False,
     resume: Resume = False,
 ) -> None:
@@ -67,7 +67,7 @@ def finetune_cmd(
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="run directory")],
     model: Annotated[str, typer.Option("--model", help="alias or local HF model dir")] = "minilm-l6",
     epochs: Annotated[float, typer.Option(help="training epochs")] = 3.0,
-    budget_minutes: Annotated[Optional[float], typer.Option(help="stop after this many minutes")] = None,
+    budget_minutes: Annotated[float | None, typer.Option(help="stop after this many minutes")] = None,
     lr: Annotated[float, typer.Option(help="peak learning rate")] = 5e-5,
     batch_size: Annotated[int, typer.Option(help="batch size")] = 32,
     max_length: Annotated[int, typer.Option(help="max tokens per example")] = 128,
@@ -93,16 +93,16 @@ def distill_cmd(
     teacher: Annotated[str, typer.Option("--teacher", help="fine-tuned teacher dir (e.g. RUN_DIR/teacher)")],
     task: Annotated[str, typer.Option("--task", help="task name, e.g. sst2")],
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="run directory")],
-    layers: Annotated[Optional[int], typer.Option(help="student layers")] = None,
-    hidden: Annotated[Optional[int], typer.Option(help="student hidden size")] = None,
-    heads: Annotated[Optional[int], typer.Option(help="student attention heads")] = None,
-    ffn: Annotated[Optional[int], typer.Option(help="student FFN width")] = None,
-    teacher_layers: Annotated[Optional[str], typer.Option(help="init from these teacher layers, e.g. 1,3,5")] = None,
+    layers: Annotated[int | None, typer.Option(help="student layers")] = None,
+    hidden: Annotated[int | None, typer.Option(help="student hidden size")] = None,
+    heads: Annotated[int | None, typer.Option(help="student attention heads")] = None,
+    ffn: Annotated[int | None, typer.Option(help="student FFN width")] = None,
+    teacher_layers: Annotated[str | None, typer.Option(help="init from these teacher layers, e.g. 1,3,5")] = None,
     temperature: Annotated[float, typer.Option(help="KD temperature")] = 2.0,
     kd_weight: Annotated[float, typer.Option(help="weight of the soft-target loss")] = 1.0,
     hard_weight: Annotated[float, typer.Option(help="weight of the hard-label loss")] = 0.0,
     epochs: Annotated[float, typer.Option(help="training epochs")] = 3.0,
-    budget_minutes: Annotated[Optional[float], typer.Option(help="stop after this many minutes")] = None,
+    budget_minutes: Annotated[float | None, typer.Option(help="stop after this many minutes")] = None,
     lr: Annotated[float, typer.Option(help="peak learning rate")] = 1e-4,
     max_length: Annotated[int, typer.Option(help="max tokens per example")] = 128,
     data_dir: DataDir = None,
@@ -126,7 +126,7 @@ def distill_cmd(
     _run_and_report(_validated(raw, overrides), out_dir, resume, force)
 
 
-def _validated(raw: dict, overrides: Optional[list[str]]):
+def _validated(raw: dict, overrides: list[str] | None):
     from tinyplm.config import apply_override, validate_recipe
 
     for item in overrides or []:

@@ -12,7 +12,13 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from tinyplm.config.base import (  # noqa: F401  (re-exported: the recipe's schema in one place)
-    LAYERWISE_TERMS, LOSS_TERMS, MLM_TERMS, ObjectiveSpec, Precision, Section, TrainSpec,
+    LAYERWISE_TERMS,
+    LOSS_TERMS,
+    MLM_TERMS,
+    ObjectiveSpec,
+    Precision,
+    Section,
+    TrainSpec,
 )
 from tinyplm.config.compress import AFTER_TRIM, TERMINAL_KINDS, CompressStep, step_name
 
@@ -41,7 +47,7 @@ class TaskSpec(Section):
     train_articles: int = Field(38, ge=1, description="SQuAD v1.1 default split: first N dev articles to train on")
 
     @model_validator(mode="after")
-    def _windows_have_room(self) -> "TaskSpec":
+    def _windows_have_room(self) -> TaskSpec:
         room = self.max_length - self.max_query_length - 3  # [CLS] question [SEP] context [SEP]
         if self.name.lower().startswith("squad"):
             if room < 8:
@@ -74,7 +80,7 @@ class ShapeSpec(Section):
     ffn: int = Field(..., ge=1)
 
     @model_validator(mode="after")
-    def _heads_divide_hidden(self) -> "ShapeSpec":
+    def _heads_divide_hidden(self) -> ShapeSpec:
         if self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
         return self
@@ -102,7 +108,7 @@ class StageSpec(Section):
     train: TrainSpec = TrainSpec()
 
     @model_validator(mode="after")
-    def _corpus_is_unlabelled(self) -> "StageSpec":
+    def _corpus_is_unlabelled(self) -> StageSpec:
         o = self.objective
         if self.data == "corpus" and (o.kd_weight > 0 or o.hard_weight > 0):
             raise ValueError("a corpus stage has no labels or task logits: set kd_weight and hard_weight to 0")
@@ -133,7 +139,7 @@ class StudentSpec(Section):
     compress: list[CompressStep] = Field(default_factory=list, description="compression steps after the stages, in order")
 
     @model_validator(mode="after")
-    def _shape_or_layers(self) -> "StudentSpec":
+    def _shape_or_layers(self) -> StudentSpec:
         if self.shape is None and not self.teacher_layers and not self.init_from:
             raise ValueError("give a student 'shape', 'teacher_layers' or 'init_from'")
         if self.stages is not None and not self.stages and not (self.init_from and self.compress):
@@ -158,6 +164,16 @@ class StudentSpec(Section):
                 f"teacher_layers lists {len(self.teacher_layers)} layers but shape.layers is {self.shape.layers}"
             )
         return self
+
+    @property
+    def compress_only(self) -> bool:
+        """True for a student that is not trained (``stages: []``): a copy of its ``init_from``
+        that only goes through its ``compress`` steps, reported where it came from."""
+        return self.stages is not None and not self.stages
+
+    def stage_specs(self) -> list[StageSpec]:
+        """The training stages in order: ``stages``, or one stage from ``objective`` and ``train``."""
+        return list(self.stages) if self.stages is not None else [StageSpec(objective=self.objective, train=self.train)]
 
 
 class MeasureSpec(Section):
@@ -210,7 +226,7 @@ class RunConfig(Section):
     corpus: CorpusSpec | None = None
 
     @model_validator(mode="after")
-    def _stage_inputs(self) -> "RunConfig":
+    def _stage_inputs(self) -> RunConfig:
         for spec in self.students:
             for stage in spec.stages or []:
                 if stage.data == "augmented" and self.augment is None:
@@ -229,7 +245,7 @@ class RunConfig(Section):
         return next((s for s in self.students[:here] if student_name(s) == spec.init_from), None)
 
     @model_validator(mode="after")
-    def _unique_student_names(self) -> "RunConfig":
+    def _unique_student_names(self) -> RunConfig:
         names = [student_name(s) for s in self.students]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:

@@ -1,37 +1,22 @@
-"""Distillation losses as pure functions (float32 in, scalar out).
+"""The prediction-layer objective: hard labels and/or soft targets from the teacher's cached
+logits, for sequence, span and token heads. Fine-tuning is ``kd_weight=0, hard_weight=1``.
 
-Prediction-layer KD (Hinton et al. 2015): KL between temperature-softened teacher and student
-distributions, scaled by T^2 so its gradients keep their size as T changes; for regression the KD
-term is the MSE to the teacher's outputs.
+:class:`PredictionObjective` is a pure loss on logits (``__call__``, also used to score pruning
+importance) and a training :class:`~tinyplm.train.objective.Objective` for the one loop.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
-import torch.nn.functional as F
+from torch import nn
 
-
-def soft_target_kd(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """T^2 * KL(softmax(t/T) || softmax(s/T)), mean over the batch. Inputs ``(batch, classes)``."""
-    t = temperature
-    log_p_s = F.log_softmax(student_logits.float() / t, dim=-1)
-    log_p_t = F.log_softmax(teacher_logits.float() / t, dim=-1)
-    kl = (log_p_t.exp() * (log_p_t - log_p_s)).sum(-1).mean()
-    return kl * (t * t)
-
-
-def hard_label_loss(logits: torch.Tensor, labels: torch.Tensor, is_regression: bool) -> torch.Tensor:
-    """Cross-entropy with class ids ``(batch,)``, or MSE to scores for regression."""
-    if is_regression:
-        return F.mse_loss(logits.float().squeeze(-1), labels.float())
-    return F.cross_entropy(logits.float(), labels)
-
-
-def regression_kd(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
-    """MSE between student and teacher regression outputs ``(batch, 1)``."""
-    return F.mse_loss(student_logits.float(), teacher_logits.float())
+from tinyplm.distill import head_losses as hl
+from tinyplm.distill.features import forward_features
+from tinyplm.distill.kd import hard_label_loss, regression_kd, soft_target_kd
+from tinyplm.train.objective import Batch, supervised_batch
 
 
 @dataclass(frozen=True)
@@ -49,9 +34,27 @@ class PredictionObjective:
     is_regression: bool = False
     head: str = "sequence"
 
+    # -- the training Objective ----------------------------------------------------------------
     @property
-    def needs_teacher(self) -> bool:
+    def needs_teacher_logits(self) -> bool:
+        """Soft targets come from teacher logits cached over the training set."""
         return self.kd_weight > 0
+
+    needs_teacher = False  # no teacher model runs during training
+
+    def check(self, model: nn.Module, teacher: nn.Module | None) -> None:
+        """Any model with this task's head trains with it."""
+
+    def prepare(self, batch: dict[str, torch.Tensor]) -> Batch:
+        return supervised_batch(batch)
+
+    def teacher_outputs(self, teacher: nn.Module, batch: Batch) -> Any:
+        return None
+
+    def loss(self, model: nn.Module, batch: Batch, teacher_out: Any) -> torch.Tensor:
+        """Runs ``model`` on the batch; the loss of its logits (see :meth:`__call__`)."""
+        feats = forward_features(model, batch.inputs, ())
+        return self(feats.logits.float(), batch.targets, batch.teacher_logits, feats.attention_mask)[0]
 
     def __call__(
         self, logits: torch.Tensor, labels: torch.Tensor, teacher_logits: torch.Tensor | None = None,
@@ -69,8 +72,6 @@ class PredictionObjective:
         return loss, {k: float(v.detach()) for k, v in parts.items()}
 
     def _parts(self, logits, labels, teacher_logits, mask) -> dict[str, torch.Tensor]:
-        from tinyplm.distill import head_losses as hl
-
         parts: dict[str, torch.Tensor] = {}
         kd = self.kd_weight > 0
         if self.head == "span":

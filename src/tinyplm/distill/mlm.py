@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tinyplm.distill.features import Features, forward_features
-from tinyplm.distill.losses import soft_target_kd
+from tinyplm.distill.kd import soft_target_kd
 from tinyplm.train.masking import IGNORE
 
 

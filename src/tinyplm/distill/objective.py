@@ -1,27 +1,31 @@
 """A stage's objective: the recipe's weighted loss terms, with the learned projections they need.
 
 ``build_objective(spec, student_cfg, teacher_cfg, is_regression)`` returns a
-:class:`DistillObjective` (an ``nn.Module`` so its projections train and checkpoint with the
-student). It says which features it needs from each model; the loop asks
-:func:`~tinyplm.distill.features.forward_features` for exactly those and passes them to
-:meth:`DistillObjective.loss`. The loss terms themselves are pure functions (``losses``,
-``intermediate``).
+:class:`DistillObjective`: an ``nn.Module`` (its projections train and checkpoint with the
+student) and a training :class:`~tinyplm.train.objective.Objective`. It knows which features it
+needs from each model, runs both through :func:`~tinyplm.distill.features.forward_features` (or
+:func:`~tinyplm.distill.mlm.mlm_forward` for masked-LM terms) and weighs the terms in
+:meth:`DistillObjective.terms`. The terms themselves are pure functions (``kd``, ``losses``,
+``intermediate``, ``mlm``).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 from torch import nn
 
 from tinyplm.config.schema import LAYERWISE_TERMS, ObjectiveSpec
 from tinyplm.distill import intermediate as im
-from tinyplm.distill.features import Features
+from tinyplm.distill.features import Features, forward_features
 from tinyplm.distill.losses import PredictionObjective
 from tinyplm.distill.matching import LayerMap, resolve
-from tinyplm.distill.mlm import mlm_hard_loss, mlm_soft_kd
+from tinyplm.distill.mlm import is_masked_lm, mlm_forward, mlm_hard_loss, mlm_soft_kd
 from tinyplm.errors import RecipeError
 from tinyplm.models.narrow import TEACHER_CHANNELS
-from tinyplm.train.masking import Masking
+from tinyplm.train.masking import Masking, mask_tokens
+from tinyplm.train.objective import Batch, supervised_batch
 
 _NEEDS = {
     "embedding": {"embeddings"},
@@ -37,9 +41,9 @@ _NEEDS = {
 class DistillObjective(nn.Module):
     """Weighted sum of prediction-layer KD, hard labels, layer-wise and masked-LM terms (see ObjectiveSpec).
 
-    With masked-LM terms (``masking`` set) the loop masks each batch with :meth:`mask`, both
-    models run through :func:`~tinyplm.distill.mlm.mlm_forward`, and ``labels`` passed to
-    :meth:`loss` are the masked-LM labels ``(batch, seq)``.
+    With masked-LM terms (``masking`` set) :meth:`prepare` masks each batch (:meth:`mask`), both
+    models run through :func:`~tinyplm.distill.mlm.mlm_forward`, and the batch's targets are the
+    masked-LM labels ``(batch, seq)``.
     """
 
     def __init__(self, spec: ObjectiveSpec, student_cfg, teacher_cfg, is_regression: bool,
@@ -83,9 +87,39 @@ class DistillObjective(nn.Module):
                 f"objective.relation_heads={self.relation_heads} must divide both hidden sizes ({ds}, {dt})"
             )
 
+    # -- the training Objective ----------------------------------------------------------------
     @property
-    def needs_teacher_features(self) -> bool:
+    def needs_teacher(self) -> bool:
+        """True when the teacher runs on every batch (layer-wise or masked-LM terms)."""
         return bool(self.wants)
+
+    @property
+    def needs_teacher_logits(self) -> bool:
+        """True when the stage needs cached teacher logits (prediction-layer KD)."""
+        return self.prediction.needs_teacher_logits
+
+    def check(self, model: nn.Module, teacher: nn.Module | None) -> None:
+        """Masked-LM terms need masked-LM heads on both models (``ValueError`` otherwise)."""
+        if self.masked_lm and not (is_masked_lm(model) and teacher is not None and is_masked_lm(teacher)):
+            raise ValueError("masked-LM terms need a student and a teacher with MLM heads")
+
+    def prepare(self, batch: dict[str, torch.Tensor]) -> Batch:
+        """The batch, masked anew (from the loop's checkpointed RNG) when there are masked-LM terms."""
+        out = supervised_batch(batch)
+        if self.masked_lm:
+            out.inputs, out.targets = self.mask(out.inputs)
+        return out
+
+    def _features(self, model: nn.Module, batch: Batch) -> Features:
+        if self.masked_lm:
+            return mlm_forward(model, batch.inputs, self.wants, batch.targets)
+        return forward_features(model, batch.inputs, self.wants)
+
+    def teacher_outputs(self, teacher: nn.Module, batch: Batch) -> Features:
+        return self._features(teacher, batch)
+
+    def loss(self, model: nn.Module, batch: Batch, teacher_out: Any) -> torch.Tensor:
+        return self.terms(self._features(model, batch), teacher_out, batch.targets, batch.teacher_logits)[0]
 
     @property
     def masked_lm(self) -> bool:
@@ -94,18 +128,12 @@ class DistillObjective(nn.Module):
 
     def mask(self, inputs: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """Inputs with masked ``input_ids`` and the masked-LM labels (drawn from torch's RNG)."""
-        from tinyplm.train.masking import mask_tokens
-
-        assert self.masking is not None
+        if self.masking is None:
+            raise ValueError("this objective has no masked-LM terms to mask batches for")
         ids, labels = mask_tokens(inputs["input_ids"], inputs["attention_mask"], self.masking)
         return {**inputs, "input_ids": ids}, labels
 
-    @property
-    def needs_teacher(self) -> bool:
-        """True when the stage needs teacher logits (prediction-layer KD)."""
-        return self.prediction.needs_teacher
-
-    def loss(
+    def terms(
         self, s: Features, t: Features | None, labels: torch.Tensor, teacher_logits: torch.Tensor | None
     ) -> tuple[torch.Tensor, dict[str, float]]:
         """Total loss and its parts for one batch; ``t`` is required when layer-wise terms are on."""

@@ -19,11 +19,13 @@ from tinyplm.tasks.encoding import Encoded, collate, model_inputs
 
 @dataclass(frozen=True)
 class SpeedResult:
-    """Latency in milliseconds (batch 1) and throughput in sentences per second (batch N)."""
+    """Latency in milliseconds (batch 1) and throughput in sentences per second at batch
+    ``throughput_batch``."""
 
     latency_ms_p50_b1: float
     latency_ms_p90_b1: float
-    throughput_b32: float
+    throughput_sent_per_s: float
+    throughput_batch: int
 
 
 def _batches(enc: Encoded, count: int, batch_size: int) -> list[dict[str, torch.Tensor]]:
@@ -80,7 +82,8 @@ def _measure(models: dict[str, torch.nn.Module], enc: Encoded, spec: MeasureSpec
         k: SpeedResult(
             latency_ms_p50_b1=float(np.percentile(lat[k], 50) * 1000),
             latency_ms_p90_b1=float(np.percentile(lat[k], 90) * 1000),
-            throughput_b32=float(np.median(thr[k])),
+            throughput_sent_per_s=float(np.median(thr[k])),
+            throughput_batch=spec.throughput_batch,
         )
         for k in models
     }

@@ -4,26 +4,34 @@ The packaged MiniLM is a bare ``BertModel``: it has no ``cls.predictions`` head,
 propose words for data augmentation. :func:`fit_mlm_head` loads it as ``BertForMaskedLM`` (the
 head is newly initialised), freezes the encoder and the word embeddings (which the head's decoder
 weight is tied to), and trains only the head's transform (dense + LayerNorm) and decoder bias with
-standard BERT masking. The encoder runs without gradients and the head is applied only at the
-masked positions, so one step costs about one forward pass of the encoder.
+standard BERT masking, in the one training loop (:class:`HeadMLMObjective`). The encoder runs
+without gradients and the head is applied only at the masked positions, so one step costs about
+one forward pass of the encoder.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import random
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch import nn
 
-from tinyplm.train.progress import JsonlLog, make_progress
+from tinyplm.config.schema import TrainSpec
 from tinyplm.errors import DataError, ModelError, TinyplmError
+from tinyplm.files import write_json_atomic
 from tinyplm.models.infer import autocast, use_bf16
 from tinyplm.models.io import save_model
 from tinyplm.models.loading import check_model_dir, load_tokenizer, quiet_transformers
+from tinyplm.models.roles import base_model, mlm_head
 from tinyplm.pretrain.corpus import split_holdout
+from tinyplm.pretrain.data import encode_texts
+from tinyplm.tasks.encoding import Encoded, collate, model_inputs
+from tinyplm.train import Batch, StageIO, train
+from tinyplm.train.masking import IGNORE, Masking, mask_tokens
 
 HEAD_KEY = "cls.predictions.transform.dense.weight"
 #: Trainable parameter name prefixes (the tied decoder weight = word embeddings stays frozen).
@@ -84,30 +92,44 @@ def freeze_all_but_head(model: torch.nn.Module) -> int:
     return count
 
 
-def mask_batch(collator, tokenizer, texts: list[str], max_length: int) -> dict[str, torch.Tensor]:
-    """Tokenise ``texts`` and apply BERT masking -> input_ids, attention_mask, token_type_ids,
-    labels ``(batch, seq)`` (labels are -100 except at the ~15% selected positions)."""
-    enc = tokenizer(texts, truncation=True, max_length=max_length, return_special_tokens_mask=True)
-    rows = [{k: enc[k][i] for k in enc.keys()} for i in range(len(texts))]
-    return dict(collator(rows))
+@dataclass
+class HeadMLMObjective:
+    """Masked-LM loss of the head alone, the encoder frozen: a training
+    :class:`~tinyplm.train.objective.Objective` of the one loop. Batches are masked anew each
+    step (15% of real, non-special tokens; 80/10/10) from the loop's checkpointed RNG."""
+
+    masking: Masking
+    needs_teacher = False
+    needs_teacher_logits = False
+
+    def check(self, model: nn.Module, teacher: nn.Module | None) -> None:
+        """Only the head may train: anything else trainable would silently change the encoder."""
+        moving = [n for n, p in model.named_parameters() if p.requires_grad and not n.startswith(HEAD_PARAMS)]
+        if moving:
+            raise ValueError(f"head-only MLM fitting: {moving[0]} is trainable; freeze all but the head first")
+
+    def prepare(self, batch: dict[str, torch.Tensor]) -> Batch:
+        inputs = model_inputs(batch)
+        ids, labels = mask_tokens(inputs["input_ids"], inputs["attention_mask"], self.masking)
+        return Batch({**inputs, "input_ids": ids}, labels, batch["index"])
+
+    def teacher_outputs(self, teacher: nn.Module, batch: Batch) -> None:
+        return None
+
+    def loss(self, model: nn.Module, batch: Batch, teacher_out: None = None) -> torch.Tensor:
+        return head_loss(model, batch.inputs, batch.targets)[0]
 
 
-def head_loss(model, batch: dict[str, torch.Tensor], bf16: bool) -> tuple[torch.Tensor, int, int]:
-    """MLM loss at the masked positions -> (mean loss, correct, count).
+def head_loss(model, inputs: dict[str, torch.Tensor], labels: torch.Tensor) -> tuple[torch.Tensor, int, int]:
+    """MLM loss at the masked positions (``labels != IGNORE``) -> (mean loss, correct, count).
 
     The encoder runs without gradients; the head only sees the masked positions
     ``(n_masked, hidden)`` and gives logits ``(n_masked, vocab)``.
     """
-    labels = batch["labels"]
-    where = labels != -100
-    with torch.no_grad(), autocast(bf16):
-        hidden = model.bert(
-            input_ids=batch["input_ids"],
-            attention_mask=batch["attention_mask"],
-            token_type_ids=batch.get("token_type_ids"),
-        ).last_hidden_state[where]  # (n_masked, hidden)
-    with autocast(bf16):
-        logits = model.cls(hidden.float()).float()  # (n_masked, vocab)
+    where = labels != IGNORE
+    with torch.no_grad():
+        hidden = base_model(model)(**inputs).last_hidden_state[where]  # (n_masked, hidden)
+    logits = mlm_head(model)(hidden.float()).float()  # (n_masked, vocab)
     target = labels[where]
     if target.numel() == 0:
         return logits.sum() * 0.0, 0, 0
@@ -117,22 +139,19 @@ def head_loss(model, batch: dict[str, torch.Tensor], bf16: bool) -> tuple[torch.
 
 
 @torch.no_grad()
-def evaluate_head(model, batches: list[dict[str, torch.Tensor]], bf16: bool) -> dict[str, float]:
-    """Token-weighted MLM loss and accuracy over pre-masked batches."""
+def evaluate_head(model, held: Encoded, masking: Masking, seed: int, batch_size: int, bf16: bool) -> dict[str, float]:
+    """Token-weighted MLM loss and accuracy on ``held``, masked once with a seeded generator (the
+    same positions before and after fitting)."""
+    gen = torch.Generator().manual_seed(seed)
     total, correct, count = 0.0, 0, 0
-    for batch in batches:
-        loss, ok, n = head_loss(model, batch, bf16)
+    for start in range(0, len(held), batch_size):
+        inputs = model_inputs(collate(held, range(start, min(start + batch_size, len(held)))))
+        ids, labels = mask_tokens(inputs["input_ids"], inputs["attention_mask"], masking, gen)
+        with autocast(bf16):
+            loss, ok, n = head_loss(model, {**inputs, "input_ids": ids}, labels)
         total += float(loss) * n
         correct, count = correct + ok, count + n
     return {"loss": total / max(count, 1), "accuracy": correct / max(count, 1)}
-
-
-def _lr_factor(step: int, steps: int) -> float:
-    """Linear warm-up over the first 10% of steps (at most 100), then linear decay to 0."""
-    warm = max(1, min(100, steps // 10))
-    if step < warm:
-        return (step + 1) / warm
-    return max(0.0, (steps - step) / max(1, steps - warm))
 
 
 def _setup(model_dir: Path, seed: int):
@@ -152,31 +171,13 @@ def _setup(model_dir: Path, seed: int):
     return model.eval(), load_tokenizer(Path(model_dir), model.config.vocab_size), freeze_all_but_head(model)
 
 
-def _train_head(model, tok, train: list[str], *, steps: int, batch_size: int, max_length: int, lr: float,
-                seed: int, bf16: bool, log: JsonlLog | None, progress: bool) -> list[float]:
-    """The training loop over randomly drawn, freshly masked batches -> loss per step."""
-    from transformers import DataCollatorForLanguageModeling
-
-    collator = DataCollatorForLanguageModeling(tok, mlm_probability=0.15, seed=seed)
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _lr_factor(s, steps))
-    rng, losses, start = random.Random(seed), [], time.perf_counter()
-    with make_progress(progress) as bar:
-        task = bar.add_task("fit-mlm-head", total=steps, loss=float("nan"), eps=0.0)
-        for step in range(steps):
-            batch = mask_batch(collator, tok, rng.sample(train, min(batch_size, len(train))), max_length)
-            loss, _, _ = head_loss(model, batch, bf16)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            losses.append(loss.item())
-            eps = (step + 1) * batch_size / (time.perf_counter() - start)
-            bar.update(task, advance=1, loss=losses[-1], eps=eps)
-            if log is not None and (step % 50 == 0 or step == steps - 1):
-                log.write(event="mlm_head_step", step=step, loss=losses[-1], lr=sched.get_last_lr()[0])
-    return losses
+def head_train_spec(steps: int, batch_size: int, lr: float, seed: int, precision: str) -> TrainSpec:
+    """The loop settings of head fitting: ``steps`` optimiser steps, linear warm-up over 10% of
+    them (at most 100) then linear decay, no weight decay or clipping, no dev evaluation."""
+    warmup = max(1, min(100, steps // 10)) / steps
+    return TrainSpec(epochs=1e6, max_steps=steps, batch_size=batch_size, lr=lr, weight_decay=0.0,
+                     warmup_ratio=min(warmup, 0.99), grad_clip=0.0, eval_every=0, checkpoint_every=0, log_every=1,
+                     keep_best=False, precision=precision, seed=seed)
 
 
 def fit_mlm_head(
@@ -192,20 +193,18 @@ def fit_mlm_head(
     precision: str = "auto",
     eval_fraction: float = 0.02,
     eval_max: int = 256,
-    log: JsonlLog | None = None,
+    log_path: Path | None = None,
     progress: bool = True,
 ) -> dict:
-    """Train only the MLM head of ``model_dir`` on ``texts``; save model + tokenizer to ``out_dir``.
+    """Train only the MLM head of ``model_dir`` on ``texts`` with the one training loop; save
+    model + tokenizer to ``out_dir``.
 
-    Masking: 15% of non-special tokens, of which 80% -> [MASK], 10% random, 10% unchanged
-    (``transformers.DataCollatorForLanguageModeling``, seeded). A held-out part of ``texts``
-    (``eval_fraction``, at most ``eval_max`` texts) is masked once and scored before and after.
-    Returns metrics (eval loss/accuracy before and after, first/last train loss, seconds, ...),
-    also written to ``out_dir/mlm_head.json``. The save is atomic (``models.io.save_model``).
+    Masking: 15% of non-special tokens, of which 80% -> [MASK], 10% random, 10% unchanged. A
+    held-out part of ``texts`` (``eval_fraction``, at most ``eval_max`` texts) is masked once and
+    scored before and after. Returns metrics (eval loss/accuracy before and after, first/last
+    train loss, seconds, ...), also written to ``out_dir/mlm_head.json``. The save is atomic.
     Raises ``TinyplmError`` (bad arguments, diverged), ``ModelError``, ``DataError`` (< 2 texts).
     """
-    from transformers import DataCollatorForLanguageModeling
-
     if steps < 1 or batch_size < 1:
         raise TinyplmError(f"fit-mlm-head needs steps >= 1 and batch_size >= 1 (got {steps}, {batch_size})")
     if len(texts) < 2:
@@ -213,27 +212,27 @@ def fit_mlm_head(
     start = time.perf_counter()
     model, tok, trainable = _setup(model_dir, seed)
     bf16 = use_bf16(precision)
-    train, held = split_holdout(texts, eval_fraction, seed)
-    held = held[:eval_max] or train[:eval_max]
-    eval_collator = DataCollatorForLanguageModeling(tok, mlm_probability=0.15, seed=seed + 1)
-    eval_batches = [mask_batch(eval_collator, tok, held[i : i + batch_size], max_length) for i in range(0, len(held), batch_size)]
-    before = evaluate_head(model, eval_batches, bf16)
-    losses = _train_head(model, tok, train, steps=steps, batch_size=batch_size, max_length=max_length, lr=lr,
-                         seed=seed, bf16=bf16, log=log, progress=progress)
-    after = evaluate_head(model, eval_batches, bf16)
+    train_texts, held_texts = split_holdout(texts, eval_fraction, seed)
+    held = encode_texts(held_texts[:eval_max] or train_texts[:eval_max], tok, max_length)
+    masking = Masking.from_tokenizer(tok, 0.15, vocab_size=model.config.vocab_size)
+    before = evaluate_head(model, held, masking, seed + 1, batch_size, bf16)
+    spec = head_train_spec(steps, batch_size, lr, seed, precision)
+    io = StageIO("fit-mlm-head", Path(out_dir).with_name(f".{Path(out_dir).name}.checkpoints"), log_path,
+                 show_progress=progress)
+    result = train(model, encode_texts(train_texts, tok, max_length), HeadMLMObjective(masking), spec=spec, io=io)
+    after = evaluate_head(result.model, held, masking, seed + 1, batch_size, bf16)
+    losses = [loss for _, loss in result.losses]
     tail = losses[-min(10, len(losses)) :]
     if not all(math.isfinite(x) for x in (after["loss"], *tail)):
         raise TinyplmError(f"fit-mlm-head diverged (last loss {tail[-1]}); lower --lr (was {lr})")
-    save_model(model, tok, Path(out_dir))
+    save_model(result.model, tok, Path(out_dir))
     metrics = {
-        "source": str(model_dir), "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed,
-        "bf16": bf16, "trainable_params": trainable, "train_texts": len(train), "eval_texts": len(held),
+        "source": str(model_dir), "steps": result.steps, "batch_size": batch_size, "lr": lr, "seed": seed,
+        "bf16": bf16, "trainable_params": trainable, "train_texts": len(train_texts), "eval_texts": len(held),
         "eval_loss_before": before["loss"], "eval_accuracy_before": before["accuracy"],
         "eval_loss_after": after["loss"], "eval_accuracy_after": after["accuracy"],
         "train_loss_first": losses[0], "train_loss_last": sum(tail) / len(tail),
         "seconds": time.perf_counter() - start, "out_dir": str(out_dir),
     }
-    (Path(out_dir) / METRICS_FILE).write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
-    if log is not None:
-        log.write(event="mlm_head", **{k: v for k, v in metrics.items() if k != "source"})
+    write_json_atomic(Path(out_dir) / METRICS_FILE, metrics)
     return metrics

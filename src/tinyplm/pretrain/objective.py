@@ -1,9 +1,8 @@
 """The pre-training objective: masks (and pairs) each batch, and computes its loss from the model.
 
-:class:`PretrainObjective` plugs into the core training loop (``tinyplm.train.loop``) as a
-*self-supervised* objective: the loop calls :meth:`prepare_batch` on each collated batch (masking
-draws from the loop's checkpointed RNG, so a resumed run masks as an uninterrupted one) and
-:meth:`batch_loss` with the model. Its own parameters (ELECTRA's generator and discriminator head)
+:class:`PretrainObjective` is a training :class:`~tinyplm.train.objective.Objective` of the one
+loop: :meth:`prepare` masks (and pairs) each collated batch (masking draws from the loop's
+checkpointed RNG, so a resumed run masks as an uninterrupted one) and :meth:`loss` runs the model. Its own parameters (ELECTRA's generator and discriminator head)
 train and checkpoint with the model, as distillation projections do.
 
 * ``mlm``: masked-LM cross-entropy at the selected positions (the vocabulary projection runs only
@@ -27,6 +26,7 @@ from torch import Tensor, nn
 from tinyplm.config.pretrain import PretrainObjectiveSpec
 from tinyplm.pretrain.electra import DiscriminatorHead, ElectraGenerator, rtd_loss, sample_replacements
 from tinyplm.train.masking import IGNORE, Masking, replace_selected, select
+from tinyplm.train.objective import Batch
 
 STATIC_SEED = 1_000_003  # mixes (text index, copy) into one generator seed
 
@@ -45,9 +45,8 @@ class PretrainObjective(nn.Module):
     """See the module docstring. ``model`` is the model being pre-trained (its config sizes the
     ELECTRA parts); ``seed`` fixes the static masks."""
 
-    needs_teacher = False  # the loop's checks: no teacher logits, no teacher features
-    needs_teacher_features = False
-    masked_lm = False  # not the distillation MLM path: this objective masks its own batches
+    needs_teacher = False  # self-supervised: no teacher model, no teacher logits
+    needs_teacher_logits = False
 
     def __init__(self, spec: PretrainObjectiveSpec, masking: Masking, model: nn.Module, seed: int = 0) -> None:
         super().__init__()
@@ -60,7 +59,15 @@ class PretrainObjective(nn.Module):
             self.disc_head = DiscriminatorHead(model.config.hidden_size)
 
     # -- batches -----------------------------------------------------------------------------
-    def prepare_batch(self, batch: dict[str, Tensor]) -> tuple[dict[str, Tensor], Targets]:
+    def check(self, model: nn.Module, teacher: nn.Module | None) -> None:
+        """The model must have the head its objective trains (MLM, MLM + pairs, or a bare encoder)."""
+        if self.kind == "mlm" and not hasattr(model, "cls"):
+            raise ValueError(f"{type(model).__name__} has no masked-LM head to pre-train")
+
+    def teacher_outputs(self, teacher: nn.Module, batch: Batch) -> None:
+        return None
+
+    def prepare(self, batch: dict[str, Tensor]) -> Batch:
         """Model inputs with masked ids, and the :class:`Targets` (torch's RNG, or static masks)."""
         inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
         ids = inputs["input_ids"]
@@ -70,7 +77,8 @@ class PretrainObjective(nn.Module):
             chosen = select(ids, inputs["attention_mask"], self.masking, None, batch.get("word_starts"))
             masked, labels = replace_selected(ids, chosen, self.masking)
         pair = batch["labels"] if self.spec.pairs else None
-        return {**inputs, "input_ids": masked}, Targets(labels, pair, ids if self.kind == "electra" else None)
+        targets = Targets(labels, pair, ids if self.kind == "electra" else None)
+        return Batch({**inputs, "input_ids": masked}, targets, batch["index"])
 
     def _static(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         ids, attn, starts = batch["input_ids"], batch["attention_mask"], batch.get("word_starts")
@@ -85,11 +93,11 @@ class PretrainObjective(nn.Module):
         return masked, labels
 
     # -- losses ------------------------------------------------------------------------------
-    def batch_loss(self, model: nn.Module, inputs: dict[str, Tensor], targets: Targets) -> Tensor:
+    def loss(self, model: nn.Module, batch: Batch, teacher_out: None = None) -> Tensor:
         """The batch's total loss (its parts: :meth:`_mlm` / :meth:`_electra`)."""
         if self.kind == "electra":
-            return self._electra(model, inputs, targets)[0]
-        return self._mlm(model, inputs, targets)[0]
+            return self._electra(model, batch.inputs, batch.targets)[0]
+        return self._mlm(model, batch.inputs, batch.targets)[0]
 
     def _mlm(self, model: nn.Module, inputs: dict[str, Tensor], t: Targets) -> tuple[Tensor, dict[str, Tensor]]:
         out = model.bert(**inputs)

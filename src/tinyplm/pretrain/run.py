@@ -20,7 +20,6 @@ Run dir::
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,17 +28,19 @@ import torch
 import yaml
 
 from tinyplm.config.pretrain import PretrainRecipe
-from tinyplm.errors import ModelError, TinyplmError
+from tinyplm.errors import ModelError
+from tinyplm.files import claim_run_dir, write_json_atomic
 from tinyplm.models.infer import use_bf16
 from tinyplm.models.io import save_model
 from tinyplm.models.loading import load_tokenizer, quiet_transformers, resolve_model_dir
 from tinyplm.pretrain.corpus import read_documents, split_holdout
 from tinyplm.pretrain.data import encode_texts
 from tinyplm.pretrain.evaluate import evaluate_electra, evaluate_mlm, pseudo_perplexity, unigram_log_probs
-from tinyplm.train.masking import Masking
 from tinyplm.pretrain.objective import PretrainObjective
 from tinyplm.pretrain.pairs import build_pairs
 from tinyplm.tasks.encoding import Encoded
+from tinyplm.train import StageIO, train
+from tinyplm.train.masking import Masking
 
 RESULT_FILE = "pretrain.json"
 
@@ -178,27 +179,21 @@ def held_out_metrics(recipe: PretrainRecipe, model, objective: PretrainObjective
     return {k: round(v, 5) for k, v in out.items()}
 
 
-def pretrain(recipe: PretrainRecipe, resume: bool = False) -> dict:
+def pretrain(recipe: PretrainRecipe, *, resume: bool = False, force: bool = False) -> dict:
     """Run ``recipe`` (see module docstring) and return what ``pretrain.json`` holds.
 
-    Raises ``TinyplmError`` when the run dir already holds a finished run, or an unfinished one
-    and ``resume`` is not set (nothing is overwritten); ``DataError``/``ModelError`` for bad inputs.
+    The run dir is claimed like any run's (``files.claim_run_dir``): refused while another process
+    holds it; a finished run is replaced only with ``force``; an unfinished one continues with
+    ``resume`` (same recipe) or restarts with ``force``. Raises ``RunDirError`` for those,
+    ``DataError``/``ModelError`` for bad inputs.
     """
-    from tinyplm.train import StageIO, train
-
     run_dir = output_dir(recipe)
-    if (run_dir / RESULT_FILE).is_file():
-        raise TinyplmError(f"{run_dir}: holds a finished pre-training run ({RESULT_FILE}); choose another output_dir")
-    if run_dir.exists() and any(run_dir.iterdir()) and not resume:
-        raise TinyplmError(f"{run_dir}: holds an unfinished run; pass --resume to continue it, or choose another output_dir")
     resolved = yaml.safe_dump(recipe.model_dump(mode="json"), sort_keys=False)
-    written = run_dir / "config.resolved.yaml"
-    if resume and written.is_file() and written.read_text(encoding="utf-8") != resolved:
-        raise TinyplmError(f"{written}: the recipe changed since this run started; --resume needs the same recipe")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    tmp_cfg = run_dir / ".config.resolved.yaml.tmp"
-    tmp_cfg.write_text(resolved, encoding="utf-8")
-    tmp_cfg.replace(written)
+    with claim_run_dir(run_dir, resolved, resume=resume, force=force, finished=RESULT_FILE) as claim:
+        return _pretrain_claimed(recipe, run_dir, claim.resumed)
+
+
+def _pretrain_claimed(recipe: PretrainRecipe, run_dir: Path, resume: bool) -> dict:
     started = time.perf_counter()
     texts = load_texts(recipe)
     model, tok = build_model(recipe, run_dir, texts.train)
@@ -208,8 +203,8 @@ def pretrain(recipe: PretrainRecipe, resume: bool = False) -> dict:
     before = held_out_metrics(recipe, model, objective, data, pppl=recipe.init is not None)
     primary = "rtd_accuracy" if recipe.objective.kind == "electra" else "mlm_accuracy"
     io = StageIO("pretrain", run_dir / "checkpoints", run_dir / "logs" / "train.jsonl", resume=resume)
-    result = train(model, data.train, objective, recipe.train, io,
-                   evaluate=lambda m: held_out_metrics(recipe, m, objective, data, pppl=False), primary=primary)
+    result = train(model, data.train, objective, spec=recipe.train, io=io, primary=primary,
+                   evaluate=lambda m: held_out_metrics(recipe, m, objective, data, pppl=False))
     after = held_out_metrics(recipe, result.model, objective, data, pppl=True)
     save_model(result.model, tok, run_dir / "model")
     record = {
@@ -221,7 +216,5 @@ def pretrain(recipe: PretrainRecipe, resume: bool = False) -> dict:
         "before": before, "after": after, "history": result.history,
         "seconds": round(time.perf_counter() - started, 1),
     }
-    tmp = run_dir / (RESULT_FILE + ".tmp")
-    tmp.write_text(json.dumps(record, indent=2))
-    tmp.replace(run_dir / RESULT_FILE)
+    write_json_atomic(run_dir / RESULT_FILE, record)
     return record

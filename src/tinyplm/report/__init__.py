@@ -18,7 +18,7 @@ from tinyplm.files import write_atomic
 from tinyplm.report.card import render_model_card, write_model_card
 from tinyplm.report.html import render_html
 from tinyplm.report.plots import accuracy_vs_latency, throughput_bar
-from tinyplm.report.records import RunRecord, StageRecord
+from tinyplm.report.records import RunRecord, StageKind, StageRecord
 from tinyplm.report.summary import render_summary
 from tinyplm.report.tables import best_student, headline, markdown_table, stage_rows
 
@@ -42,18 +42,18 @@ __all__ = [
 
 RESULTS = "results.json"
 _NUMERIC = ("params", "params_no_embeddings", "disk_bytes", "latency_ms_p50_b1",
-            "latency_ms_p90_b1", "throughput_b32")
+            "latency_ms_p90_b1", "throughput_sent_per_s", "throughput_b32", "throughput_batch")
 
 
 def _write_cards(record: RunRecord, run_dir: Path) -> dict[str, Path]:
-    """Model cards: run_dir/model (best student) and each stage's existing info["model_dir"]."""
+    """Model cards: run_dir/model (best student) and each stage's existing ``model_dir``."""
     out: dict[str, Path] = {}
     best = best_student(record)
     if best is not None and (run_dir / "model").is_dir():
         out["model_card"] = write_model_card(run_dir / "model", record, best.name)
-    for stage in record.stages:
-        rel = stage.info.get("model_dir")
-        if isinstance(rel, str) and rel and (run_dir / rel).is_dir():
+    for stage in record.stages:  # never into a model dir that `bench` was only given to measure
+        rel = stage.model_dir
+        if rel and stage.kind is not StageKind.MODEL and (run_dir / rel).is_dir():
             out[f"card:{stage.name}"] = write_model_card(run_dir / rel, record, stage.name)
     return out
 
@@ -64,7 +64,7 @@ def write_all(record: RunRecord, run_dir: Path) -> dict[str, Path]:
     Names: ``results`` (results.json), ``summary`` (summary.md), ``report`` (report.html),
     ``accuracy_vs_latency`` and ``throughput`` (plots/*.png), ``model_card`` (model/README.md,
     when run_dir/model exists and there is a student) and ``card:<stage>`` for each stage whose
-    ``info["model_dir"]`` (relative to run_dir) exists. All files are written atomically.
+    ``model_dir`` (relative to run_dir) exists. All files are written atomically.
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -74,8 +74,8 @@ def _description(record: RunRecord, stage: StageRecord) -> list[str]:
     """Bullets of the model description section."""
     info, teacher = stage.info, record.teacher
     lines = []
-    if "shape" in info:
-        lines.append(f"- **Shape:** {fmt_shape(info['shape'])}")
+    if stage.shape:
+        lines.append(f"- **Shape:** {fmt_shape(stage.shape)}")
     lines.append(f"- **Parameters:** {fmt_num(stage.params / 1e6, 2)} M "
                  f"({fmt_num(stage.params_no_embeddings / 1e6, 2)} M without embeddings)")
     lines.append(f"- **Size on disk:** {fmt_num(stage.disk_bytes / 1e6, 1)} MB (weights + config)")
@@ -99,8 +99,9 @@ def _usage(record: RunRecord, stage: StageRecord | None = None) -> list[str]:
         "where the teacher is too slow or too large. Use it on inputs like the task's own data.",
         "",
     ]
-    info = stage.info if stage is not None else {}
-    if str(info.get("kind", "")).startswith("onnx"):
+    step = (stage.compress_step or "") if stage is not None else ""
+    shape = (stage.shape or {}) if stage is not None else {}
+    if step.startswith("onnx"):
         return intro + [
             "An ONNX Runtime model (`model.onnx`, int8), loaded without PyTorch:",
             "",
@@ -115,7 +116,7 @@ def _usage(record: RunRecord, stage: StageRecord | None = None) -> list[str]:
             'logits = session.run(["logits"], {k: v.astype("int64") for k, v in inputs.items()})[0]',
             "```",
         ]
-    if "heads_per_layer" in info.get("shape", {}):
+    if "heads_per_layer" in shape:
         return intro + [
             "Its layers were pruned to different sizes (`tinyplm_shape` in config.json), which a plain "
             "Hugging Face BERT config cannot describe; tinyplm rebuilds that shape when loading:",
@@ -201,8 +202,8 @@ def render_model_card(record: RunRecord, stage_name: str) -> str:
                            + did_you_mean(stage_name, names))
     value = fmt_metric(stage.metrics.get(record.metric))
     how = "as the run's teacher" if stage.name == TEACHER else "by knowledge distillation"
-    if stage.info.get("kind"):
-        how = f"by distillation and compression (last step: `{stage.info['kind']}`)"
+    if stage.compress_step:
+        how = f"by distillation and compression (last step: `{stage.compress_step}`)"
     parts = [
         front_matter(record, stage),
         f"# {stage.name}",

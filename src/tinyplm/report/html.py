@@ -147,8 +147,10 @@ def stage_details(stage: StageRecord) -> list[tuple[str, str]]:
     info = dict(stage.info)
     metrics = ", ".join(f"{k} {fmt_metric(v)}" for k, v in stage.metrics.items())
     items = [("metrics", metrics or "—")]
-    if "shape" in info:
-        items.append(("shape", fmt_shape(info.pop("shape"))))
+    if stage.shape:
+        items.append(("shape", fmt_shape(stage.shape)))
+    if stage.parent:
+        items.append(("made from", stage.parent + (f" by {stage.compress_step}" if stage.compress_step else "")))
     if "init" in info:
         items.append(("init", fmt_value(info.pop("init"))))
     if "train_seconds" in info:

@@ -15,8 +15,8 @@ FASTER = 1.05
 
 
 def _note(record: RunRecord, stage: StageRecord, parent: StageRecord) -> str:
-    kind = stage.info.get("kind")
-    speed = ratio(stage.throughput_b32, parent.throughput_b32)
+    kind = stage.compress_step
+    speed = ratio(stage.throughput_sent_per_s, parent.throughput_sent_per_s)
     size = ratio(parent.disk_bytes, stage.disk_bytes)
     value, before = primary(record, stage), primary(record, parent)
     parts = [f"`{stage.name}` ({kind}, from `{parent.name}`):"]
@@ -41,7 +41,7 @@ def compression_notes(record: RunRecord) -> list[str]:
     """One note per stage made by a compress step whose parent stage is in the record."""
     notes = []
     for stage in record.stages:
-        parent = record.stage(stage.info.get("from", "")) if stage.info.get("kind") else None
+        parent = record.stage(stage.parent) if stage.compress_step and stage.parent else None
         if parent is not None:
             notes.append(_note(record, stage, parent))
     return notes

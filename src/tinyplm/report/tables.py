@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinyplm.report.records import RunRecord, StageRecord
+from tinyplm.report.records import RunRecord, StageKind, StageRecord
 
 TEACHER = "teacher"
 # Students below this share of the teacher's primary metric are marked in every report.
@@ -35,7 +35,7 @@ def stage_row(record: RunRecord, stage: StageRecord) -> dict[str, Any]:
     value = primary(record, stage)
     t_value = primary(record, teacher) if teacher else None
     retention = ratio(value, t_value)
-    speedup = ratio(stage.throughput_b32, teacher.throughput_b32 if teacher else None)
+    speedup = ratio(stage.throughput_sent_per_s, teacher.throughput_sent_per_s if teacher else None)
     compression = ratio(float(teacher.disk_bytes) if teacher else None, float(stage.disk_bytes))
     return {
         "name": stage.name,
@@ -48,8 +48,9 @@ def stage_row(record: RunRecord, stage: StageRecord) -> dict[str, Any]:
         "size_mb": stage.disk_bytes / 1e6,
         "latency_p50_ms": stage.latency_ms_p50_b1,
         "latency_p90_ms": stage.latency_ms_p90_b1,
-        "throughput": stage.throughput_b32,
-        "speedup": speedup if stage.throughput_b32 > 0 else None,
+        "throughput": stage.throughput_sent_per_s,
+        "throughput_batch": stage.throughput_batch,
+        "speedup": speedup if stage.throughput_sent_per_s > 0 else None,
         "compression": compression if stage.disk_bytes > 0 else None,
     }
 
@@ -60,7 +61,7 @@ def stage_rows(record: RunRecord) -> list[dict[str, Any]]:
     ``name``, ``is_teacher``, ``metric`` (primary metric value or None), ``metrics`` (all),
     ``retention`` (% of the teacher's primary metric or None), ``params_m``, ``params_no_emb_m``
     (millions), ``size_mb`` (disk_bytes / 1e6), ``latency_p50_ms``, ``latency_p90_ms`` (batch 1),
-    ``throughput`` (sentences/s at batch 32), ``speedup`` (x teacher throughput or None),
+    ``throughput`` (sentences/s at batch ``throughput_batch``), ``speedup`` (x teacher throughput or None),
     ``compression`` (teacher disk bytes / stage disk bytes, or None).
     """
     return [stage_row(record, s) for s in record.stages]
@@ -71,13 +72,13 @@ def best_student(record: RunRecord) -> StageRecord | None:
 
     Stages without the primary metric rank last. Returns None when there is no student.
     """
-    students = [s for s in record.stages if s.name != TEACHER]
+    students = [s for s in record.stages if s.kind is not StageKind.TEACHER]
     if not students:
         return None
 
     def key(stage: StageRecord) -> tuple[bool, float, float]:
         value = primary(record, stage)
-        return (value is not None, value if value is not None else 0.0, stage.throughput_b32)
+        return (value is not None, value if value is not None else 0.0, stage.throughput_sent_per_s)
 
     return max(students, key=key)
 
@@ -155,10 +156,16 @@ def table_header(record: RunRecord) -> list[str]:
         "Size (MB)",
         "p50 ms (b1)",
         "p90 ms (b1)",
-        "Sent/s (b32)",
+        f"Sent/s (b{_batch(record)})",
         "Speed-up",
         "Smaller",
     ]
+
+
+def _batch(record: RunRecord) -> str:
+    """The throughput batch size of the record's stages (they share one; "N" if they do not)."""
+    sizes = {s.throughput_batch for s in record.stages}
+    return str(sizes.pop()) if len(sizes) == 1 else "N"
 
 
 def _md_cell(text: str) -> str:

@@ -19,12 +19,13 @@ import torch
 
 from tinyplm.config import load_recipe
 from tinyplm.errors import TinyplmError
-from tinyplm.files import write_json_atomic
 from tinyplm.evaluate.model_eval import encode_evals
+from tinyplm.files import write_json_atomic
 from tinyplm.models import load_classifier, save_model
 from tinyplm.models.infer import logits_to_predictions, predict_logits
 from tinyplm.models.onnx import ONNX_FILE, OrtClassifier, export_onnx
 from tinyplm.models.quantized import QUANT_KEY
+from tinyplm.report import load_record
 from tinyplm.tasks import load_task
 
 PARITY_FILE = "parity.json"
@@ -78,8 +79,8 @@ def export_run(run_dir: Path, stages: list[str] | None = None, out_dir: Path | N
     results, resolved = run_dir / "results.json", run_dir / "config.resolved.yaml"
     if not results.is_file() or not resolved.is_file():
         raise TinyplmError(f"{run_dir}: not a finished tinyplm run (needs results.json and config.resolved.yaml)")
-    record = json.loads(results.read_text(encoding="utf-8"))
-    known = {s["name"]: s for s in record["stages"] if s.get("info", {}).get("model_dir")}
+    record = load_record(results)
+    known = {s.name: s for s in record.stages if s.model_dir}
     unknown = sorted(set(stages or []) - set(known))
     if unknown:
         raise TinyplmError(f"{run_dir}: no stage(s) {unknown}; stages with a model: {sorted(known)}")
@@ -89,7 +90,7 @@ def export_run(run_dir: Path, stages: list[str] | None = None, out_dir: Path | N
     out_dir.mkdir(parents=True, exist_ok=True)
     report = []
     for name in stages or list(known):
-        model_dir = run_dir / known[name]["info"]["model_dir"]
+        model_dir = run_dir / known[name].model_dir
         model, tok = load_classifier(model_dir, data.labels, data.is_regression, data.head)
         target = out_dir / name
         evals = encode_evals(data, tok, cfg.task.max_length, cfg.task.max_eval_examples)

@@ -3,6 +3,15 @@
 A checkpoint is a directory ``step-000120/`` written under a temporary name and renamed when
 complete, so a kill at any moment leaves either the old or the new checkpoint, never half of one.
 Everything loads with safetensors or ``torch.load(weights_only=True)``.
+
+Why not ``accelerate``'s ``save_state``/``load_state`` (under the same atomic rename)? We use
+accelerate for devices and processes, but its checkpoints do not fit here: ``load_state`` loads
+each process's RNG states inside a ``try`` that only logs "Could not load random states" at info
+level when they fail, so a resumed run could silently mask and sample differently from an
+uninterrupted one; our loop state (step, elapsed budget, eval history, best weights) would go in
+through ``save_custom_state``, which ``load_state`` reads back with ``weights_only=False`` (pickle),
+against our rule that loading never runs pickled code; and it writes into the folder it is given,
+so the atomic rename would be ours anyway. The format below is five small files.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ class LoopState:
     best_metric: float | None = None
     best_step: int | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
+    losses: list[list[float]] = field(default_factory=list)  # [step, mean training loss] per log line
 
 
 def _state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:

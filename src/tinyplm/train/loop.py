@@ -1,72 +1,60 @@
-"""The one training loop: fine-tuning, distillation and pre-training alike, one process or several.
+"""The one training loop: fine-tuning, distillation, pre-training and head fitting alike, one
+process or several.
 
+Everything specific to a kind of training is its :class:`~tinyplm.train.objective.Objective`.
 Device and process count come from ``accelerate`` (``accelerate launch --num_processes 2`` on CPU
 uses gloo). Each global batch is split across processes and DDP averages their gradients, so the
 global batch size is the recipe's whatever the process count (updates match a one-process run
-closely, not exactly: per-process losses are means over unequal shares). Data order is a seeded permutation per epoch, so
-``resume`` after a kill continues with the same batches, RNG and optimiser state.
+closely, not exactly: per-process losses are means over unequal shares). Data order is a seeded
+permutation per epoch, so ``resume`` after a kill continues with the same batches, RNG and
+optimiser state. SIGINT/SIGTERM stop after the current step with a checkpoint
+(``errors.Interrupted``), so ``--resume`` continues from that step.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-import numpy as np
 import torch
-from torch import nn
 from accelerate import Accelerator
-from accelerate.utils import DistributedDataParallelKwargs, broadcast
+from torch import nn
 
 from tinyplm.config.schema import TrainSpec
-from tinyplm.errors import DataError
-from tinyplm.train.checkpoint import LoopState, list_checkpoints, load_checkpoint, save_checkpoint
-from tinyplm.distill.features import Features, forward_features
-from tinyplm.distill.losses import PredictionObjective
-from tinyplm.distill.mlm import is_masked_lm, mlm_forward
-from tinyplm.distill.objective import DistillObjective
-from tinyplm.train.progress import JsonlLog, make_progress
+from tinyplm.errors import Interrupted
 from tinyplm.models.infer import autocast, use_bf16
-from tinyplm.tasks.encoding import Encoded, collate, model_inputs
-
-
-@runtime_checkable
-class SelfSupervised(Protocol):
-    """A pre-training objective (``tinyplm.pretrain.objective``): it prepares each collated batch
-    (masking) and computes the loss by running the model itself."""
-
-    needs_teacher: bool
-
-    def prepare_batch(self, batch: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], Any]: ...
-
-    def batch_loss(self, model: nn.Module, inputs: dict[str, torch.Tensor], targets: Any) -> torch.Tensor: ...
-
-
-Objective = PredictionObjective | DistillObjective | SelfSupervised
+from tinyplm.tasks.encoding import Encoded, collate
+from tinyplm.train.accelerator import get_accelerator, synced
+from tinyplm.train.checkpoint import LoopState, list_checkpoints, load_checkpoint, save_checkpoint
+from tinyplm.train.objective import Batch, Objective
+from tinyplm.train.progress import JsonlLog, Meter, make_progress
+from tinyplm.train.schedule import epoch_batches, lr_factor, total_steps
+from tinyplm.train.signals import StopFlag
 
 EvalFn = Callable[[torch.nn.Module], dict[str, float]]
-
-# Batches per length-sorted chunk when grouping by length (HF Trainer uses 50 too).
-GROUP_CHUNK = 50
 
 
 @dataclass(frozen=True)
 class StageIO:
-    """Where a stage writes: its name (in logs), checkpoint folder and JSONL log."""
+    """Where a stage writes: its name (in logs and the progress bar), its checkpoint folder, its
+    JSONL log (None: no log), whether it continues from its last checkpoint, and whether a
+    progress bar is shown (on the main process)."""
 
     name: str
     checkpoint_dir: Path
-    log_path: Path
+    log_path: Path | None
     resume: bool = False
+    show_progress: bool = True
 
 
 @dataclass
 class TrainResult:
-    """The trained model (best dev checkpoint if ``keep_best``) and what happened."""
+    """The trained model (best dev checkpoint if ``keep_best``) and what happened: dev
+    evaluations (``history``) and the mean training loss at each log step (``losses``, pairs of
+    step and loss)."""
 
     model: torch.nn.Module
     history: list[dict[str, Any]] = field(default_factory=list)
@@ -75,54 +63,7 @@ class TrainResult:
     steps: int = 0
     seconds: float = 0.0
     stopped_by: str = "epochs"
-
-
-_ACCELERATOR: Accelerator | None = None
-
-
-def get_accelerator() -> Accelerator:
-    """The process-wide Accelerator (created once; CPU; precision is handled by autocast here)."""
-    global _ACCELERATOR
-    if _ACCELERATOR is None:
-        # Stages without a prediction term leave the classifier (and, with some layer maps,
-        # whole sublayers) without gradients; DDP must be told, or it fails on the next step.
-        ddp = DistributedDataParallelKwargs(find_unused_parameters=True)
-        _ACCELERATOR = Accelerator(cpu=True, kwargs_handlers=[ddp])
-    return _ACCELERATOR
-
-
-def epoch_batches(
-    n: int, batch_size: int, seed: int, epoch: int, world: int = 1, lengths: np.ndarray | None = None
-) -> list[list[int]]:
-    """Global index batches of one epoch, deterministic in (seed, epoch).
-
-    With ``lengths``, examples are grouped by length: a seeded permutation is cut into chunks
-    of ``GROUP_CHUNK`` batches, each chunk is sorted by length and cut into batches, and the
-    batch order is shuffled. Batches then hold similar lengths and pad little (3.4x faster bf16
-    training on SST-2 here). A final batch smaller than ``world`` is dropped so every process
-    gets at least one example.
-    """
-    gen = torch.Generator().manual_seed(seed * 1000 + epoch)
-    order = torch.randperm(n, generator=gen).tolist()
-    if lengths is None:
-        batches = [order[i : i + batch_size] for i in range(0, n, batch_size)]
-    else:
-        chunk = batch_size * GROUP_CHUNK
-        batches = []
-        for start in range(0, n, chunk):
-            part = sorted(order[start : start + chunk], key=lambda i: (int(lengths[i]), i))
-            batches += [part[i : i + batch_size] for i in range(0, len(part), batch_size)]
-        shuffle = torch.randperm(len(batches), generator=gen).tolist()
-        batches = [batches[i] for i in shuffle]
-    return [b for b in batches if len(b) >= world]
-
-
-def lr_factor(progress: float, warmup: float) -> float:
-    """Linear warm-up over the first ``warmup`` fraction, then linear decay to 0 at progress 1."""
-    progress = min(max(progress, 0.0), 1.0)
-    if warmup > 0 and progress < warmup:
-        return progress / warmup
-    return max(0.0, (1.0 - progress) / max(1e-9, 1.0 - warmup))
+    losses: list[tuple[int, float]] = field(default_factory=list)
 
 
 def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
@@ -134,34 +75,18 @@ def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str,
 
 
 class Trainable(nn.Module):
-    """The student plus the objective's learned parts (projections), trained and saved together.
+    """The model plus the objective's learned parts (projections, generators), trained and saved
+    together: one ``accelerate``-prepared module (DDP across processes) covers every trained
+    parameter, and the loss is computed inside ``forward`` so DDP sees them all used."""
 
-    ``forward(inputs)`` returns the student's :class:`Features` that the objective asks for, so
-    one ``accelerate``-prepared module (DDP across processes) covers every trained parameter.
-    """
-
-    def __init__(self, student: nn.Module, objective: Objective) -> None:
+    def __init__(self, model: nn.Module, objective: Objective) -> None:
         super().__init__()
-        self.student = student
+        self.student = model
         self.objective = objective if isinstance(objective, nn.Module) else None
-        self._prediction = objective if isinstance(objective, PredictionObjective) else None
-        self.wants = objective.wants if isinstance(objective, DistillObjective) else frozenset()
+        self._objective = objective
 
-    def forward(
-        self, inputs: dict[str, torch.Tensor], labels: torch.Tensor, teacher: Features | None,
-        teacher_logits: torch.Tensor | None,
-    ) -> torch.Tensor:
-        """The batch loss. Computed inside forward so DDP sees every trained parameter
-        (projections included) used in one forward."""
-        if isinstance(self.objective, SelfSupervised):  # pre-training: the objective runs the model
-            return self.objective.batch_loss(self.student, inputs, labels)
-        if self.objective is not None and self.objective.masked_lm:
-            feats = mlm_forward(self.student, inputs, self.wants, labels)
-        else:
-            feats = forward_features(self.student, inputs, self.wants)
-        if self.objective is not None:
-            return self.objective.loss(feats, teacher, labels, teacher_logits)[0]
-        return self._prediction(feats.logits.float(), labels, teacher_logits, feats.attention_mask)[0]
+    def forward(self, batch: Batch, teacher_out: Any) -> torch.Tensor:
+        return self._objective.loss(self.student, batch, teacher_out)
 
 
 @dataclass
@@ -177,8 +102,11 @@ class _Loop:
     state: LoopState
     objective: Objective
     teacher: nn.Module | None = None
+    teacher_logits: torch.Tensor | None = None
     best: dict[str, torch.Tensor] | None = None
     step_hook: Callable[[float], None] | None = None
+    evaluate: EvalFn | None = None
+    primary: str | None = None
 
     @property
     def unwrapped(self) -> Trainable:
@@ -193,6 +121,7 @@ def train(
     model: torch.nn.Module,
     data: Encoded,
     objective: Objective,
+    *,
     spec: TrainSpec,
     io: StageIO,
     evaluate: EvalFn | None = None,
@@ -204,32 +133,33 @@ def train(
     """Train ``model`` on ``data`` with ``objective`` under ``spec``; see the module docstring.
 
     ``evaluate(model) -> metrics`` runs every ``spec.eval_every`` steps and at the end; the best
-    ``primary`` metric's weights are restored when ``spec.keep_best``. ``teacher`` is run (no
-    grad) on every batch when the objective has layer-wise terms. ``step_hook(progress)`` is called
-    after every optimiser step with the stage's progress in [0, 1] (steps or time budget, whichever
-    is further along): pruning schedules follow it. Raises ``ValueError`` if the objective needs
-    teacher logits or a teacher that was not given.
+    ``primary`` metric's weights are restored when ``spec.keep_best``. ``teacher_logits``
+    ``(examples, ...)`` and ``teacher`` are given when the objective needs them.
+    ``step_hook(progress)`` is called after every optimiser step with the stage's progress in
+    [0, 1] (steps or time budget, whichever is further along): pruning schedules follow it.
+    Raises ``ValueError`` when the objective's needs are not met, ``errors.Interrupted`` (after a
+    checkpoint) on SIGINT/SIGTERM.
     """
-    if objective.needs_teacher and teacher_logits is None:
+    if objective.needs_teacher_logits and teacher_logits is None:
         raise ValueError(f"stage {io.name}: objective needs teacher logits")
-    if isinstance(objective, DistillObjective) and objective.needs_teacher_features and teacher is None:
-        raise ValueError(f"stage {io.name}: layer-wise terms need the teacher model")
-    if isinstance(objective, DistillObjective) and objective.masked_lm and not (is_masked_lm(model) and is_masked_lm(teacher)):
-        raise ValueError(f"stage {io.name}: masked-LM terms need a student and a teacher with MLM heads")
+    if objective.needs_teacher and teacher is None:
+        raise ValueError(f"stage {io.name}: its teacher-side terms (layer-wise, masked-LM) need the teacher model")
+    objective.check(model, teacher)
     acc = get_accelerator()
     torch.manual_seed(spec.seed + acc.process_index)
     trainable = Trainable(model, objective)
     opt = torch.optim.AdamW(_param_groups(trainable, spec.weight_decay), lr=spec.lr)
     prepared, opt = acc.prepare(trainable, opt)
     log = JsonlLog(io.log_path, io.name, acc.is_main_process)
-    loop = _Loop(acc, prepared, opt, spec, io, log, LoopState(), objective, teacher, step_hook=step_hook)
+    loop = _Loop(acc, prepared, opt, spec, io, log, LoopState(), objective, teacher, teacher_logits,
+                 step_hook=step_hook, evaluate=evaluate, primary=primary)
     if teacher is not None:
         teacher.eval()
     if io.resume:
         _resume(loop)
-    stopped_by = _run_steps(loop, data, objective, teacher_logits, evaluate, primary)
+    stopped_by = _run_steps(loop, data)
     if evaluate and (not loop.state.history or loop.state.history[-1]["step"] != loop.state.step):
-        _evaluate(loop, evaluate, primary)
+        _evaluate(loop)
     if spec.keep_best and loop.best is not None:
         loop.unwrapped.load_state_dict(loop.best)
     loop.student.train(False)
@@ -237,7 +167,8 @@ def train(
                    stopped_by=stopped_by, best_step=loop.state.best_step, best_metric=loop.state.best_metric)
     s, student = loop.state, loop.student
     acc.free_memory()  # drop the accelerator's references to this stage's model and optimiser
-    return TrainResult(student, s.history, s.best_metric, s.best_step, s.step, s.elapsed, stopped_by)
+    return TrainResult(student, s.history, s.best_metric, s.best_step, s.step, s.elapsed, stopped_by,
+                       [(int(a), float(b)) for a, b in s.losses])
 
 
 def _resume(loop: _Loop) -> None:
@@ -251,49 +182,34 @@ def _resume(loop: _Loop) -> None:
     loop.log.write(event="resume", step=state.step, checkpoint=ckpts[-1].name)
 
 
-def _total_steps(spec: TrainSpec, n: int, world: int, lengths: np.ndarray | None) -> tuple[int, int]:
-    per_epoch = len(epoch_batches(n, spec.batch_size, spec.seed, 0, world, lengths))
-    if per_epoch == 0:
-        raise DataError(f"no training batches: {n} training examples for {world} processes")
-    total = math.ceil(spec.epochs * per_epoch)
-    if spec.max_steps:
-        total = min(total, spec.max_steps)
-    return total, per_epoch
-
-
-def _run_steps(loop: _Loop, data: Encoded, objective, teacher_logits, evaluate, primary) -> str:
+def _run_steps(loop: _Loop, data: Encoded) -> str:
     """Run optimiser steps until epochs, max_steps or the time budget end; return which one."""
     acc, spec, state = loop.acc, loop.spec, loop.state
     lengths = data.lengths() if spec.group_by_length else None
-    total, per_epoch = _total_steps(spec, len(data), acc.num_processes, lengths)
+    total, per_epoch = total_steps(spec, len(data), acc.num_processes, lengths)
     budget_s = spec.budget_minutes * 60 if spec.budget_minutes else None
-    bf16 = use_bf16(spec.precision)
-    meter = _Meter()
+    meter = Meter()
     loop.model.train()
-    with make_progress(acc.is_main_process) as bar:
+    with make_progress(acc.is_main_process and loop.io.show_progress) as bar, StopFlag() as stop:
         task = bar.add_task(loop.io.name, total=total, completed=state.step, loss=0.0, eps=0.0)
         while state.step < total:
             epoch, offset = divmod(state.step, per_epoch)
-            for global_batch in epoch_batches(len(data), spec.batch_size, spec.seed, epoch, acc.num_processes, lengths)[offset:]:
-                progress = state.step / total
-                if budget_s:
-                    progress = max(progress, state.elapsed / budget_s)
+            for global_batch in epoch_batches(len(data), spec.batch_size, spec.seed, epoch, acc.num_processes,
+                                              lengths)[offset:]:
+                progress = max(state.step / total, state.elapsed / budget_s if budget_s else 0.0)
                 t0 = time.perf_counter()
-                loss = _step(loop, data, global_batch, objective, teacher_logits, lr_factor(progress, spec.warmup_ratio), bf16)
+                loss = _step(loop, data, global_batch, lr_factor(progress, spec.warmup_ratio))
                 meter.add(loss, len(global_batch), time.perf_counter() - t0)
                 state.step += 1
-                state.elapsed += _synced(acc, time.perf_counter() - t0)
+                elapsed, signum = synced(acc, time.perf_counter() - t0, float(stop.signum or 0))
+                state.elapsed += elapsed
                 if loop.step_hook is not None:
-                    done = state.step / total
-                    loop.step_hook(max(done, state.elapsed / budget_s) if budget_s else done)
+                    loop.step_hook(max(state.step / total, state.elapsed / budget_s if budget_s else 0.0))
                 if state.step % spec.log_every == 0 or state.step == total:
                     _log_train(loop, meter.pop(), bar, task, total, budget_s)
-                t1 = time.perf_counter()
-                if evaluate and spec.eval_every and state.step % spec.eval_every == 0:
-                    _evaluate(loop, evaluate, primary)
-                if spec.checkpoint_every and state.step % spec.checkpoint_every == 0:
-                    _checkpoint(loop)  # the saved elapsed time covers every step before it
-                state.elapsed += _synced(acc, time.perf_counter() - t1)
+                if signum:
+                    _interrupt(loop, int(signum))
+                _between_steps(loop)
                 if state.step >= total:
                     return "max_steps" if spec.max_steps and total == spec.max_steps else "epochs"
                 if budget_s and state.elapsed >= budget_s:
@@ -301,54 +217,38 @@ def _run_steps(loop: _Loop, data: Encoded, objective, teacher_logits, evaluate, 
     return "epochs"
 
 
-@dataclass
-class _Meter:
-    """Running loss and training-only examples/s between two log lines."""
-
-    loss: float = 0.0
-    n: int = 0
-    examples: int = 0
-    seconds: float = 0.0
-
-    def add(self, loss: float, examples: int, seconds: float) -> None:
-        self.loss, self.n = self.loss + loss, self.n + 1
-        self.examples, self.seconds = self.examples + examples, self.seconds + seconds
-
-    def pop(self) -> tuple[float, float]:
-        out = (self.loss / max(1, self.n), self.examples / max(1e-9, self.seconds))
-        self.loss, self.n, self.examples, self.seconds = 0.0, 0, 0, 0.0
-        return out
+def _between_steps(loop: _Loop) -> None:
+    """Evaluation and checkpoints due after this step; their time counts towards the budget."""
+    spec, state = loop.spec, loop.state
+    t1 = time.perf_counter()
+    if loop.evaluate and spec.eval_every and state.step % spec.eval_every == 0:
+        _evaluate(loop)
+    if spec.checkpoint_every and state.step % spec.checkpoint_every == 0:
+        _checkpoint(loop)  # the saved elapsed time covers every step before it
+    state.elapsed += synced(loop.acc, time.perf_counter() - t1)[0]
 
 
-def _synced(acc: Accelerator, value: float) -> float:
-    """Rank 0's value on every process (so budget decisions and LR agree across processes)."""
-    if acc.num_processes == 1:
-        return value
-    return float(broadcast(torch.tensor([value], dtype=torch.float64), from_process=0)[0])
+def _interrupt(loop: _Loop, signum: int) -> None:
+    """A stop signal arrived: checkpoint this step, log it, raise ``Interrupted``."""
+    path = _checkpoint(loop)
+    loop.log.write(event="interrupted", step=loop.state.step, signal=signum, checkpoint=path)
+    raise Interrupted(signum, loop.state.step, path)
 
 
-def _step(loop: _Loop, data: Encoded, global_batch: list[int], objective, teacher_logits, factor: float, bf16: bool) -> float:
-    acc = loop.acc
+def _step(loop: _Loop, data: Encoded, global_batch: list[int], factor: float) -> float:
+    acc, objective = loop.acc, loop.objective
     local = global_batch[acc.process_index :: acc.num_processes]
-    batch = collate(data, local)
     for group in loop.opt.param_groups:
         group["lr"] = loop.spec.lr * factor
-    inputs, labels = model_inputs(batch), batch["labels"]
-    masked_lm = isinstance(objective, DistillObjective) and objective.masked_lm
-    if isinstance(objective, SelfSupervised):  # masks (and pairs) its own batches, from the checkpointed RNG
-        inputs, labels = objective.prepare_batch(batch)
-    elif masked_lm:  # dynamic masking: a new draw per batch from the checkpointed RNG
-        inputs, labels = objective.mask(inputs)
-    t_feats = None
-    t_logits = teacher_logits[batch["index"]] if teacher_logits is not None else None
-    with autocast(bf16):
-        if loop.teacher is not None and isinstance(objective, DistillObjective) and objective.needs_teacher_features:
+    batch = objective.prepare(collate(data, local))  # may draw masks from the checkpointed RNG
+    if loop.teacher_logits is not None:
+        batch.teacher_logits = loop.teacher_logits[batch.index]
+    with autocast(use_bf16(loop.spec.precision)):
+        teacher_out = None
+        if loop.teacher is not None and objective.needs_teacher:
             with torch.no_grad():
-                if masked_lm:
-                    t_feats = mlm_forward(loop.teacher, inputs, objective.wants, labels)
-                else:
-                    t_feats = forward_features(loop.teacher, inputs, objective.wants)
-        loss = loop.model(inputs, labels, t_feats, t_logits)
+                teacher_out = objective.teacher_outputs(loop.teacher, batch)
+        loss = loop.model(batch, teacher_out)
     acc.backward(loss)
     if loop.spec.grad_clip > 0:
         acc.clip_grad_norm_(loop.model.parameters(), loop.spec.grad_clip)
@@ -361,6 +261,7 @@ def _log_train(loop: _Loop, loss_eps: tuple[float, float], bar, task, total: int
     state = loop.state
     loss, eps = loss_eps
     lr = loop.opt.param_groups[0]["lr"]
+    state.losses.append([state.step, round(loss, 6)])
     loop.log.write(event="train", step=state.step, loss=round(loss, 6), lr=lr,
                    examples_per_s=round(eps, 1), elapsed_s=round(state.elapsed, 2))
     expected = total
@@ -369,13 +270,13 @@ def _log_train(loop: _Loop, loss_eps: tuple[float, float], bar, task, total: int
     bar.update(task, completed=state.step, total=expected, loss=loss, eps=eps)
 
 
-def _evaluate(loop: _Loop, evaluate: EvalFn, primary: str | None) -> None:
+def _evaluate(loop: _Loop) -> None:
     state = loop.state
-    metrics = evaluate(loop.student)
+    metrics = loop.evaluate(loop.student)
     loop.model.train()
     entry = {"step": state.step, "elapsed_s": round(state.elapsed, 2), **metrics}
     state.history.append(entry)
-    key = primary or next(iter(metrics), None)
+    key = loop.primary or next(iter(metrics), None)
     value = metrics.get(key) if key else None
     improved = value is not None and (state.best_metric is None or value > state.best_metric)
     if improved:
@@ -385,7 +286,8 @@ def _evaluate(loop: _Loop, evaluate: EvalFn, primary: str | None) -> None:
     loop.log.write(event="eval", step=state.step, metrics=metrics, best=improved)
 
 
-def _checkpoint(loop: _Loop) -> None:
+def _checkpoint(loop: _Loop) -> str | None:
+    """Write a checkpoint of this step (rank 0); returns its folder name there, else None."""
     acc = loop.acc
     rng = torch.get_rng_state()
     if acc.num_processes > 1:
@@ -394,7 +296,10 @@ def _checkpoint(loop: _Loop) -> None:
         rngs = dict(enumerate(gathered))
     else:
         rngs = {0: rng}
+    name = None
     if acc.is_main_process:
         path = save_checkpoint(loop.io.checkpoint_dir, loop.unwrapped, loop.opt, loop.state, loop.best, rngs)
         loop.log.write(event="checkpoint", step=loop.state.step, path=path.name)
+        name = path.name
     acc.wait_for_everyone()
+    return name

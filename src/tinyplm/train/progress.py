@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,11 @@ from rich.progress import (
 
 
 class JsonlLog:
-    """Appends one JSON object per line to ``path`` (flushed each write) when enabled."""
+    """Appends one JSON object per line to ``path`` (flushed each write) when enabled and given."""
 
-    def __init__(self, path: Path, stage: str, enabled: bool = True) -> None:
-        self.path, self.stage, self.enabled = Path(path), stage, enabled
-        if enabled:
+    def __init__(self, path: Path | None, stage: str, enabled: bool = True) -> None:
+        self.path, self.stage, self.enabled = Path(path) if path else None, stage, enabled and path is not None
+        if self.enabled:
             self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, **record: Any) -> None:
@@ -50,3 +51,23 @@ def make_progress(enabled: bool) -> Progress:
         disable=not enabled,
         transient=False,
     )
+
+
+@dataclass
+class Meter:
+    """Running loss and training-only examples/s between two log lines."""
+
+    loss: float = 0.0
+    n: int = 0
+    examples: int = 0
+    seconds: float = 0.0
+
+    def add(self, loss: float, examples: int, seconds: float) -> None:
+        self.loss, self.n = self.loss + loss, self.n + 1
+        self.examples, self.seconds = self.examples + examples, self.seconds + seconds
+
+    def pop(self) -> tuple[float, float]:
+        """(mean loss, examples/s) since the last pop; resets."""
+        out = (self.loss / max(1, self.n), self.examples / max(1e-9, self.seconds))
+        self.loss, self.n, self.examples, self.seconds = 0.0, 0, 0, 0.0
+        return out

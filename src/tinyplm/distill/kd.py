@@ -1,0 +1,32 @@
+"""Prediction-layer distillation losses as pure functions (float32 in, scalar out).
+
+Hinton et al. (2015): KL between temperature-softened teacher and student distributions, scaled
+by T^2 so its gradients keep their size as T changes; for regression the KD term is the MSE to
+the teacher's outputs.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def soft_target_kd(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """T^2 * KL(softmax(t/T) || softmax(s/T)), mean over the batch. Inputs ``(batch, classes)``."""
+    t = temperature
+    log_p_s = F.log_softmax(student_logits.float() / t, dim=-1)
+    log_p_t = F.log_softmax(teacher_logits.float() / t, dim=-1)
+    kl = (log_p_t.exp() * (log_p_t - log_p_s)).sum(-1).mean()
+    return kl * (t * t)
+
+
+def hard_label_loss(logits: torch.Tensor, labels: torch.Tensor, is_regression: bool) -> torch.Tensor:
+    """Cross-entropy with class ids ``(batch,)``, or MSE to scores for regression."""
+    if is_regression:
+        return F.mse_loss(logits.float().squeeze(-1), labels.float())
+    return F.cross_entropy(logits.float(), labels)
+
+
+def regression_kd(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
+    """MSE between student and teacher regression outputs ``(batch, 1)``."""
+    return F.mse_loss(student_logits.float(), teacher_logits.float())

@@ -1,0 +1,104 @@
+"""A student's compression steps, in order, each on a copy of the previous stage's model.
+
+Each step is optionally recovered by distillation from the teacher and saved
+(``students/<student>.<step>``); a resumed run reloads finished steps. The steps themselves are
+``tinyplm.compress``; the recovery training is a stage like any other (``students.train_stage``).
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import time
+from pathlib import Path
+
+from torch import nn
+
+from tinyplm.compress import CompressContext, apply_step, controller
+from tinyplm.compress.sparse import csr_bytes
+from tinyplm.config.compress import SCHEDULED_KINDS, CompressStep, step_name
+from tinyplm.config.schema import StageSpec, StudentSpec, student_name
+from tinyplm.evaluate.model_eval import encode_evals
+from tinyplm.models import is_complete, load_classifier, save_model, shape_of
+from tinyplm.report.records import StageKind
+from tinyplm.run.inputs import RunInputs
+from tinyplm.run.results import StageResult
+from tinyplm.run.students import train_stage
+from tinyplm.tasks.encoding import encode_split
+from tinyplm.train import get_accelerator
+
+
+def run_compress(spec: StudentSpec, model: nn.Module, inp: RunInputs, parent: str | None) -> list[StageResult]:
+    """The student's compression steps in order; ``parent`` is the reported stage the first step
+    starts from (the student itself, or for a compress-only student the stage it copies)."""
+    name = student_name(spec)
+    results: list[StageResult] = []
+    ctx = _context(inp, spec.train.seed) if spec.compress else None
+    for step in spec.compress:
+        stage = f"{name}.{step_name(step)}"
+        out = inp.paths.student(stage)
+        ctx.work_dir = inp.paths.work(stage)
+        if is_complete(out):
+            model, tok = load_classifier(out, inp.data.labels, inp.data.is_regression, inp.data.head)
+            if len(tok) != len(ctx.tokenizer):  # a trimmed vocabulary: its own encodings from here on
+                ctx.tokenizer = tok
+                ctx.train, ctx.evals = ctx.reencode(tok)
+            info: dict = {"reused": True}
+        else:
+            model, info = _compress_step(copy.deepcopy(model), step, stage, out, ctx, inp)
+        own = ctx.evals if ctx.tokenizer is not inp.tokenizer else None
+        results.append(StageResult(stage, model, f"students/{stage}", StageKind.COMPRESSED, shape_of(model),
+                                   parent=parent, compress_step=step.kind, info=info, evals=own))
+        parent = stage
+    return results
+
+
+def _context(inp: RunInputs, seed: int) -> CompressContext:
+    task = inp.task
+
+    def reencode(tok):
+        train = encode_split(inp.data.train, tok, task.max_length, task.max_train_examples)
+        return train, encode_evals(inp.data, tok, task.max_length, task.max_eval_examples)
+
+    # the check sample comes from the encoded examples only: their pieces are the ones kept
+    texts = [_text_pair(e) for e in inp.data.train.examples[:min(200, task.max_train_examples or 200)]]
+    return CompressContext(inp.train, lambda: inp.teachers.logits(inp.train), inp.data.is_regression,
+                           inp.paths.root / "work", seed=seed, head=inp.data.head, tokenizer=inp.tokenizer,
+                           evals=inp.evals, texts=texts, reencode=reencode)
+
+
+def _text_pair(example) -> tuple[str, str | None]:
+    """An example of any head as the (text, pair) it is tokenised from."""
+    if hasattr(example, "question"):  # SQuAD
+        return example.question, example.context
+    if hasattr(example, "tokens"):  # CoNLL
+        return " ".join(example.tokens), None
+    return example.text, example.text_pair
+
+
+def _compress_step(model: nn.Module, step: CompressStep, stage: str, out: Path, ctx: CompressContext,
+                   inp: RunInputs) -> tuple[nn.Module, dict]:
+    """Apply one compress step (with its recovery), save it -> (model, info for the report)."""
+    acc = get_accelerator()
+    t0 = time.perf_counter()
+    model, done = apply_step(model, step, ctx)
+    info = {"step": step.model_dump(exclude={"recover"}, exclude_none=True), **done}
+    info["step_seconds"] = round(time.perf_counter() - t0, 1)
+    during = controller(model, step, ctx) if step.kind in SCHEDULED_KINDS else None
+    if step.recover is not None:
+        r = step.recover  # a step acting during training must end at its final state: no best-checkpoint restore
+        train_spec = r.train if during is None else r.train.model_copy(update={"keep_best": False})
+        recovery = StageSpec(name="recover", data=r.data, objective=r.objective, train=train_spec)
+        trained = train_stage(model, recovery, inp, f"{stage}/recover", f"{stage}.recover",
+                              during.on_step if during else None)
+        model, info["recover"] = trained.model, trained.info
+    if during is not None:  # sparsity made permanent (saved dense) / QAT converted to int8
+        model, done = during.finish(model)
+        info.update(done)
+    if acc.is_main_process:
+        save_model(model, ctx.tokenizer, out)
+        shutil.rmtree(ctx.work_dir, ignore_errors=True)
+        if "sparsity" in info:  # the CSR form, written beside the model to measure sparse storage
+            info["sparse_bytes"] = csr_bytes(model, out / "sparse" / "model.csr.safetensors")
+    acc.wait_for_everyone()
+    return model, info

@@ -1,0 +1,165 @@
+"""What the stages of one run share: where they write, the teachers, and each kind of training data.
+
+Each piece is built once per run and handed to the stages that need it; no stage reads the whole
+recipe. :class:`Teachers` loads a stage's teacher (the fine-tuned one, its source checkpoint, or a
+named dir) once, and computes the fine-tuned teacher's logits through the on-disk cache.
+:class:`StageData` builds a stage's training data (the task's, its TinyBERT augmentation, or
+corpus text) on first use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import torch
+from torch import nn
+
+from tinyplm.config.schema import AugmentSpec, CorpusSpec, TaskSpec
+from tinyplm.distill import cached_teacher_logits
+from tinyplm.models import fingerprint
+from tinyplm.models.infer import use_bf16
+from tinyplm.tasks.base import Example, Split, TaskData
+from tinyplm.tasks.encoding import Encoded, encode_split
+from tinyplm.train import get_accelerator
+from tinyplm.train.progress import JsonlLog
+
+DataKind = Literal["task", "augmented", "corpus"]
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """The layout of a run directory (see the README's "A run directory")."""
+
+    root: Path
+
+    @property
+    def log(self) -> Path:
+        return self.root / "logs" / "train.jsonl"
+
+    def checkpoints(self, name: str) -> Path:
+        return self.root / "checkpoints" / name
+
+    def work(self, stage: str) -> Path:
+        """Scratch space of a compress step (removed once the step is saved)."""
+        return self.root / "work" / stage
+
+    def student(self, name: str) -> Path:
+        return self.root / "students" / name
+
+
+class Teachers:
+    """The run's teachers: ``finetuned`` (the task teacher, already loaded), ``base`` (its source
+    checkpoint before fine-tuning) or a model dir/alias, each loaded once; and the fine-tuned
+    teacher's logits on a training set (``cache_dir`` keeps them across runs)."""
+
+    def __init__(self, finetuned: nn.Module, finetuned_dir: Path, source_dir: Path, precision: str,
+                 cache_dir: Path) -> None:
+        self.finetuned, self.finetuned_dir, self.source_dir = finetuned, finetuned_dir, source_dir
+        self.precision, self.cache_dir = precision, cache_dir
+        self._loaded: dict[tuple[str, bool], nn.Module] = {}
+        self._fingerprint: str | None = None
+
+    def get(self, which: str, masked_lm: bool = False) -> nn.Module:
+        """A stage's teacher; with ``masked_lm`` loaded with its masked-LM head."""
+        if which == "finetuned":
+            return self.finetuned
+        key = (which, masked_lm)
+        if key not in self._loaded:
+            from transformers import AutoModel
+
+            from tinyplm.models import resolve_model_dir
+            from tinyplm.pretrain.mlm_head import load_mlm
+
+            path = self.source_dir if which == "base" else resolve_model_dir(which)
+            self._loaded[key] = load_mlm(path)[0] if masked_lm else AutoModel.from_pretrained(str(path)).eval()
+        return self._loaded[key]
+
+    def logits(self, enc: Encoded) -> torch.Tensor:
+        """Fine-tuned teacher logits on ``enc`` ``(examples, ...)``, from the cache when present."""
+        if self._fingerprint is None:  # hashing the teacher's weights once per run is enough
+            self._fingerprint = fingerprint(self.finetuned_dir)
+        with get_accelerator().main_process_first():
+            logits, _ = cached_teacher_logits(self.finetuned, self._fingerprint, enc, self.cache_dir,
+                                              bf16=use_bf16(self.precision))
+        return logits
+
+
+class StageData:
+    """Training data of a stage by kind (``task``, ``augmented``, ``corpus``), each built once."""
+
+    def __init__(self, task: TaskSpec, data: TaskData, tokenizer, train: Encoded, augment: AugmentSpec | None,
+                 corpus: CorpusSpec | None, paths: RunPaths, cache_dir: Path) -> None:
+        self.task, self.data, self.tokenizer, self.train = task, data, tokenizer, train
+        self.augment, self.corpus, self.paths, self.cache_dir = augment, corpus, paths, cache_dir
+        self._augmented: Encoded | None = None
+        self._corpus: Encoded | None = None
+
+    def get(self, kind: DataKind) -> Encoded:
+        """The encoded training data of ``kind``."""
+        if kind == "augmented":
+            if self._augmented is None:
+                self._augmented = self._make_augmented()
+            return self._augmented
+        if kind == "corpus":
+            if self._corpus is None:
+                self._corpus = self._make_corpus()
+            return self._corpus
+        return self.train
+
+    def _make_augmented(self) -> Encoded:
+        from tinyplm.distill.augment import AugmentSpec, augment
+        from tinyplm.pretrain.mlm_head import load_mlm
+
+        a, acc = self.augment, get_accelerator()
+        mlm, tok = load_mlm(Path(a.mlm))
+        examples = self.data.train.examples[: a.max_examples] if a.max_examples else self.data.train.examples
+        spec = AugmentSpec(copies=a.copies, p=a.p, top_k=a.top_k, neighbours=a.neighbours, seed=a.seed,
+                           max_length=self.task.max_length)
+        log = JsonlLog(self.paths.log, "augment", acc.is_main_process)
+        with acc.main_process_first():
+            result = augment(examples, mlm, tok, spec, self._neighbours(mlm, tok), self.cache_dir, log,
+                             progress=acc.is_main_process, mlm_fingerprint=fingerprint(Path(a.mlm)))
+        rest = self.data.train.examples[len(examples):]  # the examples not augmented still train, once each
+        split = Split("train-augmented", result.examples + rest, self.data.train.source)
+        return encode_split(split, self.tokenizer, self.task.max_length)
+
+    def _neighbours(self, mlm, tok):
+        """Neighbours of multi-piece words: the MLM's input embeddings, or word2vec on a corpus."""
+        from tinyplm.distill.augment import EmbeddingNeighbours, word2vec_neighbours
+        from tinyplm.pretrain.corpus import read_corpus
+
+        a = self.augment
+        if a.neighbours_from == "embeddings":
+            return EmbeddingNeighbours(tok, mlm.get_input_embeddings().weight, k=a.neighbours)
+        paths = a.word2vec_corpus or self.corpus.paths
+        texts = read_corpus([Path(p) for p in paths], max_docs=a.word2vec_max_docs)
+        with get_accelerator().main_process_first():
+            return word2vec_neighbours(texts, k=a.neighbours, seed=a.seed, cache_dir=self.cache_dir)
+
+    def _make_corpus(self) -> Encoded:
+        from tinyplm.pretrain.corpus import read_corpus
+
+        c = self.corpus
+        texts = read_corpus([Path(p) for p in c.paths], max_docs=c.max_docs)
+        label: int | float = 0.0 if self.data.is_regression else 0
+        split = Split("corpus", [Example(t, None, label, i) for i, t in enumerate(texts)], Path(c.paths[0]))
+        return encode_split(split, self.tokenizer, c.max_length)
+
+
+@dataclass
+class RunInputs:
+    """What the stages of one run share: the task's data, tokenizer and encodings (``train``, and
+    one encoding per eval split), the teachers, each kind of training data, the run dir's layout,
+    and the students finished so far (by name; a later student may start from one)."""
+
+    task: TaskSpec
+    data: TaskData
+    tokenizer: object
+    train: Encoded
+    evals: dict[str, Encoded]
+    teachers: Teachers
+    stage_data: StageData
+    paths: RunPaths
+    students: dict[str, nn.Module] = field(default_factory=dict)

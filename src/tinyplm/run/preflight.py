@@ -1,0 +1,85 @@
+"""Everything a run reads, checked before it writes anything."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tinyplm import tasks
+from tinyplm.config.schema import RunConfig, StageSpec, TaskSpec, student_name
+from tinyplm.errors import ModelError, RecipeError
+from tinyplm.models import check_model_dir, load_tokenizer, resolve_model_dir
+from tinyplm.models.loading import HEAD_ARCH
+from tinyplm.pretrain.mlm_head import has_mlm_head
+from tinyplm.tasks.base import TaskData
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What a run reads, checked: the task's data, the teacher's directory and its tokenizer."""
+
+    data: TaskData
+    teacher_dir: Path
+    tokenizer: object
+
+
+def load_task(spec: TaskSpec) -> TaskData:
+    """Read the task's train and eval splits (see :func:`tinyplm.tasks.load_task`)."""
+    return tasks.load_task(spec)
+
+
+def preflight(cfg: RunConfig) -> Preflight:
+    """Check everything a run reads before it writes anything: the task's data files (every
+    line), the teacher directory, its tokenizer, that a teacher used as is has a head, and each
+    stage's own teacher. Raises ``TinyplmError`` subclasses naming the problem."""
+    data = load_task(cfg.task)
+    src = resolve_model_dir(cfg.teacher.model)
+    model_cfg = check_model_dir(src)
+    tok = load_tokenizer(src, int(model_cfg["vocab_size"]))
+    stages = [(spec, st) for spec in cfg.students for st in spec.stage_specs()]
+    if any(st.objective.layerwise for _, st in stages) and model_cfg["model_type"] != "bert":
+        raise ModelError(f"{src}: layer-wise distillation needs a BERT teacher; this one is '{model_cfg['model_type']}'")
+    archs = model_cfg.get("architectures") or []
+    needs_head = not cfg.students or any(st.teacher == "finetuned" for _, st in stages)
+    suffix = HEAD_ARCH[data.head]
+    if needs_head and cfg.teacher.finetune is None and not any(suffix in a for a in archs):
+        raise ModelError(
+            f"{src}: has no {data.head} head ({suffix}) for task '{data.task}'; add a teacher.finetune section "
+            "to the recipe to fine-tune it first"
+        )
+    if data.head != "sequence" and any(st.data == "augmented" for _, st in stages):
+        raise RecipeError(f"data: augmented (TinyBERT word replacement) is for sentence tasks; task '{data.task}' "
+                          f"has a {data.head} head whose labels are tied to word positions")
+    _check_inits(cfg)
+    for spec in cfg.students:
+        for k, st in enumerate(spec.stage_specs()):
+            _check_stage_teacher(st, src, int(model_cfg["vocab_size"]), f"student {student_name(spec)}, stage {k}")
+    return Preflight(data, src, tok)
+
+
+def _check_inits(cfg: RunConfig) -> None:
+    """Each ``init_from`` is ``teacher``, an earlier student or a model dir."""
+    for spec in cfg.students:
+        if spec.init_from and spec.init_from != "teacher" and cfg.earlier_student(spec) is None:
+            try:
+                check_model_dir(Path(spec.init_from))
+            except ModelError as exc:
+                names = [student_name(s) for s in cfg.students[:cfg.students.index(spec)]]
+                hint = f" (nor 'teacher' or an earlier student: {names})" if names else " (nor 'teacher')"
+                raise ModelError(f"student {student_name(spec)}: init_from: {exc}{hint}") from None
+
+
+def _check_stage_teacher(stage: StageSpec, src: Path, vocab_size: int, where: str) -> None:
+    """A stage's own teacher (``base`` or a dir) exists, shares the vocabulary, and has a masked-LM
+    head when the stage's objective needs one."""
+    if stage.teacher == "finetuned":
+        return
+    path = src if stage.teacher == "base" else resolve_model_dir(stage.teacher)
+    cfg = check_model_dir(path)
+    if int(cfg.get("vocab_size", -1)) != vocab_size:
+        raise ModelError(f"{where}: teacher {path} has a vocabulary of {cfg.get('vocab_size')} word pieces, "
+                         f"the run's tokenizer {vocab_size}; a stage teacher must share the tokenizer")
+    if stage.objective.masked_lm and not has_mlm_head(path):
+        raise ModelError(f"{where}: mlm_soft/mlm_hard need a teacher with a masked-LM head and {path} has none; "
+                         f"fit one with `tinyplm fit-mlm-head {path} --corpus PATH --out DIR` and use "
+                         "'teacher: DIR' (or DIR as teacher.model)")
