@@ -23,37 +23,43 @@ from torch import Tensor, nn
 
 from tinyplm.distill.features import Features, forward_features
 from tinyplm.distill.kd import soft_target_kd
+from tinyplm.errors import ModelError
+from tinyplm.models.roles import base_model, is_encoder, mlm_head, mlm_predictions, set_base_model
 from tinyplm.train.masking import IGNORE
 
 
 def with_mlm_head(student: nn.Module, teacher_mlm: nn.Module | None = None) -> nn.Module:
-    """A ``BertForMaskedLM`` sharing ``student.bert``; its head copied from ``teacher_mlm`` when
-    both hidden sizes match (DistilBERT init), else newly initialised."""
+    """A ``BertForMaskedLM`` sharing the student's encoder; its head copied from ``teacher_mlm``
+    when both hidden sizes match (DistilBERT init), else newly initialised."""
     import copy
 
     from transformers import BertForMaskedLM
 
     model = BertForMaskedLM(copy.deepcopy(student.config))  # its own config: saving it must not relabel the classifier
-    model.bert = student.bert  # shared: the classifier's encoder (pooler included) is what trains
+    set_base_model(model, base_model(student))  # shared: the classifier's encoder (pooler included) trains
     if teacher_mlm is not None and teacher_mlm.config.hidden_size == student.config.hidden_size:
         with torch.no_grad():
-            model.cls.load_state_dict(teacher_mlm.cls.state_dict())
-    model.cls.predictions.decoder.weight = student.bert.embeddings.word_embeddings.weight
+            mlm_head(model).load_state_dict(mlm_head(teacher_mlm).state_dict())
+    model.tie_weights()  # the decoder uses the student's word embeddings
     return model
 
 
 def is_masked_lm(model: nn.Module) -> bool:
-    """True for a BERT with a masked-LM head (``.bert`` and ``.cls.predictions``)."""
-    return hasattr(model, "bert") and hasattr(getattr(model, "cls", None), "predictions")
+    """True for an encoder with a masked-LM head (``models.roles.mlm_predictions``)."""
+    try:
+        mlm_predictions(model)
+    except ModelError:
+        return False
+    return is_encoder(model)
 
 
 def mlm_forward(model: nn.Module, inputs: dict[str, Tensor], want: Iterable[str], labels: Tensor) -> Features:
-    """Features of ``model.bert`` (``want`` plus the last hidden state) and, as ``logits``, the MLM
+    """Features of the encoder (``want`` plus the last hidden state) and, as ``logits``, the MLM
     head's output at the positions where ``labels != IGNORE``: ``(n_masked, vocab)``."""
     asked = set(want) | {"hidden"}
-    feats = forward_features(model.bert, inputs, asked)
+    feats = forward_features(base_model(model), inputs, asked)
     selected = labels != IGNORE
-    feats.logits = model.cls(feats.hidden[-1][selected])
+    feats.logits = mlm_head(model)(feats.hidden[-1][selected])
     if "hidden" not in set(want):
         feats.hidden = None
     return feats

@@ -20,8 +20,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tinyplm.models.infer import autocast
-from tinyplm.train.masking import IGNORE, Masking, eligible_tokens, replace_selected, select
+from tinyplm.models.roles import base_model, mlm_predictions, pair_head, word_embeddings
 from tinyplm.tasks.encoding import Encoded, collate, length_sorted_batches
+from tinyplm.train.masking import IGNORE, Masking, eligible_tokens, replace_selected, select
 
 EVAL_SEED = 1234
 
@@ -56,10 +57,10 @@ def evaluate_mlm(model: nn.Module, enc: Encoded, masking: Masking, unigram: Tens
     for batch, masked, labels in _masked_batches(enc, masking, batch_size):
         inputs = {"input_ids": masked, "attention_mask": batch["attention_mask"], "token_type_ids": batch["token_type_ids"]}
         with autocast(bf16):
-            out = model.bert(**inputs)
+            out = base_model(model)(**inputs)
             sel = labels != IGNORE
-            logits = model.cls.predictions(out.last_hidden_state[sel]).float()
-            pair_logits = model.cls.seq_relationship(out.pooler_output).float() if pairs else None
+            logits = mlm_predictions(model)(out.last_hidden_state[sel]).float()
+            pair_logits = pair_head(model)(out.pooler_output).float() if pairs else None
         target = labels[sel]
         nll += float(F.cross_entropy(logits, target, reduction="sum"))
         correct += int((logits.argmax(-1) == target).sum())
@@ -91,7 +92,7 @@ def evaluate_electra(model: nn.Module, objective, enc: Encoded, batch_size: int 
         inputs = {"input_ids": masked, "attention_mask": batch["attention_mask"], "token_type_ids": batch["token_type_ids"]}
         sel = labels != IGNORE
         with autocast(bf16):
-            g_logits = objective.generator(model.embeddings.word_embeddings, inputs, sel).float()
+            g_logits = objective.generator(word_embeddings(model), inputs, sel).float()
             corrupted = batch["input_ids"].clone()
             corrupted[sel] = sample_replacements(g_logits, gen)
             replaced = corrupted != batch["input_ids"]
@@ -132,9 +133,9 @@ def pseudo_perplexity(model: nn.Module, enc: Encoded, masking: Masking, max_text
         batch[torch.arange(len(positions)), positions] = masking.mask_id
         types = torch.tensor([enc.token_type_ids[i][: len(ids) - 1] + enc.token_type_ids[i][-1:]]).repeat(len(positions), 1)
         with autocast(bf16):
-            hidden = model.bert(input_ids=batch, attention_mask=attn.repeat(len(positions), 1),
+            hidden = base_model(model)(input_ids=batch, attention_mask=attn.repeat(len(positions), 1),
                                 token_type_ids=types).last_hidden_state
-            logits = model.cls.predictions(hidden[torch.arange(len(positions)), positions]).float()
+            logits = mlm_predictions(model)(hidden[torch.arange(len(positions)), positions]).float()
         nll += float(F.cross_entropy(logits, row[0, positions], reduction="sum"))
         n += len(positions)
     return math.exp(nll / max(1, n))

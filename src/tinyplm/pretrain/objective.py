@@ -24,6 +24,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tinyplm.config.pretrain import PretrainObjectiveSpec
+from tinyplm.errors import ModelError
+from tinyplm.models import roles
+from tinyplm.models.roles import base_model, mlm_predictions, pair_head
 from tinyplm.pretrain.electra import DiscriminatorHead, ElectraGenerator, rtd_loss, sample_replacements
 from tinyplm.train.masking import IGNORE, Masking, replace_selected, select
 from tinyplm.train.objective import Batch
@@ -61,8 +64,11 @@ class PretrainObjective(nn.Module):
     # -- batches -----------------------------------------------------------------------------
     def check(self, model: nn.Module, teacher: nn.Module | None) -> None:
         """The model must have the head its objective trains (MLM, MLM + pairs, or a bare encoder)."""
-        if self.kind == "mlm" and not hasattr(model, "cls"):
-            raise ValueError(f"{type(model).__name__} has no masked-LM head to pre-train")
+        if self.kind == "mlm":
+            try:
+                mlm_predictions(model)
+            except ModelError:
+                raise ValueError(f"{type(model).__name__} has no masked-LM head to pre-train") from None
 
     def teacher_outputs(self, teacher: nn.Module, batch: Batch) -> None:
         return None
@@ -100,13 +106,13 @@ class PretrainObjective(nn.Module):
         return self._mlm(model, batch.inputs, batch.targets)[0]
 
     def _mlm(self, model: nn.Module, inputs: dict[str, Tensor], t: Targets) -> tuple[Tensor, dict[str, Tensor]]:
-        out = model.bert(**inputs)
+        out = base_model(model)(**inputs)
         selected = t.mlm != IGNORE
-        logits = model.cls.predictions(out.last_hidden_state[selected])
+        logits = mlm_predictions(model)(out.last_hidden_state[selected])
         parts = {"mlm": _ce(logits, t.mlm[selected])}
         total = parts["mlm"]
         if self.spec.pairs:
-            pair_logits = model.cls.seq_relationship(out.pooler_output)
+            pair_logits = pair_head(model)(out.pooler_output)
             parts[self.spec.pairs] = F.cross_entropy(pair_logits.float(), t.pair)
             total = total + self.spec.pair_weight * parts[self.spec.pairs]
         return total, parts
@@ -114,7 +120,7 @@ class PretrainObjective(nn.Module):
     def _electra(self, model: nn.Module, inputs: dict[str, Tensor], t: Targets) -> tuple[Tensor, dict[str, Tensor]]:
         assert self.generator is not None and self.disc_head is not None and t.original is not None
         selected = t.mlm != IGNORE
-        word_embeddings = model.embeddings.word_embeddings
+        word_embeddings = roles.word_embeddings(model)
         gen_logits = self.generator(word_embeddings, inputs, selected)
         gen_loss = _ce(gen_logits, t.mlm[selected])
         corrupted = t.original.clone()
