@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import make_tiny_model_dir
 from pydantic import TypeAdapter
 
+from conftest import make_tiny_model_dir
 from tinyplm.compress import REGISTRY, CompressContext, apply_step, controller
 from tinyplm.config.compress import SCHEDULED_KINDS, CompressStep
 from tinyplm.evaluate.size import count_params

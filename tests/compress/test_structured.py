@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import make_tiny_model_dir
 
+from conftest import make_tiny_model_dir
 from tinyplm.compress.importance import Importance, importance, select
 from tinyplm.compress.structured import drop_layers, least_important_layers, prune_ffn, prune_heads
 from tinyplm.errors import ModelError

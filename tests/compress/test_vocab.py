@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from conftest import make_tiny_model_dir
 
+from conftest import make_tiny_model_dir
 from tinyplm.compress.vocab import trim_vocab, used_ids
 from tinyplm.models import load_classifier, save_model
 from tinyplm.models.factorized import factorize_embeddings

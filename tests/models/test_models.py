@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tests.conftest import make_tiny_model_dir
 from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
@@ -20,7 +21,6 @@ from transformers import (
     BertTokenizerFast,
 )
 
-from tests.conftest import make_tiny_model_dir
 from tinyplm.config import ShapeSpec, StudentSpec
 from tinyplm.errors import ModelError
 from tinyplm.models import (

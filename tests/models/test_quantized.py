@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from conftest import make_tiny_model_dir
 from safetensors import safe_open
 from torch import nn
 from transformers import BertConfig, BertForSequenceClassification
 
+from conftest import make_tiny_model_dir
 from tinyplm.models import load_classifier, save_model
 from tinyplm.models.quantized import Int4Linear, encoder_linear_names, quantize_int4
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import make_tiny_model_dir
 from transformers import AutoModelForSequenceClassification, BertConfig, BertForSequenceClassification
 
+from conftest import make_tiny_model_dir
 from tinyplm.errors import ModelError
 from tinyplm.models import load_classifier, save_model
 from tinyplm.models.shape import (
