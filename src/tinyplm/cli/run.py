@@ -41,23 +41,38 @@ def run_cmd(
 
 @app.command("validate")
 def validate_cmd(
-    recipe: Annotated[Path, typer.Argument(help="YAML recipe")],
+    recipe: Annotated[Path, typer.Argument(help="YAML recipe (a run recipe, or a pre-training recipe)")],
     overrides: Overrides = None,
-    check_inputs: Annotated[bool, typer.Option("--inputs/--no-inputs", help="also read the data and check the teacher")] = True,
+    check_inputs: Annotated[bool, typer.Option(
+        "--inputs/--no-inputs", help="also read the data and check the teacher (or corpus and tokenizer)")] = True,
 ) -> None:
-    """Check a recipe without running it: its keys, its data files and its teacher.
+    """Check a recipe without running it: its keys, its data files and its teacher. A pre-training
+    recipe (it has an 'objective' section) is checked against its own schema, with its corpus,
+    init checkpoint and tokenizer.
 
     Example: tinyplm validate recipes/glue/sst2_demo.yaml
     """
     from tinyplm.config import load_recipe, student_name
+    from tinyplm.config.load import is_pretrain_recipe
+    from tinyplm.config.pretrain import PretrainRecipe
     from tinyplm.run import preflight
 
+    if is_pretrain_recipe(recipe):
+        from tinyplm.pretrain.run import preflight as pretrain_preflight
+
+        spec = load_recipe(recipe, overrides, schema=PretrainRecipe)
+        texts = pretrain_preflight(spec) if check_inputs else None
+        counts = f", {len(texts.train)} train / {len(texts.held)} held-out texts" if texts else ""
+        out.print(f"{recipe}: ok (pre-training, objective {spec.objective.kind}{counts})", soft_wrap=True)
+        return
     cfg = load_recipe(recipe, overrides)
     checked = preflight(cfg) if check_inputs else None
     data = checked.data if checked else None
     teacher = checked.teacher_dir if checked else cfg.teacher.model
     students = ", ".join(student_name(s) for s in cfg.students) or "none"
-    counts = f", {len(data.train)} train / " + " / ".join(f"{len(v)} {k}" for k, v in data.evals.items()) if data else ""
+    counts = ""
+    if data:
+        counts = f", {len(data.train)} train / " + " / ".join(f"{len(v)} {k}" for k, v in data.evals.items())
     out.print(f"{recipe}: ok (task {cfg.task.name}{counts}; teacher {teacher}; students: {students})", soft_wrap=True)
 
 

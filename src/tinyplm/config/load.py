@@ -44,6 +44,16 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None, schema: ty
     return validate_recipe(raw, source=path, text=text, overrides=overrides, schema=schema)
 
 
+def is_pretrain_recipe(path: str | Path) -> bool:
+    """True when ``path`` looks like a pre-training recipe (a top-level ``objective`` section,
+    which run recipes do not have). Unreadable files are left to :func:`load_recipe` to report."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False
+    return isinstance(raw, dict) and "objective" in raw and "students" not in raw
+
+
 def validate_recipe(
     raw: dict[str, Any], source: Path | str = "<recipe>", text: str | None = None, overrides: list[str] | None = None,
     schema: type[M] = RunConfig,

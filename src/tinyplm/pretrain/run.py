@@ -32,7 +32,7 @@ from tinyplm.errors import ModelError
 from tinyplm.files import claim_run_dir, write_json_atomic
 from tinyplm.models.infer import use_bf16
 from tinyplm.models.io import save_model
-from tinyplm.models.loading import load_tokenizer, quiet_transformers, resolve_model_dir
+from tinyplm.models.loading import check_model_dir, load_tokenizer, quiet_transformers, resolve_model_dir
 from tinyplm.pretrain.corpus import read_documents, split_holdout
 from tinyplm.pretrain.data import encode_texts
 from tinyplm.pretrain.evaluate import evaluate_electra, evaluate_mlm, pseudo_perplexity, unigram_log_probs
@@ -179,6 +179,23 @@ def held_out_metrics(recipe: PretrainRecipe, model, objective: PretrainObjective
     return {k: round(v, 5) for k, v in out.items()}
 
 
+def preflight(recipe: PretrainRecipe) -> Texts:
+    """Check what a pre-training run reads before it writes anything: the corpus (every file
+    read), the ``init`` checkpoint and the ``tokenizer`` dir. Returns the corpus split; raises
+    ``DataError``/``ModelError`` naming the file or dir."""
+    texts = load_texts(recipe)
+    if recipe.tokenizer and not Path(recipe.tokenizer).is_dir():
+        raise ModelError(f"{recipe.tokenizer}: tokenizer dir not found; make it first with `tinyplm tokenizer "
+                         f"train CORPUS --out {recipe.tokenizer}` (or point 'tokenizer' at an existing one)")
+    if recipe.init is not None:
+        src = resolve_model_dir(recipe.init)
+        vocab = int(check_model_dir(src)["vocab_size"])
+        load_tokenizer(Path(recipe.tokenizer) if recipe.tokenizer else src, vocab)
+    elif recipe.tokenizer:  # a model from scratch is sized to its tokenizer: any size fits
+        load_tokenizer(Path(recipe.tokenizer), 2**31)
+    return texts
+
+
 def pretrain(recipe: PretrainRecipe, *, resume: bool = False, force: bool = False) -> dict:
     """Run ``recipe`` (see module docstring) and return what ``pretrain.json`` holds.
 
@@ -188,14 +205,18 @@ def pretrain(recipe: PretrainRecipe, *, resume: bool = False, force: bool = Fals
     ``DataError``/``ModelError`` for bad inputs.
     """
     run_dir = output_dir(recipe)
-    resolved = yaml.safe_dump(recipe.model_dump(mode="json"), sort_keys=False)
-    with claim_run_dir(run_dir, resolved, resume=resume, force=force, finished=RESULT_FILE) as claim:
-        return _pretrain_claimed(recipe, run_dir, claim.resumed)
-
-
-def _pretrain_claimed(recipe: PretrainRecipe, run_dir: Path, resume: bool) -> dict:
     started = time.perf_counter()
-    texts = load_texts(recipe)
+    texts = preflight(recipe)  # bad input fails here, before the run dir is touched
+    with claim_run_dir(run_dir, resolved_text(recipe), resume=resume, force=force, finished=RESULT_FILE) as claim:
+        return _pretrain_claimed(recipe, run_dir, texts, claim.resumed, started)
+
+
+def resolved_text(recipe: PretrainRecipe) -> str:
+    """The recipe with every default, as written to ``config.resolved.yaml``."""
+    return yaml.safe_dump(recipe.model_dump(mode="json"), sort_keys=False)
+
+
+def _pretrain_claimed(recipe: PretrainRecipe, run_dir: Path, texts: Texts, resume: bool, started: float) -> dict:
     model, tok = build_model(recipe, run_dir, texts.train)
     vocab = model.config.vocab_size
     data = prepare_data(recipe, tok, texts, vocab)
