@@ -96,7 +96,8 @@ BAD_DATA = {
                           ["{train}:3: expected 2 tab-separated fields, got 3"]),
     "label-outside-set": (HEADER + b"good fun\t1\nbad plot\t0\nso so\t2\n", GOOD_DEV,
                           ["{train}:4: label '2' is not one of 0, 1"]),
-    "dev-label-outside-set": (GOOD_TRAIN, HEADER + b"good fun\tpositive\n", ["{dev}:2: label 'positive' is not one of 0, 1"]),
+    "dev-label-outside-set": (GOOD_TRAIN, HEADER + b"good fun\tpositive\n",
+                              ["{dev}:2: label 'positive' is not one of 0, 1"]),
     "non-utf8-line": (HEADER + b"good fun\t1\nbad \xff\xfe plot\t0\n", GOOD_DEV,
                       ["{train}:3: not valid UTF-8 (byte 0xff at column 5)"]),
 }
@@ -171,7 +172,7 @@ BAD_TEACHER = {
     "no-config": "{teacher}: no config.json (expected a Hugging Face checkpoint directory)",
     "no-weights": "{teacher}: no weights (expected one of model.safetensors",
     "vocab-too-big": "{teacher}: tokenizer has 129 tokens but the model's vocab_size is 99",
-    "config-not-json": "{teacher}/config.json: not valid JSON",
+    "config-not-json": "{teacher}/config.json:1:2: not valid JSON (Expecting property name",
 }
 
 
@@ -230,7 +231,8 @@ def line_of(path: Path, startswith: str) -> int:
 RECIPE_TYPOS = {
     # case id: (extra recipe sections, line prefix of the bad key, expected message after "recipe.yaml:LINE: ")
     "top-level": ({"studnets": []}, "studnets:",
-                  "unknown key 'studnets'; did you mean 'students'? Valid keys here: augment, cache_dir, corpus, measure"),
+                  "unknown key 'studnets'; did you mean 'students'? "
+                  "Valid keys here: augment, cache_dir, corpus, measure"),
     "nested": ({"task": {"name": "sst2", "max_lenght": 64}}, "  max_lenght:",
                "unknown key 'task.max_lenght'; did you mean 'max_length'?"),
     "in-list": ({"students": [{"teacher_layers": [0], "objective": {"temprature": 2}}]}, "    temprature:",
@@ -300,7 +302,8 @@ def test_recipe_file_problems(tmp_path: Path) -> None:
 def test_finished_run_dir_is_refused_without_force(tmp_path: Path, finished_run: Path) -> None:
     recipe = finished_run.parents[1] / "recipe.yaml"
     before = snapshot(finished_run)
-    assert {"results.json", "report.html", "summary.md", "config.resolved.yaml", "model/model.safetensors"} <= set(before)
+    expected = {"results.json", "report.html", "summary.md", "config.resolved.yaml", "model/model.safetensors"}
+    assert expected <= set(before)
     result = run_bad(tmp_path, ["run", recipe], finished_run, recipe.parent, subprocess=True)
     assert_bad_input(result, f"{finished_run}: already holds a finished run (results.json); pass --force")
     assert added(before, finished_run) == []

@@ -9,12 +9,18 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 from pathlib import Path
 
-from tinyplm.errors import ModelError, did_you_mean
+from pydantic import Field
+from safetensors import SafetensorError
+
+from tinyplm.errors import ModelError, TinyplmError, did_you_mean
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
 from tinyplm.models.quantized import QUANT_KEY, load_quantized
 from tinyplm.models.shape import SHAPE_KEY, build_shaped, duplicate_keys
+from tinyplm.tasks.io import read_text
+from tinyplm.tasks.json_layout import Layout, load_json, shown, validate
 
 # Offline by design: nothing is ever fetched from a hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -23,6 +29,22 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "model.onnx")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model")
+#: Tokenizer files that are JSON objects, checked before transformers reads them.
+TOKENIZER_JSON = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
+#: What loading a damaged weight file raises (safetensors, torch's unpickler, transformers).
+LOAD_ERRORS = (OSError, ValueError, RuntimeError, KeyError, EOFError, SafetensorError, pickle.UnpicklingError)
+#: The largest safetensors header the format allows (100 MB); a bigger length means a damaged file.
+MAX_HEADER = 100_000_000
+
+
+class _ConfigKeys(Layout):
+    """The keys of config.json that loading reads itself (transformers checks the rest)."""
+
+    model_type: str
+    vocab_size: int = Field(gt=0)
+    architectures: list[str] | None = None
+    num_labels: int | None = Field(None, gt=0)
+    id2label: dict[str, str] | None = None
 
 
 def _minilm_dir() -> Path:
@@ -65,7 +87,12 @@ def resolve_model_dir(name: str) -> Path:
 
 
 def check_model_dir(path: Path) -> dict:
-    """Check a HF checkpoint dir and return its config dict; raises ``ModelError`` on problems."""
+    """Check a HF checkpoint dir and return its config dict.
+
+    Raises ``ModelError`` naming the file when the dir or ``config.json`` is missing, config.json
+    is not a JSON object with a string ``model_type`` and a positive integer ``vocab_size``, there
+    are no weights or no tokenizer files, or a safetensors file is truncated or its header damaged.
+    """
     if not path.exists():
         raise ModelError(f"{path}: model directory not found")
     if not path.is_dir():
@@ -73,33 +100,149 @@ def check_model_dir(path: Path) -> dict:
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
         raise ModelError(f"{path}: no config.json (expected a Hugging Face checkpoint directory)")
-    try:
-        cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ModelError(f"{cfg_file}: not valid JSON ({exc})") from None
+    cfg = load_json(cfg_file, ModelError)
+    validate(_ConfigKeys, cfg, cfg_file, ModelError)
     if not any((path / f).is_file() for f in WEIGHT_FILES):
         raise ModelError(f"{path}: no weights (expected one of {', '.join(WEIGHT_FILES)})")
     if not any((path / f).is_file() for f in TOKENIZER_FILES):
         raise ModelError(f"{path}: no tokenizer files (expected tokenizer.json or vocab.txt)")
-    if "vocab_size" not in cfg or "model_type" not in cfg:
-        raise ModelError(f"{cfg_file}: lacks 'model_type' or 'vocab_size'")
+    check_weight_files(path)
     return cfg
 
 
+def check_weight_files(path: Path) -> None:
+    """Check the safetensors files of ``path`` (and a shard index) are whole; raises ``ModelError``.
+
+    Reads only the headers: a cut-short file, a damaged header or a missing shard is found here,
+    before any Rust or pickle error. A flipped byte inside the tensor data cannot be seen."""
+    single = path / "model.safetensors"
+    if single.is_file():
+        safetensors_shapes(single)
+    index = path / "model.safetensors.index.json"
+    if index.is_file() and not single.is_file():
+        weight_map = load_json(index, ModelError)
+        shards = weight_map.get("weight_map") if isinstance(weight_map, dict) else None
+        if not isinstance(shards, dict) or not all(isinstance(v, str) for v in shards.values()):
+            raise ModelError(f"{index}: expected an object with a 'weight_map' of tensor name -> shard file")
+        for shard in sorted(set(shards.values())):
+            if not (path / shard).is_file():
+                raise ModelError(f"{index}: names shard {shard!r}, which is not in {path}")
+            safetensors_shapes(path / shard)
+
+
+def safetensors_shapes(file: Path) -> dict[str, tuple[int, ...]]:
+    """Tensor name -> shape from a safetensors header, after checking the file holds exactly the
+    bytes the header describes. Raises ``ModelError`` naming the file when it is truncated, longer
+    than its header says, or its header is not the JSON that safetensors writes."""
+    size = file.stat().st_size
+    with file.open("rb") as fh:
+        length = int.from_bytes(fh.read(8), "little") if size >= 8 else 0
+        if size < 8 or length > min(size - 8, MAX_HEADER):
+            raise ModelError(f"{file}: truncated or not a safetensors file ({size} bytes; its header length field "
+                             f"says {length}); copy or save the model again")
+        raw = fh.read(length)
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise ModelError(f"{file}: damaged safetensors header (not UTF-8 JSON); copy or save the model again") from None
+    shapes, end = _header_tensors(header, file)
+    expected = 8 + length + end
+    if size != expected:
+        what = "truncated" if size < expected else "longer than its header says"
+        raise ModelError(f"{file}: {what}: {size} bytes where its header describes {expected}; "
+                         "copy or save the model again")
+    return shapes
+
+
+def _header_tensors(header: object, file: Path) -> tuple[dict[str, tuple[int, ...]], int]:
+    """(name -> shape, end of the data) from a parsed safetensors header; raises ``ModelError``."""
+    if not isinstance(header, dict):
+        raise ModelError(f"{file}: damaged safetensors header (expected an object, got {shown(header)})")
+    shapes, end = {}, 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = info.get("data_offsets") if isinstance(info, dict) else None
+        shape = info.get("shape") if isinstance(info, dict) else None
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int and o >= 0 for o in offsets)
+                and isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)):
+            raise ModelError(f"{file}: damaged safetensors header (tensor {name[:80]!r} has no valid "
+                             "shape and data_offsets)")
+        shapes[name] = tuple(shape)
+        end = max(end, offsets[1])
+    return shapes, end
+
+
 def load_tokenizer(path: Path, model_vocab_size: int):
-    """Load the tokenizer in ``path`` and check every id it can produce fits the model's vocab."""
+    """Load the tokenizer in ``path`` and check every id it can produce fits the model's vocab.
+
+    Raises ``ModelError`` naming the file when a tokenizer file is damaged (see
+    :func:`check_tokenizer_files`), and naming ``path`` when transformers cannot build a tokenizer
+    from the files or the tokenizer has more tokens than the model's ``vocab_size``."""
     from transformers import AutoTokenizer
 
+    check_tokenizer_files(path)
     try:
         tok = AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)
     except Exception as exc:  # transformers raises many types for broken tokenizer files
-        raise ModelError(f"{path}: cannot load tokenizer ({exc.__class__.__name__}: {exc})") from None
+        raise ModelError(f"{path}: cannot load tokenizer ({exc.__class__.__name__}: {_one_line(exc)})") from None
     if len(tok) > model_vocab_size:
         raise ModelError(
             f"{path}: tokenizer has {len(tok)} tokens but the model's vocab_size is {model_vocab_size}; "
             "the tokenizer does not belong to this model"
         )
     return tok
+
+
+def check_tokenizer_files(path: Path) -> None:
+    """Check the tokenizer files of ``path`` are whole: each JSON file (tokenizer.json,
+    tokenizer_config.json ...) parses to an object, and vocab.txt is UTF-8, ends with a line
+    break (every saved vocab.txt does; a cut-short one does not) and, beside a WordPiece
+    tokenizer.json, lists as many tokens as its vocabulary. Raises ``ModelError`` naming the file."""
+    docs = {}
+    for name in TOKENIZER_JSON:
+        file = path / name
+        if file.is_file():
+            docs[name] = load_json(file, ModelError)
+            if not isinstance(docs[name], dict):
+                raise ModelError(f"{file}: expected a JSON object, got {shown(docs[name])}")
+    model = docs.get("tokenizer.json", {}).get("model", {})
+    if "tokenizer.json" in docs and not isinstance(model, dict):
+        raise ModelError(f"{path / 'tokenizer.json'}: 'model' should be an object, got {shown(model)}")
+    vocab_file = path / "vocab.txt"
+    if vocab_file.is_file():
+        text = read_text(vocab_file, ModelError)
+        if not text.endswith("\n"):
+            raise ModelError(f"{vocab_file}: the last line has no line break, so the file looks cut short; "
+                             "copy or save the tokenizer again")
+        vocab = model.get("vocab") if model.get("type") == "WordPiece" else None
+        count = text.count("\n")
+        if isinstance(vocab, dict) and count != len(vocab):
+            raise ModelError(f"{vocab_file}: holds {count} tokens but tokenizer.json's vocabulary has {len(vocab)}; "
+                             "one of them is cut short or from another model")
+
+
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    """An exception's message on one line, cut to ``limit`` characters."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _config(path: Path, **kwargs):
+    """``AutoConfig`` of ``path``; raises ``ModelError`` naming config.json when transformers
+    cannot use it (an unknown model_type, a value of the wrong type)."""
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(str(path), trust_remote_code=False, **kwargs)
+    except Exception as exc:  # transformers and huggingface_hub raise many types for a bad config
+        raise ModelError(f"{path / 'config.json'}: transformers cannot use it "
+                         f"({exc.__class__.__name__}: {_one_line(exc)})") from None
+
+
+def _weights_file(path: Path) -> Path:
+    """The weight file transformers reads first in ``path`` (for messages)."""
+    return next((path / f for f in WEIGHT_FILES if (path / f).is_file()), path)
 
 
 #: The architecture name ending of a checkpoint with each task head.
@@ -116,24 +259,26 @@ def _load_shaped(path: Path, has_head: bool, head: str = "sequence", **config_kw
     """A classifier whose config records per-layer shapes (pruned): built to that shape, then
     its safetensors weights loaded; only a missing classifier (no head saved) is tolerated."""
     from safetensors.torch import load_file
-    from transformers import AutoConfig
 
     from tinyplm.models.student import HEAD_CLASSES
 
     weights = path / "model.safetensors"
     if not weights.is_file():
         raise ModelError(f"{path}: a pruned model needs model.safetensors")
-    config = AutoConfig.from_pretrained(str(path), trust_remote_code=False, **config_kwargs)
+    config = _config(path, **config_kwargs)
     if config.model_type != "bert":
         raise ModelError(f"{path}: per-layer shapes ({SHAPE_KEY}) are supported for BERT only, not {config.model_type}")
     model = build_shaped(config, HEAD_CLASSES[head])
-    state = load_file(str(weights))
+    try:
+        state = load_file(str(weights))
+    except LOAD_ERRORS as exc:
+        raise ModelError(f"{weights}: cannot load weights ({exc.__class__.__name__}: {_one_line(exc)})") from None
     if not has_head:  # a saved encoder (e.g. with an MLM head): keep what fits, new classifier
         state = {k: v for k, v in state.items() if k.startswith("bert.")}
     try:
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as exc:
-        raise ModelError(f"{path}: weights do not match config {SHAPE_KEY} ({exc})") from None
+        raise ModelError(f"{path}: weights do not match config {SHAPE_KEY} ({_one_line(exc)})") from None
     shared = duplicate_keys(model)  # stored once, under the owner layer's name
     missing = [k for k in missing if k not in shared and (has_head or k.startswith("bert."))]
     if missing or unexpected:
@@ -144,55 +289,92 @@ def _load_shaped(path: Path, has_head: bool, head: str = "sequence", **config_kw
 def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, head: str = "sequence"):
     """Load ``path`` with a task's ``head`` (``sequence``, ``span`` or ``token``) -> (model, tokenizer).
 
-    A checkpoint without that head (a bare encoder, or another kind of head) gets a new one; a
-    checkpoint whose head was trained for a different number of labels raises ``ModelError``.
+    A checkpoint without that head (a bare encoder, or another kind of head) gets a new one. Raises
+    ``ModelError`` naming the file for a damaged config.json, weight or tokenizer file (see
+    :func:`check_model_dir`, :func:`load_tokenizer`), weights whose shapes do not fit config.json,
+    or a checkpoint whose head was trained for a different number of labels.
     """
     if head not in HEAD_ARCH:
         raise ValueError(f"unknown head {head!r}; expected one of {', '.join(HEAD_ARCH)}")
     quiet_transformers()
     cfg = check_model_dir(path)
     num_labels = 2 if head == "span" else 1 if is_regression else len(labels)
-    archs = cfg.get("architectures") or []
-    has_head = any(HEAD_ARCH[head] in a for a in archs)
+    has_head = any(HEAD_ARCH[head] in a for a in cfg.get("architectures") or [])
     # transformers leaves num_labels/id2label out of config.json for the default of 2 labels.
-    found = int(cfg.get("num_labels", len(cfg.get("id2label", {})) or 2))
+    found = cfg.get("num_labels") or len(cfg.get("id2label") or {}) or 2
     if has_head and found != num_labels:
         raise ModelError(f"{path}: its classifier has {found} outputs but the task needs {num_labels}")
     id2label = ({0: "start", 1: "end"} if head == "span" else {0: "score"} if is_regression
                 else {i: lab for i, lab in enumerate(labels)})
+    labelling = {"num_labels": num_labels, "id2label": id2label, "label2id": {v: k for k, v in id2label.items()}}
     problem = "regression" if is_regression else "single_label_classification"
     if cfg.get(FORMAT_KEY) == "onnx":
-        from transformers import AutoConfig
+        model = _load_onnx(path)
+    elif cfg.get(QUANT_KEY):
+        model = _load_quantized(path, head, labelling)
+    elif cfg.get(SHAPE_KEY):
+        model = _load_shaped(path, has_head, head, **labelling, problem_type=problem)
+    else:
+        model = _load_hf(path, head, has_head, _config(path, **labelling, problem_type=problem))
+    return model, load_tokenizer(path, model.config.vocab_size)
 
-        config = AutoConfig.from_pretrained(str(path), trust_remote_code=False)
-        model = OrtClassifier(path / ONNX_FILE, config)
-        return model, load_tokenizer(path, config.vocab_size)
-    if cfg.get(QUANT_KEY):
-        from transformers import AutoConfig
 
-        from tinyplm.models.student import HEAD_CLASSES
+def _load_onnx(path: Path) -> OrtClassifier:
+    """The ONNX Runtime model of an ONNX model dir (raises ``ModelError``)."""
+    config = _config(path)
+    if not (path / ONNX_FILE).is_file():
+        raise ModelError(f"{path / 'config.json'}: says {FORMAT_KEY}: onnx, but {path} holds no {ONNX_FILE}")
+    return OrtClassifier(path / ONNX_FILE, config)
 
-        config = AutoConfig.from_pretrained(str(path), trust_remote_code=False, num_labels=num_labels, id2label=id2label,
-                                            label2id={v: k for k, v in id2label.items()})
-        model = load_quantized(path, build_shaped(config, HEAD_CLASSES[head]))
-        return model, load_tokenizer(path, config.vocab_size)
-    if cfg.get(SHAPE_KEY):
-        model = _load_shaped(path, has_head, head, num_labels=num_labels, id2label=id2label,
-                             label2id={v: k for k, v in id2label.items()}, problem_type=problem)
-        return model, load_tokenizer(path, model.config.vocab_size)
+
+def _load_quantized(path: Path, head: str, labelling: dict):
+    """A model with quantized weights (``config.tinyplm_quant``); raises ``ModelError``."""
+    from tinyplm.models.student import HEAD_CLASSES
+
+    config = _config(path, **labelling)
     try:
-        model = _auto_class(head).from_pretrained(
-            str(path),
-            num_labels=num_labels,
-            id2label=id2label,
-            label2id={v: k for k, v in id2label.items()},
-            problem_type=problem,
-            trust_remote_code=False,
+        return load_quantized(path, build_shaped(config, HEAD_CLASSES[head]))
+    except TinyplmError:
+        raise
+    except LOAD_ERRORS as exc:
+        raise ModelError(f"{path / 'model.safetensors'}: cannot load quantized weights "
+                         f"({exc.__class__.__name__}: {_one_line(exc)})") from None
+
+
+def _load_hf(path: Path, head: str, has_head: bool, config):
+    """A plain Hugging Face checkpoint under ``head``; raises ``ModelError`` naming the weight file."""
+    try:
+        return _auto_class(head).from_pretrained(
+            str(path), config=config, trust_remote_code=False,
             # another kind of head (a sentiment classifier loaded as a tagger: both are named
             # "classifier") is dropped and a new one initialised, as for a bare encoder
             ignore_mismatched_sizes=not has_head,
         )
-    except (OSError, ValueError, RuntimeError) as exc:
-        raise ModelError(f"{path}: cannot load weights ({exc.__class__.__name__}: {exc})") from None
-    tok = load_tokenizer(path, model.config.vocab_size)
-    return model, tok
+    except LOAD_ERRORS as exc:
+        weights = _weights_file(path)
+        mismatch = _shape_mismatch(path, head, has_head, config)
+        if mismatch:
+            raise ModelError(f"{weights}: does not fit {path / 'config.json'}: {mismatch}") from None
+        raise ModelError(f"{weights}: cannot load weights ({exc.__class__.__name__}: {_one_line(exc)})") from None
+
+
+def _shape_mismatch(path: Path, head: str, has_head: bool, config) -> str | None:
+    """The first tensor whose shape in model.safetensors differs from the model config.json
+    builds (its head too when ``has_head``), in words; None when none is found."""
+    import torch
+
+    file = path / "model.safetensors"
+    if not file.is_file():
+        return None
+    try:
+        with torch.device("meta"):  # shapes only, no memory
+            model = _auto_class(head).from_config(config)
+    except Exception:  # only a diagnostic: the caller reports the load error itself
+        return None
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    prefix = f"{model.base_model_prefix}."
+    for key, shape in safetensors_shapes(file).items():
+        name = key if key in expected else prefix + key
+        if name in expected and expected[name] != shape and (has_head or name.startswith(prefix)):
+            return f"tensor {key} is {list(shape)} in the file but {list(expected[name])} by the config"
+    return None

@@ -41,7 +41,8 @@ class _Logits(torch.nn.Module):
     def forward(self, input_ids, attention_mask, token_type_ids):
         from tinyplm.models.infer import output_logits
 
-        return output_logits(self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids))
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        return output_logits(out)
 
 
 def export_onnx(model: torch.nn.Module, path: Path, seq_len: int = 16) -> Path:
@@ -70,8 +71,8 @@ def export_onnx(model: torch.nn.Module, path: Path, seq_len: int = 16) -> Path:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # tracer warnings about Python control flow on shapes
             # the wrapper must be in eval mode too: the exporter restores the wrapper's mode afterwards
-            torch.onnx.export(_Logits(model).eval(), sample, str(tmp), input_names=list(INPUTS), output_names=["logits"],
-                              dynamic_axes=axes, opset_version=OPSET, dynamo=False)
+            torch.onnx.export(_Logits(model).eval(), sample, str(tmp), input_names=list(INPUTS),
+                              output_names=["logits"], dynamic_axes=axes, opset_version=OPSET, dynamo=False)
     finally:
         if attn is not None:
             model.config._attn_implementation = attn
@@ -129,7 +130,8 @@ class OrtClassifier:
 
     def train(self, mode: bool = True) -> OrtClassifier:
         if mode:
-            raise ModelError(f"{self.path}: an ONNX model cannot be trained; compress steps after an ONNX step are not possible")
+            raise ModelError(f"{self.path}: an ONNX model cannot be trained; "
+                             "compress steps after an ONNX step are not possible")
         return self
 
     def num_parameters(self, exclude_embeddings: bool = False) -> int:

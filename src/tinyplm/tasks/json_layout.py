@@ -35,6 +35,9 @@ EXPECTED = {
     "model_attributes_type": "expected an object",
 }
 
+#: Bounds a layout may set on a number (``Field(gt=0)``), in words.
+BOUNDS = {"gt": "greater than", "ge": "of at least", "lt": "less than", "le": "of at most"}
+
 
 class Layout(BaseModel):
     """Base of a JSON layout: strict types; keys the layout does not name are ignored."""
@@ -69,8 +72,10 @@ def describe_error(err: dict) -> str:
     if err["type"] == "missing":
         return f"{json_path(loc[:-1])}: missing key '{loc[-1]}'"
     expected = EXPECTED.get(err["type"])
+    bound = next((f"{word} {value}" for key, word in BOUNDS.items() if (value := (err.get("ctx") or {}).get(key))
+                  is not None), None)
     if expected is None:
-        return f"{json_path(loc)}: {err['msg'].removeprefix('Value error, ')}, got {shown(err.get('input'))}"
+        expected = f"expected a number {bound}" if bound else err["msg"].removeprefix("Value error, ")
     return f"{json_path(loc)}: {expected}, got {shown(err.get('input'))}"
 
 
