@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_mutate import mutated, parse
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from helpers_mutate import mutated, parse
 from tinyplm import tasks
 from tinyplm.config import load_recipe, validate_recipe
 from tinyplm.errors import TinyplmError

@@ -1,4 +1,5 @@
-"""Metrics agree with scikit-learn / scipy; suffixes; undefined metrics are 0.0."""
+"""Metrics agree with scikit-learn / scipy and with values worked by hand; suffixes; undefined metrics are 0.0;
+which metrics depend on the order of predictions and references."""
 
 from __future__ import annotations
 
@@ -6,12 +7,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from tinyplm.errors import TinyplmError
 from tinyplm.evaluate import metrics
+from tinyplm.evaluate.entities import entity_scores
+from tinyplm.evaluate.model_eval import token_scores
 from tinyplm.tasks import METRIC_NAMES, Example, Split, TaskData
+from tinyplm.tasks.conll import TAGS, Sentence
+from tinyplm.tasks.encoding import Encoded
+from tinyplm.tasks.tagging import Tagged
 
 RNG_SEED = 0
 
@@ -118,3 +125,67 @@ def test_task_metrics_applies_split_suffix() -> None:
     assert metrics.task_metrics(data, "dev_mismatched", p, r) == {"accuracy_mm": 0.75}
     with pytest.raises(TinyplmError, match="no split 'test'"):
         metrics.task_metrics(data, "test", p, r)
+
+
+# A skewed binary example: 4 positives, 6 negatives; TP=2, FN=2, FP=1, TN=5.
+SKEWED_REFS = np.array([1, 1, 1, 1, 0, 0, 0, 0, 0, 0])
+SKEWED_PREDS = np.array([1, 1, 0, 0, 1, 0, 0, 0, 0, 0])
+
+
+def test_skewed_binary_example_by_hand() -> None:
+    out = metrics.compute(["accuracy", "f1", "f1_macro", "mcc"], SKEWED_PREDS, SKEWED_REFS)
+    assert out["accuracy"] == pytest.approx(7 / 10)
+    assert out["f1"] == pytest.approx(2 * 2 / (2 * 2 + 1 + 2))  # 2TP / (2TP + FP + FN) = 4/7: class 1 only
+    assert out["f1_macro"] == pytest.approx((4 / 7 + 10 / 13) / 2)  # class 0: TP=5, FP=2, FN=1 -> 10/13
+    assert out["mcc"] == pytest.approx((2 * 5 - 1 * 2) / np.sqrt(3 * 4 * 6 * 7))  # 8 / sqrt(504) = 0.356
+
+
+def test_f1_is_of_the_positive_class() -> None:
+    """Flipping which class is 1 changes F1 (4/7 -> 10/13) but not accuracy or MCC."""
+    flipped = metrics.compute(["accuracy", "f1", "mcc"], 1 - SKEWED_PREDS, 1 - SKEWED_REFS)
+    assert flipped["f1"] == pytest.approx(10 / 13)
+    assert flipped["accuracy"] == pytest.approx(7 / 10)
+    assert flipped["mcc"] == pytest.approx(8 / np.sqrt(504))
+
+
+#: The table's metrics are symmetric in (predictions, references): F1 = 2TP/(2TP+FP+FN) and MCC
+#: are unchanged when FP and FN trade places, accuracy and correlations trivially. So a swapped
+#: call cannot change a GLUE score; a metric added to the table that is not symmetric (precision,
+#: recall) fails the test below and needs a test of its argument order like the entity ones.
+SYMMETRIC = {"accuracy", "f1", "f1_macro", "mcc", "pearson", "spearman"}
+
+
+def test_every_table_metric_is_symmetric_in_its_arguments() -> None:
+    assert set(metrics.METRICS) == SYMMETRIC
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        p, r = rng.integers(0, 2, 30), (rng.random(30) < 0.2).astype(int)  # skewed references
+        names = ["accuracy", "f1", "f1_macro", "mcc", "pearson", "spearman"]
+        assert metrics.compute(names, p, r) == pytest.approx(metrics.compute(names, r, p))
+
+
+# Entity scores are not symmetric: gold has 3 entities, the prediction finds 1 of them exactly.
+GOLD_TAGS = ["B-PER", "I-PER", "O", "B-LOC", "B-ORG"]
+PREDICTED_TAGS = ["B-PER", "I-PER", "O", "O", "O"]
+
+
+def test_entity_precision_and_recall_by_hand() -> None:
+    out = entity_scores([GOLD_TAGS], [PREDICTED_TAGS])
+    assert out == pytest.approx({"precision": 1.0, "recall": 1 / 3, "f1": 0.5})  # 2 * (1 * 1/3) / (4/3)
+    swapped = entity_scores([PREDICTED_TAGS], [GOLD_TAGS])
+    assert swapped == pytest.approx({"precision": 1 / 3, "recall": 1.0, "f1": 0.5})
+
+
+def test_token_scores_pass_gold_and_predictions_in_order() -> None:
+    """The evaluation of a tagger reads gold tags from the split and predictions from the logits."""
+    pieces = len(GOLD_TAGS) + 2  # [CLS] w1 .. w5 [SEP]
+    logits = torch.full((1, pieces, len(TAGS)), -5.0)
+    for word, tag in enumerate(PREDICTED_TAGS):
+        logits[0, word + 1, TAGS.index(tag)] = 5.0
+    tagged = Tagged([[0] * pieces], [[0] * pieces], [[-100] * pieces], [list(range(1, pieces - 1))], 0)
+    enc = Encoded(tagged.input_ids, tagged.token_type_ids, torch.zeros(1, pieces, dtype=torch.long), 0,
+                  head="token", meta=tagged)
+    split = Split("dev", [Sentence(tuple(f"w{i}" for i in range(len(GOLD_TAGS))), tuple(GOLD_TAGS), 1)],
+                  Path("valid.txt"), head="token")
+    out = token_scores(split, enc, logits, TAGS)
+    assert out == pytest.approx({"precision": 1.0, "recall": 1 / 3, "f1": 0.5})

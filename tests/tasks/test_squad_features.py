@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from tests.conftest import make_tiny_model_dir
+
 from tinyplm.evaluate.squad import answers_with_threshold, best_null_threshold
 from tinyplm.tasks.squad import Answer, QAExample
 from tinyplm.tasks.squad_features import Prediction, build_features, predict_answers

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from tests.conftest import make_tiny_model_dir
+
 from tinyplm.tasks.conll import TAGS
 from tinyplm.tasks.tagging import IGNORE, encode_tagged, tags_from_logits
 
