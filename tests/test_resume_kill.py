@@ -63,3 +63,54 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path: Path) -> None:
         assert (a[key] == b[key]).all(), key
     metric = lambda d: json.loads((d / "results.json").read_text())["stages"][0]["metrics"]  # noqa: E731
     assert metric(straight) == metric(killed)
+
+
+def _wait_for_step(log: Path, proc: subprocess.Popen, step: int) -> None:
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        lines = log.read_text().splitlines() if log.is_file() else []
+        if any(json.loads(x).get("event") == "train" and json.loads(x)["step"] >= step for x in lines):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"the run ended (or stalled) before step {step}")
+
+
+def test_sigterm_then_resume_continues_from_that_step_and_a_second_writer_is_refused(tmp_path: Path) -> None:
+    """SIGTERM mid-training: exit 143 after a checkpoint of the current step (none was due); while
+    it ran, a second `run --resume` on the same dir was refused naming the first; `--resume` then
+    continues from the interrupted step and ends with the weights of an uninterrupted run."""
+    model = make_tiny_model_dir(tmp_path / "tiny-bert")
+    glue = make_tiny_glue(tmp_path / "glue", n_train=512)
+    recipe = tiny_recipe(tmp_path, model, glue)
+    # 1920 steps (~15 s), so the second process finds it still training; no periodic checkpoints
+    recipe["teacher"]["finetune"] = {**TINY_TRAIN, "epochs": 60, "log_every": 1}
+    path = write_recipe(tmp_path / "r.yaml", recipe)
+    env = {**os.environ, "TINYPLM_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+
+    straight = tmp_path / "straight"
+    res = subprocess.run(_cmd(path, straight), env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+
+    stopped = tmp_path / "stopped"
+    proc = subprocess.Popen(_cmd(path, stopped), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = stopped / "logs" / "train.jsonl"
+    _wait_for_step(log, proc, 1)
+    second = subprocess.run(_cmd(path, stopped, "--resume"), env=env, capture_output=True, text=True, timeout=300)
+    assert second.returncode == 2 and f"in use by pid {proc.pid}" in second.stderr, second.stderr[-2000:]
+    assert "Traceback" not in second.stderr
+    os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-2000:]
+    events = [json.loads(x) for x in log.read_text().splitlines()]
+    stop = next(e for e in events if e["event"] == "interrupted")
+    assert 1 <= stop["step"] < 1920 and f"SIGTERM at step {stop['step']}" in err
+    assert (stopped / "checkpoints" / "teacher" / f"step-{stop['step']:06d}").is_dir()
+
+    res = subprocess.run(_cmd(path, stopped, "--resume"), env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    events = [json.loads(x) for x in log.read_text().splitlines()]
+    assert [e["step"] for e in events if e["event"] == "resume"] == [stop["step"]]
+    a = load_file(str(straight / "teacher" / "model.safetensors"))
+    b = load_file(str(stopped / "teacher" / "model.safetensors"))
+    for key in a:
+        assert (a[key] == b[key]).all(), key

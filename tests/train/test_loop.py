@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -141,3 +142,42 @@ def test_resume_from_checkpoint_reproduces_the_uninterrupted_run(tiny_model_dir:
     assert [p.name for p in ckpts] == ["step-000030", "step-000040"]
     assert all((p / "optimizer.pt").is_file() for p in ckpts)
     assert set(load_file(str(ckpts[-1] / "model.safetensors"))) == {f"student.{k}" for k in a}
+
+
+def test_sigterm_checkpoints_the_step_it_stopped_at(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """SIGTERM arriving during step 8 (sent from the hook after step 7; no periodic checkpoint): the
+    loop finishes that step, writes step-000008 and raises Interrupted (exit 143); resuming
+    continues from step 8, not 0, and ends with the weights of an uninterrupted run."""
+    import os
+    import signal
+
+    from tinyplm.errors import Interrupted
+
+    def fresh():
+        return load_classifier(tiny_model_dir, ("0", "1"), False)
+
+    model, tok = fresh()
+    enc = _data(tok, 128, 0)
+    spec = _spec(epochs=2, checkpoint_every=0, keep_best=False)  # 16 steps
+    straight = train(model, enc, PredictionObjective(), spec=spec, io=StageIO("a", tmp_path / "a", None))
+
+    def term_at_step_7(progress: float) -> None:
+        if round(progress * 16) == 7:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    model, _ = fresh()
+    io = StageIO("b", tmp_path / "b", tmp_path / "b.jsonl")
+    with pytest.raises(Interrupted) as stop:
+        train(model, enc, PredictionObjective(), spec=spec, io=io, step_hook=term_at_step_7)
+    assert (stop.value.step, stop.value.checkpoint, stop.value.exit_code) == (8, "step-000008", 143)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is gone again
+    assert [p.name for p in list_checkpoints(tmp_path / "b")] == ["step-000008"]
+    model, _ = fresh()
+    io = StageIO("b", tmp_path / "b", tmp_path / "b.jsonl", resume=True)
+    resumed = train(model, enc, PredictionObjective(), spec=spec, io=io)
+    events = [json.loads(line) for line in (tmp_path / "b.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in events if e["event"] in ("interrupted", "resume")] == [8, 8]
+    assert resumed.steps == straight.steps == 16
+    a, b = straight.model.state_dict(), resumed.model.state_dict()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=0, atol=0, msg=key)

@@ -1,0 +1,128 @@
+"""files.py: atomic writes, the run-dir lock (live holders refused by name, stale locks taken over
+on --resume) and the one rule for reusing finished runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tinyplm.errors import RunDirError
+from tinyplm.files import (
+    LOCK,
+    RESOLVED,
+    Holder,
+    atomic_open,
+    claim_run_dir,
+    lock_state,
+    reuse_finished,
+    write_atomic,
+)
+
+HOLD = """
+import sys, time
+from tinyplm.files import claim_run_dir
+claim = claim_run_dir(sys.argv[1], "recipe: a\\n", resume=True)
+print("claimed", flush=True)
+time.sleep(120)
+"""
+
+
+def _holder(run_dir: Path) -> subprocess.Popen:
+    """A separate process that claims ``run_dir`` and keeps it until killed."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(run_dir)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "claimed"
+    return proc
+
+
+def test_write_atomic_replaces_whole_files_and_leaves_no_temporaries(tmp_path: Path) -> None:
+    path = write_atomic(tmp_path / "sub" / "a.txt", "first")
+    write_atomic(path, b"second")
+    assert path.read_bytes() == b"second"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["a.txt"]
+
+
+def test_a_failed_streaming_write_keeps_the_old_file(tmp_path: Path) -> None:
+    path = write_atomic(tmp_path / "out.jsonl", "old\n")
+    with pytest.raises(RuntimeError), atomic_open(path) as fh:
+        fh.write("half a new fi")
+        raise RuntimeError("the writer failed")
+    assert path.read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]
+
+
+def test_a_new_run_dir_is_claimed_locked_and_released(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    with claim_run_dir(run_dir, "recipe: a\n") as claim:
+        assert not claim.resumed and (run_dir / RESOLVED).read_text() == "recipe: a\n"
+        live, holder = lock_state(run_dir)
+        assert live and holder.pid == os.getpid()
+    assert lock_state(run_dir)[0] is False  # released
+
+
+def test_a_live_holder_is_refused_by_name(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    proc = _holder(run_dir)
+    try:
+        for kwargs in ({}, {"resume": True}, {"force": True}):
+            with pytest.raises(RunDirError, match=rf"in use by pid {proc.pid} on \S+ since .*; wait") as err:
+                claim_run_dir(run_dir, "recipe: a\n", **kwargs)
+            assert "--resume" not in str(err.value)  # not while the first one is still running
+        assert (run_dir / RESOLVED).read_text() == "recipe: a\n"  # nothing was touched
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_stale_lock_is_named_then_taken_over_on_resume(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    proc = _holder(run_dir)
+    dead = proc.pid
+    os.kill(dead, signal.SIGKILL)
+    proc.wait()
+    assert Holder.read(run_dir / LOCK).pid == dead
+    with pytest.raises(RunDirError, match=rf"pass --resume .*pid {dead} .* is no longer running"):
+        claim_run_dir(run_dir, "recipe: a\n")
+    with pytest.raises(RunDirError, match="recipe changed"):
+        claim_run_dir(run_dir, "recipe: b\n", resume=True)
+    with claim_run_dir(run_dir, "recipe: a\n", resume=True) as claim:
+        assert claim.resumed
+        assert Holder.read(run_dir / LOCK).pid == os.getpid()
+
+
+def test_force_replaces_a_run_but_never_a_foreign_dir(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    claim_run_dir(run_dir, "recipe: a\n").release()
+    (run_dir / "results.json").write_text("{}")
+    with pytest.raises(RunDirError, match="finished run"):
+        claim_run_dir(run_dir, "recipe: a\n")
+    with claim_run_dir(run_dir, "recipe: b\n", force=True):
+        assert not (run_dir / "results.json").exists() and (run_dir / RESOLVED).read_text() == "recipe: b\n"
+    foreign = tmp_path / "thesis"
+    foreign.mkdir()
+    (foreign / "chapter1.tex").write_text("precious")
+    with pytest.raises(RunDirError, match="refusing to delete it"):
+        claim_run_dir(foreign, "recipe: a\n", force=True)
+    assert sorted(p.name for p in foreign.iterdir()) == ["chapter1.tex"]
+
+
+def test_reuse_finished_needs_the_same_recipe(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    assert reuse_finished(run_dir, "recipe: a\n") is False  # nothing there
+    claim_run_dir(run_dir, "recipe: a\n").release()
+    assert reuse_finished(run_dir, "recipe: a\n") is False  # unfinished: resume it
+    (run_dir / "results.json").write_text("{}")
+    assert reuse_finished(run_dir, "recipe: a\n") is True
+    with pytest.raises(RunDirError, match="finished run of another recipe"):
+        reuse_finished(run_dir, "recipe: b\n")
+
+
+def test_holder_describes_itself() -> None:
+    me = Holder.current()
+    assert me.pid == os.getpid() and str(os.getpid()) in me.describe()
+    assert time.strftime("%Y-") in me.since
