@@ -167,13 +167,17 @@ TEXT_MUTATORS = {f.__name__: f for f in (flip, truncate, delete_line, duplicate_
 STRUCT_MUTATORS = {f.__name__: structural(f) for f in (retype, drop, swap_values)}
 
 
+def mutator_names(fmt: Shape) -> list[str]:
+    """The mutations that apply to ``fmt`` (structural ones only where it parses)."""
+    return sorted({**TEXT_MUTATORS, **(STRUCT_MUTATORS if fmt.structured else {})})
+
+
 @st.composite
-def mutated(draw: Draw, fmt: Shape) -> tuple[list[str], bytes]:
-    """1-3 mutations of ``fmt.seed``: (their names, the mutated bytes)."""
-    mutators = {**TEXT_MUTATORS, **(STRUCT_MUTATORS if fmt.structured else {})}
-    data, names = fmt.seed, []
-    for _ in range(draw(st.integers(1, 3))):
-        name = draw(st.sampled_from(sorted(mutators)))
+def mutated(draw: Draw, fmt: Shape, first: str) -> tuple[list[str], bytes]:
+    """``first``, then 0-2 more mutations of ``fmt.seed``: (their names, the mutated bytes)."""
+    mutators = {**TEXT_MUTATORS, **STRUCT_MUTATORS}
+    names = [first] + draw(st.lists(st.sampled_from(mutator_names(fmt)), max_size=2))
+    data = fmt.seed
+    for name in names:
         data = mutators[name](draw, data, fmt)
-        names.append(name)
     return names, data
