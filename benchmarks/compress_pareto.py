@@ -179,24 +179,16 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
 
     from tinyplm.config import validate_recipe
-    from tinyplm.run import run
+    from tinyplm.run import run_or_reuse
 
-    raw = recipe(args, out)
-    cfg = validate_recipe(raw, source="compress_pareto")
-    run_dir = Path(cfg.output_dir)
-    resume = run_dir.exists() and not (run_dir / "results.json").is_file()
-    if (run_dir / "results.json").is_file():
-        from tinyplm.report import RunRecord
-
-        record = RunRecord.load(run_dir / "results.json")
-    else:
-        record = run(cfg, resume=resume)
+    record = run_or_reuse(validate_recipe(recipe(args, out), source="compress_pareto"))
     teacher = record.teacher
     rows = []
     for s in record.stages:
         row = {"stage": s.name, record.metric: s.metrics.get(record.metric), "disk_mb": round(s.disk_bytes / 1e6, 2),
-               "smaller": round(teacher.disk_bytes / s.disk_bytes, 2), "throughput_b32": round(s.throughput_b32, 1),
-               "speedup": round(s.throughput_b32 / teacher.throughput_b32, 2),
+               "smaller": round(teacher.disk_bytes / s.disk_bytes, 2),
+               "throughput_sent_per_s": round(s.throughput_sent_per_s, 1), "throughput_batch": s.throughput_batch,
+               "speedup": round(s.throughput_sent_per_s / teacher.throughput_sent_per_s, 2),
                "retention": round(s.metrics.get(record.metric, 0) / teacher.metrics[record.metric], 4),
                "latency_ms_p50_b1": round(s.latency_ms_p50_b1, 2)}
         rows.append(row)

@@ -77,25 +77,12 @@ def base_recipe(args, teacher: str, name: str, out: Path) -> dict:
 
 
 def run_recipe(raw: dict):
-    from tinyplm.config import dump_resolved, validate_recipe
-    from tinyplm.run import run
+    """A rerun of the benchmark reuses finished pieces only if they ran this recipe (also through a
+    linked _shared); a finished run of another budget, share or teacher is refused by name."""
+    from tinyplm.config import validate_recipe
+    from tinyplm.run import run_or_reuse
 
-    cfg = validate_recipe(raw, source=f"ablation:{raw['name']}")
-    finished = Path(cfg.output_dir) / "results.json"
-    if finished.is_file():  # a rerun of the benchmark reuses finished pieces, if they ran this recipe
-        import yaml
-
-        from tinyplm.report import RunRecord
-
-        resolved = Path(cfg.output_dir) / "config.resolved.yaml"
-        stored = resolved.read_text(encoding="utf-8")
-        # the same run may be reached through another path (a linked _shared): compare all but the path
-        here = cfg.model_copy(update={"output_dir": yaml.safe_load(stored).get("output_dir")})
-        if stored != dump_resolved(here):
-            raise SystemExit(f"{resolved}: a finished run of another recipe (budget, share or teacher changed); "
-                             "choose another --out or remove that run")
-        return RunRecord.load(finished)
-    return run(cfg, resume=Path(cfg.output_dir).exists())
+    return run_or_reuse(validate_recipe(raw, source=f"ablation:{raw['name']}"))
 
 
 def prepare(args, out: Path, shared: Path) -> tuple[str, str | None, str | None]:
@@ -182,7 +169,8 @@ def summarise(args, out: Path, teacher: str, results: dict[str, list]):
         record.stages.append(StageRecord(
             name=variant, metrics=mean, params=speed.params, params_no_embeddings=speed.params_no_embeddings,
             disk_bytes=speed.disk_bytes, latency_ms_p50_b1=speed.latency_ms_p50_b1,
-            latency_ms_p90_b1=speed.latency_ms_p90_b1, throughput_b32=speed.throughput_b32,
+            latency_ms_p90_b1=speed.latency_ms_p90_b1, throughput_sent_per_s=speed.throughput_sent_per_s,
+            throughput_batch=speed.throughput_batch, model_dir=speed.model_dir, kind=speed.kind, shape=speed.shape,
             info={"seeds": [s.metrics for s in stages], "seed_std": std},
         ))
     return record

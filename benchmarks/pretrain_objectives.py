@@ -62,11 +62,9 @@ def corpus() -> list[Path]:
 def pretrain_one(args, name: str, tok: Path, out: Path) -> dict:
     """Pre-train one objective (reusing a finished run) -> its pretrain.json record."""
     from tinyplm.config.pretrain import PretrainRecipe
-    from tinyplm.pretrain.run import RESULT_FILE, pretrain
+    from tinyplm.pretrain.run import pretrain_or_reuse
 
     run_dir = out / name
-    if (run_dir / RESULT_FILE).is_file():
-        return json.loads((run_dir / RESULT_FILE).read_text())
     recipe = PretrainRecipe.model_validate({
         "name": name, "output_dir": str(run_dir), "shape": SHAPE, "tokenizer": str(tok),
         "corpus": {"paths": [str(p) for p in corpus()], "max_docs": args.max_docs, "max_length": args.max_length,
@@ -76,7 +74,7 @@ def pretrain_one(args, name: str, tok: Path, out: Path) -> dict:
                   "warmup_ratio": 0.06, "eval_every": 0, "checkpoint_every": 500, "keep_best": False, "seed": 0},
         "eval": {"max_texts": 1000, "pppl_texts": 50},
     })
-    return pretrain(recipe, resume=run_dir.exists())
+    return pretrain_or_reuse(recipe)
 
 
 def scratch_model(tok: Path, out: Path) -> Path:
@@ -100,17 +98,14 @@ def scratch_model(tok: Path, out: Path) -> Path:
 def finetune(args, model_dir: Path, task: str, out: Path) -> dict[str, float]:
     """Fine-tune ``model_dir`` on ``task`` with the budget (reusing a finished run) -> dev metrics."""
     from tinyplm.config import validate_recipe
-    from tinyplm.report import RunRecord
-    from tinyplm.run import run
+    from tinyplm.run import run_or_reuse
 
     run_dir = out / task
-    if (run_dir / "results.json").is_file():
-        return RunRecord.load(run_dir / "results.json").teacher.metrics
     raw = {"name": task, "output_dir": str(run_dir), "task": {"name": task, "max_length": TASKS[task][1]},
            "teacher": {"model": str(model_dir), "finetune": {"epochs": 20, "budget_minutes": args.finetune_minutes,
                                                             "lr": args.finetune_lr, "eval_every": 100, "seed": 0}},
            "students": [], "measure": {"latency_sentences": 4, "throughput_sentences": 32, "rounds": 1, "warmup": 1}}
-    return run(validate_recipe(raw, source=f"pretrain_objectives:{task}"), resume=run_dir.exists()).teacher.metrics
+    return run_or_reuse(validate_recipe(raw, source=f"pretrain_objectives:{task}")).teacher.metrics
 
 
 def row(name: str, record: dict | None, metrics: dict[str, dict]) -> dict:

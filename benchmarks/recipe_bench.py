@@ -44,18 +44,12 @@ def overrides(args: argparse.Namespace) -> list[str]:
 def run_recipe(args: argparse.Namespace, benchmark: str):
     """Run (or resume, or read back) the recipe; return its RunRecord."""
     from tinyplm.config import load_recipe
-    from tinyplm.report import RunRecord
-    from tinyplm.run import run
+    from tinyplm.run import run_or_reuse
 
     if args.fresh and args.out.exists():
         shutil.rmtree(args.out)
     args.out.mkdir(parents=True, exist_ok=True)
-    cfg = load_recipe(args.recipe, overrides(args))
-    run_dir = Path(cfg.output_dir)
-    if (run_dir / "results.json").is_file():
-        record = RunRecord.load(run_dir / "results.json")
-    else:
-        record = run(cfg, resume=run_dir.exists())
+    record = run_or_reuse(load_recipe(args.recipe, overrides(args)))
     record.info["benchmark"] = benchmark
     record.info["recipe"] = str(args.recipe)
     record.info["overrides"] = overrides(args)
@@ -75,8 +69,9 @@ def rows(record, extra_metrics: tuple[str, ...] = ()) -> list[dict]:
                     for k in extra_metrics if k in s.metrics and k.startswith(record.metric)})
         row.update({
             "params_m": round(s.params / 1e6, 2), "disk_mb": round(s.disk_bytes / 1e6, 2),
-            "latency_ms_p50_b1": round(s.latency_ms_p50_b1, 2), "throughput_b32": round(s.throughput_b32, 1),
-            "speedup": round(s.throughput_b32 / teacher.throughput_b32, 2),
+            "latency_ms_p50_b1": round(s.latency_ms_p50_b1, 2),
+            "throughput_sent_per_s": round(s.throughput_sent_per_s, 1), "throughput_batch": s.throughput_batch,
+            "speedup": round(s.throughput_sent_per_s / teacher.throughput_sent_per_s, 2),
         })
         out.append(row)
     return out

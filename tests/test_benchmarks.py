@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tinyplm.config import validate_recipe
+from tinyplm.errors import RunDirError
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -86,7 +87,7 @@ def test_distill_ablation_refuses_a_finished_run_of_another_recipe(tmp_path: Pat
     run_dir.mkdir()
     (run_dir / "config.resolved.yaml").write_text(dump_resolved(old), encoding="utf-8")
     (run_dir / "results.json").write_text("{}", encoding="utf-8")
-    with pytest.raises(SystemExit, match="another recipe"):
+    with pytest.raises(RunDirError, match="another recipe"):
         ab.run_recipe(_ablation_raw(ab, tmp_path, 4.0, 0.6))
     assert (run_dir / "results.json").read_text(encoding="utf-8") == "{}"  # nothing overwritten
 

@@ -20,6 +20,7 @@ Run dir::
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ import yaml
 
 from tinyplm.config.pretrain import PretrainRecipe
 from tinyplm.errors import ModelError
-from tinyplm.files import claim_run_dir, write_json_atomic
+from tinyplm.files import claim_run_dir, reuse_finished, write_json_atomic
 from tinyplm.models.infer import use_bf16
 from tinyplm.models.io import save_model
 from tinyplm.models.loading import check_model_dir, load_tokenizer, quiet_transformers, resolve_model_dir
@@ -209,6 +210,15 @@ def pretrain(recipe: PretrainRecipe, *, resume: bool = False, force: bool = Fals
     texts = preflight(recipe)  # bad input fails here, before the run dir is touched
     with claim_run_dir(run_dir, resolved_text(recipe), resume=resume, force=force, finished=RESULT_FILE) as claim:
         return _pretrain_claimed(recipe, run_dir, texts, claim.resumed, started)
+
+
+def pretrain_or_reuse(recipe: PretrainRecipe) -> dict:
+    """The record of a finished pre-training run of exactly this recipe if its run dir holds one
+    (``files.reuse_finished``: one of another recipe is refused); else the run, continued from
+    its checkpoints when an unfinished one is there."""
+    if reuse_finished(output_dir(recipe), resolved_text(recipe), finished=RESULT_FILE):
+        return json.loads((output_dir(recipe) / RESULT_FILE).read_text(encoding="utf-8"))
+    return pretrain(recipe, resume=True)
 
 
 def resolved_text(recipe: PretrainRecipe) -> str:

@@ -14,12 +14,13 @@ import time
 from pathlib import Path
 
 import torch
+import yaml
 
 from tinyplm.config.load import dump_resolved
 from tinyplm.config.schema import RunConfig, student_name
 from tinyplm.distill import PredictionObjective, default_cache_dir
 from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
-from tinyplm.files import claim_run_dir, reuse_finished
+from tinyplm.files import RESOLVED, claim_run_dir, reuse_finished
 from tinyplm.models import is_complete, load_classifier, quiet_transformers, save_model, shape_of
 from tinyplm.models.infer import cpu_supports_bf16, use_bf16
 from tinyplm.report import RunRecord, best_student, write_all
@@ -67,11 +68,28 @@ def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, fo
 def run_or_reuse(cfg: RunConfig, run_dir: Path | None = None) -> RunRecord:
     """The record of a finished run of exactly this recipe in ``run_dir`` if there is one; else
     the run, continued from its checkpoints if an unfinished one is there. The one rule for
-    benchmarks that reuse runs: a finished run of *another* recipe is refused (``RunDirError``)."""
+    benchmarks that reuse runs: a finished run of *another* recipe is refused (``RunDirError``).
+
+    A run reached through another path to the same directory (a linked folder) is the same run:
+    its stored ``output_dir`` is not a difference."""
     run_dir = Path(run_dir or run_dir_of(cfg))
-    if reuse_finished(run_dir, dump_resolved(cfg)):
+    if reuse_finished(run_dir, dump_resolved(_as_stored(cfg, run_dir))):
         return RunRecord.load(run_dir / RESULTS)
     return run(cfg, run_dir, resume=True)
+
+
+def _as_stored(cfg: RunConfig, run_dir: Path) -> RunConfig:
+    """``cfg`` with the ``output_dir`` its run dir's stored recipe names, when both name this dir."""
+    stored = run_dir / RESOLVED
+    if not stored.is_file():
+        return cfg
+    try:
+        named = yaml.safe_load(stored.read_text(encoding="utf-8")).get("output_dir")
+    except (yaml.YAMLError, AttributeError, UnicodeDecodeError):
+        return cfg
+    if isinstance(named, str) and Path(named.replace("{name}", cfg.name)).resolve() == run_dir.resolve():
+        return cfg.model_copy(update={"output_dir": named})
+    return cfg
 
 
 def _run_claimed(cfg: RunConfig, paths: RunPaths, checked: Preflight, resumed: bool, started: float) -> RunRecord:
