@@ -139,6 +139,8 @@ CASES: dict[str, tuple[Damage, str, str]] = {
     "vocab-alone-cut": (without_tokenizer_json(cut_vocab_mid_token), "vocab.txt", ": the last line has no line break"),
     "vocab-alone-not-utf8": (without_tokenizer_json(splice("vocab.txt", 30, b"\xe9")), "vocab.txt",
                              ": not valid UTF-8 (byte 0xe9"),
+    "config-missing": (lambda folder: (folder / "config.json").unlink(), "", ": no config.json (expected a Hugging "
+                       "Face checkpoint directory)"),
     "config-cut": (cut("config.json", 0.5), "config.json", ": not valid JSON ("),
     "config-empty": (cut("config.json", 0), "config.json", ":1:1: not valid JSON (Expecting value)"),
     "config-not-utf8": (splice("config.json", 5, b"\xff"), "config.json", ": not valid UTF-8 (byte 0xff"),

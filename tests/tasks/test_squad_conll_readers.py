@@ -1,4 +1,5 @@
-"""SQuAD and CoNLL-2003 readers: layouts, the article split, and errors naming the line or id."""
+"""SQuAD and CoNLL-2003 readers: layouts, the article split, and errors naming the line or JSON path
+(in-process, and through ``tinyplm evaluate``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers_cli import assert_bad_input, cli
 from tinyplm.errors import DataError
 from tinyplm.tasks.conll import read_conll
 from tinyplm.tasks.squad import read_squad, split_by_article
@@ -160,3 +162,29 @@ def test_conll_bom_and_crlf_are_accepted(tmp_path: Path) -> None:
     sents = read_conll(path)
     assert [s.tokens for s in sents] == [("EU", "rejects", "German"), ("Peter", "Blackburn")]
     assert sents[1].tags == ("B-PER", "I-PER") and sents[1].line == 7
+
+
+CONLL_OK = b"EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\nPeter NNP B-NP B-PER\n"
+SQUAD_NULL_ANSWER = (b'{"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": "The cat sat.", '
+                     b'"qas": [{"id": "q1", "question": "Who?", "answers": [{"text": null, "answer_start": 4}]}]}]}]}')
+
+
+def test_conll_file_with_a_non_utf8_byte(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """Found by mutation: this raised a raw UnicodeDecodeError with its traceback."""
+    data = tmp_path / "data" / "conll2003"
+    data.mkdir(parents=True)
+    for name in ("train.txt", "test.txt"):
+        (data / name).write_bytes(CONLL_OK)
+    (data / "valid.txt").write_bytes(CONLL_OK.replace(b"Peter", b"P\xe9ter"))
+    result = cli(["evaluate", tiny_model_dir, "--task", "conll2003", "--data-dir", data.parent], tmp_path)
+    assert_bad_input(result, f"error: {data / 'valid.txt'}:4: not valid UTF-8 (byte 0xe9 at column 2)")
+
+
+def test_squad_answer_that_is_null(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """Found by mutation: a null answer text raised AttributeError; now the JSON path is named."""
+    data = tmp_path / "data" / "squad"
+    data.mkdir(parents=True)
+    (data / "dev-v1.1.json").write_bytes(SQUAD_NULL_ANSWER)
+    result = cli(["evaluate", tiny_model_dir, "--task", "squad", "--data-dir", data.parent], tmp_path)
+    assert_bad_input(result, f"error: {data / 'dev-v1.1.json'}: data[0].paragraphs[0].qas[0].answers[0].text: "
+                             "expected a string, got null")
