@@ -21,7 +21,8 @@ from pathlib import Path
 import torch
 
 from tinyplm import tasks
-from tinyplm.distill.augment import AugmentSpec, EmbeddingNeighbours, augment
+from tinyplm.config.schema import AugmentSpec
+from tinyplm.distill.augment import EmbeddingNeighbours, augment
 from tinyplm.models import resolve_model_dir
 from tinyplm.pretrain import fit_mlm_head, load_mlm, read_corpus
 

@@ -8,11 +8,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from pydantic import ValidationError
 from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
 
 import tinyplm.distill.augment as aug
-from tinyplm.distill.augment import AugmentSpec, EmbeddingNeighbours, augment
-from tinyplm.errors import TinyplmError
+from tinyplm.config import validate_recipe
+from tinyplm.config.schema import AugmentSpec
+from tinyplm.distill.augment import EmbeddingNeighbours, augment
+from tinyplm.errors import RecipeError
 from tinyplm.tasks.base import Example
 from tinyplm.train.progress import JsonlLog
 
@@ -158,9 +161,11 @@ def test_throughput_is_logged(mlm_tok, tmp_path: Path) -> None:
     assert res.sentences_per_s == pytest.approx(8 / res.seconds)
 
 
-def test_bad_spec() -> None:
-    with pytest.raises(TinyplmError, match="p <= 1"):
+def test_bad_spec_is_refused_by_the_one_augment_spec() -> None:
+    with pytest.raises(ValidationError, match="less than or equal to 1"):
         AugmentSpec(p=1.5)
+    with pytest.raises(RecipeError, match=r"augment\.copies"):
+        validate_recipe({"augment": {"mlm": "m", "copies": 0}})
 
 
 def test_word2vec_neighbours() -> None:

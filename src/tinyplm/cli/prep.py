@@ -66,7 +66,7 @@ def augment_cmd(
     Example: tinyplm augment rte --mlm runs/minilm-mlm --out runs/rte-aug.jsonl --copies 30
     """
     from tinyplm import tasks
-    from tinyplm.distill.augment import AugmentSpec, EmbeddingNeighbours, augment
+    from tinyplm.distill.augment import EmbeddingNeighbours, augment
     from tinyplm.distill.cache import default_cache_dir
     from tinyplm.models import fingerprint
     from tinyplm.pretrain import load_mlm
@@ -76,7 +76,7 @@ def augment_cmd(
     examples = tasks.get(task, data_dir).read("train").examples
     examples = examples[:max_examples] if max_examples else examples
     mlm, tok = load_mlm(mlm_dir)
-    spec = AugmentSpec(copies=copies, p=p, top_k=top_k, neighbours=neighbours, seed=seed)
+    spec = _augment_spec(mlm=str(mlm_dir), copies=copies, p=p, top_k=top_k, neighbours=neighbours, seed=seed)
     result = augment(examples, mlm, tok, spec, EmbeddingNeighbours(tok, mlm.get_input_embeddings().weight, neighbours),
                      default_cache_dir(), mlm_fingerprint=fingerprint(mlm_dir))
     with atomic_open(out_file) as fh:
@@ -84,3 +84,16 @@ def augment_cmd(
             fh.write(json.dumps({"text": ex.text, "text_pair": ex.text_pair, "label": ex.label, "line": ex.line}) + "\n")
     out.print(f"{len(result.examples)} examples -> {out_file} ({result.sentences_per_s:.0f} augmented sentences/s, "
               f"replacement rate {result.replacement_rate:.3f})")
+
+
+def _augment_spec(**values):
+    """The recipe's augment section from command-line values; bad values name the option."""
+    from pydantic import ValidationError
+
+    from tinyplm.config.schema import AugmentSpec
+
+    try:
+        return AugmentSpec(**values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise TinyplmError(f"--{str(err['loc'][0]).replace('_', '-')}: {err['msg']}") from None

@@ -190,7 +190,8 @@ class MeasureSpec(Section):
 class AugmentSpec(Section):
     """TinyBERT data augmentation of the task's training set (used by ``data: augmented`` stages)."""
 
-    mlm: str = Field(..., description="a model dir with an MLM head (see `tinyplm fit-mlm-head`)")
+    mlm: str | None = Field(None, description="a model dir with an MLM head (see `tinyplm fit-mlm-head`); "
+                            "needed by data: augmented stages")
     copies: int = Field(20, ge=1, description="augmented copies per example (TinyBERT: 20 large, 30 small tasks)")
     p: float = Field(0.4, ge=0, le=1, description="probability of replacing each word")
     top_k: int = Field(15, ge=1, description="masked-LM candidates per single-piece word")
@@ -200,8 +201,10 @@ class AugmentSpec(Section):
         "embeddings, or word2vec trained here (gensim) on word2vec_corpus")
     word2vec_corpus: list[str] | None = Field(None, description="text files or folders for word2vec; default: the corpus section's paths")
     word2vec_max_docs: int | None = Field(50000, ge=1, description="train word2vec on at most this many paragraphs")
-    max_examples: int | None = Field(None, ge=1, description="augment only the first N training examples (the rest are used as they are)")
+    max_examples: int | None = Field(None, ge=1, description="augment only the first N training examples "
+                                     "(the rest are used as they are)")
     seed: int = 42
+    batch_size: int = Field(128, ge=1, description="sentences per masked-LM call")
 
 
 class CorpusSpec(Section):
@@ -229,8 +232,9 @@ class RunConfig(Section):
     def _stage_inputs(self) -> RunConfig:
         for spec in self.students:
             for stage in spec.stages or []:
-                if stage.data == "augmented" and self.augment is None:
-                    raise ValueError(f"student {student_name(spec)}: a 'data: augmented' stage needs an 'augment' section")
+                if stage.data == "augmented" and (self.augment is None or not self.augment.mlm):
+                    raise ValueError(f"student {student_name(spec)}: a 'data: augmented' stage needs an 'augment' "
+                                     "section with 'mlm' (a model dir with a masked-LM head, see `tinyplm fit-mlm-head`)")
                 if (stage.data == "augmented" and self.augment.neighbours_from == "word2vec"
                         and not self.augment.word2vec_corpus and self.corpus is None):
                     raise ValueError("augment.neighbours_from: word2vec needs augment.word2vec_corpus "

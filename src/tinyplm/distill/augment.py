@@ -34,11 +34,12 @@ import hashlib
 import json
 import random
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 
+from tinyplm.config.schema import AugmentSpec
 from tinyplm.distill.candidates import Sentence, Vocabulary, banned_tokens, fill_candidates
 from tinyplm.distill.neighbours import (
     EmbeddingNeighbours,
@@ -53,7 +54,7 @@ from tinyplm.tasks.base import Example
 from tinyplm.train.progress import JsonlLog, make_progress
 
 __all__ = [  # the neighbour sources are defined in tinyplm.distill.neighbours; callers import them here too
-    "AugmentResult", "AugmentSpec", "EmbeddingNeighbours", "NeighbourSource", "Word2VecNeighbours", "augment",
+    "AugmentResult", "AugmentSpec", "SHAPING", "EmbeddingNeighbours", "NeighbourSource", "Word2VecNeighbours", "augment",
     "cache_key", "copy_rng", "draw", "model_fingerprint", "word2vec_neighbours",
 ]
 
@@ -62,25 +63,9 @@ CACHE_VERSION = 1
 CHUNK_EXAMPLES = 512
 
 
-@dataclass(frozen=True)
-class AugmentSpec:
-    """TinyBERT augmentation settings (defaults: TinyBERT's GLUE values, N=20 for SST-2/QNLI,
-    use ``copies=30`` for the small tasks)."""
-
-    copies: int = 20
-    p: float = 0.4
-    top_k: int = 15
-    neighbours: int = 15
-    seed: int = 42
-    batch_size: int = 128
-    max_length: int = 128
-
-    def __post_init__(self) -> None:
-        if self.copies < 0 or not 0.0 <= self.p <= 1.0 or min(self.top_k, self.neighbours, self.batch_size) < 1:
-            raise TinyplmError(f"bad augmentation settings {self}: need copies >= 0, 0 <= p <= 1, top_k, "
-                               "neighbours, batch_size >= 1")
-        if self.max_length < 3:
-            raise TinyplmError(f"augmentation max_length must be >= 3, got {self.max_length}")
+#: The settings that shape the copies (and so key the cache); ``mlm`` and the word2vec options
+#: reach ``augment`` as the loaded model and the neighbour source.
+SHAPING = ("copies", "p", "top_k", "neighbours", "seed", "batch_size")
 
 
 @dataclass(frozen=True)
@@ -123,11 +108,12 @@ def model_fingerprint(model: torch.nn.Module) -> str:
 
 
 def cache_key(examples: list[Example], tokenizer, mlm_fp: str, spec: AugmentSpec, neighbours_fp: str,
-              bf16: bool) -> str:
-    """sha256 of vocab, MLM weights, spec, neighbour space, precision and every input example."""
+              bf16: bool, max_length: int) -> str:
+    """sha256 of vocab, MLM weights, the settings that shape the copies, neighbour space,
+    precision and every input example."""
     h = hashlib.sha256(f"v{CACHE_VERSION}/{mlm_fp}/{neighbours_fp}/{bf16}/".encode())
     h.update(json.dumps(sorted(tokenizer.get_vocab().items())).encode())
-    h.update(json.dumps(asdict(spec), sort_keys=True).encode())
+    h.update(json.dumps({**spec.model_dump(include=set(SHAPING)), "max_length": max_length}, sort_keys=True).encode())
     h.update(json.dumps([[e.text, e.text_pair, e.label, e.line] for e in examples]).encode())
     return h.hexdigest()[:32]
 
@@ -169,11 +155,12 @@ def _finish(examples: list[Example], n_orig: int, start: float, rate: float, cac
 
 def augment(examples: list[Example], mlm, tokenizer, spec: AugmentSpec, neighbours: NeighbourSource,
             cache_dir: Path | None = None, log: JsonlLog | None = None, progress: bool = True, *,
-            mlm_fingerprint: str | None = None, precision: str = "auto") -> AugmentResult:
+            max_length: int = 128, mlm_fingerprint: str | None = None, precision: str = "auto") -> AugmentResult:
     """TinyBERT augmentation of ``examples`` -> originals, then ``spec.copies`` copies of each.
 
-    ``mlm`` is a masked LM (``BertForMaskedLM``) with ``tokenizer``; ``neighbours`` serves
-    multi-piece words. With ``cache_dir`` the result is stored under ``cache_dir/augment/`` and a
+    ``spec`` is the recipe's ``augment`` section (its ``mlm`` path is not read here: ``mlm`` is the
+    loaded masked LM, with ``tokenizer``); ``neighbours`` serves multi-piece words; sentences are
+    cut to ``max_length`` word pieces for the masked LM. With ``cache_dir`` the result is stored under ``cache_dir/augment/`` and a
     second call with the same inputs loads it without running the MLM (``mlm_fingerprint`` skips
     hashing the weights). Labels, ``line`` and whether ``text_pair`` is set are kept.
     """
@@ -184,7 +171,7 @@ def augment(examples: list[Example], mlm, tokenizer, spec: AugmentSpec, neighbou
     path = None
     if cache_dir is not None:
         fp = mlm_fingerprint or model_fingerprint(mlm)
-        key = cache_key(examples, tokenizer, fp, spec, neighbours.fingerprint(), bf16)
+        key = cache_key(examples, tokenizer, fp, spec, neighbours.fingerprint(), bf16, max_length)
         path = Path(cache_dir) / "augment" / f"{key}.jsonl"
         hit = _load(path)
         if hit is not None:
@@ -201,7 +188,7 @@ def augment(examples: list[Example], mlm, tokenizer, spec: AugmentSpec, neighbou
             texts = {t for e in chunk for t in (e.text, e.text_pair) if t is not None and t not in memo}
             fresh = {t: vocab.sentence(t) for t in texts}
             rows += fill_candidates(list(fresh.values()), mlm, tokenizer, vocab, neighbours, banned, top_k=spec.top_k,
-                                    batch_size=spec.batch_size, max_length=spec.max_length, bf16=bf16)
+                                    batch_size=spec.batch_size, max_length=max_length, bf16=bf16)
             memo.update(fresh)
             for e_idx, ex in enumerate(chunk, start=lo):
                 for c in range(spec.copies):

@@ -109,18 +109,17 @@ class StageData:
         return self.train
 
     def _make_augmented(self) -> Encoded:
-        from tinyplm.distill.augment import AugmentSpec, augment
+        from tinyplm.distill.augment import augment
         from tinyplm.pretrain.mlm_head import load_mlm
 
         a, acc = self.augment, get_accelerator()
         mlm, tok = load_mlm(Path(a.mlm))
         examples = self.data.train.examples[: a.max_examples] if a.max_examples else self.data.train.examples
-        spec = AugmentSpec(copies=a.copies, p=a.p, top_k=a.top_k, neighbours=a.neighbours, seed=a.seed,
-                           max_length=self.task.max_length)
         log = JsonlLog(self.paths.log, "augment", acc.is_main_process)
         with acc.main_process_first():
-            result = augment(examples, mlm, tok, spec, self._neighbours(mlm, tok), self.cache_dir, log,
-                             progress=acc.is_main_process, mlm_fingerprint=fingerprint(Path(a.mlm)))
+            result = augment(examples, mlm, tok, a, self._neighbours(mlm, tok), self.cache_dir, log,
+                             progress=acc.is_main_process, max_length=self.task.max_length,
+                             mlm_fingerprint=fingerprint(Path(a.mlm)))
         rest = self.data.train.examples[len(examples):]  # the examples not augmented still train, once each
         split = Split("train-augmented", result.examples + rest, self.data.train.source)
         return encode_split(split, self.tokenizer, self.task.max_length)
