@@ -12,6 +12,7 @@ from rich.table import Table
 from tinyplm.cli.app import app, out, print_stages
 from tinyplm.errors import TinyplmError
 from tinyplm.files import write_json_atomic
+from tinyplm.tasks.heads import Head
 
 
 @app.command("evaluate")
@@ -43,7 +44,7 @@ def evaluate_cmd(
                                      "doc_stride": doc_stride, "max_query_length": max_query_length}},
                            source="command line").task
     data = load_task(spec)
-    if predictions is not None and data.head != "span":
+    if predictions is not None and data.head != Head.SPAN:
         raise TinyplmError(f"--predictions writes SQuAD answers; task {data.task} has a {data.head} head")
     model, tok = load_classifier(model_dir, data.labels, data.is_regression, data.head)
     evals = encode_evals(data, tok, max_length)
@@ -141,6 +142,6 @@ def tasks_cmd(data_dir: Annotated[str | None, typer.Option(
         t = tasks.get(name, data_dir)
         present = t.data_present()
         shown = ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in present.items())
-        labels = "answer span in the context" if t.head == "span" else ", ".join(t.labels) or "regression"
+        labels = "answer span in the context" if t.head == Head.SPAN else ", ".join(t.labels) or "regression"
         table.add_row(name, ", ".join(t.metrics), labels, shown)
     out.print(table)

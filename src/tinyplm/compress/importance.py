@@ -24,6 +24,7 @@ from tinyplm.models import roles
 from tinyplm.models.infer import output_logits
 from tinyplm.models.shape import head_size
 from tinyplm.tasks.encoding import Encoded, collate, model_inputs
+from tinyplm.tasks.heads import Head
 
 
 @dataclass
@@ -58,7 +59,7 @@ def _gate_hooks(model: nn.Module, heads: list[Tensor], ffn: list[Tensor]) -> lis
 def importance(
     model: nn.Module, data: Encoded, *, batches: int = 32, batch_size: int = 32, seed: int = 0,
     teacher_logits: Tensor | None = None, is_regression: bool = False, temperature: float = 1.0,
-    head: str = "sequence",
+    head: Head = Head.SEQUENCE,
 ) -> Importance:
     """Taylor importance of every head and FFN neuron over ``batches`` random training batches.
 

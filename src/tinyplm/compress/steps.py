@@ -16,18 +16,29 @@ import torch
 from torch import nn
 
 from tinyplm.compress.importance import importance
-from tinyplm.compress.structured import drop_layers, least_important_layers, prune_ffn, prune_heads
 from tinyplm.compress.onnx_quant import dynamic_int8, static_int8
 from tinyplm.compress.qat import FakeQuant
 from tinyplm.compress.sparse import Sparsifier
-from tinyplm.config.compress import (
-    Bf16, DropLayers, DynamicInt8, FactorizeEmbeddings, Int4Weight, OnnxDynamicInt8, OnnxStaticInt8,
-    PruneFFN, PruneHeads, Share, Svd, TrimVocab,
-)
+from tinyplm.compress.structured import drop_layers, least_important_layers, prune_ffn, prune_heads
 from tinyplm.compress.vocab import trim_vocab
+from tinyplm.config.compress import (
+    Bf16,
+    DropLayers,
+    DynamicInt8,
+    FactorizeEmbeddings,
+    Int4Weight,
+    OnnxDynamicInt8,
+    OnnxStaticInt8,
+    PruneFFN,
+    PruneHeads,
+    Share,
+    Svd,
+    TrimVocab,
+)
 from tinyplm.models.factorized import factorize_embeddings, factorize_roles, share_layers
 from tinyplm.models.quantized import quantize_int4, quantize_int8_dynamic, to_bf16
 from tinyplm.tasks.encoding import Encoded
+from tinyplm.tasks.heads import Head
 
 
 @dataclass
@@ -42,7 +53,7 @@ class CompressContext:
     is_regression: bool
     work_dir: Path
     seed: int = 0
-    head: str = "sequence"
+    head: Head = Head.SEQUENCE
     tokenizer: object = None
     evals: dict[str, Encoded] = field(default_factory=dict)
     texts: list[tuple[str, str | None]] = field(default_factory=list)

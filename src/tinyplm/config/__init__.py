@@ -4,11 +4,11 @@ from tinyplm.config.load import apply_override, dump_resolved, load_recipe, vali
 from tinyplm.config.schema import (
     AugmentSpec,
     CorpusSpec,
-    StageSpec,
     MeasureSpec,
     ObjectiveSpec,
     RunConfig,
     ShapeSpec,
+    StageSpec,
     StudentSpec,
     TaskSpec,
     TeacherSpec,

@@ -16,6 +16,7 @@ from torch import nn
 from tinyplm.distill import head_losses as hl
 from tinyplm.distill.features import forward_features
 from tinyplm.distill.kd import hard_label_loss, regression_kd, soft_target_kd
+from tinyplm.tasks.heads import Head
 from tinyplm.train.objective import Batch, supervised_batch
 
 
@@ -32,7 +33,7 @@ class PredictionObjective:
     hard_weight: float = 1.0
     temperature: float = 1.0
     is_regression: bool = False
-    head: str = "sequence"
+    head: Head = Head.SEQUENCE
 
     # -- the training Objective ----------------------------------------------------------------
     @property
@@ -64,7 +65,7 @@ class PredictionObjective:
         tokens (a span head needs it so padding gets no probability)."""
         if self.kd_weight > 0 and teacher_logits is None:
             raise ValueError("this objective has kd_weight > 0 but no teacher logits were given")
-        if self.head != "sequence" and teacher_logits is not None:
+        if Head(self.head).per_position and teacher_logits is not None:
             teacher_logits = teacher_logits[:, : logits.shape[1]]
         parts = self._parts(logits, labels, teacher_logits, mask)
         weights = {"hard": self.hard_weight, "kd": self.kd_weight}
@@ -74,7 +75,8 @@ class PredictionObjective:
     def _parts(self, logits, labels, teacher_logits, mask) -> dict[str, torch.Tensor]:
         parts: dict[str, torch.Tensor] = {}
         kd = self.kd_weight > 0
-        if self.head == "span":
+        head = Head(self.head)
+        if head is Head.SPAN:
             if mask is None:
                 raise ValueError("span losses need the attention mask")
             s, e = logits[..., 0], logits[..., 1]
@@ -82,7 +84,7 @@ class PredictionObjective:
                 parts["hard"] = hl.span_hard(s, e, labels, mask)
             if kd:
                 parts["kd"] = hl.span_kd(s, e, teacher_logits[..., 0], teacher_logits[..., 1], mask, self.temperature)
-        elif self.head == "token":
+        elif head is Head.TOKEN:
             if self.hard_weight > 0:
                 parts["hard"] = hl.token_hard(logits, labels)
             if kd:

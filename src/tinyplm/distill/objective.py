@@ -24,6 +24,7 @@ from tinyplm.distill.matching import LayerMap, resolve
 from tinyplm.distill.mlm import is_masked_lm, mlm_forward, mlm_hard_loss, mlm_soft_kd
 from tinyplm.errors import RecipeError
 from tinyplm.models.narrow import TEACHER_CHANNELS
+from tinyplm.tasks.heads import Head
 from tinyplm.train.masking import Masking, mask_tokens
 from tinyplm.train.objective import Batch, supervised_batch
 
@@ -47,7 +48,7 @@ class DistillObjective(nn.Module):
     """
 
     def __init__(self, spec: ObjectiveSpec, student_cfg, teacher_cfg, is_regression: bool,
-                 masking: Masking | None = None, head: str = "sequence") -> None:
+                 masking: Masking | None = None, head: Head = Head.SEQUENCE) -> None:
         super().__init__()
         self.spec = spec
         if spec.masked_lm and masking is None:
@@ -193,7 +194,7 @@ class DistillObjective(nn.Module):
 
 
 def build_objective(spec: ObjectiveSpec, student_cfg, teacher_cfg, is_regression: bool,
-                    tokenizer=None, head: str = "sequence") -> DistillObjective:
+                    tokenizer=None, head: Head = Head.SEQUENCE) -> DistillObjective:
     """The objective of one stage; raises ``RecipeError`` for terms the two shapes cannot support.
 
     ``tokenizer`` is needed for masked-LM terms (its ``[MASK]`` and special ids); ``head`` is the

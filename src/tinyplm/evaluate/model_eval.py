@@ -14,6 +14,7 @@ from tinyplm.evaluate.metrics import task_metrics
 from tinyplm.models.infer import logits_to_predictions, predict_logits
 from tinyplm.tasks.base import Split, TaskData
 from tinyplm.tasks.encoding import Encoded, encode_split
+from tinyplm.tasks.heads import Head
 
 
 def encode_evals(data: TaskData, tokenizer, max_length: int, limit: int | None = None) -> dict[str, Encoded]:
@@ -32,9 +33,9 @@ def evaluate_model(
     metrics: dict[str, float] = {}
     for name, enc in evals.items():
         logits = predict_logits(model, enc, batch_size=batch_size, bf16=bf16)
-        if enc.head == "span":
+        if enc.head == Head.SPAN:
             scores = span_scores(data.evals[name], enc, logits)
-        elif enc.head == "token":
+        elif enc.head == Head.TOKEN:
             scores = token_scores(data.evals[name], enc, logits, data.labels)
         else:
             preds = logits_to_predictions(logits, data.is_regression)

@@ -20,20 +20,16 @@ from tinyplm.config.schema import ShapeSpec, StudentSpec
 from tinyplm.errors import ModelError
 from tinyplm.models import roles
 from tinyplm.models.narrow import copy_narrowed_layers
+from tinyplm.tasks.heads import Head
 
-#: The BERT class of each task head (``tinyplm.tasks.base.HEADS``).
-HEAD_CLASSES = {"sequence": BertForSequenceClassification, "span": BertForQuestionAnswering,
-                "token": BertForTokenClassification}
+#: The BERT class of each task head.
+HEAD_CLASSES = {Head.SEQUENCE: BertForSequenceClassification, Head.SPAN: BertForQuestionAnswering,
+                Head.TOKEN: BertForTokenClassification}
 
 
-def head_of(model) -> str:
-    """The task head of a model: ``span``, ``token``, else ``sequence``."""
-    names = [type(model).__name__, *(getattr(model.config, "architectures", None) or [])]
-    if any(n.endswith("ForQuestionAnswering") for n in names):
-        return "span"
-    if any(n.endswith("ForTokenClassification") for n in names):
-        return "token"
-    return "sequence"
+def head_of(model) -> Head:
+    """The task head of a model, from its class and its config's ``architectures``."""
+    return Head.of_architectures([type(model).__name__, *(getattr(model.config, "architectures", None) or [])])
 
 
 def student_config(shape: ShapeSpec, teacher_cfg, labels_cfg=None) -> BertConfig:

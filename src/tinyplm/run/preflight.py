@@ -9,9 +9,9 @@ from tinyplm import tasks
 from tinyplm.config.schema import RunConfig, StageSpec, TaskSpec, student_name
 from tinyplm.errors import ModelError, RecipeError
 from tinyplm.models import check_model_dir, load_tokenizer, resolve_model_dir
-from tinyplm.models.loading import HEAD_ARCH
 from tinyplm.pretrain.mlm_head import has_mlm_head
 from tinyplm.tasks.base import TaskData
+from tinyplm.tasks.heads import Head
 
 
 @dataclass(frozen=True)
@@ -41,13 +41,13 @@ def preflight(cfg: RunConfig) -> Preflight:
         raise ModelError(f"{src}: layer-wise distillation needs a BERT teacher; this one is '{model_cfg['model_type']}'")
     archs = model_cfg.get("architectures") or []
     needs_head = not cfg.students or any(st.teacher == "finetuned" for _, st in stages)
-    suffix = HEAD_ARCH[data.head]
+    suffix = Head(data.head).auto_suffix
     if needs_head and cfg.teacher.finetune is None and not any(suffix in a for a in archs):
         raise ModelError(
             f"{src}: has no {data.head} head ({suffix}) for task '{data.task}'; add a teacher.finetune section "
             "to the recipe to fine-tune it first"
         )
-    if data.head != "sequence" and any(st.data == "augmented" for _, st in stages):
+    if Head(data.head).per_position and any(st.data == "augmented" for _, st in stages):
         raise RecipeError(f"data: augmented (TinyBERT word replacement) is for sentence tasks; task '{data.task}' "
                           f"has a {data.head} head whose labels are tied to word positions")
     _check_inits(cfg)

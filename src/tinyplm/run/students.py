@@ -25,6 +25,7 @@ from tinyplm.models.infer import use_bf16
 from tinyplm.report.records import StageKind
 from tinyplm.run.inputs import RunInputs
 from tinyplm.run.results import StageResult, StudentOutcome, TrainedStage
+from tinyplm.tasks.heads import Head
 from tinyplm.train import StageIO, TrainResult, get_accelerator, train
 
 
@@ -85,7 +86,7 @@ def train_stage(model, stage: StageSpec, inp: RunInputs, log_name: str, ckpt_nam
     enc = inp.stage_data.get(stage.data)
     masked_lm = stage.objective.masked_lm
     teacher = inp.teachers.get(stage.teacher, masked_lm)
-    head = inp.data.head if stage.data != "corpus" else "sequence"
+    head = Head(inp.data.head) if stage.data != "corpus" else Head.SEQUENCE  # corpus text: no task labels
     objective = build_objective(stage.objective, model.config, teacher.config, inp.data.is_regression,
                                 inp.tokenizer, head)
     trained = with_mlm_head(model, teacher) if masked_lm else model

@@ -27,6 +27,7 @@ from tinyplm.models.onnx import ONNX_FILE, OrtClassifier, export_onnx
 from tinyplm.models.quantized import QUANT_KEY
 from tinyplm.report import load_record
 from tinyplm.tasks import load_task
+from tinyplm.tasks.heads import Head
 
 PARITY_FILE = "parity.json"
 #: The lowest agreement an export may have before the CLI reports it as failed.
@@ -46,7 +47,8 @@ class Parity:
     note: str = ""
 
 
-def _compare(model, onnx: OrtClassifier, evals: dict, is_regression: bool, head: str = "sequence") -> tuple[int, float, float]:
+def _compare(model, onnx: OrtClassifier, evals: dict, is_regression: bool,
+             head: Head = Head.SEQUENCE) -> tuple[int, float, float]:
     """(predictions compared, share that agree, largest absolute logit difference over real
     tokens). A tagger's predictions are every real token's tag; a QA head's are each feature's
     start and end positions; padding positions are left out."""
@@ -56,7 +58,7 @@ def _compare(model, onnx: OrtClassifier, evals: dict, is_regression: bool, head:
         b = predict_logits(onnx, enc)
         if a.dim() == 3:
             real = torch.arange(a.shape[1])[None, :] < torch.as_tensor(enc.lengths())[:, None]
-            if head == "span":  # (N, width, 2) -> (N, 2) positions; padding can never win
+            if head == Head.SPAN:  # (N, width, 2) -> (N, 2) positions; padding can never win
                 worst = max(worst, float((a - b).abs()[real].max()) if len(a) else 0.0)
                 pa = a.masked_fill(~real[..., None], float("-inf")).argmax(1).numpy()
                 pb = b.masked_fill(~real[..., None], float("-inf")).argmax(1).numpy()
