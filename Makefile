@@ -30,6 +30,7 @@ demo: setup
 	fi
 
 test: setup
+	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/python -m pytest -q
 
 clean-demo:
