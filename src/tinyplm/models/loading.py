@@ -18,7 +18,9 @@ from safetensors import SafetensorError
 from tinyplm.errors import ModelError, TinyplmError, did_you_mean
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
 from tinyplm.models.quantized import QUANT_KEY, load_quantized
+from tinyplm.models.roles import ROLES
 from tinyplm.models.shape import SHAPE_KEY, build_shaped, duplicate_keys
+from tinyplm.tasks.heads import Head
 from tinyplm.tasks.io import read_text
 from tinyplm.tasks.json_layout import Layout, load_json, shown, validate
 
@@ -245,17 +247,13 @@ def _weights_file(path: Path) -> Path:
     return next((path / f for f in WEIGHT_FILES if (path / f).is_file()), path)
 
 
-#: The architecture name ending of a checkpoint with each task head.
-HEAD_ARCH = {"sequence": "ForSequenceClassification", "span": "ForQuestionAnswering", "token": "ForTokenClassification"}
-
-
-def _auto_class(head: str):
+def _auto_class(head: Head):
     import transformers
 
-    return getattr(transformers, f"AutoModel{HEAD_ARCH[head]}")
+    return getattr(transformers, f"AutoModel{head.auto_suffix}")
 
 
-def _load_shaped(path: Path, has_head: bool, head: str = "sequence", **config_kwargs):
+def _load_shaped(path: Path, has_head: bool, head: Head = Head.SEQUENCE, **config_kwargs):
     """A classifier whose config records per-layer shapes (pruned): built to that shape, then
     its safetensors weights loaded; only a missing classifier (no head saved) is tolerated."""
     from safetensors.torch import load_file
@@ -266,27 +264,29 @@ def _load_shaped(path: Path, has_head: bool, head: str = "sequence", **config_kw
     if not weights.is_file():
         raise ModelError(f"{path}: a pruned model needs model.safetensors")
     config = _config(path, **config_kwargs)
-    if config.model_type != "bert":
-        raise ModelError(f"{path}: per-layer shapes ({SHAPE_KEY}) are supported for BERT only, not {config.model_type}")
+    if config.model_type not in ROLES:
+        raise ModelError(f"{path}: per-layer shapes ({SHAPE_KEY}) are supported for {', '.join(ROLES)} models, "
+                         f"not {config.model_type}")
+    encoder = ROLES[config.model_type].base + "."  # the encoder's weights, under its attribute name
     model = build_shaped(config, HEAD_CLASSES[head])
     try:
         state = load_file(str(weights))
     except LOAD_ERRORS as exc:
         raise ModelError(f"{weights}: cannot load weights ({exc.__class__.__name__}: {_one_line(exc)})") from None
     if not has_head:  # a saved encoder (e.g. with an MLM head): keep what fits, new classifier
-        state = {k: v for k, v in state.items() if k.startswith("bert.")}
+        state = {k: v for k, v in state.items() if k.startswith(encoder)}
     try:
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as exc:
         raise ModelError(f"{path}: weights do not match config {SHAPE_KEY} ({_one_line(exc)})") from None
     shared = duplicate_keys(model)  # stored once, under the owner layer's name
-    missing = [k for k in missing if k not in shared and (has_head or k.startswith("bert."))]
+    missing = [k for k in missing if k not in shared and (has_head or k.startswith(encoder))]
     if missing or unexpected:
         raise ModelError(f"{path}: weights do not match the config: missing {missing[:5]}, unexpected {unexpected[:5]}")
     return model.eval()
 
 
-def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, head: str = "sequence"):
+def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, head: Head | str = Head.SEQUENCE):
     """Load ``path`` with a task's ``head`` (``sequence``, ``span`` or ``token``) -> (model, tokenizer).
 
     A checkpoint without that head (a bare encoder, or another kind of head) gets a new one. Raises
@@ -294,17 +294,18 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
     :func:`check_model_dir`, :func:`load_tokenizer`), weights whose shapes do not fit config.json,
     or a checkpoint whose head was trained for a different number of labels.
     """
-    if head not in HEAD_ARCH:
-        raise ValueError(f"unknown head {head!r}; expected one of {', '.join(HEAD_ARCH)}")
+    if head not in set(Head):
+        raise ValueError(f"unknown head {head!r}; expected one of {', '.join(Head)}")
+    head = Head(head)
     quiet_transformers()
     cfg = check_model_dir(path)
-    num_labels = 2 if head == "span" else 1 if is_regression else len(labels)
-    has_head = any(HEAD_ARCH[head] in a for a in cfg.get("architectures") or [])
+    num_labels = 2 if head == Head.SPAN else 1 if is_regression else len(labels)
+    has_head = any(head.auto_suffix in a for a in cfg.get("architectures") or [])
     # transformers leaves num_labels/id2label out of config.json for the default of 2 labels.
     found = cfg.get("num_labels") or len(cfg.get("id2label") or {}) or 2
     if has_head and found != num_labels:
         raise ModelError(f"{path}: its classifier has {found} outputs but the task needs {num_labels}")
-    id2label = ({0: "start", 1: "end"} if head == "span" else {0: "score"} if is_regression
+    id2label = ({0: "start", 1: "end"} if head == Head.SPAN else {0: "score"} if is_regression
                 else {i: lab for i, lab in enumerate(labels)})
     labelling = {"num_labels": num_labels, "id2label": id2label, "label2id": {v: k for k, v in id2label.items()}}
     problem = "regression" if is_regression else "single_label_classification"
@@ -327,7 +328,7 @@ def _load_onnx(path: Path) -> OrtClassifier:
     return OrtClassifier(path / ONNX_FILE, config)
 
 
-def _load_quantized(path: Path, head: str, labelling: dict):
+def _load_quantized(path: Path, head: Head, labelling: dict):
     """A model with quantized weights (``config.tinyplm_quant``); raises ``ModelError``."""
     from tinyplm.models.student import HEAD_CLASSES
 

@@ -12,13 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tinyplm.errors import DataError, TinyplmError, did_you_mean
+from tinyplm.tasks.heads import Head
 
 #: Metric names understood by ``tinyplm.evaluate.metrics.compute`` (kept here so tasks can
 #: validate a recipe's metric list without importing the later ``evaluate`` layer).
 CLASSIFICATION_METRICS: tuple[str, ...] = ("accuracy", "f1", "f1_macro", "mcc")
-#: What a task's model predicts: one label per text (``sequence``: GLUE, custom), an answer span in
-#: the context (``span``: SQuAD) or one label per word (``token``: CoNLL-2003 NER).
-HEADS: tuple[str, ...] = ("sequence", "span", "token")
 REGRESSION_METRICS: tuple[str, ...] = ("pearson", "spearman")
 METRIC_NAMES: tuple[str, ...] = CLASSIFICATION_METRICS + REGRESSION_METRICS
 
@@ -49,7 +47,7 @@ class Split:
     name: str
     examples: list
     source: Path
-    head: str = "sequence"
+    head: Head = Head.SEQUENCE
     options: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -73,12 +71,12 @@ class TaskData:
     metrics: tuple[str, ...]
     primary_metric: str
     metric_suffix: dict[str, str] = field(default_factory=dict)
-    head: str = "sequence"
+    head: Head = Head.SEQUENCE
 
     @property
     def num_labels(self) -> int:
         """1 for regression, 2 for a span head (start, end), else the number of classes."""
-        if self.head == "span":
+        if self.head == Head.SPAN:
             return 2
         return 1 if self.is_regression else len(self.labels)
 
@@ -93,7 +91,7 @@ class Task:
     ``eval_splits`` are the split names evaluated (MNLI: matched and mismatched).
     ``metric_suffix`` maps an eval split to a suffix for its metric keys (MNLI mismatched: "_mm").
     ``family`` names the collection in messages ("GLUE", "custom").
-    ``head`` is one of :data:`HEADS`; ``options`` go to every split (see :class:`Split`).
+    ``head`` is a :class:`~tinyplm.tasks.heads.Head`; ``options`` go to every split (see :class:`Split`).
     """
 
     name: str
@@ -106,7 +104,7 @@ class Task:
     metric_suffix: dict[str, str] = field(default_factory=dict)
     description: str = ""
     family: str = ""
-    head: str = "sequence"
+    head: Head = Head.SEQUENCE
     options: dict = field(default_factory=dict)
 
     @property

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tinyplm.errors import DataError
+from tinyplm.tasks.heads import Head
 from tinyplm.tasks.io import text_lines
 
 ENTITY_TYPES = ("PER", "ORG", "LOC", "MISC")
@@ -83,4 +84,4 @@ def conll_task(data_root: Path):
                 files={split: folder / name for split, name in CONLL_FILES.items()},
                 reader=lambda path, split: read_conll(path), eval_splits=("dev", "test"),
                 metric_suffix={"test": "_test"}, description="CoNLL-2003 named entities (IOB2), entity-level F1",
-                family="CoNLL-2003", head="token", options={"tags": TAGS})
+                family="CoNLL-2003", head=Head.TOKEN, options={"tags": TAGS})

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from tinyplm.tasks.base import Split
+from tinyplm.tasks.heads import Head
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class Encoded:
     labels: torch.Tensor  # (N,) sequence, (N, 2) span, (N, width) token
     pad_id: int
     word_starts: list[list[int]] | None = None
-    head: str = "sequence"
+    head: Head = Head.SEQUENCE
     meta: Any = None
 
     def __len__(self) -> int:
@@ -65,9 +66,9 @@ def encode_split(split: Split, tokenizer, max_length: int, limit: int | None = N
     """Tokenise a split (truncating to ``max_length``); ``limit`` keeps the first N examples
     (SQuAD: questions, each giving one or more windows)."""
     examples = split.examples[:limit] if limit else split.examples
-    if split.head == "span":
+    if split.head == Head.SPAN:
         return _encode_span(examples, tokenizer, max_length, split.options)
-    if split.head == "token":
+    if split.head == Head.TOKEN:
         return _encode_token(examples, tokenizer, max_length, split.options)
     texts = [ex.text for ex in examples]
     pairs = [ex.text_pair for ex in examples]
@@ -93,7 +94,7 @@ def _encode_span(examples, tokenizer, max_length: int, options: dict) -> Encoded
 
     feats = build_features(examples, tokenizer, max_length, options.get("doc_stride", 128),
                            options.get("max_query_length", 64))
-    return Encoded(feats.input_ids, feats.token_type_ids, feats.labels, feats.pad_id, head="span", meta=feats)
+    return Encoded(feats.input_ids, feats.token_type_ids, feats.labels, feats.pad_id, head=Head.SPAN, meta=feats)
 
 
 def _encode_token(sentences, tokenizer, max_length: int, options: dict) -> Encoded:
@@ -105,7 +106,7 @@ def _encode_token(sentences, tokenizer, max_length: int, options: dict) -> Encod
     labels = torch.full((len(tagged), width), IGNORE, dtype=torch.long)
     for i, row in enumerate(tagged.piece_labels):
         labels[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-    return Encoded(tagged.input_ids, tagged.token_type_ids, labels, tagged.pad_id, head="token", meta=tagged)
+    return Encoded(tagged.input_ids, tagged.token_type_ids, labels, tagged.pad_id, head=Head.TOKEN, meta=tagged)
 
 
 PAD_MULTIPLE = 8
@@ -135,7 +136,7 @@ def collate(enc: Encoded, indices: Sequence[int], multiple: int = PAD_MULTIPLE) 
         if starts is not None:
             starts[row, :n] = torch.tensor(enc.word_starts[i])
     labels = enc.labels[idx]
-    if enc.head == "token":  # per-piece labels: cut (or pad) to this batch's width
+    if enc.head == Head.TOKEN:  # per-piece labels: cut (or pad) to this batch's width
         from tinyplm.tasks.tagging import IGNORE
 
         cut = labels[:, :width]
