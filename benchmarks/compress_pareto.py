@@ -96,7 +96,8 @@ def recipe(args, out: Path) -> dict:
         "output_dir": str(out / "run"),
         "task": {"name": args.task, "max_length": MAX_LENGTH.get(args.task, 128)},
         "teacher": {"model": args.teacher or "minilm-l6",
-                    "finetune": None if args.teacher else _train(args.teacher_minutes or TEACHER_MINUTES.get(args.task, 8.0), 1e-4)},
+                    "finetune": None if args.teacher
+                    else _train(args.teacher_minutes or TEACHER_MINUTES.get(args.task, 8.0), 1e-4)},
         "students": students,
         "measure": {"rounds": 3},
     }
@@ -133,16 +134,17 @@ def plot(record, out: Path) -> None:
     finals = {s.name for s in final_stages(record)}
     for key, label, fname in (("latency_ms_p50_b1", "batch-1 latency p50 (ms)", "pareto_latency.png"),
                               ("disk_bytes", "size on disk (MB)", "pareto_size.png")):
-        def xy(s):
-            return (getattr(s, key) / 1e6 if key == "disk_bytes" else getattr(s, key)), s.metrics.get(record.metric, 0.0)
+        def xy(s, key=key):
+            x = getattr(s, key) / 1e6 if key == "disk_bytes" else getattr(s, key)
+            return x, s.metrics.get(record.metric, 0.0)
 
         shown = [s for s in record.stages if s.name in finals]
         pts = [xy(s) for s in shown]
         fig, ax = plt.subplots(figsize=(9, 5.5))
         steps = [xy(s) for s in record.stages if s.name not in finals]
         if steps:
-            ax.scatter(*zip(*steps), color="#bbbbbb", s=14, label="intermediate compression steps")
-        for s, (x, y) in zip(shown, pts):
+            ax.scatter(*zip(*steps, strict=True), color="#bbbbbb", s=14, label="intermediate compression steps")
+        for s, (x, y) in zip(shown, pts, strict=True):
             teacherish = s.name.startswith("teacher")
             ax.scatter(x, y, color="#c0392b" if teacherish else "#2a7f62", s=30)
             ax.annotate(short_name(s.name), (x, y), fontsize=7, xytext=(4, 2), textcoords="offset points")

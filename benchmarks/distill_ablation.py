@@ -128,7 +128,8 @@ def prepare(args, out: Path, shared: Path) -> tuple[str, str | None, str | None]
     teacher = args.teacher
     if teacher is None:
         raw = base_recipe(args, "minilm-l6", "teacher", out)
-        raw["teacher"]["finetune"] = {"epochs": 10, "budget_minutes": args.teacher_minutes, "lr": 5e-5, "eval_every": 100}
+        raw["teacher"]["finetune"] = {"epochs": 10, "budget_minutes": args.teacher_minutes, "lr": 5e-5,
+                                      "eval_every": 100}
         run_recipe(raw)
         teacher = str(out / "teacher" / "teacher")
     return teacher, str(mlm), general
@@ -139,7 +140,8 @@ def run_variants(args, out: Path, teacher: str, mlm: str, general: str | None) -
     for seed in range(args.seeds):  # seed-major: a slow spell of a shared machine hits every variant
         for variant in args.variants:
             raw = base_recipe(args, teacher, f"{variant}-seed{seed}", out)
-            student = {"name": variant, "stages": variant_stages(variant, args.budget_minutes, seed, args.intermediate_share)}
+            student = {"name": variant,
+                       "stages": variant_stages(variant, args.budget_minutes, seed, args.intermediate_share)}
             if variant == "two-stage":
                 student["init_from"] = general
             else:
@@ -160,9 +162,10 @@ def summarise(args, out: Path, teacher: str, results: dict[str, list]):
 
     dirs = [Path(teacher)] + [out / f"{v}-seed0" / "students" / v for v in results]
     measured = bench(dirs, TaskSpec(name=args.task, max_length=args.max_length), rounds=3)
-    record = RunRecord(task=measured.task, metric=measured.metric, info={"benchmark": "distill_ablation", **{k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}})
+    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    record = RunRecord(task=measured.task, metric=measured.metric, info={"benchmark": "distill_ablation", **settings})
     record.stages.append(measured.stages[0])
-    for (variant, stages), speed in zip(results.items(), measured.stages[1:]):
+    for (variant, stages), speed in zip(results.items(), measured.stages[1:], strict=True):
         keys = stages[0].metrics.keys()
         mean = {k: statistics.fmean(s.metrics[k] for s in stages) for k in keys}
         std = {k: statistics.pstdev([s.metrics[k] for s in stages]) for k in keys}
@@ -204,7 +207,8 @@ def write(record, out: Path) -> Path:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--task", required=True, choices=["sst2", "mrpc", "rte", "cola", "stsb", "wnli", "qnli", "mnli", "qqp"])
+    p.add_argument("--task", required=True,
+                   choices=["sst2", "mrpc", "rte", "cola", "stsb", "wnli", "qnli", "mnli", "qqp"])
     p.add_argument("--budget-minutes", type=float, default=4.0, help="task-distillation budget per variant")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)

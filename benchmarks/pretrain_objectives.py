@@ -89,8 +89,8 @@ def scratch_model(tok: Path, out: Path) -> Path:
         t = AutoTokenizer.from_pretrained(str(tok))
         torch.manual_seed(0)
         cfg = BertConfig(vocab_size=len(t), hidden_size=SHAPE["hidden"], num_hidden_layers=SHAPE["layers"],
-                         num_attention_heads=SHAPE["heads"], intermediate_size=SHAPE["ffn"], max_position_embeddings=512,
-                         pad_token_id=t.pad_token_id)
+                         num_attention_heads=SHAPE["heads"], intermediate_size=SHAPE["ffn"],
+                         max_position_embeddings=512, pad_token_id=t.pad_token_id)
         save_model(BertModel(cfg), t, path)
     return path
 
@@ -133,7 +133,7 @@ def plot(rows: list[dict], out: Path) -> Path:
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     names = [r["objective"] for r in rows]
-    for ax, (task, (metric, _)) in zip(axes, TASKS.items()):
+    for ax, (task, (metric, _)) in zip(axes, TASKS.items(), strict=True):
         values = [r[f"{task}_{metric}"] or 0.0 for r in rows]
         ax.bar(names, values, color=["#999999" if n == "none" else "#2a7f62" for n in names])
         ax.set_ylim(max(0.0, min(values) - 0.05), min(1.0, max(values) + 0.03))

@@ -18,7 +18,8 @@ from tinyplm.errors import TinyplmError
 
 app = typer.Typer(
     name="tinyplm",
-    help="Distil, compress and measure BERT-family models on a CPU.\n\nExample: tinyplm run recipes/glue/sst2_demo.yaml",
+    help="Distil, compress and measure BERT-family models on a CPU.\n\n"
+         "Example: tinyplm run recipes/glue/sst2_demo.yaml",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -28,10 +29,12 @@ app = typer.Typer(
 out = Console(width=None if sys.stdout.isatty() else 120)
 err = Console(stderr=True)
 
-Overrides = Annotated[list[str] | None, typer.Argument(help="recipe overrides key=value, e.g. teacher.finetune.lr=3e-5")]
+Overrides = Annotated[list[str] | None, typer.Argument(
+    help="recipe overrides key=value, e.g. teacher.finetune.lr=3e-5")]
 Force = Annotated[bool, typer.Option("--force", help="replace a finished or unfinished run in the run dir")]
 Resume = Annotated[bool, typer.Option("--resume", help="continue an interrupted run from its checkpoints")]
-DataDir = Annotated[str | None, typer.Option("--data-dir", help="GLUE folder (default TINYPLM_DATA or ../shared/data/glue)")]
+DataDir = Annotated[str | None, typer.Option(
+    "--data-dir", help="GLUE folder (default TINYPLM_DATA or ../shared/data/glue)")]
 DataRoot = Annotated[str | None, typer.Option(
     "--data-dir", help="data root: a GLUE folder, or the folder holding squad/ and conll2003/")]
 

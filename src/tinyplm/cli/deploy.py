@@ -43,7 +43,8 @@ def export_cmd(
         for p in report:
             agree = "—" if p.agreement is None else f"{p.agreement:.2%}"
             diff = "—" if p.max_abs_logit_diff is None else f"{p.max_abs_logit_diff:.2e}"
-            table.add_row(p.stage, str(p.examples), agree, diff, f"{p.onnx_bytes / 1e6:.1f}", p.path + (f" ({p.note})" if p.note else ""))
+            path = p.path + (f" ({p.note})" if p.note else "")
+            table.add_row(p.stage, str(p.examples), agree, diff, f"{p.onnx_bytes / 1e6:.1f}", path)
         out.print(table)
     failed = [p.stage for p in report if p.agreement is not None and p.agreement < MIN_AGREEMENT]
     if failed:

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from tinyplm.cli.app import app, out
 from tinyplm.errors import TinyplmError
 from tinyplm.files import atomic_open
 
@@ -18,14 +19,13 @@ def _default_corpus() -> list[Path]:
     data = resolve_glue_dir(None).parent
     return [data / "corpus" / "books", data / "corpus" / "wikitext"]
 
-from tinyplm.cli.app import app, out
-
 
 @app.command("fit-mlm-head")
 def fit_mlm_head_cmd(
     model: Annotated[str, typer.Argument(help="alias (minilm-l6) or HF model dir without an MLM head")],
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="where to save the model with its MLM head")],
-    corpus: Annotated[list[Path] | None, typer.Option(help="text files/folders (default: ../shared/data/corpus)")] = None,
+    corpus: Annotated[list[Path] | None, typer.Option(
+        help="text files/folders (default: ../shared/data/corpus)")] = None,
     steps: Annotated[int, typer.Option(help="optimiser steps")] = 500,
     batch_size: Annotated[int, typer.Option(help="batch size")] = 32,
     max_length: Annotated[int, typer.Option(help="max tokens per text")] = 128,
@@ -81,7 +81,8 @@ def augment_cmd(
                      default_cache_dir(), mlm_fingerprint=fingerprint(mlm_dir))
     with atomic_open(out_file) as fh:
         for ex in result.examples:
-            fh.write(json.dumps({"text": ex.text, "text_pair": ex.text_pair, "label": ex.label, "line": ex.line}) + "\n")
+            row = {"text": ex.text, "text_pair": ex.text_pair, "label": ex.label, "line": ex.line}
+            fh.write(json.dumps(row) + "\n")
     out.print(f"{len(result.examples)} examples -> {out_file} ({result.sentences_per_s:.0f} augmented sentences/s, "
               f"replacement rate {result.replacement_rate:.3f})")
 

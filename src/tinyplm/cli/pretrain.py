@@ -39,7 +39,8 @@ def tokenizer_train_cmd(
 @app.command("pretrain")
 def pretrain_cmd(
     recipe: Annotated[Path, typer.Argument(help="pre-training recipe (YAML), e.g. recipes/pretrain/mlm_small.yaml")],
-    overrides: Annotated[list[str] | None, typer.Argument(help="overrides key=value, e.g. train.budget_minutes=5")] = None,
+    overrides: Annotated[list[str] | None, typer.Argument(
+        help="overrides key=value, e.g. train.budget_minutes=5")] = None,
     resume: Resume = False,
     force: Force = False,
 ) -> None:

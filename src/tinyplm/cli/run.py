@@ -26,7 +26,8 @@ def _run_and_report(cfg, run_dir: Path | None, resume: bool, force: bool) -> Non
 def run_cmd(
     recipe: Annotated[Path, typer.Argument(help="YAML recipe")],
     overrides: Overrides = None,
-    run_dir: Annotated[Path | None, typer.Option("--run-dir", "-o", help="run directory (default: recipe output_dir)")] = None,
+    run_dir: Annotated[Path | None, typer.Option(
+        "--run-dir", "-o", help="run directory (default: recipe output_dir)")] = None,
     force: Force = False,
     resume: Resume = False,
 ) -> None:
@@ -96,7 +97,8 @@ def finetune_cmd(
 
     Example: tinyplm finetune --task rte --model minilm-l6 --out runs/rte-teacher --budget-minutes 5
     """
-    train = {"epochs": epochs, "budget_minutes": budget_minutes, "lr": lr, "batch_size": batch_size, "precision": precision}
+    train = {"epochs": epochs, "budget_minutes": budget_minutes, "lr": lr, "batch_size": batch_size,
+             "precision": precision}
     raw = {"name": out_dir.name, "output_dir": str(out_dir),
            "task": {"name": task, "data_dir": data_dir, "max_length": max_length},
            "teacher": {"model": model, "finetune": train}}

@@ -27,7 +27,8 @@ def onnx_fp32(model: torch.nn.Module, work: Path) -> OrtClassifier:
     return OrtClassifier(path, model.config)
 
 
-def dynamic_int8(model: torch.nn.Module, work: Path, per_channel: bool = True, embeddings: bool = False) -> OrtClassifier:
+def dynamic_int8(model: torch.nn.Module, work: Path, per_channel: bool = True,
+                 embeddings: bool = False) -> OrtClassifier:
     """ONNX Runtime dynamic quantization: int8 MatMul weights (per output channel by default), and
     with ``embeddings`` the embedding tables too (their Gather ops: most of a small model's bytes)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -71,7 +72,8 @@ class _Calibration:
 
 
 def static_int8(model: torch.nn.Module, enc: Encoded, work: Path, *, examples: int = 256, batch_size: int = 8,
-                method: str = "minmax", per_channel: bool = True, seed: int = 0, embeddings: bool = False) -> OrtClassifier:
+                method: str = "minmax", per_channel: bool = True, seed: int = 0,
+                embeddings: bool = False) -> OrtClassifier:
     """ONNX Runtime static quantization (QDQ): int8 weights and uint8 activations whose ranges are
     calibrated on ``examples`` random training examples with ``method`` (minmax, entropy, percentile)."""
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static

@@ -165,7 +165,8 @@ def _int4(model: nn.Module, step: Int4Weight, ctx: CompressContext) -> Result:
     names = quantize_int4(model, step.group_size)
     layers = [model.get_submodule(n) for n in names]
     fp32 = sum(m.in_features * m.out_features * 4 for m in layers)
-    packed = sum(m.packed.numel() * m.packed.element_size() + m.scales.numel() * m.scales.element_size() for m in layers)
+    packed = sum(m.packed.numel() * m.packed.element_size() + m.scales.numel() * m.scales.element_size()
+                 for m in layers)
     return model, {"runtime": "torch", "int4": f"weights, groups of {step.group_size}", "modules": len(names),
                    "linear_weight_bytes_fp32": fp32, "linear_weight_bytes_int4": packed,
                    "linear_weight_fraction": round(packed / fp32, 4)}

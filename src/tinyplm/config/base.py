@@ -59,18 +59,20 @@ class ObjectiveSpec(Section):
     relation_heads: int | None = Field(None, ge=1, description="MiniLMv2 relation heads (default: teacher's heads)")
     cosine: float = Field(0.0, ge=0, description="DistilBERT cosine alignment of matched hidden states")
     layer_map: str | list[list[int]] = Field("uniform", description="uniform | last | [[student, teacher], ...]")
-    mlm_soft: float = Field(0.0, ge=0, description="DistilBERT soft-target KD over the vocabulary at masked positions (uses temperature)")
+    mlm_soft: float = Field(0.0, ge=0, description="DistilBERT soft-target KD over the vocabulary at masked positions "
+                                                   "(uses temperature)")
     mlm_hard: float = Field(0.0, ge=0, description="masked-LM cross-entropy of the student at masked positions")
-    mask_rate: float = Field(0.15, gt=0, lt=1, description="fraction of tokens masked (80% [MASK], 10% random, 10% kept) for mlm terms")
+    mask_rate: float = Field(0.15, gt=0, lt=1, description="fraction of tokens masked (80% [MASK], 10% random, "
+                                                           "10% kept) for mlm terms")
 
     @model_validator(mode="after")
-    def _some_weight(self) -> "ObjectiveSpec":
+    def _some_weight(self) -> ObjectiveSpec:
         if not any(getattr(self, k) > 0 for k in LOSS_TERMS):
             raise ValueError(f"every loss weight is 0 ({', '.join(LOSS_TERMS)}): nothing to train on")
         return self
 
     @model_validator(mode="after")
-    def _mlm_replaces_prediction(self) -> "ObjectiveSpec":
+    def _mlm_replaces_prediction(self) -> ObjectiveSpec:
         if self.masked_lm and (self.kd_weight > 0 or self.hard_weight > 0):
             raise ValueError("mlm_soft/mlm_hard train a masked-LM head instead of the task head: "
                              "set kd_weight and hard_weight to 0 in this stage")
@@ -87,6 +89,7 @@ class ObjectiveSpec(Section):
         return any(getattr(self, k) > 0 for k in LAYERWISE_TERMS)
 
 
-LAYERWISE_TERMS = ("embedding", "hidden", "attention_scores", "attention_kl", "value_relation", "qkv_relation", "cosine")
+LAYERWISE_TERMS = ("embedding", "hidden", "attention_scores", "attention_kl", "value_relation", "qkv_relation",
+                   "cosine")
 MLM_TERMS = ("mlm_soft", "mlm_hard")
 LOSS_TERMS = ("kd_weight", "hard_weight", *LAYERWISE_TERMS, *MLM_TERMS)

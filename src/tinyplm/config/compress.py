@@ -59,7 +59,7 @@ class DropLayers(_Step):
     score_batch_size: int = Field(32, ge=1)
 
     @model_validator(mode="after")
-    def _one_way(self) -> "DropLayers":
+    def _one_way(self) -> DropLayers:
         if (self.layers is None) == (self.count is None):
             raise ValueError("drop_layers takes exactly one of 'layers' (a list) or 'count'")
         if self.layers is not None and not self.layers:
@@ -82,7 +82,7 @@ class RankRule(Section):
     energy: float | None = Field(None, gt=0, le=1)
 
     @model_validator(mode="after")
-    def _one(self) -> "RankRule":
+    def _one(self) -> RankRule:
         if (self.ratio is None) == (self.energy is None):
             raise ValueError("give exactly one of 'ratio' or 'energy'")
         return self
@@ -98,10 +98,11 @@ class Svd(_Step):
     ratio: float | None = Field(None, gt=0, le=1, description="rank = ratio * full rank")
     energy: float | None = Field(None, gt=0, le=1, description="smallest rank keeping this share of spectral energy")
     roles: list[ROLE_NAMES] = Field(["query", "key", "value", "attn_out", "ffn_in", "ffn_out"])
-    per_role: dict[ROLE_NAMES, RankRule] = Field(default_factory=dict, description="rules that replace ratio/energy for a role")
+    per_role: dict[ROLE_NAMES, RankRule] = Field(default_factory=dict,
+                                                 description="rules that replace ratio/energy for a role")
 
     @model_validator(mode="after")
-    def _rule(self) -> "Svd":
+    def _rule(self) -> Svd:
         if (self.ratio is None) == (self.energy is None) and set(self.roles) - set(self.per_role):
             raise ValueError("svd: give exactly one of 'ratio' or 'energy' (or a per_role rule for every role)")
         return self
@@ -129,7 +130,7 @@ class Qat(_Step):
     calibration_examples: int = Field(256, ge=1, description="training examples to calibrate on (static)")
 
     @model_validator(mode="after")
-    def _needs_training(self) -> "Qat":
+    def _needs_training(self) -> Qat:
         if self.recover is None:
             raise ValueError("qat trains with fake quantization: give it a 'recover' section")
         return self
@@ -143,7 +144,7 @@ class TrimVocab(_Step):
     kind: Literal["trim_vocab"]
 
     @model_validator(mode="after")
-    def _no_recovery(self) -> "TrimVocab":
+    def _no_recovery(self) -> TrimVocab:
         if self.recover is not None:
             raise ValueError("trim_vocab cannot be followed by recovery: the teacher's token ids differ from the "
                              "trimmed student's; recover in the step before it")
@@ -154,7 +155,7 @@ class _Final(_Step):
     """A step whose model cannot be trained further: it ends the list and has no recovery."""
 
     @model_validator(mode="after")
-    def _no_recovery(self) -> "_Final":
+    def _no_recovery(self) -> _Final:
         if self.recover is not None:
             raise ValueError(f"{self.kind} gives a model that cannot be trained: drop 'recover' "
                              "(recover in the step before it, or use quantization-aware training)")
@@ -168,7 +169,7 @@ class _Sparse(_Step):
     final_fraction: float = Field(0.1, ge=0, lt=1, description="last share of training held at the final sparsity")
 
     @model_validator(mode="after")
-    def _needs_training(self) -> "_Sparse":
+    def _needs_training(self) -> _Sparse:
         if self.recover is None:
             raise ValueError(f"{self.kind} prunes during training: give it a 'recover' section "
                              "(the distillation during which the masks are learnt)")

@@ -105,7 +105,7 @@ def _override_for(loc: tuple[Any, ...], overrides: list[str]) -> str | None:
     path = [str(p) for p in loc]
     for item in reversed(overrides):
         parts = [p for p in item.partition("=")[0].strip().split(".") if p]
-        if len(parts) <= len(path) and all(a == b or a == "*" for a, b in zip(parts, path)):
+        if len(parts) <= len(path) and all(a == b or a == "*" for a, b in zip(parts, path, strict=False)):
             return item
     return None
 

@@ -24,7 +24,7 @@ class MaskingSpec(Section):
     max_ngram: int = Field(3, ge=1, description="ALBERT longest n-gram, in words")
 
     @model_validator(mode="after")
-    def _split_sums_to_one(self) -> "MaskingSpec":
+    def _split_sums_to_one(self) -> MaskingSpec:
         if abs(sum(self.split) - 1.0) > 1e-6 or min(self.split) < 0:
             raise ValueError(f"split must be three non-negative fractions summing to 1, got {list(self.split)}")
         return self
@@ -48,7 +48,7 @@ class PretrainObjectiveSpec(Section):
     electra: ElectraSpec = ElectraSpec()
 
     @model_validator(mode="after")
-    def _pairs_with_mlm(self) -> "PretrainObjectiveSpec":
+    def _pairs_with_mlm(self) -> PretrainObjectiveSpec:
         if self.pairs and self.kind != "mlm":
             raise ValueError("pairs (nsp/sop) go with kind: mlm")
         return self
@@ -87,7 +87,7 @@ class PretrainRecipe(Section):
     fit_head_steps: int = Field(300, ge=1, description="steps of fit-mlm-head when init has no MLM head")
 
     @model_validator(mode="after")
-    def _init_or_shape(self) -> "PretrainRecipe":
+    def _init_or_shape(self) -> PretrainRecipe:
         if (self.init is None) == (self.shape is None):
             raise ValueError("give exactly one of init (continue pre-training) and shape (from scratch)")
         return self

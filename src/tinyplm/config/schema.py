@@ -136,7 +136,8 @@ class StudentSpec(Section):
     objective: ObjectiveSpec = ObjectiveSpec()
     train: TrainSpec = TrainSpec()
     stages: list[StageSpec] | None = Field(None, description="several stages; replaces objective/train; [] = none")
-    compress: list[CompressStep] = Field(default_factory=list, description="compression steps after the stages, in order")
+    compress: list[CompressStep] = Field(default_factory=list,
+                                         description="compression steps after the stages, in order")
 
     @model_validator(mode="after")
     def _shape_or_layers(self) -> StudentSpec:
@@ -199,7 +200,8 @@ class AugmentSpec(Section):
     neighbours_from: Literal["embeddings", "word2vec"] = Field(
         "embeddings", description="static embedding space for multi-piece words: the MLM model's input "
         "embeddings, or word2vec trained here (gensim) on word2vec_corpus")
-    word2vec_corpus: list[str] | None = Field(None, description="text files or folders for word2vec; default: the corpus section's paths")
+    word2vec_corpus: list[str] | None = Field(None, description="text files or folders for word2vec; default: the "
+                                              "corpus section's paths")
     word2vec_max_docs: int | None = Field(50000, ge=1, description="train word2vec on at most this many paragraphs")
     max_examples: int | None = Field(None, ge=1, description="augment only the first N training examples "
                                      "(the rest are used as they are)")
@@ -210,7 +212,8 @@ class AugmentSpec(Section):
 class CorpusSpec(Section):
     """Unlabelled text for ``data: corpus`` stages (general distillation)."""
 
-    paths: list[str] = Field(..., min_length=1, description="text files or folders (*.txt); Gutenberg headers are stripped")
+    paths: list[str] = Field(..., min_length=1, description="text files or folders (*.txt); Gutenberg headers are "
+                             "stripped")
     max_docs: int | None = Field(None, ge=1, description="use at most this many paragraphs")
     max_length: int = Field(128, ge=8, le=512)
 
@@ -234,7 +237,8 @@ class RunConfig(Section):
             for stage in spec.stages or []:
                 if stage.data == "augmented" and (self.augment is None or not self.augment.mlm):
                     raise ValueError(f"student {student_name(spec)}: a 'data: augmented' stage needs an 'augment' "
-                                     "section with 'mlm' (a model dir with a masked-LM head, see `tinyplm fit-mlm-head`)")
+                                     "section with 'mlm' (a model dir with a masked-LM head, see "
+                                     "`tinyplm fit-mlm-head`)")
                 if (stage.data == "augmented" and self.augment.neighbours_from == "word2vec"
                         and not self.augment.word2vec_corpus and self.corpus is None):
                     raise ValueError("augment.neighbours_from: word2vec needs augment.word2vec_corpus "

@@ -54,8 +54,8 @@ from tinyplm.tasks.base import Example
 from tinyplm.train.progress import JsonlLog, make_progress
 
 __all__ = [  # the neighbour sources are defined in tinyplm.distill.neighbours; callers import them here too
-    "AugmentResult", "AugmentSpec", "SHAPING", "EmbeddingNeighbours", "NeighbourSource", "Word2VecNeighbours", "augment",
-    "cache_key", "copy_rng", "draw", "model_fingerprint", "word2vec_neighbours",
+    "AugmentResult", "AugmentSpec", "SHAPING", "EmbeddingNeighbours", "NeighbourSource", "Word2VecNeighbours",
+    "augment", "cache_key", "copy_rng", "draw", "model_fingerprint", "word2vec_neighbours",
 ]
 
 CACHE_VERSION = 1
@@ -160,9 +160,10 @@ def augment(examples: list[Example], mlm, tokenizer, spec: AugmentSpec, neighbou
 
     ``spec`` is the recipe's ``augment`` section (its ``mlm`` path is not read here: ``mlm`` is the
     loaded masked LM, with ``tokenizer``); ``neighbours`` serves multi-piece words; sentences are
-    cut to ``max_length`` word pieces for the masked LM. With ``cache_dir`` the result is stored under ``cache_dir/augment/`` and a
-    second call with the same inputs loads it without running the MLM (``mlm_fingerprint`` skips
-    hashing the weights). Labels, ``line`` and whether ``text_pair`` is set are kept.
+    cut to ``max_length`` word pieces for the masked LM. With ``cache_dir`` the result is stored
+    under ``cache_dir/augment/`` and a second call with the same inputs loads it without running the
+    MLM (``mlm_fingerprint`` skips hashing the weights). Labels, ``line`` and whether ``text_pair``
+    is set are kept.
     """
     if tokenizer.mask_token_id is None or tokenizer.cls_token_id is None:
         raise TinyplmError("augmentation needs a BERT-style tokenizer with [MASK] and [CLS] "

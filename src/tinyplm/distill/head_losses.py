@@ -31,7 +31,8 @@ def span_kd(s_start: Tensor, s_end: Tensor, t_start: Tensor, t_end: Tensor, mask
 
 def span_hard(s_start: Tensor, s_end: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
     """Mean of start and end cross-entropy with gold token positions ``labels`` ``(batch, 2)``."""
-    return (F.cross_entropy(_masked(s_start, mask), labels[:, 0]) + F.cross_entropy(_masked(s_end, mask), labels[:, 1])) / 2
+    return (F.cross_entropy(_masked(s_start, mask), labels[:, 0])
+            + F.cross_entropy(_masked(s_end, mask), labels[:, 1])) / 2
 
 
 def token_kd(s_logits: Tensor, t_logits: Tensor, labels: Tensor, temperature: float) -> Tensor:

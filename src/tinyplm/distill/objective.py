@@ -180,7 +180,8 @@ class DistillObjective(nn.Module):
             "cosine": lambda i, j: im.cosine_hidden(s.hidden[i], t.hidden[j], mask, self.hidden_proj),
             "attention_scores": lambda i, j: im.attention_score_mse(s.attn_scores[i], t.attn_scores[j], mask),
             "attention_kl": lambda i, j: im.attention_kl(s.attn_probs[i], t.attn_probs[j], mask),
-            "value_relation": lambda i, j: im.value_relation_kl(s.values[i], t.values[j], self.s_heads, self.t_heads, mask),
+            "value_relation": lambda i, j: im.value_relation_kl(s.values[i], t.values[j], self.s_heads,
+                                                                self.t_heads, mask),
             "qkv_relation": lambda i, j: sum(
                 im.self_relation_kl(getattr(s, f)[i], getattr(t, f)[j], self.relation_heads, mask)
                 for f in ("queries", "keys", "values")

@@ -33,7 +33,7 @@ def entity_scores(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[st
     if len(gold) != len(predicted):
         raise ValueError(f"{len(gold)} gold sentences but {len(predicted)} predicted")
     n_gold = n_pred = n_hit = 0
-    for i, (g, p) in enumerate(zip(gold, predicted)):
+    for i, (g, p) in enumerate(zip(gold, predicted, strict=True)):
         if len(g) != len(p):
             raise ValueError(f"sentence {i}: {len(g)} gold tags but {len(p)} predicted")
         ge, pe = entities(g), entities(p)

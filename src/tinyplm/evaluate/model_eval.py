@@ -67,11 +67,12 @@ def span_scores(split: Split, enc: Encoded, logits: torch.Tensor) -> dict[str, f
     examples, preds = span_answers(split, enc, logits)
     qs = questions(examples)
     if not split.options.get("v2"):
-        out = squad_scores(qs, {ex.id: p.text for ex, p in zip(examples, preds)})
+        out = squad_scores(qs, {ex.id: p.text for ex, p in zip(examples, preds, strict=True)})
         return {"f1": out["f1"], "exact_match": out["exact_match"]}
-    scores = squad_scores(qs, dict(zip((q.id for q in qs), answers_with_threshold(preds, 0.0))), v2=True)
+    scores = squad_scores(qs, dict(zip((q.id for q in qs), answers_with_threshold(preds, 0.0), strict=True)), v2=True)
     threshold = best_null_threshold(examples, preds)
-    best = squad_scores(qs, dict(zip((q.id for q in qs), answers_with_threshold(preds, threshold))), v2=True)
+    best = squad_scores(qs, dict(zip((q.id for q in qs), answers_with_threshold(preds, threshold), strict=True)),
+                        v2=True)
     out = {k: v for k, v in scores.items() if k not in ("total", "missing") and not k.endswith("_total")}
     return {**out, "best_f1": best["f1"], "best_exact": best["exact"], "best_f1_thresh": threshold}
 
@@ -83,7 +84,7 @@ def span_prediction_texts(split: Split, enc: Encoded, logits: torch.Tensor) -> d
 
     examples, preds = span_answers(split, enc, logits)
     texts = answers_with_threshold(preds, 0.0) if split.options.get("v2") else [p.text for p in preds]
-    return {ex.id: t for ex, t in zip(examples, texts)}
+    return {ex.id: t for ex, t in zip(examples, texts, strict=True)}
 
 
 def token_scores(split: Split, enc: Encoded, logits: torch.Tensor, tags: tuple[str, ...]) -> dict[str, float]:

@@ -63,7 +63,8 @@ def measure_speed(models: dict[str, torch.nn.Module], enc: Encoded, spec: Measur
 
 def _measure(models: dict[str, torch.nn.Module], enc: Encoded, spec: MeasureSpec,
              per_model: dict[str, Encoded]) -> dict[str, SpeedResult]:
-    sets = {name: (_batches(e, spec.latency_sentences, 1), _batches(e, spec.throughput_sentences, spec.throughput_batch))
+    sets = {name: (_batches(e, spec.latency_sentences, 1),
+                   _batches(e, spec.throughput_sentences, spec.throughput_batch))
             for name, e in {name: per_model.get(name, enc) for name in models}.items()}
     n_sent = sum(int(b["input_ids"].shape[0]) for b in next(iter(sets.values()))[1])
     for name, model in models.items():

@@ -128,7 +128,7 @@ def best_null_threshold(examples: Sequence[QAExample], preds: Sequence[Predictio
     best, best_f1 = 0.0, -1.0
     for t in candidates:
         answers = answers_with_threshold(preds, t)
-        f1 = squad_scores(qs, {q.id: a for q, a in zip(qs, answers)}, v2=True)["f1"]
+        f1 = squad_scores(qs, {q.id: a for q, a in zip(qs, answers, strict=True)}, v2=True)["f1"]
         if f1 > best_f1:
             best, best_f1 = t, f1
     return best

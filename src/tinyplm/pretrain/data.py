@@ -19,7 +19,7 @@ from tinyplm.tasks.encoding import Encoded
 def word_starts_of(word_ids: Sequence[int | None], sequence_ids: Sequence[int | None]) -> list[int]:
     """1 where a token begins a word (a new word id, or a new segment), else 0; specials are 0."""
     out, prev = [], (None, None)
-    for w, s in zip(word_ids, sequence_ids):
+    for w, s in zip(word_ids, sequence_ids, strict=True):
         out.append(int(w is not None and (w, s) != prev))
         prev = (w, s)
     return out

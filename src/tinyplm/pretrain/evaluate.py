@@ -55,7 +55,8 @@ def evaluate_mlm(model: nn.Module, enc: Encoded, masking: Masking, unigram: Tens
     model.eval()
     nll, correct, n, uni, pair_ok = 0.0, 0, 0, 0.0, 0
     for batch, masked, labels in _masked_batches(enc, masking, batch_size):
-        inputs = {"input_ids": masked, "attention_mask": batch["attention_mask"], "token_type_ids": batch["token_type_ids"]}
+        inputs = {"input_ids": masked, "attention_mask": batch["attention_mask"],
+                  "token_type_ids": batch["token_type_ids"]}
         with autocast(bf16):
             out = base_model(model)(**inputs)
             sel = labels != IGNORE
@@ -89,7 +90,8 @@ def evaluate_electra(model: nn.Module, objective, enc: Encoded, batch_size: int 
     gen = torch.Generator().manual_seed(EVAL_SEED + 1)
     nll, g_ok, n, d_ok, d_n, rep_hit, rep_n, d_loss = 0.0, 0, 0, 0, 0, 0, 0, 0.0
     for batch, masked, labels in _masked_batches(enc, objective.masking, batch_size):
-        inputs = {"input_ids": masked, "attention_mask": batch["attention_mask"], "token_type_ids": batch["token_type_ids"]}
+        inputs = {"input_ids": masked, "attention_mask": batch["attention_mask"],
+                  "token_type_ids": batch["token_type_ids"]}
         sel = labels != IGNORE
         with autocast(bf16):
             g_logits = objective.generator(word_embeddings(model), inputs, sel).float()
@@ -131,7 +133,8 @@ def pseudo_perplexity(model: nn.Module, enc: Encoded, masking: Masking, max_text
             continue
         batch = row.repeat(len(positions), 1)
         batch[torch.arange(len(positions)), positions] = masking.mask_id
-        types = torch.tensor([enc.token_type_ids[i][: len(ids) - 1] + enc.token_type_ids[i][-1:]]).repeat(len(positions), 1)
+        types = torch.tensor([enc.token_type_ids[i][: len(ids) - 1]
+                              + enc.token_type_ids[i][-1:]]).repeat(len(positions), 1)
         with autocast(bf16):
             hidden = base_model(model)(input_ids=batch, attention_mask=attn.repeat(len(positions), 1),
                                 token_type_ids=types).last_hidden_state

@@ -42,7 +42,8 @@ METRICS_FILE = "mlm_head.json"
 def weight_keys(model_dir: Path) -> list[str]:
     """Names of the tensors stored in a checkpoint dir (safetensors, sharded index or .bin)."""
     model_dir = Path(model_dir)
-    single, index, legacy = (model_dir / n for n in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"))
+    single, index, legacy = (model_dir / n
+                             for n in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"))
     if single.is_file():
         from safetensors import safe_open
 

@@ -2,8 +2,9 @@
 
 :class:`PretrainObjective` is a training :class:`~tinyplm.train.objective.Objective` of the one
 loop: :meth:`prepare` masks (and pairs) each collated batch (masking draws from the loop's
-checkpointed RNG, so a resumed run masks as an uninterrupted one) and :meth:`loss` runs the model. Its own parameters (ELECTRA's generator and discriminator head)
-train and checkpoint with the model, as distillation projections do.
+checkpointed RNG, so a resumed run masks as an uninterrupted one) and :meth:`loss` runs the model.
+Its own parameters (ELECTRA's generator and discriminator head) train and checkpoint with the
+model, as distillation projections do.
 
 * ``mlm``: masked-LM cross-entropy at the selected positions (the vocabulary projection runs only
   there), plus ``pair_weight`` x cross-entropy of the NSP/SOP head when ``pairs`` is set (the
@@ -90,7 +91,7 @@ class PretrainObjective(nn.Module):
         ids, attn, starts = batch["input_ids"], batch["attention_mask"], batch.get("word_starts")
         copies = torch.randint(self.spec.masking.static_copies, (ids.shape[0],))  # the loop's RNG
         masked, labels = ids.clone(), torch.full_like(ids, IGNORE)
-        for row, (index, copy) in enumerate(zip(batch["index"].tolist(), copies.tolist())):
+        for row, (index, copy) in enumerate(zip(batch["index"].tolist(), copies.tolist(), strict=True)):
             gen = torch.Generator().manual_seed((self.seed * STATIC_SEED + index) * 64 + copy)
             row_starts = starts[row : row + 1] if starts is not None else None
             chosen = select(ids[row : row + 1], attn[row : row + 1], self.masking, gen, row_starts)

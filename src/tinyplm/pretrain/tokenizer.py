@@ -99,7 +99,9 @@ def train_tokenizer(
         special_tokens=[(cls, tok.token_to_id(cls)), (sep, tok.token_to_id(sep))],
     )
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, model_max_length=max_length, model_input_names=["input_ids", "token_type_ids", "attention_mask"], do_lower_case=lowercase and kind != "bytelevel-bpe",
+        tokenizer_object=tok, model_max_length=max_length,
+        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+        do_lower_case=lowercase and kind != "bytelevel-bpe",
         **{f"{k}_token": v for k, v in specials.items()},
     )
     out.mkdir(parents=True, exist_ok=True)

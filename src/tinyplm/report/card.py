@@ -128,7 +128,8 @@ def _usage(record: RunRecord, stage: StageRecord | None = None) -> list[str]:
             "",
             'model_dir = Path("path/to/this/folder")  # the folder holding this README',
             "labels = tuple(AutoConfig.from_pretrained(model_dir).id2label.values())",
-            f"model, tokenizer = load_classifier(model_dir, labels, is_regression={record.metric in ('pearson', 'spearman', 'spearmanr', 'pearsonr')})",
+            "model, tokenizer = load_classifier(model_dir, labels, "
+            f"is_regression={record.metric in ('pearson', 'spearman', 'spearmanr', 'pearsonr')})",
             'inputs = tokenizer(["an example sentence"], return_tensors="pt", truncation=True)',
             "logits = model(**inputs).logits",
             "```",

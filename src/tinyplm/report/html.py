@@ -117,7 +117,7 @@ def _table(record: RunRecord) -> str:
             tip = f"below {RETENTION_TARGET:.0f}% of teacher"
             cells[ret_idx] = f'<span title="{tip}">{cells[ret_idx]}</span>'
         tr = "teacher" if row["is_teacher"] else "best" if best and row["name"] == best.name else ""
-        tds = "".join(f"<td{c}>{v}</td>" for c, v in zip(classes, cells))
+        tds = "".join(f"<td{c}>{v}</td>" for c, v in zip(classes, cells, strict=True))
         body.append(f'<tr class="{tr}">{tds}</tr>' if tr else f"<tr>{tds}</tr>")
     note = (f"Highlighted row: best student. Retention = stage {escape(record.metric)} / teacher "
             f"{escape(record.metric)}; values below {RETENTION_TARGET:.0f}% are marked ⚠ in red. "
@@ -206,7 +206,8 @@ def render_html(record: RunRecord, plots: dict[str, Path]) -> str:
         f"<b>{escape(record.metric)}</b> · {len(record.stages)} stage(s)</p>",
         f'<p class="headline">{escape(headline(record))}</p>',
         "<h2>Comparison</h2>", _table(record),
-        *(["<h2>Compression</h2>", "<ul>" + "".join(f"<li>{escape(n)}</li>" for n in compression_notes(record)) + "</ul>"]
+        *(["<h2>Compression</h2>",
+           "<ul>" + "".join(f"<li>{escape(n)}</li>" for n in compression_notes(record)) + "</ul>"]
           if compression_notes(record) else []),
         "<h2>Plots</h2>", _plots(plots),
         "<h2>Stages</h2>", _details(record),

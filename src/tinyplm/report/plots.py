@@ -150,7 +150,7 @@ def throughput_bar(record: RunRecord, path: Path) -> Path:
     names = [r["name"] for r in rows]
     values = [r["throughput"] for r in rows]
     bars = ax.bar(range(len(rows)), values, color=[_color(r, best_name) for r in rows], width=0.62)
-    for bar, row in zip(bars, rows):
+    for bar, row in zip(bars, rows, strict=True):
         label = f"{row['throughput']:,.0f}/s"
         if row["speedup"] is not None and not row["is_teacher"]:
             label += f"\n{row['speedup']:.1f}×"

@@ -38,7 +38,8 @@ def preflight(cfg: RunConfig) -> Preflight:
     tok = load_tokenizer(src, int(model_cfg["vocab_size"]))
     stages = [(spec, st) for spec in cfg.students for st in spec.stage_specs()]
     if any(st.objective.layerwise for _, st in stages) and model_cfg["model_type"] != "bert":
-        raise ModelError(f"{src}: layer-wise distillation needs a BERT teacher; this one is '{model_cfg['model_type']}'")
+        raise ModelError(f"{src}: layer-wise distillation needs a BERT teacher; "
+                         f"this one is '{model_cfg['model_type']}'")
     archs = model_cfg.get("architectures") or []
     needs_head = not cfg.students or any(st.teacher == "finetuned" for _, st in stages)
     suffix = Head(data.head).auto_suffix
