@@ -64,7 +64,8 @@ def test_distill_ablation_recipes_validate(variant: str, tmp_path: Path) -> None
 def _ablation_raw(ab, tmp_path: Path, minutes: float, share: float) -> dict:
     args = argparse.Namespace(task="mrpc", max_length=128)
     raw = ab.base_recipe(args, "minilm-l6", "tinybert-seed0", tmp_path)
-    raw["students"] = [{"name": "tinybert", "shape": ab.SHAPE, "stages": ab.variant_stages("tinybert", minutes, 0, share)}]
+    raw["students"] = [{"name": "tinybert", "shape": ab.SHAPE,
+                        "stages": ab.variant_stages("tinybert", minutes, 0, share)}]
     return raw
 
 
@@ -103,7 +104,8 @@ def test_distill_ablation_reuses_the_same_run_through_a_linked_dir(tmp_path: Pat
     run_dir = tmp_path / "a" / "tinybert-seed0"
     run_dir.mkdir()
     (run_dir / "config.resolved.yaml").write_text(dump_resolved(done), encoding="utf-8")
-    RunRecord(task="mrpc", metric="f1", stages=[StageRecord(name="tinybert", metrics={"f1": 0.5})]).save(run_dir / "results.json")
+    RunRecord(task="mrpc", metric="f1",
+              stages=[StageRecord(name="tinybert", metrics={"f1": 0.5})]).save(run_dir / "results.json")
     (tmp_path / "b").symlink_to(tmp_path / "a")
     record = ab.run_recipe(_ablation_raw(ab, tmp_path / "b", 2.0, 0.6))
     assert record.stage("tinybert").metrics == {"f1": 0.5}

@@ -83,7 +83,7 @@ def test_saved_model_loads_with_auto_classes_and_predicts_the_same(finished_run:
     dev = tasks.get("sst2", finished_run.parent.parent / "glue").read("dev").examples
     batch = tok([e.text for e in dev], padding=True, truncation=True, max_length=32, return_tensors="pt")
     preds = model(**batch).logits.argmax(-1).tolist()
-    acc = sum(int(p == e.label) for p, e in zip(preds, dev)) / len(dev)
+    acc = sum(int(p == e.label) for p, e in zip(preds, dev, strict=True)) / len(dev)
     assert acc == pytest.approx(final["metrics"]["accuracy"])
 
 
@@ -119,6 +119,7 @@ def test_help_of_every_subcommand_has_an_example(tmp_path: Path) -> None:
 def test_tasks_lists_every_glue_task(tmp_path: Path) -> None:
     res = cli("tasks", cwd=tmp_path)
     assert res.returncode == 0
-    for name in ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli", "squad", "squad_v2", "conll2003"):
+    for name in ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli", "squad", "squad_v2",
+                 "conll2003"):
         assert name in res.stdout
     assert "answer span" in res.stdout and "B-PER" in res.stdout

@@ -30,7 +30,7 @@ def write_tiny_squad(root: Path, articles: int = 4, questions: int = 6, seed: in
     rng = random.Random(seed)
     data = []
     for a in range(articles):
-        qas, contexts = [], []
+        contexts = []
         for q in range(questions):
             adjective = rng.choice(["good", "bad", "great", "awful", "dull"])
             before = " ".join(rng.choice(FILLER) for _ in range(rng.randint(2, 10)))

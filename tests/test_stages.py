@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from conftest import (
-    TINY_TRAIN, make_tiny_glue, make_tiny_mlm_dir, make_tiny_model_dir, tiny_recipe, write_recipe, write_tiny_corpus,
+    TINY_TRAIN,
+    make_tiny_glue,
+    make_tiny_mlm_dir,
+    make_tiny_model_dir,
+    tiny_recipe,
+    write_recipe,
+    write_tiny_corpus,
 )
 from tinyplm.config import load_recipe
 from tinyplm.run import run
@@ -30,7 +36,8 @@ def test_three_stage_student(tmp_path: Path) -> None:
              "objective": {"kd_weight": 0, "hidden": 1, "attention_scores": 1, "layer_map": "last"}, "train": short},
             {"name": "intermediate", "data": "augmented",
              "objective": {"kd_weight": 0, "hidden": 1, "embedding": 1, "attention_kl": 1}, "train": short},
-            {"name": "prediction", "data": "augmented", "objective": {"kd_weight": 1, "temperature": 2}, "train": short},
+            {"name": "prediction", "data": "augmented", "objective": {"kd_weight": 1, "temperature": 2},
+             "train": short},
         ],
     }
     recipe = tiny_recipe(tmp_path, model, glue, students=[student])
@@ -43,7 +50,8 @@ def test_three_stage_student(tmp_path: Path) -> None:
     stage = next(s for s in record.stages if s.name == "tiny-student")
     infos = stage.info["stages"]
     assert [i["stage"] for i in infos] == ["general", "intermediate", "prediction"]
-    assert infos[0]["teacher"] == "base" and infos[1]["examples"] == 40 * 3 + 24  # 40 originals + 2 copies each, and the other 24 once
+    # 40 originals + 2 copies each, and the other 24 once
+    assert infos[0]["teacher"] == "base" and infos[1]["examples"] == 40 * 3 + 24
     assert all(i["steps"] == 4 for i in infos)
     for k in (0, 1):
         assert (run_dir / "students" / f"tiny-student.stage-{k}" / "model.safetensors").is_file()

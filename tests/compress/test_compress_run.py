@@ -43,8 +43,8 @@ def test_compress_steps_are_stages(tmp_path: Path) -> None:
                      "teacher-pruned.prune_heads", "small-int8.dynamic_int8"]
     by = {s.name: s for s in record.stages}
     chain = ["small", "small.prune_heads", "small.prune_ffn", "small.drop_layers"]
-    assert all(by[a].params > by[b].params for a, b in zip(chain, chain[1:]))
-    assert all(by[a].disk_bytes > by[b].disk_bytes for a, b in zip(chain, chain[1:]))
+    assert all(by[a].params > by[b].params for a, b in zip(chain, chain[1:], strict=False))
+    assert all(by[a].disk_bytes > by[b].disk_bytes for a, b in zip(chain, chain[1:], strict=False))
     assert by["small.prune_heads"].shape["heads_per_layer"] == [2, 2]
     assert by["small.prune_heads"].info["recover"]["steps"] == 3
     assert by["small.prune_ffn"].info["ffn_after"] == [18, 18]
@@ -66,7 +66,7 @@ def test_compress_steps_are_stages(tmp_path: Path) -> None:
     (run_dir / "results.json").unlink()
     shutil.rmtree(run_dir / "students" / "small.drop_layers")
     again = run(cfg, resume=True)
-    for a, b in zip(record.stages, again.stages):
+    for a, b in zip(record.stages, again.stages, strict=True):
         assert a.name == b.name and a.metrics == b.metrics
     assert again.stage("small.prune_ffn").info.get("reused") is True
     assert "reused" not in again.stage("small.drop_layers").info
@@ -76,7 +76,8 @@ def test_missing_init_from_is_refused_before_writing(tmp_path: Path) -> None:
     recipe = _recipe(tmp_path)
     recipe["students"][1]["init_from"] = str(tmp_path / "nowhere")
     cfg = load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
-    with pytest.raises(ModelError, match="init_from: .*nowhere: model directory not found.*earlier student: \\['small'\\]"):
+    with pytest.raises(ModelError,
+                       match="init_from: .*nowhere: model directory not found.*earlier student: \\['small'\\]"):
         preflight(cfg)
     assert not Path(cfg.output_dir).exists()
 
@@ -105,7 +106,8 @@ def test_sparsity_is_learnt_during_recovery(tmp_path: Path) -> None:
         stage = record.stage(name)
         assert stage.info["sparsity"] == pytest.approx(target, abs=0.01)
         assert stage.info["recover"]["steps"] == 6
-        assert stage.info["sparse_bytes"] == (run_dir / "students" / name / "sparse" / "model.csr.safetensors").stat().st_size
+        csr = run_dir / "students" / name / "sparse" / "model.csr.safetensors"
+        assert stage.info["sparse_bytes"] == csr.stat().st_size
         model, _ = load_classifier(run_dir / "students" / name, LABELS, False)
         from tinyplm.compress.sparse import sparsity_of
 

@@ -49,7 +49,7 @@ def test_kd_matches_numpy_mean_over_batch(temperature: float) -> None:
     got = soft_target_kd(torch.tensor(STUDENT), torch.tensor(TEACHER), temperature).item()
     assert got == pytest.approx(np_kd(STUDENT, TEACHER, temperature), rel=1e-5)
     # Mean over the batch: the average of the two one-row losses.
-    rows = [np_kd([s], [t], temperature) for s, t in zip(STUDENT, TEACHER)]
+    rows = [np_kd([s], [t], temperature) for s, t in zip(STUDENT, TEACHER, strict=True)]
     assert got == pytest.approx(sum(rows) / 2, rel=1e-5)
 
 

@@ -154,7 +154,8 @@ def test_distilbert_general_then_task(tmp_path: Path) -> None:
     base = BertForMaskedLM.from_pretrained(teacher)
     assert saved.config.num_hidden_layers == 1
     # DistilBERT init from the base teacher's layer 1, then trained: close to it but not equal
-    assert not torch.equal(saved.bert.encoder.layer[0].output.dense.weight, base.bert.encoder.layer[1].output.dense.weight)
+    assert not torch.equal(saved.bert.encoder.layer[0].output.dense.weight,
+                           base.bert.encoder.layer[1].output.dense.weight)
     stage = next(s for s in record.stages if s.name == "distil")
     assert "base teacher" in stage.info["init"]
     infos = stage.info["stages"]

@@ -58,7 +58,8 @@ def test_loss_is_the_weighted_sum_of_its_parts(tiny_model_dir: Path) -> None:
     sf = forward_features(s, model_inputs(batch), obj.wants)
     tf = forward_features(teacher, model_inputs(batch), obj.wants)
     loss, parts = obj.terms(sf, tf, batch["labels"], tf.logits.detach())
-    expected = 0.5 * parts["kd"] + 0.25 * parts["hard"] + 2 * parts["hidden"] + parts["embedding"] + 3 * parts["qkv_relation"]
+    expected = (0.5 * parts["kd"] + 0.25 * parts["hard"] + 2 * parts["hidden"] + parts["embedding"]
+                + 3 * parts["qkv_relation"])
     assert float(loss.detach()) == pytest.approx(expected, rel=1e-5)
     loss.backward()
     assert obj.hidden_proj.weight.grad is not None and obj.hidden_proj.weight.grad.abs().sum() > 0
@@ -91,9 +92,11 @@ def test_layerwise_training_moves_student_and_projection(tiny_model_dir: Path, t
 def test_layer_maps_that_mix_embeddings_and_layers_are_refused(tiny_model_dir: Path) -> None:
     teacher, _ = load_classifier(tiny_model_dir, ("0", "1"), False)
     with pytest.raises(RecipeError, match="match the embeddings"):
-        build_objective(ObjectiveSpec(kd_weight=0, hidden=1, layer_map=[[1, 0]]), _student().config, teacher.config, False)
+        build_objective(ObjectiveSpec(kd_weight=0, hidden=1, layer_map=[[1, 0]]), _student().config, teacher.config,
+                        False)
     with pytest.raises(RecipeError, match="needs at least one"):
-        build_objective(ObjectiveSpec(kd_weight=0, hidden=1, layer_map=[[0, 0]]), _student().config, teacher.config, False)
+        build_objective(ObjectiveSpec(kd_weight=0, hidden=1, layer_map=[[0, 0]]), _student().config, teacher.config,
+                        False)
 
 
 def test_prediction_only_objective_ignores_depths(tiny_model_dir: Path) -> None:

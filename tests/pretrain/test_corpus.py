@@ -42,7 +42,8 @@ def test_strip_gutenberg_without_markers_returns_whole_text() -> None:
 def test_read_corpus_books_and_wikitext_from_a_directory(tmp_path: Path) -> None:
     (tmp_path / "books").mkdir()
     (tmp_path / "books" / "tale.txt").write_bytes(gutenberg_bytes())
-    wiki = " \n = Tiny Page = \n \n The first line of the page is here @-@ long . \n \n = = Part = = \n \n <unk> second line of the page text . \n"
+    wiki = (" \n = Tiny Page = \n \n The first line of the page is here @-@ long . \n \n = = Part = = \n \n "
+            "<unk> second line of the page text . \n")
     (tmp_path / "wiki.txt").write_text(wiki, encoding="utf-8")
     (tmp_path / "skip.md").write_text("not a txt file, not read at all\n", encoding="utf-8")
     items = read_corpus([tmp_path])

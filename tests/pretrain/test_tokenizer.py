@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from tests.conftest import write_tiny_corpus
+
 from tinyplm.errors import TinyplmError
 from tinyplm.pretrain.data import encode_texts
 from tinyplm.pretrain.pairs import Pair

@@ -211,7 +211,7 @@ def test_no_teacher_and_mnli_metrics_render(tmp_path: Path) -> None:
 
     mnli = make_record()
     mnli.task = "mnli"
-    for s, mm in zip(mnli.stages, (0.91, 0.87, 0.86)):
+    for s, mm in zip(mnli.stages, (0.91, 0.87, 0.86), strict=True):
         s.metrics["accuracy_mm"] = mm
     out = write_all(mnli, tmp_path / "b")
     table = markdown_table(mnli)

@@ -35,18 +35,21 @@ def test_export_every_stage_with_parity(finished_run: Path) -> None:
     assert result.returncode == 0, result.output
     parity = {p["stage"]: p for p in json.loads((finished_run / "export" / "parity.json").read_text())}
     assert set(parity) == {"teacher", "small", "small.prune_ffn", "small.onnx_dynamic_int8", "torchq.dynamic_int8"}
-    assert parity["torchq.dynamic_int8"]["agreement"] is None and "not exported" in parity["torchq.dynamic_int8"]["note"]
+    assert (parity["torchq.dynamic_int8"]["agreement"] is None
+            and "not exported" in parity["torchq.dynamic_int8"]["note"])
     for name in ("teacher", "small", "small.prune_ffn"):
         assert parity[name]["examples"] == 40 and parity[name]["agreement"] >= 0.995
         assert parity[name]["max_abs_logit_diff"] < 1e-3
         assert name in result.stdout
-    assert parity["small.onnx_dynamic_int8"]["agreement"] is None and "already" in parity["small.onnx_dynamic_int8"]["note"]
+    assert (parity["small.onnx_dynamic_int8"]["agreement"] is None
+            and "already" in parity["small.onnx_dynamic_int8"]["note"])
     model, _ = load_classifier(finished_run / "export" / "small.prune_ffn", ("negative", "positive"), False)
     assert isinstance(model, OrtClassifier)
 
 
 def test_export_one_stage_as_json(finished_run: Path, tmp_path: Path) -> None:
-    result = cli(["export", finished_run, "--onnx", "--stage", "small", "--out", tmp_path / "e", "--json"], cwd=tmp_path)
+    result = cli(["export", finished_run, "--onnx", "--stage", "small", "--out", tmp_path / "e", "--json"],
+                 cwd=tmp_path)
     assert result.returncode == 0, result.output
     rows = json.loads(result.stdout)
     assert [r["stage"] for r in rows] == ["small"] and (tmp_path / "e" / "small" / "model.onnx").is_file()

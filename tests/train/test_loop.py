@@ -122,8 +122,8 @@ def test_resume_from_checkpoint_reproduces_the_uninterrupted_run(tiny_model_dir:
     model, tok = fresh()
     enc = _data(tok, 128, 0)
     spec = _spec(epochs=5, checkpoint_every=10, eval_every=10, keep_best=False)
-    straight = train(model, enc, PredictionObjective(), spec=spec, io=StageIO("a", tmp_path / "a", tmp_path / "a.jsonl"),
-                     evaluate=lambda m: {"accuracy": 0.5})
+    straight = train(model, enc, PredictionObjective(), spec=spec,
+                     io=StageIO("a", tmp_path / "a", tmp_path / "a.jsonl"), evaluate=lambda m: {"accuracy": 0.5})
     model, _ = fresh()
     with pytest.raises(_Crash):
         train(model, enc, PredictionObjective(), spec=spec, io=StageIO("b", tmp_path / "b", tmp_path / "b.jsonl"),
@@ -131,7 +131,8 @@ def test_resume_from_checkpoint_reproduces_the_uninterrupted_run(tiny_model_dir:
     assert [p.name for p in list_checkpoints(tmp_path / "b")][-1] == "step-000020"
     model, _ = fresh()  # a new process starts from the original weights
     resumed = train(model, enc, PredictionObjective(), spec=spec,
-                    io=StageIO("b", tmp_path / "b", tmp_path / "b.jsonl", resume=True), evaluate=lambda m: {"accuracy": 0.5})
+                    io=StageIO("b", tmp_path / "b", tmp_path / "b.jsonl", resume=True),
+                    evaluate=lambda m: {"accuracy": 0.5})
     assert resumed.steps == straight.steps == 40
     assert [h["step"] for h in resumed.history] == [h["step"] for h in straight.history] == [10, 20, 30, 40]
     a, b = straight.model.state_dict(), resumed.model.state_dict()

@@ -70,15 +70,17 @@ def test_random_tokens_avoid_specials() -> None:
     assert int(drawn.min()) >= 5 and int(drawn.max()) < 1000
 
 
-@pytest.mark.parametrize("kwargs", [{"rate": 0.0}, {"rate": 1.0}, {"split": (0.5, 0.5, 0.5)}, {"split": (1.1, -0.1, 0.0)}])
+@pytest.mark.parametrize("kwargs", [{"rate": 0.0}, {"rate": 1.0}, {"split": (0.5, 0.5, 0.5)},
+                                    {"split": (1.1, -0.1, 0.0)}])
 def test_bad_masking_settings(kwargs: dict) -> None:
     with pytest.raises(ValueError, match="masking"):
         Masking(mask_id=4, vocab_size=10, special_ids=SPECIALS, **kwargs)
 
 
 def test_from_tokenizer_uses_mask_and_specials() -> None:
-    from conftest import tiny_vocab
     from transformers import BertTokenizerFast
+
+    from conftest import tiny_vocab
 
     vocab = tiny_vocab()
     tok = BertTokenizerFast(vocab={t: i for i, t in enumerate(vocab)}, do_lower_case=True)
