@@ -290,7 +290,7 @@ def test_recipe_file_problems(tmp_path: Path) -> None:
     (tmp_path / "list.yaml").write_text("- name: tiny\n", encoding="utf-8")
     before = snapshot(tmp_path)
     assert_bad_input(cli(["run", "missing.yaml"], tmp_path), "missing.yaml: recipe file not found")
-    assert_bad_input(cli(["run", "latin1.yaml"], tmp_path), "latin1.yaml: not valid UTF-8")
+    assert_bad_input(cli(["run", "latin1.yaml"], tmp_path), "latin1.yaml:1: not valid UTF-8 (byte 0xe9 at column 10)")
     assert_bad_input(cli(["run", "broken.yaml"], tmp_path), "broken.yaml:3: not valid YAML")
     assert_bad_input(cli(["validate", "list.yaml"], tmp_path), "list.yaml: a recipe is a mapping of keys to values")
     assert changed(before, tmp_path) == [] and added(before, tmp_path) == []

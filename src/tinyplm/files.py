@@ -38,11 +38,34 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from tinyplm.errors import RunDirError
+from tinyplm.errors import RunDirError, TinyplmError
 
 RESOLVED = "config.resolved.yaml"
 RESULTS = "results.json"
 LOCK = ".lock"
+
+
+def read_utf8(path: Path, error: type[TinyplmError] = TinyplmError) -> str:
+    """A whole file as UTF-8 text, without a leading BOM; line endings left as they are.
+
+    Raises ``error`` naming the file when it is missing, a folder or unreadable, and naming the
+    line and column of the first byte that is not UTF-8."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise error(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise error(f"{path}: is a folder, expected a file") from None
+    except OSError as err:
+        raise error(f"{path}: cannot be read ({err.strerror or err})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise error(f"{path}:{line}: not valid UTF-8 (byte 0x{data[err.start]:02x} at column {column}); "
+                    "save the file as UTF-8") from None
+    return text.removeprefix("\ufeff")
 
 
 def tmp_sibling(path: Path) -> Path:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from tinyplm.config.schema import RunConfig
 from tinyplm.errors import RecipeError, did_you_mean
+from tinyplm.files import read_utf8
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -26,15 +27,8 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None, schema: ty
     path = Path(path)
     if not path.is_file():
         raise RecipeError(f"{path}: recipe file not found")
-    try:
-        text = path.read_text(encoding="utf-8")
-        raw = yaml.safe_load(text)
-    except UnicodeDecodeError as exc:
-        raise RecipeError(f"{path}: not valid UTF-8 ({exc.reason})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        raise RecipeError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    text = read_utf8(path, RecipeError)
+    raw = _parse_yaml(path, text)
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -42,6 +36,20 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None, schema: ty
     for item in overrides or []:
         apply_override(raw, item)
     return validate_recipe(raw, source=path, text=text, overrides=overrides, schema=schema)
+
+
+def _parse_yaml(path: Path, text: str) -> Any:
+    """The YAML document in ``text``; raises ``RecipeError`` naming the file and line, on one line."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow: no problem_mark, only a position
+        line = text.count("\n", 0, exc.position) + 1
+        raise RecipeError(f"{path}:{line}: not valid YAML (character {chr(exc.character)!r} is not allowed)") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+        raise RecipeError(f"{path}{where}: not valid YAML ({problem})") from None
 
 
 def is_pretrain_recipe(path: str | Path) -> bool:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tinyplm.errors import DataError, TinyplmError
+from tinyplm.files import read_utf8
 
 BOM = "\ufeff"
 
@@ -22,30 +23,11 @@ def at(path: Path, line: int | None = None) -> str:
 
 
 def read_text(path: Path, error: type[TinyplmError] = DataError) -> str:
-    """Read a whole file as UTF-8 text, without a leading BOM.
+    """Read a whole file as UTF-8 text, without a leading BOM (see :func:`tinyplm.files.read_utf8`).
 
     Line endings are left as they are (``\\r\\n`` is handled by the row readers).
-    Raises ``error`` (``DataError`` unless told) when the file is missing or holds bytes that are
-    not valid UTF-8; the message names the line and column of the first bad byte.
     """
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise error(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise error(f"{path}: is a folder, expected a file") from None
-    except OSError as err:
-        raise error(f"{path}: cannot be read ({err.strerror or err})") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
-        raise error(
-            f"{at(path, line)}: not valid UTF-8 (byte 0x{data[err.start]:02x} at column "
-            f"{column}); save the file as UTF-8"
-        ) from None
-    return text.removeprefix(BOM)
+    return read_utf8(path, error)
 
 
 def text_lines(path: Path) -> Iterator[tuple[int, str]]:
