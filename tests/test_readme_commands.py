@@ -1,0 +1,642 @@
+"""Every command line README.md shows is exercised through the CLI, so the README cannot rot.
+
+README.md is parsed at test time: each line of a ```bash block and each inline code span that
+starts with ``tinyplm `` or ``python benchmarks/`` (an ``accelerate launch ... -m tinyplm.cli ...``
+line counts as the ``tinyplm`` command it launches). :data:`README_LINES` maps each such line, as
+written, to how it is exercised; a test keeps the two in step both ways.
+
+Every line gets the cheap check: its subcommand exists, the Typer/click command parses the line's
+arguments (every option it uses is accepted, values have the right type, required options are
+there), and a recipe it names exists and loads with the line's overrides; a benchmark line's script
+answers ``--help`` and lists every option the line uses.
+
+The lines that run in seconds on a tiny model also run for real, through the CLI, in a "world" laid
+out like the repository: a tmp ``main/`` as the working directory (its ``recipes`` a link to the
+shipped recipes) beside a tmp ``shared/data`` holding tiny GLUE (RTE, MRPC), SQuAD, CoNLL-2003 and
+corpus files in the official layouts, with ``TINYPLM_DATA`` pointing there. So relative paths such
+as ``runs/rte-l3`` or ``../shared/data/squad/dev-v1.1.json`` mean what they mean in the README. A
+line runs as written, or with the substitutions its table entry lists (a model alias replaced by a
+tiny model, a budget shrunk, arguments added); the substituted command keeps the line's subcommand
+and every option it uses, which a test checks. The ``accelerate launch`` line runs as a subprocess
+(two processes); everything else runs in-process through ``helpers_cli.cli`` (set
+``TINYPLM_TEST_SUBPROCESS=1`` for subprocesses).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shlex
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import FILLER, NEGATIVE, POSITIVE, REPO, WORDS, make_tiny_model_dir, tiny_vocab
+from helpers_cli import Result, cli
+
+README = REPO / "README.md"
+PROGRAMS = ("tinyplm ", "python benchmarks/")
+
+
+# --------------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True)
+class Way:
+    """How one README line is exercised.
+
+    ``test`` names the test in this file that runs it for real (None: only the cheap check, and
+    ``why`` says why). For a real run, ``replace`` maps a README token to the token used and
+    ``add`` lists arguments appended to the ``tinyplm`` arguments; both may name the tiny teacher
+    as ``{teacher}`` (see :class:`World`). ``why`` says what the substitutions are for.
+    """
+
+    test: str | None
+    why: str
+    replace: dict[str, str] = field(default_factory=dict)
+    add: tuple[str, ...] = ()
+
+
+#: Shrinks the shipped GLUE recipes to a tiny run: the tiny 6-layer teacher, 2 optimiser steps per
+#: training stage, a few sentences timed once.
+TINY_GLUE_RUN = ("teacher.model={teacher}", "teacher.finetune.max_steps=2", "students.*.train.max_steps=2",
+                 "measure.latency_sentences=4", "measure.throughput_sentences=8", "measure.rounds=1",
+                 "measure.warmup=1")
+
+#: The same for the pre-training recipes: a tiny encoder, 2 steps, a few held-out texts.
+TINY_PRETRAIN = ("train.max_steps=2", "corpus.max_length=32", "eval.max_texts=4", "eval.pppl_texts=2",
+                 "eval.pppl_max_length=16")
+
+#: Each README command line (exactly as README.md writes it, comment stripped) -> how it is exercised.
+README_LINES: dict[str, Way] = {
+    "tinyplm tasks": Way("test_tasks_as_written", "as written, from the repository root"),
+    "tinyplm validate recipes/glue/mrpc_demo.yaml": Way(
+        "test_validate_mrpc_demo_as_written", "as written, from the repository root, on ../shared/data and the "
+        "packaged MiniLM (skips when ../shared/data is absent)"),
+    "tinyplm run recipes/glue/mrpc_demo.yaml": Way(
+        "test_mrpc_demo_run_then_resume", "the shipped recipe, shrunk by overrides to the tiny teacher, "
+        "2 steps per stage and 1 timing round", add=TINY_GLUE_RUN),
+    "tinyplm run recipes/glue/mrpc_demo.yaml teacher.finetune.budget_minutes=2 students.*.train.lr=5e-5": Way(
+        "test_mrpc_demo_run_with_the_readme_overrides", "the README's overrides kept (and checked in "
+        "config.resolved.yaml), plus the tiny overrides and its own output_dir",
+        add=(*TINY_GLUE_RUN, "output_dir=runs/mrpc_overrides")),
+    "tinyplm run recipes/glue/mrpc_demo.yaml --resume": Way(
+        "test_mrpc_demo_run_then_resume", "on the finished run of the plain line, same overrides: a "
+        "finished run is not resumed, exit 2 naming it", add=TINY_GLUE_RUN),
+    "tinyplm finetune --task rte --model minilm-l6 --out runs/rte-teacher --budget-minutes 5": Way(
+        "test_rte_flow", "minilm-l6 -> the tiny teacher; 2 epochs of tiny RTE (ends well within the budget)",
+        replace={"minilm-l6": "{teacher}"}, add=("--epochs", "2", "--lr", "1e-3")),
+    "tinyplm distill --teacher runs/rte-teacher/teacher --task rte --teacher-layers 1,3,5 --out runs/rte-l3": Way(
+        "test_rte_flow", "as written, plus 2 epochs (the tiny teacher has 6 layers, so 1,3,5 exist)",
+        add=("--epochs", "2")),
+    "tinyplm evaluate runs/rte-l3/model --task rte": Way("test_rte_flow", "as written"),
+    "tinyplm bench runs/rte-teacher/teacher runs/rte-l3/model --task rte --out runs/rte-bench": Way(
+        "test_rte_flow", "as written, plus --rounds 1", add=("--rounds", "1")),
+    "tinyplm report runs/rte-l3": Way("test_rte_flow", "as written, after deleting the reports it rebuilds"),
+    "tinyplm validate": Way(None, "the subcommand named in prose, not a command line: the cheap check finds it; "
+                            "'tinyplm validate recipes/glue/mrpc_demo.yaml' runs for real"),
+    "tinyplm report": Way(None, "the subcommand named in prose, not a command line: the cheap check finds it; "
+                          "'tinyplm report runs/rte-l3' runs for real"),
+    "tinyplm export RUN_DIR --onnx": Way("test_rte_flow", "RUN_DIR -> runs/rte-l3", replace={"RUN_DIR": "runs/rte-l3"}),
+    "tinyplm run recipes/squad/v1_demo.yaml": Way(
+        "test_squad_flow", "the shipped recipe, shrunk like the MRPC run", add=TINY_GLUE_RUN),
+    "tinyplm run recipes/conll/ner_demo.yaml": Way(
+        "test_conll_demo_run", "the shipped recipe, shrunk like the MRPC run", add=TINY_GLUE_RUN),
+    "tinyplm evaluate runs/squad_v1_demo/model --task squad --max-length 256 --predictions preds.json": Way(
+        "test_squad_flow", "as written, on the model of the shrunk SQuAD run"),
+    "tinyplm evaluate-squad preds.json ../shared/data/squad/dev-v1.1.json": Way(
+        "test_squad_flow", "as written: the predictions of the line before against the tiny world's dev file"),
+    "python benchmarks/squad.py": Way(None, "cheap check only: the benchmark fine-tunes MiniLM and distils a "
+                                      "student on SQuAD (an hour; minutes even with its smallest budgets)"),
+    "python benchmarks/conll.py": Way(None, "cheap check only: fine-tunes MiniLM and distils on CoNLL-2003 "
+                                      "(25 minutes; minutes even with its smallest budgets)"),
+    "tinyplm tokenizer train ../shared/data/corpus --kind wordpiece --vocab-size 16000 --out runs/tok16k": Way(
+        "test_pretrain_flow", "as written, on the tiny world's corpus"),
+    "tinyplm pretrain recipes/pretrain/mlm_small.yaml": Way(
+        "test_pretrain_flow", "the shipped recipe with the tokenizer of the line before, shrunk to a 1-layer "
+        "encoder and 2 steps", add=("shape.layers=1", "shape.hidden=32", "shape.heads=2", "shape.ffn=37",
+                                    *TINY_PRETRAIN)),
+    "tinyplm pretrain recipes/pretrain/continue_minilm.yaml": Way(
+        "test_pretrain_flow", "init minilm-l6 -> the tiny classifier (no MLM head: one is fitted first, "
+        "2 steps), shrunk to 2 steps", add=("init={teacher}", "fit_head_steps=2", *TINY_PRETRAIN)),
+    "accelerate launch --multi_gpu --num_processes 2 -m tinyplm.cli run recipes/glue/rte_demo.yaml": Way(
+        "test_accelerate_launch_runs_two_processes", "the shipped recipe shrunk like the MRPC run, launched as "
+        "written (a subprocess) plus --main_process_port <a free port>; results.json must say 2 processes",
+        add=TINY_GLUE_RUN),
+    "tinyplm fit-mlm-head minilm-l6 --out runs/minilm-mlm --steps 500": Way(
+        "test_fit_mlm_head_then_augment", "minilm-l6 -> the tiny classifier; 4 steps on the tiny corpus",
+        replace={"minilm-l6": "{teacher}", "500": "4"}, add=("--batch-size", "8", "--max-length", "32")),
+    "tinyplm augment TASK --mlm DIR --out FILE.jsonl": Way(
+        "test_fit_mlm_head_then_augment", "TASK -> rte, DIR -> the head fitted by the line before, "
+        "2 copies of each tiny RTE example", replace={"TASK": "rte", "DIR": "runs/minilm-mlm",
+                                                      "FILE.jsonl": "runs/rte-aug.jsonl"},
+        add=("--copies", "2")),
+    "python benchmarks/distill_ablation.py --task mrpc --budget-minutes 3 --seeds 3": Way(
+        None, "cheap check only: fits an MLM head, general-distils a student and trains 5 variants x 3 seeds "
+        "(hours; its parts are tested in tests/test_benchmarks.py)"),
+    "python benchmarks/compress_pareto.py --task sst2|mrpc": Way(
+        None, "cheap check only: a teacher, a student and a dozen compressed variants, each trained for "
+        "minutes; sst2|mrpc is the README's either-or"),
+    "python benchmarks/pretrain_objectives.py --budget-minutes 10": Way(
+        None, "cheap check only: pre-trains one model per objective, then fine-tunes each on two tasks"),
+}
+
+
+# --------------------------------------------------------------------------- reading the README
+
+
+def readme_lines(text: str | None = None) -> list[str]:
+    """The command lines of README.md, in order, trailing ``# comments`` and spaces stripped:
+    lines of ```bash blocks and inline code spans (outside fenced blocks) that start with
+    ``tinyplm `` or ``python benchmarks/``, or that launch ``-m tinyplm.cli``."""
+    text = README.read_text(encoding="utf-8") if text is None else text
+    fence = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.M | re.S)
+    found: list[str] = []
+    for match in fence.finditer(text):
+        if match.group(1) == "bash":
+            found += [_strip_comment(line) for line in match.group(2).splitlines()]
+    prose = fence.sub("", text)
+    found += re.findall(r"(?<!`)`([^`\n]+)`(?!`)", prose)
+    commands = [c for c in found if c.startswith(PROGRAMS) or " -m tinyplm.cli " in f"{c} "]
+    return list(dict.fromkeys(commands))
+
+
+def _strip_comment(line: str) -> str:
+    """``cmd args   # comment`` -> ``cmd args`` (a ``#`` inside a word is kept)."""
+    return re.sub(r"(^|\s+)#.*$", "", line).strip()
+
+
+def tinyplm_args(line: str) -> list[str]:
+    """The arguments after ``tinyplm`` (or after ``-m tinyplm.cli`` on an accelerate line)."""
+    words = shlex.split(line)
+    if words[0] == "tinyplm":
+        return words[1:]
+    at = words.index("-m")
+    assert words[at + 1] == "tinyplm.cli", line
+    return words[at + 2:]
+
+
+def options_in(words: list[str]) -> set[str]:
+    """The options (``--flag``, ``-x``, ``--flag=value`` -> ``--flag``) among ``words``."""
+    return {w.split("=", 1)[0] for w in words if re.match(r"^--?[A-Za-z]", w)}
+
+
+def test_readme_parser_finds_blocks_spans_and_launches() -> None:
+    text = ("```bash\nmake demo  # no\ntinyplm tasks   # tasks\nsource x\naccelerate launch --cpu -m tinyplm.cli "
+            "run r.yaml\n```\nSee `tinyplm report RUN_DIR` and `python benchmarks/b.py --x 1`, not `tinyplm.models`.\n"
+            "```yaml\nteacher: {model: m}   # after `tinyplm fit-mlm-head`\n```\n")
+    assert readme_lines(text) == ["tinyplm tasks", "accelerate launch --cpu -m tinyplm.cli run r.yaml",
+                                  "tinyplm report RUN_DIR", "python benchmarks/b.py --x 1"]
+    assert _strip_comment("tinyplm run a.yaml x=1#2   # comment") == "tinyplm run a.yaml x=1#2"
+
+
+def test_readme_has_command_lines() -> None:
+    lines = readme_lines()
+    assert any(line.startswith("tinyplm ") for line in lines), "no tinyplm command found in README.md"
+    assert all("#" not in line.split()[-1] for line in lines)
+
+
+def test_table_and_readme_agree() -> None:
+    shown = readme_lines()
+    missing = [line for line in shown if line not in README_LINES]
+    stale = [line for line in README_LINES if line not in shown]
+    assert not missing, ("README.md shows command lines that tests/test_readme_commands.py does not know; add each "
+                         "to README_LINES with how it is exercised:\n" + "\n".join(missing))
+    assert not stale, ("README_LINES holds lines that README.md no longer shows; remove or update them:\n"
+                       + "\n".join(stale))
+
+
+def test_every_real_run_names_a_test_here() -> None:
+    here = sys.modules[__name__]
+    for line, way in README_LINES.items():
+        assert way.why, line
+        if way.test is not None:
+            assert callable(getattr(here, way.test, None)), f"{line!r}: no test named {way.test} in this file"
+        else:
+            assert not way.replace and not way.add, f"{line!r}: substitutions but no test runs it"
+
+
+@pytest.mark.parametrize("line", [line for line, way in README_LINES.items() if way.test])
+def test_substitutions_keep_the_command_and_its_options(line: str) -> None:
+    """A real run is the README's command: same subcommand, every option of the line still there,
+    and each replaced token really is in the line."""
+    way = README_LINES[line]
+    readme = tinyplm_args(line)
+    used = argv(line, World.placeholder())
+    assert used[:len(_subcommand(readme))] == _subcommand(readme)
+    assert options_in(readme) <= options_in(used)
+    for token in way.replace:
+        assert token in readme, f"{line!r}: replaces {token!r}, which the line does not hold"
+
+
+# --------------------------------------------------------------------------- the cheap check
+
+
+def _click_group():
+    import typer
+
+    from tinyplm.cli import app
+
+    return typer.main.get_command(app)
+
+
+def _subcommand(args: list[str]) -> list[str]:
+    """The subcommand words at the start of ``args`` (``["tokenizer", "train"]`` or ``["run"]``)."""
+    return args[:2] if args and args[0] == "tokenizer" else args[:1]
+
+
+def _resolve(args: list[str]):
+    """(click command, its name, the remaining arguments) for ``tinyplm ARGS``."""
+    command, path = _click_group(), []
+    while hasattr(command, "commands") and args and not args[0].startswith("-"):
+        name, args = args[0], args[1:]
+        assert name in command.commands, f"no subcommand '{' '.join([*path, name])}'; have {sorted(command.commands)}"
+        command, path = command.commands[name], [*path, name]
+    assert not hasattr(command, "commands"), f"'tinyplm {' '.join(path)}' is a group, not a command"
+    return command, " ".join(path), args
+
+
+@pytest.mark.parametrize("line", readme_lines())
+def test_readme_line_parses(line: str) -> None:
+    """The cheap check, for every README line: the command exists and accepts the line."""
+    if line.startswith("python benchmarks/"):
+        _check_benchmark_line(line)
+        return
+    if line.startswith("accelerate "):
+        _check_accelerate_options(line)
+    args = tinyplm_args(line)
+    command, name, rest = _resolve(args)
+    accepted = {opt for p in command.params for opt in (*p.opts, *p.secondary_opts) if opt.startswith("-")}
+    unknown = options_in(rest) - accepted
+    assert not unknown, f"{line!r}: 'tinyplm {name}' does not accept {sorted(unknown)}; it has {sorted(accepted)}"
+    if not rest and any(p.required for p in command.params):
+        return  # the subcommand named in prose (`tinyplm report` ...), not a command line: it exists
+    try:
+        ctx = command.make_context(name, list(rest))
+    except Exception as exc:  # typer's vendored click raises its own UsageError
+        pytest.fail(f"{line!r}: 'tinyplm {name}' rejects the arguments: {exc}")
+    _check_recipe(line, name, ctx.params)
+
+
+def _check_recipe(line: str, name: str, params: dict) -> None:
+    """A line that names a recipe: the file is shipped and loads with the line's overrides."""
+    if name not in ("run", "validate", "pretrain"):
+        return
+    from tinyplm.config import load_recipe
+    from tinyplm.config.load import is_pretrain_recipe
+    from tinyplm.config.pretrain import PretrainRecipe
+    from tinyplm.errors import TinyplmError
+
+    recipe = REPO / params["recipe"]
+    assert recipe.is_file(), f"{line!r}: no recipe {params['recipe']} in the repository"
+    pretrain = is_pretrain_recipe(recipe)
+    assert pretrain == (name == "pretrain"), f"{line!r}: {params['recipe']} is not a recipe for 'tinyplm {name}'"
+    try:
+        load_recipe(recipe, params.get("overrides"), **({"schema": PretrainRecipe} if pretrain else {}))
+    except TinyplmError as exc:
+        pytest.fail(f"{line!r}: the recipe does not load with the line's overrides: {exc}")
+
+
+def _check_benchmark_line(line: str) -> None:
+    words = shlex.split(line)
+    script = REPO / words[1]
+    assert script.is_file(), f"{line!r}: no {words[1]} in the repository"
+    proc = subprocess.run([sys.executable, str(script), "--help"], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, f"{line!r}: --help exits {proc.returncode}\n{proc.stderr[-2000:]}"
+    accepted = set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", proc.stdout))
+    unknown = options_in(words[2:]) - accepted
+    assert not unknown, f"{line!r}: {words[1]} --help does not list {sorted(unknown)}"
+
+
+def _check_accelerate_options(line: str) -> None:
+    words = shlex.split(line)
+    launcher = Path(sys.executable).with_name("accelerate")
+    if not launcher.exists():
+        pytest.skip(f"accelerate launcher not installed next to {sys.executable}")
+    proc = subprocess.run([str(launcher), "launch", "--help"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    accepted = set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", proc.stdout))
+    unknown = options_in(words[2:words.index("-m")]) - accepted
+    assert not unknown, f"{line!r}: 'accelerate launch --help' does not list {sorted(unknown)}"
+
+
+# --------------------------------------------------------------------------- the tiny world
+
+
+@dataclass(frozen=True)
+class World:
+    """A tmp ``main/`` (the working directory, ``recipes`` linked to the shipped ones) beside a tmp
+    ``shared/data`` with tiny data in the official layouts; ``names`` fills the ``{...}`` of a
+    :class:`Way`."""
+
+    cwd: Path
+    data: Path
+    names: dict[str, str]
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"TINYPLM_DATA": str(self.data)}
+
+    @classmethod
+    def placeholder(cls) -> World:
+        return cls(Path("main"), Path("shared/data"), {"teacher": "<teacher>"})
+
+
+def argv(line: str, world: World) -> list[str]:
+    """The arguments a real run of README line ``line`` uses (its :class:`Way`'s substitutions)."""
+    way = README_LINES[line]
+    words = [way.replace[w].format(**world.names) if w in way.replace else w for w in tinyplm_args(line)]
+    return words + [a.format(**world.names) for a in way.add]
+
+
+def run_line(line: str, world: World) -> Result:
+    """Run README line ``line`` (with its substitutions) through the CLI in the world."""
+    return cli(argv(line, world), cwd=world.cwd, env=world.env)
+
+
+def ok(result: Result) -> str:
+    """Assert exit 0 and no traceback; return stdout."""
+    shown = f"exit {result.returncode}\n--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}"
+    assert result.returncode == 0 and "Traceback" not in result.output, shown
+    return result.stdout
+
+
+def make_tiny_teacher(path: Path) -> Path:
+    """A tiny random classifier with 6 layers (so MiniLM's teacher layers 1,3,5 and 0,2,4,5 exist) and
+    512 positions (so SQuAD's 256-token windows fit); otherwise the conftest tiny BERT."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    make_tiny_model_dir(path)
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=len(tiny_vocab()), hidden_size=32, num_hidden_layers=6, num_attention_heads=4,
+                     intermediate_size=37, max_position_embeddings=512, num_labels=2)
+    BertForSequenceClassification(cfg).save_pretrained(path)
+    return path
+
+
+def _sentence(rng: random.Random, label: int) -> str:
+    words = [rng.choice(FILLER) for _ in range(rng.randint(2, 7))]
+    words.insert(rng.randint(0, len(words)), rng.choice(POSITIVE if label else NEGATIVE))
+    return " ".join(words)
+
+
+def write_tiny_data(data: Path, seed: int = 0) -> None:
+    """RTE and MRPC (GLUE TSVs with the official headers), SQuAD v1.1 train and dev, CoNLL-2003
+    train/valid/test and a corpus with books/ and wikitext/, all under ``data``."""
+    rng = random.Random(seed)
+    for split, n in (("train", 32), ("dev", 16)):
+        rows = ["index\tsentence1\tsentence2\tlabel"]
+        for i in range(n):
+            y = rng.randint(0, 1)
+            rows.append(f"{i}\t{_sentence(rng, y)}\t{_sentence(rng, y)}\t{'entailment' if y else 'not_entailment'}")
+        _write(data / "glue" / "RTE" / f"{split}.tsv", rows)
+        rows = ["\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String"]  # the official file opens with a BOM
+        for i in range(n):
+            y = rng.randint(0, 1)
+            rows.append(f"{y}\t{1000 + i}\t{2000 + i}\t{_sentence(rng, y)}\t{_sentence(rng, y)}")
+        _write(data / "glue" / "MRPC" / f"{split}.tsv", rows)
+    for split, articles in (("train", 3), ("dev", 2)):
+        _write(data / "squad" / f"{split}-v1.1.json", [json.dumps(_squad(rng, split, articles))])
+    for split, n in (("train", 24), ("valid", 8), ("test", 8)):
+        rows = ["-DOCSTART- -X- -X- O", ""]
+        for _ in range(n):
+            for w in (rng.choice(WORDS) for _ in range(rng.randint(3, 8))):
+                rows.append(f"{w} NN I-NP {'B-PER' if w == 'actor' else 'B-LOC' if w == 'film' else 'O'}")
+            rows.append("")
+        _write(data / "conll2003" / f"{split}.txt", rows)
+    for folder in ("books", "wikitext"):
+        paragraphs = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 14))) for _ in range(30)]
+        _write(data / "corpus" / folder / "a.txt", ["\n\n".join(paragraphs)])
+
+
+def _squad(rng: random.Random, split: str, articles: int) -> dict:
+    data = []
+    for a in range(articles):
+        paragraphs = []
+        for q in range(4):
+            adjective = rng.choice(POSITIVE + NEGATIVE)
+            before = " ".join(rng.choice(FILLER) for _ in range(rng.randint(2, 8)))
+            context = f"{before} {adjective} movie {' '.join(rng.choice(FILLER) for _ in range(3))}."
+            answer = {"text": f"{adjective} movie", "answer_start": len(before) + 1}
+            paragraphs.append({"context": context, "qas": [
+                {"id": f"{split}{a}q{q}", "question": f"what was {adjective}", "answers": [answer]}]})
+        data.append({"title": f"{split} article {a}", "paragraphs": paragraphs})
+    return {"version": "1.1", "data": data}
+
+
+def _write(path: Path, lines: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> World:
+    root = tmp_path_factory.mktemp("readme")
+    cwd, data = root / "main", root / "shared" / "data"
+    cwd.mkdir()
+    (cwd / "recipes").symlink_to(REPO / "recipes", target_is_directory=True)
+    write_tiny_data(data)
+    teacher = make_tiny_teacher(root / "models" / "tiny-teacher")
+    return World(cwd, data, {"teacher": str(teacher)})
+
+
+def _yaml(path: Path) -> dict:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def _results(run_dir: Path) -> dict:
+    return json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
+
+
+# --------------------------------------------------------------------------- real runs
+
+
+def test_tasks_as_written(tmp_path: Path) -> None:
+    from tinyplm import tasks
+
+    stdout = ok(cli(tinyplm_args("tinyplm tasks"), cwd=REPO, env={"TINYPLM_CACHE": str(tmp_path)}))
+    missing = [name for name in tasks.names() if name not in stdout]
+    assert not missing, f"'tinyplm tasks' does not list {missing}:\n{stdout}"
+
+
+@pytest.mark.integration
+def test_validate_mrpc_demo_as_written(shared_data: Path, tmp_path: Path) -> None:
+    if not (shared_data / "glue" / "MRPC").is_dir():
+        pytest.skip(f"MRPC not found in {shared_data / 'glue'}")
+    line = "tinyplm validate recipes/glue/mrpc_demo.yaml"
+    stdout = ok(cli(tinyplm_args(line), cwd=REPO, env={"TINYPLM_DATA": str(shared_data),
+                                                      "TINYPLM_CACHE": str(tmp_path)}))
+    assert "recipes/glue/mrpc_demo.yaml: ok (task mrpc" in stdout.replace("\n", "")
+
+
+@pytest.mark.slow
+def test_mrpc_demo_run_then_resume(world: World) -> None:
+    run_dir = world.cwd / "runs" / "mrpc_demo"  # the recipe's output_dir, runs/{name}
+    stdout = ok(run_line("tinyplm run recipes/glue/mrpc_demo.yaml", world))
+    assert "report:" in stdout
+    for name in ("config.resolved.yaml", "results.json", "summary.md", "report.html", "model/config.json",
+                 "teacher/config.json", "students/student-L3-H384/config.json", "logs/train.jsonl"):
+        assert (run_dir / name).is_file(), f"{run_dir} lacks {name}"
+    results = _results(run_dir)
+    assert [s["name"] for s in results["stages"]] == ["teacher", "student-L3-H384"]
+    assert all({"f1", "accuracy"} <= set(s["metrics"]) for s in results["stages"])
+    assert _yaml(run_dir / "config.resolved.yaml")["teacher"]["model"] == world.names["teacher"]
+
+    before = (run_dir / "results.json").read_bytes()
+    resumed = run_line("tinyplm run recipes/glue/mrpc_demo.yaml --resume", world)
+    assert resumed.returncode == 2 and "Traceback" not in resumed.output, resumed.output[-3000:]
+    assert "already holds a finished run" in resumed.stderr and "runs/mrpc_demo" in resumed.stderr, resumed.stderr
+    assert (run_dir / "results.json").read_bytes() == before
+
+
+@pytest.mark.slow
+def test_mrpc_demo_run_with_the_readme_overrides(world: World) -> None:
+    line = "tinyplm run recipes/glue/mrpc_demo.yaml teacher.finetune.budget_minutes=2 students.*.train.lr=5e-5"
+    ok(run_line(line, world))
+    run_dir = world.cwd / "runs" / "mrpc_overrides"
+    resolved = _yaml(run_dir / "config.resolved.yaml")
+    assert resolved["teacher"]["finetune"]["budget_minutes"] == 2
+    assert [s["train"]["lr"] for s in resolved["students"]] == [5e-5]
+    assert (run_dir / "results.json").is_file() and (run_dir / "report.html").is_file()
+
+
+@pytest.mark.slow
+def test_rte_flow(world: World) -> None:
+    """finetune -> distill -> evaluate -> bench -> report -> export, each on the previous one's files."""
+    runs = world.cwd / "runs"
+    ok(run_line("tinyplm finetune --task rte --model minilm-l6 --out runs/rte-teacher --budget-minutes 5", world))
+    assert (runs / "rte-teacher" / "teacher" / "config.json").is_file()
+    resolved = _yaml(runs / "rte-teacher" / "config.resolved.yaml")
+    assert resolved["task"]["name"] == "rte" and resolved["teacher"]["finetune"]["budget_minutes"] == 5
+
+    ok(run_line("tinyplm distill --teacher runs/rte-teacher/teacher --task rte --teacher-layers 1,3,5 "
+                "--out runs/rte-l3", world))
+    student = json.loads((runs / "rte-l3" / "model" / "config.json").read_text())
+    assert student["num_hidden_layers"] == 3  # --teacher-layers 1,3,5
+    distilled = {s["name"]: s["metrics"]["accuracy"] for s in _results(runs / "rte-l3")["stages"]}
+    final = _results(runs / "rte-l3")["info"]["final_model"]
+    assert list(distilled)[0] == "teacher" and final in distilled
+
+    # the saved model/ scores what the run measured
+    stdout = ok(run_line("tinyplm evaluate runs/rte-l3/model --task rte", world))
+    accuracy = float(re.search(r"^accuracy: ([0-9.]+)$", stdout, re.M).group(1))
+    assert accuracy == pytest.approx(distilled[final], abs=1e-4)
+
+    ok(run_line("tinyplm bench runs/rte-teacher/teacher runs/rte-l3/model --task rte --out runs/rte-bench", world))
+    bench = _results(runs / "rte-bench")
+    assert [s["metrics"]["accuracy"] for s in bench["stages"]] == pytest.approx(
+        [_results(runs / "rte-teacher")["stages"][0]["metrics"]["accuracy"], distilled[final]])
+    assert all(s["latency_ms_p50_b1"] > 0 and s["throughput_sent_per_s"] > 0 for s in bench["stages"])
+    assert (runs / "rte-bench" / "report.html").is_file()
+
+    for name in ("summary.md", "report.html"):
+        (runs / "rte-l3" / name).unlink()
+    ok(run_line("tinyplm report runs/rte-l3", world))
+    assert (runs / "rte-l3" / "summary.md").is_file() and (runs / "rte-l3" / "report.html").is_file()
+
+    ok(run_line("tinyplm export RUN_DIR --onnx", world))  # exit 0: every stage agrees on >= 99.5%
+    parity = json.loads((runs / "rte-l3" / "export" / "parity.json").read_text())
+    assert [p["stage"] for p in parity] == list(distilled)
+    assert all(p["examples"] == 16 and p["agreement"] >= 0.995 for p in parity), parity  # 16 tiny dev examples
+    assert all(list((runs / "rte-l3" / "export" / p["stage"]).rglob("*.onnx")) for p in parity)
+
+
+@pytest.mark.slow
+def test_accelerate_launch_runs_two_processes(world: World) -> None:
+    line = "accelerate launch --multi_gpu --num_processes 2 -m tinyplm.cli run recipes/glue/rte_demo.yaml"
+    launcher = Path(sys.executable).with_name("accelerate")
+    if not launcher.exists():
+        pytest.skip(f"accelerate launcher not installed next to {sys.executable}")
+    words = shlex.split(line)
+    at = words.index("-m")
+    with socket.socket() as sock:  # a free port, so a run beside this one cannot clash on the default 29500
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    command = [str(launcher), *words[1:at], "--main_process_port", str(port), "-m", "tinyplm.cli", *argv(line, world)]
+    env = {**os.environ, **world.env, "TINYPLM_CACHE": str(world.cwd / ".tinyplm-cache"), "OMP_NUM_THREADS": "1",
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    proc = subprocess.run(command, cwd=world.cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+    results = _results(world.cwd / "runs" / "rte_demo")  # the recipe's output_dir, runs/{name}
+    assert results["info"]["processes"] == 2
+    assert [s["name"] for s in results["stages"]] == ["teacher", "student-L3-H384"]
+    assert proc.stdout.count("report: ") == 1  # only the main process prints
+
+
+@pytest.mark.slow
+def test_squad_flow(world: World) -> None:
+    """The SQuAD recipe run, then evaluate writes preds.json, then evaluate-squad scores it the same."""
+    ok(run_line("tinyplm run recipes/squad/v1_demo.yaml", world))
+    assert (world.cwd / "runs" / "squad_v1_demo" / "model" / "config.json").is_file()
+    stdout = ok(run_line("tinyplm evaluate runs/squad_v1_demo/model --task squad --max-length 256 "
+                         "--predictions preds.json", world))
+    printed = dict(re.findall(r"^(\w+): ([0-9.]+)$", stdout, re.M))
+    preds = json.loads((world.cwd / "preds.json").read_text())
+    dev = json.loads((world.data / "squad" / "dev-v1.1.json").read_text())
+    ids = {qa["id"] for article in dev["data"] for p in article["paragraphs"] for qa in p["qas"]}
+    assert set(preds) == ids
+
+    scores = json.loads(ok(run_line("tinyplm evaluate-squad preds.json ../shared/data/squad/dev-v1.1.json", world)))
+    assert scores["f1"] == pytest.approx(float(printed["f1"]), abs=1e-3)
+    assert scores["exact_match"] == pytest.approx(float(printed["exact_match"]), abs=1e-3)
+
+
+@pytest.mark.slow
+def test_conll_demo_run(world: World) -> None:
+    ok(run_line("tinyplm run recipes/conll/ner_demo.yaml", world))
+    results = _results(world.cwd / "runs" / "conll_ner_demo")
+    assert all({"f1", "f1_test"} <= set(s["metrics"]) for s in results["stages"])
+
+
+@pytest.mark.slow
+def test_pretrain_flow(world: World) -> None:
+    """tokenizer train -> pretrain mlm_small.yaml (reads runs/tok16k) -> pretrain continue_minilm.yaml."""
+    stdout = ok(run_line("tinyplm tokenizer train ../shared/data/corpus --kind wordpiece --vocab-size 16000 "
+                         "--out runs/tok16k", world))
+    assert "wordpiece tokenizer" in stdout and (world.cwd / "runs" / "tok16k" / "tokenizer.json").is_file()
+
+    from transformers import AutoTokenizer
+
+    vocab = {"mlm-small": len(AutoTokenizer.from_pretrained(str(world.cwd / "runs" / "tok16k"))),
+             "minilm-books": len(tiny_vocab())}  # from scratch on runs/tok16k; continued from the tiny model
+    for line, name in (("tinyplm pretrain recipes/pretrain/mlm_small.yaml", "mlm-small"),
+                       ("tinyplm pretrain recipes/pretrain/continue_minilm.yaml", "minilm-books")):
+        stdout = ok(run_line(line, world))
+        run_dir = world.cwd / "runs" / name  # the recipe's output_dir, runs/{name}
+        assert f"{run_dir.relative_to(world.cwd) / 'pretrain.json'}" in stdout.replace("\n", "")
+        record = json.loads((run_dir / "pretrain.json").read_text())
+        assert 1 <= record["steps"] <= 2, record  # train.max_steps=2, or the recipe's one epoch first
+        assert {"mlm_loss", "mlm_accuracy", "unigram_loss", "pseudo_perplexity"} <= set(record["after"]), record
+        assert record["before"]["mlm_loss"] > 0
+        assert json.loads((run_dir / "model" / "config.json").read_text())["vocab_size"] == vocab[name]
+
+
+@pytest.mark.slow
+def test_fit_mlm_head_then_augment(world: World) -> None:
+    stdout = ok(run_line("tinyplm fit-mlm-head minilm-l6 --out runs/minilm-mlm --steps 500", world))
+    assert "model with MLM head" in stdout and (world.cwd / "runs" / "minilm-mlm" / "config.json").is_file()
+
+    ok(run_line("tinyplm augment TASK --mlm DIR --out FILE.jsonl", world))
+    rows = [json.loads(line) for line in (world.cwd / "runs" / "rte-aug.jsonl").read_text().splitlines()]
+    train = [line.split("\t")[1] for line in (world.data / "glue" / "RTE" / "train.tsv").read_text().splitlines()[1:]]
+    assert len(rows) == len(train) * (1 + 2)  # the originals, then --copies 2 of each
+    assert [r["text"] for r in rows[:len(train)]] == train
+    assert all(r["text"] and r["text_pair"] and r["label"] in (0, 1) for r in rows)
+
+
+def test_world_is_laid_out_like_the_repository(world: World) -> None:
+    """The tiny world's data is where the README's relative paths look (and TINYPLM_DATA says)."""
+    assert os.path.samefile(world.cwd / ".." / "shared" / "data", world.data)
+    from tinyplm import tasks
+
+    for name in ("rte", "mrpc", "squad", "conll2003"):
+        assert all(tasks.get(name, str(world.data)).data_present().values()), name

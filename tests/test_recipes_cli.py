@@ -1,0 +1,102 @@
+"""``tinyplm validate`` exits 0 on every shipped recipe, through the CLI, from the repository root.
+
+With its inputs checked (the default): a run recipe's task data is read and its teacher loaded; a
+pre-training recipe (a top-level ``objective``) has its corpus read and its init checkpoint and
+tokenizer checked. Those inputs are in ``../shared/data`` and the packaged MiniLM; a recipe whose
+data is not there is skipped, naming what is missing. ``--no-inputs`` (keys and values only) runs on
+every recipe, with or without the data.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, SHARED_DATA, write_tiny_corpus
+from helpers_cli import Result, cli
+
+RECIPES = sorted((REPO / "recipes").rglob("*.yaml"))
+
+
+def rel(path: Path) -> str:
+    """The recipe path relative to the repository root, as the README and the recipes write it."""
+    return path.relative_to(REPO).as_posix()
+
+
+def shown(result: Result) -> str:
+    return f"exit {result.returncode}\n--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}"
+
+
+def assert_ok(result: Result, recipe: str) -> None:
+    """Exit 0, no traceback, and the ``<recipe>: ok (...)`` line."""
+    assert result.returncode == 0, shown(result)
+    assert "Traceback" not in result.output, shown(result)
+    assert f"{recipe}: ok (" in result.stdout.replace("\n", ""), shown(result)
+
+
+@pytest.fixture(scope="module")
+def tiny_tokenizer(tmp_path_factory) -> Path:
+    """A small WordPiece tokenizer made with ``tinyplm tokenizer train`` on a tiny corpus in tmp."""
+    tmp = tmp_path_factory.mktemp("tok")
+    corpus = write_tiny_corpus(tmp / "corpus", paragraphs=30)
+    result = cli(["tokenizer", "train", corpus, "--kind", "wordpiece", "--vocab-size", "200", "--min-frequency", "1",
+                  "--out", tmp / "tok"], cwd=tmp)
+    assert result.returncode == 0, shown(result)
+    assert (tmp / "tok" / "tokenizer.json").is_file()
+    return tmp / "tok"
+
+
+def prior_artefacts(path: Path, tokenizer: Path) -> list[str]:
+    """Overrides standing in for what a recipe reads that the README's previous command makes.
+
+    recipes/pretrain/mlm_small.yaml reads ``tokenizer: runs/tok16k``, which the README's
+    ``tinyplm tokenizer train ... --out runs/tok16k`` makes in the repository; these tests write
+    nothing into the repository, so it points at a tokenizer made in tmp (same command, tiny corpus).
+    No other shipped recipe reads an artefact of an earlier command.
+    """
+    return [f"tokenizer={tokenizer}"] if rel(path) == "recipes/pretrain/mlm_small.yaml" else []
+
+
+def missing_inputs(path: Path, overrides: list[str]) -> list[str]:
+    """The files the recipe reads from ../shared/data that are not there (empty: all present)."""
+    from tinyplm import tasks
+    from tinyplm.config import load_recipe
+    from tinyplm.config.load import is_pretrain_recipe
+    from tinyplm.config.pretrain import PretrainRecipe
+
+    if is_pretrain_recipe(path):
+        corpus = load_recipe(path, overrides, schema=PretrainRecipe).corpus.paths
+        return [p for p in corpus if not (REPO / p).exists()]  # relative to the working directory, the repo root
+    task = load_recipe(path, overrides).task
+    present = tasks.get(task.name, task.data_dir or str(SHARED_DATA)).data_present()
+    return [f"{task.name} {split}" for split, there in present.items() if not there]
+
+
+def test_recipes_were_found() -> None:
+    assert len(RECIPES) >= 10, f"expected the shipped recipes under {REPO / 'recipes'}, found {RECIPES}"
+    assert any(p.parent.name == "pretrain" for p in RECIPES)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("path", RECIPES, ids=rel)
+def test_validate_checks_inputs_and_exits_0(path: Path, shared_data: Path, tiny_tokenizer: Path,
+                                            tmp_path: Path) -> None:
+    overrides = prior_artefacts(path, tiny_tokenizer)
+    missing = missing_inputs(path, overrides)
+    if missing:
+        pytest.skip(f"{rel(path)} reads data that {shared_data} does not hold: {', '.join(missing)}")
+    env = {"TINYPLM_DATA": str(shared_data), "TINYPLM_CACHE": str(tmp_path / "cache")}
+    result = cli(["validate", rel(path), *overrides], cwd=REPO, env=env)
+    assert_ok(result, rel(path))
+    if path.parent.name == "pretrain":
+        assert "(pre-training, objective" in result.stdout and "held-out texts" in result.stdout, shown(result)
+    else:
+        assert " train / " in result.stdout and "teacher " in result.stdout, shown(result)
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=rel)
+def test_validate_without_inputs_exits_0(path: Path, tmp_path: Path) -> None:
+    """Keys and values only: needs neither ../shared/data nor the tokenizer the recipe names."""
+    result = cli(["validate", rel(path), "--no-inputs"], cwd=REPO, env={"TINYPLM_CACHE": str(tmp_path / "cache")})
+    assert_ok(result, rel(path))
