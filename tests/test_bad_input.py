@@ -262,6 +262,7 @@ BAD_OVERRIDES = {
     "bad-value": ("task.max_length=abc", "task.max_length: Input should be a valid integer"),
     "out-of-range": ("task.max_length=4", "task.max_length: Input should be greater than or equal to 8"),
     "nested-typo": ("students.*.train.lrr=1e-4", "unknown key 'students[0].train.lrr'; did you mean 'lr'?"),
+    "typo-above-the-key": ("teacher.finetun.lr=1e-4", "unknown key 'teacher.finetun'; did you mean 'finetune'?"),
 }
 
 

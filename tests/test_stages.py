@@ -1,5 +1,6 @@
 """A student with three stages: general distillation on a corpus, layer-wise on augmented task
-data, then prediction-layer KD; every stage saved, and a resumed run reuses finished stages."""
+data, then prediction-layer KD; every stage saved, and a run killed in its last stage resumes
+without training the finished stages again."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from tinyplm.run import run
 pytestmark = pytest.mark.slow
 
 
-def test_three_stage_student(tmp_path: Path) -> None:
+def _recipe(tmp_path: Path) -> Path:
     model = make_tiny_model_dir(tmp_path / "tiny-bert")
     glue = make_tiny_glue(tmp_path / "glue", n_train=64, n_dev=32)
     corpus = write_tiny_corpus(tmp_path / "corpus")
@@ -44,7 +45,11 @@ def test_three_stage_student(tmp_path: Path) -> None:
     recipe["augment"] = {"mlm": str(make_tiny_mlm_dir(tmp_path / "mlm")), "copies": 2, "neighbours_from": "word2vec",
                          "max_examples": 40}
     recipe["corpus"] = {"paths": [str(corpus)], "max_length": 32}
-    cfg = load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
+    return write_recipe(tmp_path / "r.yaml", recipe)
+
+
+def test_three_stage_student(tmp_path: Path) -> None:
+    cfg = load_recipe(_recipe(tmp_path))
     record = run(cfg)
     run_dir = Path(cfg.output_dir)
     stage = next(s for s in record.stages if s.name == "tiny-student")
@@ -58,3 +63,34 @@ def test_three_stage_student(tmp_path: Path) -> None:
     logged = {json.loads(line)["stage"] for line in (run_dir / "logs" / "train.jsonl").read_text().splitlines()}
     assert {"tiny-student/general", "tiny-student/intermediate", "tiny-student/prediction", "augment"} <= logged
     assert len(list((tmp_path / "cache" / "word2vec").glob("*.safetensors"))) == 1  # trained on the corpus
+
+
+def test_a_run_killed_in_the_last_stage_resumes_without_redoing_the_others(tmp_path: Path, monkeypatch) -> None:
+    import tinyplm.run.students as students
+
+    cfg = load_recipe(_recipe(tmp_path))
+    real_train = students.train
+
+    def killed_in_prediction(model, data, objective, **kw):
+        if kw["io"].name == "tiny-student/prediction":
+            raise KeyboardInterrupt  # the process dies as the last stage starts
+        return real_train(model, data, objective, **kw)
+
+    monkeypatch.setattr(students, "train", killed_in_prediction)
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg)
+    run_dir = Path(cfg.output_dir)
+    done = {p.name for p in (run_dir / "students").iterdir()}
+    assert done == {"tiny-student.stage-0", "tiny-student.stage-1"}
+    log = run_dir / "logs" / "train.jsonl"
+    lines_before = len(log.read_text().splitlines())
+    monkeypatch.setattr(students, "train", real_train)
+
+    record = run(cfg, resume=True)
+    infos = next(s for s in record.stages if s.name == "tiny-student").info["stages"]
+    assert [i.get("reused", False) for i in infos] == [True, True, False]
+    assert infos[2]["steps"] == 4
+    after = [json.loads(x) for x in log.read_text().splitlines()[lines_before:]]
+    trained = {e["stage"] for e in after if e["event"] == "train"}
+    assert trained == {"tiny-student/prediction"}  # the teacher and the first two stages were reused
+    assert (run_dir / "results.json").is_file()

@@ -76,7 +76,7 @@ def validate_recipe(
         # "field required"), so name it first.
         err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
         loc = tuple(err["loc"])
-        override = _override_for(loc, overrides or [])
+        override = _override_for(loc, overrides or [], unknown=err["type"] == "extra_forbidden")
         line = _line_of(text, loc) if text and not override else None
         where = f"override '{override}'" if override else (f"{source}:{line}" if line else f"{source}")
         key = _dotted(loc)
@@ -108,12 +108,16 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
     _set_path(raw, parts, value, item)
 
 
-def _override_for(loc: tuple[Any, ...], overrides: list[str]) -> str | None:
-    """The override that set the key at ``loc`` (or a parent of it), if any."""
+def _override_for(loc: tuple[Any, ...], overrides: list[str], unknown: bool = False) -> str | None:
+    """The override that set the key at ``loc`` (or a parent of it), if any. With ``unknown`` (the
+    key at ``loc`` is not in the schema) an override of a key *below* it counts too: setting
+    ``teacher.finetun.lr`` is what created the unknown ``teacher.finetun``."""
     path = [str(p) for p in loc]
     for item in reversed(overrides):
         parts = [p for p in item.partition("=")[0].strip().split(".") if p]
-        if len(parts) <= len(path) and all(a == b or a == "*" for a, b in zip(parts, path, strict=False)):
+        if len(parts) > len(path) and not unknown:
+            continue
+        if all(a == b or a == "*" for a, b in zip(parts, path, strict=False)):
             return item
     return None
 
