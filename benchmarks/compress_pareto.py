@@ -10,13 +10,16 @@ One recipe, one run (so every model is measured side by side on the same machine
   student-<paradigm>     the student plus one paradigm, each with KD recovery where it trains:
                          structured pruning (half the FFN, a quarter of the heads), magnitude
                          sparsity, ALBERT sharing, SVD, factorized embeddings, vocabulary
-                         trimming, QAT, dynamic/static
-                         int8 (ONNX Runtime), torch dynamic int8, 4-bit weights, bf16
+                         trimming, QAT, dynamic/static int8 (ONNX Runtime), torch dynamic
+                         int8, 4-bit weights, bf16, OpenVINO (its default precision) and
+                         OpenVINO + NNCF int8
   student-combined       FFN and head pruning, the vocabulary trimmed to the task's pieces, then
-                         ONNX Runtime dynamic int8 with int8 embeddings: the small-and-fast recipe
-  teacher-<...>          the teacher itself: ONNX Runtime dynamic and static int8; half its heads
-                         and half its FFN with KD recovery (teacher-half); and that, with the
-                         vocabulary trimmed and ONNX Runtime int8 (teacher-small)
+                         ONNX Runtime dynamic int8 with int8 embeddings: the small-and-fast recipe;
+  student-combined-ov    the same, ending in OpenVINO + NNCF int8 with int8 embeddings
+  teacher-<...>          the teacher itself: ONNX Runtime dynamic and static int8, OpenVINO and
+                         OpenVINO int8; half its heads and half its FFN with KD recovery
+                         (teacher-half); and that, with the vocabulary trimmed and ONNX Runtime
+                         int8 (teacher-small) or OpenVINO int8 (teacher-small-ov)
 
 Writes ``<out>/results.json`` (the core's results.json schema: one stage per variant, the teacher
 stage named ``teacher``), ``pareto_latency.png`` and ``pareto_size.png`` (accuracy vs batch-1
@@ -37,8 +40,9 @@ REPO = Path(__file__).resolve().parents[1]
 TEACHER_MINUTES = {"sst2": 12.0, "mrpc": 8.0}
 VARIANTS = ("student-pruned", "student-sparse", "student-shared", "student-svd", "student-embed128", "student-qat",
             "student-ort-dyn", "student-ort-static", "student-torch-int8", "student-int4", "student-bf16",
-            "student-trimmed", "student-combined", "teacher-ort-dyn", "teacher-ort-static", "teacher-half",
-            "teacher-small")
+            "student-ov", "student-ov-int8", "student-trimmed", "student-combined", "student-combined-ov",
+            "teacher-ort-dyn", "teacher-ort-static", "teacher-ov", "teacher-ov-int8", "teacher-half", "teacher-small",
+            "teacher-small-ov")
 MAX_LENGTH = {"sst2": 64, "mrpc": 128}
 
 
@@ -67,12 +71,15 @@ def recipe(args, out: Path) -> dict:
         "student-torch-int8": [{"kind": "dynamic_int8"}],
         "student-int4": [{"kind": "int4_weight", "group_size": 64}],
         "student-bf16": [{"kind": "bf16"}],
+        "student-ov": [{"kind": "openvino"}],
+        "student-ov-int8": [{"kind": "openvino_int8"}],
         "student-trimmed": [{"kind": "trim_vocab"}],
         # No factorized embeddings here: on SST-2, E=128 cost 2.9 points after a 2-minute recovery
         # (0.889 -> 0.860); trimming the vocabulary shrinks the table without changing a logit.
         "student-combined": prune + [
             {"kind": "trim_vocab"},
             {"kind": "onnx_dynamic_int8", "embeddings": True}],
+        "student-combined-ov": prune + [{"kind": "trim_vocab"}, {"kind": "openvino_int8", "embeddings": True}],
     }
     students = [{"name": "student", "teacher_layers": [1, 3, 5],
                  "objective": {"temperature": 2.0, "kd_weight": 1.0, "hard_weight": 0.5},
@@ -82,9 +89,12 @@ def recipe(args, out: Path) -> dict:
     from_teacher = {
         "teacher-ort-dyn": [{"kind": "onnx_dynamic_int8"}],
         "teacher-ort-static": [{"kind": "onnx_static_int8"}],
+        "teacher-ov": [{"kind": "openvino"}],
+        "teacher-ov-int8": [{"kind": "openvino_int8"}],
         "teacher-half": half,
         # all six layers kept: for small tasks, where a 3-layer student loses more than pruning does
         "teacher-small": half + [{"kind": "trim_vocab"}, {"kind": "onnx_dynamic_int8", "embeddings": True}],
+        "teacher-small-ov": half + [{"kind": "trim_vocab"}, {"kind": "openvino_int8", "embeddings": True}],
     }
     chosen = set(VARIANTS) if "all" in args.variants else set(args.variants)
     students += [{"name": name, "init_from": "student", "stages": [], "compress": steps}
@@ -191,6 +201,7 @@ def main() -> None:
                "smaller": round(teacher.disk_bytes / s.disk_bytes, 2),
                "throughput_sent_per_s": round(s.throughput_sent_per_s, 1), "throughput_batch": s.throughput_batch,
                "speedup": round(s.throughput_sent_per_s / teacher.throughput_sent_per_s, 2),
+               "runtime": f"{s.runtime} {s.precision}",
                "retention": round(s.metrics.get(record.metric, 0) / teacher.metrics[record.metric], 4),
                "latency_ms_p50_b1": round(s.latency_ms_p50_b1, 2)}
         rows.append(row)

@@ -232,7 +232,7 @@ RECIPE_TYPOS = {
     # case id: (extra recipe sections, line prefix of the bad key, expected message after "recipe.yaml:LINE: ")
     "top-level": ({"studnets": []}, "studnets:",
                   "unknown key 'studnets'; did you mean 'students'? "
-                  "Valid keys here: augment, cache_dir, corpus, measure"),
+                  "Valid keys here: augment, cache_dir, corpus, final, measure"),
     "nested": ({"task": {"name": "sst2", "max_lenght": 64}}, "  max_lenght:",
                "unknown key 'task.max_lenght'; did you mean 'max_length'?"),
     "in-list": ({"students": [{"teacher_layers": [0], "objective": {"temprature": 2}}]}, "    temprature:",

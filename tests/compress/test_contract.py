@@ -21,6 +21,7 @@ from tinyplm.evaluate.size import count_params
 from tinyplm.models import load_classifier, roles, save_model
 from tinyplm.models.factorized import FactorizedEmbedding, LowRankLinear
 from tinyplm.models.onnx import OrtClassifier, export_onnx
+from tinyplm.models.openvino import OvClassifier
 from tinyplm.models.shape import layer_shape, params_from_config
 from tinyplm.tasks.base import Example, Split
 from tinyplm.tasks.encoding import collate, encode_split, model_inputs
@@ -42,8 +43,12 @@ STEPS = {
     "dynamic_int8": {},
     "int4_weight": {"group_size": 8},
     "bf16": {},
+    "openvino": {"precision": "f32"},
+    "openvino_int8": {"calibration_examples": 32, "precision": "f32"},
+    "runtime": {"candidates": ["onnx_dynamic_int8", "openvino"], "control_examples": 16, "calibration_examples": 16},
 }
-QUANTIZED = ("onnx_dynamic_int8", "onnx_static_int8", "dynamic_int8", "int4_weight", "bf16", "qat")
+QUANTIZED = ("onnx_dynamic_int8", "onnx_static_int8", "dynamic_int8", "int4_weight", "bf16", "qat", "openvino",
+             "openvino_int8", "runtime")
 STRUCTURAL = ("prune_heads", "prune_ffn", "drop_layers", "share", "svd", "factorize_embeddings", "trim_vocab")
 
 # The tiny model of conftest.make_tiny_model_dir and what its units weigh.
@@ -78,7 +83,8 @@ def _apply(kind: str, tmp_path: Path) -> Applied:
     texts = [(r.text, None) for r in rows]
     ctx = CompressContext(enc, None, False, tmp_path / "work", tokenizer=tok, evals={"dev": enc}, texts=texts,
                           reencode=lambda t: (encode_split(Split("train", rows, tmp_path), t, 16),
-                                              {"dev": encode_split(Split("dev", rows, tmp_path), t, 16)}))
+                                              {"dev": encode_split(Split("dev", rows, tmp_path), t, 16)}),
+                          timer=lambda models, _: {name: float(i) for i, name in enumerate(models)})
     out, info = apply_step(model, step, ctx)
     enc, tok = ctx.train, ctx.tokenizer  # a trimmed vocabulary brings its own ids
     done = None
@@ -154,7 +160,7 @@ def test_contract(kind: str, tmp_path: Path) -> None:
         assert torch.equal(loaded.eval()(**batch).logits, logits)  # save -> load: identical logits
     assert count_params(loaded)[0] == params_from_config(loaded.config)  # the config says the size
     assert_shrunk(kind, run.step, run.before, loaded, info)  # and the size is what the step promised
-    if isinstance(loaded, OrtClassifier) or kind in ("dynamic_int8",):
+    if isinstance(loaded, OrtClassifier | OvClassifier) or kind in ("dynamic_int8",):
         return  # already ONNX; torch's dynamic int8 ops have no ONNX export (ONNX Runtime's int8 is the one to use)
     onnx = OrtClassifier(export_onnx(loaded, tmp_path / "export.onnx"), loaded.config)
     longer = model_inputs(collate(run.enc, list(range(16, 40))))  # another batch size and length

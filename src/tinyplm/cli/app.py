@@ -49,14 +49,20 @@ def print_stages(record) -> None:
 
     table = Table(title=f"{record.task}: {record.metric}")
     table.add_column("stage", no_wrap=True)
-    for col in (record.metric, "retention %", "params (M)", "MB", "p50 ms", "sent/s", "speed-up"):
+    table.add_column("runtime")
+    for col in (record.metric, "retention %", "params (M)", "MB", "smaller", "p50 ms", "sent/s", "x teacher",
+                "x best"):
         table.add_column(col, justify="right")
     for row in stage_rows(record):
-        table.add_row(row["name"], _fmt(row["metric"], "{:.4f}"), _fmt(row["retention"], "{:.1f}"),
-                      _fmt(row["params_m"], "{:.2f}"), _fmt(row["size_mb"], "{:.1f}"),
-                      _fmt(row["latency_p50_ms"], "{:.2f}"), _fmt(row["throughput"], "{:.0f}"),
-                      _fmt(row["speedup"], "{:.2f}x"))
+        table.add_row(row["name"], f"{row['runtime']} {row['precision']}", _fmt(row["metric"], "{:.4f}"),
+                      _fmt(row["retention"], "{:.1f}"), _fmt(row["params_m"], "{:.2f}"), _fmt(row["size_mb"], "{:.1f}"),
+                      _fmt(row["compression"], "{:.1f}x"), _fmt(row["latency_p50_ms"], "{:.2f}"),
+                      _fmt(row["throughput"], "{:.0f}"), _fmt(row["speedup"], "{:.2f}x"),
+                      _fmt(row["speedup_vs_best"], "{:.2f}x"))
     out.print(table)
+    final = record.info.get("final_model")
+    if final:
+        out.print(f"final model: {final} ({record.info.get('final_rule', '')})", highlight=False)
 
 
 def int_list(text: str, flag: str) -> list[int]:

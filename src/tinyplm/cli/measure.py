@@ -96,18 +96,31 @@ def bench_cmd(
     data_dir: Annotated[str | None, typer.Option("--data-dir", help="GLUE folder")] = None,
     max_length: Annotated[int, typer.Option(help="max tokens per example")] = 128,
     rounds: Annotated[int, typer.Option(help="interleaved timing rounds")] = 3,
+    runtimes: Annotated[str | None, typer.Option(
+        "--runtimes", help="also run each PyTorch model in these runtimes, e.g. torch,onnxruntime,openvino")] = None,
+    tolerance: Annotated[float, typer.Option(help="--runtimes: accuracy a runtime may lose and still win")] = 0.005,
 ) -> None:
-    """Measure models side by side: metrics, size, batch-1 latency, batch-32 throughput.
+    """Measure models side by side: metrics, size, batch-1 latency, batch throughput; with
+    --runtimes, each model in each runtime, and which runtime is fastest within --tolerance.
 
     Example: tinyplm bench runs/sst2_demo/teacher runs/sst2_demo/model --task sst2 --out runs/bench
+    Example: tinyplm bench runs/sst2_demo/teacher --task sst2 --runtimes torch,onnxruntime,openvino --out runs/rt
     """
     if out_dir and (out_dir / "results.json").exists():
         raise TinyplmError(f"{out_dir}: already holds results.json; choose another --out")
+    import tempfile
+
     from tinyplm.config import TaskSpec
     from tinyplm.run import bench
 
-    record = bench(model_dirs, TaskSpec(name=task, data_dir=data_dir, max_length=max_length), rounds)
-    print_stages(record)
+    wanted = [r.strip() for r in runtimes.split(",") if r.strip()] if runtimes else None
+    with tempfile.TemporaryDirectory(prefix="tinyplm-bench-") as scratch:
+        record = bench(model_dirs, TaskSpec(name=task, data_dir=data_dir, max_length=max_length), rounds,
+                       runtimes=wanted, work=out_dir or Path(scratch), tolerance=tolerance)
+        print_stages(record)
+        for model, best in record.info.get("fastest", {}).items():
+            out.print(f"{model}: fastest within {tolerance} {record.metric}: {best['fastest']} ({best['runtime']})",
+                      highlight=False)
     if out_dir:
         from tinyplm.report import write_all
 

@@ -17,7 +17,9 @@ from torch import nn
 
 from tinyplm.compress.importance import importance
 from tinyplm.compress.onnx_quant import dynamic_int8, static_int8
+from tinyplm.compress.openvino import openvino_float, openvino_int8
 from tinyplm.compress.qat import FakeQuant
+from tinyplm.compress.runtime import candidate_step, choose_fastest, sub_context
 from tinyplm.compress.sparse import Sparsifier
 from tinyplm.compress.structured import drop_layers, least_important_layers, prune_ffn, prune_heads
 from tinyplm.compress.vocab import trim_vocab
@@ -26,9 +28,12 @@ from tinyplm.config.compress import (
     DropLayers,
     DynamicInt8,
     FactorizeEmbeddings,
+    FastestRuntime,
     Int4Weight,
     OnnxDynamicInt8,
     OnnxStaticInt8,
+    OpenVino,
+    OpenVinoInt8,
     PruneFFN,
     PruneHeads,
     Share,
@@ -58,6 +63,8 @@ class CompressContext:
     evals: dict[str, Encoded] = field(default_factory=dict)
     texts: list[tuple[str, str | None]] = field(default_factory=list)
     reencode: Callable[[object], tuple[Encoded, dict[str, Encoded]]] | None = None
+    # models -> sentences/s each, timed side by side on the same batches (the run's measuring code)
+    timer: Callable[[dict[str, nn.Module], Encoded], dict[str, float]] | None = None
 
     def logits(self) -> torch.Tensor | None:
         """Teacher logits on ``train`` (computed once, and only by the steps that score units)."""
@@ -156,6 +163,30 @@ def _onnx_static(model: nn.Module, step: OnnxStaticInt8, ctx: CompressContext) -
     return out, {"runtime": "onnxruntime", "int8": "weights and activations"}
 
 
+def _openvino(model: nn.Module, step: OpenVino, ctx: CompressContext) -> Result:
+    out = openvino_float(model, ctx.work_dir, step.precision, step.embeddings)
+    return out, {"runtime": "openvino", "precision": out.precision,
+                 **({"int8": "embeddings"} if step.embeddings else {})}
+
+
+def _openvino_int8(model: nn.Module, step: OpenVinoInt8, ctx: CompressContext) -> Result:
+    out = openvino_int8(model, ctx.train, ctx.work_dir, examples=step.calibration_examples, seed=ctx.seed,
+                        precision=step.precision, embeddings=step.embeddings, max_drop=step.max_drop,
+                        control_examples=step.control_examples, is_regression=ctx.is_regression)
+    return out, {"runtime": "openvino", "precision": out.precision, "int8": out.quantization}
+
+
+def _fastest(model: nn.Module, step: FastestRuntime, ctx: CompressContext) -> Result:
+    if ctx.timer is None:
+        raise ValueError("runtime: fastest needs a timer in its context (the run supplies one)")
+    made = {kind: REGISTRY[kind](model, candidate_step(kind, step), sub_context(ctx, kind))
+            for kind in step.candidates}
+    choice = choose_fastest(model, {k: m for k, (m, _) in made.items()}, ctx.train, ctx.timer, step, ctx.seed,
+                            ctx.is_regression)
+    out, info = made[choice.chosen]
+    return out, {**info, "chosen_by": choice.to_dict()}
+
+
 def _dynamic_int8(model: nn.Module, step: DynamicInt8, ctx: CompressContext) -> Result:
     return model, {"runtime": "torch", "int8": "weights (per channel), activations per batch",
                    "modules": len(quantize_int8_dynamic(model))}
@@ -193,6 +224,9 @@ REGISTRY: dict[str, Callable[[nn.Module, object, CompressContext], Result]] = {
     "dynamic_int8": _dynamic_int8,
     "int4_weight": _int4,
     "bf16": _bf16,
+    "openvino": _openvino,
+    "openvino_int8": _openvino_int8,
+    "runtime": _fastest,
 }
 
 

@@ -226,17 +226,63 @@ class OnnxStaticInt8(_OnnxStep):
     calibration_method: Literal["minmax", "entropy", "percentile"] = "minmax"
 
 
+OvPrecision = Literal["auto", "f32", "bf16"]
+
+
+class OpenVino(_Final):
+    """The model in OpenVINO IR, run by its CPU plugin in ``precision`` (``auto``: bf16 where the CPU
+    has it, as OpenVINO does by default; ``f32``; ``bf16``)."""
+
+    kind: Literal["openvino"]
+    precision: OvPrecision = "auto"
+    embeddings: bool = Field(False, description="int8 weight compression of the embedding tables (NNCF)")
+
+
+class OpenVinoInt8(_Final):
+    """NNCF post-training int8 quantization, run by OpenVINO (the rest of the graph in ``precision``)."""
+
+    kind: Literal["openvino_int8"]
+    precision: OvPrecision = "auto"
+    calibration_examples: int = Field(300, ge=1, description="training examples to calibrate on")
+    embeddings: bool = Field(False, description="int8 weight compression of the embedding tables too")
+    max_drop: float | None = Field(None, gt=0, lt=1, description="accuracy-controlled quantization: at most "
+                                   "this absolute drop on held-out training examples (never dev)")
+    control_examples: int = Field(300, ge=10, description="held-out training examples max_drop is checked on")
+
+
+#: The final forms a ``runtime: fastest`` step chooses among.
+RUNTIME_KINDS = ("onnx_dynamic_int8", "onnx_static_int8", "openvino", "openvino_int8")
+
+
+class FastestRuntime(_Final):
+    """Make each ``candidates`` form of the model (with default settings, ``embeddings`` as given),
+    time them side by side, and keep the fastest whose accuracy on ``control_examples`` held-out
+    training examples is within ``max_drop`` of the PyTorch model's (dev is never used to choose)."""
+
+    kind: Literal["runtime"]
+    runtime: Literal["fastest"] = "fastest"
+    candidates: list[Literal["onnx_dynamic_int8", "onnx_static_int8", "openvino", "openvino_int8"]] = Field(
+        default_factory=lambda: ["onnx_dynamic_int8", "openvino", "openvino_int8"], min_length=1)
+    embeddings: bool = Field(True, description="int8 embedding tables in every candidate that can have them")
+    max_drop: float = Field(0.005, ge=0, lt=1, description="allowed accuracy drop on the held-out examples")
+    control_examples: int = Field(500, ge=10)
+    calibration_examples: int = Field(300, ge=1)
+
+
 CompressStep = Annotated[
     PruneHeads | PruneFFN | DropLayers | Magnitude | Movement | Share | Svd | FactorizeEmbeddings
-    | TrimVocab | Qat | OnnxDynamicInt8 | OnnxStaticInt8 | DynamicInt8 | Int4Weight | Bf16,
+    | TrimVocab | Qat | OnnxDynamicInt8 | OnnxStaticInt8 | DynamicInt8 | Int4Weight | Bf16 | OpenVino
+    | OpenVinoInt8 | FastestRuntime,
     Field(discriminator="kind"),
 ]
 #: Steps that act during their recovery training (a controller set up before it, finished after it).
 SCHEDULED_KINDS = ("magnitude", "movement", "qat")
 #: Steps whose model cannot be trained or compressed further: nothing can follow them.
-TERMINAL_KINDS = ("qat", "onnx_dynamic_int8", "onnx_static_int8", "dynamic_int8", "int4_weight", "bf16")
+TERMINAL_KINDS = ("qat", "onnx_dynamic_int8", "onnx_static_int8", "dynamic_int8", "int4_weight", "bf16",
+                  "openvino", "openvino_int8", "runtime")
 #: What may follow trim_vocab (nothing that trains against the teacher).
-AFTER_TRIM = ("onnx_dynamic_int8", "onnx_static_int8", "dynamic_int8", "int4_weight", "bf16")
+AFTER_TRIM = ("onnx_dynamic_int8", "onnx_static_int8", "dynamic_int8", "int4_weight", "bf16", "openvino",
+              "openvino_int8", "runtime")
 
 
 def step_name(step) -> str:

@@ -186,6 +186,8 @@ class MeasureSpec(Section):
     warmup: int = Field(10, ge=0, description="untimed batches per model before timing")
     rounds: int = Field(3, ge=1, description="interleaved rounds; the median is reported")
     threads: int | None = Field(None, ge=1, description="torch threads while measuring; default all")
+    sort_by_length: bool = Field(True, description="throughput batches as deployed: the measured sentences "
+                                 "sorted by length (false: dev order)")
 
 
 class AugmentSpec(Section):
@@ -218,6 +220,16 @@ class CorpusSpec(Section):
     max_length: int = Field(128, ge=8, le=512)
 
 
+class FinalSpec(Section):
+    """How the run's final model (``RUN_DIR/model``) is chosen among the students and compressed
+    stages: of those keeping at least ``min_retention`` of the teacher's primary dev metric, the
+    ``fastest`` (batch throughput), the ``smallest`` (bytes on disk) or the ``most_accurate``; when
+    none keeps it, the most accurate one (the report says so)."""
+
+    rule: Literal["fastest", "smallest", "most_accurate"] = "fastest"
+    min_retention: float = Field(0.98, gt=0, le=1.5, description="share of the teacher's primary metric to keep")
+
+
 class RunConfig(Section):
     """A whole recipe: task -> teacher -> students -> measure -> report."""
 
@@ -228,6 +240,7 @@ class RunConfig(Section):
     teacher: TeacherSpec = TeacherSpec()
     students: list[StudentSpec] = Field(default_factory=list)
     measure: MeasureSpec = MeasureSpec()
+    final: FinalSpec = FinalSpec()
     augment: AugmentSpec | None = None
     corpus: CorpusSpec | None = None
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from transformers import PreTrainedModel
 
 # Files that hold a model's weights and shape; tokenizer files and READMEs are not counted.
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".pt")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".pt", ".xml")  # .xml + .bin: OpenVINO IR
 
 
 def count_params(model: PreTrainedModel) -> tuple[int, int]:

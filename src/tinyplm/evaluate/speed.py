@@ -2,7 +2,11 @@
 
 All models run in the same process on the same pre-tokenised dev sentences, interleaved round by
 round (the order rotates each round) after a warm-up, so machine noise hits them alike. Models
-run as saved (fp32 eager) under ``torch.inference_mode``.
+run as saved (PyTorch eager under ``torch.inference_mode``, or their ONNX Runtime / OpenVINO
+graph) with the same number of threads. Throughput batches are as deployed: by default the
+measured sentences sorted by length and cut into batches (``tinyplm predict`` and ``serve`` batch
+by length too), so padding is what a deployment pays; ``MeasureSpec.sort_by_length: false`` keeps
+dev order. :func:`protocol` states all of it for the report.
 """
 
 from __future__ import annotations
@@ -28,9 +32,21 @@ class SpeedResult:
     throughput_batch: int
 
 
-def _batches(enc: Encoded, count: int, batch_size: int) -> list[dict[str, torch.Tensor]]:
+def _batches(enc: Encoded, count: int, batch_size: int, by_length: bool = False) -> list[dict[str, torch.Tensor]]:
+    """The first ``count`` sentences in batches, sorted by length first when ``by_length``."""
     n = min(count, len(enc))
-    return [model_inputs(collate(enc, range(i, min(i + batch_size, n)))) for i in range(0, n, batch_size)]
+    order = sorted(range(n), key=lambda i: (len(enc.input_ids[i]), i)) if by_length else list(range(n))
+    return [model_inputs(collate(enc, order[i:i + batch_size])) for i in range(0, n, batch_size)]
+
+
+def protocol(spec: MeasureSpec, threads: int) -> dict[str, object]:
+    """How speed was measured, for the report."""
+    return {"latency": f"batch 1, {spec.latency_sentences} dev sentences per round, p50 and p90",
+            "throughput": f"batches of {spec.throughput_batch}, {spec.throughput_sentences} dev sentences per round"
+                          + (", sorted by length (as deployed)" if spec.sort_by_length else ", in dev order"),
+            "threads": threads, "warmup_batches": spec.warmup, "rounds": spec.rounds,
+            "same batches": "every model is timed on the same sentences, interleaved, order rotating each round",
+            "statistic": "median over rounds (throughput), percentiles over all timed sentences (latency)"}
 
 
 @torch.inference_mode()
@@ -64,7 +80,7 @@ def measure_speed(models: dict[str, torch.nn.Module], enc: Encoded, spec: Measur
 def _measure(models: dict[str, torch.nn.Module], enc: Encoded, spec: MeasureSpec,
              per_model: dict[str, Encoded]) -> dict[str, SpeedResult]:
     sets = {name: (_batches(e, spec.latency_sentences, 1),
-                   _batches(e, spec.throughput_sentences, spec.throughput_batch))
+                   _batches(e, spec.throughput_sentences, spec.throughput_batch, spec.sort_by_length))
             for name, e in {name: per_model.get(name, enc) for name in models}.items()}
     n_sent = sum(int(b["input_ids"].shape[0]) for b in next(iter(sets.values()))[1])
     for name, model in models.items():

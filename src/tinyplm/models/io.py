@@ -15,6 +15,7 @@ from transformers import PreTrainedModel
 
 from tinyplm.models import roles
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
+from tinyplm.models.openvino import OV_XML, RUNTIME_KEY, OvClassifier, runtime_record, save_openvino
 from tinyplm.models.quantized import is_quantized, quantized_state
 from tinyplm.models.shape import SHAPE_KEY, record_shape, unique_state
 
@@ -36,6 +37,12 @@ def save_model(model: PreTrainedModel, tokenizer, path: Path) -> Path:
         setattr(model.config, FORMAT_KEY, "onnx")
         model.config.save_pretrained(tmp)
         model.path = path / ONNX_FILE  # where it will live after the rename below
+    elif isinstance(model, OvClassifier):  # OpenVINO IR (xml + bin) and a config saying how it runs
+        save_openvino(model.model, tmp, model.precision_asked)
+        setattr(model.config, FORMAT_KEY, "openvino")
+        setattr(model.config, RUNTIME_KEY, runtime_record(model.precision_asked, model.precision, model.quantization))
+        model.config.save_pretrained(tmp)
+        model.path = path / OV_XML
     elif is_quantized(model):  # quantized weights as plain tensors at their true size
         from safetensors.torch import save_file
 

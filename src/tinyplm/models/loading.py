@@ -29,7 +29,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "model.onnx")
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "model.onnx", "model.xml")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model")
 #: Tokenizer files that are JSON objects, checked before transformers reads them.
 TOKENIZER_JSON = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
@@ -311,6 +311,8 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
     problem = "regression" if is_regression else "single_label_classification"
     if cfg.get(FORMAT_KEY) == "onnx":
         model = _load_onnx(path)
+    elif cfg.get(FORMAT_KEY) == "openvino":
+        model = _load_openvino(path)
     elif cfg.get(QUANT_KEY):
         model = _load_quantized(path, head, labelling)
     elif cfg.get(SHAPE_KEY):
@@ -326,6 +328,20 @@ def _load_onnx(path: Path) -> OrtClassifier:
     if not (path / ONNX_FILE).is_file():
         raise ModelError(f"{path / 'config.json'}: says {FORMAT_KEY}: onnx, but {path} holds no {ONNX_FILE}")
     return OrtClassifier(path / ONNX_FILE, config)
+
+
+def _load_openvino(path: Path):
+    """The OpenVINO model of an OpenVINO model dir, compiled in its recorded precision (raises
+    ``ModelError`` naming a missing ``model.xml``/``model.bin``)."""
+    from tinyplm.models.openvino import OV_BIN, OV_XML, RUNTIME_KEY, OvClassifier
+
+    config = _config(path)
+    for name in (OV_XML, OV_BIN):
+        if not (path / name).is_file():
+            raise ModelError(f"{path / 'config.json'}: says {FORMAT_KEY}: openvino, but {path} holds no {name} "
+                             f"(an OpenVINO model is {OV_XML} and {OV_BIN} together)")
+    record = getattr(config, RUNTIME_KEY, None) or {}
+    return OvClassifier(path / OV_XML, config, record.get("precision", "auto"), record.get("quantization"))
 
 
 def _load_quantized(path: Path, head: Head, labelling: dict):

@@ -135,9 +135,14 @@ class OrtClassifier:
         return self
 
     def num_parameters(self, exclude_embeddings: bool = False) -> int:
-        """Parameters of the model the graph was exported from, as its config describes them
-        (quantization changes their bytes, not their number); optionally without the embedding tables."""
-        from tinyplm.models.shape import embedding_params, params_from_config
+        """Parameters of the model the graph was exported from (see :func:`graph_num_parameters`)."""
+        return graph_num_parameters(self.config, exclude_embeddings)
 
-        total = params_from_config(self.config)
-        return total - embedding_params(self.config) if exclude_embeddings else total
+
+def graph_num_parameters(config, exclude_embeddings: bool = False) -> int:
+    """Parameters of the model a graph (ONNX, OpenVINO) was made from, as its config describes them
+    (quantization changes their bytes, not their number); optionally without the embedding tables."""
+    from tinyplm.models.shape import embedding_params, params_from_config
+
+    total = params_from_config(config)
+    return total - embedding_params(config) if exclude_embeddings else total

@@ -16,11 +16,12 @@ from typing import Any
 from tinyplm.errors import TinyplmError
 from tinyplm.files import write_atomic
 from tinyplm.report.card import render_model_card, write_model_card
+from tinyplm.report.curves import training_curves
 from tinyplm.report.html import render_html
 from tinyplm.report.plots import accuracy_vs_latency, throughput_bar
 from tinyplm.report.records import RunRecord, StageKind, StageRecord
 from tinyplm.report.summary import render_summary
-from tinyplm.report.tables import best_student, headline, markdown_table, stage_rows
+from tinyplm.report.tables import best_student, final_stage, headline, markdown_table, stage_rows
 
 __all__ = [
     "RunRecord",
@@ -46,9 +47,9 @@ _NUMERIC = ("params", "params_no_embeddings", "disk_bytes", "latency_ms_p50_b1",
 
 
 def _write_cards(record: RunRecord, run_dir: Path) -> dict[str, Path]:
-    """Model cards: run_dir/model (best student) and each stage's existing ``model_dir``."""
+    """Model cards: run_dir/model (the final model) and each stage's existing ``model_dir``."""
     out: dict[str, Path] = {}
-    best = best_student(record)
+    best = final_stage(record)
     if best is not None and (run_dir / "model").is_dir():
         out["model_card"] = write_model_card(run_dir / "model", record, best.name)
     for stage in record.stages:  # never into a model dir that `bench` was only given to measure
@@ -62,7 +63,8 @@ def write_all(record: RunRecord, run_dir: Path) -> dict[str, Path]:
     """Write every report file of ``record`` into ``run_dir``; returns {name: path}.
 
     Names: ``results`` (results.json), ``summary`` (summary.md), ``report`` (report.html),
-    ``accuracy_vs_latency`` and ``throughput`` (plots/*.png), ``model_card`` (model/README.md,
+    ``accuracy_vs_latency``, ``throughput`` and, when stages were trained here, ``training``
+    (plots/*.png), ``model_card`` (model/README.md,
     when run_dir/model exists and there is a student) and ``card:<stage>`` for each stage whose
     ``model_dir`` (relative to run_dir) exists. All files are written atomically.
     """
@@ -75,6 +77,9 @@ def write_all(record: RunRecord, run_dir: Path) -> dict[str, Path]:
         "accuracy_vs_latency": accuracy_vs_latency(record, plot_dir / "accuracy_vs_latency.png"),
         "throughput": throughput_bar(record, plot_dir / "throughput.png"),
     }
+    curves = training_curves(record, plot_dir / "training.png")
+    if curves is not None:
+        plots["training"] = curves
     out.update(plots)
     out["summary"] = write_atomic(run_dir / "summary.md", render_summary(record))
     out["report"] = write_atomic(run_dir / "report.html", render_html(record, plots))

@@ -91,6 +91,35 @@ def _description(record: RunRecord, stage: StageRecord) -> list[str]:
     return lines
 
 
+_OPENVINO = [
+    "```python",
+    "import openvino as ov",
+    "from transformers import AutoTokenizer",
+    "",
+    'model_dir = "path/to/this/folder"  # the folder holding this README',
+    "tokenizer = AutoTokenizer.from_pretrained(model_dir)",
+    'model = ov.Core().compile_model(f"{model_dir}/model.xml", "CPU")',
+    'inputs = tokenizer(["an example sentence"], return_tensors="np", truncation=True)',
+    "logits = model({k: v.astype('int64') for k, v in inputs.items()})[0]",
+    "```",
+    "",
+    "or `tinyplm.models.load_classifier(model_dir, labels, is_regression=False)`, which compiles it in the "
+    "precision recorded in config.json.",
+]
+_ONNX = [
+    "```python",
+    "import onnxruntime as ort",
+    "from transformers import AutoTokenizer",
+    "",
+    'model_dir = "path/to/this/folder"  # the folder holding this README',
+    "tokenizer = AutoTokenizer.from_pretrained(model_dir)",
+    'session = ort.InferenceSession(f"{model_dir}/model.onnx", providers=["CPUExecutionProvider"])',
+    'inputs = tokenizer(["an example sentence"], return_tensors="np", truncation=True)',
+    'logits = session.run(["logits"], {k: v.astype("int64") for k, v in inputs.items()})[0]',
+    "```",
+]
+
+
 def _usage(record: RunRecord, stage: StageRecord | None = None) -> list[str]:
     """The intended-use paragraph and a loading snippet that works for this model's format."""
     pipeline, auto = task_kind(record.task)
@@ -101,21 +130,12 @@ def _usage(record: RunRecord, stage: StageRecord | None = None) -> list[str]:
     ]
     step = (stage.compress_step or "") if stage is not None else ""
     shape = (stage.shape or {}) if stage is not None else {}
-    if step.startswith("onnx"):
-        return intro + [
-            "An ONNX Runtime model (`model.onnx`, int8), loaded without PyTorch:",
-            "",
-            "```python",
-            "import onnxruntime as ort",
-            "from transformers import AutoTokenizer",
-            "",
-            'model_dir = "path/to/this/folder"  # the folder holding this README',
-            "tokenizer = AutoTokenizer.from_pretrained(model_dir)",
-            'session = ort.InferenceSession(f"{model_dir}/model.onnx", providers=["CPUExecutionProvider"])',
-            'inputs = tokenizer(["an example sentence"], return_tensors="np", truncation=True)',
-            'logits = session.run(["logits"], {k: v.astype("int64") for k, v in inputs.items()})[0]',
-            "```",
-        ]
+    runtime = stage.runtime if stage is not None else "torch"
+    if runtime == "openvino":
+        return [*intro, f"An OpenVINO model (`model.xml` + `model.bin`, {stage.precision}), run by OpenVINO's "
+                "CPU plugin:", "", *_OPENVINO]
+    if step.startswith("onnx") or runtime == "onnxruntime":
+        return [*intro, "An ONNX Runtime model (`model.onnx`, int8), loaded without PyTorch:", "", *_ONNX]
     if "heads_per_layer" in shape:
         return intro + [
             "Its layers were pruned to different sizes (`tinyplm_shape` in config.json), which a plain "
@@ -155,14 +175,14 @@ def _results(record: RunRecord, stage: StageRecord) -> list[str]:
     rows = [stage_row(record, s) for s in stages]
     res = ["| Model | " + " | ".join(names) + " | Retention | Params (M) | Size (MB) |",
            "|:---|" + "---:|" * (len(names) + 3)]
-    speed = ["| Model | p50 ms (b1) | p90 ms (b1) | Sent/s (b32) | Speed-up |",
-             "|:---|---:|---:|---:|---:|"]
+    speed = [f"| Model | Runtime | p50 ms (b1) | p90 ms (b1) | Sent/s (b{stage.throughput_batch}) | × teacher |",
+             "|:---|:---|---:|---:|---:|---:|"]
     for row in rows:
         name = row["name"].replace("|", "\\|")
         metrics = " | ".join(fmt_metric(row["metrics"].get(m)) for m in names)
         res.append(f"| {name} | {metrics} | {fmt_retention(row['retention'])} | "
                    f"{fmt_num(row['params_m'], 2)} | {fmt_num(row['size_mb'], 1)} |")
-        speed.append(f"| {name} | {fmt_num(row['latency_p50_ms'], 2)} | "
+        speed.append(f"| {name} | {row['runtime']} {row['precision']} | {fmt_num(row['latency_p50_ms'], 2)} | "
                      f"{fmt_num(row['latency_p90_ms'], 2)} | {fmt_num(row['throughput'], 1)} | "
                      f"{fmt_num(row['speedup'], 2, '×')} |")
     machine = record.info.get("machine")

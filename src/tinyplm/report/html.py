@@ -17,7 +17,8 @@ from tinyplm.report.records import RunRecord, StageRecord
 from tinyplm.report.tables import (
     RETENTION_TARGET,
     below_target,
-    best_student,
+    column_note,
+    final_stage,
     fmt_metric,
     fmt_num,
     fmt_seconds,
@@ -66,7 +67,8 @@ footer { color: var(--muted); font-size: 12px; margin-top: 40px; }
 
 PLOT_CAPTIONS = {
     "accuracy_vs_latency": "Primary metric vs batch-1 p50 latency; dashed line: 97% of teacher.",
-    "throughput": "Batch-32 throughput per stage, with speed-up over the teacher.",
+    "throughput": "Batch throughput per stage, with speed-up over the teacher.",
+    "training": "Dev metric over training time, one line per trained stage (and recovery).",
 }
 
 
@@ -99,7 +101,7 @@ def _dl(items: list[tuple[str, str]]) -> str:
 
 def _table(record: RunRecord) -> str:
     """The comparison table: best student row highlighted, low retention marked."""
-    best = best_student(record)
+    best = final_stage(record)
     header = table_header(record)
     ret_idx = header.index("Retention")
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
@@ -119,9 +121,10 @@ def _table(record: RunRecord) -> str:
         tr = "teacher" if row["is_teacher"] else "best" if best and row["name"] == best.name else ""
         tds = "".join(f"<td{c}>{v}</td>" for c, v in zip(classes, cells, strict=True))
         body.append(f'<tr class="{tr}">{tds}</tr>' if tr else f"<tr>{tds}</tr>")
-    note = (f"Highlighted row: best student. Retention = stage {escape(record.metric)} / teacher "
-            f"{escape(record.metric)}; values below {RETENTION_TARGET:.0f}% are marked ⚠ in red. "
-            "Speed-up = throughput / teacher throughput; smaller = teacher size / stage size.")
+    note = (f"Highlighted row: the final model (the best student when the run names none). Retention = stage "
+            f"{escape(record.metric)} / teacher {escape(record.metric)}; values below {RETENTION_TARGET:.0f}% "
+            "are marked ⚠ in red. "
+            f"{escape(column_note(record))}")
     return (f'<div class="scroll"><table><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table></div><p class="note">{note}</p>')
 
@@ -160,8 +163,17 @@ def stage_details(stage: StageRecord) -> list[tuple[str, str]]:
                    f"({fmt_num(stage.params_no_embeddings / 1e6, 2)} M without embeddings)"),
         ("size on disk", f"{fmt_num(stage.disk_bytes / 1e6, 1)} MB"),
     ]
-    items += [(str(k).replace("_", " "), fmt_value(v)) for k, v in info.items()]
+    items += [(str(k).replace("_", " "), fmt_value(_without_history(v))) for k, v in info.items() if k != "history"]
     return items
+
+
+def _without_history(value: Any) -> Any:
+    """``value`` with every nested ``history`` list left out (it is drawn in the training plot)."""
+    if isinstance(value, dict):
+        return {k: _without_history(v) for k, v in value.items() if k != "history"}
+    if isinstance(value, list):
+        return [_without_history(v) for v in value]
+    return value
 
 
 def _details(record: RunRecord) -> str:
@@ -188,8 +200,17 @@ def run_details(record: RunRecord) -> list[tuple[str, str]]:
     if "precision" in info:
         items.append(("precision", fmt_value(info.pop("precision"))))
     items += [(str(k).replace("_", " "), fmt_value(v)) for k, v in machine.items()]
-    items += [(str(k).replace("_", " "), fmt_value(v)) for k, v in info.items()]
+    items += [(str(k).replace("_", " "), fmt_value(_without_history(v))) for k, v in info.items() if k != "history"]
     return items
+
+
+def _without_history(value: Any) -> Any:
+    """``value`` with every nested ``history`` list left out (it is drawn in the training plot)."""
+    if isinstance(value, dict):
+        return {k: _without_history(v) for k, v in value.items() if k != "history"}
+    if isinstance(value, list):
+        return [_without_history(v) for v in value]
+    return value
 
 
 def render_html(record: RunRecord, plots: dict[str, Path]) -> str:

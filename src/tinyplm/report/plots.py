@@ -19,7 +19,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from tinyplm.files import tmp_sibling
 from tinyplm.report.records import RunRecord
-from tinyplm.report.tables import RETENTION_TARGET, best_student, primary, stage_rows
+from tinyplm.report.tables import RETENTION_TARGET, final_stage, primary, stage_rows
 
 DPI = 120
 TEACHER_COLOR = "#d1495b"
@@ -90,7 +90,7 @@ def accuracy_vs_latency(record: RunRecord, path: Path) -> Path:
     latency or the primary metric are left out. Writes a PNG to ``path`` and returns it.
     """
     fig, ax = _new_figure(7.5, 4.8)
-    best = best_student(record)
+    best = final_stage(record)
     best_name = best.name if best else None
     rows = [r for r in stage_rows(record) if r["latency_p50_ms"] > 0 and r["metric"] is not None]
     title = f"{record.task}: {record.metric} vs latency"
@@ -126,7 +126,7 @@ def accuracy_vs_latency(record: RunRecord, path: Path) -> Path:
 def _legend_handles(rows: list[dict[str, Any]], best_name: str | None) -> list[Line2D]:
     """Legend entries for the kinds of point present (teacher, best student, students)."""
     kinds = [("teacher", "*", TEACHER_COLOR, 13, any(r["is_teacher"] for r in rows)),
-             ("best student", "o", BEST_COLOR, 8, any(r["name"] == best_name for r in rows)),
+             ("final model", "o", BEST_COLOR, 8, any(r["name"] == best_name for r in rows)),
              ("student", "o", STUDENT_COLOR, 8,
               any(not r["is_teacher"] and r["name"] != best_name for r in rows))]
     return [Line2D([], [], marker=m, color=c, linestyle="", markersize=s, label=label)
@@ -145,7 +145,7 @@ def throughput_bar(record: RunRecord, path: Path) -> Path:
     if not rows or all(r["throughput"] <= 0 for r in rows):
         _empty(ax, "throughput")
         return _save(fig, path)
-    best = best_student(record)
+    best = final_stage(record)
     best_name = best.name if best else None
     names = [r["name"] for r in rows]
     values = [r["throughput"] for r in rows]

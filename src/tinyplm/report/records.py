@@ -56,6 +56,9 @@ class StageRecord:
     ``kind``: see :class:`StageKind`. ``parent``: the stage it was made from (a compressed stage's
     parent, a compress-only student's source). ``compress_step``: the compress ``kind`` that made it.
     ``shape``: layers, widths and per-layer heads/FFN (``models.shape_of``).
+    ``runtime`` / ``precision``: what ran (torch, onnxruntime, openvino; fp32, bf16, int8), read off
+    the model. ``compute``: useful GFLOP/s and its share of this CPU's peak for that precision
+    (``evaluate.compute``), when the shape is known.
     ``info``: free-form extras (training time, objective, notes) shown in reports.
     """
 
@@ -73,6 +76,9 @@ class StageRecord:
     parent: str | None = None
     compress_step: str | None = None
     shape: dict[str, Any] | None = None
+    runtime: str = "torch"
+    precision: str = "fp32"
+    compute: dict[str, Any] | None = None
     info: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tinyplm.report.notes import compression_notes
 from tinyplm.report.records import RunRecord
-from tinyplm.report.tables import RETENTION_TARGET, headline, markdown_table
+from tinyplm.report.tables import RETENTION_TARGET, column_note, headline, markdown_table
 
 MEASUREMENT_NOTE = (
     "Latency is the batch-1 p50/p90 over the dev sentences; throughput is sentences per second at "
@@ -35,8 +35,8 @@ def render_summary(record: RunRecord) -> str:
         "",
         markdown_table(record).rstrip("\n"),
         "",
-        f"Bold: best student. ⚠: below {RETENTION_TARGET:.0f}% of the teacher's {record.metric}. "
-        "Speed-up = throughput / teacher throughput; smaller = teacher size on disk / stage size.",
+        f"Bold: the final model. ⚠: below {RETENTION_TARGET:.0f}% of the teacher's {record.metric}. "
+        + column_note(record),
         "",
         f"![{record.metric} vs latency](plots/accuracy_vs_latency.png)",
         "",

@@ -29,14 +29,31 @@ def ratio(num: float | None, den: float | None) -> float | None:
     return num / den
 
 
+#: Compress steps that change only how a model runs (runtime, precision), not what it computes.
+RUNTIME_STEPS = frozenset({"onnx_dynamic_int8", "onnx_static_int8", "openvino", "openvino_int8", "runtime",
+                           "dynamic_int8", "bf16"})
+
+
+def teacher_best(record: RunRecord) -> StageRecord | None:
+    """The teacher on its fastest runtime: the fastest of the teacher and the stages made from it by
+    runtime or precision steps alone (the honest reference: what a user gets without distilling)."""
+    teacher = record.teacher
+    if teacher is None:
+        return None
+    variants = [s for s in record.stages if s.parent == teacher.name and s.compress_step in RUNTIME_STEPS]
+    return max([teacher, *variants], key=lambda s: s.throughput_sent_per_s)
+
+
 def stage_row(record: RunRecord, stage: StageRecord) -> dict[str, Any]:
     """The derived numbers of one stage (see :func:`stage_rows` for the keys)."""
-    teacher = record.teacher
+    teacher, best = record.teacher, teacher_best(record)
     value = primary(record, stage)
     t_value = primary(record, teacher) if teacher else None
     retention = ratio(value, t_value)
     speedup = ratio(stage.throughput_sent_per_s, teacher.throughput_sent_per_s if teacher else None)
+    vs_best = ratio(stage.throughput_sent_per_s, best.throughput_sent_per_s if best else None)
     compression = ratio(float(teacher.disk_bytes) if teacher else None, float(stage.disk_bytes))
+    compute = stage.compute or {}
     return {
         "name": stage.name,
         "is_teacher": stage.name == TEACHER,
@@ -51,7 +68,12 @@ def stage_row(record: RunRecord, stage: StageRecord) -> dict[str, Any]:
         "throughput": stage.throughput_sent_per_s,
         "throughput_batch": stage.throughput_batch,
         "speedup": speedup if stage.throughput_sent_per_s > 0 else None,
+        "speedup_vs_best": vs_best if stage.throughput_sent_per_s > 0 else None,
         "compression": compression if stage.disk_bytes > 0 else None,
+        "runtime": stage.runtime,
+        "precision": stage.precision,
+        "gflops": compute.get("gflops_per_s"),
+        "share_of_peak": compute.get("share_of_peak"),
     }
 
 
@@ -61,8 +83,11 @@ def stage_rows(record: RunRecord) -> list[dict[str, Any]]:
     ``name``, ``is_teacher``, ``metric`` (primary metric value or None), ``metrics`` (all),
     ``retention`` (% of the teacher's primary metric or None), ``params_m``, ``params_no_emb_m``
     (millions), ``size_mb`` (disk_bytes / 1e6), ``latency_p50_ms``, ``latency_p90_ms`` (batch 1),
-    ``throughput`` (sentences/s at batch ``throughput_batch``), ``speedup`` (x teacher throughput or None),
-    ``compression`` (teacher disk bytes / stage disk bytes, or None).
+    ``throughput`` (sentences/s at batch ``throughput_batch``), ``speedup`` (x the teacher's throughput
+    as saved, fp32 PyTorch) and ``speedup_vs_best`` (x the teacher on its fastest runtime,
+    :func:`teacher_best`), ``compression`` (teacher disk bytes / stage disk bytes), ``runtime``,
+    ``precision``, ``gflops`` (useful GFLOP/s) and ``share_of_peak`` (of this CPU's peak for that
+    precision); ratios are None when they cannot be formed.
     """
     return [stage_row(record, s) for s in record.stages]
 
@@ -81,6 +106,32 @@ def best_student(record: RunRecord) -> StageRecord | None:
         return (value is not None, value if value is not None else 0.0, stage.throughput_sent_per_s)
 
     return max(students, key=key)
+
+
+def final_stage(record: RunRecord) -> StageRecord | None:
+    """The run's final model (``info.final_model``, chosen by the recipe's rule), else the best student."""
+    named = record.stage(str(record.info.get("final_model", "")))
+    return named if named is not None and named.kind is not StageKind.TEACHER else best_student(record)
+
+
+def select_final(record: RunRecord, rule: str = "fastest",
+                 min_retention: float = 0.98) -> tuple[StageRecord | None, str]:
+    """The final model by ``rule`` (see ``config.schema.FinalSpec``) and a sentence saying why."""
+    students = [s for s in record.stages if s.kind is not StageKind.TEACHER]
+    if not students:
+        return record.teacher, "no students: the teacher"
+    rows = {s.name: stage_row(record, s) for s in students}
+    keep = [s for s in students if (rows[s.name]["retention"] or 0.0) >= min_retention * 100]
+    if not keep:
+        best = best_student(record)
+        return best, (f"no stage kept {min_retention:.0%} of the teacher's {record.metric}: "
+                      "the most accurate one")
+    key = {"fastest": lambda s: s.throughput_sent_per_s, "smallest": lambda s: -s.disk_bytes,
+           "most_accurate": lambda s: primary(record, s) or 0.0}[rule]
+    pick = max(keep, key=key)
+    what = {"fastest": "the fastest", "smallest": "the smallest", "most_accurate": "the most accurate"}[rule]
+    return pick, (f"{what} of the {len(keep)} stage(s) keeping >= {min_retention:.0%} of the teacher's "
+                  f"{record.metric}")
 
 
 def metric_names(record: RunRecord) -> list[str]:
@@ -142,8 +193,18 @@ def table_cells(record: RunRecord, row: dict[str, Any]) -> list[str]:
         fmt_num(row["latency_p90_ms"], 2),
         fmt_num(row["throughput"], 1),
         fmt_num(row["speedup"], 2, "×"),
+        fmt_num(row["speedup_vs_best"], 2, "×"),
         fmt_num(row["compression"], 2, "×"),
+        f"{row['runtime']} {row['precision']}",
+        _fmt_compute(row),
     ]
+
+
+def _fmt_compute(row: dict[str, Any]) -> str:
+    if row["gflops"] is None:
+        return "—"
+    share = row["share_of_peak"]
+    return f"{row['gflops']:,.1f}" + (f" ({share:.1%})" if share is not None else "")
 
 
 def table_header(record: RunRecord) -> list[str]:
@@ -157,9 +218,22 @@ def table_header(record: RunRecord) -> list[str]:
         "p50 ms (b1)",
         "p90 ms (b1)",
         f"Sent/s (b{_batch(record)})",
-        "Speed-up",
+        "× teacher",
+        "× teacher best",
         "Smaller",
+        "Runtime",
+        "GFLOP/s (% peak)",
     ]
+
+
+def column_note(record: RunRecord) -> str:
+    """What the ratio and compute columns mean (one sentence each), naming the reference stages."""
+    best = teacher_best(record)
+    ref = f" ({best.name}, {best.runtime} {best.precision})" if best is not None else ""
+    return ("× teacher = throughput / the teacher's as saved (fp32 PyTorch); × teacher best = throughput / "
+            f"the teacher on its fastest runtime{ref}; smaller = teacher size on disk / stage size. "
+            "GFLOP/s = the encoder's useful FLOPs per sentence (from its shape, real tokens only) x sentences/s, "
+            "with its share of this CPU's theoretical peak for the precision that ran.")
 
 
 def _batch(record: RunRecord) -> str:
@@ -178,7 +252,7 @@ def markdown_table(record: RunRecord) -> str:
 
     Students below 97% retention get a trailing warning sign after their retention.
     """
-    best = best_student(record)
+    best = final_stage(record)
     header = table_header(record)
     lines = [
         "| " + " | ".join(header) + " |",
@@ -201,7 +275,7 @@ def headline(record: RunRecord) -> str:
     E.g. "Best student student-L3-H384 keeps 98.1% of the teacher's accuracy at 2.0× its
     throughput, 1.9× smaller."
     """
-    best = best_student(record)
+    best = final_stage(record)
     teacher = record.teacher
     if best is None:
         if teacher is None:
@@ -210,11 +284,11 @@ def headline(record: RunRecord) -> str:
         return f"Only the teacher was measured: {record.metric} {value}."
     row = stage_row(record, best)
     if row["retention"] is None:
-        text = f"Best student {best.name} reaches {record.metric} {fmt_metric(row['metric'])}"
+        text = f"{_who(record, best)} {best.name} reaches {record.metric} {fmt_metric(row['metric'])}"
         if row["throughput"] > 0:
             text += f" at {row['throughput']:,.1f} sentences/s"
         return text + " (no teacher to compare with)."
-    text = (f"Best student {best.name} keeps {row['retention']:.1f}% "
+    text = (f"{_who(record, best)} {best.name} keeps {row['retention']:.1f}% "
             f"of the teacher's {record.metric}")
     if row["speedup"] is not None:
         text += f" at {row['speedup']:.1f}× its throughput"
@@ -222,3 +296,7 @@ def headline(record: RunRecord) -> str:
         ratio = row["compression"]
         text += f", {ratio:.1f}× smaller" if ratio >= 1 else f", {1 / ratio:.1f}× larger"
     return text + "."
+
+
+def _who(record: RunRecord, stage: StageRecord) -> str:
+    return "Final model" if record.info.get("final_model") == stage.name else "Best student"

@@ -16,15 +16,17 @@ from torch import nn
 
 from tinyplm.compress import CompressContext, apply_step, controller
 from tinyplm.compress.sparse import csr_bytes
-from tinyplm.config.compress import SCHEDULED_KINDS, CompressStep, step_name
-from tinyplm.config.schema import StageSpec, StudentSpec, student_name
+from tinyplm.config.compress import SCHEDULED_KINDS, TERMINAL_KINDS, CompressStep, step_name
+from tinyplm.config.schema import MeasureSpec, StageSpec, StudentSpec, student_name
+from tinyplm.evaluate.agreement import prediction_agreement
 from tinyplm.evaluate.model_eval import encode_evals
+from tinyplm.evaluate.speed import measure_speed
 from tinyplm.models import is_complete, load_classifier, save_model, shape_of
 from tinyplm.report.records import StageKind
 from tinyplm.run.inputs import RunInputs
 from tinyplm.run.results import StageResult
 from tinyplm.run.students import train_stage
-from tinyplm.tasks.encoding import encode_split
+from tinyplm.tasks.encoding import Encoded, encode_split
 from tinyplm.train import get_accelerator
 
 
@@ -45,7 +47,11 @@ def run_compress(spec: StudentSpec, model: nn.Module, inp: RunInputs, parent: st
                 ctx.train, ctx.evals = ctx.reencode(tok)
             info: dict = {"reused": True}
         else:
+            parent_model = model
             model, info = _compress_step(copy.deepcopy(model), step, stage, out, ctx, inp)
+            if step.kind in TERMINAL_KINDS:  # another runtime or precision: how often it predicts the same
+                info["agreement_with_parent"] = prediction_agreement(
+                    parent_model, model, ctx.evals, inp.data.is_regression, inp.data.head).to_dict()
         own = ctx.evals if ctx.tokenizer is not inp.tokenizer else None
         results.append(StageResult(stage, model, f"students/{stage}", StageKind.COMPRESSED, shape_of(model),
                                    parent=parent, compress_step=step.kind, info=info, evals=own))
@@ -64,7 +70,18 @@ def _context(inp: RunInputs, seed: int) -> CompressContext:
     texts = [_text_pair(e) for e in inp.data.train.examples[:min(200, task.max_train_examples or 200)]]
     return CompressContext(inp.train, lambda: inp.teachers.logits(inp.train), inp.data.is_regression,
                            inp.paths.root / "work", seed=seed, head=inp.data.head, tokenizer=inp.tokenizer,
-                           evals=inp.evals, texts=texts, reencode=reencode)
+                           evals=inp.evals, texts=texts, reencode=reencode, timer=_timer(inp.measure))
+
+
+def _timer(spec: MeasureSpec):
+    """Sentences/s of models timed side by side by the run's own speed code (throughput only)."""
+    quick = spec.model_copy(update={"latency_sentences": 1,
+                                    "throughput_sentences": min(spec.throughput_sentences, 512)})
+
+    def timer(models: dict[str, nn.Module], enc: Encoded) -> dict[str, float]:
+        return {name: r.throughput_sent_per_s for name, r in measure_speed(models, enc, quick).items()}
+
+    return timer
 
 
 def _text_pair(example) -> tuple[str, str | None]:

@@ -16,7 +16,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from tinyplm.config.schema import AugmentSpec, CorpusSpec, TaskSpec
+from tinyplm.config.schema import AugmentSpec, CorpusSpec, MeasureSpec, TaskSpec
 from tinyplm.distill import cached_teacher_logits
 from tinyplm.models import fingerprint
 from tinyplm.models.infer import use_bf16
@@ -151,7 +151,7 @@ class StageData:
 class RunInputs:
     """What the stages of one run share: the task's data, tokenizer and encodings (``train``, and
     one encoding per eval split), the teachers, each kind of training data, the run dir's layout,
-    and the students finished so far (by name; a later student may start from one)."""
+    how models are timed, and the students finished so far (by name; a later student may start from one)."""
 
     task: TaskSpec
     data: TaskData
@@ -161,4 +161,5 @@ class RunInputs:
     teachers: Teachers
     stage_data: StageData
     paths: RunPaths
+    measure: MeasureSpec = field(default_factory=MeasureSpec)
     students: dict[str, nn.Module] = field(default_factory=dict)

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from tinyplm.config.schema import MeasureSpec, TaskSpec
 from tinyplm.errors import TinyplmError
+from tinyplm.evaluate.compute import effective_rate
 from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
+from tinyplm.evaluate.runtime import describe
 from tinyplm.evaluate.size import count_params, disk_bytes
 from tinyplm.evaluate.speed import measure_speed
 from tinyplm.models import load_classifier, shape_of
@@ -27,38 +31,101 @@ def measure_stages(stages: list[StageResult], root: Path, data: TaskData, evals:
     same lengths and the same timing work) is scored and timed on them."""
     models = {s.name: s.model for s in stages}
     own = {s.name: next(iter((s.evals or evals).values())) for s in stages}
-    speed = measure_speed(models, next(iter(evals.values())), spec, per_model=own)
+    timed = next(iter(evals.values()))
+    speed = measure_speed(models, timed, spec, per_model=own)
+    threads = spec.threads or torch.get_num_threads()
+    tokens = float(timed.lengths()[: spec.throughput_sentences].mean()) if len(timed) else 0.0
     records = []
     for s in stages:
         total, no_emb = count_params(s.model)
-        t = speed[s.name]
+        t, ran = speed[s.name], describe(s.model)
+        rate = effective_rate(s.shape, getattr(s.model.config, "hidden_size", None), tokens,
+                              t.throughput_sent_per_s, ran.precision, threads)
         records.append(StageRecord(
             name=s.name, metrics=evaluate_model(s.model, data, s.evals or evals, bf16=False), params=total,
             params_no_embeddings=no_emb, disk_bytes=disk_bytes(root / s.model_dir),
             latency_ms_p50_b1=t.latency_ms_p50_b1, latency_ms_p90_b1=t.latency_ms_p90_b1,
             throughput_sent_per_s=t.throughput_sent_per_s, throughput_batch=t.throughput_batch,
             model_dir=s.model_dir, kind=s.kind, parent=s.parent, compress_step=s.compress_step, shape=s.shape,
-            info=s.info,
+            runtime=ran.runtime, precision=ran.precision, compute=rate,
+            info={**s.info, **({"runtime_detail": ran.detail} if ran.detail else {})},
         ))
     return records
 
 
-def bench(model_dirs: list[Path], task: TaskSpec, rounds: int = 3) -> RunRecord:
-    """Saved models (the first is the reference, named ``teacher``) measured side by side.
+RUNTIMES = ("torch", "onnxruntime", "openvino")
 
-    Raises ``TinyplmError`` when the models tokenise differently (speed is timed on one set of ids).
+
+def bench(model_dirs: list[Path], task: TaskSpec, rounds: int = 3, runtimes: list[str] | None = None,
+          work: Path | None = None, tolerance: float = 0.005) -> RunRecord:
+    """Saved models (the first is the reference, named ``teacher``) measured side by side; with
+    ``runtimes``, each PyTorch model also converted to each of them (ONNX Runtime fp32, OpenVINO in
+    its default precision; graphs written under ``work``) and ``record.info["fastest"]`` names, per
+    model, the fastest runtime whose primary metric is within ``tolerance`` of its PyTorch form.
+
+    Raises ``TinyplmError`` when the models tokenise differently (speed is timed on one set of ids)
+    or a runtime is unknown.
     """
+    unknown = sorted(set(runtimes or []) - set(RUNTIMES))
+    if unknown:
+        raise TinyplmError(f"--runtimes: unknown {', '.join(unknown)}; choose from {', '.join(RUNTIMES)}")
     data = load_task(task)
-    stages, encs = [], {}
+    stages, encs, groups = [], {}, {}
     for i, d in enumerate(model_dirs):
         names = {s.name for s in stages}
-        name = "teacher" if i == 0 else (d.name if d.name not in names else f"{d.parent.name}-{d.name}")
+        base = "teacher" if i == 0 else (d.name if d.name not in names else f"{d.parent.name}-{d.name}")
         model, tok = load_classifier(d, data.labels, data.is_regression, data.head)
-        encs[name] = encode_evals(data, tok, task.max_length, task.max_eval_examples)
-        kind = StageKind.TEACHER if i == 0 else StageKind.MODEL
-        stages.append(StageResult(name, model, str(Path(d).resolve()), kind, shape_of(model)))
+        enc = encode_evals(data, tok, task.max_length, task.max_eval_examples)
+        for name, variant, where in _variants(base, model, Path(d), runtimes, work):
+            kind = StageKind.TEACHER if name == "teacher" else StageKind.MODEL
+            stages.append(StageResult(name, variant, str(where.resolve()), kind, shape_of(model)))
+            encs[name] = enc
+            groups.setdefault(base, []).append(name)
     if len({next(iter(e.values())).fingerprint() for e in encs.values()}) > 1:
         raise TinyplmError("bench times every model on the same token ids, but these models use different tokenizers")
     record = RunRecord(task=data.task, metric=data.primary_metric, info={"bench": [str(d) for d in model_dirs]})
     record.stages = measure_stages(stages, Path("/"), data, encs["teacher"], MeasureSpec(rounds=rounds))
+    if runtimes:
+        record.info["fastest"] = fastest_runtimes(record, groups, tolerance)
     return record
+
+
+def _variants(base: str, model, source: Path, runtimes: list[str] | None, work: Path | None):
+    """(stage name, model, its dir) of ``model`` in each runtime asked for (itself when none is)."""
+    from tinyplm.compress.onnx_quant import onnx_fp32
+    from tinyplm.compress.openvino import openvino_float
+    from tinyplm.evaluate.runtime import describe
+
+    own = describe(model).runtime
+    if not runtimes:
+        return [(base, model, source)]
+    out = []
+    for runtime in runtimes:
+        name = "teacher" if base == "teacher" and runtime == runtimes[0] else f"{base}@{runtime}"
+        if runtime == own:
+            out.append((name, model, source))
+        elif own == "torch":
+            folder = Path(work or source) / "bench-exports" / f"{base}-{runtime}"
+            folder.mkdir(parents=True, exist_ok=True)
+            made = onnx_fp32(model, folder) if runtime == "onnxruntime" else openvino_float(model, folder)
+            if runtime == "openvino":
+                from tinyplm.models.openvino import save_openvino
+
+                save_openvino(made.model, folder, made.precision_asked)
+            out.append((name, made, folder))
+    return out
+
+
+def fastest_runtimes(record: RunRecord, groups: dict[str, list[str]], tolerance: float) -> dict[str, dict]:
+    """Per model: its fastest runtime whose primary metric is within ``tolerance`` (absolute) of the
+    model's first runtime's, with every runtime's throughput and metric."""
+    out = {}
+    for base, names in groups.items():
+        rows = [record.stage(n) for n in names]
+        ref = rows[0].metrics.get(record.metric) or 0.0
+        ok = [s for s in rows if (s.metrics.get(record.metric) or 0.0) >= ref - tolerance]
+        pick = max(ok or rows, key=lambda s: s.throughput_sent_per_s)
+        out[base] = {"fastest": pick.name, "runtime": f"{pick.runtime} {pick.precision}", "tolerance": tolerance,
+                     "candidates": {s.name: {"sent_per_s": round(s.throughput_sent_per_s, 1),
+                                             record.metric: s.metrics.get(record.metric)} for s in rows}}
+    return out

@@ -17,14 +17,16 @@ import torch
 import yaml
 
 from tinyplm.config.load import dump_resolved
-from tinyplm.config.schema import RunConfig, student_name
+from tinyplm.config.schema import FinalSpec, RunConfig, student_name
 from tinyplm.distill import PredictionObjective, default_cache_dir
 from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
+from tinyplm.evaluate.speed import protocol
 from tinyplm.files import RESOLVED, claim_run_dir, reuse_finished
 from tinyplm.models import is_complete, load_classifier, quiet_transformers, save_model, shape_of
 from tinyplm.models.infer import cpu_supports_bf16, use_bf16
-from tinyplm.report import RunRecord, best_student, write_all
+from tinyplm.report import RunRecord, write_all
 from tinyplm.report.records import StageKind
+from tinyplm.report.tables import select_final
 from tinyplm.run.compress import run_compress
 from tinyplm.run.inputs import RunInputs, RunPaths, StageData, Teachers
 from tinyplm.run.measure import measure_stages
@@ -111,7 +113,8 @@ def _run_claimed(cfg: RunConfig, paths: RunPaths, checked: Preflight, resumed: b
                        info=run_info(cfg, paths.root, started))
     if acc.is_main_process:
         record.stages = measure_stages(stages, paths.root, inp.data, inp.evals, cfg.measure)
-        finish(record, paths.root)
+        record.info["measurement"] = protocol(cfg.measure, cfg.measure.threads or torch.get_num_threads())
+        finish(record, paths.root, cfg.final)
     acc.wait_for_everyone()
     return record
 
@@ -127,7 +130,7 @@ def _inputs(cfg: RunConfig, paths: RunPaths, checked: Preflight, resumed: bool) 
     precision = cfg.teacher.finetune.precision if cfg.teacher.finetune else "auto"
     teachers = Teachers(teacher, paths.root / "teacher", checked.teacher_dir, precision, cache)
     stage_data = StageData(task, data, tok, train_enc, cfg.augment, cfg.corpus, paths, cache)
-    inp = RunInputs(task, data, tok, train_enc, evals, teachers, stage_data, paths)
+    inp = RunInputs(task, data, tok, train_enc, evals, teachers, stage_data, paths, cfg.measure)
     return inp, StageResult("teacher", teacher, "teacher", StageKind.TEACHER, shape_of(teacher), info=info)
 
 
@@ -169,14 +172,17 @@ def run_info(cfg: RunConfig, run_dir: Path, started: float) -> dict:
     }
 
 
-def finish(record: RunRecord, run_dir: Path) -> None:
-    """Copy the best student to ``model/`` and write every report; results.json marks the run done."""
+def finish(record: RunRecord, run_dir: Path, final: FinalSpec | None = None) -> None:
+    """Copy the final model (``final``'s rule) to ``model/`` and write every report; results.json
+    marks the run done."""
+    final = final or FinalSpec()
     record.info["seconds"] = round(time.time() - record.info["started_unix"], 1)
-    best = best_student(record) or record.teacher
-    if best is not None and best.model_dir:
+    chosen, why = select_final(record, final.rule, final.min_retention)
+    if chosen is not None and chosen.model_dir:
         dst = run_dir / "model"
         if dst.exists():
             shutil.rmtree(dst)
-        shutil.copytree(run_dir / best.model_dir, dst)
-        record.info["final_model"] = best.name
+        shutil.copytree(run_dir / chosen.model_dir, dst)
+        record.info["final_model"] = chosen.name
+        record.info["final_rule"] = why
     write_all(record, run_dir)

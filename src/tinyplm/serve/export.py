@@ -19,15 +19,15 @@ import torch
 
 from tinyplm.config import load_recipe
 from tinyplm.errors import TinyplmError
+from tinyplm.evaluate.agreement import prediction_agreement
 from tinyplm.evaluate.model_eval import encode_evals
 from tinyplm.files import write_json_atomic
 from tinyplm.models import load_classifier, save_model
-from tinyplm.models.infer import logits_to_predictions, predict_logits
 from tinyplm.models.onnx import ONNX_FILE, OrtClassifier, export_onnx
+from tinyplm.models.openvino import OvClassifier
 from tinyplm.models.quantized import QUANT_KEY
 from tinyplm.report import load_record
 from tinyplm.tasks import load_task
-from tinyplm.tasks.heads import Head
 
 PARITY_FILE = "parity.json"
 #: The lowest agreement an export may have before the CLI reports it as failed.
@@ -45,31 +45,6 @@ class Parity:
     max_abs_logit_diff: float | None
     onnx_bytes: int
     note: str = ""
-
-
-def _compare(model, onnx: OrtClassifier, evals: dict, is_regression: bool,
-             head: Head = Head.SEQUENCE) -> tuple[int, float, float]:
-    """(predictions compared, share that agree, largest absolute logit difference over real
-    tokens). A tagger's predictions are every real token's tag; a QA head's are each feature's
-    start and end positions; padding positions are left out."""
-    n, same, worst = 0, 0, 0.0
-    for enc in evals.values():
-        a = predict_logits(model, enc)
-        b = predict_logits(onnx, enc)
-        if a.dim() == 3:
-            real = torch.arange(a.shape[1])[None, :] < torch.as_tensor(enc.lengths())[:, None]
-            if head == Head.SPAN:  # (N, width, 2) -> (N, 2) positions; padding can never win
-                worst = max(worst, float((a - b).abs()[real].max()) if len(a) else 0.0)
-                pa = a.masked_fill(~real[..., None], float("-inf")).argmax(1).numpy()
-                pb = b.masked_fill(~real[..., None], float("-inf")).argmax(1).numpy()
-                n, same = n + pa.size, same + int((pa == pb).sum())
-                continue
-            a, b = a[real], b[real]  # (tokens, K): each real token is one prediction
-        pa, pb = logits_to_predictions(a, is_regression), logits_to_predictions(b, is_regression)
-        n += len(pa)
-        same += int((abs(pa - pb) <= 1e-3).sum()) if is_regression else int((pa == pb).sum())
-        worst = max(worst, float((a - b).abs().max()) if len(a) else 0.0)
-    return n, same / max(n, 1), worst
 
 
 def export_run(run_dir: Path, stages: list[str] | None = None, out_dir: Path | None = None) -> list[Parity]:
@@ -102,6 +77,10 @@ def export_run(run_dir: Path, stages: list[str] | None = None, out_dir: Path | N
             report.append(Parity(name, str(target), n, None, None, (target / ONNX_FILE).stat().st_size,
                                  "already an ONNX Runtime model (quantized); copied"))
             continue
+        if isinstance(model, OvClassifier):  # an OpenVINO graph has no way back to ONNX
+            report.append(Parity(name, "", 0, None, None, 0, "not exported: already an OpenVINO model (its "
+                                 "agreement with its PyTorch parent is in results.json)"))
+            continue
         scheme = (getattr(model.config, QUANT_KEY, None) or {}).get("scheme")
         if scheme == "int8_dynamic":  # torch's quantized::linear_dynamic has no ONNX export
             report.append(Parity(name, "", 0, None, None, 0, "not exported: torch.ao dynamic int8 has no ONNX "
@@ -112,8 +91,9 @@ def export_run(run_dir: Path, stages: list[str] | None = None, out_dir: Path | N
         save_model(onnx, tok, target)
         tmp.unlink(missing_ok=True)
         with torch.inference_mode():
-            n, agreement, worst = _compare(model, onnx, evals, data.is_regression, data.head)
-        report.append(Parity(name, str(target), n, agreement, worst, (target / ONNX_FILE).stat().st_size))
+            agree = prediction_agreement(model, onnx, evals, data.is_regression, data.head)
+        report.append(Parity(name, str(target), agree.examples, agree.agreement, agree.max_abs_logit_diff,
+                             (target / ONNX_FILE).stat().st_size))
     _write(out_dir / PARITY_FILE, report)
     return report
 

@@ -56,6 +56,16 @@ class Encoded:
     def lengths(self) -> np.ndarray:
         return np.fromiter((len(x) for x in self.input_ids), dtype=np.int64, count=len(self))
 
+    def subset(self, indices: Sequence[int]) -> Encoded:
+        """The examples at ``indices`` (in that order) as their own ``Encoded``; sequence heads only
+        (span and token encodings carry per-window metadata that a subset would not match)."""
+        if self.head != Head.SEQUENCE:
+            raise ValueError(f"a subset of a {self.head} encoding would not match its metadata")
+        idx = list(indices)
+        starts = [self.word_starts[i] for i in idx] if self.word_starts is not None else None
+        return Encoded([self.input_ids[i] for i in idx], [self.token_type_ids[i] for i in idx],
+                       self.labels[idx], self.pad_id, starts, self.head)
+
 
 def padded_width(longest: int, multiple: int = 8) -> int:
     """``longest`` rounded up to ``multiple`` (the padded width of a batch)."""

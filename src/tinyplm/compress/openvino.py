@@ -1,0 +1,104 @@
+"""OpenVINO steps: the model converted to OpenVINO IR (run in f32 or bf16), or quantized to int8 by
+NNCF's post-training quantization, optionally accuracy-controlled, optionally with int8 embedding
+tables.
+
+NNCF calibrates activation ranges on ``examples`` random training examples (one example per
+sample, at its own length, as it is deployed). With ``max_drop`` it runs
+``quantize_with_accuracy_control``: layers whose quantization costs most are put back to float
+until the metric on *held-out training examples* (never the dev split we report) drops at most
+``max_drop`` (absolute). ``embeddings`` compresses the word/position embedding tables to int8
+(``nncf.compress_weights``, int8 asymmetric, per row): most of a small model's bytes.
+
+Each returns an :class:`~tinyplm.models.openvino.OvClassifier`; it cannot be trained further, so an
+OpenVINO step ends a ``compress`` list.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tinyplm.models.openvino import OvClassifier, to_openvino
+from tinyplm.tasks.encoding import Encoded, collate, model_inputs
+
+
+def openvino_float(model: torch.nn.Module, work: Path, precision: str = "auto",
+                   embeddings: bool = False) -> OvClassifier:
+    """The model in OpenVINO, run in ``precision`` (``auto``: bf16 where the CPU has it)."""
+    ov_model = to_openvino(model, work)
+    if embeddings:
+        ov_model = _compress_embeddings(ov_model)
+    return OvClassifier(ov_model, model.config, precision, "int8 embeddings" if embeddings else None)
+
+
+def _samples(enc: Encoded, order: list[int]) -> list[dict[str, np.ndarray]]:
+    """One model input per example (batch of 1, its own length), as NNCF's dataset items."""
+    return [{k: v.numpy().astype(np.int64) for k, v in model_inputs(collate(enc, [i])).items()} for i in order]
+
+
+def _split(n: int, calibration: int, control: int, seed: int) -> tuple[list[int], list[int]]:
+    """Disjoint random calibration and held-out control indices of the training set."""
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
+    return order[:calibration], order[calibration:calibration + control]
+
+
+def _quiet_nncf() -> None:
+    logging.getLogger("nncf").setLevel(logging.ERROR)
+
+
+def openvino_int8(model: torch.nn.Module, enc: Encoded, work: Path, *, examples: int = 300, seed: int = 0,
+                  precision: str = "auto", embeddings: bool = False, max_drop: float | None = None,
+                  control_examples: int = 300, is_regression: bool = False) -> OvClassifier:
+    """NNCF int8 post-training quantization of ``model`` (see the module docstring)."""
+    import nncf
+
+    _quiet_nncf()
+    ov_model = to_openvino(model, work)
+    calib, control = _split(len(enc), examples, control_examples if max_drop else 0, seed)
+    dataset = nncf.Dataset(_samples(enc, calib))
+    kwargs = {"model_type": nncf.ModelType.TRANSFORMER, "subset_size": len(calib)}
+    if max_drop is None:
+        quantized = nncf.quantize(ov_model, dataset, **kwargs)
+        how = f"NNCF post-training int8, {len(calib)} calibration examples"
+    else:
+        validation = nncf.Dataset([(s, int(enc.labels[i]) if not is_regression else float(enc.labels[i]))
+                                   for s, i in zip(_samples(enc, control), control, strict=True)])
+        quantized = nncf.quantize_with_accuracy_control(
+            ov_model, dataset, validation, validation_fn=_validation_fn(is_regression), max_drop=max_drop,
+            drop_type=nncf.DropType.ABSOLUTE, **kwargs)
+        how = (f"NNCF accuracy-controlled int8 (max drop {max_drop} on {len(control)} held-out training "
+               f"examples), {len(calib)} calibration examples")
+    if embeddings:
+        quantized = _compress_embeddings(quantized)
+        how += ", int8 embeddings"
+    return OvClassifier(quantized, model.config, precision, how)
+
+
+def _validation_fn(is_regression: bool):
+    """NNCF's ``validation_fn(compiled_model, items) -> metric``: accuracy (negative MSE for a
+    regression head) on the held-out items."""
+
+    def metric(compiled, items) -> float:
+        output = compiled.output(0)
+        scores = []
+        for inputs, label in items:
+            logits = np.asarray(compiled(inputs)[output])
+            if is_regression:
+                scores.append(-float((logits[0, 0] - label) ** 2))
+            else:
+                scores.append(float(int(logits[0].argmax()) == label))
+        return float(np.mean(scores))
+
+    return metric
+
+
+def _compress_embeddings(ov_model):
+    """int8 weight compression of the embedding tables only (their ``Gather`` constants)."""
+    import nncf
+
+    _quiet_nncf()
+    return nncf.compress_weights(ov_model, mode=nncf.CompressWeightsMode.INT8_ASYM,
+                                 ignored_scope=nncf.IgnoredScope(types=["MatMul"]))

@@ -1,0 +1,164 @@
+"""OpenVINO: a classifier converted to OpenVINO IR and run by its CPU plugin.
+
+:func:`to_openvino` converts a PyTorch classifier to an ``openvino.Model`` through our ONNX export
+(the same graph, batch and sequence axes dynamic, that ONNX Runtime runs; converting the ONNX
+file needs nothing beyond ``openvino`` itself). :class:`OvClassifier` runs such a model and answers
+the calls the evaluation and speed code make of a ``transformers`` model, like
+:class:`~tinyplm.models.onnx.OrtClassifier`.
+
+Precision is a property of the compiled model, not of the file: on a CPU with native bf16 (AMX,
+AVX512-BF16) the plugin runs f32 graphs in bf16 by default (``auto``); ``f32`` asks for f32
+(``EXECUTION_MODE_HINT=ACCURACY``). An NNCF-quantized graph runs its MatMuls in int8 and the rest
+in that precision. What ran is read back from the compiled model (:attr:`OvClassifier.precision`)
+and recorded, never assumed.
+
+A model dir in OpenVINO form holds ``model.xml`` + ``model.bin``, ``config.json`` (with
+``tinyplm_format: openvino`` and ``tinyplm_runtime``: runtime, precision, quantization, version)
+and the tokenizer; :func:`tinyplm.models.loading.load_classifier` returns an ``OvClassifier``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from tinyplm.errors import ModelError
+from tinyplm.models.onnx import export_onnx, graph_num_parameters
+
+OV_XML = "model.xml"
+OV_BIN = "model.bin"
+RUNTIME_KEY = "tinyplm_runtime"
+PRECISIONS = ("auto", "f32", "bf16")
+
+
+@lru_cache(maxsize=1)
+def core():
+    """The process-wide ``openvino.Core`` (plugins load once)."""
+    import openvino as ov
+
+    return ov.Core()
+
+
+def version() -> str:
+    import openvino as ov
+
+    return ov.get_version()
+
+
+def to_openvino(model: torch.nn.Module, work: Path):
+    """``model`` (fp32 PyTorch) as an ``openvino.Model``, converted from its ONNX export in ``work``."""
+    import openvino as ov
+
+    Path(work).mkdir(parents=True, exist_ok=True)
+    onnx = export_onnx(model, Path(work) / "for-openvino.onnx")
+    try:
+        return ov.convert_model(str(onnx))
+    finally:
+        onnx.unlink(missing_ok=True)
+
+
+def compile_config(precision: str, threads: int) -> dict[str, str]:
+    """CPU plugin properties: one stream of ``threads`` threads (batches are run one at a time, as
+    every model here is timed) and the precision asked for (``auto`` leaves the plugin's default)."""
+    if precision not in PRECISIONS:
+        raise ModelError(f"OpenVINO precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1", "INFERENCE_NUM_THREADS": str(threads)}
+    if precision == "f32":
+        config.update(EXECUTION_MODE_HINT="ACCURACY", INFERENCE_PRECISION_HINT="f32")
+    elif precision == "bf16":
+        config["INFERENCE_PRECISION_HINT"] = "bf16"
+    return config
+
+
+def save_openvino(ov_model, folder: Path, precision: str) -> Path:
+    """Write ``model.xml``/``model.bin`` into ``folder``. f32 weights stay f32 on disk for an ``f32``
+    model; otherwise the plugin computes in bf16 (or int8) anyway, so they are stored as fp16
+    (OpenVINO's default)."""
+    import openvino as ov
+
+    folder.mkdir(parents=True, exist_ok=True)
+    ov.save_model(ov_model, str(folder / OV_XML), compress_to_fp16=precision != "f32")
+    return folder / OV_XML
+
+
+def runtime_record(precision: str, ran: str, quantization: str | None) -> dict[str, str | None]:
+    """What ``config.json`` records about an OpenVINO model: asked and actual precision."""
+    return {"runtime": "openvino", "precision": precision, "inference_precision": ran,
+            "quantization": quantization, "version": version()}
+
+
+class OvClassifier:
+    """An OpenVINO classifier behind the interface of a ``transformers`` classifier.
+
+    ``source`` is a path to ``model.xml`` or an in-memory ``openvino.Model``; ``config`` is the
+    Hugging Face config of the model it came from (labels, shape: parameter counts are read off it).
+    """
+
+    def __init__(self, source, config, precision: str = "auto", quantization: str | None = None) -> None:
+        self.config, self.precision_asked, self.quantization = config, precision, quantization
+        self.path = Path(source) if isinstance(source, (str, Path)) else None
+        self.model = self._read(source)
+        self.training = False
+        self._threads = 0
+        self._compiled = None
+        self._names: set[str] = set()
+
+    def _read(self, source):
+        if self.path is None:
+            return source
+        try:
+            return core().read_model(str(self.path))
+        except Exception as exc:  # openvino raises RuntimeError subclasses for broken IR files
+            raise ModelError(f"{self.path}: OpenVINO cannot read it ({exc.__class__.__name__}: "
+                             f"{' '.join(str(exc).split())[:300]})") from None
+
+    def _ensure_compiled(self) -> None:
+        """Compile for torch's current thread count (speed runs set it) on first use or when it changed."""
+        threads = torch.get_num_threads()
+        if self._compiled is None or threads != self._threads:
+            self._compiled = core().compile_model(self.model, "CPU", compile_config(self.precision_asked, threads))
+            self._request = self._compiled.create_infer_request()
+            self._names = {name for port in self._compiled.inputs for name in port.get_names()}
+            self._threads = threads
+
+    @property
+    def int8_matmuls(self) -> bool:
+        """True when the graph was quantized (NNCF leaves FakeQuantize nodes the plugin runs in int8)."""
+        return any(op.get_type_name() == "FakeQuantize" for op in self.model.get_ops())
+
+    @property
+    def precision(self) -> str:
+        """The precision the plugin runs non-quantized parts in (``f32`` or ``bf16``)."""
+        self._ensure_compiled()
+        ran = self._compiled.get_property("INFERENCE_PRECISION_HINT")
+        return ran.get_type_name() if hasattr(ran, "get_type_name") else str(ran)
+
+    def __call__(self, input_ids, attention_mask=None, token_type_ids=None, **_) -> SimpleNamespace:
+        self._ensure_compiled()
+        feed = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+        if feed["attention_mask"] is None:
+            feed["attention_mask"] = torch.ones_like(input_ids)
+        if feed["token_type_ids"] is None:
+            feed["token_type_ids"] = torch.zeros_like(input_ids)
+        arrays = {k: v.cpu().numpy().astype(np.int64) for k, v in feed.items() if k in self._names}
+        result = self._request.infer(arrays)
+        logits = np.array(result[self._compiled.output(0)], dtype=np.float32)  # copy: the request reuses it
+        return SimpleNamespace(logits=torch.from_numpy(logits))
+
+    def eval(self) -> OvClassifier:
+        return self
+
+    def train(self, mode: bool = True) -> OvClassifier:
+        if mode:
+            raise ModelError("an OpenVINO model cannot be trained; compress steps after an OpenVINO step are "
+                             "not possible")
+        return self
+
+    def num_parameters(self, exclude_embeddings: bool = False) -> int:
+        """Parameters of the model the graph came from, as its config describes them."""
+        return graph_num_parameters(self.config, exclude_embeddings)
+
