@@ -87,11 +87,14 @@ def _label(ex: QAExample, offs: list[tuple[int, int] | None]) -> tuple[int, int]
 
 @dataclass(frozen=True)
 class Prediction:
-    """One example's best span text and score, and its null (no-answer) score."""
+    """One example's best span text and score, and its null (no-answer) score; ``start``/``end``
+    are the text's character offsets in the context (``-1`` when no span qualified)."""
 
     text: str
     score: float
     null_score: float
+    start: int = -1
+    end: int = -1
 
 
 def predict_answers(examples: Sequence[QAExample], features: QAFeatures, start_logits: Sequence[np.ndarray],
@@ -103,7 +106,7 @@ def predict_answers(examples: Sequence[QAExample], features: QAFeatures, start_l
         by_example.setdefault(owner, []).append(f)
     out = []
     for e, ex in enumerate(examples):
-        best, best_score, null = "", -np.inf, np.inf
+        best, best_score, null, span = "", -np.inf, np.inf, (-1, -1)
         for f in by_example.get(e, []):
             s, t, offs = np.asarray(start_logits[f]), np.asarray(end_logits[f]), features.offsets[f]
             null = min(null, float(s[0] + t[0]))
@@ -117,6 +120,7 @@ def predict_answers(examples: Sequence[QAExample], features: QAFeatures, start_l
                         continue
                     score = float(s[i] + t[j])
                     if score > best_score:
-                        best, best_score = ex.context[offs[i][0] : offs[j][1]], score
-        out.append(Prediction(best, float(best_score), float(null)))
+                        span = (offs[i][0], offs[j][1])
+                        best, best_score = ex.context[span[0] : span[1]], score
+        out.append(Prediction(best, float(best_score), float(null), *span))
     return out
