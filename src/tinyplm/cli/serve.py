@@ -1,0 +1,170 @@
+"""Subcommands that use a model: predict (files in, predictions out) and serve (HTTP)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tinyplm.cli.app import app, err
+
+ModelDir = Annotated[Path, typer.Argument(help="a saved model dir, or a run dir (its model/ is used)")]
+MaxLength = Annotated[int | None, typer.Option(
+    help="max tokens per example (SQuAD: per window); default: the run's task.max_length, else 128")]
+DocStride = Annotated[int | None, typer.Option(help="SQuAD: tokens shared by consecutive windows (default: the "
+                                                    "run's, else 128 or half a window's context room)")]
+MaxQueryLength = Annotated[int | None, typer.Option(help="SQuAD: question tokens kept (default: the run's, else 64)")]
+NullThreshold = Annotated[float | None, typer.Option(
+    help="SQuAD v2.0: answer empty when the no-answer score beats the best span by more (default: 0 for a "
+         "squad_v2 run, else always answer)")]
+Threads = Annotated[int | None, typer.Option(help="torch threads (default: all cores)")]
+
+
+def _settings(max_length, doc_stride, max_query_length, null_threshold) -> dict:
+    return {"max_length": max_length, "doc_stride": doc_stride, "max_query_length": max_query_length,
+            "null_threshold": null_threshold}
+
+
+def _threads(threads: int | None) -> None:
+    if threads is not None:
+        import torch
+
+        from tinyplm.errors import TinyplmError
+
+        if threads < 1:
+            raise TinyplmError(f"--threads: expected at least 1, got {threads}")
+        torch.set_num_threads(threads)
+
+
+@app.command("predict")
+def predict_cmd(
+    model_dir: ModelDir,
+    input_file: Annotated[str, typer.Option("--input", "-i", help="input file, or - for stdin")],
+    output: Annotated[str | None, typer.Option("--output", "-o", help="output file (default: stdout)")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", help="jsonl, csv or tsv (default: from --output's "
+                                                             "suffix, else jsonl)")] = None,
+    input_format: Annotated[str | None, typer.Option(
+        help="text, csv, tsv, jsonl, squad or conll (default: from the input's suffix; .txt: text)")] = None,
+    text_column: Annotated[str | None, typer.Option(
+        help="CSV/TSV/JSONL field of the text (SQuAD: the question; tagger: the words)")] = None,
+    pair_column: Annotated[str | None, typer.Option(help="field of the second text (SQuAD: the context)")] = None,
+    on_error: Annotated[str, typer.Option(help="raise: stop at a bad row, naming it; skip: leave it out and "
+                                               "list it in the --skipped file")] = "raise",
+    skipped: Annotated[Path | None, typer.Option(help="--on-error skip: the side file listing skipped rows "
+                                                      "(default: OUTPUT.skipped.jsonl)")] = None,
+    max_length: MaxLength = None,
+    doc_stride: DocStride = None,
+    max_query_length: MaxQueryLength = None,
+    null_threshold: NullThreshold = None,
+    batch_size: Annotated[int, typer.Option(help="examples per forward pass")] = 64,
+    window: Annotated[int, typer.Option(help="examples read, sorted by length and predicted at once")] = 1024,
+    threads: Threads = None,
+) -> None:
+    """Predict every example of a file with a saved model (any head): one record per input, in
+    input order, written atomically (the output appears only when every row is done).
+
+    Example: tinyplm predict runs/sst2_demo --input reviews.txt --output predictions.jsonl
+    Example: tinyplm predict runs/sst2_demo/model -i ../shared/data/glue/SST-2/dev.tsv -o dev.csv
+    Example: tinyplm predict runs/squad_v1_demo -i questions.jsonl --on-error skip -o answers.jsonl
+    """
+    from tinyplm.errors import TinyplmError
+    from tinyplm.serve.predict import PredictJob, check_job, predict_file
+    from tinyplm.serve.predictor import Predictor
+    from tinyplm.serve.sources import Source, detect_format
+    from tinyplm.serve.writers import output_format
+
+    if batch_size < 1:
+        raise TinyplmError(f"--batch-size: expected at least 1, got {batch_size}")
+    _threads(threads)
+    if skipped is None and on_error == "skip" and output not in (None, "-"):
+        skipped = Path(f"{output}.skipped.jsonl")
+    predictor = Predictor.load(model_dir, batch_size=batch_size,
+                               **_settings(max_length, doc_stride, max_query_length, null_threshold))
+    info = predictor.info
+    source = Source(input_file, detect_format(input_file, info.head, input_format), info.head, text_column,
+                    pair_column, info.task)
+    job = PredictJob(source, output, output_format(output, fmt), on_error, skipped, window)
+    check_job(job)
+    with _progress() as advance:
+        summary = predict_file(predictor, job, advance)
+    line = (f"{summary.predicted} predictions -> {summary.output} ({summary.seconds:.1f} s, "
+            f"{summary.per_second:.0f} examples/s); {info.head} head, max length {info.max_length} "
+            f"({info.max_length_from})")
+    if summary.skipped_file is not None:
+        line += f"; {summary.skipped} rows skipped, listed in {summary.skipped_file}"
+    err.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+class _progress:
+    """A progress bar with examples/s on stderr when it is a terminal; nothing when piped."""
+
+    def __enter__(self):
+        if not err.is_terminal:
+            return None
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self._bar = Progress(SpinnerColumn(), TextColumn("{task.completed} examples"),
+                             TextColumn("{task.fields[rate]}"),
+                             TimeElapsedColumn(), console=err, transient=True)
+        self._bar.start()
+        self._task = self._bar.add_task("predict", total=None, rate="")
+        return self._advance
+
+    def _advance(self, count: int) -> None:
+        self._bar.advance(self._task, count)
+        task = self._bar.tasks[0]
+        rate = task.completed / task.elapsed if task.elapsed else 0.0
+        self._bar.update(self._task, rate=f"{rate:.0f} examples/s")
+
+    def __exit__(self, *exc) -> None:
+        if getattr(self, "_bar", None) is not None:
+            self._bar.stop()
+
+
+@app.command("serve")
+def serve_cmd(
+    model_dir: ModelDir,
+    host: Annotated[str, typer.Option(help="address to listen on (loopback by default: only this machine)")]
+    = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port (0: any free port, printed)")] = 8000,
+    max_batch: Annotated[int, typer.Option(help="most examples in one forward pass (1: no batching)")] = 32,
+    max_wait_ms: Annotated[float, typer.Option(help="how long the oldest request waits for others to join")] = 5.0,
+    max_queue: Annotated[int, typer.Option(help="examples that may wait; beyond, 503 with Retry-After")] = 256,
+    timeout: Annotated[float, typer.Option(help="seconds a request may take before a 504")] = 10.0,
+    max_body_bytes: Annotated[int, typer.Option(help="largest request body (413 beyond)")] = 1_000_000,
+    max_texts: Annotated[int, typer.Option(help="most examples in one request")] = 64,
+    max_chars: Annotated[int, typer.Option(help="most characters in one text")] = 10_000,
+    max_length: MaxLength = None,
+    doc_stride: DocStride = None,
+    max_query_length: MaxQueryLength = None,
+    null_threshold: NullThreshold = None,
+    threads: Threads = None,
+) -> None:
+    """Serve a saved model over HTTP: POST /predict (dynamic batching), GET /health, /ready,
+    /metrics (Prometheus), docs at /docs. SIGTERM or Ctrl-C: finish what was accepted, exit 0.
+
+    Example: tinyplm serve runs/sst2_demo --port 8000
+    Example: curl -s localhost:8000/predict -H 'content-type: application/json' -d '{"text": "a gripping film"}'
+    """
+    from tinyplm.serve.api import Limits
+    from tinyplm.serve.app import ServeSettings, create_app
+    from tinyplm.serve.predictor import Predictor
+    from tinyplm.serve.server import bind, run
+
+    settings = ServeSettings(max_batch, max_wait_ms, max_queue, timeout, Limits(max_body_bytes, max_texts, max_chars))
+    settings.check()
+    _threads(threads)
+    predictor = Predictor.load(model_dir, batch_size=max_batch,
+                               **_settings(max_length, doc_stride, max_query_length, null_threshold))
+    info = predictor.info
+    asgi, state = create_app(predictor, settings)
+    sock = bind(host, port)
+    address = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
+    err.print(f"serving {info.path} ({info.head} head, max length {info.max_length} from {info.max_length_from})",
+              markup=False, highlight=False, soft_wrap=True)
+    run(asgi, sock, grace_s=timeout + 5,
+        on_started=lambda: err.print(f"listening on {address} (docs: {address}/docs); SIGTERM or Ctrl-C stops",
+                                     markup=False, highlight=False, soft_wrap=True))
+    err.print(f"stopped: {json.dumps(state.tally.as_dict())}", markup=False, highlight=False, soft_wrap=True)

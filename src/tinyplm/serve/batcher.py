@@ -1,0 +1,185 @@
+"""Dynamic micro-batching: concurrent requests share one forward pass.
+
+Requests wait in a bounded queue (counted in examples, not requests). One worker task forms
+batches: it waits until ``max_batch`` examples are queued or the oldest request has waited
+``max_wait_s``, whichever is first, then takes the oldest request and fills the batch with the
+queued requests whose examples are nearest to it in length (characters, a cheap stand-in for
+tokens), so a batch pads little and the oldest request is never passed over. The batch runs on
+one inference thread (``run_in_executor``), off the event loop, which meanwhile keeps reading
+and queueing requests; when the forward pass ends the next batch is formed at once from what
+queued up behind it, so under load batches fill without waiting at all.
+
+Back-pressure: a request that would take the queue past ``max_queue`` examples is refused at once
+(:class:`QueueFull`, the server's 503 with ``Retry-After``) rather than left to hang, and every
+request has a deadline (``TimeoutError``; a request that times out while queued leaves the
+queue). :meth:`MicroBatcher.stop` refuses new requests (:class:`Stopped`) and returns when every
+accepted one has been answered.
+
+Why not a batching library: the policy is ~100 lines of asyncio, and owning it lets the queue
+count examples, pick batches by length and report each request's queue and inference time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from tinyplm.serve.records import Input, Prediction
+
+
+class QueueFull(Exception):
+    """The queue has no room for a request's examples (``depth``: examples waiting)."""
+
+    def __init__(self, depth: int, limit: int) -> None:
+        super().__init__(f"the queue holds {depth} examples (limit {limit})")
+        self.depth, self.limit = depth, limit
+
+
+class Stopped(Exception):
+    """The batcher is stopping and takes no new requests."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Where one request's time went: waiting in the queue, and the inference of the batch it was in
+    (tokenising, forward passes and reading the logits back); ``batch`` examples in that batch."""
+
+    queue_s: float
+    infer_s: float
+    batch: int
+
+
+@dataclass(eq=False)
+class _Job:
+    items: list[Input]
+    size: float  # mean characters per example
+    future: asyncio.Future
+    enqueued: float = field(default_factory=time.perf_counter)
+
+
+@dataclass
+class MicroBatcher:
+    """See the module docstring. ``run`` predicts a list of inputs (called on the inference thread);
+    ``on_batch(examples, seconds)`` observes each batch (metrics)."""
+
+    run: Callable[[list[Input]], list[Prediction]]
+    max_batch: int = 32
+    max_wait_s: float = 0.005
+    max_queue: int = 256
+    on_batch: Callable[[int, float], None] | None = None
+    _queue: list[_Job] = field(default_factory=list)
+    _depth: int = 0
+    _closed: bool = False
+    _wake: asyncio.Event | None = None
+    _task: asyncio.Task | None = None
+    _executor: ThreadPoolExecutor | None = None
+
+    @property
+    def depth(self) -> int:
+        """Examples waiting in the queue (not counting the batch being run)."""
+        return self._depth
+
+    def start(self) -> None:
+        """Start the worker on the running event loop."""
+        self._wake = asyncio.Event()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tinyplm-infer")
+        self._task = asyncio.get_running_loop().create_task(self._work())
+
+    async def call(self, fn: Callable[[], object]) -> object:
+        """Run ``fn`` on the inference thread (e.g. warm-up, so it never overlaps a batch)."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+
+    async def stop(self) -> None:
+        """Refuse new requests, answer every queued one, then stop the worker and its thread."""
+        self._closed = True
+        if self._task is not None:
+            self._wake.set()
+            await self._task
+            self._executor.shutdown(wait=True)
+            self._task = None
+
+    async def submit(self, items: Sequence[Input], timeout_s: float) -> tuple[list[Prediction], Timing]:
+        """Queue ``items`` (one request) and wait for their predictions, in order. Raises
+        :class:`QueueFull` or :class:`Stopped` at once, ``TimeoutError`` after ``timeout_s``."""
+        if self._closed or self._task is None:
+            raise Stopped("the server is shutting down")
+        if self._depth + len(items) > self.max_queue:
+            raise QueueFull(self._depth, self.max_queue)
+        job = _Job(list(items), sum(x.size for x in items) / max(1, len(items)),
+                   asyncio.get_running_loop().create_future())
+        self._queue.append(job)
+        self._depth += len(job.items)
+        self._wake.set()
+        try:
+            return await asyncio.wait_for(asyncio.shield(job.future), timeout_s)
+        except TimeoutError:
+            if job in self._queue:  # still waiting: give its place back
+                self._queue.remove(job)
+                self._depth -= len(job.items)
+            job.future.cancel()  # in flight: its result is dropped
+            raise
+
+    async def _work(self) -> None:
+        while True:
+            while not self._queue:
+                if self._closed:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+            await self._gather()
+            await self._infer(self._take())
+
+    async def _gather(self) -> None:
+        """Wait until ``max_batch`` examples are queued or the oldest request's wait is up."""
+        deadline = self._queue[0].enqueued + self.max_wait_s
+        while self._queue and self._depth < self.max_batch and not self._closed:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                return
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), left)
+            except TimeoutError:
+                return
+
+    def _take(self) -> list[_Job]:
+        """The oldest request and the nearest in length, up to ``max_batch`` examples in all (the
+        oldest alone when it holds more)."""
+        if not self._queue:
+            return []
+        oldest = self._queue[0]
+        batch, count = [oldest], len(oldest.items)
+        for job in sorted(self._queue[1:], key=lambda j: abs(j.size - oldest.size)):
+            if count + len(job.items) <= self.max_batch:
+                batch.append(job)
+                count += len(job.items)
+        taken = set(map(id, batch))
+        self._queue = [j for j in self._queue if id(j) not in taken]
+        self._depth -= count
+        return batch
+
+    async def _infer(self, batch: list[_Job]) -> None:
+        """Run one batch on the inference thread and hand each request its predictions."""
+        live = [j for j in batch if not j.future.done()]
+        if not live:
+            return
+        items = [x for j in live for x in j.items]
+        start = time.perf_counter()
+        try:
+            preds = await asyncio.get_running_loop().run_in_executor(self._executor, self.run, items)
+        except Exception as exc:  # the server answers 500: a model failure is not the client's
+            for j in live:
+                if not j.future.done():
+                    j.future.set_exception(exc)
+            return
+        seconds = time.perf_counter() - start
+        if self.on_batch is not None:
+            self.on_batch(len(items), seconds)
+        at = 0
+        for j in live:
+            if not j.future.done():
+                j.future.set_result((preds[at:at + len(j.items)], Timing(start - j.enqueued, seconds, len(items))))
+            at += len(j.items)

@@ -1,0 +1,113 @@
+"""Prediction inputs streamed from a file (or stdin), one :class:`Row` per example, in file order.
+
+Formats (``--input-format``, default from the file name, see :func:`detect_format`):
+
+- ``text``: one example per line (a tagger's line is split into words on whitespace);
+- ``csv`` / ``tsv``: a header line naming the columns (:func:`~tinyplm.serve.fields.default_columns`);
+  CSV with normal quoting, TSV as GLUE writes it (no quoting: a ``"`` is an ordinary character);
+- ``jsonl``: one JSON object per line (``text``/``text_pair``; ``question``/``context``/``id``;
+  ``tokens``), or a bare JSON string as the text;
+- ``squad``: the official SQuAD JSON (``data[].paragraphs[].context/qas[].id/question``; answers
+  are not needed); the only format read whole, as JSON has to be;
+- ``conll``: CoNLL-style tokenised sentences, a word per line (its first column), a blank line
+  between sentences, ``-DOCSTART-`` lines dropped.
+
+Nothing is read ahead beyond the current record, so a file of any size streams. Bytes are decoded
+line by line: an undecodable line, an empty text, a missing field is a :class:`Row` with an
+``error`` (naming the file, line and field), so the caller may stop or skip it. A header without
+the needed column, or an unreadable file, raises ``DataError`` at once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from tinyplm.serve.fields import RowError, build_input, check_text, head_columns
+from tinyplm.serve.records import Input, TextInput, TokensInput
+from tinyplm.serve.sources import Row, Source, decoded_lines
+from tinyplm.serve.table_inputs import read_squad_json, read_table
+from tinyplm.tasks.heads import Head
+
+
+def read_inputs(source: Source, stream: BinaryIO) -> Iterator[Row]:
+    """The rows of ``stream`` in ``source.format`` (see the module docstring)."""
+    if source.format == "text":
+        return _read_text(source, stream)
+    if source.format == "conll":
+        return _read_conll(source, stream)
+    if source.format == "jsonl":
+        return _read_jsonl(source, stream)
+    if source.format == "squad":
+        return read_squad_json(source, stream)
+    return read_table(source, stream)
+
+
+def _read_text(source: Source, stream: BinaryIO) -> Iterator[Row]:
+    for line, text, error in decoded_lines(stream):
+        where = f"{source.name}:{line}"
+        if error:
+            yield Row(line, where, error=f"{where}: {error}")
+            continue
+        if not text.strip():
+            yield Row(line, where, error=f"{where}: empty text (a blank line)")
+            continue
+        try:
+            checked = check_text(text, "line")
+        except RowError as exc:
+            yield Row(line, where, error=f"{where}: {exc}")
+            continue
+        item = TokensInput(tuple(checked.split())) if source.head == Head.TOKEN else TextInput(checked)
+        yield Row(line, where, item)
+
+
+def _read_conll(source: Source, stream: BinaryIO) -> Iterator[Row]:
+    words: list[str] = []
+    first, problem = 0, None
+    for line, text, error in decoded_lines(stream):
+        parts = text.split()
+        if not parts or parts[0] == "-DOCSTART-":
+            if words or problem:
+                yield _sentence(source, first, words, problem)
+            words, problem = [], None
+            continue
+        if not words and not problem:
+            first = line
+        problem = problem or (f"{source.name}:{line}: {error}" if error else None)
+        words.append(parts[0])
+    if words or problem:
+        yield _sentence(source, first, words, problem)
+
+
+def _sentence(source: Source, first: int, words: list[str], problem: str | None) -> Row:
+    where = f"{source.name}:{first}"
+    return Row(first, where, error=problem) if problem else Row(first, where, TokensInput(tuple(words)))
+
+
+def _read_jsonl(source: Source, stream: BinaryIO) -> Iterator[Row]:
+    cols = head_columns(source.head, source.text_column, source.pair_column)
+    for line, text, error in decoded_lines(stream):
+        where = f"{source.name}:{line}"
+        if error:
+            yield Row(line, where, error=f"{where}: {error}")
+            continue
+        if not text.strip():
+            continue  # blank lines separate nothing in JSON lines
+        try:
+            yield Row(line, where, _json_input(text, source.head, cols))
+        except RowError as exc:
+            yield Row(line, where, error=f"{where}: {exc}")
+
+
+def _json_input(text: str, head: Head, cols) -> Input:
+    """One JSON line -> an input (raises :class:`RowError`)."""
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError) as err:
+        raise RowError(f"not valid JSON ({getattr(err, 'msg', str(err)[:80])})") from None
+    if isinstance(obj, str) and head != Head.SPAN:
+        obj = {cols.text: obj}
+    if not isinstance(obj, dict):
+        raise RowError(f"expected a JSON object, got {type(obj).__name__}")
+    return build_input(head, obj, cols)

@@ -1,0 +1,107 @@
+"""Two plain ASGI middlewares around the FastAPI app (plain ASGI: they see every request, errors
+included, and cost next to nothing per request).
+
+- :class:`Accounting` (outermost) counts each request as accepted when it reaches the app and as
+  answered when its response is complete, by status (the Prometheus counters, and the summary the
+  server prints when it stops), and stamps its arrival time for the timing breakdown.
+- :class:`BodyLimit` refuses a body over ``max_bytes`` with ``413`` before the app parses it: at
+  once from ``Content-Length``, or while reading a chunked body, which is buffered up to the limit
+  and then handed to the app whole.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+ARRIVED = "tinyplm_arrived"
+
+
+@dataclass
+class Tally:
+    """Requests that reached the app, and those answered, by HTTP status."""
+
+    accepted: int = 0
+    answered: int = 0
+    status: Counter = field(default_factory=Counter)
+
+    def as_dict(self) -> dict:
+        return {"accepted": self.accepted, "answered": self.answered,
+                "status": {str(k): v for k, v in sorted(self.status.items())}}
+
+
+class Accounting:
+    """See the module docstring; ``on_answer(path, status)`` observes each answered request."""
+
+    def __init__(self, app, tally: Tally, on_answer) -> None:
+        self.app, self.tally, self.on_answer = app, tally, on_answer
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        scope.setdefault("state", {})[ARRIVED] = time.perf_counter()
+        self.tally.accepted += 1
+        status = 500
+
+        async def counted(message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                self.tally.answered += 1
+                self.tally.status[status] += 1
+                self.on_answer(scope["path"], status)
+
+        await self.app(scope, receive, counted)
+
+
+class BodyLimit:
+    """See the module docstring."""
+
+    def __init__(self, app, max_bytes: int, on_reject) -> None:
+        self.app, self.max_bytes, self.on_reject = app, max_bytes, on_reject
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            await self._reject(send, int(declared) if declared.isdigit() else None)
+            return
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the client went away before its body was complete
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_bytes:
+                await self._reject(send, None)
+                return
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _reject(self, send, size: int | None) -> None:
+        self.on_reject()
+        got = f"{size} bytes" if size is not None else "more"
+        body = json.dumps({"error": "request body too large", "kind": "too_large", "problems": [
+            {"field": "body", "expected": f"at most {self.max_bytes} bytes", "got": got}]}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})

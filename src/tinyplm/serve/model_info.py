@@ -1,0 +1,159 @@
+"""What a saved model predicts and how its inputs must be encoded, read from the model dir and,
+when the model sits in a run dir, from the run's recipe.
+
+- ``MODEL_DIR`` may be a model dir (``config.json``) or a run dir (its ``model/`` is used).
+- The head comes from ``config.json``'s ``architectures``, the label names from its ``id2label``
+  (tinyplm saves the task's labels there), regression from ``problem_type`` (or one output).
+- The max length: ``--max-length`` when given; else the ``task.max_length`` the model was trained
+  and evaluated with, from the run's ``config.resolved.yaml`` (beside the model dir: ``RUN/model``,
+  ``RUN/teacher``; or one level up: ``RUN/students/NAME``, ``RUN/export/STAGE``); else 128, the
+  default of ``tinyplm evaluate``, so predictions match its defaults. Never more than the model's
+  position embeddings. ``max_length_from`` says which applied.
+- SQuAD windows (``doc_stride``, ``max_query_length``) follow the same order, with the rules of
+  :meth:`tinyplm.config.TaskSpec.window_stride`; a ``squad_v2`` run turns on the no-answer rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from tinyplm.config import TaskSpec
+from tinyplm.errors import ModelError, TinyplmError
+from tinyplm.files import RESOLVED
+from tinyplm.models.loading import check_model_dir
+from tinyplm.tasks.heads import Head
+
+#: ``tinyplm evaluate``'s default max length, used when nothing records the model's own.
+DEFAULT_MAX_LENGTH = 128
+
+
+@dataclass(frozen=True)
+class RunTask:
+    """The task section of the run a model came from (``None`` fields: not recorded)."""
+
+    recipe: Path
+    name: str | None
+    max_length: int | None
+    doc_stride: int | None
+    max_query_length: int | None
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """A model dir and everything prediction needs to know about it (see the module docstring).
+
+    ``labels`` are the class names (sequence) or tags (token), empty for span and regression
+    models; ``null_threshold`` is set for SQuAD v2.0 models (answer empty when the no-answer
+    score beats the best span by more than it)."""
+
+    path: Path
+    head: Head
+    labels: tuple[str, ...]
+    is_regression: bool
+    max_length: int
+    max_length_from: str
+    task: str | None = None
+    doc_stride: int = 128
+    max_query_length: int = 64
+    null_threshold: float | None = None
+
+    def describe(self) -> dict:
+        """A JSON-able summary (``/ready``, ``predict``'s report)."""
+        out = {"model": str(self.path), "head": str(self.head), "task": self.task, "labels": list(self.labels),
+               "regression": self.is_regression, "max_length": self.max_length,
+               "max_length_from": self.max_length_from}
+        if self.head == Head.SPAN:
+            out.update(doc_stride=self.doc_stride, max_query_length=self.max_query_length,
+                       null_threshold=self.null_threshold)
+        return out
+
+
+def model_dir_of(target: Path) -> Path:
+    """``target`` if it is a model dir, its ``model/`` if it is a run dir; raises ``ModelError``."""
+    target = Path(target).expanduser()
+    if (target / "config.json").is_file() or not (target / "model" / "config.json").is_file():
+        return target  # a model dir, or nothing usable: check_model_dir names what is missing
+    return target / "model"
+
+
+def run_task(model_dir: Path) -> RunTask | None:
+    """The task section of the run ``model_dir`` belongs to, or None when no recipe is found.
+    Raises ``TinyplmError`` naming the recipe file when it is not YAML."""
+    for folder in (model_dir.parent, model_dir.parent.parent):
+        recipe = folder / RESOLVED
+        if recipe.is_file():
+            try:
+                raw = yaml.safe_load(recipe.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+                raise TinyplmError(f"{recipe}: cannot read the run's recipe ({exc.__class__.__name__})") from None
+            task = raw.get("task") if isinstance(raw, dict) else None
+            if not isinstance(task, dict):
+                return None  # a pre-training run: no task section
+            ints = {k: task.get(k) if isinstance(task.get(k), int) else None
+                    for k in ("max_length", "doc_stride", "max_query_length")}
+            name = task.get("name") if isinstance(task.get("name"), str) else None
+            return RunTask(recipe, name, **ints)
+    return None
+
+
+def model_info(target: Path, max_length: int | None = None, doc_stride: int | None = None,
+               max_query_length: int | None = None, null_threshold: float | None = None) -> ModelInfo:
+    """Resolve ``target`` (a model dir or run dir) to a :class:`ModelInfo`; the arguments are the
+    user's explicit choices, which win. Raises ``ModelError`` for a missing or damaged model dir
+    and ``TinyplmError`` for a max length the model cannot take or SQuAD windows without room."""
+    path = model_dir_of(target)
+    cfg = check_model_dir(path)
+    head = Head.of_architectures(cfg.get("architectures") or [])
+    id2label = cfg.get("id2label") or {}
+    try:
+        labels = tuple(id2label[k] for k in sorted(id2label, key=int))
+    except ValueError:
+        raise ModelError(f"{path / 'config.json'}: id2label keys should be class numbers, "
+                         f"got {list(id2label)[:5]}") from None
+    outputs = cfg.get("num_labels") or len(labels) or 2
+    regression = head == Head.SEQUENCE and (cfg.get("problem_type") == "regression" or outputs == 1)
+    if head == Head.SPAN or regression:
+        labels = ()
+    elif not labels:
+        labels = tuple(f"LABEL_{i}" for i in range(outputs))
+    run = run_task(path)
+    length, source = _max_length(max_length, run, cfg, path)
+    spec = _window_spec(run, length, doc_stride, max_query_length) if head == Head.SPAN else None
+    if null_threshold is None and run is not None and run.name == "squad_v2":
+        null_threshold = 0.0
+    return ModelInfo(path=path, head=head, labels=labels, is_regression=regression, max_length=length,
+                     max_length_from=source, task=run.name if run else None,
+                     doc_stride=spec.window_stride() if spec else 128,
+                     max_query_length=spec.max_query_length if spec else 64, null_threshold=null_threshold)
+
+
+def _max_length(asked: int | None, run: RunTask | None, cfg: dict, path: Path) -> tuple[int, str]:
+    """(max length, where it came from); see the module docstring."""
+    positions = cfg.get("max_position_embeddings") if isinstance(cfg.get("max_position_embeddings"), int) else None
+    if asked is not None:
+        if asked < 8:
+            raise TinyplmError(f"--max-length: expected at least 8 tokens, got {asked}")
+        if positions is not None and asked > positions:
+            raise TinyplmError(f"--max-length {asked} is longer than the {positions} positions of {path}")
+        return asked, "--max-length"
+    if run is not None and run.max_length is not None:
+        length, source = run.max_length, f"{run.recipe} (task.max_length, as trained)"
+    else:
+        length, source = DEFAULT_MAX_LENGTH, f"default {DEFAULT_MAX_LENGTH} (as tinyplm evaluate; no run recipe found)"
+    if positions is not None and length > positions:
+        length, source = positions, f"{source}, cut to the model's {positions} positions"
+    return length, source
+
+
+def _window_spec(run: RunTask | None, length: int, doc_stride: int | None, max_query_length: int | None) -> TaskSpec:
+    """The SQuAD window settings as a ``TaskSpec`` (so its checks and default stride apply)."""
+    stride = doc_stride if doc_stride is not None else (run.doc_stride if run else None)
+    query = max_query_length if max_query_length is not None else (run.max_query_length if run else None)
+    try:
+        return TaskSpec(name="squad", max_length=length, doc_stride=stride, max_query_length=query or 64)
+    except ValidationError as exc:  # no room for context in a window
+        raise TinyplmError(f"SQuAD windows: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None

@@ -1,0 +1,138 @@
+"""``tinyplm predict``: stream a file of inputs through a :class:`~tinyplm.serve.predictor.Predictor`
+into a file of predictions.
+
+Rows are read one at a time and gathered into windows of ``window`` examples; each window is
+predicted at once (the predictor sorts it by length into batches, so padding stays small) and
+written back in input order, so memory holds one window whatever the file's size. A file that
+fits in one window is batched exactly as ``tinyplm evaluate`` batches it.
+
+Output goes to a temporary sibling renamed onto ``output`` only when every row is done: an error
+or an interrupt leaves no half-written file (and an older file of that name untouched). On stdout
+records stream as they are made. A bad row (see :mod:`tinyplm.serve.inputs`) stops the run with a
+``DataError`` naming it, or, with ``on_error="skip"``, is left out and listed in the side file
+(JSON lines: ``line``, ``where``, ``error``; written the same atomic way).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from tinyplm.errors import DataError, TinyplmError
+from tinyplm.files import atomic_open
+from tinyplm.serve.inputs import read_inputs
+from tinyplm.serve.predictor import Predictor
+from tinyplm.serve.sources import STDIN, Row, Source, open_binary
+from tinyplm.serve.writers import Writer
+
+ON_ERROR = ("raise", "skip")
+#: Examples predicted at once by default: large enough to sort well by length (and to hold all of
+#: SST-2 dev, so its batches are evaluate's), small enough that memory does not grow with the file.
+WINDOW = 1024
+
+
+@dataclass(frozen=True)
+class PredictJob:
+    """One ``predict`` run: the input ``source``, the ``output`` file (None or ``-``: stdout) and its
+    format, what to do with a bad row, the side file listing skipped rows, and the window size."""
+
+    source: Source
+    output: str | None
+    fmt: str = "jsonl"
+    on_error: str = "raise"
+    skipped: Path | None = None
+    window: int = WINDOW
+
+    @property
+    def to_stdout(self) -> bool:
+        return self.output in (None, STDIN)
+
+
+@dataclass(frozen=True)
+class PredictSummary:
+    """What a run did: predictions written, rows skipped, seconds, and where both went."""
+
+    predicted: int
+    skipped: int
+    seconds: float
+    output: str
+    skipped_file: str | None
+
+    @property
+    def per_second(self) -> float:
+        return self.predicted / self.seconds if self.seconds > 0 else 0.0
+
+
+def check_job(job: PredictJob) -> None:
+    """Raise ``TinyplmError`` for a job that cannot run (before any byte is read or written)."""
+    if job.on_error not in ON_ERROR:
+        raise TinyplmError(f"--on-error: expected one of {', '.join(ON_ERROR)}, got {job.on_error!r}")
+    if job.window < 1:
+        raise TinyplmError(f"--window: expected at least 1 example, got {job.window}")
+    if job.on_error == "skip" and job.skipped is None:
+        raise TinyplmError("--on-error skip with the output on stdout: name the side file for skipped rows "
+                           "with --skipped FILE")
+    if not job.to_stdout and job.source.path != STDIN and Path(job.output).resolve() == Path(job.source.path).resolve():
+        raise TinyplmError(f"{job.output}: the output would replace the input; choose another --output")
+
+
+def predict_file(predictor: Predictor, job: PredictJob, progress: Callable[[int], None] | None = None,
+                 stdout: TextIO | None = None) -> PredictSummary:
+    """Run ``job`` (see the module docstring); ``progress`` is called with the count of each window
+    written. Raises ``DataError`` naming the file and line of a bad row (``on_error="raise"``) or
+    an unreadable input, and ``TinyplmError`` for a job :func:`check_job` refuses."""
+    check_job(job)
+    start, done, skipped = time.perf_counter(), 0, 0
+    out_path = None if job.to_stdout else job.output
+    with (open_binary(job.source.path) as stream, _opened(out_path, stdout or sys.stdout) as fh,
+          _opened(job.skipped, None) as side):
+        writer = Writer(fh, job.fmt, predictor.info, with_line=job.source.format != "squad")
+        window: list[Row] = []
+        for row in read_inputs(job.source, stream):
+            if row.error is not None:
+                skipped += _bad_row(row, job, side)
+                continue
+            window.append(row)
+            if len(window) >= job.window:
+                done += _flush(predictor, window, writer, progress)
+        done += _flush(predictor, window, writer, progress)
+    output = "<stdout>" if job.to_stdout else str(job.output)
+    return PredictSummary(done, skipped, time.perf_counter() - start, output,
+                          str(job.skipped) if job.skipped is not None else None)
+
+
+@contextlib.contextmanager
+def _opened(path: str | Path | None, stream: TextIO | None) -> Iterator[TextIO | None]:
+    """An atomic output file for ``path``, or ``stream`` when ``path`` is None."""
+    if path is None:
+        yield stream
+        return
+    with atomic_open(Path(path)) as fh:
+        yield fh
+
+
+def _bad_row(row: Row, job: PredictJob, side: TextIO | None) -> int:
+    """Stop on ``row`` (``raise``) or list it in the side file (``skip``) -> 1."""
+    if job.on_error == "raise" or side is None:
+        raise DataError(f"{row.error} (--on-error skip leaves such rows out and lists them)")
+    side.write(json.dumps({"line": row.line, "where": row.where, "error": row.error}, ensure_ascii=False) + "\n")
+    return 1
+
+
+def _flush(predictor: Predictor, window: list[Row], writer: Writer, progress: Callable[[int], None] | None) -> int:
+    """Predict and write ``window`` in input order, then empty it -> how many were written."""
+    if not window:
+        return 0
+    for row, pred in zip(window, predictor.predict([r.item for r in window]), strict=True):
+        writer.write(row, pred)
+    count = len(window)
+    window.clear()
+    if progress is not None:
+        progress(count)
+    return count

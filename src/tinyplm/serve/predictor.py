@@ -1,0 +1,151 @@
+"""The one inference path of ``tinyplm predict`` and ``tinyplm serve``: a model, its tokenizer and
+its :class:`~tinyplm.serve.model_info.ModelInfo` turn a list of inputs into predictions.
+
+It is ``tinyplm evaluate``'s path, not a copy of it: inputs become a task ``Split`` and are
+tokenised by :func:`tinyplm.tasks.encoding.encode_split` (same truncation, same max length, same
+SQuAD windows and word alignment), run by :func:`tinyplm.models.infer.predict_logits` (length-sorted
+batches, dynamic padding) and read back with evaluate's rules: arg-max class or regression output
+(:func:`~tinyplm.models.infer.logits_to_predictions`), SQuAD n-best spans
+(:func:`~tinyplm.evaluate.model_eval.span_answers`; v2.0's no-answer threshold as in
+:func:`~tinyplm.evaluate.squad.answers_with_threshold`), the tag at each word's first piece
+(:func:`~tinyplm.tasks.tagging.tags_from_logits`). So a prediction equals evaluate's wherever the
+model's arithmetic does not depend on the batch.
+
+Pair and single-text inputs are encoded apart: a text alone in a batch of pairs would otherwise
+be encoded as a pair with an empty second text, and its prediction would depend on its neighbours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from tinyplm.errors import TinyplmError
+from tinyplm.evaluate.model_eval import span_answers
+from tinyplm.evaluate.squad import answers_with_threshold
+from tinyplm.models import load_classifier
+from tinyplm.models.infer import logits_to_predictions, predict_logits
+from tinyplm.serve.model_info import ModelInfo, model_info
+from tinyplm.serve.records import (
+    INPUT_OF,
+    AnswerPrediction,
+    Input,
+    LabelPrediction,
+    Prediction,
+    QAInput,
+    TagsPrediction,
+    TextInput,
+    TokensInput,
+    ValuePrediction,
+)
+from tinyplm.tasks.base import Example, Split
+from tinyplm.tasks.conll import Sentence
+from tinyplm.tasks.encoding import encode_split
+from tinyplm.tasks.heads import Head
+from tinyplm.tasks.squad import QAExample
+from tinyplm.tasks.tagging import tags_from_logits
+
+#: ``tinyplm evaluate``'s batch size: with it, a file read in one window is batched exactly as evaluate batches.
+BATCH_SIZE = 64
+
+
+@dataclass
+class Predictor:
+    """A loaded model ready to predict (see the module docstring). ``batch_size`` is the largest
+    forward pass; ``forward_passes`` counts them (the server's metrics and tests read it)."""
+
+    model: object
+    tokenizer: object
+    info: ModelInfo
+    batch_size: int = BATCH_SIZE
+    forward_passes: int = 0
+
+    @classmethod
+    def load(cls, target: Path, batch_size: int = BATCH_SIZE, **settings) -> Predictor:
+        """Load a model dir or run dir (``settings``: :func:`~tinyplm.serve.model_info.model_info`'s
+        explicit choices). Raises ``ModelError``/``TinyplmError`` naming the file at fault."""
+        info = model_info(Path(target), **settings)
+        model, tokenizer = load_classifier(info.path, info.labels, info.is_regression, info.head)
+        if info.head == Head.TOKEN and not getattr(tokenizer, "is_fast", False):
+            raise TinyplmError(f"{info.path}: a tagger needs a fast tokenizer (tokenizer.json) to align words")
+        return cls(model, tokenizer, info, batch_size)
+
+    @property
+    def input_type(self) -> type:
+        """The input dataclass this model's head takes."""
+        return INPUT_OF[self.info.head]
+
+    def predict(self, inputs: Sequence[Input]) -> list[Prediction]:
+        """One prediction per input, in input order. Raises ``TinyplmError`` for an input of the
+        wrong kind for this head (a programming error of the caller: readers and the API check)."""
+        inputs = list(inputs)
+        wrong = next((x for x in inputs if not isinstance(x, self.input_type)), None)
+        if wrong is not None:
+            raise TinyplmError(f"a {self.info.head} model takes {self.input_type.__name__}, got {type(wrong).__name__}")
+        if not inputs:
+            return []
+        if self.info.head == Head.SPAN:
+            return self._answers(inputs)
+        if self.info.head == Head.TOKEN:
+            return self._tags(inputs)
+        out: list[Prediction | None] = [None] * len(inputs)
+        for paired in (False, True):  # see the module docstring
+            group = [i for i, x in enumerate(inputs) if (x.text_pair is not None) == paired]
+            if group:
+                for i, pred in zip(group, self._classify([inputs[i] for i in group]), strict=True):
+                    out[i] = pred
+        return out
+
+    def warm_up(self, lengths: Sequence[int] = (8, 24, 56), batches: Sequence[int] = (1, 8)) -> None:
+        """Run a few forward passes of typical shapes (oneDNN builds its kernels on first use)."""
+        word = "the" if self.info.head != Head.SPAN else "what"
+        for n in lengths:
+            text = " ".join([word] * n)
+            for b in batches:
+                if self.info.head == Head.SPAN:
+                    self.predict([QAInput(word, text)] * b)
+                elif self.info.head == Head.TOKEN:
+                    self.predict([TokensInput(tuple(text.split()))] * b)
+                else:
+                    self.predict([TextInput(text)] * b)
+
+    def _logits(self, split: Split):
+        """(encoding, logits) of a split, run as evaluate runs it."""
+        enc = encode_split(split, self.tokenizer, self.info.max_length)
+        self.forward_passes += -(-len(enc) // self.batch_size)
+        return enc, predict_logits(self.model, enc, batch_size=self.batch_size)
+
+    def _classify(self, inputs: list[TextInput]) -> list[Prediction]:
+        examples = [Example(x.text, x.text_pair, 0) for x in inputs]
+        _, logits = self._logits(Split("predict", examples, Path("<input>")))
+        values = logits_to_predictions(logits, self.info.is_regression)
+        if self.info.is_regression:
+            return [ValuePrediction(float(v)) for v in values]
+        probs = torch.softmax(logits, dim=-1).tolist()
+        labels = self.info.labels
+        return [LabelPrediction(labels[int(c)], dict(zip(labels, p, strict=True))) for c, p in zip(values, probs,
+                                                                                                    strict=True)]
+
+    def _answers(self, inputs: list[QAInput]) -> list[Prediction]:
+        examples = [QAExample(x.id or str(i), x.question, x.context, ()) for i, x in enumerate(inputs)]
+        options = {"doc_stride": self.info.doc_stride, "max_query_length": self.info.max_query_length}
+        split = Split("predict", examples, Path("<input>"), Head.SPAN, options)
+        enc, logits = self._logits(split)
+        _, preds = span_answers(split, enc, logits)
+        threshold = self.info.null_threshold
+        texts = answers_with_threshold(preds, threshold) if threshold is not None else [p.text for p in preds]
+        out = []
+        for x, p, text in zip(inputs, preds, texts, strict=True):
+            start, end = (p.start, p.end) if text else (-1, -1)
+            out.append(AnswerPrediction(text, start, end, float(p.score), float(p.null_score), x.id))
+        return out
+
+    def _tags(self, inputs: list[TokensInput]) -> list[Prediction]:
+        tags = self.info.labels
+        sentences = [Sentence(x.tokens, (tags[0],) * len(x.tokens), 0) for x in inputs]
+        enc, logits = self._logits(Split("predict", sentences, Path("<input>"), Head.TOKEN, {"tags": tags}))
+        predicted = tags_from_logits(enc.meta, logits, tags, [len(x.tokens) for x in inputs])
+        return [TagsPrediction(x.tokens, tuple(t)) for x, t in zip(inputs, predicted, strict=True)]

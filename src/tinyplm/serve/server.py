@@ -1,0 +1,68 @@
+"""Run the app with uvicorn on a socket bound here, and stop gracefully.
+
+The socket is bound before uvicorn starts, so a port in use is a one-line ``TinyplmError`` and
+``--port 0`` gets a free port whose number is known (and printed) before the first request.
+
+SIGTERM or SIGINT: uvicorn stops accepting connections, lets open requests finish (at most
+``grace_s``), then runs the app's shutdown, which answers every request still queued. uvicorn then
+re-raises the signal it caught, to end the process the way the signal would have; we install
+handlers that ignore it, so a requested stop ends with exit code 0 and the summary printed.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+from collections.abc import Callable
+
+import uvicorn
+
+from tinyplm.errors import TinyplmError
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port``; raises ``TinyplmError`` when it cannot be bound."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise TinyplmError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --host/--port") \
+            from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def run(app, sock: socket.socket, grace_s: float, on_started: Callable[[], None] | None = None) -> None:
+    """Serve ``app`` on ``sock`` until SIGTERM/SIGINT (see the module docstring); returns after the
+    graceful shutdown. ``on_started`` is called once the server accepts connections."""
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                            timeout_graceful_shutdown=grace_s, timeout_keep_alive=5)
+    server = _Server(config, on_started)
+    previous = {sig: signal.signal(sig, lambda *_: None) for sig in STOP_SIGNALS}
+    try:
+        server.run(sockets=[sock])
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        sock.close()
+    if not server.started:
+        raise TinyplmError("the server did not start (see the messages above)")
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling us when it accepts connections."""
+
+    def __init__(self, config: uvicorn.Config, on_started: Callable[[], None] | None) -> None:
+        super().__init__(config)
+        self._on_started = on_started
+
+    async def startup(self, sockets=None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started and self._on_started is not None:
+            self._on_started()

@@ -1,0 +1,112 @@
+"""Where prediction inputs come from: the :class:`Source` (file or stdin, format, columns), the
+:class:`Row` each reader yields, format detection and line-by-line decoding; the readers are in
+:mod:`tinyplm.serve.inputs` (formats) and :mod:`tinyplm.serve.table_inputs`."""
+
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from tinyplm.errors import DataError, TinyplmError
+from tinyplm.serve.records import Input
+from tinyplm.tasks.heads import Head
+
+FORMATS = ("text", "csv", "tsv", "jsonl", "squad", "conll")
+SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "squad",
+            ".conll": "conll"}
+STDIN = "-"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One input record: its 1-based ``line`` (a sentence's first line; 0 in a JSON document),
+    ``where`` it is for messages (``file:line``, or ``file: data[0].paragraphs[1].qas[2]``), and
+    either the ``item`` or the ``error`` that kept it from being one."""
+
+    line: int
+    where: str
+    item: Input | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Source:
+    """What to read: ``path`` (``-`` for stdin), its ``format``, the columns the user named, and the
+    model's ``head`` and ``task`` (the run's task picks GLUE's columns)."""
+
+    path: str
+    format: str
+    head: Head
+    text_column: str | None = None
+    pair_column: str | None = None
+    task: str | None = None
+
+    @property
+    def name(self) -> str:
+        return "<stdin>" if self.path == STDIN else self.path
+
+
+def detect_format(path: str, head: Head, asked: str | None = None) -> str:
+    """The input format: ``asked`` when given, else from the suffix (``.txt`` and others: ``text``;
+    a tagger's ``.txt`` whose first line is ``-DOCSTART-``: ``conll``). Raises ``TinyplmError``
+    for an unknown format or a plain-text input to a question-answering model."""
+    if asked is not None and asked not in FORMATS:
+        raise TinyplmError(f"--input-format: expected one of {', '.join(FORMATS)}, got {asked!r}")
+    fmt = asked or SUFFIXES.get(Path(path).suffix.lower(), "text")
+    if asked is None and fmt == "text" and head == Head.TOKEN and path != STDIN and _starts_docstart(Path(path)):
+        fmt = "conll"
+    if head == Head.SPAN and fmt in ("text", "conll"):
+        raise TinyplmError(f"{path}: a question-answering model needs a question and a context per example: give "
+                           "CSV/TSV/JSON lines with question and context columns, or the official SQuAD JSON")
+    if fmt == "squad" and head != Head.SPAN:
+        raise TinyplmError(f"{path}: SQuAD JSON is for question-answering models; this one has a {head} head "
+                           "(JSON lines: --input-format jsonl)")
+    return fmt
+
+
+def _starts_docstart(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            return fh.readline().lstrip(b"\xef\xbb\xbf").startswith(b"-DOCSTART-")
+    except OSError:
+        return False
+
+
+@contextmanager
+def open_binary(path: str) -> Iterator[BinaryIO]:
+    """``path`` (or stdin for ``-``) opened for reading bytes; raises ``DataError`` naming it."""
+    if path == STDIN:
+        yield sys.stdin.buffer
+        return
+    try:
+        fh = open(path, "rb")  # closed by the with below
+    except FileNotFoundError:
+        raise DataError(f"{path}: input file not found") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a folder, expected an input file") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    with fh:
+        yield fh
+
+
+def decoded_lines(stream: BinaryIO) -> Iterator[tuple[int, str, str | None]]:
+    """``(line, text, error)`` per line of a byte stream: the text without its line break (a BOM on
+    the first line dropped); an undecodable line comes with ``error`` naming the byte and column and
+    its text decoded with ``surrogateescape`` (never a valid input: :func:`check_text` refuses it)."""
+    for number, raw in enumerate(stream, start=1):
+        raw = raw.removesuffix(b"\n").removesuffix(b"\r")
+        if number == 1:
+            raw = raw.removeprefix(b"\xef\xbb\xbf")
+        try:
+            yield number, raw.decode("utf-8"), None
+        except UnicodeDecodeError as err:
+            yield (number, raw.decode("utf-8", "surrogateescape"),
+                   f"not valid UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1}); save the file as UTF-8")
+
+

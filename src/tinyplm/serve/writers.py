@@ -1,0 +1,86 @@
+"""Prediction records written as JSON lines, CSV or TSV, one per input, in input order.
+
+A record holds the input's ``line`` (its first line in the input file; left out for SQuAD JSON,
+whose questions carry their ``id``) and the prediction of the model's head:
+
+- sequence: ``label`` and ``scores`` (the probability of each label; CSV/TSV: ``score_<label>``
+  columns), or ``value`` for a regression model;
+- span: ``id`` (when the input has one), ``answer``, its character offsets ``start``/``end`` in
+  the context (``-1`` when there is no answer), ``score`` and ``null_score``;
+- token: ``tokens`` and ``tags`` (lists; CSV/TSV: space-separated).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import TextIO
+
+from tinyplm.errors import TinyplmError
+from tinyplm.serve.model_info import ModelInfo
+from tinyplm.serve.records import Prediction
+from tinyplm.serve.sources import Row
+from tinyplm.tasks.heads import Head
+
+OUTPUT_FORMATS = ("jsonl", "csv", "tsv")
+
+
+def output_format(output: str | None, asked: str | None) -> str:
+    """``asked``, else from ``output``'s suffix (``.csv``, ``.tsv``), else ``jsonl``. Raises
+    ``TinyplmError`` for an unknown format."""
+    if asked is not None:
+        if asked not in OUTPUT_FORMATS:
+            raise TinyplmError(f"--format: expected one of {', '.join(OUTPUT_FORMATS)}, got {asked!r}")
+        return asked
+    suffix = Path(output).suffix.lower().lstrip(".") if output else ""
+    return suffix if suffix in OUTPUT_FORMATS else "jsonl"
+
+
+def record(row: Row, pred: Prediction) -> dict:
+    """The JSON record of one prediction (see the module docstring)."""
+    out = {"line": row.line} if row.line else {}
+    return {**out, **pred.as_dict()}
+
+
+def columns(info: ModelInfo, with_line: bool = True) -> list[str]:
+    """The CSV/TSV columns for ``info``'s head."""
+    first = ["line"] if with_line else []
+    if info.head == Head.SPAN:
+        return [*first, "id", "answer", "start", "end", "score", "null_score"]
+    if info.head == Head.TOKEN:
+        return [*first, "tokens", "tags"]
+    if info.is_regression:
+        return [*first, "value"]
+    return [*first, "label", *(f"score_{label}" for label in info.labels)]
+
+
+def flat(row: Row, pred: Prediction) -> dict:
+    """One record as CSV/TSV cells: scores spread over columns, word lists space-joined."""
+    out = record(row, pred)
+    for key in ("tokens", "tags"):
+        if key in out:
+            out[key] = " ".join(out[key])
+    for label, score in out.pop("scores", {}).items():
+        out[f"score_{label}"] = score
+    return out
+
+
+class Writer:
+    """Writes records to a text stream in one of :data:`OUTPUT_FORMATS` (CSV/TSV: a header line
+    first). ``with_line`` False leaves the ``line`` column out (SQuAD JSON input)."""
+
+    def __init__(self, fh: TextIO, fmt: str, info: ModelInfo, with_line: bool = True) -> None:
+        self.fh, self.fmt = fh, fmt
+        self._table = None
+        if fmt != "jsonl":
+            delimiter = "\t" if fmt == "tsv" else ","
+            self._table = csv.DictWriter(fh, fieldnames=columns(info, with_line), delimiter=delimiter,
+                                         extrasaction="ignore", lineterminator="\n")
+            self._table.writeheader()
+
+    def write(self, row: Row, pred: Prediction) -> None:
+        if self._table is None:
+            self.fh.write(json.dumps(record(row, pred), ensure_ascii=False) + "\n")
+        else:
+            self._table.writerow(flat(row, pred))
