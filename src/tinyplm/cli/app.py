@@ -26,7 +26,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 # Not a terminal (logs, CI): a fixed width, so table columns are not squeezed to 80 characters.
-out = Console(width=None if sys.stdout.isatty() else 120)
+out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
 Overrides = Annotated[list[str] | None, typer.Argument(

@@ -15,7 +15,11 @@ OpenVINO step ends a ``compress`` list.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +34,8 @@ def openvino_float(model: torch.nn.Module, work: Path, precision: str = "auto",
     """The model in OpenVINO, run in ``precision`` (``auto``: bf16 where the CPU has it)."""
     ov_model = to_openvino(model, work)
     if embeddings:
-        ov_model = _compress_embeddings(ov_model)
+        with _quiet_nncf():
+            ov_model = _compress_embeddings(ov_model)
     return OvClassifier(ov_model, model.config, precision, "int8 embeddings" if embeddings else None)
 
 
@@ -45,18 +50,33 @@ def _split(n: int, calibration: int, control: int, seed: int) -> tuple[list[int]
     return order[:calibration], order[calibration:calibration + control]
 
 
-def _quiet_nncf() -> None:
-    logging.getLogger("nncf").setLevel(logging.ERROR)
+@contextmanager
+def _quiet_nncf() -> Iterator[None]:
+    """NNCF logs at INFO and draws its own progress bars on stdout (no switch turns them off):
+    keep its warnings and errors, swallow the bars (stdout is where reports and tables go)."""
+    logging.getLogger("nncf").setLevel(logging.WARNING)
+    with contextlib.redirect_stdout(io.StringIO()):
+        yield
 
 
 def openvino_int8(model: torch.nn.Module, enc: Encoded, work: Path, *, examples: int = 300, seed: int = 0,
                   precision: str = "auto", embeddings: bool = False, max_drop: float | None = None,
                   control_examples: int = 300, is_regression: bool = False) -> OvClassifier:
     """NNCF int8 post-training quantization of ``model`` (see the module docstring)."""
+    ov_model = to_openvino(model, work)
+    with _quiet_nncf():
+        quantized, how = _quantize(ov_model, enc, examples, seed, max_drop, control_examples, is_regression)
+        if embeddings:
+            quantized = _compress_embeddings(quantized)
+            how += ", int8 embeddings"
+    return OvClassifier(quantized, model.config, precision, how)
+
+
+def _quantize(ov_model, enc: Encoded, examples: int, seed: int, max_drop: float | None, control_examples: int,
+              is_regression: bool):
+    """NNCF quantization of ``ov_model`` -> (the quantized model, how it was done)."""
     import nncf
 
-    _quiet_nncf()
-    ov_model = to_openvino(model, work)
     calib, control = _split(len(enc), examples, control_examples if max_drop else 0, seed)
     dataset = nncf.Dataset(_samples(enc, calib))
     kwargs = {"model_type": nncf.ModelType.TRANSFORMER, "subset_size": len(calib)}
@@ -71,10 +91,7 @@ def openvino_int8(model: torch.nn.Module, enc: Encoded, work: Path, *, examples:
             drop_type=nncf.DropType.ABSOLUTE, **kwargs)
         how = (f"NNCF accuracy-controlled int8 (max drop {max_drop} on {len(control)} held-out training "
                f"examples), {len(calib)} calibration examples")
-    if embeddings:
-        quantized = _compress_embeddings(quantized)
-        how += ", int8 embeddings"
-    return OvClassifier(quantized, model.config, precision, how)
+    return quantized, how
 
 
 def _validation_fn(is_regression: bool):
@@ -99,6 +116,5 @@ def _compress_embeddings(ov_model):
     """int8 weight compression of the embedding tables only (their ``Gather`` constants)."""
     import nncf
 
-    _quiet_nncf()
     return nncf.compress_weights(ov_model, mode=nncf.CompressWeightsMode.INT8_ASYM,
                                  ignored_scope=nncf.IgnoredScope(types=["MatMul"]))
