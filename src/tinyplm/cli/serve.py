@@ -156,7 +156,7 @@ def serve_cmd(
     settings = ServeSettings(max_batch, max_wait_ms, max_queue, timeout, Limits(max_body_bytes, max_texts, max_chars))
     settings.check()
     _threads(threads)
-    predictor = Predictor.load(model_dir, batch_size=max_batch,
+    predictor = Predictor.load(model_dir, batch_size=max_batch, split_by_length=True,
                                **_settings(max_length, doc_stride, max_query_length, null_threshold))
     info = predictor.info
     asgi, state = create_app(predictor, settings)

@@ -14,6 +14,11 @@ Each ``/predict`` answer carries ``Server-Timing`` (``queue``, ``infer`` and ``a
 ms: waiting for a batch, the batch's inference, and all of the request's time in the app) and
 ``X-Batch-Size`` (the examples in its forward batch), which the load benchmark reads.
 
+Once warmed up, every object alive (the model, the tokenizer, the app) is moved out of the
+garbage collector's sight (``gc.freeze``): a full collection walking them stalled the event loop
+and the batch for ~200 ms every few seconds, which was 1-2% of requests at twice the median
+latency (p99 400 -> 215 ms for MiniLM-L6 at 32 clients).
+
 FastAPI on uvicorn: both maintained and widely deployed; FastAPI gives the request schema, its
 validation and the OpenAPI docs from one pydantic type, and uvicorn shuts down gracefully on
 SIGTERM (stop accepting, finish open requests, then the app's shutdown). Starlette alone would mean
@@ -22,6 +27,7 @@ proportion for one CPU model.
 """
 
 import asyncio
+import gc
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -120,6 +126,8 @@ def _lifespan(state: ServeState):
 async def _warm_up(state: ServeState) -> None:
     if state.settings.warm_up:
         await state.batcher.call(state.predictor.warm_up)
+    gc.collect()
+    gc.freeze()  # see the module docstring
     state.ready = True
     state.metrics.ready.set(1)
 

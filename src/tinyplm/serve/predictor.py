@@ -11,6 +11,14 @@ batches, dynamic padding) and read back with evaluate's rules: arg-max class or 
 (:func:`~tinyplm.tasks.tagging.tags_from_logits`). So a prediction equals evaluate's wherever the
 model's arithmetic does not depend on the batch.
 
+The server may also ask for **length groups** (``split_by_length``, sequence heads): a micro-batch
+of requests has random lengths, and one forward pass pads every example to the longest. The
+examples are then sorted by length and cut into the groups that minimise padded tokens plus
+:data:`PASS_OVERHEAD_TOKENS` per forward pass (:func:`length_groups`, an exact DP over <= a few
+dozen examples). On SST-2 dev, random batches of 32 ran at 122 sentences/s in one pass and 192
+in groups on MiniLM-L6 (222 -> 371 on a 3-layer student; 2 cores). Files need none of this: a
+window sorted by length already makes batches of like lengths, exactly as evaluate's.
+
 Pair and single-text inputs are encoded apart: a text alone in a batch of pairs would otherwise
 be encoded as a pair with an empty second text, and its prediction would depend on its neighbours.
 """
@@ -43,35 +51,59 @@ from tinyplm.serve.records import (
 )
 from tinyplm.tasks.base import Example, Split
 from tinyplm.tasks.conll import Sentence
-from tinyplm.tasks.encoding import encode_split
+from tinyplm.tasks.encoding import encode_split, padded_width
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.squad import QAExample
 from tinyplm.tasks.tagging import tags_from_logits
 
 #: ``tinyplm evaluate``'s batch size: with it, a file read in one window is batched exactly as evaluate batches.
 BATCH_SIZE = 64
+#: What one more forward pass costs, in padded tokens (measured: 32-128 all within 3% on MiniLM-L6).
+PASS_OVERHEAD_TOKENS = 64
+
+
+def length_groups(lengths: Sequence[int], overhead: float = PASS_OVERHEAD_TOKENS,
+                  largest: int | None = None) -> list[list[int]]:
+    """Indices of ``lengths`` sorted by length and cut into groups (forward passes) minimising
+    ``sum(overhead + len(group) * padded width of its longest)``, each of at most ``largest``."""
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    width = [padded_width(lengths[i]) for i in order]
+    largest = largest or len(order)
+    best, cut = [0.0] + [float("inf")] * len(order), [0] * (len(order) + 1)
+    for j in range(1, len(order) + 1):
+        for i in range(max(0, j - largest), j):
+            cost = best[i] + overhead + (j - i) * width[j - 1]
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    groups, j = [], len(order)
+    while j > 0:
+        groups.append(order[cut[j]:j])
+        j = cut[j]
+    return groups[::-1]
 
 
 @dataclass
 class Predictor:
     """A loaded model ready to predict (see the module docstring). ``batch_size`` is the largest
-    forward pass; ``forward_passes`` counts them (the server's metrics and tests read it)."""
+    forward pass; ``split_by_length`` turns on length groups; ``forward_passes`` counts passes."""
 
     model: object
     tokenizer: object
     info: ModelInfo
     batch_size: int = BATCH_SIZE
+    split_by_length: bool = False
     forward_passes: int = 0
 
     @classmethod
-    def load(cls, target: Path, batch_size: int = BATCH_SIZE, **settings) -> Predictor:
+    def load(cls, target: Path, batch_size: int = BATCH_SIZE, split_by_length: bool = False,
+             **settings) -> Predictor:
         """Load a model dir or run dir (``settings``: :func:`~tinyplm.serve.model_info.model_info`'s
         explicit choices). Raises ``ModelError``/``TinyplmError`` naming the file at fault."""
         info = model_info(Path(target), **settings)
         model, tokenizer = load_classifier(info.path, info.labels, info.is_regression, info.head)
         if info.head == Head.TOKEN and not getattr(tokenizer, "is_fast", False):
             raise TinyplmError(f"{info.path}: a tagger needs a fast tokenizer (tokenizer.json) to align words")
-        return cls(model, tokenizer, info, batch_size)
+        return cls(model, tokenizer, info, batch_size, split_by_length)
 
     @property
     def input_type(self) -> type:
@@ -118,9 +150,21 @@ class Predictor:
         self.forward_passes += -(-len(enc) // self.batch_size)
         return enc, predict_logits(self.model, enc, batch_size=self.batch_size)
 
+    def _grouped_logits(self, split: Split) -> torch.Tensor:
+        """Logits of a sequence split run in :func:`length_groups` -> ``(N, labels)``."""
+        enc = encode_split(split, self.tokenizer, self.info.max_length)
+        parts = []
+        for group in length_groups(enc.lengths().tolist(), largest=self.batch_size):
+            parts.append((group, predict_logits(self.model, enc.subset(group), batch_size=len(group))))
+            self.forward_passes += 1
+        logits = torch.empty((len(enc), parts[0][1].shape[-1]), dtype=torch.float32)
+        for group, part in parts:
+            logits[group] = part
+        return logits
+
     def _classify(self, inputs: list[TextInput]) -> list[Prediction]:
-        examples = [Example(x.text, x.text_pair, 0) for x in inputs]
-        _, logits = self._logits(Split("predict", examples, Path("<input>")))
+        split = Split("predict", [Example(x.text, x.text_pair, 0) for x in inputs], Path("<input>"))
+        logits = self._grouped_logits(split) if self.split_by_length else self._logits(split)[1]
         values = logits_to_predictions(logits, self.info.is_regression)
         if self.info.is_regression:
             return [ValuePrediction(float(v)) for v in values]
