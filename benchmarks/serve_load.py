@@ -1,0 +1,445 @@
+"""Load test of ``tinyplm serve``: dynamic batching against one forward pass per request, measured.
+
+    python benchmarks/serve_load.py runs/sst2_demo/model runs/sst2_demo/teacher --requests 2000
+
+For the served model (and the teacher, when a second MODEL_DIR is given), each served twice in
+turn: with batching (``--max-batch 32 --max-wait-ms 5``) and without (``--max-batch 1``: one
+forward pass per request, the naive baseline). Each server is a ``tinyplm serve`` subprocess on a
+free loopback port; the script waits for ``/ready``, then drives it with ``--requests`` requests
+(one SST-2 dev sentence each, read with the sst2 task reader) from 1, 8, 32 and 128 concurrent
+clients, and reports per level: requests/s, sentences/s, p50/p95/p99 latency, non-2xx responses,
+requests without an answer, and the CPU the server and this load generator used (in cores: they
+share this machine). For the served model, each request's time is split (from the server's
+``Server-Timing`` header) into queueing, inference of its batch, the rest of its time in the app
+(parsing, validation, serialising) and outside the app (HTTP on both ends, this client).
+Beside them: each model's in-process batch throughput (``tinyplm.evaluate.speed.measure_speed``,
+batches of ``--max-batch`` sorted by length) and the agreement of serve's and predict's labels
+with ``tinyplm evaluate``'s on all of SST-2 dev.
+
+Then two robustness checks on the served model: a flood (``--flood-requests`` at once against a
+queue of ``--flood-queue`` examples: every request must get a 2xx or a 503, none lost or hanging)
+and SIGTERM in the middle of a load (the server must exit 0 having answered every request it
+accepted, and every such answer must reach its client).
+
+The load generator is a plain asyncio client (keep-alive HTTP/1.1 connections, one write per
+request), not locust: one process with bounded counts, exact per-request records (status, latency,
+timing headers, errors) and the SIGTERM choreography in plain code, where locust would add a gevent
+runtime and aggregate away what is checked here; and not httpx for the load itself, whose ~2 ms of
+client CPU per request would be taken from the server on this 2-core machine (httpx only polls
+``/ready``).
+Prints the JSON; its last output line is the JSON's path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+# --------------------------------------------------------------------------- a server subprocess
+
+
+class Server:
+    """``tinyplm serve MODEL ARGS`` on a free loopback port; its stderr is kept (the port, and the
+    summary it prints when it stops)."""
+
+    def __init__(self, model: str, args: list[str]) -> None:
+        cmd = [sys.executable, "-m", "tinyplm.cli", "serve", model, "--port", "0", *args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+        self.lines: list[str] = []
+        self.polls = 0  # answers to our own /ready polls (the server counts them too)
+        self._port = threading.Event()
+        self.url = ""
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stderr:
+            self.lines.append(line.rstrip("\n"))
+            found = re.search(r"listening on (http://\S+?)(?: |$)", line)
+            if found:
+                self.url = found.group(1)
+                self._port.set()
+
+    def wait_ready(self, timeout: float = 300) -> None:
+        """Wait for the port, then for ``/ready``; raises ``RuntimeError`` with the server's output."""
+        if not self._port.wait(timeout):
+            raise RuntimeError("the server did not start:\n" + "\n".join(self.lines[-20:]))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                status = httpx.get(self.url + "/ready", timeout=5).status_code
+                self.polls += 1
+                if status == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("the server never became ready:\n" + "\n".join(self.lines[-20:]))
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU seconds of the server process so far."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK
+
+    def stop(self, timeout: float = 60) -> dict:
+        """SIGTERM, wait; -> exit code and the summary the server printed (``stopped: {...}``)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        time.sleep(0.1)  # the reader thread takes the last lines
+        summary = next((json.loads(line.split("stopped: ", 1)[1]) for line in self.lines if "stopped: " in line), None)
+        return {"exit_code": code, "summary": summary}
+
+
+# --------------------------------------------------------------------------- the load generator
+
+
+@dataclass
+class Record:
+    """One request as the client saw it."""
+
+    index: int
+    status: int | None = None  # None: no answer (error or client timeout)
+    error: str | None = None
+    latency_s: float = 0.0
+    timing: dict = field(default_factory=dict)  # Server-Timing durations, ms
+    batch: int = 0
+    label: str | None = None
+
+
+def _timing(header: str) -> dict:
+    out = {}
+    for part in header.split(","):
+        name, _, rest = part.strip().partition(";dur=")
+        if rest:
+            out[name] = float(rest)
+    return out
+
+
+class Connection:
+    """A keep-alive HTTP/1.1 connection that writes each request in one piece and reads
+    ``Content-Length`` answers (all that ``tinyplm serve`` sends): a few dozen microseconds of CPU
+    per request, where httpx spends milliseconds, which on a shared 2-core machine would come out of
+    the server's share."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader = self.writer = None
+
+    async def post(self, path: str, body: bytes) -> tuple[int, dict, bytes]:
+        """(status, lower-cased headers, body); raises ``OSError``/``asyncio.IncompleteReadError``."""
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        head = (f"POST {path} HTTP/1.1\r\nhost: {self.host}\r\ncontent-type: application/json\r\n"
+                f"content-length: {len(body)}\r\n\r\n").encode()
+        try:
+            self.writer.write(head + body)
+            lines = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+            headers = dict(line.lower().split(": ", 1) for line in lines[1:] if ": " in line)
+            payload = await self.reader.readexactly(int(headers.get("content-length", 0)))
+        except BaseException:
+            self.close()
+            raise
+        if headers.get("connection") == "close":
+            self.close()
+        return int(lines[0].split()[1]), headers, payload
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+
+async def drive(url: str, texts: list[str], count: int, concurrency: int, timeout: float = 60.0,
+                stop_at: int | None = None, on_stop=None, warm_up: int = 0, on_start=None) -> list[Record]:
+    """``count`` POST /predict requests (text ``i`` cycling through ``texts``) from ``concurrency``
+    clients, each on its own keep-alive connection, after ``warm_up`` untimed requests on the same
+    connections (so no timed request pays for a new connection; ``on_start`` is called when the
+    timed part begins); ``on_stop`` is called once
+    ``stop_at`` requests have ended (the SIGTERM test)."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    conns = [Connection(host, int(port)) for _ in range(concurrency)]
+    try:
+        if warm_up:
+            await _run(conns, texts, [Record(i) for i in range(warm_up)], timeout)
+        if on_start is not None:
+            on_start()
+        return await _run(conns, texts, [Record(i) for i in range(count)], timeout, stop_at, on_stop)
+    finally:
+        for conn in conns:
+            conn.close()
+
+
+async def _run(conns: list[Connection], texts: list[str], records: list[Record], timeout: float,
+               stop_at: int | None = None, on_stop=None) -> list[Record]:
+    """``records`` sent by one worker per connection, each taking the next unsent one."""
+    bodies = [json.dumps({"text": t}).encode() for t in texts]
+    next_index, ended = 0, 0
+
+    async def worker(conn: Connection) -> None:
+        nonlocal next_index, ended
+        while next_index < len(records):
+            rec = records[next_index]
+            next_index += 1
+            start = time.perf_counter()
+            try:
+                body = bodies[rec.index % len(bodies)]
+                status, headers, payload = await asyncio.wait_for(conn.post("/predict", body), timeout)
+                rec.status, rec.batch = status, int(headers.get("x-batch-size", 0))
+                rec.timing = _timing(headers.get("server-timing", ""))
+                if status == 200:
+                    rec.label = json.loads(payload)["prediction"].get("label")
+            except (OSError, asyncio.IncompleteReadError, TimeoutError) as exc:
+                rec.error = type(exc).__name__
+            rec.latency_s = time.perf_counter() - start
+            ended += 1
+            if on_stop is not None and ended == stop_at:
+                on_stop()
+
+    await asyncio.gather(*(worker(conn) for conn in conns))
+    return records
+
+
+def level_stats(records: list[Record], seconds: float, server_cpu: float, client_cpu: float,
+                breakdown: bool) -> dict:
+    """One concurrency level's figures (see the module docstring)."""
+    ok = [r for r in records if r.status is not None and 200 <= r.status < 300]
+    lat = np.array([r.latency_s * 1000 for r in ok]) if ok else np.zeros(1)
+    out = {"requests": len(records), "seconds": round(seconds, 3), "requests_per_s": round(len(ok) / seconds, 1),
+           "sentences_per_s": round(len(ok) / seconds, 1),
+           "latency_ms": {f"p{q}": round(float(np.percentile(lat, q)), 2) for q in (50, 95, 99)},
+           "non_2xx": sum(1 for r in records if r.status is not None and not 200 <= r.status < 300),
+           "no_answer": sum(1 for r in records if r.status is None),
+           "mean_batch": round(float(np.mean([r.batch for r in ok])), 2) if ok else 0.0,
+           "server_cpu_cores": round(server_cpu / seconds, 2), "client_cpu_cores": round(client_cpu / seconds, 2)}
+    if breakdown and ok:
+        queue = np.mean([r.timing.get("queue", 0) for r in ok])
+        infer = np.mean([r.timing.get("infer", 0) for r in ok])
+        app = np.mean([r.timing.get("app", 0) for r in ok])
+        out["breakdown_mean_ms"] = {"queue": round(float(queue), 2), "inference": round(float(infer), 2),
+                                    "app_http_validation": round(float(app - queue - infer), 2),
+                                    "outside_app_http_and_client": round(float(lat.mean() - app), 2),
+                                    "total": round(float(lat.mean()), 2)}
+    return out
+
+
+def run_levels(server: Server, texts: list[str], levels: list[int], requests: int, breakdown: bool) -> list[dict]:
+    """Each concurrency level in turn, after an untimed warm-up of a few requests per connection."""
+    out = []
+    for concurrency in levels:
+        marks: dict = {}
+
+        def mark(marks: dict = marks) -> None:  # after the warm-up: the timed part starts here
+            marks.update(cpu=server.cpu_seconds(), client=time.process_time(), start=time.perf_counter())
+
+        records = asyncio.run(drive(server.url, texts, requests, concurrency, warm_up=4 * concurrency,
+                                    on_start=mark))
+        seconds = time.perf_counter() - marks["start"]
+        cpu0, client0 = marks["cpu"], marks["client"]
+        stats = level_stats(records, seconds, server.cpu_seconds() - cpu0, time.process_time() - client0, breakdown)
+        print(json.dumps({"concurrency": concurrency, **stats}), file=sys.stderr, flush=True)
+        out.append({"concurrency": concurrency, **stats})
+    return out
+
+
+# --------------------------------------------------------------------------- side checks
+
+
+def sst2_dev(data_dir: str | None):
+    """The SST-2 dev split, read by the sst2 task reader."""
+    from tinyplm import tasks
+
+    return tasks.get("sst2", data_dir).read("dev")
+
+
+def agreement(model_dir: str, split, served: list[str | None]) -> dict:
+    """Share of SST-2 dev where serve's and predict's labels equal ``tinyplm evaluate``'s (its
+    code path: encode the split, ``predict_logits`` in batches of 64, arg-max)."""
+    import tempfile
+
+    from tinyplm.models import load_classifier
+    from tinyplm.models.infer import logits_to_predictions, predict_logits
+    from tinyplm.serve.model_info import model_info
+    from tinyplm.serve.predict import PredictJob, predict_file
+    from tinyplm.serve.predictor import Predictor
+    from tinyplm.serve.sources import Source
+    from tinyplm.tasks.encoding import encode_split
+
+    info = model_info(Path(model_dir))
+    model, tok = load_classifier(info.path, info.labels, info.is_regression, info.head)
+    evaluated = logits_to_predictions(predict_logits(model, encode_split(split, tok, info.max_length)), False)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "predictions.jsonl"
+        predict_file(Predictor.load(Path(model_dir)), PredictJob(Source(str(split.source), "tsv", info.head,
+                                                                        task="sst2"), str(out)))
+        predicted = [json.loads(line)["label"] for line in out.read_text().splitlines()]
+    index = {label: i for i, label in enumerate(info.labels)}
+    n = len(evaluated)
+    return {"examples": n, "max_length": info.max_length, "max_length_from": info.max_length_from,
+            "serve_vs_evaluate": sum(index.get(s) == e for s, e in zip(served, evaluated, strict=True)) / n,
+            "predict_vs_evaluate": sum(index[p] == e for p, e in zip(predicted, evaluated, strict=True)) / n}
+
+
+def in_process_speed(model_dir: str, split, batch: int) -> dict:
+    """The model's batch throughput in this process (``measure_speed``, batches sorted by length)."""
+    from tinyplm.config import MeasureSpec
+    from tinyplm.evaluate.speed import measure_speed
+    from tinyplm.models import load_classifier
+    from tinyplm.serve.model_info import model_info
+    from tinyplm.tasks.encoding import encode_split
+
+    info = model_info(Path(model_dir))
+    model, tok = load_classifier(info.path, info.labels, info.is_regression, info.head)
+    enc = encode_split(split, tok, info.max_length)
+    spec = MeasureSpec(throughput_batch=batch, throughput_sentences=len(enc), latency_sentences=min(200, len(enc)),
+                       rounds=3, warmup=5)
+    speed = measure_speed({"m": model}, enc, spec)["m"]
+    return {"throughput_sent_per_s": round(speed.throughput_sent_per_s, 1), "batch": batch,
+            "latency_ms_p50_b1": round(speed.latency_ms_p50_b1, 2)}
+
+
+def flood(model: str, texts: list[str], count: int, queue: int, args) -> dict:
+    """``count`` requests at once against a queue of ``queue`` examples: each must get 2xx or 503."""
+    server = Server(model, [*server_args(args, args.max_batch), "--max-queue", str(queue),
+                            "--max-texts", str(min(queue, 64))])
+    server.wait_ready()
+    records = asyncio.run(drive(server.url, texts, count, concurrency=count, timeout=120))
+    stopped = server.stop()
+    ok = sum(1 for r in records if r.status is not None and 200 <= r.status < 300)
+    busy = sum(1 for r in records if r.status == 503)
+    return {"requests": count, "concurrency": count, "max_queue": queue, "answered_2xx": ok, "answered_503": busy,
+            "other_status": sum(1 for r in records if r.status is not None) - ok - busy,
+            "no_answer": sum(1 for r in records if r.status is None), "all_2xx_or_503": ok + busy == count,
+            "server": stopped}
+
+
+def sigterm(model: str, texts: list[str], count: int, concurrency: int, after: int, args) -> dict:
+    """SIGTERM after ``after`` answers of a ``count``-request load: every request the server accepted
+    must be answered, every answer must reach its client, and the server must exit 0."""
+    server = Server(model, server_args(args, args.max_batch))
+    server.wait_ready()
+    records = asyncio.run(drive(server.url, texts, count, concurrency, stop_at=after,
+                                on_stop=lambda: server.proc.send_signal(signal.SIGTERM)))
+    stopped = server.stop()
+    received = sum(1 for r in records if r.status is not None) + server.polls
+    summary = stopped["summary"] or {}
+    return {"requests": count, "concurrency": concurrency, "sigterm_after_answers": after,
+            "answered": sum(1 for r in records if r.status is not None),
+            "answered_2xx": sum(1 for r in records if r.status is not None and 200 <= r.status < 300),
+            "not_accepted": sum(1 for r in records if r.status is None),
+            "server": stopped, "exit_code_0": stopped["exit_code"] == 0,
+            "all_accepted_answered": bool(summary) and summary.get("accepted") == summary.get("answered") == received}
+
+
+# --------------------------------------------------------------------------- main
+
+
+def server_args(args, max_batch: int) -> list[str]:
+    out = ["--max-batch", str(max_batch), "--max-wait-ms", str(args.max_wait_ms), "--max-queue", str(args.max_queue)]
+    return out + (["--threads", str(args.threads)] if args.threads else [])
+
+
+def serve_runs(name: str, model: str, texts: list[str], args) -> tuple[list[dict], list[str | None]]:
+    """The model served with and without batching, every level; -> (runs, serve's dev labels)."""
+    runs, labels = [], []
+    for batching in (True, False):
+        max_batch = args.max_batch if batching else 1
+        print(f"# {name}: {model}, max batch {max_batch}", file=sys.stderr, flush=True)
+        server = Server(model, server_args(args, max_batch))
+        server.wait_ready()
+        levels = run_levels(server, texts, args.levels, args.requests, breakdown=True)
+        if batching:  # every dev sentence once, to compare serve's labels with evaluate's
+            labels = [r.label for r in asyncio.run(drive(server.url, texts, len(texts), 32))]
+        runs.append({"model": name, "model_dir": model, "batching": batching, "max_batch": max_batch,
+                     "max_wait_ms": args.max_wait_ms, "levels": levels, "stop": server.stop()})
+    return runs, labels
+
+
+def at_level(run: dict, concurrency: int) -> dict:
+    return next((lv for lv in run["levels"] if lv["concurrency"] == concurrency), {})
+
+
+def checks(runs: list[dict], result: dict) -> dict:
+    """The acceptance figures at concurrency 32: batched over unbatched sentences/s, p99, non-2xx."""
+    out = {}
+    for name in dict.fromkeys(r["model"] for r in runs):
+        on = at_level(next(r for r in runs if r["model"] == name and r["batching"]), 32)
+        off = at_level(next(r for r in runs if r["model"] == name and not r["batching"]), 32)
+        if on and off:
+            out[name] = {"speedup_sent_per_s_at_32": round(on["sentences_per_s"] / off["sentences_per_s"], 2),
+                         "p99_ms_batched_at_32": on["latency_ms"]["p99"],
+                         "non_2xx_below_queue_limit": sum(lv["non_2xx"] + lv["no_answer"] for r in runs
+                                                          if r["model"] == name for lv in r["levels"])}
+    out["flood_all_2xx_or_503"] = result["flood"]["all_2xx_or_503"]
+    out["sigterm_all_accepted_answered"] = result["sigterm"]["all_accepted_answered"]
+    out["sigterm_exit_0"] = result["sigterm"]["exit_code_0"]
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("model_dirs", nargs="+", help="the served model, then optionally the teacher (model or run dirs)")
+    p.add_argument("--requests", type=int, default=1000, help="requests per concurrency level and server")
+    p.add_argument("--levels", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8, 32, 128],
+                   help="concurrency levels, comma-separated (default 1,8,32,128)")
+    p.add_argument("--max-batch", type=int, default=32)
+    p.add_argument("--max-wait-ms", type=float, default=5.0)
+    p.add_argument("--max-queue", type=int, default=256, help="the servers' queue (examples)")
+    p.add_argument("--threads", type=int, default=None, help="the servers' torch threads (default: all cores)")
+    p.add_argument("--flood-requests", type=int, default=400)
+    p.add_argument("--flood-queue", type=int, default=32)
+    p.add_argument("--sigterm-requests", type=int, default=2000)
+    p.add_argument("--data-dir", default=None, help="GLUE folder (default TINYPLM_DATA or ../shared/data/glue)")
+    p.add_argument("--out", type=Path, default=REPO / "runs" / "serve_load")
+    args = p.parse_args()
+    if len(args.model_dirs) > 2:
+        p.error("give the served model and at most one teacher")
+    split = sst2_dev(args.data_dir)
+    texts = [ex.text for ex in split.examples]
+    names = ["model", "teacher"][: len(args.model_dirs)]
+    result: dict = {"machine": {"cpus": os.cpu_count(), "loadavg_at_start": os.getloadavg(),
+                                "note": "every server and this load generator share this machine's cores; "
+                                        "server_cpu_cores and client_cpu_cores say how much each used"},
+                    "data": {"task": "sst2", "split": str(split.source), "sentences": len(texts)},
+                    "settings": {k: v for k, v in vars(args).items() if k != "out"} | {"out": str(args.out)},
+                    "in_process": {}, "runs": [], "agreement": {}}
+    for name, model in zip(names, args.model_dirs, strict=True):
+        result["in_process"][name] = in_process_speed(model, split, args.max_batch)
+        runs, served = serve_runs(name, model, texts, args)
+        result["runs"] += runs
+        result["agreement"][name] = agreement(model, split, served)
+    result["flood"] = flood(args.model_dirs[0], texts, args.flood_requests, args.flood_queue, args)
+    result["sigterm"] = sigterm(args.model_dirs[0], texts, args.sigterm_requests, 32, args.sigterm_requests // 10, args)
+    result["checks"] = checks(result["runs"], result)
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "serve_load.json"
+    from tinyplm.files import write_json_atomic
+
+    write_json_atomic(path, result)
+    print(json.dumps(result, indent=1))
+    print(path)
+
+
+if __name__ == "__main__":
+    main()
