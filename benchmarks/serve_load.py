@@ -65,6 +65,7 @@ class Server:
                                      env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
         self.lines: list[str] = []
         self.polls = 0  # answers to our own /ready polls (the server counts them too)
+        self.signalled = False
         self._port = threading.Event()
         self.url = ""
         threading.Thread(target=self._read, daemon=True).start()
@@ -98,10 +99,15 @@ class Server:
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / TICK
 
-    def stop(self, timeout: float = 60) -> dict:
-        """SIGTERM, wait; -> exit code and the summary the server printed (``stopped: {...}``)."""
-        if self.proc.poll() is None:
+    def terminate(self) -> None:
+        """Send SIGTERM once (a second one is not a graceful stop's business)."""
+        if not self.signalled and self.proc.poll() is None:
+            self.signalled = True
             self.proc.send_signal(signal.SIGTERM)
+
+    def stop(self, timeout: float = 60) -> dict:
+        """SIGTERM (unless sent already), wait; -> exit code and the summary the server printed."""
+        self.terminate()
         try:
             code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -340,7 +346,7 @@ def sigterm(model: str, texts: list[str], count: int, concurrency: int, after: i
     server = Server(model, server_args(args, args.max_batch))
     server.wait_ready()
     records = asyncio.run(drive(server.url, texts, count, concurrency, stop_at=after,
-                                on_stop=lambda: server.proc.send_signal(signal.SIGTERM)))
+                                on_stop=server.terminate))
     stopped = server.stop()
     received = sum(1 for r in records if r.status is not None) + server.polls
     summary = stopped["summary"] or {}

@@ -146,6 +146,15 @@ README_LINES: dict[str, Way] = {
         "minutes; sst2|mrpc is the README's either-or"),
     "python benchmarks/pretrain_objectives.py --budget-minutes 10": Way(
         None, "cheap check only: pre-trains one model per objective, then fine-tunes each on two tasks"),
+    "tinyplm predict runs/sst2_demo --input reviews.txt --output predictions.jsonl": Way(
+        "test_predict_line", "as written, on a run dir laid out as tinyplm writes one (config.resolved.yaml with "
+        "task.max_length 32; model/ the tiny teacher) and a reviews.txt of tiny sentences"),
+    "tinyplm serve runs/sst2_demo --port 8000": Way(
+        None, "cheap check only: a server runs until it is stopped; tests/serve/test_serve_process.py starts the "
+        "real one on a tiny model and stops it with SIGTERM mid-load"),
+    "python benchmarks/serve_load.py runs/sst2_demo/model runs/sst2_demo/teacher --requests 2000": Way(
+        None, "cheap check only: minutes of load on four servers; tests/serve/test_serve_process.py runs its flood "
+        "and SIGTERM checks on a tiny model"),
 }
 
 
@@ -631,6 +640,24 @@ def test_fit_mlm_head_then_augment(world: World) -> None:
     assert len(rows) == len(train) * (1 + 2)  # the originals, then --copies 2 of each
     assert [r["text"] for r in rows[:len(train)]] == train
     assert all(r["text"] and r["text_pair"] and r["label"] in (0, 1) for r in rows)
+
+
+def test_predict_line(world: World) -> None:
+    """predict on a run dir: one record per line of reviews.txt, in order, at the run's max length."""
+    import shutil
+
+    run = world.cwd / "runs" / "sst2_demo"
+    if not run.exists():
+        shutil.copytree(world.names["teacher"], run / "model")
+        (run / "config.resolved.yaml").write_text(yaml.safe_dump({"name": "sst2_demo",
+                                                                  "task": {"name": "sst2", "max_length": 32}}))
+    reviews = [_sentence(random.Random(i), i % 2) for i in range(20)]
+    (world.cwd / "reviews.txt").write_text("\n".join(reviews) + "\n", encoding="utf-8")
+    result = run_line("tinyplm predict runs/sst2_demo --input reviews.txt --output predictions.jsonl", world)
+    ok(result)
+    preds = [json.loads(x) for x in (world.cwd / "predictions.jsonl").read_text().splitlines()]
+    assert [p["line"] for p in preds] == list(range(1, 21)) and all(p["label"] in p["scores"] for p in preds)
+    assert "max length 32" in result.stderr
 
 
 def test_world_is_laid_out_like_the_repository(world: World) -> None:

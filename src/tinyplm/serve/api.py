@@ -51,15 +51,15 @@ def _non_empty(value: str) -> str:
 
 def _example_model(head: Head, limits: Limits) -> type[BaseModel]:
     """The pydantic model of one example for ``head``."""
-    text = Annotated[str, Field(max_length=limits.max_chars), AfterValidator(_non_empty)]
-    word = Annotated[str, Field(min_length=1, max_length=limits.max_chars, pattern=r"^\S+$")]
+    Text = Annotated[str, Field(max_length=limits.max_chars), AfterValidator(_non_empty)]
+    Word = Annotated[str, Field(min_length=1, max_length=limits.max_chars, pattern=r"^\S+$")]
 
     if head == Head.SPAN:
         class QuestionExample(_Strict):
             """A question on a context."""
 
-            question: text
-            context: text
+            question: Text
+            context: Text
             id: str | None = None
 
         return QuestionExample
@@ -67,8 +67,8 @@ def _example_model(head: Head, limits: Limits) -> type[BaseModel]:
         class SentenceExample(_Strict):
             """A sentence: its words, or a text split on whitespace."""
 
-            tokens: Annotated[list[word], Field(min_length=1, max_length=limits.max_chars)] | None = None
-            text: text | None = None
+            tokens: Annotated[list[Word], Field(min_length=1, max_length=limits.max_chars)] | None = None
+            text: Text | None = None
 
             @model_validator(mode="after")
             def _one_of(self):
@@ -81,8 +81,8 @@ def _example_model(head: Head, limits: Limits) -> type[BaseModel]:
     class TextExample(_Strict):
         """A text, and the second text for pair tasks."""
 
-        text: text
-        text_pair: text | None = None
+        text: Text
+        text_pair: Text | None = None
 
     return TextExample
 

@@ -1,0 +1,213 @@
+"""The HTTP service in process: endpoints, batching, back-pressure, validation, metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from conftest import make_tiny_model_dir
+from helpers_serve import CountingModel, make_tiny_head_dir
+from tinyplm.serve.api import Limits
+from tinyplm.serve.app import ServeSettings, create_app
+from tinyplm.serve.predictor import Predictor
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    return make_tiny_model_dir(tmp_path_factory.mktemp("serve") / "m")
+
+
+def predictor(model_dir: Path, gate: threading.Event | None = None, max_batch: int = 32) -> Predictor:
+    p = Predictor.load(model_dir, batch_size=max_batch, split_by_length=True)
+    p.model = CountingModel(p.model, gate)
+    return p
+
+
+def wait_ready(client: TestClient) -> None:
+    for _ in range(200):
+        if client.get("/ready").status_code == 200:
+            return
+        time.sleep(0.02)
+    raise AssertionError("never ready")
+
+
+@pytest.fixture
+def client(model_dir: Path):
+    app, state = create_app(predictor(model_dir), ServeSettings(limits=Limits(max_body_bytes=2000, max_texts=3,
+                                                                               max_chars=50)))
+    with TestClient(app) as c:
+        wait_ready(c)
+        c.state = state
+        yield c
+
+
+def test_endpoints(client: TestClient) -> None:
+    assert client.get("/health").json() == {"status": "ok"}
+    ready = client.get("/ready").json()
+    assert ready["ready"] and ready["head"] == "sequence" and ready["max_batch"] == 32 and ready["max_texts"] == 3
+    one = client.post("/predict", json={"text": "a good film"})
+    assert one.status_code == 200 and set(one.json()["prediction"]) == {"label", "scores"}
+    timing = dict(part.strip().split(";dur=") for part in one.headers["server-timing"].split(","))
+    assert set(timing) == {"queue", "infer", "app"} and float(timing["app"]) >= float(timing["infer"])
+    many = client.post("/predict", json={"inputs": [{"text": "good"}, {"text": "bad", "text_pair": "plot"}]})
+    assert many.status_code == 200 and len(many.json()["predictions"]) == 2
+    assert client.get("/docs").status_code == 200
+    assert "/predict" in client.get("/openapi.json").json()["paths"]
+
+
+@pytest.mark.parametrize(("body", "status", "field", "expected"), [
+    (b'{"text": ', 400, "body", "a JSON body"),
+    (b'{}', 422, "text", "required"),
+    (b'{"text": 3}', 422, "text", "a string"),
+    (b'{"text": "  "}', 422, "text", "non-empty"),
+    (b'{"txt": "a"}', 422, "txt", "no such field"),
+    (b'{"inputs": []}', 422, "inputs", "at least 1"),
+    (b'{"inputs": [{"text": "a"}, {"text": "b"}, {"text": "c"}, {"text": "d"}]}', 422, "inputs", "at most 3"),
+    (b'{"inputs": [{"text": "a"}, {"text": 5}]}', 422, "inputs[1].text", "a string"),
+    (b'{"text": "' + b"x" * 51 + b'"}', 422, "text", "at most 50 characters"),
+    (b'["a"]', 422, "body", "a JSON object"),
+    (b'{"text": "' + b"x" * 3000 + b'"}', 413, "body", "at most 2000 bytes"),
+])
+def test_client_mistakes_are_4xx_naming_the_field(client: TestClient, body: bytes, status: int, field: str,
+                                                   expected: str) -> None:
+    resp = client.post("/predict", content=body, headers={"content-type": "application/json"})
+    assert resp.status_code == status, resp.text
+    problems = resp.json()["problems"]
+    assert any(p["field"] == field and expected in p["expected"] for p in problems), problems
+
+
+def test_metrics_count_requests_errors_and_batches(client: TestClient) -> None:
+    client.post("/predict", json={"text": "good"})
+    client.post("/predict", json={"text": 1})
+    text = client.get("/metrics").text
+    assert 'tinyplm_requests_total{path="/predict",status="200"} 1.0' in text
+    assert 'tinyplm_requests_total{path="/predict",status="422"} 1.0' in text
+    assert 'tinyplm_request_errors_total{kind="validation"} 1.0' in text
+    assert "tinyplm_batch_size_count 1.0" in text and "tinyplm_examples_total 1.0" in text
+    assert "tinyplm_queue_depth 0.0" in text and "tinyplm_ready 1.0" in text
+    for name in ("request", "queue", "inference", "http"):
+        assert f"tinyplm_{name}_seconds_count 1.0" in text
+    assert client.state.tally.accepted == client.state.tally.answered
+
+
+async def _post_all(app, bodies: list[dict], delay: float = 0.0) -> list[httpx.Response]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+        async def post(i: int, body: dict) -> httpx.Response:
+            await asyncio.sleep(delay * i)
+            return await c.post("/predict", json=body)
+
+        return await asyncio.gather(*(post(i, b) for i, b in enumerate(bodies)))
+
+
+async def _serving(app, state, scenario):
+    """Run ``scenario()`` once the app is started (lifespan) and warmed up."""
+    async with app.app.app.router.lifespan_context(app.app.app):
+        while not state.ready:
+            await asyncio.sleep(0.01)
+        return await scenario()
+
+
+async def _counted(p: Predictor, coro):
+    """``coro``'s result, with the model's call log holding only the calls made meanwhile."""
+    p.model.calls.clear()  # the warm-up's
+    return await coro
+
+
+def test_concurrent_requests_share_one_forward_pass(model_dir: Path) -> None:
+    p = predictor(model_dir)
+    app, state = create_app(p, ServeSettings(max_batch=2, max_wait_ms=5000))
+    bodies = [{"text": "the film was good"}, {"text": "the plot was dull"}]  # alike lengths: one group
+    responses = asyncio.run(_serving(app, state, lambda: _counted(p, _post_all(app, bodies))))
+    assert [r.status_code for r in responses] == [200, 200]
+    assert p.model.calls == [2]  # one forward pass holding both
+    assert [r.headers["x-batch-size"] for r in responses] == ["2", "2"]
+
+
+def test_without_batching_each_request_has_its_own_pass(model_dir: Path) -> None:
+    p = predictor(model_dir, max_batch=1)
+    app, state = create_app(p, ServeSettings(max_batch=1, max_wait_ms=5000))
+    bodies = [{"text": "good"}, {"text": "bad"}]
+    responses = asyncio.run(_serving(app, state, lambda: _counted(p, _post_all(app, bodies))))
+    assert [r.status_code for r in responses] == [200, 200] and p.model.calls == [1, 1]
+
+
+def test_a_full_queue_answers_503_at_once_and_the_rest_are_served(model_dir: Path) -> None:
+    gate = threading.Event()
+    p = predictor(model_dir, max_batch=1)
+    app, state = create_app(p, ServeSettings(max_batch=1, max_queue=1, max_wait_ms=0, limits=Limits(max_texts=1),
+                                             warm_up=False))
+
+    async def scenario():
+        p.model.gate = gate  # from here on, forward passes wait for the gate
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            first = asyncio.create_task(c.post("/predict", json={"text": "a"}))  # in flight, held
+            while not p.model.calls:
+                await asyncio.sleep(0.01)
+            second = asyncio.create_task(c.post("/predict", json={"text": "b"}))  # queued: the queue is full
+            while state.batcher.depth < 1:
+                await asyncio.sleep(0.01)
+            start = time.perf_counter()
+            third = await c.post("/predict", json={"text": "c"})
+            refused_in = time.perf_counter() - start
+            gate.set()
+            return third, refused_in, await first, await second
+
+    third, refused_in, first, second = asyncio.run(_serving(app, state, scenario))
+    assert third.status_code == 503 and third.headers["retry-after"] == "1" and refused_in < 1.0
+    assert third.json()["kind"] == "queue_full"
+    assert first.status_code == second.status_code == 200
+    assert 'tinyplm_request_errors_total{kind="queue_full"} 1.0' in state.metrics.text().decode()
+
+
+def test_a_request_past_its_timeout_gets_504(model_dir: Path) -> None:
+    gate = threading.Event()
+    p = predictor(model_dir)
+    app, state = create_app(p, ServeSettings(timeout_s=0.2, warm_up=False))
+
+    async def scenario():
+        p.model.gate = gate
+        responses = await _post_all(app, [{"text": "a"}])
+        gate.set()
+        return responses[0]
+
+    resp = asyncio.run(_serving(app, state, scenario))
+    assert resp.status_code == 504 and resp.json()["kind"] == "timeout"
+
+
+def test_not_ready_until_warmed_up(model_dir: Path) -> None:
+    gate = threading.Event()
+    p = predictor(model_dir, gate)  # warm-up waits for the gate
+    app, state = create_app(p, ServeSettings())
+    with TestClient(app) as c:
+        assert c.get("/ready").status_code == 503 and c.get("/health").status_code == 200
+        resp = c.post("/predict", json={"text": "a"})
+        assert resp.status_code == 503 and resp.json()["kind"] == "not_ready" and resp.headers["retry-after"]
+        gate.set()
+        wait_ready(c)
+        assert c.post("/predict", json={"text": "a"}).status_code == 200
+
+
+def test_span_and_token_models(tmp_path: Path) -> None:
+    qa = Predictor.load(make_tiny_head_dir(tmp_path / "qa", "span"))
+    app, _ = create_app(qa, ServeSettings())
+    with TestClient(app) as c:
+        wait_ready(c)
+        resp = c.post("/predict", json={"question": "who", "context": "the actor was good", "id": "x"})
+        got = resp.json()["prediction"]
+        assert got["id"] == "x" and "the actor was good"[got["start"]:got["end"]] == got["answer"]
+        assert c.post("/predict", json={"question": "who"}).json()["problems"][0]["field"] == "context"
+    ner = Predictor.load(make_tiny_head_dir(tmp_path / "ner", "token"))
+    app, _ = create_app(ner, ServeSettings())
+    with TestClient(app) as c:
+        wait_ready(c)
+        tags = c.post("/predict", json={"inputs": [{"tokens": ["the", "actor"]}, {"text": "a good film"}]}).json()
+        assert [len(p["tags"]) for p in tags["predictions"]] == [2, 3]
+        assert c.post("/predict", json={"tokens": ["a b"]}).status_code == 422

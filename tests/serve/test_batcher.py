@@ -1,0 +1,91 @@
+"""The micro-batcher alone: length-aware batches, back-pressure, deadlines, draining on stop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from tinyplm.serve.batcher import MicroBatcher, QueueFull, Stopped
+from tinyplm.serve.records import TextInput
+
+
+class Recorder:
+    """A ``run`` that records each batch's texts; ``gate`` holds it until set."""
+
+    def __init__(self, gate: threading.Event | None = None) -> None:
+        self.batches: list[list[str]] = []
+        self.gate = gate
+
+    def __call__(self, items):
+        if self.gate is not None:
+            self.gate.wait(10)
+        self.batches.append([x.text for x in items])
+        return [x.text.upper() for x in items]
+
+
+def test_batches_take_the_oldest_and_the_nearest_in_length() -> None:
+    gate = threading.Event()
+    run = Recorder(gate)
+
+    async def scenario():
+        b = MicroBatcher(run, max_batch=3, max_wait_s=0.0, max_queue=100)
+        b.start()
+        first = asyncio.create_task(b.submit([TextInput("x" * 50)], 5))  # runs alone, held by the gate
+        await asyncio.sleep(0.05)
+        sizes = (5, 80, 6, 79, 7, 81)
+        rest = [asyncio.create_task(b.submit([TextInput("y" * n)], 5)) for n in sizes]
+        await asyncio.sleep(0.05)
+        gate.set()
+        results = await asyncio.gather(first, *rest)
+        await b.stop()
+        return results
+
+    results = asyncio.run(scenario())
+    assert [len(b) for b in run.batches] == [1, 3, 3]
+    assert [sorted(map(len, b)) for b in run.batches[1:]] == [[5, 6, 7], [79, 80, 81]]  # oldest (5) + nearest
+    preds, timing = results[1]
+    assert preds == ["Y" * 5] and timing.batch == 3 and timing.queue_s > 0.04
+
+
+def test_full_queue_refuses_at_once_and_timeouts_leave_the_queue() -> None:
+    gate = threading.Event()
+
+    async def scenario():
+        b = MicroBatcher(Recorder(gate), max_batch=1, max_wait_s=0.0, max_queue=2)
+        b.start()
+        held = asyncio.create_task(b.submit([TextInput("a")], 5))
+        await asyncio.sleep(0.05)
+        with pytest.raises(QueueFull):
+            await b.submit([TextInput("b")] * 3, 5)
+        with pytest.raises(TimeoutError):
+            await b.submit([TextInput("c"), TextInput("d")], 0.05)
+        depth_after_timeout = b.depth
+        gate.set()
+        await held
+        await b.stop()
+        with pytest.raises(Stopped):
+            await b.submit([TextInput("e")], 1)
+        return depth_after_timeout
+
+    assert asyncio.run(scenario()) == 0
+
+
+def test_stop_answers_everything_queued_first() -> None:
+    gate = threading.Event()
+    run = Recorder(gate)
+
+    async def scenario():
+        b = MicroBatcher(run, max_batch=2, max_wait_s=10.0, max_queue=10)
+        b.start()
+        tasks = [asyncio.create_task(b.submit([TextInput(t)], 5)) for t in "abc"]
+        await asyncio.sleep(0.05)
+        stopping = asyncio.create_task(b.stop())
+        await asyncio.sleep(0.05)
+        gate.set()
+        await stopping
+        return [await t for t in tasks]
+
+    results = asyncio.run(scenario())
+    assert [r[0] for r in results] == [["A"], ["B"], ["C"]] and sum(map(len, run.batches)) == 3

@@ -1,0 +1,94 @@
+"""Prediction inputs from every format: rows in file order, bad rows named by line, fatal header errors."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers_serve import squad_doc
+from tinyplm.errors import DataError, TinyplmError
+from tinyplm.serve.inputs import read_inputs
+from tinyplm.serve.records import QAInput, TextInput, TokensInput
+from tinyplm.serve.sources import Source, detect_format
+from tinyplm.tasks.heads import Head
+
+
+def rows(data: bytes, fmt: str, head: Head = Head.SEQUENCE, **kw) -> list:
+    return list(read_inputs(Source("in", fmt, head, **kw), io.BytesIO(data)))
+
+
+def test_text_lines_bad_bytes_and_blank_lines_are_row_errors() -> None:
+    got = rows(b"\xef\xbb\xbfa good film\r\n\nbad \xff film\nfine\n", "text")
+    assert [r.line for r in got] == [1, 2, 3, 4]
+    assert got[0].item == TextInput("a good film") and got[3].item == TextInput("fine")
+    assert got[1].error == "in:2: empty text (a blank line)"
+    assert got[2].error.startswith("in:3: not valid UTF-8 (byte 0xff at column 5)")
+    tagged = rows(b"the actor  was good\n", "text", Head.TOKEN)
+    assert tagged[0].item == TokensInput(("the", "actor", "was", "good"))
+
+
+def test_tsv_is_read_as_glue_writes_it_and_finds_glue_columns() -> None:
+    data = b'sentence\tlabel\nit "was" good\t1\nthree\tfields\there\n\t0\n'
+    got = rows(data, "tsv")
+    assert got[0].item == TextInput('it "was" good')  # a quote is an ordinary character
+    assert "expected 2 tab-separated fields, got 3" in got[1].error and got[1].line == 3
+    assert "empty text in 'sentence'" in got[2].error
+    pairs = rows(b"index\tsentence1\tsentence2\tlabel\n0\ta b\tc d\t1\n", "tsv")
+    assert pairs[0].item == TextInput("a b", "c d")
+
+
+def test_csv_quoted_records_keep_their_first_line_and_named_columns() -> None:
+    data = b'id,review,other\n1,"two\nlines",x\n2,plain,y\n'
+    got = rows(data, "csv", text_column="review")
+    assert [(r.line, r.item.text) for r in got] == [(2, "two\nlines"), (4, "plain")]
+    with pytest.raises(DataError, match="missing column 'txt'; found columns: 'id', 'review', 'other'"):
+        rows(data, "csv", text_column="txt")
+    with pytest.raises(DataError, match="no text column found"):
+        rows(b"a,b\n1,2\n", "csv")
+
+
+def test_jsonl_objects_strings_and_mistakes() -> None:
+    data = b'{"text": "a", "text_pair": "b"}\n"just text"\n\n{"text": 3}\nnot json\n[1]\n{"txt": "x"}\n'
+    got = rows(data, "jsonl")
+    assert got[0].item == TextInput("a", "b") and got[1].item == TextInput("just text")
+    errors = {r.line: r.error for r in got if r.error}
+    assert "'text' holds a number (3), expected a string" in errors[4]
+    assert "not valid JSON" in errors[5] and "expected a JSON object, got list" in errors[6]
+    assert "missing 'text'" in errors[7]
+
+
+def test_question_answering_rows_from_jsonl_csv_and_official_json() -> None:
+    got = rows(b'{"question": "who", "context": "the actor", "id": 7}\n{"question": "who"}\n', "jsonl", Head.SPAN)
+    assert got[0].item == QAInput("who", "the actor", "7") and "missing 'context'" in got[1].error
+    table = rows(b"question,context\nwho,the actor\n", "csv", Head.SPAN)
+    assert table[0].item == QAInput("who", "the actor")
+    doc = squad_doc(3)
+    doc["data"][0]["paragraphs"][1]["qas"][0]["question"] = " "
+    got = rows(json.dumps(doc).encode(), "squad", Head.SPAN)
+    assert [r.item.id for r in got if r.item] == ["q0", "q2"]
+    assert got[1].error == "in: data[0].paragraphs[1].qas[0]: empty text in 'question'"
+    with pytest.raises(DataError, match="data: expected a list"):
+        rows(b'{"data": 3}', "squad", Head.SPAN)
+
+
+def test_conll_sentences_and_tokens_lists() -> None:
+    data = b"-DOCSTART- -X- -X- O\n\nthe DT O O\nactor NN O B-PER\n\ngood JJ O O\n"
+    got = rows(data, "conll", Head.TOKEN)
+    assert [(r.line, r.item.tokens) for r in got] == [(3, ("the", "actor")), (6, ("good",))]
+    listed = rows(b'{"tokens": ["a", "b"]}\n{"tokens": ["a b"]}\n{"tokens": []}\n', "jsonl", Head.TOKEN)
+    assert listed[0].item == TokensInput(("a", "b")) and "without spaces" in listed[1].error
+    assert "non-empty list" in listed[2].error
+
+
+def test_format_detection(tmp_path: Path) -> None:
+    assert detect_format("x.tsv", Head.SEQUENCE) == "tsv" and detect_format("x.json", Head.SPAN) == "squad"
+    conll = tmp_path / "valid.txt"
+    conll.write_text("-DOCSTART- -X- -X- O\n")
+    assert detect_format(str(conll), Head.TOKEN) == "conll" and detect_format(str(conll), Head.SEQUENCE) == "text"
+    with pytest.raises(TinyplmError, match="needs a question and a context"):
+        detect_format("q.txt", Head.SPAN)
+    with pytest.raises(TinyplmError, match="--input-format: expected one of"):
+        detect_format("q.txt", Head.SEQUENCE, "xml")

@@ -1,0 +1,77 @@
+"""What a model dir says about itself: head, labels, regression, and which max length applies."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import make_tiny_model_dir
+from helpers_serve import TAGS, make_regression_dir, make_tiny_head_dir
+from tinyplm.errors import ModelError, TinyplmError
+from tinyplm.serve.model_info import DEFAULT_MAX_LENGTH, model_info
+from tinyplm.tasks.heads import Head
+
+
+def _run_dir(root: Path, task: dict) -> Path:
+    """A run dir holding config.resolved.yaml (with ``task``), model/ and students/s/."""
+    root.mkdir(parents=True)
+    (root / "config.resolved.yaml").write_text(yaml.safe_dump({"name": "r", "task": task}), encoding="utf-8")
+    make_tiny_model_dir(root / "model")
+    make_tiny_model_dir(root / "students" / "s")
+    return root
+
+
+def test_a_run_dir_means_its_model_and_its_recorded_max_length(tmp_path: Path) -> None:
+    run = _run_dir(tmp_path / "run", {"name": "sst2", "max_length": 40})
+    for target in (run, run / "model", run / "students" / "s"):
+        info = model_info(target)
+        assert info.max_length == 40 and info.task == "sst2", target
+        assert "config.resolved.yaml" in info.max_length_from
+    assert model_info(run).path == run / "model"
+
+
+def test_explicit_max_length_wins_and_is_checked_against_positions(tmp_path: Path) -> None:
+    run = _run_dir(tmp_path / "run", {"name": "sst2", "max_length": 40})
+    assert model_info(run, max_length=16).max_length == 16
+    with pytest.raises(TinyplmError, match="longer than the 64 positions"):
+        model_info(run, max_length=100)  # the tiny model has 64 positions
+
+
+def test_a_bare_model_dir_uses_evaluates_default_cut_to_its_positions(tmp_path: Path) -> None:
+    info = model_info(make_tiny_model_dir(tmp_path / "m"))
+    assert DEFAULT_MAX_LENGTH > 64 and info.max_length == 64 and "64 positions" in info.max_length_from
+    assert info.head == Head.SEQUENCE and not info.is_regression and len(info.labels) == 2
+
+
+def test_heads_labels_and_regression_come_from_config(tmp_path: Path) -> None:
+    span = model_info(make_tiny_head_dir(tmp_path / "qa", "span"))
+    assert span.head == Head.SPAN and span.labels == () and span.null_threshold is None
+    token = model_info(make_tiny_head_dir(tmp_path / "ner", "token"))
+    assert token.head == Head.TOKEN and token.labels == TAGS
+    reg = model_info(make_regression_dir(tmp_path / "reg"))
+    assert reg.is_regression and reg.labels == ()
+    cfg = json.loads((tmp_path / "reg" / "config.json").read_text())
+    cfg["id2label"] = {"0": "neg", "1": "pos"}
+    cfg.pop("problem_type")
+    (tmp_path / "reg" / "config.json").write_text(json.dumps(cfg))
+    assert model_info(tmp_path / "reg").labels == ("neg", "pos")
+
+
+def test_squad_v2_run_turns_on_the_null_answer_and_windows_are_checked(tmp_path: Path) -> None:
+    root = tmp_path / "run"
+    root.mkdir()
+    (root / "config.resolved.yaml").write_text(yaml.safe_dump(
+        {"task": {"name": "squad_v2", "max_length": 96, "doc_stride": 20, "max_query_length": 16}}))
+    make_tiny_head_dir(root / "model", "span")
+    info = model_info(root)
+    assert (info.null_threshold, info.max_length, info.doc_stride, info.max_query_length) == (0.0, 96, 20, 16)
+    with pytest.raises(TinyplmError, match="doc_stride"):
+        model_info(root, doc_stride=90)
+
+
+def test_missing_model_dir_names_it(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="nowhere"):
+        model_info(tmp_path / "nowhere")

@@ -1,0 +1,132 @@
+"""`tinyplm predict`: every input format and head, input order kept, bad rows, atomic output,
+and the same answers as `tinyplm evaluate`."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import make_tiny_glue, make_tiny_model_dir
+from helpers_cli import assert_bad_input, cli
+from helpers_serve import TAGS, make_tiny_head_dir, sentences, write_conll, write_squad
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> Path:
+    """A fake run dir (recipe with max_length 32, model/) beside tiny SST-2 and a text file."""
+    root = tmp_path_factory.mktemp("predict")
+    glue = make_tiny_glue(root / "glue", n_train=8, n_dev=64)
+    run = root / "run"
+    run.mkdir()
+    (run / "config.resolved.yaml").write_text(yaml.safe_dump(
+        {"name": "tiny", "task": {"name": "sst2", "max_length": 32, "data_dir": str(glue)}}))
+    make_tiny_model_dir(run / "model", seed=3)
+    (root / "reviews.txt").write_text("\n".join(sentences(50)) + "\n", encoding="utf-8")
+    return root
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_predictions_match_tinyplm_evaluate_on_a_run_dir(world: Path) -> None:
+    dev = world / "glue" / "SST-2" / "dev.tsv"
+    result = cli(["predict", "run", "-i", dev, "-o", "dev.jsonl"], cwd=world)
+    assert result.returncode == 0, result.output
+    assert "max length 32" in result.stderr and "config.resolved.yaml" in result.stderr
+    preds = lines(world / "dev.jsonl")
+    gold = [row.split("\t")[1] for row in dev.read_text().splitlines()[1:]]
+    assert [p["line"] for p in preds] == list(range(2, 66))
+    accuracy = sum(p["label"] == f"LABEL_{g}" for p, g in zip(preds, gold, strict=True)) / len(gold)
+    evaluated = cli(["evaluate", "run/model", "--task", "sst2", "--data-dir", "glue", "--max-length", "32"],
+                    cwd=world)
+    assert evaluated.returncode == 0, evaluated.output
+    assert accuracy == pytest.approx(float(re.search(r"accuracy: ([0-9.]+)", evaluated.stdout).group(1)), abs=1e-4)
+
+
+def test_input_order_is_kept_whatever_the_window(world: Path) -> None:
+    assert cli(["predict", "run", "-i", "reviews.txt", "-o", "whole.jsonl"], cwd=world).returncode == 0
+    result = cli(["predict", "run", "-i", "reviews.txt", "-o", "small.jsonl", "--window", "7", "--batch-size", "3"],
+                 cwd=world)
+    assert result.returncode == 0, result.output
+    whole, small = lines(world / "whole.jsonl"), lines(world / "small.jsonl")
+    assert [p["line"] for p in small] == list(range(1, 51))
+    assert [p["label"] for p in small] == [p["label"] for p in whole]
+    # scores differ from sentence to sentence: equal lists mean each record is its own input's
+    assert [p["scores"]["LABEL_0"] for p in small] == pytest.approx([p["scores"]["LABEL_0"] for p in whole], abs=1e-6)
+    assert len({round(p["scores"]["LABEL_0"], 6) for p in whole}) > 30
+
+
+def test_csv_and_tsv_output_and_stdin_to_stdout(world: Path) -> None:
+    assert cli(["predict", "run", "-i", "reviews.txt", "-o", "out.csv"], cwd=world).returncode == 0
+    rows = list(csv.DictReader((world / "out.csv").open(encoding="utf-8")))
+    assert list(rows[0]) == ["line", "label", "score_LABEL_0", "score_LABEL_1"] and len(rows) == 50
+    assert cli(["predict", "run", "-i", "reviews.txt", "-o", "out.txt", "--format", "tsv"], cwd=world).returncode == 0
+    assert (world / "out.txt").read_text().splitlines()[0] == "line\tlabel\tscore_LABEL_0\tscore_LABEL_1"
+    jsonl = world / "in.jsonl"
+    jsonl.write_text('{"text": "a good film"}\n{"text": "bad", "text_pair": "plot"}\n')
+    result = cli(["predict", "run", "-i", "in.jsonl"], cwd=world)
+    assert result.returncode == 0, result.output
+    assert [json.loads(x)["line"] for x in result.stdout.splitlines()] == [1, 2]
+
+
+def test_bad_rows_stop_the_run_and_leave_no_file(world: Path) -> None:
+    bad = world / "bad.txt"
+    bad.write_bytes(b"good film\n\nbad \xff film\nfine\n")
+    (world / "kept.jsonl").write_text("old\n")
+    result = cli(["predict", "run", "-i", "bad.txt", "-o", "kept.jsonl"], cwd=world)
+    assert_bad_input(result, "bad.txt:2: empty text", "--on-error skip")
+    assert (world / "kept.jsonl").read_text() == "old\n"  # untouched, no temporary left
+    assert not [p for p in world.iterdir() if p.name.startswith(".kept.jsonl")]
+
+    result = cli(["predict", "run", "-i", "bad.txt", "-o", "skipped.jsonl", "--on-error", "skip"], cwd=world)
+    assert result.returncode == 0, result.output
+    assert [p["line"] for p in lines(world / "skipped.jsonl")] == [1, 4]
+    side = lines(world / "skipped.jsonl.skipped.jsonl")
+    assert [s["line"] for s in side] == [2, 3] and "not valid UTF-8 (byte 0xff" in side[1]["error"]
+    assert "2 rows skipped" in result.stderr
+
+
+def test_option_mistakes_are_named(world: Path) -> None:
+    assert_bad_input(cli(["predict", "run", "-i", "reviews.txt", "--format", "xml"], cwd=world), "--format")
+    assert_bad_input(cli(["predict", "run", "-i", "reviews.txt", "--on-error", "skip"], cwd=world), "--skipped")
+    assert_bad_input(cli(["predict", "run", "-i", "missing.txt"], cwd=world), "missing.txt: input file not found")
+    assert_bad_input(cli(["predict", "run", "-i", "reviews.txt", "-o", "reviews.txt"], cwd=world),
+                     "would replace the input")
+    assert_bad_input(cli(["predict", "nowhere", "-i", "reviews.txt"], cwd=world), "nowhere")
+
+
+def test_question_answering_from_official_json_and_csv(tmp_path: Path) -> None:
+    make_tiny_head_dir(tmp_path / "qa", "span")
+    write_squad(tmp_path / "dev.json", 6)
+    result = cli(["predict", "qa", "-i", "dev.json", "-o", "answers.jsonl"], cwd=tmp_path)
+    assert result.returncode == 0, result.output
+    preds = lines(tmp_path / "answers.jsonl")
+    doc = json.loads((tmp_path / "dev.json").read_text())
+    contexts = {qa["id"]: p["context"] for p in doc["data"][0]["paragraphs"] for qa in p["qas"]}
+    assert [p["id"] for p in preds] == [f"q{i}" for i in range(6)] and "line" not in preds[0]
+    assert all(contexts[p["id"]][p["start"]:p["end"]] == p["answer"] for p in preds)
+    (tmp_path / "q.csv").write_text("question,context\nwho,the actor was good\n")
+    result = cli(["predict", "qa", "-i", "q.csv", "-o", "a.csv"], cwd=tmp_path)
+    assert result.returncode == 0, result.output
+    assert next(csv.DictReader((tmp_path / "a.csv").open()))["line"] == "2"
+
+
+def test_tagging_conll_and_plain_text(tmp_path: Path) -> None:
+    make_tiny_head_dir(tmp_path / "ner", "token")
+    write_conll(tmp_path / "valid.txt", 5)
+    result = cli(["predict", "ner", "-i", "valid.txt", "-o", "tags.jsonl"], cwd=tmp_path)
+    assert result.returncode == 0, result.output
+    preds = lines(tmp_path / "tags.jsonl")
+    assert len(preds) == 5 and all(len(p["tags"]) == len(p["tokens"]) and set(p["tags"]) <= set(TAGS)
+                                   for p in preds)
+    (tmp_path / "s.txt").write_text("the actor was good\n")
+    result = cli(["predict", "ner", "-i", "s.txt", "-o", "s.tsv"], cwd=tmp_path)
+    assert result.returncode == 0, result.output
+    row = (tmp_path / "s.tsv").read_text().splitlines()[1].split("\t")
+    assert row[:2] == ["1", "the actor was good"] and len(row[2].split()) == 4

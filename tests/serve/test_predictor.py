@@ -1,0 +1,103 @@
+"""The Predictor gives tinyplm evaluate's predictions, for every head, whatever the batching."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import make_tiny_model_dir
+from helpers_serve import TAGS, make_regression_dir, make_tiny_head_dir, sentences, write_conll, write_squad
+from tinyplm.evaluate.model_eval import span_prediction_texts
+from tinyplm.models import load_classifier
+from tinyplm.models.infer import logits_to_predictions, predict_logits
+from tinyplm.serve.predictor import Predictor, length_groups
+from tinyplm.serve.records import QAInput, TextInput, TokensInput
+from tinyplm.tasks.base import Example, Split
+from tinyplm.tasks.conll import read_conll
+from tinyplm.tasks.encoding import encode_split, padded_width
+from tinyplm.tasks.heads import Head
+from tinyplm.tasks.squad import read_squad
+from tinyplm.tasks.tagging import tags_from_logits
+
+
+def test_labels_equal_evaluates_in_any_batching(tmp_path: Path) -> None:
+    model_dir = make_tiny_model_dir(tmp_path / "m", num_labels=3)
+    texts = sentences(50)
+    split = Split("dev", [Example(t, None, 0) for t in texts], tmp_path / "dev")
+    model, tok = load_classifier(model_dir, ("a", "b", "c"), False)
+    expected = logits_to_predictions(predict_logits(model, encode_split(split, tok, 64)), False)
+    for batch_size, grouped in ((64, False), (3, False), (32, True)):
+        p = Predictor.load(model_dir, batch_size=batch_size, split_by_length=grouped)
+        preds = p.predict([TextInput(t) for t in texts])
+        assert [p.info.labels.index(x.label) for x in preds] == expected.tolist(), (batch_size, grouped)
+        assert all(abs(sum(x.scores.values()) - 1) < 1e-5 for x in preds)
+
+
+def test_a_text_alone_is_encoded_alone_even_beside_pairs(tmp_path: Path) -> None:
+    p = Predictor.load(make_tiny_model_dir(tmp_path / "m"))
+    alone = p.predict([TextInput("a good film")])[0]
+    mixed = p.predict([TextInput("x y", "z"), TextInput("a good film"), TextInput("bad", "plot")])
+    assert mixed[1].scores == pytest.approx(alone.scores, abs=1e-6)
+
+
+def test_regression_values(tmp_path: Path) -> None:
+    model_dir = make_regression_dir(tmp_path / "reg")
+    p = Predictor.load(model_dir)
+    texts = sentences(5)
+    model, tok = load_classifier(model_dir, (), True)
+    split = Split("dev", [Example(t, None, 0.0) for t in texts], tmp_path / "dev")
+    expected = predict_logits(model, encode_split(split, tok, 64))[:, 0]
+    assert [x.value for x in p.predict([TextInput(t) for t in texts])] == pytest.approx(expected.tolist(), abs=1e-6)
+
+
+def test_answers_and_offsets_equal_evaluates(tmp_path: Path) -> None:
+    model_dir = make_tiny_head_dir(tmp_path / "qa", "span")
+    squad = read_squad(write_squad(tmp_path / "dev.json", 12))
+    options = {"doc_stride": 16, "max_query_length": 8}
+    split = Split("dev", squad.examples, squad.path, Head.SPAN, options)
+    model, tok = load_classifier(model_dir, (), False, Head.SPAN)
+    enc = encode_split(split, tok, 40)  # short windows: long contexts get several
+    assert len(enc) > len(squad.examples)
+    expected = span_prediction_texts(split, enc, predict_logits(model, enc))
+    p = Predictor.load(model_dir, batch_size=5, max_length=40, doc_stride=16, max_query_length=8)
+    preds = p.predict([QAInput(ex.question, ex.context, ex.id) for ex in squad.examples])
+    assert {x.id: x.answer for x in preds} == expected
+    for ex, x in zip(squad.examples, preds, strict=True):
+        assert ex.context[x.start:x.end] == x.answer
+
+
+def test_tags_equal_evaluates(tmp_path: Path) -> None:
+    model_dir = make_tiny_head_dir(tmp_path / "ner", "token")
+    sentences_ = read_conll(write_conll(tmp_path / "valid.txt", 20))
+    split = Split("dev", sentences_, tmp_path / "valid.txt", Head.TOKEN, {"tags": TAGS})
+    model, tok = load_classifier(model_dir, TAGS, False, Head.TOKEN)
+    enc = encode_split(split, tok, 8)  # some sentences are cut: their last words are tagged O
+    expected = tags_from_logits(enc.meta, predict_logits(model, enc), TAGS, [len(s.tokens) for s in sentences_])
+    preds = Predictor.load(model_dir, max_length=8, batch_size=4).predict([TokensInput(s.tokens) for s in sentences_])
+    assert [list(x.tags) for x in preds] == expected
+    assert all(len(x.tags) == len(s.tokens) for x, s in zip(preds, sentences_, strict=True))
+
+
+def test_length_groups_cover_everything_once_and_beat_one_pass() -> None:
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(3, 60, size=32).tolist()
+    groups = length_groups(lengths, overhead=64, largest=32)
+    assert sorted(i for g in groups for i in g) == list(range(32))
+
+    def cost(gs):
+        return sum(64 + len(g) * padded_width(max(lengths[i] for i in g)) for g in gs)
+
+    assert cost(groups) <= cost([list(range(32))])
+    assert all(max(lengths[i] for i in a) <= min(lengths[i] for i in b)
+               for a, b in zip(groups, groups[1:], strict=False))
+    assert length_groups([10, 10, 11], overhead=64) == [[0, 1, 2]]  # alike: one pass
+    assert max(len(g) for g in length_groups([5] * 10, overhead=1000, largest=4)) == 4
+
+
+def test_wrong_input_kind_is_refused(tmp_path: Path) -> None:
+    p = Predictor.load(make_tiny_model_dir(tmp_path / "m"))
+    with pytest.raises(ValueError, match="takes TextInput, got QAInput"):
+        p.predict([QAInput("q", "c")])
+    assert p.predict([]) == []
