@@ -100,6 +100,9 @@ README_LINES: dict[str, Way] = {
     "tinyplm bench runs/rte-teacher/teacher runs/rte-l3/model --task rte --out runs/rte-bench": Way(
         "test_rte_flow", "as written, plus --rounds 1", add=("--rounds", "1")),
     "tinyplm report runs/rte-l3": Way("test_rte_flow", "as written, after deleting the reports it rebuilds"),
+    "tinyplm bench A B --task T --runtimes torch,onnxruntime,openvino": Way(
+        None, "placeholders in prose (A B T): the cheap check; bench --runtimes runs for real in "
+        "tests/compress/test_openvino.py::test_bench_runs_each_model_in_each_runtime_and_names_the_fastest"),
     "tinyplm validate": Way(None, "the subcommand named in prose, not a command line: the cheap check finds it; "
                             "'tinyplm validate recipes/glue/mrpc_demo.yaml' runs for real"),
     "tinyplm report": Way(None, "the subcommand named in prose, not a command line: the cheap check finds it; "

@@ -14,7 +14,7 @@ from tinyplm.compress import CompressContext, apply_step
 from tinyplm.compress.openvino import openvino_float, openvino_int8
 from tinyplm.compress.runtime import choose_fastest, control_indices
 from tinyplm.config.compress import FastestRuntime, OpenVino
-from tinyplm.errors import ModelError
+from tinyplm.errors import ModelError, TinyplmError
 from tinyplm.evaluate.agreement import prediction_agreement
 from tinyplm.evaluate.runtime import describe
 from tinyplm.evaluate.size import disk_bytes
@@ -113,3 +113,22 @@ def test_fastest_runtime_keeps_the_fastest_within_the_drop(tiny) -> None:
     assert choice.candidates["fast-but-wrong"]["accuracy"] < 1.0 - step.max_drop
     del candidates["fast"]
     assert choose_fastest(oracle, candidates, enc, lambda models, _: timings, step, 0, False).chosen == "slow"
+
+
+def test_bench_runs_each_model_in_each_runtime_and_names_the_fastest(tmp_path: Path) -> None:
+    from conftest import make_tiny_glue
+    from tinyplm.config import TaskSpec
+    from tinyplm.run import bench
+
+    model = make_tiny_model_dir(tmp_path / "tiny-bert")
+    task = TaskSpec(name="sst2", data_dir=str(make_tiny_glue(tmp_path / "glue", n_train=16, n_dev=24)), max_length=32)
+    record = bench([model], task, rounds=1, runtimes=["torch", "onnxruntime", "openvino"], work=tmp_path / "w")
+    assert [s.name for s in record.stages] == ["teacher", "teacher@onnxruntime", "teacher@openvino"]
+    assert [s.runtime for s in record.stages] == ["torch", "onnxruntime", "openvino"]
+    accuracy = {s.metrics["accuracy"] for s in record.stages}
+    assert len(accuracy) == 1  # fp32 graphs (f32 or bf16 on this CPU) predict the same
+    fastest = record.info["fastest"]["teacher"]
+    speeds = {name: c["sent_per_s"] for name, c in fastest["candidates"].items()}
+    assert fastest["fastest"] == max(speeds, key=speeds.get)
+    with pytest.raises(TinyplmError, match="unknown tensorrt"):
+        bench([model], task, runtimes=["torch", "tensorrt"])

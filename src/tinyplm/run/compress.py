@@ -23,7 +23,7 @@ from tinyplm.evaluate.model_eval import encode_evals
 from tinyplm.evaluate.speed import measure_speed
 from tinyplm.models import is_complete, load_classifier, save_model, shape_of
 from tinyplm.report.records import StageKind
-from tinyplm.run.inputs import RunInputs
+from tinyplm.run.inputs import RunInputs, stamp_task
 from tinyplm.run.results import StageResult
 from tinyplm.run.students import train_stage
 from tinyplm.tasks.encoding import Encoded, encode_split
@@ -113,6 +113,7 @@ def _compress_step(model: nn.Module, step: CompressStep, stage: str, out: Path, 
         model, done = during.finish(model)
         info.update(done)
     if acc.is_main_process:
+        stamp_task(model, inp.task)
         save_model(model, ctx.tokenizer, out)
         shutil.rmtree(ctx.work_dir, ignore_errors=True)
         if "sparsity" in info:  # the CSR form, written beside the model to measure sparse storage

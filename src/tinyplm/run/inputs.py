@@ -147,6 +147,19 @@ class StageData:
         return encode_split(split, self.tokenizer, c.max_length)
 
 
+#: config.json key recording the task a model was trained for (``name``, ``max_length`` and, for
+#: SQuAD, the window settings), so a model copied out of its run still predicts as evaluated.
+TASK_KEY = "tinyplm_task"
+
+
+def stamp_task(model, task: TaskSpec) -> None:
+    """Record ``task``'s name and encoding settings in ``model``'s config (saved with it)."""
+    record = {"name": task.name, "max_length": task.max_length}
+    if task.name.lower().startswith("squad"):
+        record.update(doc_stride=task.window_stride(), max_query_length=task.max_query_length)
+    setattr(model.config, TASK_KEY, record)
+
+
 @dataclass
 class RunInputs:
     """What the stages of one run share: the task's data, tokenizer and encodings (``train``, and

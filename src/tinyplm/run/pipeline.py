@@ -28,7 +28,7 @@ from tinyplm.report import RunRecord, write_all
 from tinyplm.report.records import StageKind
 from tinyplm.report.tables import select_final
 from tinyplm.run.compress import run_compress
-from tinyplm.run.inputs import RunInputs, RunPaths, StageData, Teachers
+from tinyplm.run.inputs import RunInputs, RunPaths, StageData, Teachers, stamp_task
 from tinyplm.run.measure import measure_stages
 from tinyplm.run.preflight import Preflight, preflight
 from tinyplm.run.results import StageResult
@@ -154,6 +154,7 @@ def prepare_teacher(cfg: RunConfig, checked: Preflight, train_enc, evals, paths:
         model = result.model
         info.update(train_info(result, spec, {"hard_weight": 1.0}))
     if get_accelerator().is_main_process:
+        stamp_task(model, cfg.task)
         save_model(model, tok, out)
     get_accelerator().wait_for_everyone()
     return model, tok, info

@@ -23,7 +23,7 @@ from tinyplm.evaluate.model_eval import evaluate_model
 from tinyplm.models import build_student, is_complete, load_classifier, save_model, shape_of
 from tinyplm.models.infer import use_bf16
 from tinyplm.report.records import StageKind
-from tinyplm.run.inputs import RunInputs
+from tinyplm.run.inputs import RunInputs, stamp_task
 from tinyplm.run.results import StageResult, StudentOutcome, TrainedStage
 from tinyplm.tasks.heads import Head
 from tinyplm.train import StageIO, TrainResult, get_accelerator, train
@@ -67,6 +67,7 @@ def run_student(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
         done = train_stage(model, stage, inp, f"{name}/{label}" if label else name, f"{name}.stage-{k}")
         model = done.model
         if acc.is_main_process:
+            stamp_task(done.saved, inp.task)
             save_model(done.saved, inp.tokenizer, stage_dir)
         acc.wait_for_everyone()
         infos.append({"stage": label, "data": stage.data, "teacher": stage.teacher, **done.info})

@@ -100,6 +100,18 @@ def run_task(model_dir: Path) -> RunTask | None:
     return None
 
 
+def stamped_task(cfg: dict, path: Path) -> RunTask | None:
+    """The task a run recorded in the model's own config.json (``tinyplm_task``), for a model dir
+    that no longer sits in its run dir; None when it has none."""
+    task = cfg.get("tinyplm_task")
+    if not isinstance(task, dict):
+        return None
+    ints = {k: task.get(k) if isinstance(task.get(k), int) else None
+            for k in ("max_length", "doc_stride", "max_query_length")}
+    name = task.get("name") if isinstance(task.get("name"), str) else None
+    return RunTask(path / "config.json", name, **ints)
+
+
 def model_info(target: Path, max_length: int | None = None, doc_stride: int | None = None,
                max_query_length: int | None = None, null_threshold: float | None = None) -> ModelInfo:
     """Resolve ``target`` (a model dir or run dir) to a :class:`ModelInfo`; the arguments are the
@@ -120,7 +132,7 @@ def model_info(target: Path, max_length: int | None = None, doc_stride: int | No
         labels = ()
     elif not labels:
         labels = tuple(f"LABEL_{i}" for i in range(outputs))
-    run = run_task(path)
+    run = run_task(path) or stamped_task(cfg, path)
     length, source = _max_length(max_length, run, cfg, path)
     spec = _window_spec(run, length, doc_stride, max_query_length) if head == Head.SPAN else None
     if null_threshold is None and run is not None and run.name == "squad_v2":
