@@ -132,6 +132,7 @@ def test_conll_sentences_and_errors(tmp_path: Path) -> None:
     sents = read_conll(good)
     assert [s.tokens for s in sents] == [("EU", "rejects", "German"), ("Peter", "Blackburn")]
     assert sents[1].tags == ("B-PER", "I-PER") and sents[1].line == 7
+    assert sents[0].pos == ("NNP", "VBZ", "JJ") and sents[0].chunk == ("B-NP", "B-VP", "B-NP")  # probing columns
     bad = tmp_path / "b.txt"
     bad.write_text(CONLL.replace("rejects VBZ B-VP O", "rejects VBZ O"), encoding="utf-8")
     with pytest.raises(DataError, match=r"b.txt:4: expected 4 space-separated columns"):

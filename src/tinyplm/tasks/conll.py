@@ -21,11 +21,14 @@ COLUMNS = 4
 
 @dataclass(frozen=True)
 class Sentence:
-    """One sentence: its tokens and NER tags (same length), and its first line in the file."""
+    """One sentence: its tokens and NER tags (same length), and its first line in the file; read
+    from a file, also its POS tags and chunk tags (the file's 2nd and 3rd columns, for probing)."""
 
     tokens: tuple[str, ...]
     tags: tuple[str, ...]
     line: int
+    pos: tuple[str, ...] = ()
+    chunk: tuple[str, ...] = ()
 
 
 def read_conll(path: Path, tags: tuple[str, ...] = TAGS) -> list[Sentence]:
@@ -38,26 +41,30 @@ def read_conll(path: Path, tags: tuple[str, ...] = TAGS) -> list[Sentence]:
         raise DataError(f"{path}: CoNLL file not found")
     known = set(tags)
     out: list[Sentence] = []
-    tokens: list[str] = []
-    labels: list[str] = []
+    rows: list[list[str]] = []  # the current sentence's lines: token POS chunk NER
     first = 0
     for n, line in text_lines(path):
         parts = line.split()
         if not parts or parts[0] == "-DOCSTART-":
-            if tokens:
-                out.append(Sentence(tuple(tokens), tuple(labels), first))
-                tokens, labels = [], []
+            if rows:
+                out.append(_sentence(rows, first))
+                rows = []
             continue
         _check_line(parts, known, tags, path, n, line)
-        if not tokens:
+        if not rows:
             first = n
-        tokens.append(parts[0])
-        labels.append(parts[3])
-    if tokens:
-        out.append(Sentence(tuple(tokens), tuple(labels), first))
+        rows.append(parts)
+    if rows:
+        out.append(_sentence(rows, first))
     if not out:
         raise DataError(f"{path}: no sentences found (expected lines of 'token POS chunk NER')")
     return out
+
+
+def _sentence(rows: list[list[str]], first: int) -> Sentence:
+    """A Sentence from its checked lines' columns (token POS chunk NER)."""
+    token, pos, chunk, ner = (tuple(column) for column in zip(*rows, strict=True))
+    return Sentence(token, ner, first, pos, chunk)
 
 
 def _check_line(parts: list[str], known: set[str], tags: tuple[str, ...], path: Path, n: int, line: str) -> None:
