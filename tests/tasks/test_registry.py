@@ -13,8 +13,9 @@ from tinyplm.tasks import paths
 GLUE = ["cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli"]
 
 
-def test_names_are_the_nine_glue_tasks_then_squad_and_conll() -> None:
-    assert tasks.names() == GLUE + ["squad", "squad_v2", "conll2003"]
+def test_names_are_the_nine_glue_tasks_then_squad_conll_and_spoilers() -> None:
+    assert tasks.names() == GLUE + ["squad", "squad_v2", "conll2003", "goodreads_spoilers",
+                                    "goodreads_spoilers_reviews", "tvtropes_spoilers"]
 
 
 @pytest.mark.parametrize(("alias", "name", "head"), [

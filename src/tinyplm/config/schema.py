@@ -26,7 +26,8 @@ from tinyplm.config.compress import AFTER_TRIM, TERMINAL_KINDS, CompressStep, st
 class TaskSpec(Section):
     """Which task to read and how to encode it."""
 
-    name: str = Field("sst2", description="GLUE task name (cola, sst2, ...), squad, squad_v2, conll2003 or 'custom'")
+    name: str = Field("sst2", description="GLUE task name (cola, sst2, ...), squad, squad_v2, conll2003, a spoiler "
+                      "task (goodreads_spoilers, goodreads_spoilers_reviews, tvtropes_spoilers) or 'custom'")
     data_dir: str | None = Field(None, description="GLUE folder (or data root); default TINYPLM_DATA or ../shared/data")
     max_length: int = Field(128, ge=8, le=512, description="tokens per example after truncation")
     max_train_examples: int | None = Field(None, ge=1, description="use the first N training examples")
@@ -45,6 +46,12 @@ class TaskSpec(Section):
                                    "context; default 128, or half a window's context room when that is less")
     max_query_length: int = Field(64, ge=1, description="SQuAD: question tokens kept")
     train_articles: int = Field(38, ge=1, description="SQuAD v1.1 default split: first N dev articles to train on")
+    # Spoiler tasks
+    context_sentences: int = Field(0, ge=0, le=64, description="goodreads_spoilers_reviews: each sentence's N "
+                                   "preceding sentences of its review as a text pair")
+    class_weights: Literal["balanced", "none"] | None = Field(
+        None, description="class weights in the cross-entropy: balanced (n / (classes x n_c) from the training "
+        "labels) or none; default: the task's (balanced for the Goodreads spoiler tasks)")
 
     @model_validator(mode="after")
     def _windows_have_room(self) -> TaskSpec:

@@ -1,6 +1,11 @@
-"""Task metrics by name: accuracy, f1, f1_macro, mcc, pearson, spearman.
+"""Task metrics by name: accuracy, f1, f1_macro, mcc, pearson, spearman; and, on the positive
+class's score of a binary task, roc_auc, pr_auc and f1_best.
 
-Computed with scikit-learn and scipy. Every value is a plain Python ``float``. Where a metric is
+A metric in :data:`SCORE_METRICS` needs scores, not argmax predictions: :func:`compute` takes them
+as ``scores`` (the probability of class 1, :func:`positive_scores`) and raises when they are
+missing. ``f1_best`` is the F1 of class 1 at the threshold on the score that maximises it on the
+split scored (the dev split: "a threshold chosen on dev"); it reports that threshold too, as
+``f1_best_threshold``. Computed with scikit-learn and scipy. Every value is a plain Python ``float``. Where a metric is
 undefined (constant predictions or references for pearson/spearman/mcc, no positive class for
 f1) the value is ``0.0``, not ``nan``, so reports and checkpoint selection never see ``nan``.
 """
@@ -13,12 +18,20 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
-from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+from sklearn.metrics import (
+    accuracy_score,
+    average_precision_score,
+    f1_score,
+    matthews_corrcoef,
+    precision_recall_curve,
+    roc_auc_score,
+)
 
 from tinyplm.errors import TinyplmError, did_you_mean
 from tinyplm.tasks.base import TaskData
 
 MetricFn = Callable[[np.ndarray, np.ndarray], float]
+ScoreMetricFn = Callable[[np.ndarray, np.ndarray], dict[str, float]]
 
 
 def _finite(value: float) -> float:
@@ -88,17 +101,67 @@ METRICS: dict[str, MetricFn] = {
 }
 
 
+def _binary(references: np.ndarray, name: str) -> bool:
+    """True when both classes occur (the score metrics are defined); raises ``TinyplmError`` for
+    labels other than 0 and 1."""
+    found = set(np.unique(references).tolist())
+    if not found <= {0, 1}:
+        raise TinyplmError(f"{name} scores class 1 of a binary task; found labels {sorted(found)}")
+    return len(found) == 2
+
+
+def roc_auc(scores: np.ndarray, references: np.ndarray) -> dict[str, float]:
+    """Area under the ROC curve of the class-1 scores (0.0 when only one class occurs)."""
+    return {"roc_auc": _finite(roc_auc_score(references, scores)) if _binary(references, "roc_auc") else 0.0}
+
+
+def pr_auc(scores: np.ndarray, references: np.ndarray) -> dict[str, float]:
+    """Area under the precision-recall curve of class 1 (average precision; 0.0 when undefined)."""
+    return {"pr_auc": _finite(average_precision_score(references, scores)) if _binary(references, "pr_auc")
+            else 0.0}
+
+
+def f1_best(scores: np.ndarray, references: np.ndarray) -> dict[str, float]:
+    """The best F1 of class 1 over score thresholds on this split, and that threshold (a score is
+    predicted as class 1 when ``>= f1_best_threshold``); 0.0 and 0.5 when class 1 is absent."""
+    if not _binary(references, "f1_best"):
+        return {"f1_best": 0.0, "f1_best_threshold": 0.5}
+    precision, recall, thresholds = precision_recall_curve(references, scores)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f1s = np.where(precision + recall > 0, 2 * precision * recall / (precision + recall), 0.0)[:-1]
+    best = int(np.argmax(f1s))
+    return {"f1_best": _finite(f1s[best]), "f1_best_threshold": float(thresholds[best])}
+
+
+SCORE_METRICS: dict[str, ScoreMetricFn] = {"roc_auc": roc_auc, "pr_auc": pr_auc, "f1_best": f1_best}
+
+
+def needs_scores(names: Sequence[str]) -> bool:
+    """True when any of ``names`` is computed from class-1 scores rather than predictions."""
+    return any(name in SCORE_METRICS for name in names)
+
+
+def positive_scores(logits: np.ndarray) -> np.ndarray:
+    """The probability of class 1 from ``(batch, 2)`` logits -> ``(batch,)`` float64."""
+    array = np.asarray(logits, dtype=np.float64)
+    if array.ndim != 2 or array.shape[1] != 2:
+        raise TinyplmError(f"class-1 scores need (batch, 2) logits of a binary task, got {array.shape}")
+    return 1.0 / (1.0 + np.exp(array[:, 0] - array[:, 1]))  # softmax(logits)[:, 1]
+
+
 def compute(
     names: Sequence[str],
     predictions: np.ndarray,
     references: np.ndarray,
     suffix: str = "",
+    scores: np.ndarray | None = None,
 ) -> dict[str, float]:
-    """``{name + suffix: value}`` for each metric name.
+    """``{name + suffix: value}`` for each metric name (``f1_best`` also gives ``f1_best_threshold``).
 
     ``predictions`` and ``references`` are 1-D, same length: class indices, or float scores
-    for pearson/spearman. Raises ``TinyplmError`` for an unknown name, arrays of different
-    lengths, or empty arrays.
+    for pearson/spearman; ``scores`` are class-1 scores for the metrics of :data:`SCORE_METRICS`.
+    Raises ``TinyplmError`` for an unknown name, arrays of different lengths, empty arrays, or a
+    score metric without scores.
     """
     p = np.asarray(predictions).reshape(-1)
     r = np.asarray(references).reshape(-1)
@@ -108,10 +171,16 @@ def compute(
         raise TinyplmError("no predictions to score")
     out: dict[str, float] = {}
     for name in names:
+        if name in SCORE_METRICS:
+            if scores is None or np.asarray(scores).reshape(-1).shape != r.shape:
+                raise TinyplmError(f"metric '{name}' needs a class-1 score for each of the {r.size} examples")
+            out.update({k + suffix: v for k, v in SCORE_METRICS[name](np.asarray(scores).reshape(-1), r).items()})
+            continue
         fn = METRICS.get(name)
         if fn is None:
-            hint = did_you_mean(name, METRICS) or "."
-            raise TinyplmError(f"unknown metric '{name}'{hint} Known: {', '.join(METRICS)}")
+            known = [*METRICS, *SCORE_METRICS]
+            hint = did_you_mean(name, known) or "."
+            raise TinyplmError(f"unknown metric '{name}'{hint} Known: {', '.join(known)}")
         out[name + suffix] = fn(p, r)
     return out
 
@@ -135,9 +204,11 @@ def predictions_from_logits(logits: np.ndarray, is_regression: bool) -> np.ndarr
 
 
 def task_metrics(
-    data: TaskData, split_name: str, predictions: np.ndarray, references: np.ndarray
+    data: TaskData, split_name: str, predictions: np.ndarray, references: np.ndarray,
+    scores: np.ndarray | None = None,
 ) -> dict[str, float]:
-    """The task's metrics on one split, keys suffixed for that split (MNLI mismatched: "_mm").
+    """The task's metrics on one split, keys suffixed for that split (MNLI mismatched: "_mm");
+    ``scores`` (class-1 scores) are needed when a metric is in :data:`SCORE_METRICS`.
 
     Raises ``TinyplmError`` when ``split_name`` is neither "train" nor one of ``data.evals``.
     """
@@ -145,4 +216,4 @@ def task_metrics(
         known = ", ".join(["train", *data.evals])
         raise TinyplmError(f"task '{data.task}' has no split '{split_name}'; splits: {known}")
     suffix = data.metric_suffix.get(split_name, "")
-    return compute(data.metrics, predictions, references, suffix=suffix)
+    return compute(data.metrics, predictions, references, suffix=suffix, scores=scores)

@@ -1,8 +1,10 @@
 """Task metrics of a model on every eval split of a task.
 
-Sequence tasks compare argmax classes (or scores) with labels; span tasks (SQuAD) turn window
-logits into answer texts (n-best, maximum answer length) and score them with the official EM/F1;
-token tasks (CoNLL-2003) read the tag at each word's first piece and score entities.
+Sequence tasks compare argmax classes (or scores) with labels; a task whose metrics need scores
+(ROC AUC ...: ``metrics.needs_scores``) also gets each example's class-1 probability. Span tasks
+(SQuAD) turn window logits into answer texts (n-best, maximum answer length) and score them with
+the official EM/F1; token tasks (CoNLL-2003) read the tag at each word's first piece and score
+entities.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from tinyplm.evaluate.entities import entity_scores
-from tinyplm.evaluate.metrics import task_metrics
+from tinyplm.evaluate.metrics import needs_scores, positive_scores, task_metrics
 from tinyplm.models.infer import logits_to_predictions, predict_logits
 from tinyplm.tasks.base import Split, TaskData
 from tinyplm.tasks.encoding import Encoded, encode_split
@@ -39,7 +41,8 @@ def evaluate_model(
             scores = token_scores(data.evals[name], enc, logits, data.labels)
         else:
             preds = logits_to_predictions(logits, data.is_regression)
-            metrics.update(task_metrics(data, name, preds, enc.labels.numpy()))
+            probs = positive_scores(logits.numpy()) if needs_scores(data.metrics) else None
+            metrics.update(task_metrics(data, name, preds, enc.labels.numpy(), probs))
             continue
         suffix = data.metric_suffix.get(name, "")
         metrics.update({f"{k}{suffix}": v for k, v in scores.items()})

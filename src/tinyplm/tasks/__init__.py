@@ -5,12 +5,14 @@
 
 GLUE files are looked up in :func:`resolve_glue_dir` (explicit ``data_dir`` > env
 ``TINYPLM_DATA`` > ``<repo>/../shared/data/glue``). Your own CSV/JSONL files: :func:`custom_task`.
-Beyond GLUE: ``squad`` (v1.1; span head), ``squad_v2`` (official files only) and ``conll2003``
-(NER; token head), found under the data root (:func:`resolve_data_root`).
+Beyond GLUE: ``squad`` (v1.1; span head), ``squad_v2`` (official files only), ``conll2003``
+(NER; token head) and the spoiler tasks ``goodreads_spoilers``, ``goodreads_spoilers_reviews`` and
+``tvtropes_spoilers`` (:mod:`tinyplm.tasks.spoilers`), found under the data root (:func:`resolve_data_root`).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from tinyplm.errors import TinyplmError, did_you_mean
@@ -19,6 +21,7 @@ from tinyplm.tasks.conll import conll_task
 from tinyplm.tasks.custom import custom_task
 from tinyplm.tasks.glue import GLUE_SPECS, glue_task
 from tinyplm.tasks.paths import resolve_data_root, resolve_glue_dir
+from tinyplm.tasks.spoilers import SPOILER_TASKS, spoiler_task
 from tinyplm.tasks.squad import squad_task
 
 __all__ = [
@@ -38,13 +41,16 @@ __all__ = [
 #: Extra spellings beyond the case/dash/underscore-insensitive names ("SST-2" -> "sst2").
 ALIASES: dict[str, str] = {"sst": "sst2", "sts": "stsb", "mnlim": "mnli", "mnlimm": "mnli", "squadv2": "squad_v2",
                             "squad2": "squad_v2", "squadv11": "squad", "squad11": "squad", "conll": "conll2003",
-                            "conll03": "conll2003", "ner": "conll2003"}
-#: Tasks beyond GLUE, with a span or token head.
-OTHER_TASKS: tuple[str, ...] = ("squad", "squad_v2", "conll2003")
+                            "conll03": "conll2003", "ner": "conll2003", "goodreads": "goodreads_spoilers",
+                            "goodreadsspoilers": "goodreads_spoilers", "tvtropes": "tvtropes_spoilers",
+                            "goodreadsspoilersreviews": "goodreads_spoilers_reviews",
+                            "goodreadsreviews": "goodreads_spoilers_reviews", "tvtropesspoilers": "tvtropes_spoilers"}
+#: Tasks beyond GLUE: SQuAD (span head), CoNLL-2003 (token head), the spoiler tasks (sequence head).
+OTHER_TASKS: tuple[str, ...] = ("squad", "squad_v2", "conll2003", *SPOILER_TASKS)
 
 
 def names() -> list[str]:
-    """The registered task names: GLUE in its order, then SQuAD and CoNLL-2003."""
+    """The registered task names: GLUE in its order, then SQuAD, CoNLL-2003 and the spoiler tasks."""
     return list(GLUE_SPECS) + list(OTHER_TASKS)
 
 
@@ -74,6 +80,8 @@ def get(name: str, data_dir: str | Path | None = None) -> Task:
         return conll_task(resolve_data_root(data_dir))
     if key in ("squad", "squad_v2"):
         return squad_task(resolve_data_root(data_dir), version="2.0" if key == "squad_v2" else "1.1")
+    if key in SPOILER_TASKS:
+        return spoiler_task(key, resolve_data_root(data_dir))
     return glue_task(key, resolve_glue_dir(data_dir))
 
 
@@ -95,6 +103,13 @@ def load_task(spec) -> TaskData:
         task = squad_task(resolve_data_root(spec.data_dir), version="2.0" if key == "squad_v2" else "1.1",
                           train_file=spec.train_file, dev_file=spec.dev_file, train_articles=spec.train_articles,
                           doc_stride=spec.window_stride(), max_query_length=spec.max_query_length)
+    elif canonical(spec.name) in SPOILER_TASKS:
+        task = spoiler_task(canonical(spec.name), resolve_data_root(spec.data_dir), spec.context_sentences)
     else:
         task = get(spec.name, spec.data_dir)
+    if spec.context_sentences and task.name != "goodreads_spoilers_reviews":
+        raise RecipeError(f"task.context_sentences is for goodreads_spoilers_reviews (sentences of whole reviews); "
+                          f"task '{task.name}' has no reviews to take context from")
+    if spec.class_weights is not None:
+        task = replace(task, class_weights=spec.class_weights)
     return task.load()

@@ -16,9 +16,15 @@ from tinyplm.tasks.heads import Head
 
 #: Metric names understood by ``tinyplm.evaluate.metrics.compute`` (kept here so tasks can
 #: validate a recipe's metric list without importing the later ``evaluate`` layer).
-CLASSIFICATION_METRICS: tuple[str, ...] = ("accuracy", "f1", "f1_macro", "mcc")
+#: Metrics of the positive class's score (binary tasks), not of the argmax prediction: ROC AUC, PR AUC
+#: (average precision) and the F1 of class 1 at the score threshold that maximises it on the split.
+SCORE_METRICS: tuple[str, ...] = ("roc_auc", "pr_auc", "f1_best")
+CLASSIFICATION_METRICS: tuple[str, ...] = ("accuracy", "f1", "f1_macro", "mcc", *SCORE_METRICS)
 REGRESSION_METRICS: tuple[str, ...] = ("pearson", "spearman")
 METRIC_NAMES: tuple[str, ...] = CLASSIFICATION_METRICS + REGRESSION_METRICS
+#: How the classes are weighed in the cross-entropy: ``balanced`` = n / (classes x n_c) from the
+#: training labels (scikit-learn's rule), ``none`` = all 1.
+CLASS_WEIGHTS: tuple[str, ...] = ("balanced", "none")
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,8 @@ class TaskData:
     ``evals`` maps eval split name -> split (GLUE tasks: ``{"dev": ...}``; MNLI:
     ``{"dev_matched": ..., "dev_mismatched": ...}``).
     ``metric_suffix`` maps an eval split to the suffix of its metric keys (MNLI mismatched: "_mm").
+    ``class_weights`` (one per label) weigh the cross-entropy when the task asks for it (None: not);
+    ``info`` says how the data was split and weighed, for the report.
     """
 
     task: str
@@ -72,6 +80,8 @@ class TaskData:
     primary_metric: str
     metric_suffix: dict[str, str] = field(default_factory=dict)
     head: Head = Head.SEQUENCE
+    class_weights: tuple[float, ...] | None = None
+    info: dict = field(default_factory=dict)
 
     @property
     def num_labels(self) -> int:
@@ -92,6 +102,7 @@ class Task:
     ``metric_suffix`` maps an eval split to a suffix for its metric keys (MNLI mismatched: "_mm").
     ``family`` names the collection in messages ("GLUE", "custom").
     ``head`` is a :class:`~tinyplm.tasks.heads.Head`; ``options`` go to every split (see :class:`Split`).
+    ``class_weights`` is a rule of :data:`CLASS_WEIGHTS`; ``info`` describes the data for reports.
     """
 
     name: str
@@ -106,6 +117,8 @@ class Task:
     family: str = ""
     head: Head = Head.SEQUENCE
     options: dict = field(default_factory=dict)
+    class_weights: str = "none"
+    info: dict = field(default_factory=dict)
 
     @property
     def primary_metric(self) -> str:
@@ -131,18 +144,27 @@ class Task:
 
     def load(self) -> TaskData:
         """Read train and every eval split into a :class:`TaskData` (raises ``DataError``)."""
+        train = self.read("train")
+        evals = {name: self.read(name) for name in self.eval_splits}
+        weights = None
+        if self.class_weights == "balanced" and not self.is_regression and self.head == Head.SEQUENCE:
+            weights = balanced_weights([ex.label for ex in train.examples], len(self.labels))
+        info = {**self.info, **({"class_weights": dict(zip(self.labels, weights, strict=True))} if weights else {})}
         return TaskData(
-            task=self.name,
-            train=self.read("train"),
-            evals={name: self.read(name) for name in self.eval_splits},
-            labels=self.labels,
-            is_regression=self.is_regression,
-            metrics=self.metrics,
-            primary_metric=self.primary_metric,
-            metric_suffix=dict(self.metric_suffix),
-            head=self.head,
+            task=self.name, train=train, evals=evals, labels=self.labels, is_regression=self.is_regression,
+            metrics=self.metrics, primary_metric=self.primary_metric, metric_suffix=dict(self.metric_suffix),
+            head=self.head, class_weights=weights, info=info,
         )
 
     def data_present(self) -> dict[str, bool]:
         """Which split files exist (for ``tinyplm tasks``): split name -> file exists."""
         return {split: path.is_file() for split, path in self.files.items()}
+
+
+def balanced_weights(labels: list[int], classes: int) -> tuple[float, ...]:
+    """scikit-learn's ``balanced`` class weights: ``n / (classes * n_c)`` (a class absent from
+    ``labels`` gets the weight of a class seen once), rounded to 6 digits."""
+    counts = [0] * classes
+    for label in labels:
+        counts[int(label)] += 1
+    return tuple(round(len(labels) / (classes * max(c, 1)), 6) for c in counts)

@@ -1,0 +1,198 @@
+"""Spoiler detection: Goodreads sentences (CSV), Goodreads reviews (the original JSON lines) and TV Tropes.
+
+* ``goodreads_spoilers``: ``spoilers/goodreads_sentences/train.csv`` under the data root, header
+  ``,book_title,sent_spoil,sentence``; one example per row, label ``sent_spoil`` (1 = spoiler).
+* ``goodreads_spoilers_reviews``: ``goodreads_spoilers/goodreads.jsonl``, the
+  ``goodreads_reviews_spoiler.json`` layout read unchanged: one review per line, its
+  ``review_sentences`` a list of ``[label, sentence]``; one example per sentence. With
+  ``context_sentences: N`` each sentence gets the N sentences before it in its review (joined by a
+  space) as its text pair; the first sentence of a review has no pair.
+* ``tvtropes_spoilers``: ``spoilers/tvtropes/{train,dev}.csv``, no header, ``id,sentence,label``.
+
+Goodreads ships no dev file, so dev is split off the training file **by book**: a book (its title
+in the CSV, its ``book_id`` in the JSON lines) is in dev when the sha256 of ``DEV_SEED/<book>``,
+read as a fraction of 2^64, is below ``DEV_FRACTION`` (0.12). No book is on both sides and the
+split is the same on every machine and run. On the shipped CSV this puts 1,723 of the 15,000
+sentences (11.5%; 3.5% of them spoilers) and 11.5% of the 5,412 titles in dev. Spoilers are rare
+(3.6%), so ROC AUC is the primary metric (Wan et al. 2019) and the cross-entropy weighs the
+classes (``class_weights: balanced``).
+
+Every bad row raises :class:`~tinyplm.errors.DataError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from tinyplm.errors import DataError
+from tinyplm.tasks.base import Example, Task
+from tinyplm.tasks.io import at, check_columns, no_examples, parse_label, quoted, read_text, require_text
+
+BINARY = ("0", "1")
+DEV_FRACTION = 0.12
+DEV_SEED = "tinyplm-spoilers-v1"
+GOODREADS_CSV = Path("spoilers") / "goodreads_sentences" / "train.csv"
+GOODREADS_JSONL = Path("goodreads_spoilers") / "goodreads.jsonl"
+TVTROPES_DIR = Path("spoilers") / "tvtropes"
+GOODREADS_METRICS = ("roc_auc", "pr_auc", "f1_best")
+TVTROPES_METRICS = ("accuracy", "roc_auc")
+SPLIT_NOTE = (f"dev = the books whose seeded sha256 ({DEV_SEED!r}) falls below {DEV_FRACTION} "
+              "(no book on both sides; the rest is train)")
+
+
+def in_dev(book: str, fraction: float = DEV_FRACTION, seed: str = DEV_SEED) -> bool:
+    """True when ``book`` (a title or id) belongs to the dev side of the by-book split."""
+    digest = hashlib.sha256(f"{seed}/{book.strip()}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < fraction
+
+
+@dataclass(frozen=True)
+class Row:
+    """One sentence before the split: its book, text, optional context and label index."""
+
+    book: str
+    example: Example
+
+
+def _by_book(rows: list[Row], path: Path, split: str) -> list[Example]:
+    """The examples of ``split`` ("train" or "dev") of the by-book split of ``rows``."""
+    want_dev = split != "train"
+    out = [r.example for r in rows if in_dev(r.book) == want_dev]
+    if not out:
+        raise no_examples(path, f"no book of its {len(rows)} sentences falls in the {split} side of the by-book "
+                          "split; the file is too small to split")
+    return out
+
+
+def csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """``(line, fields)`` of every non-blank record of a CSV file (normal quoting); ``line`` is the
+    record's last line (its only one unless a quoted field holds a line break)."""
+    lines = [line + "\n" for line in read_text(path).split("\n")]
+    reader = csv.reader(lines)
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            raise DataError(f"{at(path, max(reader.line_num, 1))}: cannot parse CSV ({err})") from None
+        if fields and any(f.strip() for f in fields):
+            yield reader.line_num, [f.removesuffix("\r") for f in fields]
+
+
+def _width(fields: list[str], width: int, path: Path, line: int) -> None:
+    if len(fields) != width:
+        raise DataError(f"{at(path, line)}: expected {width} comma-separated fields, got {len(fields)}")
+
+
+def read_goodreads_csv(path: Path, split: str) -> list[Example]:
+    """The ``split`` side of the Goodreads sentence CSV (columns found by name in the header)."""
+    rows = csv_rows(path)
+    first = next(rows, None)
+    if first is None:
+        raise no_examples(path, "the file is empty")
+    header = first[1]
+    index = check_columns(path, header, ["book_title", "sent_spoil", "sentence"])
+    out = []
+    for line, fields in rows:
+        _width(fields, len(header), path, line)
+        book = require_text(fields[index["book_title"]], "book_title", path, line)
+        text = require_text(fields[index["sentence"]], "sentence", path, line)
+        label = parse_label(fields[index["sent_spoil"]], BINARY, path, line)
+        out.append(Row(book, Example(text, None, label, line)))
+    if not out:
+        raise no_examples(path, "only a header line")
+    return _by_book(out, path, split)
+
+
+def read_tvtropes_csv(path: Path, split: str) -> list[Example]:
+    """A TV Tropes file: ``id,sentence,label`` rows without a header."""
+    out = []
+    for line, fields in csv_rows(path):
+        _width(fields, 3, path, line)
+        text = require_text(fields[1], "sentence", path, line)
+        out.append(Example(text, None, parse_label(fields[2], BINARY, path, line), line))
+    if not out:
+        raise no_examples(path)
+    return out
+
+
+def read_goodreads_jsonl(path: Path, split: str, context_sentences: int = 0) -> list[Example]:
+    """The ``split`` side of a ``goodreads_reviews_spoiler.json`` file, one example per sentence;
+    with ``context_sentences`` N each sentence's text pair is the N sentences before it."""
+    rows: list[Row] = []
+    for line, text in enumerate(read_text(path).split("\n"), start=1):
+        if text.strip():
+            rows.extend(_review(text, path, line, context_sentences))
+    if not rows:
+        raise no_examples(path)
+    return _by_book(rows, path, split)
+
+
+def _review(text: str, path: Path, line: int, context: int) -> list[Row]:
+    """The sentences of one review line (raises ``DataError`` naming the line)."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise DataError(f"{at(path, line)}: not valid JSON ({err.msg})") from None
+    if not isinstance(obj, dict):
+        raise DataError(f"{at(path, line)}: expected a JSON object (one review), got {type(obj).__name__}")
+    for key in ("review_sentences", "book_id"):
+        if key not in obj:
+            shown = ", ".join(repr(k) for k in list(obj)[:12]) or "none"
+            raise DataError(f"{at(path, line)}: missing key '{key}'; found keys: {shown}")
+    pairs, book = obj["review_sentences"], obj["book_id"]
+    if not isinstance(book, str | int) or isinstance(book, bool) or not str(book).strip():
+        raise DataError(f"{at(path, line)}: 'book_id' should be a non-empty string or number, got {book!r:.60}")
+    if not isinstance(pairs, list) or not pairs:
+        raise DataError(f"{at(path, line)}: 'review_sentences' should be a non-empty list of [label, sentence]")
+    sentences = [_sentence(pair, i, path, line) for i, pair in enumerate(pairs)]
+    rows = []
+    for i, (label, sentence) in enumerate(sentences):
+        before = " ".join(s for _, s in sentences[max(0, i - context):i]) if context else ""
+        rows.append(Row(str(book), Example(sentence, before or None, label, line)))
+    return rows
+
+
+def _sentence(pair: object, i: int, path: Path, line: int) -> tuple[int, str]:
+    """``(label index, sentence)`` of one ``[label, sentence]`` item of ``review_sentences``."""
+    where = f"{at(path, line)}: review_sentences[{i}]"
+    if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], str)):
+        raise DataError(f"{where} should be [label, sentence], got {quoted(json.dumps(pair))}")
+    raw = pair[0]
+    if isinstance(raw, bool) or str(raw).strip() not in BINARY:
+        raise DataError(f"{where}: label {quoted(str(raw))} is not one of 0, 1")
+    if not pair[1].strip():
+        raise DataError(f"{where}: empty sentence")
+    return BINARY.index(str(raw).strip()), require_text(pair[1], f"review_sentences[{i}]", path, line)
+
+
+def spoiler_task(name: str, data_root: Path, context_sentences: int = 0) -> Task:
+    """The :class:`Task` called ``name`` (see the module docstring) under ``data_root``."""
+    root = Path(data_root)
+    if name == "goodreads_spoilers":
+        path = root / GOODREADS_CSV
+        return Task(name, BINARY, False, GOODREADS_METRICS, {"train": path, "dev": path}, read_goodreads_csv,
+                    description="is a Goodreads review sentence a spoiler (dev split by book)", family="spoilers",
+                    class_weights="balanced", info={"dev_split": SPLIT_NOTE})
+    if name == "goodreads_spoilers_reviews":
+        path = root / GOODREADS_JSONL
+        reader = partial(read_goodreads_jsonl, context_sentences=context_sentences)
+        return Task(name, BINARY, False, GOODREADS_METRICS, {"train": path, "dev": path}, reader,
+                    description="spoiler sentences of whole Goodreads reviews (dev split by book_id)",
+                    family="spoilers", class_weights="balanced",
+                    info={"dev_split": SPLIT_NOTE, "context_sentences": context_sentences})
+    if name == "tvtropes_spoilers":
+        folder = root / TVTROPES_DIR
+        return Task(name, BINARY, False, TVTROPES_METRICS, {"train": folder / "train.csv", "dev": folder / "dev.csv"},
+                    read_tvtropes_csv, description="is a TV Tropes sentence a spoiler", family="spoilers")
+    raise KeyError(name)
+
+
+SPOILER_TASKS: tuple[str, ...] = ("goodreads_spoilers", "goodreads_spoilers_reviews", "tvtropes_spoilers")
