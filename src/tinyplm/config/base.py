@@ -64,6 +64,8 @@ class ObjectiveSpec(Section):
     mlm_hard: float = Field(0.0, ge=0, description="masked-LM cross-entropy of the student at masked positions")
     mask_rate: float = Field(0.15, gt=0, lt=1, description="fraction of tokens masked (80% [MASK], 10% random, "
                                                            "10% kept) for mlm terms")
+    logit_mse: float = Field(0.0, ge=0, description="MSE between the student's and the teacher's logits (Tang et "
+                                                    "al. 2019: distilling BERT into a BiLSTM); sentence tasks")
 
     @model_validator(mode="after")
     def _some_weight(self) -> ObjectiveSpec:
@@ -73,9 +75,9 @@ class ObjectiveSpec(Section):
 
     @model_validator(mode="after")
     def _mlm_replaces_prediction(self) -> ObjectiveSpec:
-        if self.masked_lm and (self.kd_weight > 0 or self.hard_weight > 0):
+        if self.masked_lm and (self.kd_weight > 0 or self.hard_weight > 0 or self.logit_mse > 0):
             raise ValueError("mlm_soft/mlm_hard train a masked-LM head instead of the task head: "
-                             "set kd_weight and hard_weight to 0 in this stage")
+                             "set kd_weight, hard_weight and logit_mse to 0 in this stage")
         return self
 
     @property
@@ -92,4 +94,4 @@ class ObjectiveSpec(Section):
 LAYERWISE_TERMS = ("embedding", "hidden", "attention_scores", "attention_kl", "value_relation", "qkv_relation",
                    "cosine")
 MLM_TERMS = ("mlm_soft", "mlm_hard")
-LOSS_TERMS = ("kd_weight", "hard_weight", *LAYERWISE_TERMS, *MLM_TERMS)
+LOSS_TERMS = ("kd_weight", "hard_weight", "logit_mse", *LAYERWISE_TERMS, *MLM_TERMS)

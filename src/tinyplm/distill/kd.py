@@ -2,7 +2,7 @@
 
 Hinton et al. (2015): KL between temperature-softened teacher and student distributions, scaled
 by T^2 so its gradients keep their size as T changes; for regression the KD term is the MSE to
-the teacher's outputs.
+the teacher's outputs. Tang et al. (2019): the MSE between the logits themselves.
 """
 
 from __future__ import annotations
@@ -20,11 +20,19 @@ def soft_target_kd(student_logits: torch.Tensor, teacher_logits: torch.Tensor, t
     return kl * (t * t)
 
 
-def hard_label_loss(logits: torch.Tensor, labels: torch.Tensor, is_regression: bool) -> torch.Tensor:
-    """Cross-entropy with class ids ``(batch,)``, or MSE to scores for regression."""
+def hard_label_loss(logits: torch.Tensor, labels: torch.Tensor, is_regression: bool,
+                    class_weights: torch.Tensor | None = None) -> torch.Tensor:
+    """Cross-entropy with class ids ``(batch,)``, or MSE to scores for regression. ``class_weights``
+    ``(classes,)`` weigh each example by its class; the mean is then over the weights (torch's rule)."""
     if is_regression:
         return F.mse_loss(logits.float().squeeze(-1), labels.float())
-    return F.cross_entropy(logits.float(), labels)
+    return F.cross_entropy(logits.float(), labels, weight=class_weights)
+
+
+def logit_mse(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
+    """Mean squared error between student and teacher logits ``(batch, classes)`` (Tang et al.
+    2019's objective for distilling BERT into a BiLSTM: the logits, not the softened probabilities)."""
+    return F.mse_loss(student_logits.float(), teacher_logits.float())
 
 
 def regression_kd(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:

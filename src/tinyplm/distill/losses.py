@@ -1,5 +1,9 @@
 """The prediction-layer objective: hard labels and/or soft targets from the teacher's cached
-logits, for sequence, span and token heads. Fine-tuning is ``kd_weight=0, hard_weight=1``.
+logits, for sequence, span and token heads. Fine-tuning is ``kd_weight=0, hard_weight=1``; Tang et
+al. (2019)'s distillation into a BiLSTM is ``kd_weight=0, logit_mse=1`` (sequence heads).
+
+It runs any model that answers ``model(**inputs)`` with logits (a ``transformers`` classifier or a
+model-family student of ``tinyplm.models.family``), so one objective trains both.
 
 :class:`PredictionObjective` is a pure loss on logits (``__call__``, also used to score pruning
 importance) and a training :class:`~tinyplm.train.objective.Objective` for the one loop.
@@ -14,19 +18,22 @@ import torch
 from torch import nn
 
 from tinyplm.distill import head_losses as hl
-from tinyplm.distill.features import forward_features
-from tinyplm.distill.kd import hard_label_loss, regression_kd, soft_target_kd
+from tinyplm.distill.kd import hard_label_loss, logit_mse, regression_kd, soft_target_kd
+from tinyplm.models.infer import output_logits
 from tinyplm.tasks.heads import Head
 from tinyplm.train.objective import Batch, supervised_batch
 
 
 @dataclass(frozen=True)
 class PredictionObjective:
-    """kd_weight * KD + hard_weight * hard loss. Fine-tuning is kd_weight=0, hard_weight=1.
+    """kd_weight * KD + hard_weight * hard loss + logit_mse * MSE(logits, teacher logits).
+    Fine-tuning is kd_weight=0, hard_weight=1.
 
     ``head`` picks the losses: ``sequence`` (above), ``span`` (start/end KD and cross-entropy over
     positions, ``distill.head_losses``) or ``token`` (per-piece KD and cross-entropy at labelled
     pieces). Per-token teacher logits may be wider than the batch; they are cut to its width.
+    ``class_weights`` (one per class, sequence classification) weigh the hard cross-entropy.
+    Raises ``ValueError`` for ``logit_mse`` with a span or token head.
     """
 
     kd_weight: float = 0.0
@@ -34,12 +41,18 @@ class PredictionObjective:
     temperature: float = 1.0
     is_regression: bool = False
     head: Head = Head.SEQUENCE
+    logit_mse: float = 0.0
+    class_weights: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.logit_mse > 0 and Head(self.head).per_position:
+            raise ValueError(f"logit_mse is for sentence-level logits; this task has a {self.head} head")
 
     # -- the training Objective ----------------------------------------------------------------
     @property
     def needs_teacher_logits(self) -> bool:
-        """Soft targets come from teacher logits cached over the training set."""
-        return self.kd_weight > 0
+        """Soft targets and logit matching come from teacher logits cached over the training set."""
+        return self.kd_weight > 0 or self.logit_mse > 0
 
     needs_teacher = False  # no teacher model runs during training
 
@@ -54,8 +67,8 @@ class PredictionObjective:
 
     def loss(self, model: nn.Module, batch: Batch, teacher_out: Any) -> torch.Tensor:
         """Runs ``model`` on the batch; the loss of its logits (see :meth:`__call__`)."""
-        feats = forward_features(model, batch.inputs, ())
-        return self(feats.logits.float(), batch.targets, batch.teacher_logits, feats.attention_mask)[0]
+        logits = output_logits(model(**batch.inputs)).float()
+        return self(logits, batch.targets, batch.teacher_logits, batch.inputs.get("attention_mask"))[0]
 
     def __call__(
         self, logits: torch.Tensor, labels: torch.Tensor, teacher_logits: torch.Tensor | None = None,
@@ -63,12 +76,12 @@ class PredictionObjective:
     ) -> tuple[torch.Tensor, dict[str, float]]:
         """Return (loss, {part: value}) for one batch; ``mask`` ``(batch, seq)`` marks real
         tokens (a span head needs it so padding gets no probability)."""
-        if self.kd_weight > 0 and teacher_logits is None:
-            raise ValueError("this objective has kd_weight > 0 but no teacher logits were given")
+        if self.needs_teacher_logits and teacher_logits is None:
+            raise ValueError("this objective has kd_weight or logit_mse > 0 but no teacher logits were given")
         if Head(self.head).per_position and teacher_logits is not None:
             teacher_logits = teacher_logits[:, : logits.shape[1]]
         parts = self._parts(logits, labels, teacher_logits, mask)
-        weights = {"hard": self.hard_weight, "kd": self.kd_weight}
+        weights = {"hard": self.hard_weight, "kd": self.kd_weight, "logit_mse": self.logit_mse}
         loss = sum(weights[k] * v for k, v in parts.items())
         return loss, {k: float(v.detach()) for k, v in parts.items()}
 
@@ -91,8 +104,13 @@ class PredictionObjective:
                 parts["kd"] = hl.token_kd(logits.float(), teacher_logits.float(), labels, self.temperature)
         else:
             if self.hard_weight > 0:
-                parts["hard"] = hard_label_loss(logits, labels, self.is_regression)
+                weight = None
+                if self.class_weights is not None and not self.is_regression:
+                    weight = torch.tensor(self.class_weights, dtype=torch.float32, device=logits.device)
+                parts["hard"] = hard_label_loss(logits, labels, self.is_regression, weight)
             if kd:
                 parts["kd"] = (regression_kd(logits, teacher_logits) if self.is_regression
                                else soft_target_kd(logits, teacher_logits, self.temperature))
+            if self.logit_mse > 0:
+                parts["logit_mse"] = logit_mse(logits, teacher_logits)
         return parts

@@ -48,13 +48,15 @@ class DistillObjective(nn.Module):
     """
 
     def __init__(self, spec: ObjectiveSpec, student_cfg, teacher_cfg, is_regression: bool,
-                 masking: Masking | None = None, head: Head = Head.SEQUENCE) -> None:
+                 masking: Masking | None = None, head: Head = Head.SEQUENCE,
+                 class_weights: tuple[float, ...] | None = None) -> None:
         super().__init__()
         self.spec = spec
         if spec.masked_lm and masking is None:
             raise ValueError("mlm_soft/mlm_hard need a Masking (the tokenizer's [MASK] and special ids)")
         self.masking = masking if spec.masked_lm else None
-        self.prediction = PredictionObjective(spec.kd_weight, spec.hard_weight, spec.temperature, is_regression, head)
+        self.prediction = PredictionObjective(spec.kd_weight, spec.hard_weight, spec.temperature, is_regression, head,
+                                              spec.logit_mse, class_weights)
         self.layer_map = LayerMap(())
         if spec.layerwise:
             self.layer_map = resolve(spec.layer_map, student_cfg.num_hidden_layers, teacher_cfg.num_hidden_layers)
@@ -140,7 +142,7 @@ class DistillObjective(nn.Module):
         """Total loss and its parts for one batch; ``t`` is required when layer-wise terms are on."""
         total = torch.zeros((), dtype=torch.float32)
         parts: dict[str, float] = {}
-        if self.prediction.kd_weight > 0 or self.prediction.hard_weight > 0:
+        if self.prediction.kd_weight > 0 or self.prediction.hard_weight > 0 or self.prediction.logit_mse > 0:
             pred, parts = self.prediction(s.logits.float(), labels, teacher_logits, s.attention_mask)
             total = total + pred
         if self.masked_lm:
@@ -195,11 +197,13 @@ class DistillObjective(nn.Module):
 
 
 def build_objective(spec: ObjectiveSpec, student_cfg, teacher_cfg, is_regression: bool,
-                    tokenizer=None, head: Head = Head.SEQUENCE) -> DistillObjective:
+                    tokenizer=None, head: Head = Head.SEQUENCE,
+                    class_weights: tuple[float, ...] | None = None) -> DistillObjective:
     """The objective of one stage; raises ``RecipeError`` for terms the two shapes cannot support.
 
     ``tokenizer`` is needed for masked-LM terms (its ``[MASK]`` and special ids); ``head`` is the
-    task's (``sequence``, ``span``, ``token``) and picks the prediction-layer losses."""
+    task's (``sequence``, ``span``, ``token``) and picks the prediction-layer losses;
+    ``class_weights`` weigh the hard cross-entropy (the task's, when it asks for them)."""
     masking = None
     if spec.masked_lm:
         if tokenizer is None:
@@ -208,4 +212,4 @@ def build_objective(spec: ObjectiveSpec, student_cfg, teacher_cfg, is_regression
             raise RecipeError(f"mlm_soft compares distributions over the vocabulary: the student has "
                               f"{student_cfg.vocab_size} word pieces and the teacher {teacher_cfg.vocab_size}")
         masking = Masking.from_tokenizer(tokenizer, spec.mask_rate, vocab_size=student_cfg.vocab_size)
-    return DistillObjective(spec, student_cfg, teacher_cfg, is_regression, masking, head)
+    return DistillObjective(spec, student_cfg, teacher_cfg, is_regression, masking, head, class_weights)

@@ -146,7 +146,7 @@ def prepare_teacher(cfg: RunConfig, checked: Preflight, train_enc, evals, paths:
     if cfg.teacher.finetune is not None:
         spec = cfg.teacher.finetune
         objective = PredictionObjective(kd_weight=0.0, hard_weight=1.0, is_regression=data.is_regression,
-                                        head=data.head)
+                                        head=data.head, class_weights=data.class_weights)
         io = StageIO("teacher", paths.checkpoints("teacher"), paths.log, resume=True)
         bf16 = use_bf16(spec.precision)
         result = train(model, train_enc, objective, spec=spec, io=io, primary=data.primary_metric,

@@ -89,9 +89,9 @@ def train_stage(model, stage: StageSpec, inp: RunInputs, log_name: str, ckpt_nam
     teacher = inp.teachers.get(stage.teacher, masked_lm)
     head = Head(inp.data.head) if stage.data != "corpus" else Head.SEQUENCE  # corpus text: no task labels
     objective = build_objective(stage.objective, model.config, teacher.config, inp.data.is_regression,
-                                inp.tokenizer, head)
+                                inp.tokenizer, head, inp.data.class_weights if stage.data != "corpus" else None)
     trained = with_mlm_head(model, teacher) if masked_lm else model
-    predicts = stage.objective.kd_weight > 0 or stage.objective.hard_weight > 0
+    predicts = stage.objective.kd_weight > 0 or stage.objective.hard_weight > 0 or stage.objective.logit_mse > 0
     spec = stage.train if predicts else stage.train.model_copy(update={"keep_best": False, "eval_every": 0})
     io = StageIO(log_name, inp.paths.checkpoints(ckpt_name), inp.paths.log, resume=True)
     result = train(trained, enc, objective, spec=spec, io=io, primary=inp.data.primary_metric,
