@@ -1,0 +1,16 @@
+"""The classic members of the neural-LM family, as students measured beside the transformers.
+
+TF-IDF + logistic regression (:mod:`.tfidf`), LSTM/BiLSTM classifiers over word embeddings that
+are random, word2vec or GloVe (:mod:`.lstm`, :mod:`.vectors`), and a BiLSTM over a frozen
+transformer's last hidden layers (:mod:`.features`). Each takes word (or n-gram) ids from its own
+:class:`~.words.WordTokenizer` (the feature-based one: the transformer's tokenizer), answers
+``model(input_ids, attention_mask, token_type_ids).logits`` like a ``transformers`` classifier,
+and saves as config.json + model.safetensors + its vocabulary (:mod:`.io`).
+"""
+
+from tinyplm.models.family.config import ARCHS, MODEL_TYPE, FamilyConfig, family_shape
+from tinyplm.models.family.io import build_module, is_family, is_family_dir, load_family, save_family
+from tinyplm.models.family.words import WordTokenizer
+
+__all__ = ["ARCHS", "MODEL_TYPE", "FamilyConfig", "WordTokenizer", "build_module", "family_shape", "is_family",
+           "is_family_dir", "load_family", "save_family"]

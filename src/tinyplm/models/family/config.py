@@ -1,0 +1,63 @@
+"""The config of a model-family student: the only input its constructor takes, saved as config.json.
+
+It is a ``transformers`` ``PretrainedConfig`` (so ``num_labels``/``id2label``, ``save_pretrained``
+and extra keys such as ``tinyplm_task`` behave as for the transformer models), with
+``model_type: tinyplm_family``, which ``transformers``' Auto classes do not know: loading goes
+through :func:`tinyplm.models.family.io.load_family` only.
+
+``arch`` picks the model (see ``ARCHS``); the other keys are the shape of that model.
+"""
+
+from __future__ import annotations
+
+from transformers import PretrainedConfig
+
+MODEL_TYPE = "tinyplm_family"
+#: arch -> what it is (the recipe's ``students[].family.arch``).
+ARCHS = {
+    "tfidf_lr": "TF-IDF of word n-grams + logistic regression",
+    "lstm": "LSTM over word embeddings",
+    "bilstm": "BiLSTM over word embeddings",
+    "elmo_bilstm": "frozen ELMo-style biLM, scalar mix, BiLSTM",
+    "feature_bilstm": "frozen transformer, last layers concatenated, BiLSTM",
+}
+POOLINGS = ("max", "mean", "attention")
+
+
+class FamilyConfig(PretrainedConfig):
+    """Shape of a model-family student.
+
+    ``vocab_size``: word (or n-gram) ids; ``embed_dim``: word-vector width; ``hidden``: LSTM width
+    per direction; ``layers``: stacked LSTM layers; ``bidirectional``; ``pooling``: max, mean or
+    attention over the LSTM states; ``dropout``; ``embeddings``: where the word vectors came from
+    (random, word2vec, glove: a record only). ``encoder``: the frozen transformer's config dict
+    (feature_bilstm); ``feature_layers``: its last hidden layers concatenated. ``bilm``: the
+    biLM's config dict (elmo_bilstm).
+    """
+
+    model_type = MODEL_TYPE
+
+    def __init__(self, arch: str = "bilstm", vocab_size: int = 3, embed_dim: int = 100, hidden: int = 128,
+                 layers: int = 1, bidirectional: bool = True, pooling: str = "max", dropout: float = 0.1,
+                 embeddings: str = "random", encoder: dict | None = None, feature_layers: int = 4,
+                 bilm: dict | None = None, **kwargs) -> None:
+        if arch not in ARCHS:
+            raise ValueError(f"family arch {arch!r} is not one of {', '.join(ARCHS)}")
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling {pooling!r} is not one of {', '.join(POOLINGS)}")
+        self.arch, self.vocab_size, self.embed_dim, self.hidden = arch, vocab_size, embed_dim, hidden
+        self.layers, self.bidirectional, self.pooling, self.dropout = layers, bidirectional, pooling, dropout
+        self.embeddings, self.encoder, self.feature_layers, self.bilm = embeddings, encoder, feature_layers, bilm
+        super().__init__(**kwargs)
+
+
+def family_shape(config: FamilyConfig) -> dict:
+    """What reports show as a family student's shape: its arch and the sizes that apply to it."""
+    if config.arch == "tfidf_lr":
+        return {"arch": config.arch, "n-grams": config.vocab_size - 3, "ngram_max": getattr(config, "ngram_max", 1)}
+    shape = {"arch": config.arch, "layers": config.layers, "hidden": config.hidden, "pooling": config.pooling}
+    if config.arch in ("lstm", "bilstm"):
+        shape.update(words=config.vocab_size, embeddings=f"{config.embeddings} {config.embed_dim}")
+    if config.arch == "feature_bilstm":
+        shape.update(feature_layers=config.feature_layers)
+    return shape

@@ -1,0 +1,122 @@
+"""Save and load model-family students: config.json + model.safetensors + their tokenizer.
+
+A saved dir holds ``config.json`` (``model_type: tinyplm_family``, the shape and labels),
+``model.safetensors`` (every tensor, the TF-IDF idf and coefficients included; nothing pickled)
+and the tokenizer: ``word_tokenizer.json`` (word and n-gram models) or the transformer's own
+files (``feature_bilstm``). :func:`load_family` rebuilds the module from the config and loads the
+weights strictly, so a reloaded model gives identical logits.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from torch import nn
+
+from tinyplm.errors import ModelError
+from tinyplm.models.family.config import MODEL_TYPE, FamilyConfig
+from tinyplm.models.family.words import TOKENIZER_FILE, WordTokenizer
+from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
+
+WEIGHTS = "model.safetensors"
+
+
+def build_module(config: FamilyConfig) -> nn.Module:
+    """The (untrained) module of ``config.arch``, its parameter counts recorded in its config."""
+    from tinyplm.models.family.lstm import LstmClassifier
+    from tinyplm.models.family.tfidf import TfidfClassifier
+
+    if config.arch == "tfidf_lr":
+        model = TfidfClassifier(config)
+    elif config.arch in ("lstm", "bilstm"):
+        model = LstmClassifier(config)
+    elif config.arch == "feature_bilstm":
+        from tinyplm.models.family.features import FeatureBiLstm
+
+        model = FeatureBiLstm(config)
+    else:
+        raise ModelError(f"family arch {config.arch!r} cannot be built by this version of tinyplm")
+    model.record_params()
+    return model
+
+
+def is_family(model) -> bool:
+    """True for a model-family student in PyTorch (its config's ``model_type``; an ONNX graph of
+    one is an ``OrtClassifier``)."""
+    return isinstance(model, nn.Module) and getattr(getattr(model, "config", None), "model_type", None) == MODEL_TYPE
+
+
+def is_family_dir(path: Path) -> bool:
+    """True when ``path/config.json`` names a model-family student (False for anything else, a
+    damaged file included: the ordinary checks report those)."""
+    try:
+        doc = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("model_type") == MODEL_TYPE
+
+
+def save_family(model: nn.Module, folder: Path) -> None:
+    """Write config.json and model.safetensors of ``model`` into ``folder`` (the caller writes the
+    tokenizer and makes the folder appear atomically: ``models.io.save_model``)."""
+    from safetensors.torch import save_file
+
+    model.config.architectures = [type(model).__name__]
+    model.record_params()
+    model.config.save_pretrained(folder)
+    state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    save_file(state, str(Path(folder) / WEIGHTS), metadata={"format": "pt"})
+
+
+def load_family(path: Path, labels: tuple[str, ...], is_regression: bool = False, head: str = "sequence"):
+    """A saved model-family student and its tokenizer -> (model in eval mode, tokenizer).
+
+    Raises ``ModelError`` naming the file when config.json cannot be read as a family config, the
+    weights are missing or do not fit it, the tokenizer is missing or larger than the model's
+    vocabulary, or the task is not sentence classification with the model's number of labels."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    if str(head) != "sequence" or is_regression:
+        raise ModelError(f"{path}: a model-family student classifies sentences; this task needs a {head} "
+                         f"{'regression ' if is_regression else ''}head")
+    try:
+        config = FamilyConfig.from_pretrained(str(path))
+    except (OSError, ValueError, TypeError) as exc:
+        why = f"{exc.__class__.__name__}: {exc}"
+        raise ModelError(f"{path / 'config.json'}: not a model-family config ({why})") from None
+    if config.num_labels != len(labels):
+        raise ModelError(f"{path}: its classifier has {config.num_labels} outputs but the task needs {len(labels)}")
+    if getattr(config, FORMAT_KEY, None) == "onnx":  # exported: run by ONNX Runtime
+        if not (path / ONNX_FILE).is_file():
+            raise ModelError(f"{path / 'config.json'}: says {FORMAT_KEY}: onnx, but {path} holds no {ONNX_FILE}")
+        return OrtClassifier(path / ONNX_FILE, config), load_family_tokenizer(path, config)
+    weights = path / WEIGHTS
+    if not weights.is_file():
+        raise ModelError(f"{path}: no {WEIGHTS}")
+    model = build_module(config)
+    try:
+        model.load_state_dict(load_file(str(weights)), strict=True)
+    except (RuntimeError, OSError, SafetensorError) as exc:
+        why = " ".join(str(exc).split())[:300]
+        raise ModelError(f"{weights}: does not fit {path / 'config.json'} ({why})") from None
+    return model.eval(), load_family_tokenizer(path, config)
+
+
+def load_family_tokenizer(path: Path, config: FamilyConfig):
+    """The tokenizer saved with a family student: its word vocabulary, or (feature_bilstm) the
+    transformer's tokenizer. Raises ``ModelError``."""
+    if config.arch == "feature_bilstm" and not (path / TOKENIZER_FILE).is_file():
+        from transformers import AutoTokenizer
+
+        try:
+            return AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)
+        except Exception as exc:  # transformers raises many types for broken tokenizer files
+            raise ModelError(f"{path}: cannot load the transformer's tokenizer ({exc.__class__.__name__})") from None
+    tok = WordTokenizer.load(path)
+    if len(tok) > config.vocab_size:
+        raise ModelError(f"{path / TOKENIZER_FILE}: has {len(tok)} tokens but the model's vocab_size is "
+                         f"{config.vocab_size}; the vocabulary does not belong to this model")
+    return tok

@@ -1,0 +1,175 @@
+"""Model-family students on tiny data: word tokenizer, (Bi)LSTM pooling and masking, TF-IDF +
+logistic regression against scikit-learn, GloVe's loss, and save -> reload identity."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tinyplm.models.family import FamilyConfig, WordTokenizer, build_module, load_family
+from tinyplm.models.family.lstm import LstmClassifier, reverse_within
+from tinyplm.models.family.tfidf import documents, fit_tfidf
+from tinyplm.models.family.vectors import WordVectors, cooccurrence, fit_glove, glove_loss
+from tinyplm.models.io import save_model
+from tinyplm.models.loading import load_classifier
+from tinyplm.tasks.base import Example, Split
+from tinyplm.tasks.encoding import collate, encode_split, model_inputs
+
+TEXTS = ["The plot twist: he dies!", "A great, fun movie.", "She was the killer all along", "Boring film.",
+         "the ending reveals the killer", "Lovely acting and a fun story", "He dies at the end", "Not bad at all"]
+LABELS = [1, 0, 1, 0, 1, 0, 1, 0]
+
+
+def _batch(tok, texts=TEXTS):
+    enc = encode_split(Split("dev", [Example(t, None, 0) for t in texts], None), tok, 32)
+    return model_inputs(collate(enc, range(len(texts))))
+
+
+def test_word_tokenizer_vocabulary_and_pairs():
+    tok = WordTokenizer.build(TEXTS, max_size=20, min_count=2)
+    assert tok.vocab[:3] == ["[PAD]", "[UNK]", "[SEP]"] and len(tok) == 3 + 9  # 9 words seen twice
+    assert tok.vocab[3] == "the"  # the most frequent word first
+    ids, types = tok.encode("The killer dies", "zzz unseen")
+    assert ids[0] == tok.vocab.index("the") and ids[3] == 2 and ids[4] == 1 and types == [0, 0, 0, 1, 1, 1]
+    assert tok.encode("") == ([1], [0])  # never empty
+    assert tok(["x b c d e"], max_length=2)["input_ids"] == [[1, 1]]
+    assert WordTokenizer.build(TEXTS, 20, 2).vocab == tok.vocab
+    assert len(WordTokenizer.build(TEXTS, 4, 2)) == 3 + 4  # deterministic
+
+
+def test_reverse_within_keeps_padding_in_place():
+    x = torch.arange(8.0).view(2, 4, 1)
+    out = reverse_within(x, torch.tensor([3, 4]))
+    assert out[:, :, 0].tolist() == [[2.0, 1.0, 0.0, 3.0], [7.0, 6.0, 5.0, 4.0]]
+    assert torch.equal(reverse_within(out, torch.tensor([3, 4])), x)
+
+
+@pytest.mark.parametrize("pooling", ["max", "mean", "attention"])
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_lstm_logits_ignore_padding(pooling, bidirectional):
+    torch.manual_seed(0)
+    cfg = FamilyConfig(arch="bilstm" if bidirectional else "lstm", vocab_size=20, embed_dim=6, hidden=5, layers=2,
+                       bidirectional=bidirectional, pooling=pooling, dropout=0.0, num_labels=2)
+    model = LstmClassifier(cfg).eval()
+    ids = torch.tensor([[4, 5, 6]])
+    padded = torch.tensor([[4, 5, 6, 0, 0], [7, 8, 0, 0, 0]])
+    mask = (padded > 0).long()
+    alone = model(ids, torch.ones_like(ids)).logits
+    together = model(padded, mask).logits
+    assert together.shape == (2, 2)
+    torch.testing.assert_close(together[0], alone[0], atol=1e-6, rtol=0)
+
+
+def test_tfidf_logits_match_scikit_learn():
+    model, tok, info = fit_tfidf(TEXTS, LABELS, 2, ngram_max=2, balanced=True)
+    assert info["features"] == len(tok) - 3
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+
+    docs = documents(tok, TEXTS)
+    vec = TfidfVectorizer(analyzer=lambda d: d)
+    x = vec.fit_transform(docs)
+    lr = LogisticRegression(class_weight="balanced", random_state=0, max_iter=1000).fit(x, LABELS)
+    new = ["the killer dies", "unseen words only"]
+    expected = lr.predict_proba(vec.transform(documents(tok, new)))[:, 1]
+    probs = torch.softmax(model(**_batch(tok, new)).logits, -1)[:, 1].detach().numpy()
+    np.testing.assert_allclose(probs, expected, atol=1e-5)
+
+
+def test_glove_loss_on_a_hand_made_matrix():
+    w = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
+    v = torch.tensor([[0.5, 0.5], [1.0, -1.0]])
+    b, c = torch.tensor([[0.1], [0.2]]), torch.tensor([[0.0], [-0.3]])
+    i, j, x = torch.tensor([0, 0, 1]), torch.tensor([1, 0, 0]), torch.tensor([2.0, 200.0, 50.0])
+    by_hand = 0.0
+    for a, o, n in zip(i.tolist(), j.tolist(), x.tolist(), strict=True):
+        f = min(1.0, (n / 100.0) ** 0.75)
+        by_hand += f * (float(w[a] @ v[o]) + float(b[a, 0]) + float(c[o, 0]) - np.log(n)) ** 2
+    assert glove_loss(w, v, b, c, i, j, x).item() == pytest.approx(by_hand, rel=1e-6)
+
+
+def test_glove_fits_log_counts():
+    kept, i, j, x = cooccurrence([["a", "b", "a", "c"], ["b", "c"]], vocab_size=3, window=2)
+    assert kept == ["a", "b", "c"]
+    counts = {(kept[a], kept[b]): float(n) for a, b, n in zip(i, j, x, strict=True)}
+    assert counts[("a", "b")] == pytest.approx(2.0) and counts[("a", "c")] == pytest.approx(1.0)
+    assert counts[("a", "b")] == counts[("b", "a")]
+    assert ("a", "a") in counts and counts[("a", "a")] == pytest.approx(1.0)  # both directions, as cooccur.c counts
+    torch.manual_seed(0)
+    _, start = fit_glove(3, i, j, x, dim=4, epochs=1, lr=1e-9, batch_size=64)
+    vectors, end = fit_glove(3, i, j, x, dim=4, epochs=300, lr=0.2, batch_size=64)
+    assert vectors.shape == (3, 4) and end < 1e-3 * start  # the weighted least squares are solved
+    table, found = WordVectors(kept, vectors).table_for(["[PAD]", "[UNK]", "[SEP]", "a", "zz"])
+    assert found == 0.5 and torch.equal(table[0], torch.zeros(4)) and torch.allclose(table[3], torch.tensor(vectors[0]))
+
+
+@pytest.mark.parametrize("arch", ["bilstm", "tfidf_lr"])
+def test_save_and_reload_give_identical_logits(tmp_path, arch):
+    if arch == "tfidf_lr":
+        model, tok, _ = fit_tfidf(TEXTS, LABELS, 2, id2label={0: "no", 1: "yes"})
+    else:
+        tok = WordTokenizer.build(TEXTS, 50)
+        model = build_module(FamilyConfig(arch="bilstm", vocab_size=len(tok), embed_dim=8, hidden=4,
+                                          pooling="attention", num_labels=2)).eval()
+    model.config.tinyplm_task = {"name": "tvtropes_spoilers", "max_length": 32}
+    save_model(model, tok, tmp_path / "m")
+    loaded, tok2 = load_classifier(tmp_path / "m", ("no", "yes"), False, "sequence")
+    assert type(loaded) is type(model) and tok2.vocab == tok.vocab
+    assert loaded.config.tinyplm_task["name"] == "tvtropes_spoilers"
+    assert torch.equal(loaded(**_batch(tok2)).logits, model(**_batch(tok)).logits)
+    assert loaded.num_parameters() == model.num_parameters() > 0
+
+
+def test_reload_refuses_a_vocabulary_of_another_model(tmp_path):
+    tok = WordTokenizer.build(TEXTS, 50)
+    model = build_module(FamilyConfig(arch="lstm", vocab_size=5, embed_dim=4, hidden=4, num_labels=2))
+    save_model(model, tok, tmp_path / "m")
+    from tinyplm.errors import ModelError
+
+    with pytest.raises(ModelError, match="word_tokenizer.json: has"):
+        load_family(tmp_path / "m", ("a", "b"))
+    with pytest.raises(ModelError, match="2 outputs but the task needs 3"):
+        load_family(tmp_path / "m", ("a", "b", "c"))
+
+
+@pytest.mark.parametrize("arch", ["bilstm", "tfidf_lr"])
+def test_onnx_export_matches_torch_and_reloads(tmp_path, arch):
+    from tinyplm.compress.onnx_quant import onnx_fp32
+
+    if arch == "tfidf_lr":
+        model, tok, _ = fit_tfidf(TEXTS, LABELS, 2)
+    else:
+        tok = WordTokenizer.build(TEXTS, 50)
+        torch.manual_seed(0)
+        model = build_module(FamilyConfig(arch="bilstm", vocab_size=len(tok), embed_dim=8, hidden=4, layers=2,
+                                          pooling="max", num_labels=2)).eval()
+    ort = onnx_fp32(model, tmp_path)
+    batch = _batch(tok)  # sentences of different lengths: padding inside the batch
+    torch.testing.assert_close(ort(**batch).logits, model(**batch).logits, atol=1e-5, rtol=1e-4)
+    save_model(ort, tok, tmp_path / "onnx")
+    loaded, _ = load_classifier(tmp_path / "onnx", ("0", "1"), False, "sequence")
+    torch.testing.assert_close(loaded(**batch).logits, model(**batch).logits, atol=1e-5, rtol=1e-4)
+    assert loaded.num_parameters() == model.num_parameters()
+
+
+def test_feature_bilstm_trains_only_its_head_and_reloads(tmp_path):
+    from transformers import AutoModel, AutoTokenizer
+
+    from conftest import make_tiny_model_dir
+    from tinyplm.models.family.features import feature_bilstm
+
+    src = make_tiny_model_dir(tmp_path / "bert")
+    encoder, tok = AutoModel.from_pretrained(str(src)), AutoTokenizer.from_pretrained(str(src))
+    torch.manual_seed(0)
+    model = feature_bilstm(encoder, 2, hidden=4, feature_layers=2).eval()
+    assert model.config.layers == 2 and model.head.lstm.forward_layers[0].input_size == 2 * 32
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert trainable and all(n.startswith("head.") for n in trainable)
+    batch = _batch(tok, ["the movie was good", "bad plot"])
+    assert model(**batch).logits.shape == (2, 2)
+    save_model(model, tok, tmp_path / "m")
+    loaded, tok2 = load_classifier(tmp_path / "m", ("0", "1"), False, "sequence")
+    assert torch.equal(loaded(**_batch(tok2, ["the movie was good", "bad plot"])).logits, model(**batch).logits)
+    with pytest.raises(ValueError, match="feature_layers 3 > the encoder's 2 layers"):
+        feature_bilstm(encoder, 2, feature_layers=3)
