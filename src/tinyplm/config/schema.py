@@ -21,6 +21,7 @@ from tinyplm.config.base import (  # noqa: F401  (re-exported: the recipe's sche
     TrainSpec,
 )
 from tinyplm.config.compress import AFTER_TRIM, TERMINAL_KINDS, CompressStep, step_name
+from tinyplm.config.family import FamilySpec, check_family_student
 
 
 class TaskSpec(Section):
@@ -145,9 +146,14 @@ class StudentSpec(Section):
     stages: list[StageSpec] | None = Field(None, description="several stages; replaces objective/train; [] = none")
     compress: list[CompressStep] = Field(default_factory=list,
                                          description="compression steps after the stages, in order")
+    family: FamilySpec | None = Field(None, description="a classic model of the neural-LM family instead of a BERT "
+                                      "student: TF-IDF + LR, (Bi)LSTM over word vectors, BiLSTM over frozen features")
 
     @model_validator(mode="after")
     def _shape_or_layers(self) -> StudentSpec:
+        if self.family is not None:
+            check_family_student(self)
+            return self
         if self.shape is None and not self.teacher_layers and not self.init_from:
             raise ValueError("give a student 'shape', 'teacher_layers' or 'init_from'")
         if self.stages is not None and not self.stages and not (self.init_from and self.compress):
@@ -267,6 +273,18 @@ class RunConfig(Section):
                     raise ValueError(f"student {student_name(spec)}: a 'data: corpus' stage needs a 'corpus' section")
         return self
 
+    @model_validator(mode="after")
+    def _family_inputs(self) -> RunConfig:
+        family = {student_name(s) for s in self.students if s.family is not None}
+        for spec in self.students:
+            if spec.family and spec.family.corpus_needed and not spec.family.own_corpus and self.corpus is None:
+                raise ValueError(f"student {student_name(spec)}: {spec.family.embeddings.kind} vectors are trained on "
+                                 "a corpus: give family.embeddings.corpus or a 'corpus' section")
+            if spec.init_from in family:
+                raise ValueError(f"student {student_name(spec)}: init_from names the model-family student "
+                                 f"{spec.init_from}, which no transformer student can start from")
+        return self
+
     def earlier_student(self, spec: StudentSpec) -> StudentSpec | None:
         """The earlier student of this recipe that ``spec.init_from`` names, if it names one."""
         here = self.students.index(spec)
@@ -287,6 +305,8 @@ def student_name(spec: StudentSpec) -> str:
     """The stage name of a student: its explicit name or student-L{layers}-H{hidden}."""
     if spec.name:
         return spec.name
+    if spec.family:
+        return spec.family.arch
     if spec.shape:
         return f"student-L{spec.shape.layers}-H{spec.shape.hidden}"
     if spec.teacher_layers:

@@ -94,6 +94,7 @@ class StageData:
         self.task, self.data, self.tokenizer, self.train = task, data, tokenizer, train
         self.augment, self.corpus, self.paths, self.cache_dir = augment, corpus, paths, cache_dir
         self._augmented: Encoded | None = None
+        self._augmented_split: Split | None = None
         self._corpus: Encoded | None = None
 
     def get(self, kind: DataKind) -> Encoded:
@@ -107,6 +108,19 @@ class StageData:
                 self._corpus = self._make_corpus()
             return self._corpus
         return self.train
+
+    def split(self, kind: DataKind) -> Split:
+        """The examples behind :meth:`get` (``task`` or ``augmented``), in the same order, for a
+        student with its own tokenizer (a model-family student): row i of its encoding and of the
+        teacher's logits on ``get(kind)`` are the same example."""
+        if kind == "augmented":
+            self.get("augmented")
+            return self._augmented_split
+        if kind == "corpus":
+            raise ValueError("corpus text has no labels: only task and augmented splits are examples")
+        limit = self.task.max_train_examples
+        examples = self.data.train.examples[:limit] if limit else self.data.train.examples
+        return Split(self.data.train.name, examples, self.data.train.source)
 
     def _make_augmented(self) -> Encoded:
         from tinyplm.distill.augment import augment
@@ -122,6 +136,7 @@ class StageData:
                              mlm_fingerprint=fingerprint(Path(a.mlm)))
         rest = self.data.train.examples[len(examples):]  # the examples not augmented still train, once each
         split = Split("train-augmented", result.examples + rest, self.data.train.source)
+        self._augmented_split = split
         return encode_split(split, self.tokenizer, self.task.max_length)
 
     def _neighbours(self, mlm, tok):

@@ -23,6 +23,7 @@ from tinyplm.evaluate.model_eval import evaluate_model
 from tinyplm.models import build_student, is_complete, load_classifier, save_model, shape_of
 from tinyplm.models.infer import use_bf16
 from tinyplm.report.records import StageKind
+from tinyplm.run.family import run_family
 from tinyplm.run.inputs import RunInputs, stamp_task
 from tinyplm.run.results import StageResult, StudentOutcome, TrainedStage
 from tinyplm.tasks.heads import Head
@@ -50,7 +51,10 @@ def initial_student(spec: StudentSpec, inp: RunInputs) -> tuple[torch.nn.Module,
 
 
 def run_student(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
-    """Build (or reload) one student and run its stages in order."""
+    """Build (or reload) one student and run its stages in order (a model-family student:
+    :func:`tinyplm.run.family.run_family`)."""
+    if spec.family is not None:
+        return run_family(spec, inp)
     name = student_name(spec)
     model, init = initial_student(spec, inp)
     if spec.compress_only:  # a copy of its source, not saved or reported on its own

@@ -16,6 +16,7 @@ mini-batches of the non-zero entries, as the reference C code does.
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -122,13 +123,15 @@ def fit_glove(n: int, i: np.ndarray, j: np.ndarray, x: np.ndarray, dim: int, epo
     w, v, b, c = init(n, dim), init(n, dim), init(n, 1), init(n, 1)  # Adagrad takes sparse gradients
     opt = torch.optim.Adagrad([w, v, b, c], lr=lr)
     ti, tj, tx = torch.from_numpy(i), torch.from_numpy(j), torch.from_numpy(x)
-    for _ in range(epochs):
-        order = torch.randperm(len(tx), generator=gen)
-        for k in range(0, len(tx), batch_size):
-            sel = order[k:k + batch_size]
-            opt.zero_grad()
-            glove_loss(w, v, b, c, ti[sel], tj[sel], tx[sel]).backward()
-            opt.step()
+    with warnings.catch_warnings():  # torch notes once that it skips sparse invariant checks
+        warnings.filterwarnings("ignore", message="Sparse invariant checks")
+        for _ in range(epochs):
+            order = torch.randperm(len(tx), generator=gen)
+            for k in range(0, len(tx), batch_size):
+                sel = order[k:k + batch_size]
+                opt.zero_grad()
+                glove_loss(w, v, b, c, ti[sel], tj[sel], tx[sel]).backward()
+                opt.step()
     with torch.no_grad():
         final = float(glove_loss(w, v, b, c, ti, tj, tx)) if len(tx) else 0.0
     return (w + v).detach().numpy().astype(np.float32), final

@@ -1,0 +1,121 @@
+"""The recipe section of a model-family student: the classic members of the neural-LM family
+(``students[].family``), trained and measured in the same run as the BERT students.
+
+=================  ======================================================================================
+``arch``           the model
+=================  ======================================================================================
+``tfidf_lr``       TF-IDF of word n-grams + logistic regression (scikit-learn fit; ``tfidf`` options)
+``lstm``           a unidirectional LSTM over word embeddings (``embeddings``: random, word2vec, GloVe)
+``bilstm``         the same, bidirectional
+``feature_bilstm`` a frozen transformer (``encoder``), its last ``feature_layers`` hidden layers
+                   concatenated into a BiLSTM classifier (Devlin et al.'s feature-based setting)
+=================  ======================================================================================
+
+A student with ``family`` trains with the student's ``objective``/``train`` (or ``stages``), like a
+BERT student: ``hard_weight`` for supervised training, ``kd_weight`` / ``logit_mse`` (Tang et al.
+2019) against the fine-tuned teacher's cached logits, on ``data: task`` or ``augmented``.
+``tfidf_lr`` is fitted in one step and takes no objective, train or stages.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from tinyplm.config.base import Section
+
+Arch = Literal["tfidf_lr", "lstm", "bilstm", "feature_bilstm"]
+#: The option groups that belong to one arch only (setting one for another arch is an error).
+ARCH_OPTIONS: dict[str, tuple[str, ...]] = {
+    "tfidf": ("tfidf_lr",), "embeddings": ("lstm", "bilstm"), "vocab_size": ("lstm", "bilstm"),
+    "min_count": ("lstm", "bilstm"), "encoder": ("feature_bilstm",), "feature_layers": ("feature_bilstm",),
+}
+
+
+class TfidfSpec(Section):
+    """TF-IDF features (scikit-learn's word analyzer, l2-normalised) and a logistic regression."""
+
+    ngram_max: int = Field(2, ge=1, le=4, description="word n-grams 1..ngram_max")
+    min_df: int = Field(1, ge=1, description="keep n-grams found in at least this many training texts")
+    max_features: int | None = Field(None, ge=1, description="keep the most frequent n-grams only")
+    c: float = Field(1.0, gt=0, description="inverse L2 strength of the logistic regression (scikit-learn's C)")
+    max_iter: int = Field(1000, ge=10)
+
+
+class EmbeddingSpec(Section):
+    """The word embeddings of an (Bi)LSTM: random, or word vectors trained here on a corpus
+    (cached by corpus and settings)."""
+
+    kind: Literal["random", "word2vec", "glove"] = "random"
+    dim: int = Field(100, ge=4, le=1024)
+    corpus: list[str] | None = Field(None, description="text files or folders; default: the recipe's corpus section")
+    max_docs: int | None = Field(50000, ge=1, description="train on at most this many paragraphs")
+    window: int = Field(5, ge=1, le=50, description="context words on each side")
+    min_count: int = Field(3, ge=1, description="ignore corpus words seen fewer times")
+    vocab_size: int = Field(30000, ge=10, description="GloVe: the most frequent words in the co-occurrence matrix")
+    epochs: int | None = Field(None, ge=1, description="default 5 (word2vec), 25 (GloVe)")
+    freeze: bool = Field(False, description="keep the vectors fixed while the classifier trains")
+    seed: int = 0
+
+
+class FamilySpec(Section):
+    """One model-family student (see the module docstring)."""
+
+    arch: Arch
+    hidden: int = Field(128, ge=4, le=2048, description="classifier LSTM width per direction")
+    layers: int | None = Field(None, ge=1, le=4, description="classifier LSTM layers; default 1 (feature_bilstm 2)")
+    pooling: Literal["max", "mean", "attention"] = Field("max", description="how the LSTM states become one vector")
+    dropout: float = Field(0.1, ge=0, lt=1)
+    vocab_size: int = Field(30000, ge=10, description="(bi)lstm: words kept, the most frequent in the training data")
+    min_count: int = Field(1, ge=1, description="(bi)lstm: keep training words seen at least this often")
+    embeddings: EmbeddingSpec = EmbeddingSpec()
+    encoder: str = Field("base", min_length=1, description="feature_bilstm: the frozen transformer: base (the "
+                         "teacher's checkpoint before fine-tuning), finetuned, or a model dir")
+    feature_layers: int = Field(4, ge=1, le=24, description="feature_bilstm: last hidden layers concatenated")
+    tfidf: TfidfSpec = TfidfSpec()
+
+    @model_validator(mode="after")
+    def _options_fit_the_arch(self) -> FamilySpec:
+        for option, archs in ARCH_OPTIONS.items():
+            if option in self.model_fields_set and self.arch not in archs:
+                raise ValueError(f"family.{option} is for arch {' / '.join(archs)}, not {self.arch}")
+        return self
+
+    @property
+    def lstm_layers(self) -> int:
+        """The classifier's LSTM layers in effect."""
+        return self.layers or (2 if self.arch == "feature_bilstm" else 1)
+
+    @property
+    def corpus_needed(self) -> bool:
+        """True when the student trains word vectors or a biLM on a corpus."""
+        return self.arch in ("lstm", "bilstm") and self.embeddings.kind != "random"
+
+    @property
+    def own_corpus(self) -> list[str] | None:
+        """The corpus paths the student names itself (None: the recipe's corpus section)."""
+        return self.embeddings.corpus
+
+
+def check_family_student(spec: Section) -> None:
+    """Raise ``ValueError`` when ``spec`` (a ``StudentSpec`` with ``family``) also asks for what only
+    a transformer student has (a shape, teacher layers, an init, compress steps, layer-wise or
+    masked-LM terms, corpus data), or gives ``tfidf_lr`` training settings."""
+    fam = spec.family
+    clash = [k for k in ("shape", "teacher_layers", "init_from") if getattr(spec, k)]
+    if clash:
+        raise ValueError(f"a 'family' student is built from its family section; drop '{clash[0]}'")
+    if spec.compress:
+        raise ValueError("a 'family' student takes no compress steps")
+    if fam.arch == "tfidf_lr":
+        given = sorted({"objective", "train", "stages"} & spec.model_fields_set)
+        if given:
+            raise ValueError(f"family arch tfidf_lr is fitted by scikit-learn in one step: drop '{given[0]}' "
+                             "(its options are family.tfidf)")
+        return
+    for stage in spec.stage_specs():
+        o = stage.objective
+        if o.layerwise or o.masked_lm or stage.data == "corpus":
+            raise ValueError("a 'family' student learns from the task's labels and the teacher's logits only: "
+                             "use kd_weight, hard_weight or logit_mse on data: task or augmented")

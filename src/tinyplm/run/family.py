@@ -1,0 +1,190 @@
+"""A model-family student in the run: built, trained by the one loop (or fitted), saved, measured.
+
+``tfidf_lr`` is fitted by scikit-learn on the task's training set (balanced class weights when
+the task weighs its classes). The LSTM-based ones take their vocabulary from the training texts
+(``lstm``/``bilstm``: word vectors random, or word2vec / GloVe trained on the corpus and cached
+under ``cache_dir/family/``; ``feature_bilstm``: the teacher's tokenizer and a frozen encoder),
+then train stage by stage with :func:`tinyplm.train.train` and a
+:class:`~tinyplm.distill.losses.PredictionObjective` (hard labels, soft-target KD or Tang et al.'s
+logit MSE against the fine-tuned teacher's cached logits). A word-tokenised student is trained on
+the *same examples in the same order* as the teacher's encoding of that data
+(``StageData.split``), so row i of the teacher's logits is its example i. The student's own
+encodings of the eval splits go with its :class:`StageResult`, so it is scored and timed on the
+same sentences as every other model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from tinyplm.config.family import EmbeddingSpec, FamilySpec
+from tinyplm.config.schema import StageSpec, StudentSpec, student_name
+from tinyplm.distill.losses import PredictionObjective
+from tinyplm.errors import RecipeError
+from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
+from tinyplm.files import atomic_path
+from tinyplm.models import is_complete, load_classifier, save_model
+from tinyplm.models.family import FamilyConfig, WordTokenizer, build_module, family_shape
+from tinyplm.models.family.vectors import WordVectors, train_glove, train_word2vec
+from tinyplm.models.infer import use_bf16
+from tinyplm.report.records import StageKind
+from tinyplm.run.inputs import RunInputs, stamp_task
+from tinyplm.run.results import StageResult, StudentOutcome
+from tinyplm.tasks.encoding import encode_split
+from tinyplm.tasks.heads import Head
+from tinyplm.train import StageIO, get_accelerator, train
+
+
+def run_family(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
+    """Build, train (or fit) and save one model-family student -> its outcome (reloaded when a
+    finished one is in the run dir). Raises ``RecipeError`` for a task that is not sentence
+    classification."""
+    if inp.data.is_regression or inp.data.head != Head.SEQUENCE:
+        raise RecipeError(f"student {student_name(spec)}: model-family students classify sentences; "
+                          f"task {inp.data.task} is {'regression' if inp.data.is_regression else inp.data.head}")
+    name, acc = student_name(spec), get_accelerator()
+    out = inp.paths.student(name)
+    if is_complete(out):
+        model, tok = load_classifier(out, inp.data.labels, False, inp.data.head)
+        return _outcome(name, model, tok, inp, {"reused": True})
+    if spec.family.arch == "tfidf_lr":
+        model, tok, info = _fit_tfidf(spec.family, inp)
+    else:
+        model, tok, info = _train_stages(spec, inp)
+    if acc.is_main_process:
+        stamp_task(model, inp.task)
+        save_model(model, tok, out)
+    acc.wait_for_everyone()
+    return _outcome(name, model, tok, inp, info)
+
+
+def _outcome(name: str, model: nn.Module, tok, inp: RunInputs, info: dict) -> StudentOutcome:
+    own = None if tok is inp.tokenizer else encode_evals(inp.data, tok, inp.task.max_length, inp.task.max_eval_examples)
+    result = StageResult(name, model, f"students/{name}", StageKind.STUDENT, family_shape(model.config),
+                         info=info, evals=own)
+    return StudentOutcome(model, result, name)
+
+
+def _fit_tfidf(fam: FamilySpec, inp: RunInputs) -> tuple[nn.Module, WordTokenizer, dict]:
+    from tinyplm.models.family.tfidf import fit_tfidf
+
+    ex, t = fam.tfidf, time.perf_counter()
+    examples = inp.stage_data.split("task").examples
+    model, tok, info = fit_tfidf([e.text for e in examples], [e.label for e in examples], len(inp.data.labels),
+                                 pairs=[e.text_pair for e in examples], ngram_max=ex.ngram_max, min_df=ex.min_df,
+                                 max_features=ex.max_features, c=ex.c, max_iter=ex.max_iter,
+                                 balanced=inp.data.class_weights is not None, id2label=dict(enumerate(inp.data.labels)))
+    return model, tok, {"init": "scikit-learn fit", "fit_seconds": round(time.perf_counter() - t, 1),
+                        "examples": len(examples), **info}
+
+
+def _train_stages(spec: StudentSpec, inp: RunInputs) -> tuple[nn.Module, object, dict]:
+    """The student's stages in order (each saved as ``students/<name>.stage-<k>`` when there are
+    several, so a resumed run skips finished ones) -> (model, tokenizer, info)."""
+    name, stages = student_name(spec), spec.stage_specs()
+    torch.manual_seed(stages[0].train.seed)
+    model, tok, init = initial_model(spec.family, inp)
+    evals = inp.evals if tok is inp.tokenizer else encode_evals(inp.data, tok, inp.task.max_length,
+                                                                inp.task.max_eval_examples)
+    infos = []
+    for k, stage in enumerate(stages):
+        last = k == len(stages) - 1
+        label = stage.name or (f"stage-{k}" if len(stages) > 1 else "")
+        stage_dir = inp.paths.student(f"{name}.stage-{k}")
+        if not last and is_complete(stage_dir):
+            model, _ = load_classifier(stage_dir, inp.data.labels, False, inp.data.head)
+            infos.append({"stage": label, "reused": True})
+            continue
+        model, info = train_family_stage(model, tok, stage, inp, evals, f"{name}/{label}" if label else name,
+                                         f"{name}.stage-{k}")
+        if not last and get_accelerator().is_main_process:
+            save_model(model, tok, stage_dir)
+        infos.append({"stage": label, "data": stage.data, **info})
+    return model, tok, {**init, **(infos[-1] if len(infos) == 1 else {"stages": infos})}
+
+
+def train_family_stage(model: nn.Module, tok, stage: StageSpec, inp: RunInputs, evals: dict, log_name: str,
+                       ckpt_name: str) -> tuple[nn.Module, dict]:
+    """One stage by the one training loop -> (trained model, info for the report)."""
+    teacher_enc = inp.stage_data.get(stage.data)
+    enc = teacher_enc if tok is inp.tokenizer else encode_split(inp.stage_data.split(stage.data), tok,
+                                                                inp.task.max_length)
+    o = stage.objective
+    objective = PredictionObjective(o.kd_weight, o.hard_weight, o.temperature, False, Head.SEQUENCE, o.logit_mse,
+                                    inp.data.class_weights)
+    bf16, spec = use_bf16(stage.train.precision), stage.train
+    result = train(model, enc, objective, spec=spec, primary=inp.data.primary_metric,
+                   io=StageIO(log_name, inp.paths.checkpoints(ckpt_name), inp.paths.log, resume=True),
+                   evaluate=lambda m: evaluate_model(m, inp.data, evals, bf16=bf16, batch_size=spec.eval_batch_size),
+                   teacher_logits=inp.teachers.logits(teacher_enc) if objective.needs_teacher_logits else None)
+    shown = {k: v for k, v in o.model_dump(include={"kd_weight", "hard_weight", "logit_mse"}).items() if v}
+    # the fields of students.train_info (not imported: students dispatches to this module)
+    return result.model, {"train_seconds": round(result.seconds, 1), "steps": result.steps,
+                          "stopped_by": result.stopped_by, "best_step": result.best_step,
+                          "budget_minutes": spec.budget_minutes, "precision": "bf16" if bf16 else "fp32",
+                          "objective": shown, "history": result.history, "examples": len(enc)}
+
+
+def initial_model(fam: FamilySpec, inp: RunInputs) -> tuple[nn.Module, object, dict]:
+    """The untrained student, its tokenizer and how it was initialised."""
+    labels = dict(enumerate(inp.data.labels))
+    if fam.arch == "feature_bilstm":
+        from tinyplm.models.family.features import feature_bilstm
+        from tinyplm.models.roles import base_model
+
+        encoder = base_model(inp.teachers.finetuned) if fam.encoder == "finetuned" else inp.teachers.get(fam.encoder)
+        model = feature_bilstm(encoder, len(labels), hidden=fam.hidden, layers=fam.lstm_layers,
+                               feature_layers=fam.feature_layers, pooling=fam.pooling, dropout=fam.dropout,
+                               id2label=labels)
+        return model, inp.tokenizer, {"init": f"frozen {fam.encoder} encoder, last {fam.feature_layers} layers"}
+    examples = inp.stage_data.split("task").examples
+    tok = WordTokenizer.build([t for e in examples for t in (e.text, e.text_pair) if t], fam.vocab_size,
+                              fam.min_count)
+    e = fam.embeddings
+    config = FamilyConfig(arch=fam.arch, vocab_size=len(tok), embed_dim=e.dim, hidden=fam.hidden,
+                          layers=fam.lstm_layers, bidirectional=fam.arch == "bilstm", pooling=fam.pooling,
+                          dropout=fam.dropout, embeddings=e.kind, num_labels=len(labels), id2label=labels)
+    model = build_module(config)
+    info: dict = {"init": f"{e.kind} embeddings", "words": len(tok) - 3}
+    if e.kind != "random":
+        corpus = e.corpus or inp.stage_data.corpus.paths
+        vectors, made = word_vectors(e, corpus, inp.stage_data.cache_dir)
+        table, found = vectors.table_for(tok.vocab, seed=e.seed)
+        with torch.no_grad():
+            model.embeddings.weight.copy_(table)
+        info.update(vectors=made, vocabulary_found=round(found, 4))
+    model.embeddings.weight.requires_grad_(not e.freeze)
+    return model, tok, info
+
+
+def word_vectors(e: EmbeddingSpec, paths: list[str], cache_dir: Path) -> tuple[WordVectors, dict]:
+    """word2vec or GloVe vectors of the corpus at ``paths`` under ``e``'s settings, trained once
+    and cached (``cache_dir/family/<kind>-<key>.npz``: words and vectors, no pickles) -> (vectors,
+    how they were made)."""
+    from tinyplm.pretrain.corpus import read_corpus
+
+    texts = read_corpus([Path(p) for p in paths], max_docs=e.max_docs)
+    h = hashlib.sha256(json.dumps(e.model_dump(exclude={"corpus", "freeze"}), sort_keys=True).encode())
+    for t in texts:
+        h.update(t.encode("utf-8"))
+        h.update(b"\0")
+    file = Path(cache_dir) / "family" / f"{e.kind}-{h.hexdigest()[:20]}.npz"
+    if file.is_file():
+        with np.load(file, allow_pickle=False) as z:
+            return WordVectors([str(w) for w in z["words"]], z["vectors"]), {"kind": e.kind, "cached": str(file)}
+    t0 = time.perf_counter()
+    if e.kind == "word2vec":
+        vec = train_word2vec(texts, e.dim, e.window, e.min_count, e.epochs or 5, e.seed)
+    else:
+        vec = train_glove(texts, e.dim, e.window, e.vocab_size, e.min_count, e.epochs or 25, seed=e.seed)
+    with atomic_path(file) as tmp, tmp.open("wb") as fh:
+        np.savez(fh, words=np.asarray(vec.words), vectors=vec.vectors)
+    return vec, {"kind": e.kind, "paragraphs": len(texts), "words": len(vec.words),
+                 "train_seconds": round(time.perf_counter() - t0, 1)}

@@ -1,0 +1,78 @@
+"""Model-family students in a tiny run: TF-IDF, a BiLSTM over GloVe trained alone and distilled
+(logit MSE) from the teacher, and a feature-based BiLSTM; trained by the one loop, saved, scored
+and timed beside the teacher, and reused on resume. Recipe errors for family students."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import TINY_TRAIN, make_tiny_glue, make_tiny_model_dir, tiny_recipe, write_recipe, write_tiny_corpus
+from tinyplm.config import load_recipe
+from tinyplm.errors import RecipeError
+from tinyplm.models import load_classifier
+from tinyplm.run import run
+
+pytestmark = pytest.mark.slow
+
+SHORT = {**TINY_TRAIN, "max_steps": 6, "lr": 1e-2}
+
+
+def _students() -> list[dict]:
+    bilstm = {"arch": "bilstm", "hidden": 8, "vocab_size": 100,
+              "embeddings": {"kind": "glove", "dim": 8, "window": 2, "min_count": 1, "epochs": 2}}
+    return [
+        {"name": "tfidf", "family": {"arch": "tfidf_lr"}},
+        {"name": "bilstm-alone", "family": bilstm, "objective": {"kd_weight": 0, "hard_weight": 1}, "train": SHORT},
+        {"name": "bilstm-kd", "family": bilstm, "objective": {"kd_weight": 0, "logit_mse": 1}, "train": SHORT},
+        {"name": "features", "family": {"arch": "feature_bilstm", "hidden": 8, "feature_layers": 2},
+         "objective": {"kd_weight": 0, "hard_weight": 1}, "train": {**SHORT, "max_steps": 2}},
+    ]
+
+
+def _recipe(tmp_path: Path) -> Path:
+    model = make_tiny_model_dir(tmp_path / "tiny-bert")
+    glue = make_tiny_glue(tmp_path / "glue", n_train=64, n_dev=32)
+    recipe = tiny_recipe(tmp_path, model, glue, students=_students())
+    recipe["teacher"]["finetune"]["max_steps"] = 4
+    recipe["corpus"] = {"paths": [str(write_tiny_corpus(tmp_path / "corpus"))]}
+    return write_recipe(tmp_path / "r.yaml", recipe)
+
+
+def test_family_students_run_beside_the_teacher(tmp_path: Path) -> None:
+    cfg = load_recipe(_recipe(tmp_path))
+    record = run(cfg)
+    run_dir = Path(cfg.output_dir)
+    stages = {s.name: s for s in record.stages}
+    assert set(stages) == {"teacher", "tfidf", "bilstm-alone", "bilstm-kd", "features"}
+    for name in ("tfidf", "bilstm-alone", "bilstm-kd", "features"):
+        s = stages[name]
+        assert s.shape["arch"] == cfg.students[[x.name for x in cfg.students].index(name)].family.arch
+        assert s.throughput_sent_per_s > 0 and s.latency_ms_p50_b1 > 0 and s.disk_bytes > 0 and s.params > 0
+        assert 0.0 <= s.metrics["accuracy"] <= 1.0
+        model, tok = load_classifier(run_dir / s.model_dir, ("0", "1"), False, "sequence")
+        assert model.config.tinyplm_task["name"] == "sst2"
+    assert stages["bilstm-kd"].info["objective"] == {"logit_mse": 1.0} and stages["bilstm-kd"].info["steps"] == 6
+    assert stages["bilstm-alone"].info["vectors"]["kind"] == "glove"
+    assert stages["bilstm-kd"].info["vectors"]["cached"]  # the second BiLSTM reuses the GloVe vectors
+    assert stages["tfidf"].info["features"] > 10
+    logged = {json.loads(line)["stage"] for line in (run_dir / "logs" / "train.jsonl").read_text().splitlines()}
+    assert {"bilstm-alone", "bilstm-kd", "features"} <= logged
+    (run_dir / "results.json").unlink()  # as if the run died while measuring
+    again = run(cfg, resume=True)  # finished students are reloaded, not trained again
+    assert all(again.stage(n).info.get("reused") for n in ("tfidf", "bilstm-kd"))
+
+
+@pytest.mark.parametrize(("student", "message"), [
+    ({"family": {"arch": "bilstm"}, "shape": {"layers": 1, "hidden": 8, "heads": 2, "ffn": 8}}, "drop 'shape'"),
+    ({"family": {"arch": "tfidf_lr"}, "train": {"epochs": 1}}, "fitted by scikit-learn"),
+    ({"family": {"arch": "bilstm"}, "objective": {"kd_weight": 0, "hidden": 1}}, "labels and the teacher's logits"),
+    ({"family": {"arch": "tfidf_lr", "pooling": "mean", "embeddings": {"kind": "glove"}}}, "family.embeddings is for"),
+    ({"family": {"arch": "bilstm", "embeddings": {"kind": "word2vec"}}}, "give family.embeddings.corpus"),
+])
+def test_family_recipe_errors(tmp_path: Path, student: dict, message: str) -> None:
+    recipe = tiny_recipe(tmp_path, tmp_path, tmp_path, students=[{"name": "s", **student}])
+    with pytest.raises(RecipeError, match=message):
+        load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
