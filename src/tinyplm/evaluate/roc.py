@@ -1,0 +1,42 @@
+"""ROC curves of binary classifiers on a dev split, thinned to a few hundred points for reports.
+
+The points come from scikit-learn's ``roc_curve`` on the class-1 probabilities (the scores that
+``roc_auc`` is computed from, :func:`~tinyplm.evaluate.metrics.positive_scores`); the curve keeps
+its first and last point and an even spread of the rest, so the drawn curve and its area match
+the full one closely.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from tinyplm.evaluate.metrics import positive_scores
+from tinyplm.models.infer import predict_logits
+from tinyplm.tasks.base import TaskData
+from tinyplm.tasks.encoding import Encoded
+from tinyplm.tasks.heads import Head
+
+
+def roc_points(labels: np.ndarray, scores: np.ndarray, max_points: int = 200) -> dict[str, list[float] | float]:
+    """``{"fpr": [...], "tpr": [...], "auc": float}`` of ``scores`` against 0/1 ``labels``,
+    at most ``max_points`` points. Raises ``ValueError`` when the labels hold one class only."""
+    from sklearn.metrics import roc_auc_score, roc_curve
+
+    labels = np.asarray(labels)
+    if len(np.unique(labels)) < 2:
+        raise ValueError("a ROC curve needs examples of both classes")
+    fpr, tpr, _ = roc_curve(labels, scores)
+    keep = np.unique(np.linspace(0, len(fpr) - 1, min(max_points, len(fpr))).round().astype(int))
+    return {"fpr": [round(float(x), 5) for x in fpr[keep]], "tpr": [round(float(x), 5) for x in tpr[keep]],
+            "auc": float(roc_auc_score(labels, scores))}
+
+
+def model_roc(model: torch.nn.Module, data: TaskData, evals: dict[str, Encoded]) -> dict | None:
+    """The ROC curve of ``model`` on the first eval split of a binary sentence task; None for any
+    other task (regression, span, token, more than two classes)."""
+    if data.is_regression or data.head != Head.SEQUENCE or len(data.labels) != 2:
+        return None
+    name, enc = next(iter(evals.items()))
+    curve = roc_points(enc.labels.numpy(), positive_scores(predict_logits(model, enc).numpy()))
+    return {"split": name, **curve}
