@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
+
+from tinyplm.config.finetune import OPTION_METHODS, Method, MethodOptions, check_options
 
 Precision = Literal["auto", "bf16", "fp32"]
 
@@ -35,6 +37,30 @@ class TrainSpec(Section):
     keep_best: bool = Field(True, description="restore the best dev checkpoint at the end")
     precision: Precision = Field("auto", description="auto = bf16 autocast where the CPU supports it")
     seed: int = 42
+    method: Method = Field(Method.FULL, description="full | frozen | ulmfit | bitfit | lora | ia3 | prompt_tuning | "
+                                                    "prefix_tuning (see config/finetune.py)")
+    method_options: MethodOptions = Field(MethodOptions(), description="options of the fine-tuning method")
+
+    @model_validator(mode="after")
+    def _options_of_method(self) -> TrainSpec:
+        check_options(self.method, self.method_options)
+        return self
+
+    @model_serializer(mode="wrap")
+    def _default_method_unwritten(self, handler):
+        """Leave ``method``/``method_options`` out of a dump while they are the defaults, so a
+        resolved recipe (and the run dir claimed with it) is the same as before they existed; else
+        write only the options this method reads (so the dump loads back)."""
+        data = handler(self)
+        if not isinstance(data, dict):
+            return data
+        if self.method is Method.FULL and not self.method_options.model_fields_set:
+            data.pop("method", None)
+            data.pop("method_options", None)
+        elif isinstance(data.get("method_options"), dict):
+            data["method_options"] = {k: v for k, v in data["method_options"].items()
+                                      if self.method in OPTION_METHODS[k]}
+        return data
 
 
 class ObjectiveSpec(Section):

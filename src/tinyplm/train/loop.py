@@ -23,16 +23,20 @@ import torch
 from accelerate import Accelerator
 from torch import nn
 
+from tinyplm.config.finetune import Method
 from tinyplm.config.schema import TrainSpec
 from tinyplm.errors import Interrupted
 from tinyplm.models.infer import autocast, use_bf16
 from tinyplm.tasks.encoding import Encoded, collate
 from tinyplm.train.accelerator import get_accelerator, synced
 from tinyplm.train.checkpoint import LoopState, list_checkpoints, load_checkpoint, save_checkpoint
+from tinyplm.train.memory import read_peak, reset_peak
+from tinyplm.train.methods import adapt, finish, param_counts
 from tinyplm.train.objective import Batch, Objective
 from tinyplm.train.progress import JsonlLog, Meter, make_progress
 from tinyplm.train.schedule import epoch_batches, lr_factor, total_steps
 from tinyplm.train.signals import StopFlag
+from tinyplm.train.ulmfit import Unfreezer, discriminative_groups, layer_groups, stlr_factor
 
 EvalFn = Callable[[torch.nn.Module], dict[str, float]]
 
@@ -54,7 +58,9 @@ class StageIO:
 class TrainResult:
     """The trained model (best dev checkpoint if ``keep_best``) and what happened: dev
     evaluations (``history``) and the mean training loss at each log step (``losses``, pairs of
-    step and loss)."""
+    step and loss); the parameters that trained (at the last step) and all of them, and the
+    stage's peak resident memory (``rss_scope``: ``stage``, or ``process`` where it could not be
+    reset at the stage's start)."""
 
     model: torch.nn.Module
     history: list[dict[str, Any]] = field(default_factory=list)
@@ -64,9 +70,24 @@ class TrainResult:
     seconds: float = 0.0
     stopped_by: str = "epochs"
     losses: list[tuple[int, float]] = field(default_factory=list)
+    trainable_params: int | None = None
+    total_params: int | None = None
+    peak_rss_mib: float | None = None
+    rss_scope: str | None = None
+
+    def resources(self) -> dict[str, Any]:
+        """What the stage cost, for its info in results.json: trainable and total parameters,
+        the trainable share, peak RSS (MiB) and its scope, training seconds."""
+        share = self.trainable_params / self.total_params if self.trainable_params is not None and \
+            self.total_params else None
+        return {"trainable_params": self.trainable_params, "total_params": self.total_params,
+                "trainable_share": None if share is None else round(share, 6),
+                "peak_rss_mib": self.peak_rss_mib, "rss_scope": self.rss_scope,
+                "train_seconds": round(self.seconds, 1)}
 
 
 def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """One AdamW group of weight-decayed matrices and one of undecayed vectors and LayerNorms."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if p.requires_grad:
@@ -107,6 +128,7 @@ class _Loop:
     step_hook: Callable[[float], None] | None = None
     evaluate: EvalFn | None = None
     primary: str | None = None
+    unfreeze_groups: list[list[nn.Parameter]] | None = None  # ULMFiT's layer groups, top first
 
     @property
     def unwrapped(self) -> Trainable:
@@ -137,22 +159,27 @@ def train(
     ``(examples, ...)`` and ``teacher`` are given when the objective needs them.
     ``step_hook(progress)`` is called after every optimiser step with the stage's progress in
     [0, 1] (steps or time budget, whichever is further along): pruning schedules follow it.
+    ``spec.method`` chooses what trains (train/methods.py): the model is adapted first and finished
+    after (LoRA/IA3 merged), so ``TrainResult.model`` is what later stages take.
     Raises ``ValueError`` when the objective's needs are not met, ``errors.Interrupted`` (after a
     checkpoint) on SIGINT/SIGTERM.
     """
+    acc = get_accelerator()
+    _check_method(spec, io, acc)
+    stage_rss = reset_peak()
+    model = adapt(model, spec)
     if objective.needs_teacher_logits and teacher_logits is None:
         raise ValueError(f"stage {io.name}: objective needs teacher logits")
     if objective.needs_teacher and teacher is None:
         raise ValueError(f"stage {io.name}: its teacher-side terms (layer-wise, masked-LM) need the teacher model")
     objective.check(model, teacher)
-    acc = get_accelerator()
     torch.manual_seed(spec.seed + acc.process_index)
     trainable = Trainable(model, objective)
-    opt = torch.optim.AdamW(_param_groups(trainable, spec.weight_decay), lr=spec.lr)
-    prepared, opt = acc.prepare(trainable, opt)
+    prepared, opt = acc.prepare(trainable, _optimizer(trainable, model, spec))
     log = JsonlLog(io.log_path, io.name, acc.is_main_process)
     loop = _Loop(acc, prepared, opt, spec, io, log, LoopState(), objective, teacher, teacher_logits,
-                 step_hook=step_hook, evaluate=evaluate, primary=primary)
+                 step_hook=step_hook, evaluate=evaluate, primary=primary,
+                 unfreeze_groups=layer_groups(model) if spec.method is Method.ULMFIT else None)
     if teacher is not None:
         teacher.eval()
     if io.resume:
@@ -166,9 +193,27 @@ def train(
     loop.log.write(event="end", step=loop.state.step, elapsed_s=round(loop.state.elapsed, 2),
                    stopped_by=stopped_by, best_step=loop.state.best_step, best_metric=loop.state.best_metric)
     s, student = loop.state, loop.student
+    counts, peak = param_counts(student), read_peak(stage_rss)
     acc.free_memory()  # drop the accelerator's references to this stage's model and optimiser
-    return TrainResult(student, s.history, s.best_metric, s.best_step, s.step, s.elapsed, stopped_by,
-                       [(int(a), float(b)) for a, b in s.losses])
+    return TrainResult(finish(student, spec), s.history, s.best_metric, s.best_step, s.step, s.elapsed, stopped_by,
+                       [(int(a), float(b)) for a, b in s.losses], counts.trainable, counts.total, peak.mib,
+                       peak.scope)
+
+
+def _check_method(spec: TrainSpec, io: StageIO, acc: Accelerator) -> None:
+    """Raise ``ValueError`` for a method this process layout cannot run."""
+    if spec.method is Method.ULMFIT and acc.num_processes > 1:
+        raise ValueError(f"stage {io.name}: method ulmfit unfreezes layers during training, which DDP across "
+                         f"{acc.num_processes} processes does not allow; run it in one process")
+
+
+def _optimizer(trainable: Trainable, model: nn.Module, spec: TrainSpec) -> torch.optim.Optimizer:
+    """AdamW over what trains: ULMFiT's discriminative layer groups, else decayed / undecayed."""
+    if spec.method is Method.ULMFIT:
+        groups = discriminative_groups(trainable, model, spec.weight_decay, spec.method_options.lr_decay)
+    else:
+        groups = _param_groups(trainable, spec.weight_decay)
+    return torch.optim.AdamW(groups, lr=spec.lr)
 
 
 def _resume(loop: _Loop) -> None:
@@ -189,6 +234,8 @@ def _run_steps(loop: _Loop, data: Encoded) -> str:
     total, per_epoch = total_steps(spec, len(data), acc.num_processes, lengths)
     budget_s = spec.budget_minutes * 60 if spec.budget_minutes else None
     meter = Meter()
+    unfreezer = None if loop.unfreeze_groups is None else \
+        Unfreezer(loop.unfreeze_groups, spec.method_options.unfreeze_every or per_epoch)
     loop.model.train()
     with make_progress(acc.is_main_process and loop.io.show_progress) as bar, StopFlag() as stop:
         task = bar.add_task(loop.io.name, total=total, completed=state.step, loss=0.0, eps=0.0)
@@ -198,7 +245,9 @@ def _run_steps(loop: _Loop, data: Encoded) -> str:
                                               lengths)[offset:]:
                 progress = max(state.step / total, state.elapsed / budget_s if budget_s else 0.0)
                 t0 = time.perf_counter()
-                loss = _step(loop, data, global_batch, lr_factor(progress, spec.warmup_ratio))
+                if unfreezer is not None:
+                    unfreezer.apply(state.step)
+                loss = _step(loop, data, global_batch, _lr_factor(spec, progress))
                 meter.add(loss, len(global_batch), time.perf_counter() - t0)
                 state.step += 1
                 elapsed, signum = synced(acc, time.perf_counter() - t0, float(stop.signum or 0))
@@ -215,6 +264,13 @@ def _run_steps(loop: _Loop, data: Encoded) -> str:
                 if budget_s and state.elapsed >= budget_s:
                     return "budget"
     return "epochs"
+
+
+def _lr_factor(spec: TrainSpec, progress: float) -> float:
+    """The schedule's LR factor: ULMFiT's slanted triangle, else warm-up then linear decay."""
+    if spec.method is Method.ULMFIT:
+        return stlr_factor(progress, spec.method_options)
+    return lr_factor(progress, spec.warmup_ratio)
 
 
 def _between_steps(loop: _Loop) -> None:
@@ -238,8 +294,8 @@ def _interrupt(loop: _Loop, signum: int) -> None:
 def _step(loop: _Loop, data: Encoded, global_batch: list[int], factor: float) -> float:
     acc, objective = loop.acc, loop.objective
     local = global_batch[acc.process_index :: acc.num_processes]
-    for group in loop.opt.param_groups:
-        group["lr"] = loop.spec.lr * factor
+    for group in loop.opt.param_groups:  # ULMFiT's groups carry their discriminative lr_scale
+        group["lr"] = loop.spec.lr * factor * group["lr_scale"] if "lr_scale" in group else loop.spec.lr * factor
     batch = objective.prepare(collate(data, local))  # may draw masks from the checkpointed RNG
     if loop.teacher_logits is not None:
         batch.teacher_logits = loop.teacher_logits[batch.index]

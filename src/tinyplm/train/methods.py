@@ -1,0 +1,146 @@
+"""The fine-tuning methods of a ``TrainSpec`` (config/finetune.py): what the loop trains and what it
+hands back.
+
+:func:`adapt` runs before training: it freezes parameters (``frozen``, ``bitfit``), wraps the model
+(``peft``'s LoRA, IA3, prompt and prefix tuning; the last-four-layers head) or leaves it untouched
+(``full``, ``ulmfit``: the loop builds ULMFiT's groups and unfreezing from ``train/ulmfit.py``).
+:func:`finish` runs after it: LoRA and IA3 are merged into the weights, so the result is a plain
+``transformers`` model that saves, loads, distils and compresses like any other. Prompt and prefix
+tuning stay ``peft`` models (their learned tokens cannot be merged): :func:`save_adapter` /
+:func:`load_adapter` keep them as ``peft`` writes them (adapter_config.json and
+adapter_model.safetensors: the virtual-token table and the trained task head) beside the base.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from torch import nn
+
+from tinyplm.config.finetune import DEFAULT_TARGETS, IA3_FEEDFORWARD, PEFT_METHODS, Method
+from tinyplm.config.schema import TrainSpec
+from tinyplm.models import roles
+from tinyplm.train.feature_head import LastLayersClassifier
+
+#: Task-model class name suffix -> peft task type.
+_TASK_TYPES = {"ForSequenceClassification": "SEQ_CLS", "ForTokenClassification": "TOKEN_CLS",
+               "ForQuestionAnswering": "QUESTION_ANS"}
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    """Parameters of a trained model: those that train, and all of them (adapters included)."""
+
+    trainable: int
+    total: int
+
+    @property
+    def share(self) -> float:
+        """Trainable parameters as a fraction of all of them."""
+        return self.trainable / self.total if self.total else 0.0
+
+
+def param_counts(model: nn.Module) -> ParamCounts:
+    """Count ``model``'s trainable and total parameters (a shared parameter once)."""
+    params = {id(p): p for p in model.parameters()}.values()
+    return ParamCounts(sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params))
+
+
+def adapt(model: nn.Module, spec: TrainSpec) -> nn.Module:
+    """The module the loop trains for ``spec.method`` (``model`` itself for full and ulmfit, with
+    only its ``requires_grad`` flags changed for frozen/pooled and bitfit, else a wrapper).
+
+    Raises ``ValueError`` for a method the model's head cannot take (prompt/prefix tuning and the
+    last-four-layers head are for sequence classifiers)."""
+    method, options = spec.method, spec.method_options
+    if method in (Method.FULL, Method.ULMFIT):
+        return model
+    if method is Method.FROZEN and options.features == "last4":
+        _require_sequence_head(model, "frozen with features: last4")
+        return LastLayersClassifier(model)
+    if method in (Method.FROZEN, Method.BITFIT):
+        heads = {id(p) for head in roles.task_heads(model).values() for p in head.parameters()}
+        for name, p in model.named_parameters():
+            p.requires_grad_(id(p) in heads or (method is Method.BITFIT and name.endswith(".bias")))
+        return model
+    return _peft_model(model, spec)
+
+
+def _peft_model(model: nn.Module, spec: TrainSpec) -> nn.Module:
+    """``model`` wrapped by ``peft`` for a method of :data:`PEFT_METHODS`; the task head trains too."""
+    import peft  # imported here: only the peft methods need it
+
+    method, options = spec.method, spec.method_options
+    task_type = _task_type(model)
+    heads = list(roles.task_heads(model))
+    if method in (Method.PROMPT_TUNING, Method.PREFIX_TUNING):
+        _require_sequence_head(model, method.value)
+        kind = peft.PromptTuningConfig if method is Method.PROMPT_TUNING else peft.PrefixTuningConfig
+        config = kind(task_type=task_type, num_virtual_tokens=options.virtual_tokens)
+    else:
+        wanted = options.targets or DEFAULT_TARGETS[method]
+        targets = [roles.linear_name(model, i, role) for i in range(len(roles.layers(model))) for role in wanted]
+        if method is Method.LORA:
+            config = peft.LoraConfig(task_type=task_type, r=options.r, lora_alpha=options.alpha,
+                                     lora_dropout=options.dropout, target_modules=targets, modules_to_save=heads)
+        else:
+            ff = [name for name, role in zip(targets, wanted * len(roles.layers(model)), strict=True)
+                  if role in IA3_FEEDFORWARD]
+            config = peft.IA3Config(task_type=task_type, target_modules=targets, feedforward_modules=ff,
+                                    modules_to_save=heads)
+    return peft.get_peft_model(model, config)
+
+
+def finish(model: nn.Module, spec: TrainSpec) -> nn.Module:
+    """The trained model as the rest of tinyplm takes it: LoRA/IA3 merged into a plain model (the
+    same logits, no adapter modules left), every parameter trainable again for later stages;
+    ``full``/``ulmfit``/``frozen``/``bitfit`` models with every parameter trainable again; prompt
+    and prefix tuning's ``peft`` model and the last-four-layers classifier unchanged."""
+    if spec.method in (Method.LORA, Method.IA3):
+        model = model.merge_and_unload()
+    if spec.method in (Method.PROMPT_TUNING, Method.PREFIX_TUNING) or isinstance(model, LastLayersClassifier):
+        return model
+    for p in model.parameters():
+        p.requires_grad_(True)
+    return model
+
+
+def save_adapter(model: nn.Module, folder: Path) -> Path:
+    """Write a prompt- or prefix-tuned ``peft`` model's adapter (its virtual tokens and task head)
+    to ``folder`` as safetensors with peft's adapter_config.json; the base model is saved apart.
+
+    Raises ``ValueError`` for a model that is not a ``peft`` model."""
+    import peft
+
+    if not isinstance(model, peft.PeftModel):
+        raise ValueError(f"{type(model).__name__} is not a peft model: save it with models.save_model")
+    model.save_pretrained(str(folder), safe_serialization=True)
+    return Path(folder)
+
+
+def load_adapter(base: nn.Module, folder: Path) -> nn.Module:
+    """``base`` (the task model the adapter was trained on, freshly loaded) with the adapter saved
+    in ``folder`` by :func:`save_adapter` (safetensors only, no remote code), in eval mode."""
+    import peft
+
+    return peft.PeftModel.from_pretrained(base, str(folder), is_trainable=False).eval()
+
+
+def uses_peft(spec: TrainSpec) -> bool:
+    """Whether ``spec``'s method comes from the ``peft`` library."""
+    return spec.method in PEFT_METHODS
+
+
+def _task_type(model: nn.Module) -> str:
+    name = type(model).__name__
+    for suffix, task_type in _TASK_TYPES.items():
+        if name.endswith(suffix):
+            return task_type
+    raise ValueError(f"{name}: peft methods need a sequence-, token- or span-classification task model")
+
+
+def _require_sequence_head(model: nn.Module, what: str) -> None:
+    if not type(model).__name__.endswith("ForSequenceClassification"):
+        raise ValueError(f"{what} needs a sentence classifier (a sequence-classification head); "
+                         f"this task's model is {type(model).__name__}")

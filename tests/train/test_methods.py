@@ -1,0 +1,190 @@
+"""Fine-tuning methods on a tiny random BERT: which parameters train and which stay frozen, ULMFiT's
+unfreezing and learning rates step by step, LoRA/IA3 merged into a plain checkpoint with the same
+logits, and prompt/prefix tuning's saved adapter reloading."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import BertForSequenceClassification
+
+from conftest import TINY_TRAIN, make_tiny_model_dir, tiny_sentiment_rows
+from tinyplm.config import TrainSpec
+from tinyplm.distill import PredictionObjective
+from tinyplm.models import load_classifier, save_model
+from tinyplm.models.infer import predict_logits
+from tinyplm.tasks.base import Example, Split
+from tinyplm.tasks.encoding import encode_split
+from tinyplm.train import StageIO, train
+from tinyplm.train.methods import adapt, finish, load_adapter, param_counts, save_adapter
+from tinyplm.train.ulmfit import Unfreezer, discriminative_groups, layer_groups, stlr_factor
+
+
+def _data(tok, n: int = 64, seed: int = 0):
+    examples = [Example(t, None, y, i) for i, (t, y) in enumerate(tiny_sentiment_rows(n, seed))]
+    return encode_split(Split("train", examples, Path("x")), tok, 32)
+
+
+def _spec(method: str = "full", steps: int = 3, **options) -> TrainSpec:
+    return TrainSpec(**{**TINY_TRAIN, "max_steps": steps, "keep_best": False, "log_every": 1, "method": method,
+                        "method_options": options})
+
+
+def _fit(tiny_model_dir: Path, tmp_path: Path, spec: TrainSpec, step_hook=None):
+    model, tok = load_classifier(tiny_model_dir, ("0", "1"), False)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    io = StageIO("t", tmp_path / "ckpt", tmp_path / "log.jsonl")
+    result = train(model, _data(tok), PredictionObjective(), spec=spec, io=io, step_hook=step_hook)
+    return before, result, tok
+
+
+def _changed(before: dict, after: dict) -> set[str]:
+    return {k for k in before if not torch.equal(before[k], after[k])}
+
+
+def test_full_is_the_default_and_leaves_recipes_unchanged(tiny_model_dir: Path) -> None:
+    model, _ = load_classifier(tiny_model_dir, ("0", "1"), False)
+    assert adapt(model, TrainSpec()) is model
+    assert "method" not in TrainSpec().model_dump() and "method_options" not in TrainSpec().model_dump()
+    lora = TrainSpec(method="lora", method_options={"r": 4})
+    dumped = lora.model_dump(mode="json")
+    assert dumped["method_options"] == {"r": 4, "alpha": 16.0, "dropout": 0.1, "targets": None}
+    assert TrainSpec(**dumped) == lora
+
+
+def test_an_option_of_another_method_is_an_error() -> None:
+    with pytest.raises(ValueError, match="method_options.r is read by lora, not by method bitfit"):
+        TrainSpec(method="bitfit", method_options={"r": 4})
+    with pytest.raises(ValueError, match="unknown role"):
+        TrainSpec(method="lora", method_options={"targets": ["qury"]})
+
+
+def test_frozen_trains_only_the_head(tiny_model_dir: Path, tmp_path: Path) -> None:
+    before, result, _ = _fit(tiny_model_dir, tmp_path, _spec("frozen"))
+    assert _changed(before, result.model.state_dict()) == {"classifier.weight", "classifier.bias"}
+    assert result.trainable_params == 32 * 2 + 2
+    assert all(p.requires_grad for p in result.model.parameters())  # later stages train it all again
+
+
+def test_frozen_last4_trains_a_head_on_four_layers(tmp_path: Path) -> None:
+    d = make_tiny_model_dir(tmp_path / "m")
+    cfg = BertForSequenceClassification.from_pretrained(d).config
+    cfg.num_hidden_layers = 4
+    BertForSequenceClassification(cfg).save_pretrained(d)
+    before, result, tok = _fit(d, tmp_path, _spec("frozen", features="last4"))
+    assert result.trainable_params == 4 * 32 * 2 + 2
+    after = {k.removeprefix("encoder."): v for k, v in result.model.state_dict().items()}
+    assert all(torch.equal(before[k], after[k.removeprefix("bert.")]) for k in before if k.startswith("bert."))
+    assert predict_logits(result.model, _data(tok, 8)).shape == (8, 2)
+
+
+def test_bitfit_trains_biases_and_the_head(tiny_model_dir: Path, tmp_path: Path) -> None:
+    before, result, _ = _fit(tiny_model_dir, tmp_path, _spec("bitfit"))
+    changed = _changed(before, result.model.state_dict())
+    assert "classifier.weight" in changed and "bert.encoder.layer.0.attention.self.query.bias" in changed
+    assert all(k.endswith(".bias") or k.startswith("classifier.") for k in changed)
+    assert not any(k.endswith("query.weight") or "word_embeddings" in k for k in changed)
+
+
+@pytest.mark.parametrize(("method", "changed_roles", "kept_roles"),
+                         [("lora", ("query", "value"), ("key",)), ("ia3", ("key", "value"), ("query",))])
+def test_adapters_train_their_targets_and_merge_into_a_plain_model(tiny_model_dir: Path, tmp_path: Path, method,
+                                                                   changed_roles, kept_roles) -> None:
+    before, result, _ = _fit(tiny_model_dir, tmp_path, _spec(method, steps=4))
+    after = result.model.state_dict()
+    assert set(after) == set(before)  # merged: no adapter weights left, the same plain checkpoint keys
+    changed = _changed(before, after)
+    for role in changed_roles:
+        assert f"bert.encoder.layer.1.attention.self.{role}.weight" in changed
+    for role in kept_roles:
+        assert f"bert.encoder.layer.1.attention.self.{role}.weight" not in changed
+    assert "bert.embeddings.word_embeddings.weight" not in changed and "classifier.weight" in changed
+    assert 0 < result.trainable_params < 0.2 * result.total_params
+
+
+@pytest.mark.parametrize("method", ["lora", "ia3"])
+def test_merge_and_save_gives_identical_logits(tiny_model_dir: Path, tmp_path: Path, method: str) -> None:
+    model, tok = load_classifier(tiny_model_dir, ("0", "1"), False)
+    enc = _data(tok, 16)
+    wrapped = adapt(model, _spec(method))
+    torch.manual_seed(1)
+    with torch.no_grad():  # a trained adapter: non-zero update (LoRA's B starts at 0, IA3's scales at 1)
+        for name, p in wrapped.named_parameters():
+            if "lora_B" in name or "ia3_l" in name:
+                p.add_(torch.randn_like(p) * 0.5)
+    wrapped.eval()
+    adapted = predict_logits(wrapped, enc)
+    merged = finish(wrapped, _spec(method))
+    assert type(merged).__name__ == "BertForSequenceClassification"
+    torch.testing.assert_close(predict_logits(merged, enc), adapted, rtol=0, atol=1e-5)
+    assert not torch.allclose(predict_logits(load_classifier(tiny_model_dir, ("0", "1"), False)[0], enc), adapted)
+    save_model(merged, tok, tmp_path / "saved")
+    reloaded, _ = load_classifier(tmp_path / "saved", ("0", "1"), False)
+    torch.testing.assert_close(predict_logits(reloaded, enc), adapted, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("method", ["prompt_tuning", "prefix_tuning"])
+def test_prompt_and_prefix_tuning_train_tokens_and_their_adapter_reloads(tiny_model_dir: Path, tmp_path: Path,
+                                                                        method: str) -> None:
+    _, result, tok = _fit(tiny_model_dir, tmp_path, _spec(method, virtual_tokens=5))
+    model = result.model.eval()
+    assert type(model).__name__.startswith("PeftModel")
+    assert result.trainable_params == param_counts(model).trainable < 0.2 * result.total_params
+    enc = _data(tok, 16)
+    logits = predict_logits(model, enc)
+    folder = save_adapter(model, tmp_path / "adapter")
+    assert {"adapter_config.json", "adapter_model.safetensors"} <= {p.name for p in folder.iterdir()}
+    base, _ = load_classifier(tiny_model_dir, ("0", "1"), False)
+    torch.testing.assert_close(predict_logits(load_adapter(base, folder), enc), logits, rtol=0, atol=1e-6)
+
+
+def test_ulmfit_groups_and_learning_rates(tiny_model_dir: Path) -> None:
+    model, _ = load_classifier(tiny_model_dir, ("0", "1"), False)
+    groups = layer_groups(model)
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert len(groups) == 4  # head + pooler, layer 2, layer 1, embeddings
+    assert {names[id(p)] for p in groups[0]} == {"bert.pooler.dense.weight", "bert.pooler.dense.bias",
+                                                  "classifier.weight", "classifier.bias"}
+    assert all(names[id(p)].startswith("bert.encoder.layer.1.") for p in groups[1])
+    assert all(names[id(p)].startswith("bert.encoder.layer.0.") for p in groups[2])
+    assert all(names[id(p)].startswith("bert.embeddings.") for p in groups[3])
+    scales = {g["layer_group"]: g["lr_scale"] for g in discriminative_groups(model, model, 0.01, 2.0)}
+    assert scales == {0: 1.0, 1: 0.5, 2: 0.25, 3: 0.125}
+    assert [Unfreezer(groups, 2).trainable_groups(s) for s in range(9)] == [1, 1, 2, 2, 3, 3, 4, 4, 4]
+
+
+def test_slanted_triangular_schedule() -> None:
+    options = TrainSpec(method="ulmfit", method_options={"stlr_cut": 0.25, "stlr_ratio": 5}).method_options
+    assert [stlr_factor(p, options) for p in (0.0, 0.125, 0.25, 0.625, 1.0)] == pytest.approx([0.2, 0.6, 1.0, 0.6, 0.2])
+
+
+def test_ulmfit_unfreezes_one_group_down_every_n_steps(tiny_model_dir: Path, tmp_path: Path) -> None:
+    seen: list[list[bool]] = []
+    holder: dict = {}
+
+    def hook(_progress: float) -> None:  # after each optimiser step: which groups trained in it
+        seen.append([all(p.requires_grad for p in g) for g in holder["groups"]])
+
+    spec = _spec("ulmfit", steps=5, unfreeze_every=2, lr_decay=2.0)
+    model, tok = load_classifier(tiny_model_dir, ("0", "1"), False)
+    holder["groups"] = layer_groups(model)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    io = StageIO("u", tmp_path / "c", tmp_path / "log.jsonl")
+    result = train(model, _data(tok), PredictionObjective(), spec=spec, io=io, step_hook=hook)
+    assert seen == [[True, False, False, False]] * 2 + [[True, True, False, False]] * 2 + [[True, True, True, False]]
+    changed = _changed(before, result.model.state_dict())
+    assert any(k.startswith("bert.encoder.layer.0.") for k in changed)
+    assert not any(k.startswith("bert.embeddings.") for k in changed)
+    lrs = [e["lr"] for e in map(json.loads, (tmp_path / "log.jsonl").read_text().splitlines()) if e["event"] == "train"]
+    expected = [spec.lr * stlr_factor(s / 5, spec.method_options) for s in range(5)]
+    assert lrs == pytest.approx(expected)  # group 0 (the head) at the full rate, on the slanted triangle
+
+
+def test_every_trained_stage_records_its_cost(tiny_model_dir: Path, tmp_path: Path) -> None:
+    _, result, _ = _fit(tiny_model_dir, tmp_path, _spec("full", steps=2))
+    info = result.resources()
+    assert info["trainable_params"] == info["total_params"] == sum(p.numel() for p in result.model.parameters())
+    assert info["trainable_share"] == 1.0 and info["peak_rss_mib"] > 10 and info["rss_scope"] in ("stage", "process")
