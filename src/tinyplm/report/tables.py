@@ -74,6 +74,8 @@ def stage_row(record: RunRecord, stage: StageRecord) -> dict[str, Any]:
         "precision": stage.precision,
         "gflops": compute.get("gflops_per_s"),
         "share_of_peak": compute.get("share_of_peak"),
+        "trained_m": stage.info["trainable_params"] / 1e6 if stage.info.get("trainable_params") else None,
+        "trained_share": stage.info.get("trainable_share"),
     }
 
 
@@ -87,7 +89,9 @@ def stage_rows(record: RunRecord) -> list[dict[str, Any]]:
     as saved, fp32 PyTorch) and ``speedup_vs_best`` (x the teacher on its fastest runtime,
     :func:`teacher_best`), ``compression`` (teacher disk bytes / stage disk bytes), ``runtime``,
     ``precision``, ``gflops`` (useful GFLOP/s) and ``share_of_peak`` (of this CPU's peak for that
-    precision); ratios are None when they cannot be formed.
+    precision), ``trained_m`` and ``trained_share`` (parameters its training stage trained, in
+    millions and as a share of its parameters; None for a stage that did not train); ratios are None
+    when they cannot be formed.
     """
     return [stage_row(record, s) for s in record.stages]
 
@@ -188,6 +192,7 @@ def table_cells(record: RunRecord, row: dict[str, Any]) -> list[str]:
         *extra,
         fmt_retention(row["retention"]),
         fmt_num(row["params_m"], 2),
+        *([_fmt_trained(row)] if shows_trained(record) else []),
         fmt_num(row["size_mb"], 1),
         fmt_num(row["latency_p50_ms"], 2),
         fmt_num(row["latency_p90_ms"], 2),
@@ -198,6 +203,18 @@ def table_cells(record: RunRecord, row: dict[str, Any]) -> list[str]:
         f"{row['runtime']} {row['precision']}",
         _fmt_compute(row),
     ]
+
+
+def shows_trained(record: RunRecord) -> bool:
+    """Whether the table has the trained-parameters column: some stage recorded what it trained."""
+    return any(s.info.get("trainable_params") for s in record.stages)
+
+
+def _fmt_trained(row: dict[str, Any]) -> str:
+    if row["trained_m"] is None:
+        return "—"
+    share = row["trained_share"]
+    return f"{row['trained_m']:.3g}" + (f" ({share:.1%})" if share is not None else "")
 
 
 def _fmt_compute(row: dict[str, Any]) -> str:
@@ -214,6 +231,7 @@ def table_header(record: RunRecord) -> list[str]:
         *metric_names(record),
         "Retention",
         "Params (M)",
+        *(["Trained (M)"] if shows_trained(record) else []),
         "Size (MB)",
         "p50 ms (b1)",
         "p90 ms (b1)",

@@ -15,10 +15,13 @@ from pathlib import Path
 
 import torch
 import yaml
+from pydantic import BaseModel
 
+from tinyplm.config.finetune import saves_checkpoint
 from tinyplm.config.load import dump_resolved
-from tinyplm.config.schema import FinalSpec, RunConfig, student_name
+from tinyplm.config.schema import FinalSpec, RunConfig, TrainSpec, student_name
 from tinyplm.distill import PredictionObjective, default_cache_dir
+from tinyplm.errors import RecipeError
 from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
 from tinyplm.evaluate.speed import protocol
 from tinyplm.files import RESOLVED, claim_run_dir, reuse_finished
@@ -56,6 +59,7 @@ def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, fo
     run_dir = Path(run_dir or run_dir_of(cfg))
     started = time.time()
     checked = preflight(cfg)  # bad input fails here, before the run dir is touched
+    check_saved_forms(cfg)
     claim = None
     with acc.main_process_first():
         if acc.is_main_process:
@@ -152,12 +156,42 @@ def prepare_teacher(cfg: RunConfig, checked: Preflight, train_enc, evals, paths:
         result = train(model, train_enc, objective, spec=spec, io=io, primary=data.primary_metric,
                        evaluate=lambda m: evaluate_model(m, data, evals, bf16=bf16, batch_size=spec.eval_batch_size))
         model = result.model
-        info.update(train_info(result, spec, {"hard_weight": 1.0}))
+        info.update(train_info(result, spec, {"hard_weight": 1.0}), **result.resources(),
+                    finetune_method=spec.method.value)
     if get_accelerator().is_main_process:
         stamp_task(model, cfg.task)
         save_model(model, tok, out)
     get_accelerator().wait_for_everyone()
     return model, tok, info
+
+
+def trained_specs(section: BaseModel, where: str = "") -> list[tuple[str, TrainSpec]]:
+    """Every ``TrainSpec`` in a recipe section, with its dotted place (``students.0.train``)."""
+    if isinstance(section, TrainSpec):
+        return [(where, section)]
+    found: list[tuple[str, TrainSpec]] = []
+    for name in type(section).model_fields:
+        value = getattr(section, name)
+        items = enumerate(value) if isinstance(value, list) else [(None, value)]
+        for i, item in items:
+            if isinstance(item, BaseModel):
+                place = ".".join(p for p in (where, name, None if i is None else str(i)) if p)
+                found += trained_specs(item, place)
+    return found
+
+
+def check_saved_forms(cfg: RunConfig) -> None:
+    """Raise ``RecipeError`` (before the run dir is touched) for a stage whose fine-tuning method
+    leaves no plain checkpoint: a run saves, measures, distils from and compresses each stage's
+    model as a checkpoint, which prompt/prefix tuning (a peft adapter) and the last-four-layers
+    head are not."""
+    for where, spec in trained_specs(cfg):
+        if not saves_checkpoint(spec.method, spec.method_options):
+            form = "features: last4" if spec.method.value == "frozen" else f"method: {spec.method.value}"
+            raise RecipeError(
+                f"{where}: {form} trains a model that is not a plain checkpoint (a peft adapter or a head over four "
+                "layers), so a run cannot save, measure or distil it; use lora, ia3, bitfit, frozen (features: "
+                "pooled), ulmfit or full here, or benchmarks/finetune_methods.py to compare it")
 
 
 def run_info(cfg: RunConfig, run_dir: Path, started: float) -> dict:
