@@ -11,11 +11,11 @@ import pytest
 
 from conftest import TINY_TRAIN, make_tiny_glue, make_tiny_model_dir, tiny_recipe, write_recipe
 from tinyplm.config import load_recipe
+from tinyplm.config.finetune import trained_sections
 from tinyplm.errors import RecipeError
 from tinyplm.models import load_classifier
 from tinyplm.report.tables import stage_rows, table_cells, table_header
 from tinyplm.run import run
-from tinyplm.run.pipeline import trained_specs
 
 
 def _recipe(tmp: Path, teacher_train: dict, students: list | None = None) -> Path:
@@ -58,6 +58,6 @@ def test_trained_specs_finds_every_stage_that_trains(tmp_path: Path) -> None:
     student = {"name": "s", "teacher_layers": [1], "train": {**TINY_TRAIN, "method": "bitfit"},
                "compress": [{"kind": "prune_ffn", "keep": 0.5, "recover": {"train": {"method": "lora"}}}]}
     cfg = load_recipe(_recipe(tmp_path, {}, [student]))
-    places = {where: spec.method.value for where, spec in trained_specs(cfg)}
+    places = {where: spec.method.value for where, spec in trained_sections(cfg)}
     assert places["teacher.finetune"] == "full" and places["students.0.train"] == "bitfit"
     assert places["students.0.compress.0.recover.train"] == "lora"

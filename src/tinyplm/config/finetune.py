@@ -102,3 +102,32 @@ def saves_checkpoint(method: Method, options: MethodOptions) -> bool:
     """Whether a model trained with ``method`` is saved as a plain checkpoint (loadable by
     ``models.load_classifier``, so it can be a teacher, a student or a compression input)."""
     return method in CHECKPOINT_METHODS or (method is Method.FROZEN and options.features == "pooled")
+
+
+def trained_sections(section: BaseModel, where: str = "") -> list[tuple[str, BaseModel]]:
+    """Every training section (a ``TrainSpec``: it has ``method`` and ``method_options``) inside a
+    recipe section, with its dotted place (``students.0.train``)."""
+    if isinstance(getattr(section, "method_options", None), MethodOptions):
+        return [(where, section)]
+    found: list[tuple[str, BaseModel]] = []
+    for name in type(section).model_fields:
+        value = getattr(section, name)
+        items = enumerate(value) if isinstance(value, list) else [(None, value)]
+        for i, item in items:
+            if isinstance(item, BaseModel):
+                place = ".".join(p for p in (where, name, None if i is None else str(i)) if p)
+                found += trained_sections(item, place)
+    return found
+
+
+def unsaved_form_error(recipe: BaseModel) -> str | None:
+    """The message for the first training section of a run recipe whose method leaves no plain
+    checkpoint (a run saves, measures, distils from and compresses every stage's model as one),
+    or None when every section's does."""
+    for where, spec in trained_sections(recipe):
+        if not saves_checkpoint(spec.method, spec.method_options):
+            form = "features: last4" if spec.method is Method.FROZEN else f"method: {spec.method.value}"
+            return (f"{where}: {form} trains a model that is not a plain checkpoint (a peft adapter or a head over "
+                    "four layers), so a run cannot save, measure or distil it; use lora, ia3, bitfit, frozen "
+                    "(features: pooled), ulmfit or full here, or benchmarks/finetune_methods.py to compare it")
+    return None

@@ -15,11 +15,10 @@ from pathlib import Path
 
 import torch
 import yaml
-from pydantic import BaseModel
 
-from tinyplm.config.finetune import saves_checkpoint
+from tinyplm.config.finetune import unsaved_form_error
 from tinyplm.config.load import dump_resolved
-from tinyplm.config.schema import FinalSpec, RunConfig, TrainSpec, student_name
+from tinyplm.config.schema import FinalSpec, RunConfig, student_name
 from tinyplm.distill import PredictionObjective, default_cache_dir
 from tinyplm.errors import RecipeError
 from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
@@ -165,33 +164,13 @@ def prepare_teacher(cfg: RunConfig, checked: Preflight, train_enc, evals, paths:
     return model, tok, info
 
 
-def trained_specs(section: BaseModel, where: str = "") -> list[tuple[str, TrainSpec]]:
-    """Every ``TrainSpec`` in a recipe section, with its dotted place (``students.0.train``)."""
-    if isinstance(section, TrainSpec):
-        return [(where, section)]
-    found: list[tuple[str, TrainSpec]] = []
-    for name in type(section).model_fields:
-        value = getattr(section, name)
-        items = enumerate(value) if isinstance(value, list) else [(None, value)]
-        for i, item in items:
-            if isinstance(item, BaseModel):
-                place = ".".join(p for p in (where, name, None if i is None else str(i)) if p)
-                found += trained_specs(item, place)
-    return found
-
-
 def check_saved_forms(cfg: RunConfig) -> None:
     """Raise ``RecipeError`` (before the run dir is touched) for a stage whose fine-tuning method
-    leaves no plain checkpoint: a run saves, measures, distils from and compresses each stage's
-    model as a checkpoint, which prompt/prefix tuning (a peft adapter) and the last-four-layers
-    head are not."""
-    for where, spec in trained_specs(cfg):
-        if not saves_checkpoint(spec.method, spec.method_options):
-            form = "features: last4" if spec.method.value == "frozen" else f"method: {spec.method.value}"
-            raise RecipeError(
-                f"{where}: {form} trains a model that is not a plain checkpoint (a peft adapter or a head over four "
-                "layers), so a run cannot save, measure or distil it; use lora, ia3, bitfit, frozen (features: "
-                "pooled), ulmfit or full here, or benchmarks/finetune_methods.py to compare it")
+    leaves no plain checkpoint (prompt/prefix tuning's peft adapter, the last-four-layers head):
+    see ``config.finetune.unsaved_form_error``."""
+    message = unsaved_form_error(cfg)
+    if message:
+        raise RecipeError(message)
 
 
 def run_info(cfg: RunConfig, run_dir: Path, started: float) -> dict:
