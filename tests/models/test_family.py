@@ -173,3 +173,47 @@ def test_feature_bilstm_trains_only_its_head_and_reloads(tmp_path):
     assert torch.equal(loaded(**_batch(tok2, ["the movie was good", "bad plot"])).logits, model(**batch).logits)
     with pytest.raises(ValueError, match="feature_layers 3 > the encoder's 2 layers"):
         feature_bilstm(encoder, 2, feature_layers=3)
+
+
+def test_scalar_mix_weights_sum_to_one_and_get_gradients():
+    from tinyplm.models.family.elmo import ScalarMix
+
+    mix = ScalarMix(3)
+    with torch.no_grad():
+        mix.scalars.copy_(torch.tensor([0.5, -1.0, 2.0]))
+        mix.gamma.fill_(2.0)
+    layers = [torch.full((1, 2, 4), float(k + 1)) for k in range(3)]
+    out = mix(layers)
+    w = mix.weights()
+    assert float(w.sum()) == pytest.approx(1.0)
+    torch.testing.assert_close(out, 2.0 * sum(w[k] * layers[k] for k in range(3)))
+    out.sum().backward()
+    assert mix.scalars.grad is not None and mix.scalars.grad.abs().sum() > 0 and mix.gamma.grad.abs() > 0
+
+
+def test_bilm_learns_and_its_frozen_layers_feed_the_classifier(tmp_path):
+    from tinyplm.models.family.elmo import BiLM, ElmoBiLstm, char_table
+
+    assert char_table(["[PAD]", "[UNK]", "ab"], 5).tolist() == [[0] * 5, [1, 2, 0, 0, 0], [1, 97 + 3, 98 + 3, 2, 0]]
+    small = {"hidden": 8, "char_dim": 4, "filters": [[1, 4], [2, 4]], "max_chars": 8}
+    tok = WordTokenizer.build(TEXTS, 50)
+    torch.manual_seed(0)
+    lm = BiLM(small, tok.vocab)
+    batch = _batch(tok)
+    opt = torch.optim.Adam(lm.parameters(), lr=0.05)
+    first = float(lm(batch["input_ids"], batch["attention_mask"]))
+    for _ in range(30):
+        opt.zero_grad()
+        lm(batch["input_ids"], batch["attention_mask"]).backward()
+        opt.step()
+    assert float(lm(batch["input_ids"], batch["attention_mask"])) < 0.7 * first  # it learns the sentences
+    cfg = FamilyConfig(arch="elmo_bilstm", vocab_size=len(tok), embed_dim=0, hidden=4, bilm=small, num_labels=2)
+    model = ElmoBiLstm(cfg, tok.vocab)
+    model.bilm.load_state_dict(lm.encoder.state_dict())
+    model.record_params()
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert trainable and all(n.startswith(("mix.", "head.")) for n in trainable)
+    model.eval()
+    save_model(model, tok, tmp_path / "elmo")
+    loaded, tok2 = load_classifier(tmp_path / "elmo", ("0", "1"), False, "sequence")
+    assert torch.equal(loaded(**_batch(tok2)).logits, model(**batch).logits)

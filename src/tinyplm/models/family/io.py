@@ -31,6 +31,10 @@ def build_module(config: FamilyConfig) -> nn.Module:
         model = TfidfClassifier(config)
     elif config.arch in ("lstm", "bilstm"):
         model = LstmClassifier(config)
+    elif config.arch == "elmo_bilstm":
+        from tinyplm.models.family.elmo import ElmoBiLstm
+
+        model = ElmoBiLstm(config)
     elif config.arch == "feature_bilstm":
         from tinyplm.models.family.features import FeatureBiLstm
 
