@@ -105,6 +105,18 @@ def test_adapters_train_their_targets_and_merge_into_a_plain_model(tiny_model_di
     assert 0 < result.trainable_params < 0.2 * result.total_params
 
 
+@pytest.mark.parametrize("method", ["lora", "prompt_tuning"])
+def test_new_parameters_start_from_the_seed(tiny_model_dir: Path, method: str) -> None:
+    def new_params(seed: int) -> dict:
+        torch.manual_seed(1000 + seed)  # whatever the global RNG holds before
+        wrapped = adapt(load_classifier(tiny_model_dir, ("0", "1"), False)[0], _spec(method).model_copy(
+            update={"seed": 7}))
+        return {n: p.detach().clone() for n, p in wrapped.named_parameters() if "lora_A" in n or "prompt" in n}
+
+    a, b = new_params(0), new_params(1)
+    assert a and all(torch.equal(a[n], b[n]) for n in a)
+
+
 @pytest.mark.parametrize("method", ["lora", "ia3"])
 def test_merge_and_save_gives_identical_logits(tiny_model_dir: Path, tmp_path: Path, method: str) -> None:
     model, tok = load_classifier(tiny_model_dir, ("0", "1"), False)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from torch import nn
 
 from tinyplm.config.finetune import DEFAULT_TARGETS, IA3_FEEDFORWARD, PEFT_METHODS, Method
@@ -49,13 +50,15 @@ def param_counts(model: nn.Module) -> ParamCounts:
 
 def adapt(model: nn.Module, spec: TrainSpec) -> nn.Module:
     """The module the loop trains for ``spec.method`` (``model`` itself for full and ulmfit, with
-    only its ``requires_grad`` flags changed for frozen/pooled and bitfit, else a wrapper).
+    only its ``requires_grad`` flags changed for frozen/pooled and bitfit, else a wrapper). New
+    parameters are initialised from ``spec.seed``.
 
     Raises ``ValueError`` for a method the model's head cannot take (prompt/prefix tuning and the
     last-four-layers head are for sequence classifiers)."""
     method, options = spec.method, spec.method_options
     if method in (Method.FULL, Method.ULMFIT):
         return model
+    torch.manual_seed(spec.seed)  # new parts (adapters, prompts, a head) start the same in every run
     if method is Method.FROZEN and options.features == "last4":
         _require_sequence_head(model, "frozen with features: last4")
         return LastLayersClassifier(model)
