@@ -14,7 +14,7 @@ from tinyplm.config import load_recipe
 from tinyplm.config.finetune import trained_sections
 from tinyplm.errors import RecipeError
 from tinyplm.models import load_classifier
-from tinyplm.report.tables import stage_rows, table_cells, table_header
+from tinyplm.report.tables import column_note, stage_rows, table_cells, table_header
 from tinyplm.run import run
 
 
@@ -40,6 +40,7 @@ def test_a_lora_teacher_is_saved_merged_and_distilled_from(tmp_path: Path) -> No
     assert any(s["name"] == "s" for s in saved["stages"])
     header, cells = table_header(record), table_cells(record, stage_rows(record)[0])
     share = teacher.info["trainable_params"] / teacher.info["total_params"]
+    assert "Trained (M) = parameters the stage's own training updated" in column_note(record)
     assert cells[header.index("Trained (M)")] == f"{teacher.info['trainable_params'] / 1e6:.3g} ({share:.1%})"
 
 

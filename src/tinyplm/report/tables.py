@@ -251,7 +251,9 @@ def column_note(record: RunRecord) -> str:
     return ("× teacher = throughput / the teacher's as saved (fp32 PyTorch); × teacher best = throughput / "
             f"the teacher on its fastest runtime{ref}; smaller = teacher size on disk / stage size. "
             "GFLOP/s = the encoder's useful FLOPs per sentence (from its shape, real tokens only) x sentences/s, "
-            "with its share of this CPU's theoretical peak for the precision that ran.")
+            "with its share of this CPU's theoretical peak for the precision that ran."
+            + (" Trained (M) = parameters the stage's own training updated (its fine-tuning method; share of its "
+               "parameters); — where the stage did not train." if shows_trained(record) else ""))
 
 
 def _batch(record: RunRecord) -> str:
