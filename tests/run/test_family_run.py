@@ -27,6 +27,9 @@ def _students() -> list[dict]:
         {"name": "tfidf", "family": {"arch": "tfidf_lr"}},
         {"name": "bilstm-alone", "family": bilstm, "objective": {"kd_weight": 0, "hard_weight": 1}, "train": SHORT},
         {"name": "bilstm-kd", "family": bilstm, "objective": {"kd_weight": 0, "logit_mse": 1}, "train": SHORT},
+        {"name": "elmo", "family": {"arch": "elmo_bilstm", "hidden": 4, "bilm": {
+            "hidden": 8, "char_dim": 4, "filters": [[1, 4], [2, 4]], "max_chars": 8, "vocab_size": 40, "holdout": 0.2,
+            "train": {**SHORT, "max_steps": 4}}}, "objective": {"kd_weight": 0, "hard_weight": 1}, "train": SHORT},
         {"name": "features", "family": {"arch": "feature_bilstm", "hidden": 8, "feature_layers": 2},
          "objective": {"kd_weight": 0, "hard_weight": 1}, "train": {**SHORT, "max_steps": 2}},
     ]
@@ -46,8 +49,8 @@ def test_family_students_run_beside_the_teacher(tmp_path: Path) -> None:
     record = run(cfg)
     run_dir = Path(cfg.output_dir)
     stages = {s.name: s for s in record.stages}
-    assert set(stages) == {"teacher", "tfidf", "bilstm-alone", "bilstm-kd", "features"}
-    for name in ("tfidf", "bilstm-alone", "bilstm-kd", "features"):
+    assert set(stages) == {"teacher", "tfidf", "bilstm-alone", "bilstm-kd", "elmo", "features"}
+    for name in ("tfidf", "bilstm-alone", "bilstm-kd", "elmo", "features"):
         s = stages[name]
         assert s.shape["arch"] == cfg.students[[x.name for x in cfg.students].index(name)].family.arch
         assert s.throughput_sent_per_s > 0 and s.latency_ms_p50_b1 > 0 and s.disk_bytes > 0 and s.params > 0
@@ -58,8 +61,11 @@ def test_family_students_run_beside_the_teacher(tmp_path: Path) -> None:
     assert stages["bilstm-alone"].info["vectors"]["kind"] == "glove"
     assert stages["bilstm-kd"].info["vectors"]["cached"]  # the second BiLSTM reuses the GloVe vectors
     assert stages["tfidf"].info["features"] > 10
+    bilm = stages["elmo"].info["bilm"]
+    assert bilm["steps"] == 4 and bilm["perplexity"] > 1 and bilm["unigram_perplexity"] > 1
+    assert len(list((tmp_path / "cache" / "family").glob("bilm-*/bilm.safetensors"))) == 1
     logged = {json.loads(line)["stage"] for line in (run_dir / "logs" / "train.jsonl").read_text().splitlines()}
-    assert {"bilstm-alone", "bilstm-kd", "features"} <= logged
+    assert {"bilstm-alone", "bilstm-kd", "bilm", "elmo", "features"} <= logged
     (run_dir / "results.json").unlink()  # as if the run died while measuring
     again = run(cfg, resume=True)  # finished students are reloaded, not trained again
     assert all(again.stage(n).info.get("reused") for n in ("tfidf", "bilstm-kd"))
@@ -71,6 +77,7 @@ def test_family_students_run_beside_the_teacher(tmp_path: Path) -> None:
     ({"family": {"arch": "bilstm"}, "objective": {"kd_weight": 0, "hidden": 1}}, "labels and the teacher's logits"),
     ({"family": {"arch": "tfidf_lr", "pooling": "mean", "embeddings": {"kind": "glove"}}}, "family.embeddings is for"),
     ({"family": {"arch": "bilstm", "embeddings": {"kind": "word2vec"}}}, "give family.embeddings.corpus"),
+    ({"family": {"arch": "elmo_bilstm"}}, "give family.bilm.corpus"),
 ])
 def test_family_recipe_errors(tmp_path: Path, student: dict, message: str) -> None:
     recipe = tiny_recipe(tmp_path, tmp_path, tmp_path, students=[{"name": "s", **student}])

@@ -7,6 +7,8 @@
 ``tfidf_lr``       TF-IDF of word n-grams + logistic regression (scikit-learn fit; ``tfidf`` options)
 ``lstm``           a unidirectional LSTM over word embeddings (``embeddings``: random, word2vec, GloVe)
 ``bilstm``         the same, bidirectional
+``elmo_bilstm``    a frozen ELMo-style biLM (byte CNN + 2-layer forward and backward LSTM LMs, ``bilm``,
+                   pre-trained here on the corpus), its layers mixed by a learned scalar mix, into a BiLSTM
 ``feature_bilstm`` a frozen transformer (``encoder``), its last ``feature_layers`` hidden layers
                    concatenated into a BiLSTM classifier (Devlin et al.'s feature-based setting)
 =================  ======================================================================================
@@ -23,13 +25,14 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from tinyplm.config.base import Section
+from tinyplm.config.base import Section, TrainSpec
 
-Arch = Literal["tfidf_lr", "lstm", "bilstm", "feature_bilstm"]
+Arch = Literal["tfidf_lr", "lstm", "bilstm", "elmo_bilstm", "feature_bilstm"]
 #: The option groups that belong to one arch only (setting one for another arch is an error).
 ARCH_OPTIONS: dict[str, tuple[str, ...]] = {
-    "tfidf": ("tfidf_lr",), "embeddings": ("lstm", "bilstm"), "vocab_size": ("lstm", "bilstm"),
-    "min_count": ("lstm", "bilstm"), "encoder": ("feature_bilstm",), "feature_layers": ("feature_bilstm",),
+    "tfidf": ("tfidf_lr",), "embeddings": ("lstm", "bilstm"), "vocab_size": ("lstm", "bilstm", "elmo_bilstm"),
+    "min_count": ("lstm", "bilstm", "elmo_bilstm"), "bilm": ("elmo_bilstm",), "encoder": ("feature_bilstm",),
+    "feature_layers": ("feature_bilstm",),
 }
 
 
@@ -59,6 +62,31 @@ class EmbeddingSpec(Section):
     seed: int = 0
 
 
+class BiLMSpec(Section):
+    """The ELMo-style biLM: pre-trained here on the corpus (cached by corpus and settings) unless
+    ``model`` names a biLM saved before, then frozen."""
+
+    model: str | None = Field(None, description="a biLM folder made before (default: pre-train one or reuse "
+                              "the cached one)")
+    corpus: list[str] | None = Field(None, description="text files or folders; default: the recipe's corpus section")
+    max_docs: int | None = Field(20000, ge=1, description="pre-train on at most this many paragraphs")
+    max_words: int = Field(48, ge=4, le=256, description="words per pre-training segment (a paragraph's first ones)")
+    vocab_size: int = Field(10000, ge=10, description="the LMs' output words (most frequent; the rest are [UNK])")
+    max_chars: int = Field(16, ge=4, le=64, description="bytes per word, its start and end marks included")
+    char_dim: int = Field(16, ge=2)
+    filters: list[tuple[int, int]] = Field([(1, 32), (2, 32), (3, 64), (4, 128)],
+                                           description="char CNN [width, channels] pairs")
+    hidden: int = Field(128, ge=4, description="LSTM width per direction (and the char CNN's projection)")
+    holdout: float = Field(0.02, gt=0, lt=0.5, description="share of paragraphs held out for perplexity")
+    train: TrainSpec = TrainSpec(epochs=1.0, lr=2e-3, weight_decay=0.0, keep_best=False, eval_every=0,
+                                 checkpoint_every=500, warmup_ratio=0.02, precision="fp32")
+
+    def settings(self) -> dict:
+        """The biLM's shape, as its config records it."""
+        return {"max_chars": self.max_chars, "char_dim": self.char_dim, "filters": [list(f) for f in self.filters],
+                "hidden": self.hidden}
+
+
 class FamilySpec(Section):
     """One model-family student (see the module docstring)."""
 
@@ -70,6 +98,7 @@ class FamilySpec(Section):
     vocab_size: int = Field(30000, ge=10, description="(bi)lstm: words kept, the most frequent in the training data")
     min_count: int = Field(1, ge=1, description="(bi)lstm: keep training words seen at least this often")
     embeddings: EmbeddingSpec = EmbeddingSpec()
+    bilm: BiLMSpec = BiLMSpec()
     encoder: str = Field("base", min_length=1, description="feature_bilstm: the frozen transformer: base (the "
                          "teacher's checkpoint before fine-tuning), finetuned, or a model dir")
     feature_layers: int = Field(4, ge=1, le=24, description="feature_bilstm: last hidden layers concatenated")
@@ -90,12 +119,14 @@ class FamilySpec(Section):
     @property
     def corpus_needed(self) -> bool:
         """True when the student trains word vectors or a biLM on a corpus."""
+        if self.arch == "elmo_bilstm":
+            return self.bilm.model is None
         return self.arch in ("lstm", "bilstm") and self.embeddings.kind != "random"
 
     @property
     def own_corpus(self) -> list[str] | None:
         """The corpus paths the student names itself (None: the recipe's corpus section)."""
-        return self.embeddings.corpus
+        return self.bilm.corpus if self.arch == "elmo_bilstm" else self.embeddings.corpus
 
 
 def check_family_student(spec: Section) -> None:

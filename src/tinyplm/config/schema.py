@@ -278,8 +278,9 @@ class RunConfig(Section):
         family = {student_name(s) for s in self.students if s.family is not None}
         for spec in self.students:
             if spec.family and spec.family.corpus_needed and not spec.family.own_corpus and self.corpus is None:
-                raise ValueError(f"student {student_name(spec)}: {spec.family.embeddings.kind} vectors are trained on "
-                                 "a corpus: give family.embeddings.corpus or a 'corpus' section")
+                where = "bilm" if spec.family.arch == "elmo_bilstm" else "embeddings"
+                raise ValueError(f"student {student_name(spec)}: its {where} are trained on a corpus: give "
+                                 f"family.{where}.corpus or a 'corpus' section")
             if spec.init_from in family:
                 raise ValueError(f"student {student_name(spec)}: init_from names the model-family student "
                                  f"{spec.init_from}, which no transformer student can start from")

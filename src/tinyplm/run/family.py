@@ -24,12 +24,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from tinyplm.config.family import EmbeddingSpec, FamilySpec
+from tinyplm.config.family import BiLMSpec, EmbeddingSpec, FamilySpec
 from tinyplm.config.schema import StageSpec, StudentSpec, student_name
 from tinyplm.distill.losses import PredictionObjective
 from tinyplm.errors import RecipeError
 from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
-from tinyplm.files import atomic_path
+from tinyplm.files import atomic_path, write_json_atomic
 from tinyplm.models import is_complete, load_classifier, save_model
 from tinyplm.models.family import FamilyConfig, WordTokenizer, build_module, family_shape
 from tinyplm.models.family.vectors import WordVectors, train_glove, train_word2vec
@@ -37,9 +37,11 @@ from tinyplm.models.infer import use_bf16
 from tinyplm.report.records import StageKind
 from tinyplm.run.inputs import RunInputs, stamp_task
 from tinyplm.run.results import StageResult, StudentOutcome
+from tinyplm.tasks.base import Example, Split
 from tinyplm.tasks.encoding import encode_split
 from tinyplm.tasks.heads import Head
 from tinyplm.train import StageIO, get_accelerator, train
+from tinyplm.train.objective import Batch
 
 
 def run_family(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
@@ -147,6 +149,8 @@ def initial_model(fam: FamilySpec, inp: RunInputs) -> tuple[nn.Module, object, d
     examples = inp.stage_data.split("task").examples
     tok = WordTokenizer.build([t for e in examples for t in (e.text, e.text_pair) if t], fam.vocab_size,
                               fam.min_count)
+    if fam.arch == "elmo_bilstm":
+        return _elmo_model(fam, tok, labels, inp)
     e = fam.embeddings
     config = FamilyConfig(arch=fam.arch, vocab_size=len(tok), embed_dim=e.dim, hidden=fam.hidden,
                           layers=fam.lstm_layers, bidirectional=fam.arch == "bilstm", pooling=fam.pooling,
@@ -164,6 +168,112 @@ def initial_model(fam: FamilySpec, inp: RunInputs) -> tuple[nn.Module, object, d
     return model, tok, info
 
 
+def _elmo_model(fam: FamilySpec, tok: WordTokenizer, labels: dict, inp: RunInputs) -> tuple[nn.Module, object, dict]:
+    """A BiLSTM over the frozen biLM (pre-trained here, or the cached or named one)."""
+    from tinyplm.models.family.elmo import ElmoBiLstm
+
+    paths = fam.bilm.corpus or (inp.stage_data.corpus.paths if inp.stage_data.corpus else [])
+    settings, state, made = pretrained_bilm(fam.bilm, paths, inp.stage_data.cache_dir, inp.paths.log)
+    config = FamilyConfig(arch="elmo_bilstm", vocab_size=len(tok), embed_dim=0, hidden=fam.hidden,
+                          layers=fam.lstm_layers, pooling=fam.pooling, dropout=fam.dropout, bilm=settings,
+                          num_labels=len(labels), id2label=labels)
+    model = ElmoBiLstm(config, tok.vocab)
+    model.bilm.load_state_dict(state)
+    model.record_params()
+    return model, tok, {"init": "frozen biLM, scalar mix", "words": len(tok) - 3, "bilm": made}
+
+
+def _corpus_key(settings: dict, texts: list[str]) -> str:
+    """sha256 of the settings and every text: the cache key of what is trained on a corpus."""
+    h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+    for t in texts:
+        h.update(t.encode("utf-8"))
+        h.update(b"\0")
+    return h.hexdigest()[:20]
+
+
+class BiLMObjective:
+    """The biLM's training objective for the one loop: both LMs' mean cross-entropy."""
+
+    needs_teacher_logits = False
+    needs_teacher = False
+
+    def check(self, model: nn.Module, teacher: nn.Module | None) -> None:
+        """Any :class:`~tinyplm.models.family.elmo.BiLM` trains with it."""
+
+    def prepare(self, batch: dict[str, torch.Tensor]) -> Batch:
+        return Batch({"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}, None,
+                     batch["index"])
+
+    def teacher_outputs(self, teacher: nn.Module, batch: Batch) -> None:
+        return None
+
+    def loss(self, model: nn.Module, batch: Batch, teacher_out: object) -> torch.Tensor:
+        return model(**batch.inputs)
+
+
+def pretrained_bilm(b: BiLMSpec, paths: list[str], cache_dir: Path, log: Path) -> tuple[dict, dict, dict]:
+    """The biLM's settings, encoder weights and how it was made: read from ``b.model`` or the
+    cache (``cache_dir/family/bilm-<key>/``), else pre-trained by the one loop on the corpus and
+    scored on held-out paragraphs (perplexity of both LMs against a unigram model's)."""
+    from safetensors.torch import load_file, save_file
+
+    from tinyplm.models.family.elmo import BiLM
+    from tinyplm.pretrain.corpus import read_corpus, split_holdout
+
+    if b.model is None:
+        texts = read_corpus([Path(p) for p in paths], max_docs=b.max_docs)
+        key = _corpus_key(b.model_dump(exclude={"model", "corpus"}), texts)
+        folder = Path(cache_dir) / "family" / f"bilm-{key}"
+    else:
+        folder = Path(b.model)
+    if (folder / "bilm.safetensors").is_file():
+        info = json.loads((folder / "bilm.json").read_text(encoding="utf-8"))
+        return info["settings"], load_file(str(folder / "bilm.safetensors")), {**info["made"], "reused": str(folder)}
+    if b.model is not None:
+        raise RecipeError(f"family.bilm.model: {folder} holds no bilm.safetensors (a biLM made by a run)")
+    train_texts, held = split_holdout(texts, b.holdout, seed=b.train.seed)
+    tok = WordTokenizer.build(train_texts, b.vocab_size - 3)
+    corpus = encode_split(Split("corpus", [Example(t, None, 0, i) for i, t in enumerate(train_texts)], None),
+                          tok, b.max_words)
+    held_enc = encode_split(Split("held", [Example(t, None, 0, i) for i, t in enumerate(held)], None), tok, b.max_words)
+    lm = BiLM(b.settings(), tok.vocab)
+    t0 = time.perf_counter()
+    result = train(lm, corpus, BiLMObjective(), spec=b.train,
+                   io=StageIO("bilm", folder.with_name(folder.name + ".checkpoints"), log, resume=True))
+    made = {"paragraphs": len(train_texts), "held_out": len(held), "steps": result.steps,
+            "train_seconds": round(time.perf_counter() - t0, 1), **held_out_perplexity(lm, corpus, held_enc)}
+    settings = {**b.settings(), "vocab_size": len(tok)}
+    folder.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().contiguous() for k, v in lm.encoder.state_dict().items()}
+    with atomic_path(folder / "bilm.safetensors") as tmp:
+        save_file(state, str(tmp))
+    write_json_atomic(folder / "bilm.json", {"settings": settings, "made": made})
+    return settings, state, made
+
+
+@torch.no_grad()
+def held_out_perplexity(lm: nn.Module, train_enc, held_enc) -> dict[str, float]:
+    """Perplexity of the biLM on the held-out segments (both directions' predictions together)
+    and of a unigram model of the training segments (add-one counts) on the same predictions."""
+    from tinyplm.tasks.encoding import collate, length_sorted_batches
+
+    lm.eval()
+    total, count = 0.0, 0.0
+    for idx in length_sorted_batches(held_enc, 64):
+        b = collate(held_enc, idx)
+        s, n = lm.token_losses(b["input_ids"], b["attention_mask"])
+        total, count = total + float(s), count + float(n)
+    counts = np.ones(len(lm.char_table), dtype=np.float64)  # add-one
+    for ids in train_enc.input_ids:
+        np.add.at(counts, ids, 1.0)
+    logp = np.log(counts / counts.sum())
+    # each held-out word is predicted by the forward LM (all but the first) and the backward (all but the last)
+    uni = -sum(logp[ids[1:]].sum() + logp[ids[:-1]].sum() for ids in held_enc.input_ids)
+    return {"perplexity": round(float(np.exp(total / max(count, 1))), 2),
+            "unigram_perplexity": round(float(np.exp(uni / max(count, 1))), 2), "predictions": int(count)}
+
+
 def word_vectors(e: EmbeddingSpec, paths: list[str], cache_dir: Path) -> tuple[WordVectors, dict]:
     """word2vec or GloVe vectors of the corpus at ``paths`` under ``e``'s settings, trained once
     and cached (``cache_dir/family/<kind>-<key>.npz``: words and vectors, no pickles) -> (vectors,
@@ -171,11 +281,7 @@ def word_vectors(e: EmbeddingSpec, paths: list[str], cache_dir: Path) -> tuple[W
     from tinyplm.pretrain.corpus import read_corpus
 
     texts = read_corpus([Path(p) for p in paths], max_docs=e.max_docs)
-    h = hashlib.sha256(json.dumps(e.model_dump(exclude={"corpus", "freeze"}), sort_keys=True).encode())
-    for t in texts:
-        h.update(t.encode("utf-8"))
-        h.update(b"\0")
-    file = Path(cache_dir) / "family" / f"{e.kind}-{h.hexdigest()[:20]}.npz"
+    file = Path(cache_dir) / "family" / f"{e.kind}-{_corpus_key(e.model_dump(exclude={'corpus', 'freeze'}), texts)}.npz"
     if file.is_file():
         with np.load(file, allow_pickle=False) as z:
             return WordVectors([str(w) for w in z["words"]], z["vectors"]), {"kind": e.kind, "cached": str(file)}
