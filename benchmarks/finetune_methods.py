@@ -8,7 +8,8 @@ time (evaluation included, best dev checkpoint kept), once per seed, in this pro
 the other; each cell records the dev metric, the trainable parameters, the stage's peak RSS (the
 kernel's high-water mark reset at the stage's start) and its time. Learning rates are per method
 (:data:`LR`: adapters and prompts need far larger rates than full fine-tuning); --lr-scale
-multiplies them all.
+multiplies them all. ULMFiT unfreezes one layer group per --unfreeze-every steps (per epoch would
+leave most of MiniLM frozen when the time budget ends within an epoch or two).
 
 Then (unless --no-distill) the demo's 3-layer student (teacher layers 1, 3, 5; KD at T=2 plus
 0.5 x cross-entropy; sst2_demo.yaml's settings, --distill-minutes each) is distilled through the
@@ -51,9 +52,10 @@ def task_spec(args) -> dict:
 
 def train_spec(args, method: str, seed: int) -> dict:
     """The TrainSpec of one cell: equal time budget, epochs never the limit, best dev kept."""
+    options = {"unfreeze_every": args.unfreeze_every} if method == "ulmfit" else {}
     return {"epochs": 1000, "budget_minutes": args.budget_minutes, "batch_size": 32, "lr": LR[method] * args.lr_scale,
             "eval_every": args.eval_every, "checkpoint_every": 0, "seed": seed, "method": method,
-            "log_every": 50}
+            "method_options": options, "log_every": 50}
 
 
 def run_cell(args, method: str, seed: int, inputs, save_to: Path | None) -> dict:
@@ -225,6 +227,8 @@ def main() -> None:
                    help="teacher layers the student starts from (0-based; the demo's 1,3,5)")
     p.add_argument("--no-distill", action="store_true", help="only the methods' table")
     p.add_argument("--eval-every", type=int, default=200)
+    p.add_argument("--unfreeze-every", type=int, default=20,
+                   help="ulmfit: steps between unfreezing groups (a time budget ends before epochs do)")
     p.add_argument("--lr-scale", type=float, default=1.0, help="multiplies every method's learning rate")
     p.add_argument("--max-train-examples", type=int, default=None, help="cap the training split (short runs)")
     p.add_argument("--max-eval-examples", type=int, default=None)

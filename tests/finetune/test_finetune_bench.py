@@ -19,7 +19,8 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "finetune_methods.p
 
 def _bench(tmp: Path, *extra: str) -> subprocess.CompletedProcess:
     args = [sys.executable, str(BENCH), "--task", "sst2", "--model", str(tmp / "m"), "--data-dir", str(tmp / "glue"),
-            "--methods", "full,lora,prompt_tuning", "--seeds", "2", "--budget-minutes", "0.005",
+            "--methods", "full,ulmfit,lora,prompt_tuning", "--unfreeze-every", "1", "--seeds", "2",
+            "--budget-minutes", "0.005",
             "--distill-minutes", "0.005", "--eval-every", "2", "--max-length", "32", "--threads", "1",
             "--student-layers", "1", "--out", str(tmp / "out"), *extra]
     return subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=tmp)
@@ -33,7 +34,7 @@ def test_benchmark_table_plot_and_distillation(tmp_path: Path) -> None:
     path = Path(res.stdout.strip().splitlines()[-1])
     out = json.loads(path.read_text())
     rows = {r["method"]: r for r in out["rows"]}
-    assert set(rows) == {"full", "lora", "prompt_tuning"} and all(r["seeds"] == 2 for r in rows.values())
+    assert set(rows) == {"full", "ulmfit", "lora", "prompt_tuning"} and all(r["seeds"] == 2 for r in rows.values())
     assert rows["full"]["percent_of_full"] == 100.0 > rows["lora"]["percent_of_full"] > 0
     assert all(r["peak_rss_mib"] > 0 and r["train_seconds"] > 0 for r in rows.values())
     assert "| lora |" in res.stdout and Path(out["figure"]).stat().st_size > 1000
