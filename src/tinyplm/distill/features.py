@@ -15,6 +15,12 @@ Scores and probabilities are recomputed from the captured Q and K, so they do no
 attention implementation (sdpa does not return attention weights) and are *pre-dropout*: in train
 mode the model's own attention dropout does not touch them. The additive mask follows
 ``transformers``: ``torch.finfo(dtype).min`` at padded key positions, 0 elsewhere.
+
+BERT and RoBERTa score ``Q K^T / sqrt(head_dim)``. DeBERTa's disentangled attention adds
+content-to-position and position-to-content terms over relative distances and scales by
+``sqrt(head_dim * (1 + number of those terms))``; :func:`disentangled_attention` adds them with the
+layer's own ``disentangled_attention_bias`` (the relative-position table without its dropout), so
+attention-based distillation sees the scores the model itself softmaxes.
 """
 
 from __future__ import annotations
@@ -104,17 +110,64 @@ def attention_from_qk(q: Tensor, k: Tensor, heads: int, mask: Tensor) -> tuple[T
     return scores, torch.softmax(scores, dim=-1)
 
 
+def disentangled_attention(model: nn.Module, layer: nn.Module, q: Tensor, k: Tensor, heads: int,
+                           mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Pre-softmax scores and probabilities of one DeBERTa layer from its Q and K outputs.
+
+    ``q``, ``k``: (batch, seq, heads * head_dim); ``mask``: (batch, seq), 0 at padding.
+    Returns (scores, probs), each (batch, heads, seq, seq): content scores plus the layer's
+    relative-position terms, padded keys at ``finfo(dtype).min``. Rows of padded queries differ
+    from DeBERTa's own (it masks them whole); losses mask those rows anyway.
+    """
+    attention = roles.self_attention(layer)
+    path = roles.roles_of(model).layers.rpartition(".")[0]
+    encoder = roles.base_model(model).get_submodule(path)  # holds the relative-position table
+    b, s, d = q.shape
+    hd = d // heads
+    qh = q.view(b, s, heads, hd).transpose(1, 2).reshape(b * heads, s, hd)  # (batch*heads, seq, head_dim)
+    kh = k.view(b, s, heads, hd).transpose(1, 2).reshape(b * heads, s, hd)
+    factor = 1 + len({"c2p", "p2c"} & set(attention.pos_att_type))
+    scores = qh @ kh.transpose(-1, -2) / math.sqrt(hd * factor)  # (batch*heads, seq, seq)
+    relative = encoder.get_rel_pos(q)
+    scores = scores + attention.disentangled_attention_bias(qh, kh, relative, encoder.get_rel_embedding(), factor)
+    scores = scores.view(b, heads, s, s)
+    pad = (mask == 0)[:, None, None, :].to(scores.device)  # (batch, 1, 1, seq)
+    scores = scores.masked_fill(pad, torch.finfo(scores.dtype).min)
+    return scores, torch.softmax(scores, dim=-1)
+
+
+def _layer_attention(model: nn.Module, layer: nn.Module, q: Tensor, k: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """(scores, probs) of one layer, by its family's attention (see the module docstring)."""
+    attention = roles.self_attention(layer)
+    if getattr(attention, "relative_attention", False):
+        return disentangled_attention(model, layer, q, k, attention.num_attention_heads, mask)
+    return attention_from_qk(q, k, attention.num_attention_heads, mask)
+
+
 def _hook_qkv(model: nn.Module, names: Iterable[str], store: dict[str, list[Tensor]]) -> list:
     """Register forward hooks storing each layer's Q/K/V Linear outputs; returns the handles.
 
-    A module shared by several layers (ALBERT-style) is hooked once, so it stores one output per call,
-    i.e. per layer that uses it, in layer order."""
+    Only the first call of each projection per self-attention call is kept: DeBERTa (with
+    ``share_att_key``) runs its query/key projections a second time on the relative-position
+    table. A module shared by several layers (ALBERT-style) is hooked once, so it stores one output
+    per call, i.e. per layer that uses it, in layer order."""
     handles = []
+    seen: set[str] = set()  # projections already stored during the running self-attention call
+    stack = roles.layers(model)
+    attentions = {id(m): m for m in (roles.self_attention(layer) for layer in stack)}
+    for attention in attentions.values():
+        handles.append(attention.register_forward_pre_hook(lambda _m, _i: seen.clear()))
+
+    def keep(name: str, out: Tensor) -> None:
+        if name not in seen:
+            seen.add(name)
+            store[name].append(out)
+
     for name in names:
         store[name] = []
-        linears = {id(m): m for m in (roles.layer_linear(layer, _ROLE[name]) for layer in roles.layers(model))}
+        linears = {id(m): m for m in (roles.layer_linear(layer, _ROLE[name]) for layer in stack)}
         for linear in linears.values():
-            handles.append(linear.register_forward_hook(lambda _m, _i, out, n=name: store[n].append(out)))
+            handles.append(linear.register_forward_hook(lambda _m, _i, out, n=name: keep(n, out)))
     return handles
 
 
@@ -148,9 +201,8 @@ def forward_features(model: nn.Module, inputs: dict[str, Tensor], want: Iterable
     if "hidden" in asked:
         feats.hidden = list(states[1:])
     if need_attn:
-        heads = [roles.self_attention(layer).num_attention_heads for layer in stack]
-        qkh = zip(store["queries"], store["keys"], heads, strict=True)
-        pairs = [attention_from_qk(q, k, h, mask) for q, k, h in qkh]
+        qkl = zip(store["queries"], store["keys"], stack, strict=True)
+        pairs = [_layer_attention(model, layer, q, k, mask) for q, k, layer in qkl]
         feats.attn_scores = [p[0] for p in pairs] if "attn_scores" in asked else None
         feats.attn_probs = [p[1] for p in pairs] if "attn_probs" in asked else None
     for name in _QKV:

@@ -4,10 +4,9 @@ Code outside this module never spells ``model.bert.encoder.layer[i].attention.se
 for a part by *role*: :func:`base_model`, :func:`layers`, :func:`layer_linear` (``query``, ``key``,
 ``value``, ``attn_out``, ``ffn_in``, ``ffn_out``), :func:`word_embeddings`, :func:`mlm_head`, ...
 Each encoder family has one :class:`Roles` entry in :data:`ROLES`, looked up by
-``config.model_type`` for a model and by the layer's class for a single layer. Only BERT has an
-entry today; RoBERTa (``roberta``: the base under ``roberta``, an ``lm_head``), DeBERTa-v2 or
-DistilBERT (``distilbert``: ``transformer.layer``, ``attention.q_lin``, ``ffn.lin1``, ...) are one
-more entry each.
+``config.model_type`` for a model and by the layer's class for a single layer: BERT, RoBERTa
+(base ``roberta``, an ``lm_head``, no pooler) and DeBERTa-v2 (``query_proj``..., disentangled
+relative-position attention, the pooler on the task model); DistilBERT would be one more entry.
 
 Every path is dotted and relative (as in ``named_modules()``): ``base`` to a task or masked-LM
 model, ``embeddings``/``layers``/``pooler`` to the bare encoder, ``word_embeddings`` and
@@ -53,6 +52,8 @@ class Roles:
     mlm_predictions: str | None  # task model -> masked-LM prediction head (hidden -> vocab)
     pair_head: str | None  # task model -> next-sentence / sentence-order head (pooled -> 2)
     task_heads: tuple[str, ...]  # task model -> classifier-like heads, any of which may be present
+    class_prefix: str = "Bert"  # transformers class names: f"{prefix}ForSequenceClassification"
+    head_linears: tuple[str, ...] = ()  # more per-head projections (layer -> Linear), pruned with the heads
 
 
 BERT = Roles(
@@ -77,12 +78,32 @@ BERT = Roles(
     task_heads=("classifier", "qa_outputs"),
 )
 
+#: RoBERTa: BERT's layer, positions offset past the padding id, a two-Linear classifier, no pooler.
+ROBERTA = Roles(
+    model_type="roberta", layer_class="RobertaLayer", base="roberta", embeddings="embeddings",
+    word_embeddings="word_embeddings", embedding_norm="LayerNorm", layers="encoder.layer", pooler="pooler",
+    linears=BERT.linears, norms=BERT.norms, self_attention="attention.self", parts=BERT.parts,
+    mlm_head="lm_head", mlm_predictions="lm_head", pair_head=None,
+    task_heads=("classifier", "qa_outputs"), class_prefix="Roberta",
+)
+
+#: DeBERTa-v2/v3: disentangled attention (position projections are key/query with ``share_att_key``,
+#: else ``pos_key_proj``/``pos_query_proj``), relative table on the encoder, the pooler on the task model.
+DEBERTA_V2 = Roles(
+    model_type="deberta-v2", layer_class="DebertaV2Layer", base="deberta", embeddings="embeddings",
+    word_embeddings="word_embeddings", embedding_norm="LayerNorm", layers="encoder.layer", pooler=None,
+    linears=MappingProxyType({**BERT.linears, "query": "attention.self.query_proj",
+                              "key": "attention.self.key_proj", "value": "attention.self.value_proj"}),
+    norms=BERT.norms, self_attention="attention.self", parts=BERT.parts,
+    mlm_head="cls", mlm_predictions="cls.predictions", pair_head=None,  # the legacy head (config.legacy)
+    task_heads=("pooler", "classifier", "qa_outputs"), class_prefix="DebertaV2",
+    head_linears=("attention.self.pos_key_proj", "attention.self.pos_query_proj"),
+)
+
 #: model_type -> its table entry.
-ROLES: dict[str, Roles] = {r.model_type: r for r in (BERT,)}
-#: The units layers can share (ALBERT-style), the same for every family.
-SHARING_UNITS: tuple[str, ...] = ("attention", "ffn")
-#: BERT's sharing units -> the child modules of a layer that :func:`layer_part` names.
-LAYER_PARTS: Mapping[str, tuple[str, ...]] = BERT.parts
+ROLES: dict[str, Roles] = {r.model_type: r for r in (BERT, ROBERTA, DEBERTA_V2)}
+SHARING_UNITS: tuple[str, ...] = ("attention", "ffn")  # what layers can share (ALBERT-style), every family
+LAYER_PARTS: Mapping[str, tuple[str, ...]] = BERT.parts  # sharing unit -> child modules (all three alike)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,6 +139,19 @@ def roles_of_layer(layer: nn.Module) -> Roles:
     raise ModelError(f"{type(layer).__name__} is not an encoder layer tinyplm's role table knows ({known})")
 
 
+def task_class(model_type: str, suffix: str) -> type:
+    """The ``transformers`` class of ``model_type`` with class-name ``suffix``
+    (``"ForSequenceClassification"``, ``"ForMaskedLM"``, ``"Model"``). Raises ``ModelError`` for an
+    unknown family or a class ``transformers`` does not have."""
+    import transformers
+
+    name = _by_type(model_type, "task_class()").class_prefix + suffix
+    cls = getattr(transformers, name, None)
+    if cls is None:
+        raise ModelError(f"transformers has no class {name} for model_type {model_type!r}")
+    return cls
+
+
 def role_path(role: str, model_type: str = "bert") -> str:
     """The path of a Linear ``role`` inside one layer of ``model_type`` (``"attention.self.query"``).
 
@@ -137,6 +171,13 @@ def _get(root: nn.Module, path: str, what: str) -> nn.Module:
         return root.get_submodule(path)
     except AttributeError:
         raise ModelError(f"{type(root).__name__} has no {what} (expected at {path!r})") from None
+
+
+def _optional(root: nn.Module, path: str) -> nn.Module | None:
+    """``root.get_submodule(path)``, or None where the model has no such module."""
+    parent, _, leaf = path.rpartition(".")
+    found = getattr(root.get_submodule(parent) if parent else root, leaf, None)
+    return found if isinstance(found, nn.Module) else None
 
 
 def _set(root: nn.Module, path: str, module: nn.Module) -> None:
@@ -244,6 +285,21 @@ def layer_norm(layer: nn.Module, role: str) -> nn.Module:
     if role not in NORM_ROLES:
         raise ModelError(f"unknown norm role {role!r}; norm roles are {list(NORM_ROLES)}")
     return _get(layer, roles_of_layer(layer).norms[role], f"{role} LayerNorm")
+
+
+def head_linears(layer: nn.Module) -> dict[str, nn.Module]:
+    """Per-head projections of one layer beyond query/key/value, by path, that this layer has
+    (DeBERTa's ``pos_key_proj``/``pos_query_proj`` when ``share_att_key`` is off); pruning a head
+    keeps the same rows of these."""
+    found = {p: _optional(layer, p) for p in roles_of_layer(layer).head_linears}
+    return {p: m for p, m in found.items() if m is not None}
+
+
+def set_head_linear(layer: nn.Module, path: str, module: nn.Module) -> None:
+    """Replace the per-head projection at ``path`` (one of :func:`head_linears`)."""
+    if path not in head_linears(layer):
+        raise ModelError(f"{type(layer).__name__} has no per-head projection {path!r}")
+    _set(layer, path, module)
 
 
 def self_attention(layer: nn.Module) -> nn.Module:

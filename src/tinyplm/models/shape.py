@@ -94,7 +94,8 @@ def _select(linear: nn.Linear, index: torch.Tensor, dim: int) -> nn.Linear:
 
 
 def keep_heads(layer: nn.Module, heads: Sequence[int], size: int) -> None:
-    """Keep only ``heads`` (0-based, sorted) of one BERT layer's self-attention, physically.
+    """Keep only ``heads`` (0-based, sorted) of one encoder layer's self-attention, physically
+    (Q/K/V rows, the attention output's columns, and a family's other per-head projections).
 
     Raises ``ModelError`` when no head would be left or an index is out of range.
     """
@@ -108,6 +109,8 @@ def keep_heads(layer: nn.Module, heads: Sequence[int], size: int) -> None:
     for role in ("query", "key", "value"):
         roles.set_layer_linear(layer, role, _select(roles.layer_linear(layer, role), index, 0))
     roles.set_layer_linear(layer, "attn_out", _select(roles.layer_linear(layer, "attn_out"), index, 1))
+    for path, linear in roles.head_linears(layer).items():  # DeBERTa's unshared position projections
+        roles.set_head_linear(layer, path, _select(linear, index, 0))
     attention = roles.self_attention(layer)
     attention.num_attention_heads = len(heads)
     attention.all_head_size = len(heads) * size
@@ -185,10 +188,23 @@ def build_shaped(config, cls) -> nn.Module:
     shape = getattr(config, SHAPE_KEY, None)
     if shape and shape.get("ffn"):
         config.intermediate_size = max(config.intermediate_size, max(shape["ffn"]))
-    model = cls(config)
+    model = family_class(cls, config.model_type)(config)
     if shape:
         apply_shape(model, shape)
     return model
+
+
+def family_class(cls: type, model_type: str) -> type:
+    """``cls`` (e.g. ``BertForSequenceClassification``) for ``model_type``'s family: the class with
+    the same head (``RobertaForSequenceClassification`` for ``roberta``). Raises ``ModelError`` for a
+    family the role table does not know."""
+    config_class = getattr(cls, "config_class", None)
+    if getattr(config_class, "model_type", model_type) == model_type:
+        return cls
+    own = roles.ROLES[getattr(config_class, "model_type", "bert")].class_prefix
+    if not cls.__name__.startswith(own):
+        raise ModelError(f"cannot tell the head of {cls.__name__} to build a {model_type} model")
+    return roles.task_class(model_type, cls.__name__[len(own):])
 
 
 def unique_state(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -209,18 +225,36 @@ def duplicate_keys(model: nn.Module) -> set[str]:
 
 
 def embedding_params(config) -> int:
-    """Parameters of the embedding tables (word, or its V x E factor, position, token type), as
-    ``num_parameters(exclude_embeddings=True)`` leaves them out."""
+    """Parameters of the embedding tables (word, or its V x E factor, position, token type, and
+    DeBERTa's relative-position table), as ``num_parameters(exclude_embeddings=True)`` leaves them out."""
     shape = getattr(config, SHAPE_KEY, None) or {}
-    words = config.vocab_size * (shape.get("embedding_rank") or config.hidden_size)
-    return words + (config.max_position_embeddings + config.type_vocab_size) * config.hidden_size
+    h = config.hidden_size
+    words = config.vocab_size * (shape.get("embedding_rank") or h)
+    positions = config.max_position_embeddings if getattr(config, "position_biased_input", True) else 0
+    return words + (positions + (config.type_vocab_size or 0)) * h + _relative_table(config) * h
+
+
+def _relative_table(config) -> int:
+    """Rows of DeBERTa's relative-position table (0 for a family without one)."""
+    if not getattr(config, "relative_attention", False):
+        return 0
+    buckets = getattr(config, "position_buckets", -1)
+    span = getattr(config, "max_relative_positions", -1)
+    return 2 * (buckets if buckets > 0 else span if span > 0 else config.max_position_embeddings)
+
+
+def _position_projections(config) -> int:
+    """DeBERTa's per-layer position projections of their own (c2p: key, p2c: query), 0 when shared."""
+    if not getattr(config, "relative_attention", False) or getattr(config, "share_att_key", False):
+        return 0
+    return len({"c2p", "p2c"} & set(getattr(config, "pos_att_type", None) or []))
 
 
 def params_from_config(config, num_labels: int | None = None) -> int:
-    """Parameters of a BERT sequence classifier as its config describes it (structure included:
-    pruned heads/FFN, low-rank modules, factorized embeddings, shared layers counted once).
-    The contract test checks every built model against this count."""
-    h, v = config.hidden_size, config.vocab_size
+    """Parameters of a sequence classifier of the role table's families as its config describes it
+    (structure included: pruned heads/FFN, low-rank modules, factorized embeddings, shared layers
+    counted once). The contract test checks every built model against this count."""
+    h = config.hidden_size
     layers = config.num_hidden_layers
     size = h // config.num_attention_heads
     shape = getattr(config, SHAPE_KEY, None) or {}
@@ -229,8 +263,10 @@ def params_from_config(config, num_labels: int | None = None) -> int:
     ranks = shape.get("ranks") or {}
     share = shape.get("share") or {}
     e = shape.get("embedding_rank")
-    words = v * e + e * h if e else v * h
-    total = words + (config.max_position_embeddings + config.type_vocab_size) * h + 2 * h
+    total = embedding_params(config) + (e * h if e else 0) + 2 * h
+    if "layer_norm" in str(getattr(config, "norm_rel_ebd", "")) and _relative_table(config):
+        total += 2 * h  # DeBERTa's LayerNorm on the relative-position table
+    position = _position_projections(config)
 
     def linear(i: int, role: str, n_in: int, n_out: int) -> int:
         r = ranks.get(roles.config_linear_name(config, i, role)) if ranks else None
@@ -240,8 +276,9 @@ def params_from_config(config, num_labels: int | None = None) -> int:
         a = nh * size
         if not (share.get("attention") and share["attention"][i] != i):
             total += sum(linear(i, role, h, a) for role in ("query", "key", "value"))
-            total += linear(i, "attn_out", a, h) + 2 * h
+            total += linear(i, "attn_out", a, h) + 2 * h + position * (h * a + a)
         if not (share.get("ffn") and share["ffn"][i] != i):
             total += linear(i, "ffn_in", h, f) + linear(i, "ffn_out", f, h) + 2 * h
     labels = num_labels if num_labels is not None else config.num_labels
-    return total + (h * h + h) + (h * labels + labels)  # pooler, classifier
+    # BERT: pooler + classifier; RoBERTa: classifier dense + out_proj; DeBERTa: ContextPooler + classifier
+    return total + (h * h + h) + (h * labels + labels)

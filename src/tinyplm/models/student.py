@@ -1,8 +1,11 @@
 """Build a student from a shape, or from chosen teacher layers (DistilBERT-style init).
 
-Students are ``transformers`` BERT models with the task's head (``BertForSequenceClassification``,
-``BertForQuestionAnswering`` or ``BertForTokenClassification``, as the task teacher): Hugging Face
-can represent every shape built here, so each student saves and loads with the Auto classes.
+Students are ``transformers`` models of an architecture in :data:`ARCHS` (``bert`` by default,
+``roberta``, ``deberta``: DeBERTa-v2's disentangled relative-position attention) with the task's
+head (``...ForSequenceClassification``, ``...ForQuestionAnswering`` or
+``...ForTokenClassification``, as the task teacher). Every student uses the teacher's tokenizer
+(its vocabulary, padding id and token types); Hugging Face can represent every shape built here,
+so each student saves and loads with the Auto classes.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from transformers import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
+    DebertaV2Config,
     PreTrainedModel,
+    RobertaConfig,
 )
 
 from tinyplm.config.schema import ShapeSpec, StudentSpec
@@ -22,9 +27,31 @@ from tinyplm.models import roles
 from tinyplm.models.narrow import copy_narrowed_layers
 from tinyplm.tasks.heads import Head
 
-#: The BERT class of each task head.
+#: The BERT class of each task head (other families: :func:`head_class`).
 HEAD_CLASSES = {Head.SEQUENCE: BertForSequenceClassification, Head.SPAN: BertForQuestionAnswering,
                 Head.TOKEN: BertForTokenClassification}
+#: A student's architecture as a recipe names it -> its ``config.model_type`` (a role-table family).
+ARCHS = {"bert": "bert", "roberta": "roberta", "deberta": "deberta-v2"}
+#: DeBERTa-v3's attention settings (relative positions in 256 log buckets, content<->position terms,
+#: position projections shared with the key/query ones, no absolute position table).
+DEBERTA_ATTENTION = {"relative_attention": True, "pos_att_type": ["p2c", "c2p"], "position_buckets": 256,
+                     "max_relative_positions": -1, "share_att_key": True, "norm_rel_ebd": "layer_norm",
+                     "position_biased_input": False}
+
+
+def model_type_of(arch: str) -> str:
+    """The ``config.model_type`` of a recipe's ``arch`` (``bert``, ``roberta``, ``deberta``; a
+    model_type itself is accepted too). Raises ``ModelError`` naming the valid ones."""
+    if arch in ARCHS:
+        return ARCHS[arch]
+    if arch in ARCHS.values():
+        return arch
+    raise ModelError(f"unknown student arch {arch!r}; expected one of {', '.join(ARCHS)}")
+
+
+def head_class(head: Head, model_type: str = "bert") -> type:
+    """The ``transformers`` class of ``model_type`` with the task ``head``."""
+    return roles.task_class(model_type, Head(head).auto_suffix)
 
 
 def head_of(model) -> Head:
@@ -32,19 +59,24 @@ def head_of(model) -> Head:
     return Head.of_architectures([type(model).__name__, *(getattr(model.config, "architectures", None) or [])])
 
 
-def student_config(shape: ShapeSpec, teacher_cfg, labels_cfg=None) -> BertConfig:
-    """A BertConfig of ``shape`` that shares the teacher's vocabulary and positions, and the labels
-    of ``labels_cfg`` (default the teacher's)."""
+def student_config(shape: ShapeSpec, teacher_cfg, labels_cfg=None, arch: str = "bert"):
+    """A config of ``shape`` and architecture ``arch`` (see :data:`ARCHS`) that shares the teacher's
+    vocabulary, padding id, token types and positions, and the labels of ``labels_cfg`` (default
+    the teacher's). RoBERTa counts positions from ``pad_token_id + 1``, so its table is that much
+    longer; DeBERTa replaces absolute positions by :data:`DEBERTA_ATTENTION`."""
     labels_cfg = labels_cfg or teacher_cfg
-    return BertConfig(
+    pad = getattr(teacher_cfg, "pad_token_id", 0) or 0
+    offset = pad + 1  # RoBERTa's positions run from pad + 1: a RoBERTa teacher's table has them already
+    positions = teacher_cfg.max_position_embeddings - (offset if teacher_cfg.model_type == "roberta" else 0)
+    common = dict(
         vocab_size=teacher_cfg.vocab_size,
         hidden_size=shape.hidden,
         num_hidden_layers=shape.layers,
         num_attention_heads=shape.heads,
         intermediate_size=shape.ffn,
-        max_position_embeddings=teacher_cfg.max_position_embeddings,
+        max_position_embeddings=positions,
         type_vocab_size=getattr(teacher_cfg, "type_vocab_size", 2),
-        pad_token_id=getattr(teacher_cfg, "pad_token_id", 0) or 0,
+        pad_token_id=pad,
         hidden_act=getattr(teacher_cfg, "hidden_act", "gelu"),
         layer_norm_eps=getattr(teacher_cfg, "layer_norm_eps", 1e-12),
         num_labels=labels_cfg.num_labels,
@@ -52,6 +84,16 @@ def student_config(shape: ShapeSpec, teacher_cfg, labels_cfg=None) -> BertConfig
         label2id=dict(labels_cfg.label2id),
         problem_type=labels_cfg.problem_type,
     )
+    model_type = model_type_of(arch)
+    if model_type == "deberta-v2":  # a DeBERTa teacher's own attention settings, else DeBERTa-v3's
+        own = teacher_cfg.model_type == "deberta-v2"
+        return DebertaV2Config(**common, **{k: getattr(teacher_cfg, k, v) if own else v
+                                            for k, v in DEBERTA_ATTENTION.items()})
+    common["type_vocab_size"] = common["type_vocab_size"] or 2  # BERT's embeddings need a token-type table
+    if model_type == "roberta":
+        common["max_position_embeddings"] += offset
+        return RobertaConfig(**common)
+    return BertConfig(**common)
 
 
 def teacher_shape(teacher_cfg) -> ShapeSpec:
@@ -65,26 +107,31 @@ def teacher_shape(teacher_cfg) -> ShapeSpec:
 
 
 def build_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int = 42,
-                  task_model: PreTrainedModel | None = None) -> PreTrainedModel:
+                  task_model: PreTrainedModel | None = None, arch: str | None = None) -> PreTrainedModel:
     """Build the student described by ``spec``, with the head and labels of ``task_model`` (the
-    task teacher; default ``teacher``).
+    task teacher; default ``teacher``), of architecture ``arch`` (default ``spec.arch`` where the
+    recipe has it, else ``bert``).
 
     With ``spec.teacher_layers`` the student copies the teacher's embeddings, the listed layers,
-    pooler and classifier. A ``shape`` narrower than the teacher (hidden and FFN no larger, the
-    same number of heads) takes the most important channels of each (``models.narrow``); other
-    shapes raise ``ModelError``. Without it the student is randomly initialised (seeded).
+    pooler and classifier; that needs a student of the teacher's own architecture. A ``shape``
+    narrower than the teacher (hidden and FFN no larger, the same number of heads) takes the most
+    important channels of each (``models.narrow``, BERT only); other cases raise ``ModelError``.
+    Without it the student is randomly initialised (seeded): a RoBERTa or DeBERTa student of a BERT
+    teacher starts from scratch, sharing only the tokenizer.
     """
     task_model = task_model if task_model is not None else teacher
+    model_type = model_type_of(arch or getattr(spec, "arch", None) or "bert")
     tcfg = teacher.config
     layers = spec.teacher_layers
     shape = spec.shape
     if layers:
         base = teacher_shape(tcfg)
         shape = shape or ShapeSpec(layers=len(layers), hidden=base.hidden, heads=base.heads, ffn=base.ffn)
-        _check_layer_init(shape, base, layers, tcfg.model_type)
+        _check_layer_init(shape, base, layers, tcfg.model_type, model_type)
     assert shape is not None  # guaranteed by StudentSpec validation
     torch.manual_seed(seed)
-    student = HEAD_CLASSES[head_of(task_model)](student_config(shape, tcfg, task_model.config))
+    config = student_config(shape, tcfg, task_model.config, model_type)
+    student = head_class(head_of(task_model), model_type)(config)
     if layers and (shape.hidden, shape.ffn) == (base.hidden, base.ffn):
         copy_teacher_layers(student, teacher, layers)
     elif layers:
@@ -92,9 +139,15 @@ def build_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int = 42,
     return student
 
 
-def _check_layer_init(shape: ShapeSpec, base: ShapeSpec, layers: list[int], model_type: str) -> None:
-    if model_type != "bert":
-        raise ModelError(f"teacher_layers init needs a BERT teacher; this teacher is '{model_type}'")
+def _check_layer_init(shape: ShapeSpec, base: ShapeSpec, layers: list[int], teacher_type: str,
+                      student_type: str = "bert") -> None:
+    if teacher_type != student_type:
+        raise ModelError(f"teacher_layers init copies layers of the student's own architecture: this teacher is "
+                         f"'{teacher_type}', the student '{student_type}' (drop teacher_layers to start from scratch)")
+    narrower = (shape.hidden, shape.ffn) != (base.hidden, base.ffn)
+    if narrower and student_type != "bert":
+        raise ModelError(f"teacher_layers init of a narrower student (hidden {shape.hidden}, ffn {shape.ffn} < the "
+                         f"teacher's {base.hidden}, {base.ffn}) is implemented for BERT only, not '{student_type}'")
     bad = [i for i in layers if not 0 <= i < base.layers]
     if bad:
         raise ModelError(f"teacher_layers {bad} out of range: the teacher has layers 0..{base.layers - 1}")
@@ -110,20 +163,28 @@ def _check_layer_init(shape: ShapeSpec, base: ShapeSpec, layers: list[int], mode
 def copy_teacher_layers(student: PreTrainedModel, teacher: PreTrainedModel, layers: list[int]) -> None:
     """Copy embeddings, the chosen encoder layers, pooler and task head from teacher to student.
 
-    ``teacher`` may be a classifier, a ``BertForMaskedLM`` or a bare ``BertModel``; what it lacks
-    (pooler, classifier) stays as initialised."""
+    ``teacher`` may be a classifier, a masked-LM or a bare encoder of the student's family; what it
+    lacks (pooler, classifier) stays as initialised."""
     roles.embeddings(student).load_state_dict(roles.embeddings(teacher).state_dict())
     src, dst = roles.layers(teacher), roles.layers(student)
     for s_idx, t_idx in enumerate(layers):
         dst[s_idx].load_state_dict(src[t_idx].state_dict())
+    family = roles.roles_of(student)
+    placed = tuple(f"{p}." for p in (family.embeddings, family.layers, family.pooler) if p)
+    rest = {k: v for k, v in roles.base_model(teacher).state_dict().items() if not k.startswith(placed)}
+    roles.base_model(student).load_state_dict(rest, strict=False)  # DeBERTa: relative-position table, its norm
     pooled, mine = roles.pooler(teacher), roles.pooler(student)
     if pooled is not None and mine is not None:
         mine.load_state_dict(pooled.state_dict())
     heads = roles.task_heads(student)
     for name, head in roles.task_heads(teacher).items():
         mine = heads.get(name)
-        if mine is not None and head.weight.shape == mine.weight.shape:
+        if mine is not None and _shapes(head) == _shapes(mine):  # same labels (RoBERTa's head is two Linears)
             mine.load_state_dict(head.state_dict())
+
+
+def _shapes(module: torch.nn.Module) -> dict[str, tuple[int, ...]]:
+    return {k: tuple(v.shape) for k, v in module.state_dict().items()}
 
 
 def shape_of(model) -> dict:
