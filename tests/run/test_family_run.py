@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TINY_TRAIN, make_tiny_glue, make_tiny_model_dir, tiny_recipe, write_recipe, write_tiny_corpus
+from helpers_cli import cli
 from tinyplm.config import load_recipe
 from tinyplm.errors import RecipeError
 from tinyplm.models import load_classifier
@@ -66,6 +67,14 @@ def test_family_students_run_beside_the_teacher(tmp_path: Path) -> None:
     assert len(list((tmp_path / "cache" / "family").glob("bilm-*/bilm.safetensors"))) == 1
     logged = {json.loads(line)["stage"] for line in (run_dir / "logs" / "train.jsonl").read_text().splitlines()}
     assert {"bilstm-alone", "bilstm-kd", "bilm", "elmo", "features"} <= logged
+    for name in ("tfidf", "bilstm-kd", "elmo"):  # tinyplm evaluate scores a saved family model as the run did
+        got = cli(["evaluate", run_dir / stages[name].model_dir, "--task", "sst2", "--data-dir", tmp_path / "glue",
+                   "--max-length", "32", "--json"], cwd=tmp_path)
+        assert got.returncode == 0, got.output
+        assert json.loads(got.stdout)["metrics"]["accuracy"] == pytest.approx(stages[name].metrics["accuracy"])
+    got = cli(["bench", run_dir / "students" / "bilstm-kd", "--task", "sst2", "--data-dir", tmp_path / "glue",
+               "--max-length", "32", "--rounds", "1", "--out", tmp_path / "bench"], cwd=tmp_path)
+    assert got.returncode == 0, got.output
     (run_dir / "results.json").unlink()  # as if the run died while measuring
     again = run(cfg, resume=True)  # finished students are reloaded, not trained again
     assert all(again.stage(n).info.get("reused") for n in ("tfidf", "bilstm-kd"))

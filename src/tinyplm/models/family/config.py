@@ -36,6 +36,18 @@ class FamilyConfig(PretrainedConfig):
     """
 
     model_type = MODEL_TYPE
+    #: the names code written for transformers reads (``models.shape_of``: layers and width)
+    attribute_map = {"num_hidden_layers": "layers", "hidden_size": "hidden"}
+
+    @property
+    def num_attention_heads(self) -> int:
+        """0: no attention (so no transformer FLOP count is made for it, ``evaluate.compute``)."""
+        return 0
+
+    @property
+    def intermediate_size(self) -> int:
+        """0: no feed-forward blocks."""
+        return 0
 
     def __init__(self, arch: str = "bilstm", vocab_size: int = 3, embed_dim: int = 100, hidden: int = 128,
                  layers: int = 1, bidirectional: bool = True, pooling: str = "max", dropout: float = 0.1,
