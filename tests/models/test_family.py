@@ -133,18 +133,39 @@ def test_reload_refuses_a_vocabulary_of_another_model(tmp_path):
         load_family(tmp_path / "m", ("a", "b", "c"))
 
 
-@pytest.mark.parametrize("arch", ["bilstm", "tfidf_lr"])
+def _any_model(arch: str, tmp_path):
+    """A small model of ``arch`` and its tokenizer."""
+    torch.manual_seed(0)
+    if arch == "tfidf_lr":
+        return fit_tfidf(TEXTS, LABELS, 2)[:2]
+    if arch == "feature_bilstm":
+        from transformers import AutoModel, AutoTokenizer
+
+        from conftest import make_tiny_model_dir
+        from tinyplm.models.family.features import feature_bilstm
+
+        src = make_tiny_model_dir(tmp_path / "bert")
+        return feature_bilstm(AutoModel.from_pretrained(str(src)), 2, hidden=4, feature_layers=2).eval(), \
+            AutoTokenizer.from_pretrained(str(src))
+    tok = WordTokenizer.build(TEXTS, 50)
+    if arch == "elmo_bilstm":
+        from tinyplm.models.family.elmo import ElmoBiLstm
+
+        bilm = {"hidden": 8, "char_dim": 4, "filters": [[1, 4], [2, 4]], "max_chars": 8}
+        model = ElmoBiLstm(FamilyConfig(arch=arch, vocab_size=len(tok), hidden=4, bilm=bilm, num_labels=2), tok.vocab)
+        model.record_params()
+        return model.eval(), tok
+    return build_module(FamilyConfig(arch="bilstm", vocab_size=len(tok), embed_dim=8, hidden=4, layers=2,
+                                     pooling="max", num_labels=2)).eval(), tok
+
+
+@pytest.mark.parametrize("arch", ["bilstm", "tfidf_lr", "elmo_bilstm", "feature_bilstm"])
 def test_onnx_export_matches_torch_and_reloads(tmp_path, arch):
     from tinyplm.compress.onnx_quant import onnx_fp32
 
-    if arch == "tfidf_lr":
-        model, tok, _ = fit_tfidf(TEXTS, LABELS, 2)
-    else:
-        tok = WordTokenizer.build(TEXTS, 50)
-        torch.manual_seed(0)
-        model = build_module(FamilyConfig(arch="bilstm", vocab_size=len(tok), embed_dim=8, hidden=4, layers=2,
-                                          pooling="max", num_labels=2)).eval()
-    ort = onnx_fp32(model, tmp_path)
+    model, tok = _any_model(arch, tmp_path)
+    (tmp_path / "graph").mkdir()
+    ort = onnx_fp32(model, tmp_path / "graph")
     batch = _batch(tok)  # sentences of different lengths: padding inside the batch
     torch.testing.assert_close(ort(**batch).logits, model(**batch).logits, atol=1e-5, rtol=1e-4)
     save_model(ort, tok, tmp_path / "onnx")
