@@ -228,3 +228,30 @@ def test_onnx_export_matches_at_other_lengths(tmp_path, make):
         with torch.no_grad():
             ref = model(input_ids=ids, attention_mask=mask, token_type_ids=types).logits
         assert torch.allclose(ort(ids, mask, types).logits, ref, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", list(ARCHS))
+def test_word_embedding_init_from_the_teacher(arch):
+    from tinyplm.models.student import init_word_embeddings
+
+    teacher = bert_teacher()
+    same = build_student(StudentSpec(shape=ShapeSpec(layers=1, hidden=32, heads=4, ffn=20)), teacher,
+                         arch=arch, word_embeddings=True)
+    assert torch.equal(roles.word_embeddings(same).weight, roles.word_embeddings(teacher).weight)
+    narrow = build_student(StudentSpec(shape=SHAPE), teacher, arch=arch)
+    kept = init_word_embeddings(narrow, teacher)
+    table = roles.word_embeddings(teacher).weight
+    centred = table - table.mean(0)
+    ours = roles.word_embeddings(narrow).weight
+    # a projection on orthonormal directions: pairwise inner products of the centred table are kept
+    # up to the dropped variance, and the share of variance kept is reported
+    assert ours.shape == (99, 16) and 0.5 < kept < 1.0
+    assert torch.allclose((ours ** 2).sum(), kept * (centred ** 2).sum(), rtol=1e-4)
+
+
+def test_word_embedding_init_refuses_another_vocabulary():
+    from tinyplm.models.student import init_word_embeddings
+
+    other = BertForSequenceClassification(BertConfig(**{**TINY, "vocab_size": 50}))
+    with pytest.raises(ModelError, match="vocabulary"):
+        init_word_embeddings(other, bert_teacher())

@@ -60,6 +60,22 @@ def _remap_tokenizer_files(folder: Path, keep: list[int]) -> None:
         tc.write_text(json.dumps(cfg, ensure_ascii=False, indent=2), encoding="utf-8")
 
 
+@torch.no_grad()
+def move_positions(embeddings: nn.Module, pad: int) -> None:
+    """Make a RoBERTa-style ``embeddings`` (positions counted from ``padding_idx + 1``) count from the
+    new padding id ``pad``: the position rows move with it, so every token keeps its position vector.
+    Embeddings without a ``padding_idx`` (BERT, DeBERTa: positions from 0 or relative) are left as is."""
+    old = getattr(embeddings, "padding_idx", None)
+    table = getattr(embeddings, "position_embeddings", None)
+    if old is None or old == pad or not isinstance(table, nn.Embedding):
+        return
+    rows = table.num_embeddings - max(old, pad)  # the padding row and the positions both numberings hold
+    weight = table.weight.detach().clone()
+    weight[pad: pad + rows] = table.weight[old: old + rows]
+    table.weight.copy_(weight)
+    embeddings.padding_idx = table.padding_idx = pad
+
+
 def trim_vocab(model: nn.Module, tokenizer, encodings: list[Encoded], texts: list[tuple[str, str | None]]):
     """Keep only the pieces used in ``encodings`` -> (model with a smaller table, new tokenizer).
 
@@ -88,6 +104,7 @@ def trim_vocab(model: nn.Module, tokenizer, encodings: list[Encoded], texts: lis
     model.config.vocab_size = len(keep)
     if pad is not None:
         model.config.pad_token_id = keep.index(pad)
+        move_positions(roles.embeddings(model), keep.index(pad))
     with tempfile.TemporaryDirectory() as tmp:
         tokenizer.save_pretrained(tmp)
         _remap_tokenizer_files(Path(tmp), keep)

@@ -107,7 +107,8 @@ def teacher_shape(teacher_cfg) -> ShapeSpec:
 
 
 def build_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int = 42,
-                  task_model: PreTrainedModel | None = None, arch: str | None = None) -> PreTrainedModel:
+                  task_model: PreTrainedModel | None = None, arch: str | None = None,
+                  word_embeddings: bool = False) -> PreTrainedModel:
     """Build the student described by ``spec``, with the head and labels of ``task_model`` (the
     task teacher; default ``teacher``), of architecture ``arch`` (default ``spec.arch`` where the
     recipe has it, else ``bert``).
@@ -117,7 +118,9 @@ def build_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int = 42,
     narrower than the teacher (hidden and FFN no larger, the same number of heads) takes the most
     important channels of each (``models.narrow``, BERT only); other cases raise ``ModelError``.
     Without it the student is randomly initialised (seeded): a RoBERTa or DeBERTa student of a BERT
-    teacher starts from scratch, sharing only the tokenizer.
+    teacher starts from scratch, sharing only the tokenizer. ``word_embeddings`` starts such a
+    student from the teacher's word table instead (:func:`init_word_embeddings`), the same init
+    for every architecture.
     """
     task_model = task_model if task_model is not None else teacher
     model_type = model_type_of(arch or getattr(spec, "arch", None) or "bert")
@@ -136,6 +139,8 @@ def build_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int = 42,
         copy_teacher_layers(student, teacher, layers)
     elif layers:
         copy_narrowed_layers(student, teacher, layers)
+    elif word_embeddings:
+        init_word_embeddings(student, teacher)
     return student
 
 
@@ -157,6 +162,28 @@ def _check_layer_init(shape: ShapeSpec, base: ShapeSpec, layers: list[int], teac
             f"the teacher's (hidden {base.hidden}, ffn {base.ffn}); the student shape has hidden "
             f"{shape.hidden}, heads {shape.heads}, ffn {shape.ffn}"
         )
+
+
+@torch.no_grad()
+def init_word_embeddings(student: PreTrainedModel, teacher: PreTrainedModel) -> int:
+    """Start the student's word table from the teacher's: copied when the widths match, else its
+    projection on the teacher table's top principal directions (``torch.linalg.svd`` of the
+    centred V x H table; the student's embedding LayerNorm absorbs the scale). Works across
+    families (only the vocabulary must match). Returns the variance share kept (1.0 for a copy).
+
+    Raises ``ModelError`` when the vocabularies differ or the student is wider than the teacher."""
+    src, dst = roles.word_embeddings(teacher).weight, roles.word_embeddings(student).weight
+    (v_t, h_t), (v_s, h_s) = src.shape, dst.shape
+    if v_t != v_s or h_s > h_t:
+        raise ModelError(f"word-embedding init needs the teacher's vocabulary ({v_t}) and a width no larger "
+                         f"than its {h_t}; the student has {v_s} x {h_s}")
+    if h_s == h_t:
+        dst.copy_(src)
+        return 1.0
+    centred = src.float() - src.float().mean(0)
+    _, sv, vh = torch.linalg.svd(centred, full_matrices=False)  # vh (H_t, H_t), rows by variance
+    dst.copy_((centred @ vh[:h_s].T).to(dst.dtype))  # (V, H_s)
+    return float((sv[:h_s] ** 2).sum() / (sv ** 2).sum())
 
 
 @torch.no_grad()
