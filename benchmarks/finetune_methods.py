@@ -52,10 +52,11 @@ def task_spec(args) -> dict:
 
 def train_spec(args, method: str, seed: int) -> dict:
     """The TrainSpec of one cell: equal time budget, epochs never the limit, best dev kept."""
-    options = {"unfreeze_every": args.unfreeze_every} if method == "ulmfit" else {}
-    return {"epochs": 1000, "budget_minutes": args.budget_minutes, "batch_size": 32, "lr": LR[method] * args.lr_scale,
-            "eval_every": args.eval_every, "checkpoint_every": 0, "seed": seed, "method": method,
-            "method_options": options, "log_every": 50}
+    spec = {"epochs": 1000, "budget_minutes": args.budget_minutes, "batch_size": 32, "lr": LR[method] * args.lr_scale,
+            "eval_every": args.eval_every, "checkpoint_every": 0, "seed": seed, "method": method, "log_every": 50}
+    if method == "ulmfit":
+        spec["method_options"] = {"unfreeze_every": args.unfreeze_every}
+    return spec
 
 
 def run_cell(args, method: str, seed: int, inputs, save_to: Path | None) -> dict:
