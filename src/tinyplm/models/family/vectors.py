@@ -108,14 +108,14 @@ def glove_loss(w: torch.Tensor, v: torch.Tensor, b: torch.Tensor, c: torch.Tenso
 
 
 def train_glove(texts: Sequence[str], dim: int, window: int = 10, vocab_size: int = 30000, min_count: int = 3,
-                epochs: int = 25, lr: float = 0.05, batch_size: int = 4096, seed: int = 0) -> WordVectors:
+                epochs: int = 25, lr: float = 0.05, batch_size: int = 16384, seed: int = 0) -> WordVectors:
     """GloVe vectors (``w + v``) for the most frequent words of ``texts`` (see the module docstring)."""
     kept, i, j, x = cooccurrence(tokenised(texts), vocab_size, window, min_count)
     return WordVectors(kept, fit_glove(len(kept), i, j, x, dim, epochs, lr, batch_size, seed)[0])
 
 
 def fit_glove(n: int, i: np.ndarray, j: np.ndarray, x: np.ndarray, dim: int, epochs: int = 25, lr: float = 0.05,
-              batch_size: int = 4096, seed: int = 0) -> tuple[np.ndarray, float]:
+              batch_size: int = 16384, seed: int = 0) -> tuple[np.ndarray, float]:
     """Minimise :func:`glove_loss` over the entries with AdaGrad -> (``w + v`` ``(n, dim)``, the
     loss over all entries at the end)."""
     gen = torch.Generator().manual_seed(seed)
