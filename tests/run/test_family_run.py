@@ -73,8 +73,10 @@ def test_family_students_run_beside_the_teacher(tmp_path: Path) -> None:
         assert got.returncode == 0, got.output
         assert json.loads(got.stdout)["metrics"]["accuracy"] == pytest.approx(stages[name].metrics["accuracy"])
     got = cli(["bench", run_dir / "students" / "bilstm-kd", "--task", "sst2", "--data-dir", tmp_path / "glue",
-               "--max-length", "32", "--rounds", "1", "--out", tmp_path / "bench"], cwd=tmp_path)
-    assert got.returncode == 0, got.output
+               "--max-length", "32", "--rounds", "1", "--runtimes", "torch,onnxruntime", "--out", tmp_path / "bench"],
+              cwd=tmp_path)
+    assert got.returncode == 0, got.output  # the BiLSTM as saved and as an ONNX Runtime graph, side by side
+    assert "teacher@onnxruntime" in got.output  # bench names its first model teacher
     (run_dir / "results.json").unlink()  # as if the run died while measuring
     again = run(cfg, resume=True)  # finished students are reloaded, not trained again
     assert all(again.stage(n).info.get("reused") for n in ("tfidf", "bilstm-kd"))
