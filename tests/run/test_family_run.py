@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY_TRAIN, make_tiny_glue, make_tiny_model_dir, tiny_recipe, write_recipe, write_tiny_corpus
+from conftest import (
+    TINY_TRAIN,
+    make_tiny_glue,
+    make_tiny_mlm_dir,
+    make_tiny_model_dir,
+    tiny_recipe,
+    write_recipe,
+    write_tiny_corpus,
+)
 from helpers_cli import cli
 from tinyplm.config import load_recipe
 from tinyplm.errors import RecipeError
@@ -28,6 +36,8 @@ def _students() -> list[dict]:
         {"name": "tfidf", "family": {"arch": "tfidf_lr"}},
         {"name": "bilstm-alone", "family": bilstm, "objective": {"kd_weight": 0, "hard_weight": 1}, "train": SHORT},
         {"name": "bilstm-kd", "family": bilstm, "objective": {"kd_weight": 0, "logit_mse": 1}, "train": SHORT},
+        {"name": "bilstm-kd-aug", "family": bilstm,
+         "stages": [{"data": "augmented", "objective": {"kd_weight": 0, "logit_mse": 1}, "train": SHORT}]},
         {"name": "elmo", "family": {"arch": "elmo_bilstm", "hidden": 4, "bilm": {
             "hidden": 8, "char_dim": 4, "filters": [[1, 4], [2, 4]], "max_chars": 8, "vocab_size": 40, "holdout": 0.2,
             "train": {**SHORT, "max_steps": 4}}}, "objective": {"kd_weight": 0, "hard_weight": 1}, "train": SHORT},
@@ -42,6 +52,7 @@ def _recipe(tmp_path: Path) -> Path:
     recipe = tiny_recipe(tmp_path, model, glue, students=_students())
     recipe["teacher"]["finetune"]["max_steps"] = 4
     recipe["corpus"] = {"paths": [str(write_tiny_corpus(tmp_path / "corpus"))]}
+    recipe["augment"] = {"mlm": str(make_tiny_mlm_dir(tmp_path / "mlm")), "copies": 2, "max_examples": 20}
     return write_recipe(tmp_path / "r.yaml", recipe)
 
 
@@ -50,7 +61,7 @@ def test_family_students_run_beside_the_teacher(tmp_path: Path) -> None:
     record = run(cfg)
     run_dir = Path(cfg.output_dir)
     stages = {s.name: s for s in record.stages}
-    assert set(stages) == {"teacher", "tfidf", "bilstm-alone", "bilstm-kd", "elmo", "features"}
+    assert set(stages) == {"teacher", "tfidf", "bilstm-alone", "bilstm-kd", "bilstm-kd-aug", "elmo", "features"}
     for name in ("tfidf", "bilstm-alone", "bilstm-kd", "elmo", "features"):
         s = stages[name]
         assert s.shape["arch"] == cfg.students[[x.name for x in cfg.students].index(name)].family.arch
@@ -60,6 +71,8 @@ def test_family_students_run_beside_the_teacher(tmp_path: Path) -> None:
         assert model.config.tinyplm_task["name"] == "sst2"
     assert stages["bilstm-kd"].info["objective"] == {"logit_mse": 1.0} and stages["bilstm-kd"].info["steps"] == 6
     assert stages["bilstm-alone"].info["vectors"]["kind"] == "glove"
+    aug = stages["bilstm-kd-aug"].info  # 20 originals + 2 copies each, the other 44 once
+    assert aug["data"] == "augmented" and aug["examples"] == 20 * 3 + 44
     assert stages["bilstm-kd"].info["vectors"]["cached"]  # the second BiLSTM reuses the GloVe vectors
     assert stages["tfidf"].info["features"] > 10
     bilm = stages["elmo"].info["bilm"]
