@@ -68,8 +68,8 @@ def metric_latency_plot(record: RunRecord, path: Path) -> Path | None:
     floor = floor_stage(record)
     if floor is not None and record.metric in floor.metrics:
         ax.axhline(floor.metrics[record.metric], linestyle="--", color="0.5", linewidth=1)
-        ax.annotate("TF-IDF floor", (ax.get_xlim()[0], floor.metrics[record.metric]), xytext=(2, -10),
-                    textcoords="offset points", fontsize=8, color="0.4")
+        ax.annotate("TF-IDF floor", (0.01, floor.metrics[record.metric]), xycoords=("axes fraction", "data"),
+                    xytext=(0, -10), textcoords="offset points", fontsize=8, color="0.4")
     ax.set_xscale("log")
     ax.margins(x=0.2)
     ax.set_xlabel("latency, batch 1, p50 (ms, log scale); marker area: MB on disk")
