@@ -10,21 +10,25 @@ rebuild them all from ``results.json`` without rerunning anything::
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tinyplm.errors import TinyplmError
 from tinyplm.files import write_atomic
+from tinyplm.report.analysis import analysis_section
 from tinyplm.report.card import render_model_card, write_model_card
 from tinyplm.report.curves import training_curves
-from tinyplm.report.html import render_html
+from tinyplm.report.html import Section, render_html
 from tinyplm.report.plots import accuracy_vs_latency, throughput_bar
 from tinyplm.report.records import RunRecord, StageKind, StageRecord
 from tinyplm.report.summary import render_summary
 from tinyplm.report.tables import best_student, final_stage, headline, markdown_table, stage_rows
 
 __all__ = [
+    "OPTIONAL_SECTIONS",
     "RunRecord",
+    "Section",
     "StageRecord",
     "accuracy_vs_latency",
     "best_student",
@@ -42,6 +46,13 @@ __all__ = [
 ]
 
 RESULTS = "results.json"
+
+#: Optional parts of report.html after its plots, in page order: each maker is called with the
+#: record and the run dir and returns a :class:`Section` (its PNGs written) or None to be left out.
+#: A new part (e.g. ROC curves) is one more entry here.
+OPTIONAL_SECTIONS: list[Callable[[RunRecord, Path], Section | None]] = [
+    lambda record, run_dir: analysis_section(run_dir),
+]
 _NUMERIC = ("params", "params_no_embeddings", "disk_bytes", "latency_ms_p50_b1",
             "latency_ms_p90_b1", "throughput_sent_per_s", "throughput_b32", "throughput_batch")
 
@@ -64,7 +75,8 @@ def write_all(record: RunRecord, run_dir: Path) -> dict[str, Path]:
 
     Names: ``results`` (results.json), ``summary`` (summary.md), ``report`` (report.html),
     ``accuracy_vs_latency``, ``throughput`` and, when stages were trained here, ``training``
-    (plots/*.png), ``model_card`` (model/README.md,
+    (plots/*.png), the PNGs of each :data:`OPTIONAL_SECTIONS` part that has something to show
+    (e.g. ``probe:<task>``, ``heatmaps:<stage>``), ``model_card`` (model/README.md,
     when run_dir/model exists and there is a student) and ``card:<stage>`` for each stage whose
     ``model_dir`` (relative to run_dir) exists. All files are written atomically.
     """
@@ -81,8 +93,11 @@ def write_all(record: RunRecord, run_dir: Path) -> dict[str, Path]:
     if curves is not None:
         plots["training"] = curves
     out.update(plots)
+    sections = [s for s in (make(record, run_dir) for make in OPTIONAL_SECTIONS) if s is not None]
+    for section in sections:
+        out.update(section.plots)
     out["summary"] = write_atomic(run_dir / "summary.md", render_summary(record))
-    out["report"] = write_atomic(run_dir / "report.html", render_html(record, plots))
+    out["report"] = write_atomic(run_dir / "report.html", render_html(record, plots, sections))
     out.update(_write_cards(record, run_dir))
     return out
 
