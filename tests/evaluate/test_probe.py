@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import make_tiny_glue, make_tiny_model_dir
 
+from conftest import make_tiny_glue, make_tiny_model_dir
 from tinyplm.errors import TinyplmError
 from tinyplm.evaluate.encoder import open_model, random_copy
 from tinyplm.evaluate.probe import ProbeReport, ProbeSettings, fit_probe, majority_accuracy, probe_model
