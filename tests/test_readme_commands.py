@@ -158,6 +158,42 @@ README_LINES: dict[str, Way] = {
     "python benchmarks/serve_load.py runs/sst2_demo/model runs/sst2_demo/teacher --requests 2000": Way(
         None, "cheap check only: minutes of load on four servers; tests/serve/test_serve_process.py runs its flood "
         "and SIGTERM checks on a tiny model"),
+    "tinyplm run recipes/glue/sst2_demo.yaml teacher.finetune.method=lora teacher.finetune.lr=5e-4": Way(
+        None, "cheap check only: a 30-minute run; tests/finetune/test_pipeline_methods.py runs a LoRA teacher "
+        "through tinyplm.run.run on a tiny BERT"),
+    "python benchmarks/finetune_methods.py --task sst2 --budget-minutes 10 --seeds 3": Way(
+        None, "cheap check only: hours; tests/finetune/test_finetune_bench.py runs the script on a tiny model"),
+    "python benchmarks/finetune_methods.py --task sst2 --methods full,lora,bitfit --seeds 1 --budget-minutes 2 "
+    "--max-train-examples 3000": Way(
+        None, "cheap check only: minutes on MiniLM; tests/finetune/test_finetune_bench.py runs the same options "
+        "on a tiny model"),
+    "python benchmarks/student_families.py --teacher runs/sst2_demo/teacher --task sst2": Way(
+        None, "cheap check only: needs the demo's teacher; tests/models/test_student_families_bench.py runs the "
+        "script on a tiny teacher"),
+    "tinyplm run recipes/spoilers/goodreads_family.yaml": Way(
+        None, "cheap check only: an hour-long run; tests/run/test_family_run.py runs every family student on a "
+        "tiny BERT"),
+    "tinyplm run recipes/spoilers/tvtropes_family.yaml": Way(
+        None, "cheap check only: an hour-long run; tests/run/test_family_run.py runs every family student on a "
+        "tiny BERT"),
+    "python benchmarks/nlm_family.py --task goodreads_spoilers": Way(
+        None, "cheap check only: hours; tests/test_nlm_family_bench.py runs main() on a tiny recipe"),
+    "python benchmarks/nlm_family.py --task tvtropes_spoilers": Way(
+        None, "cheap check only: hours; tests/test_nlm_family_bench.py runs main() on a tiny recipe"),
+    "tinyplm probe minilm-l6 --task conll2003-pos": Way(
+        None, "cheap check only: MiniLM over CoNLL-2003; tests/run/test_analysis.py runs probe on a tiny BERT "
+        "through the CLI"),
+    "tinyplm probe runs/sst2_demo --task conll2003-pos": Way(
+        None, "cheap check only: needs the demo run; tests/run/test_analysis.py probes a tiny run dir of two stages"),
+    "tinyplm heads minilm-l6 --task sst2": Way(
+        None, "cheap check only: MiniLM over SST-2 dev; tests/run/test_analysis.py runs heads on a tiny BERT "
+        "through the CLI"),
+    "tinyplm heads runs/sst2_demo --task sst2 --show 1:3,2:0": Way(
+        None, "cheap check only: needs the demo run; tests/run/test_analysis.py runs heads (with --show) on tiny "
+        "models and a pruned stage"),
+    "python benchmarks/serve_agreement.py runs/sst2_demo": Way(
+        None, "cheap check only: starts a server per stage of the demo run; tests/serve/test_serve_agreement.py "
+        "runs it on a tiny run of two stages"),
 }
 
 
