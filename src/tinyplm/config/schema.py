@@ -22,6 +22,7 @@ from tinyplm.config.base import (  # noqa: F401  (re-exported: the recipe's sche
 )
 from tinyplm.config.compress import AFTER_TRIM, TERMINAL_KINDS, CompressStep, step_name
 from tinyplm.config.family import FamilySpec, check_family_student
+from tinyplm.config.finetune import unsaved_form_error
 
 
 class TaskSpec(Section):
@@ -284,6 +285,16 @@ class RunConfig(Section):
             if spec.init_from in family:
                 raise ValueError(f"student {student_name(spec)}: init_from names the model-family student "
                                  f"{spec.init_from}, which no transformer student can start from")
+        return self
+
+    @model_validator(mode="after")
+    def _saved_forms(self) -> RunConfig:
+        # A run saves, measures, distils from and compresses every stage's model as one plain
+        # checkpoint: prompt/prefix tuning (a peft adapter) and the last-four-layers head are refused
+        # here, so `tinyplm validate` says so before anything trains.
+        message = unsaved_form_error(self)
+        if message:
+            raise ValueError(message)
         return self
 
     def earlier_student(self, spec: StudentSpec) -> StudentSpec | None:

@@ -16,7 +16,6 @@ from pathlib import Path
 import torch
 import yaml
 
-from tinyplm.config.finetune import unsaved_form_error
 from tinyplm.config.load import dump_resolved
 from tinyplm.config.schema import FinalSpec, RunConfig, student_name
 from tinyplm.distill import PredictionObjective, default_cache_dir
@@ -58,7 +57,6 @@ def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, fo
     run_dir = Path(run_dir or run_dir_of(cfg))
     started = time.time()
     checked = preflight(cfg)  # bad input fails here, before the run dir is touched
-    check_saved_forms(cfg)
     claim = None
     with acc.main_process_first():
         if acc.is_main_process:
@@ -162,15 +160,6 @@ def prepare_teacher(cfg: RunConfig, checked: Preflight, train_enc, evals, paths:
         save_model(model, tok, out)
     get_accelerator().wait_for_everyone()
     return model, tok, info
-
-
-def check_saved_forms(cfg: RunConfig) -> None:
-    """Raise ``RecipeError`` (before the run dir is touched) for a stage whose fine-tuning method
-    leaves no plain checkpoint (prompt/prefix tuning's peft adapter, the last-four-layers head):
-    see ``config.finetune.unsaved_form_error``."""
-    message = unsaved_form_error(cfg)
-    if message:
-        raise RecipeError(message)
 
 
 def run_info(cfg: RunConfig, run_dir: Path, started: float) -> dict:
