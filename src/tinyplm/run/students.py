@@ -103,7 +103,8 @@ def train_stage(model, stage: StageSpec, inp: RunInputs, log_name: str, ckpt_nam
                    teacher_logits=inp.teachers.logits(enc) if objective.needs_teacher_logits else None,
                    teacher=teacher if objective.needs_teacher else None, step_hook=step_hook)
     shown = stage.objective.model_dump(exclude=None if masked_lm else {"mask_rate"})
-    info = {**train_info(result, stage.train, shown), "examples": len(enc)}
+    info = {**train_info(result, stage.train, shown), **result.resources(),
+            "finetune_method": stage.train.method.value, "examples": len(enc)}
     return TrainedStage(model if masked_lm else result.model, result.model, info)
 
 
