@@ -31,3 +31,18 @@ def test_no_curves_no_roc_plot(tmp_path: Path):
     record = RunRecord(task="sst2", metric="roc_auc", stages=[_stage("teacher", 0.9, 5.0, None, roc=False)])
     assert set(family_plots(record, tmp_path)) == {"metric_vs_latency"}
     assert not (tmp_path / "plots" / "roc.png").exists()
+
+
+def test_report_html_shows_the_roc_section_only_when_there_is_something_to_show(tmp_path: Path):
+    from tinyplm.report import write_all
+
+    with_curves = RunRecord(task="goodreads_spoilers", metric="roc_auc",
+                            stages=[_stage("teacher", 0.75, 20.0, None), _stage("tfidf", 0.6, 0.3, "tfidf_lr")])
+    made = write_all(with_curves, tmp_path / "a")
+    html = (tmp_path / "a" / "report.html").read_text()
+    assert "ROC curves and the TF-IDF floor" in html and html.count("data:image/png;base64") >= 4
+    assert made["roc"] == tmp_path / "a" / "plots" / "roc.png" and made["roc"].is_file()
+    plain = RunRecord(task="sst2", metric="roc_auc", stages=[_stage("teacher", 0.9, 5.0, None, roc=False)])
+    made = write_all(plain, tmp_path / "b")
+    assert "ROC curves" not in (tmp_path / "b" / "report.html").read_text()
+    assert "roc" not in made and not (tmp_path / "b" / "plots" / "metric_vs_latency.png").exists()

@@ -22,6 +22,7 @@ from tinyplm.report.curves import training_curves
 from tinyplm.report.html import Section, render_html
 from tinyplm.report.plots import accuracy_vs_latency, throughput_bar
 from tinyplm.report.records import RunRecord, StageKind, StageRecord
+from tinyplm.report.roc import roc_section
 from tinyplm.report.summary import render_summary
 from tinyplm.report.tables import best_student, final_stage, headline, markdown_table, stage_rows
 
@@ -49,8 +50,9 @@ RESULTS = "results.json"
 
 #: Optional parts of report.html after its plots, in page order: each maker is called with the
 #: record and the run dir and returns a :class:`Section` (its PNGs written) or None to be left out.
-#: A new part (e.g. ROC curves) is one more entry here.
+#: A new part is one more entry here.
 OPTIONAL_SECTIONS: list[Callable[[RunRecord, Path], Section | None]] = [
+    roc_section,
     lambda record, run_dir: analysis_section(run_dir),
 ]
 _NUMERIC = ("params", "params_no_embeddings", "disk_bytes", "latency_ms_p50_b1",

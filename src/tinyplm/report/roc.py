@@ -12,6 +12,7 @@ from pathlib import Path
 
 from matplotlib import colormaps
 
+from tinyplm.report.html import Section, figures_html
 from tinyplm.report.plots import _new_figure, _save
 from tinyplm.report.records import RunRecord, StageKind, StageRecord
 
@@ -83,3 +84,22 @@ def family_plots(record: RunRecord, run_dir: Path) -> dict[str, Path]:
     made = {"roc": roc_plot(record, Path(run_dir) / "plots" / "roc.png"),
             "metric_vs_latency": metric_latency_plot(record, Path(run_dir) / "plots" / "metric_vs_latency.png")}
     return {k: v for k, v in made.items() if v is not None}
+
+
+CAPTIONS = {
+    "roc": "Dev ROC curve of every model, area under it in the legend; dashed: chance.",
+    "metric_vs_latency": "Primary metric vs batch-1 p50 latency (log scale), marker area by MB on disk; "
+                         "dashed: the TF-IDF + logistic-regression floor.",
+}
+
+
+def roc_section(record: RunRecord, run_dir: Path) -> Section | None:
+    """The report.html part showing :func:`family_plots` for a run that has ROC curves (a binary
+    task scored by ROC AUC) or a TF-IDF floor; None (nothing drawn) for any other run, whose
+    accuracy-vs-latency plot already says the same."""
+    if floor_stage(record) is None and not any((s.info or {}).get("roc") for s in record.stages):
+        return None
+    plots = family_plots(record, run_dir)
+    if not plots:
+        return None
+    return Section("ROC curves and the TF-IDF floor", figures_html(plots, CAPTIONS), plots)
