@@ -90,6 +90,14 @@ def test_family_students_run_beside_the_teacher(tmp_path: Path) -> None:
               cwd=tmp_path)
     assert got.returncode == 0, got.output  # the BiLSTM as saved and as an ONNX Runtime graph, side by side
     assert "teacher@onnxruntime" in got.output  # bench names its first model teacher
+    got = cli(["bench", run_dir / "teacher", run_dir / "students" / "bilstm-kd", run_dir / "students" / "tfidf",
+               "--task", "sst2", "--data-dir", tmp_path / "glue", "--max-length", "32", "--rounds", "1",
+               "--out", tmp_path / "bench-side"], cwd=tmp_path)
+    assert got.returncode == 0, got.output  # word-level models beside the word-piece teacher, each on its own ids
+    benched = {s["name"]: s for s in json.loads((tmp_path / "bench-side" / "results.json").read_text())["stages"]}
+    for name in ("bilstm-kd", "tfidf"):
+        assert benched[name]["metrics"]["accuracy"] == pytest.approx(stages[name].metrics["accuracy"])
+        assert benched[name]["throughput_sent_per_s"] > 0
     (run_dir / "results.json").unlink()  # as if the run died while measuring
     again = run(cfg, resume=True)  # finished students are reloaded, not trained again
     assert all(again.stage(n).info.get("reused") for n in ("tfidf", "bilstm-kd"))

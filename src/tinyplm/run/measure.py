@@ -10,6 +10,7 @@ from tinyplm.config.schema import MeasureSpec, TaskSpec
 from tinyplm.errors import TinyplmError
 from tinyplm.evaluate.compute import effective_rate
 from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
+from tinyplm.evaluate.roc import model_roc
 from tinyplm.evaluate.runtime import describe
 from tinyplm.evaluate.size import count_params, disk_bytes
 from tinyplm.evaluate.speed import measure_speed
@@ -27,8 +28,8 @@ def measure_stages(stages: list[StageResult], root: Path, data: TaskData, evals:
     """Every stage measured side by side: metrics (fp32, as deployed), the size of its saved dir
     (``root / model_dir``), and speed on the same sentences.
 
-    A stage with its own ``evals`` (a trimmed vocabulary: the same pieces under other ids, so the
-    same lengths and the same timing work) is scored and timed on them."""
+    A stage with its own ``evals`` (its own tokenizer: a trimmed vocabulary, a word-level model) is
+    scored and timed on them: the same sentences under its own ids."""
     models = {s.name: s.model for s in stages}
     own = {s.name: next(iter((s.evals or evals).values())) for s in stages}
     timed = next(iter(evals.values()))
@@ -39,6 +40,7 @@ def measure_stages(stages: list[StageResult], root: Path, data: TaskData, evals:
     for s in stages:
         total, no_emb = count_params(s.model)
         t, ran = speed[s.name], describe(s.model)
+        roc = _roc(s.model, data, s.evals or evals)
         rate = effective_rate(s.shape, getattr(s.model.config, "hidden_size", None), tokens,
                               t.throughput_sent_per_s, ran.precision, threads)
         records.append(StageRecord(
@@ -48,9 +50,16 @@ def measure_stages(stages: list[StageResult], root: Path, data: TaskData, evals:
             throughput_sent_per_s=t.throughput_sent_per_s, throughput_batch=t.throughput_batch,
             model_dir=s.model_dir, kind=s.kind, parent=s.parent, compress_step=s.compress_step, shape=s.shape,
             runtime=ran.runtime, precision=ran.precision, compute=rate,
-            info={**s.info, **({"runtime_detail": ran.detail} if ran.detail else {})},
+            info={**s.info, **({"runtime_detail": ran.detail} if ran.detail else {}),
+                  **({"roc": roc} if roc else {})},
         ))
     return records
+
+
+def _roc(model: torch.nn.Module, data: TaskData, evals: dict[str, Encoded]) -> dict | None:
+    """The dev ROC curve of a stage when its task is scored by ROC AUC (the spoiler tasks), for
+    report.html's ROC plot; None for any other task (one more pass over dev would buy nothing)."""
+    return model_roc(model, data, evals) if "roc_auc" in data.metrics else None
 
 
 RUNTIMES = ("torch", "onnxruntime", "openvino")
@@ -63,14 +72,15 @@ def bench(model_dirs: list[Path], task: TaskSpec, rounds: int = 3, runtimes: lis
     its default precision; graphs written under ``work``) and ``record.info["fastest"]`` names, per
     model, the fastest runtime whose primary metric is within ``tolerance`` of its PyTorch form.
 
-    Raises ``TinyplmError`` when the models tokenise differently (speed is timed on one set of ids)
-    or a runtime is unknown.
+    Each model is scored and timed on its own encoding of the same dev sentences, so models with
+    different tokenizers (a trimmed vocabulary, a word-level BiLSTM or TF-IDF model) sit side by
+    side as in a run. Raises ``TinyplmError`` for an unknown runtime.
     """
     unknown = sorted(set(runtimes or []) - set(RUNTIMES))
     if unknown:
         raise TinyplmError(f"--runtimes: unknown {', '.join(unknown)}; choose from {', '.join(RUNTIMES)}")
     data = load_task(task)
-    stages, encs, groups = [], {}, {}
+    stages, groups = [], {}
     for i, d in enumerate(model_dirs):
         names = {s.name for s in stages}
         base = "teacher" if i == 0 else (d.name if d.name not in names else f"{d.parent.name}-{d.name}")
@@ -78,13 +88,10 @@ def bench(model_dirs: list[Path], task: TaskSpec, rounds: int = 3, runtimes: lis
         enc = encode_evals(data, tok, task.max_length, task.max_eval_examples)
         for name, variant, where in _variants(base, model, Path(d), runtimes, work):
             kind = StageKind.TEACHER if name == "teacher" else StageKind.MODEL
-            stages.append(StageResult(name, variant, str(where.resolve()), kind, shape_of(model)))
-            encs[name] = enc
+            stages.append(StageResult(name, variant, str(where.resolve()), kind, shape_of(model), evals=enc))
             groups.setdefault(base, []).append(name)
-    if len({next(iter(e.values())).fingerprint() for e in encs.values()}) > 1:
-        raise TinyplmError("bench times every model on the same token ids, but these models use different tokenizers")
     record = RunRecord(task=data.task, metric=data.primary_metric, info={"bench": [str(d) for d in model_dirs]})
-    record.stages = measure_stages(stages, Path("/"), data, encs["teacher"], MeasureSpec(rounds=rounds))
+    record.stages = measure_stages(stages, Path("/"), data, stages[0].evals, MeasureSpec(rounds=rounds))
     if runtimes:
         record.info["fastest"] = fastest_runtimes(record, groups, tolerance)
     return record
