@@ -19,7 +19,6 @@ import yaml
 from tinyplm.config.load import dump_resolved
 from tinyplm.config.schema import FinalSpec, RunConfig, student_name
 from tinyplm.distill import PredictionObjective, default_cache_dir
-from tinyplm.errors import RecipeError
 from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
 from tinyplm.evaluate.speed import protocol
 from tinyplm.files import RESOLVED, claim_run_dir, reuse_finished
