@@ -149,12 +149,23 @@ class StudentSpec(Section):
                                          description="compression steps after the stages, in order")
     family: FamilySpec | None = Field(None, description="a classic model of the neural-LM family instead of a BERT "
                                       "student: TF-IDF + LR, (Bi)LSTM over word vectors, BiLSTM over frozen features")
+    arch: Literal["bert", "roberta", "deberta"] = Field(
+        "bert", description="the transformer student's architecture: BERT, RoBERTa or DeBERTa-v2 (disentangled "
+        "relative-position attention); every one uses the teacher's tokenizer")
+    word_embeddings: bool = Field(False, description="start a student without teacher_layers from the teacher's "
+                                  "word table (PCA to a narrower width); any arch")
 
     @model_validator(mode="after")
     def _shape_or_layers(self) -> StudentSpec:
         if self.family is not None:
+            if self.arch != "bert" or self.word_embeddings:
+                raise ValueError("'arch' and 'word_embeddings' are for transformer students; a family student "
+                                 "is described by family.arch")
             check_family_student(self)
             return self
+        if self.word_embeddings and (self.teacher_layers or self.init_from):
+            raise ValueError("'word_embeddings' starts a student built from 'shape' alone; one with teacher_layers "
+                             "or init_from already has its word table")
         if self.shape is None and not self.teacher_layers and not self.init_from:
             raise ValueError("give a student 'shape', 'teacher_layers' or 'init_from'")
         if self.stages is not None and not self.stages and not (self.init_from and self.compress):
@@ -314,13 +325,15 @@ class RunConfig(Section):
 
 
 def student_name(spec: StudentSpec) -> str:
-    """The stage name of a student: its explicit name or student-L{layers}-H{hidden}."""
+    """The stage name of a student: its explicit name or student-L{layers}-H{hidden} (with its
+    ``arch`` before the shape when it is not BERT)."""
     if spec.name:
         return spec.name
     if spec.family:
         return spec.family.arch
-    if spec.shape:
-        return f"student-L{spec.shape.layers}-H{spec.shape.hidden}"
+    if spec.shape:  # other architectures are named, so same-shaped students of each can sit side by side
+        arch = "" if spec.arch == "bert" else f"{spec.arch}-"
+        return f"student-{arch}L{spec.shape.layers}-H{spec.shape.hidden}"
     if spec.teacher_layers:
         return f"student-L{len(spec.teacher_layers)}-layers-" + "-".join(map(str, spec.teacher_layers))
     return "student-" + Path(spec.init_from or "init").name

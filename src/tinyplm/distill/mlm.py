@@ -4,8 +4,8 @@ Sanh et al. (2019) train the student on masked text with ``5 * KD(teacher MLM, s
 + 2 * MLM(student) + 1 * cosine(last hidden states)``, the student initialised from every other
 teacher layer. Here:
 
-- :func:`with_mlm_head` gives a classification student a masked-LM head (a ``BertForMaskedLM``
-  that *shares* the student's encoder, so training it trains the student), initialised from the
+- :func:`with_mlm_head` gives a classification student a masked-LM head (``BertForMaskedLM`` or its
+  family's) that *shares* the student's encoder, so training it trains the student, initialised from the
   teacher's head when the widths match, its decoder tied to the student's word embeddings;
 - :func:`mlm_forward` runs a BERT with an MLM head and applies the head at the masked positions
   only: the vocabulary projection is most of the cost of a small model's step, and DistilBERT's
@@ -24,18 +24,18 @@ from torch import Tensor, nn
 from tinyplm.distill.features import Features, forward_features
 from tinyplm.distill.kd import soft_target_kd
 from tinyplm.errors import ModelError
-from tinyplm.models.roles import base_model, is_encoder, mlm_head, mlm_predictions, set_base_model
+from tinyplm.models.roles import base_model, is_encoder, mlm_head, mlm_predictions, set_base_model, task_class
 from tinyplm.train.masking import IGNORE
 
 
 def with_mlm_head(student: nn.Module, teacher_mlm: nn.Module | None = None) -> nn.Module:
-    """A ``BertForMaskedLM`` sharing the student's encoder; its head copied from ``teacher_mlm``
-    when both hidden sizes match (DistilBERT init), else newly initialised."""
+    """A masked-LM model of the student's family (``BertForMaskedLM``, ``RobertaForMaskedLM``, ...)
+    sharing the student's encoder; its head copied from ``teacher_mlm`` when both hidden sizes match
+    (DistilBERT init), else newly initialised."""
     import copy
 
-    from transformers import BertForMaskedLM
-
-    model = BertForMaskedLM(copy.deepcopy(student.config))  # its own config: saving it must not relabel the classifier
+    # its own config: saving it must not relabel the classifier
+    model = task_class(student.config.model_type, "ForMaskedLM")(copy.deepcopy(student.config))
     set_base_model(model, base_model(student))  # shared: the classifier's encoder (pooler included) trains
     if teacher_mlm is not None and teacher_mlm.config.hidden_size == student.config.hidden_size:
         with torch.no_grad():

@@ -9,6 +9,8 @@ from tinyplm import tasks
 from tinyplm.config.schema import RunConfig, StageSpec, TaskSpec, student_name
 from tinyplm.errors import ModelError, RecipeError
 from tinyplm.models import check_model_dir, load_tokenizer, resolve_model_dir
+from tinyplm.models.roles import ROLES
+from tinyplm.models.student import model_type_of
 from tinyplm.pretrain.mlm_head import has_mlm_head
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.heads import Head
@@ -37,9 +39,15 @@ def preflight(cfg: RunConfig) -> Preflight:
     model_cfg = check_model_dir(src)
     tok = load_tokenizer(src, int(model_cfg["vocab_size"]))
     stages = [(spec, st) for spec in cfg.students for st in spec.stage_specs()]
-    if any(st.objective.layerwise for _, st in stages) and model_cfg["model_type"] != "bert":
-        raise ModelError(f"{src}: layer-wise distillation needs a BERT teacher; "
-                         f"this one is '{model_cfg['model_type']}'")
+    if any(st.objective.layerwise for _, st in stages) and model_cfg["model_type"] not in ROLES:
+        raise ModelError(f"{src}: layer-wise distillation needs a teacher of a family in the role table "
+                         f"({', '.join(ROLES)}); this one is '{model_cfg['model_type']}'")
+    for spec in cfg.students:
+        if spec.family is None and spec.teacher_layers and model_type_of(spec.arch) != model_cfg["model_type"]:
+            raise RecipeError(f"student {student_name(spec)}: teacher_layers copies layers of the "
+                              f"'{model_cfg['model_type']}' teacher {src}, which a student of arch '{spec.arch}' "
+                              "cannot take; drop teacher_layers (a 'shape' from scratch, optionally "
+                              "word_embeddings: true) or use arch of the teacher's family")
     archs = model_cfg.get("architectures") or []
     needs_head = not cfg.students or any(st.teacher == "finetuned" for _, st in stages)
     suffix = Head(data.head).auto_suffix

@@ -47,7 +47,11 @@ def initial_student(spec: StudentSpec, inp: RunInputs) -> tuple[torch.nn.Module,
     source = inp.teachers.get(first.teacher, first.objective.masked_lm) if spec.teacher_layers else finetuned
     if spec.teacher_layers and first.teacher != "finetuned":
         init += f" of the {first.teacher} teacher"
-    return build_student(spec, source, seed=first.train.seed, task_model=finetuned), init
+    if spec.word_embeddings:
+        init += ", the teacher's word table"
+    model = build_student(spec, source, seed=first.train.seed, task_model=finetuned, arch=spec.arch,
+                          word_embeddings=spec.word_embeddings)
+    return model, init if spec.arch == "bert" else f"{spec.arch}, {init}"
 
 
 def run_student(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
