@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SHARED_DATA, write_tiny_corpus
+from conftest import REPO, SHARED_DATA, make_tiny_mlm_dir, write_tiny_corpus
 from helpers_cli import Result, cli
 
 RECIPES = sorted((REPO / "recipes").rglob("*.yaml"))
@@ -47,15 +47,27 @@ def tiny_tokenizer(tmp_path_factory) -> Path:
     return tmp / "tok"
 
 
-def prior_artefacts(path: Path, tokenizer: Path) -> list[str]:
+def prior_artefacts(path: Path, tokenizer: Path, mlm: Path) -> list[str]:
     """Overrides standing in for what a recipe reads that the README's previous command makes.
 
     recipes/pretrain/mlm_small.yaml reads ``tokenizer: runs/tok16k``, which the README's
-    ``tinyplm tokenizer train ... --out runs/tok16k`` makes in the repository; these tests write
-    nothing into the repository, so it points at a tokenizer made in tmp (same command, tiny corpus).
-    No other shipped recipe reads an artefact of an earlier command.
+    ``tinyplm tokenizer train ... --out runs/tok16k`` makes in the repository, and the spoiler
+    family recipes read ``augment.mlm: runs/minilm-mlm`` (``tinyplm fit-mlm-head``), which
+    preflight checks; these tests write nothing into the repository, so they point at a tokenizer
+    made in tmp (same command, tiny corpus) and a tiny masked-LM dir. No other shipped recipe reads
+    an artefact of an earlier command.
     """
-    return [f"tokenizer={tokenizer}"] if rel(path) == "recipes/pretrain/mlm_small.yaml" else []
+    if rel(path) == "recipes/pretrain/mlm_small.yaml":
+        return [f"tokenizer={tokenizer}"]
+    if rel(path).startswith("recipes/spoilers/") and rel(path).endswith("_family.yaml"):
+        return [f"augment.mlm={mlm}"]
+    return []
+
+
+@pytest.fixture(scope="module")
+def tiny_mlm(tmp_path_factory) -> Path:
+    """A tiny random BERT with a masked-LM head, standing in for ``runs/minilm-mlm``."""
+    return make_tiny_mlm_dir(tmp_path_factory.mktemp("mlm") / "mlm")
 
 
 def missing_inputs(path: Path, overrides: list[str]) -> list[str]:
@@ -80,9 +92,9 @@ def test_recipes_were_found() -> None:
 
 @pytest.mark.integration
 @pytest.mark.parametrize("path", RECIPES, ids=rel)
-def test_validate_checks_inputs_and_exits_0(path: Path, shared_data: Path, tiny_tokenizer: Path,
+def test_validate_checks_inputs_and_exits_0(path: Path, shared_data: Path, tiny_tokenizer: Path, tiny_mlm: Path,
                                             tmp_path: Path) -> None:
-    overrides = prior_artefacts(path, tiny_tokenizer)
+    overrides = prior_artefacts(path, tiny_tokenizer, tiny_mlm)
     missing = missing_inputs(path, overrides)
     if missing:
         pytest.skip(f"{rel(path)} reads data that {shared_data} does not hold: {', '.join(missing)}")

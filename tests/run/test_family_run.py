@@ -20,7 +20,7 @@ from conftest import (
 )
 from helpers_cli import cli
 from tinyplm.config import load_recipe
-from tinyplm.errors import RecipeError
+from tinyplm.errors import DataError, ModelError, RecipeError
 from tinyplm.models import load_classifier
 from tinyplm.run import run
 
@@ -115,3 +115,27 @@ def test_family_recipe_errors(tmp_path: Path, student: dict, message: str) -> No
     recipe = tiny_recipe(tmp_path, tmp_path, tmp_path, students=[{"name": "s", **student}])
     with pytest.raises(RecipeError, match=message):
         load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
+
+
+@pytest.mark.parametrize(("change", "error", "message"), [
+    (lambda r, tmp: r["augment"].update(mlm=str(tmp / "no-mlm")), ModelError, "augment.mlm: .*no-mlm"),
+    (lambda r, tmp: r["augment"].update(mlm=r["teacher"]["model"]), ModelError,
+     "augment.mlm: .* has no masked-LM head"),
+    (lambda r, tmp: r["students"][1]["family"]["embeddings"].update(corpus=[str(tmp / "nowhere")]), DataError,
+     r"student bilstm-alone: family.embeddings.corpus: .*nowhere: corpus file or directory not found"),
+    (lambda r, tmp: r["corpus"].update(paths=[str(tmp / "empty")]) or (tmp / "empty").mkdir(), DataError,
+     r"student bilstm-alone: corpus.paths: .*empty: directory holds no .txt files"),
+    (lambda r, tmp: r["students"][4]["family"]["bilm"].update(model=str(tmp)), ModelError,
+     "student elmo: family.bilm.model: .* holds no bilm.safetensors"),
+])
+def test_what_family_students_read_is_checked_before_the_teacher_trains(tmp_path: Path, change, error,
+                                                                        message: str) -> None:
+    import yaml
+
+    path = _recipe(tmp_path)
+    recipe = yaml.safe_load(path.read_text())
+    change(recipe, tmp_path)
+    cfg = load_recipe(write_recipe(path, recipe))
+    with pytest.raises(error, match=message):
+        run(cfg)
+    assert not (tmp_path / "runs").exists()  # refused by preflight: nothing written, no teacher trained

@@ -7,10 +7,11 @@ from pathlib import Path
 
 from tinyplm import tasks
 from tinyplm.config.schema import RunConfig, StageSpec, TaskSpec, student_name
-from tinyplm.errors import ModelError, RecipeError
+from tinyplm.errors import DataError, ModelError, RecipeError
 from tinyplm.models import check_model_dir, load_tokenizer, resolve_model_dir
 from tinyplm.models.roles import ROLES
 from tinyplm.models.student import model_type_of
+from tinyplm.pretrain.corpus import corpus_files
 from tinyplm.pretrain.mlm_head import has_mlm_head
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.heads import Head
@@ -60,6 +61,8 @@ def preflight(cfg: RunConfig) -> Preflight:
         raise RecipeError(f"data: augmented (TinyBERT word replacement) is for sentence tasks; task '{data.task}' "
                           f"has a {data.head} head whose labels are tied to word positions")
     _check_inits(cfg)
+    _check_augment(cfg)
+    _check_families(cfg, data)
     for spec in cfg.students:
         for k, st in enumerate(spec.stage_specs()):
             _check_stage_teacher(st, src, int(model_cfg["vocab_size"]), f"student {student_name(spec)}, stage {k}")
@@ -76,6 +79,45 @@ def _check_inits(cfg: RunConfig) -> None:
                 names = [student_name(s) for s in cfg.students[:cfg.students.index(spec)]]
                 hint = f" (nor 'teacher' or an earlier student: {names})" if names else " (nor 'teacher')"
                 raise ModelError(f"student {student_name(spec)}: init_from: {exc}{hint}") from None
+
+
+def _check_augment(cfg: RunConfig) -> None:
+    """``augment.mlm`` is a model dir with a masked-LM head when a stage trains on augmented data
+    (found now, not after the teacher has been fine-tuned for minutes)."""
+    if cfg.augment is None or not any(st.data == "augmented" for s in cfg.students for st in s.stage_specs()):
+        return
+    path = Path(cfg.augment.mlm)
+    try:
+        check_model_dir(path)
+    except ModelError as exc:
+        raise ModelError(f"augment.mlm: {exc} (make it with `tinyplm fit-mlm-head minilm-l6 --out {path}`)") from None
+    if not has_mlm_head(path):
+        raise ModelError(f"augment.mlm: {path} has no masked-LM head; fit one with "
+                         f"`tinyplm fit-mlm-head {path} --out DIR` and name DIR here")
+
+
+def _check_families(cfg: RunConfig, data: TaskData) -> None:
+    """Model-family students: a single-label sentence task, and every corpus and saved biLM they
+    read exists (corpora default to the recipe's ``corpus`` section, checked like it)."""
+    for spec in cfg.students:
+        fam = spec.family
+        if fam is None:
+            continue
+        where = f"student {student_name(spec)}"
+        if data.is_regression or data.head != Head.SEQUENCE:
+            kind = "regression" if data.is_regression else f"a {data.head} task"
+            raise RecipeError(f"{where}: model-family students classify sentences; task {data.task} is {kind}")
+        if fam.corpus_needed:  # word vectors or a biLM trained here, on its own corpus or the recipe's
+            key = f"family.{'bilm' if fam.arch == 'elmo_bilstm' else 'embeddings'}.corpus"
+            paths, key = (fam.own_corpus, key) if fam.own_corpus else (cfg.corpus.paths, "corpus.paths")
+            try:
+                corpus_files([Path(p) for p in paths])
+            except DataError as exc:
+                raise DataError(f"{where}: {key}: {exc}") from None
+        bilm = Path(fam.bilm.model) if fam.arch == "elmo_bilstm" and fam.bilm.model else None
+        if bilm is not None and not (bilm / "bilm.safetensors").is_file():
+            raise ModelError(f"{where}: family.bilm.model: {bilm} holds no bilm.safetensors "
+                             "(a biLM saved by an earlier run's elmo_bilstm student)")
 
 
 def _check_stage_teacher(stage: StageSpec, src: Path, vocab_size: int, where: str) -> None:
