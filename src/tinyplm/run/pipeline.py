@@ -152,8 +152,7 @@ def prepare_teacher(cfg: RunConfig, checked: Preflight, train_enc, evals, paths:
         result = train(model, train_enc, objective, spec=spec, io=io, primary=data.primary_metric,
                        evaluate=lambda m: evaluate_model(m, data, evals, bf16=bf16, batch_size=spec.eval_batch_size))
         model = result.model
-        info.update(train_info(result, spec, {"hard_weight": 1.0}), **result.resources(),
-                    finetune_method=spec.method.value)
+        info.update(train_info(result, spec, {"hard_weight": 1.0}))
     if get_accelerator().is_main_process:
         stamp_task(model, cfg.task)
         save_model(model, tok, out)

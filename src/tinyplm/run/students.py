@@ -107,14 +107,15 @@ def train_stage(model, stage: StageSpec, inp: RunInputs, log_name: str, ckpt_nam
                    teacher_logits=inp.teachers.logits(enc) if objective.needs_teacher_logits else None,
                    teacher=teacher if objective.needs_teacher else None, step_hook=step_hook)
     shown = stage.objective.model_dump(exclude=None if masked_lm else {"mask_rate"})
-    info = {**train_info(result, stage.train, shown), **result.resources(),
-            "finetune_method": stage.train.method.value, "examples": len(enc)}
+    info = {**train_info(result, stage.train, shown), "examples": len(enc)}
     return TrainedStage(model if masked_lm else result.model, result.model, info)
 
 
 def train_info(result: TrainResult, spec: TrainSpec, objective: dict[str, Any]) -> dict[str, Any]:
-    """What the report shows about one training stage (its non-zero objective terms included)."""
+    """What the report shows about one training stage: its non-zero objective terms, its
+    fine-tuning method and what it cost (trainable parameters, peak RSS, seconds)."""
     return {
+        **result.resources(), "finetune_method": spec.method.value,
         "train_seconds": round(result.seconds, 1), "steps": result.steps, "stopped_by": result.stopped_by,
         "best_step": result.best_step, "budget_minutes": spec.budget_minutes,
         "precision": "bf16" if use_bf16(spec.precision) else "fp32",
