@@ -1,7 +1,8 @@
 """Mutated input files never escape as raw exceptions.
 
 Small seed files in the official layouts (GLUE SST-2, MRPC with its BOM, STS-B, header-less CoLA;
-custom CSV and JSONL tasks; CoNLL-2003; SQuAD v1.1 and v2.0; a recipe) are made in the test,
+custom CSV and JSONL tasks; CoNLL-2003; SQuAD v1.1 and v2.0; the spoiler files: Goodreads sentences
+CSV, Goodreads reviews JSON lines, TV Tropes CSV; a recipe) are made in the test,
 mutated at random (byte flips, truncation, deleted or repeated lines, swapped columns, replaced
 fields, type changes and dropped keys in JSON/YAML, non-UTF-8 bytes, BOMs, CRLF line ends), and
 read in-process through the functions the CLI uses (``tasks.load_task``, ``config.load_recipe``).
@@ -11,7 +12,7 @@ set, answers inside their context) or raises a ``TinyplmError`` whose one-line m
 with the file's path, then a line number inside the file or a JSON path that exists in it (or
 one of a few whole-file complaints, such as "holds no examples"). Each (format, first mutation)
 pair runs 6 derandomized examples (0-2 further mutations drawn after the first), so every
-mutation leads in every format and CI sees the same 612 examples each run (~5 s).
+mutation leads in every format and CI sees the same 792 examples each run (~8 s).
 ``pytest --hypothesis-show-statistics`` prints the later mutations and how each read ended.
 """
 
@@ -55,6 +56,14 @@ JSONL = (b'{"review": "loved it", "title": "A", "stars": 5}\n'
          b'{"review": "meh", "title": "B", "stars": 1}\n{"review": "ok", "title": "C", "stars": 5}\n')
 CONLL = (b"-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\nGerman JJ B-NP B-MISC\n\n"
          b"Peter NNP B-NP B-PER\nBlackburn NNP I-NP I-PER\n")
+# Spoilers: Goodreads sentences (Book C falls on the dev side of the by-book split, A and B on the
+# train side), the original Goodreads reviews as JSON lines (book 12 on the dev side), TV Tropes.
+GOODREADS = (b',book_title,sent_spoil,sentence\n0,Book A,0,"Slow, then gripping."\n1,Book B,1,The butler did it .\n'
+             b'2,Book C,0,A fine read .\n3,Book C,1,She dies at the end .\n4,Book A,1,He was dead all along .\n')
+GOODREADS_JSONL = (b'{"book_id": "1", "review_sentences": [[0, "Great start ."], [1, "He dies ."]]}\n'
+                   b'{"book_id": "12", "review_sentences": [[0, "Loved it ."], [1, "The twin did it ."]]}\n'
+                   b'{"book_id": "2", "review_sentences": [[1, "They marry ."], [0, "Nice cover ."]]}\n')
+TVTROPES = b'1,"A twist, at last",1\n2,The hero wins .,0\n3,Nobody survives .,1\n'
 RECIPE = b"""# tinyplm run recipe.yaml
 name: fuzz
 output_dir: runs/{name}
@@ -133,6 +142,15 @@ def _squad_v2(root: Path) -> Any:
     return tasks.load_task(_spec(name="squad_v2", train_file=str(root / "train.json"), dev_file=str(root / "dev.json")))
 
 
+def _spoilers(name: str) -> Callable[[Path], Any]:
+    def read(root: Path) -> Any:
+        if name == "tvtropes_spoilers":  # dev.csv is mutated; train.csv is the seed
+            (root / "spoilers" / "tvtropes").mkdir(parents=True, exist_ok=True)
+            (root / "spoilers" / "tvtropes" / "train.csv").write_bytes(TVTROPES)
+        return tasks.load_task(_spec(name=name, data_dir=str(root)))
+    return read
+
+
 @dataclass(frozen=True)
 class Format:
     """One input format: its seed, where the mutated copy goes (under the data root), how it is
@@ -160,6 +178,11 @@ FORMATS: dict[str, Format] = {
     "conll": Format(CONLL, "conll2003/valid.txt", _conll, delimiter=b" "),
     "squad_v1": Format(squad_seed(False), "squad/dev-v1.1.json", _squad_v1, "json", b", ", "json"),
     "squad_v2": Format(squad_seed(True), "dev.json", _squad_v2, "json", b", ", "json"),
+    "goodreads": Format(GOODREADS, "spoilers/goodreads_sentences/train.csv", _spoilers("goodreads_spoilers"),
+                        delimiter=b","),
+    "goodreads_jsonl": Format(GOODREADS_JSONL, "goodreads_spoilers/goodreads.jsonl",
+                              _spoilers("goodreads_spoilers_reviews"), delimiter=b", ", structured="jsonl"),
+    "tvtropes": Format(TVTROPES, "spoilers/tvtropes/dev.csv", _spoilers("tvtropes_spoilers"), delimiter=b","),
     "recipe": Format(RECIPE, "recipe.yaml", lambda root: load_recipe(root / "recipe.yaml"), "yaml", b": ", "yaml"),
 }
 
