@@ -111,3 +111,19 @@ def test_schema_1_results_still_load() -> None:
     assert (onnx.kind, onnx.parent, onnx.compress_step, onnx.model_dir) == (
         StageKind.COMPRESSED, "s", "onnx_dynamic_int8", "students/x")
     assert onnx.info == {"steps": 3} and record.to_dict()["schema_version"] == 2
+
+
+def test_trained_column_covers_recovery_training_and_leaves_untrained_stages_blank() -> None:
+    record = RunRecord("sst2", "accuracy", [
+        stage("teacher", 0.90, 100.0, 90_000_000, kind=StageKind.TEACHER, trainable_params=22_000_000,
+              trainable_share=1.0),
+        stage("student.pruned", 0.884, 500.0, 20_000_000, kind=StageKind.COMPRESSED, parent="teacher",
+              step="prune_ffn", recover={"steps": 10, "trainable_params": 3_000_000, "trainable_share": 0.5}),
+        stage("student.openvino_int8", 0.883, 1200.0, 8_000_000, kind=StageKind.COMPRESSED,
+              parent="student.pruned", step="openvino_int8", runtime="openvino", precision="int8"),
+    ])
+    rows = {r["name"]: r for r in stage_rows(record)}
+    assert rows["teacher"]["trained_m"] == pytest.approx(22.0)
+    assert rows["student.pruned"]["trained_m"] == pytest.approx(3.0) and rows["student.pruned"]["trained_share"] == 0.5
+    assert rows["student.openvino_int8"]["trained_m"] is None  # quantization trains nothing
+    assert "Trained (M)" in markdown_table(record)

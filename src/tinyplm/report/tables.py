@@ -53,7 +53,7 @@ def stage_row(record: RunRecord, stage: StageRecord) -> dict[str, Any]:
     speedup = ratio(stage.throughput_sent_per_s, teacher.throughput_sent_per_s if teacher else None)
     vs_best = ratio(stage.throughput_sent_per_s, best.throughput_sent_per_s if best else None)
     compression = ratio(float(teacher.disk_bytes) if teacher else None, float(stage.disk_bytes))
-    compute = stage.compute or {}
+    compute, trained = stage.compute or {}, trained_info(stage)
     return {
         "name": stage.name,
         "is_teacher": stage.name == TEACHER,
@@ -74,8 +74,8 @@ def stage_row(record: RunRecord, stage: StageRecord) -> dict[str, Any]:
         "precision": stage.precision,
         "gflops": compute.get("gflops_per_s"),
         "share_of_peak": compute.get("share_of_peak"),
-        "trained_m": stage.info["trainable_params"] / 1e6 if stage.info.get("trainable_params") else None,
-        "trained_share": stage.info.get("trainable_share"),
+        "trained_m": trained["trainable_params"] / 1e6 if trained.get("trainable_params") else None,
+        "trained_share": trained.get("trainable_share"),
     }
 
 
@@ -205,9 +205,18 @@ def table_cells(record: RunRecord, row: dict[str, Any]) -> list[str]:
     ]
 
 
+def trained_info(stage: StageRecord) -> dict[str, Any]:
+    """What the stage's own training recorded: its training's info, or for a compressed stage the
+    info of its recovery training ({} when it did not train)."""
+    if stage.info.get("trainable_params"):
+        return stage.info
+    recover = stage.info.get("recover")
+    return recover if isinstance(recover, dict) else {}
+
+
 def shows_trained(record: RunRecord) -> bool:
     """Whether the table has the trained-parameters column: some stage recorded what it trained."""
-    return any(s.info.get("trainable_params") for s in record.stages)
+    return any(trained_info(s).get("trainable_params") for s in record.stages)
 
 
 def _fmt_trained(row: dict[str, Any]) -> str:
