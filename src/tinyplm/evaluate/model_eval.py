@@ -32,16 +32,26 @@ def evaluate_model(
     batch_size: int = 64,
 ) -> dict[str, float]:
     """Official metrics on every eval split, merged (MNLI: accuracy and accuracy_mm)."""
+    return metrics_from_logits(data, evals, eval_logits(model, evals, bf16, batch_size))
+
+
+def eval_logits(model: torch.nn.Module, evals: dict[str, Encoded], bf16: bool = False,
+                batch_size: int = 64) -> dict[str, torch.Tensor]:
+    """The model's logits on every eval split (split name -> logits)."""
+    return {name: predict_logits(model, enc, batch_size=batch_size, bf16=bf16) for name, enc in evals.items()}
+
+
+def metrics_from_logits(data: TaskData, evals: dict[str, Encoded], logits: dict[str, torch.Tensor]) -> dict[str, float]:
+    """Official metrics of :func:`eval_logits`' output on every eval split, merged."""
     metrics: dict[str, float] = {}
     for name, enc in evals.items():
-        logits = predict_logits(model, enc, batch_size=batch_size, bf16=bf16)
         if enc.head == Head.SPAN:
-            scores = span_scores(data.evals[name], enc, logits)
+            scores = span_scores(data.evals[name], enc, logits[name])
         elif enc.head == Head.TOKEN:
-            scores = token_scores(data.evals[name], enc, logits, data.labels)
+            scores = token_scores(data.evals[name], enc, logits[name], data.labels)
         else:
-            preds = logits_to_predictions(logits, data.is_regression)
-            probs = positive_scores(logits.numpy()) if needs_scores(data.metrics) else None
+            preds = logits_to_predictions(logits[name], data.is_regression)
+            probs = positive_scores(logits[name].numpy()) if needs_scores(data.metrics) else None
             metrics.update(task_metrics(data, name, preds, enc.labels.numpy(), probs))
             continue
         suffix = data.metric_suffix.get(name, "")

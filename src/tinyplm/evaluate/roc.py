@@ -32,11 +32,23 @@ def roc_points(labels: np.ndarray, scores: np.ndarray, max_points: int = 200) ->
             "auc": float(roc_auc_score(labels, scores))}
 
 
+def _binary_sentence(data: TaskData) -> bool:
+    return not data.is_regression and data.head == Head.SEQUENCE and len(data.labels) == 2
+
+
+def logits_roc(data: TaskData, evals: dict[str, Encoded], logits: dict[str, torch.Tensor]) -> dict | None:
+    """The ROC curve on the first eval split from logits already computed (split name -> logits);
+    None for a task that is not binary sentence classification."""
+    if not _binary_sentence(data):
+        return None
+    name, enc = next(iter(evals.items()))
+    return {"split": name, **roc_points(enc.labels.numpy(), positive_scores(logits[name].numpy()))}
+
+
 def model_roc(model: torch.nn.Module, data: TaskData, evals: dict[str, Encoded]) -> dict | None:
     """The ROC curve of ``model`` on the first eval split of a binary sentence task; None for any
     other task (regression, span, token, more than two classes)."""
-    if data.is_regression or data.head != Head.SEQUENCE or len(data.labels) != 2:
+    if not _binary_sentence(data):
         return None
     name, enc = next(iter(evals.items()))
-    curve = roc_points(enc.labels.numpy(), positive_scores(predict_logits(model, enc).numpy()))
-    return {"split": name, **curve}
+    return logits_roc(data, {name: enc}, {name: predict_logits(model, enc)})

@@ -9,8 +9,8 @@ import torch
 from tinyplm.config.schema import MeasureSpec, TaskSpec
 from tinyplm.errors import TinyplmError
 from tinyplm.evaluate.compute import effective_rate
-from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
-from tinyplm.evaluate.roc import model_roc
+from tinyplm.evaluate.model_eval import encode_evals, eval_logits, metrics_from_logits
+from tinyplm.evaluate.roc import logits_roc
 from tinyplm.evaluate.runtime import describe
 from tinyplm.evaluate.size import count_params, disk_bytes
 from tinyplm.evaluate.speed import measure_speed
@@ -40,11 +40,13 @@ def measure_stages(stages: list[StageResult], root: Path, data: TaskData, evals:
     for s in stages:
         total, no_emb = count_params(s.model)
         t, ran = speed[s.name], describe(s.model)
-        roc = _roc(s.model, data, s.evals or evals)
+        own_evals = s.evals or evals
+        logits = eval_logits(s.model, own_evals)  # one pass over dev: the metrics and the ROC curve
+        roc = logits_roc(data, own_evals, logits) if "roc_auc" in data.metrics else None
         rate = effective_rate(s.shape, getattr(s.model.config, "hidden_size", None), tokens,
                               t.throughput_sent_per_s, ran.precision, threads)
         records.append(StageRecord(
-            name=s.name, metrics=evaluate_model(s.model, data, s.evals or evals, bf16=False), params=total,
+            name=s.name, metrics=metrics_from_logits(data, own_evals, logits), params=total,
             params_no_embeddings=no_emb, disk_bytes=disk_bytes(root / s.model_dir),
             latency_ms_p50_b1=t.latency_ms_p50_b1, latency_ms_p90_b1=t.latency_ms_p90_b1,
             throughput_sent_per_s=t.throughput_sent_per_s, throughput_batch=t.throughput_batch,
@@ -54,12 +56,6 @@ def measure_stages(stages: list[StageResult], root: Path, data: TaskData, evals:
                   **({"roc": roc} if roc else {})},
         ))
     return records
-
-
-def _roc(model: torch.nn.Module, data: TaskData, evals: dict[str, Encoded]) -> dict | None:
-    """The dev ROC curve of a stage when its task is scored by ROC AUC (the spoiler tasks), for
-    report.html's ROC plot; None for any other task (one more pass over dev would buy nothing)."""
-    return model_roc(model, data, evals) if "roc_auc" in data.metrics else None
 
 
 RUNTIMES = ("torch", "onnxruntime", "openvino")
