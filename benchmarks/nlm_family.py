@@ -139,7 +139,6 @@ def summary(table: list[dict], metric: str) -> dict:
 def main(argv: list[str] | None = None) -> Path:
     from tinyplm.config import load_recipe
     from tinyplm.report import write_all
-    from tinyplm.report.roc import family_plots
     from tinyplm.run import run_or_reuse
 
     args = parse(argv)
@@ -152,8 +151,9 @@ def main(argv: list[str] | None = None) -> Path:
         prepare_mlm(args)
     record = run_or_reuse(cfg)
     add_roc_curves(record, cfg)
-    write_all(record, Path(record.info["run_dir"]))  # results.json now holds the curves
-    plots = family_plots(record, Path(record.info["run_dir"]))
+    # results.json now holds the curves; report.html draws them (report.roc.roc_section)
+    written = write_all(record, Path(record.info["run_dir"]))
+    plots = {k: written[k] for k in ("roc", "metric_vs_latency") if k in written}
     table = rows(record)
     for row in table:
         print(json.dumps(row), flush=True)

@@ -46,11 +46,8 @@ from tinyplm.train.objective import Batch
 
 def run_family(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
     """Build, train (or fit) and save one model-family student -> its outcome (reloaded when a
-    finished one is in the run dir). Raises ``RecipeError`` for a task that is not sentence
-    classification."""
-    if inp.data.is_regression or inp.data.head != Head.SEQUENCE:
-        raise RecipeError(f"student {student_name(spec)}: model-family students classify sentences; "
-                          f"task {inp.data.task} is {'regression' if inp.data.is_regression else inp.data.head}")
+    finished one is in the run dir). The task is a sentence classification (``run.preflight``
+    checks it before anything trains)."""
     name, acc = student_name(spec), get_accelerator()
     out = inp.paths.student(name)
     if is_complete(out):
