@@ -267,10 +267,12 @@ def test_mutated_file_is_read_or_refused_naming_its_location(name: str, first: s
     try:
         result = fmt.read(tmp_path)
     except TinyplmError as exc:
-        event(f"refused, naming the {check_message(str(exc), path.resolve(), content, fmt)}")
+        located = check_message(str(exc), path.resolve(), content, fmt)
+        assert located in ("line", "path", "whole file", "file its labels came from"), located
+        event(f"refused, naming the {located}")
     else:
         event("accepted")
-        check_accepted(result)
+        check_accepted(result)  # asserts what was accepted is usable
 
 
 @pytest.mark.parametrize("name", list(FORMATS))
