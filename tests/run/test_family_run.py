@@ -139,3 +139,18 @@ def test_what_family_students_read_is_checked_before_the_teacher_trains(tmp_path
     with pytest.raises(error, match=message):
         run(cfg)
     assert not (tmp_path / "runs").exists()  # refused by preflight: nothing written, no teacher trained
+
+
+def test_a_family_student_on_a_regression_task_is_refused_before_the_teacher_trains(tmp_path: Path) -> None:
+    rows = "text,score\n" + "".join(f"sentence number {i} here,{i % 5}.0\n" for i in range(12))
+    for name in ("train.csv", "dev.csv"):
+        (tmp_path / name).write_text(rows, encoding="utf-8")
+    recipe = tiny_recipe(tmp_path, make_tiny_model_dir(tmp_path / "tiny-bert"), tmp_path,
+                         students=[{"name": "tfidf", "family": {"arch": "tfidf_lr"}}])
+    recipe["task"] = {"name": "custom", "train_file": str(tmp_path / "train.csv"),
+                      "dev_file": str(tmp_path / "dev.csv"), "text_column": "text", "label_column": "score",
+                      "regression": True, "max_length": 32}
+    cfg = load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
+    with pytest.raises(RecipeError, match="student tfidf: model-family students classify sentences; .* is regression"):
+        run(cfg)
+    assert not (tmp_path / "runs").exists()
