@@ -77,6 +77,32 @@ def test_probe_baselines() -> None:
     assert fit_probe(x, np.array([1, 1, 1, 1]), x, np.array([1, 0, 1, 0])) == 0.5  # one label: majority
 
 
+def test_the_probe_reaches_scikit_learns_optimum() -> None:
+    """The torch L-BFGS probe minimises LogisticRegression's objective: same weights (up to float32),
+    same dev predictions, on overlapping classes (an optimum the L2 term decides, not a separable set)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    from tinyplm.evaluate.probe import _lbfgs_logistic
+
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(4, 6))
+    y = rng.integers(0, 4, 600)
+    x = centres[y] + 1.5 * rng.normal(size=(600, 6))
+    train_x, train_y, dev_x, dev_y = x[:400], y[:400], x[400:], y[400:]
+    for c in (0.01, 1.0):
+        scaler = StandardScaler().fit(train_x)
+        ref = LogisticRegression(C=c, max_iter=2000, tol=1e-10).fit(scaler.transform(train_x), train_y)
+        weight, bias = _lbfgs_logistic(scaler.transform(train_x), train_y, 4, c, max_iter=500)
+        # Softmax weights are defined up to a shift shared by the classes; compare them centred.
+        ours = (weight - weight.mean(1, keepdim=True)).numpy()
+        np.testing.assert_allclose(ours, (ref.coef_ - ref.coef_.mean(0)).T, atol=2e-3)
+        expected = float((ref.predict(scaler.transform(dev_x)) == dev_y).mean())
+        assert fit_probe(train_x, train_y, dev_x, dev_y, c=c, max_iter=500) == pytest.approx(expected, abs=1 / 200)
+    labels = np.array([3, 7, 3, 7])  # label ids need not be 0..k-1
+    assert fit_probe(np.array([[0.0], [1.0], [0.1], [0.9]]), labels, np.array([[0.05], [0.95]]), np.array([3, 7])) == 1.0
+
+
 def test_unknown_probing_task_and_bad_settings() -> None:
     with pytest.raises(TinyplmError, match="conll2003-pos"):
         probe_task("conll2003-ps")

@@ -11,16 +11,23 @@ train items and scored on dev (:func:`fit_probe`). Two references sit beside the
   accuracy minus its control's (in the spirit of Hewitt & Liang, 2019, whose control is a
   control *task*; here, as the issue asks, it is a control *encoder*).
 
-The probe is scikit-learn's ``LogisticRegression`` (L-BFGS, L2 with ``C``) on standardised
-features, not a torch linear layer trained with tinyplm's loop: the problem is convex, so the solver
-finds the optimum with no learning rate, schedule or epoch count to tune per layer, and every layer
-and model is probed by exactly the same, deterministic procedure.
+The probe is a multinomial logistic regression with scikit-learn's objective (``LogisticRegression``:
+``C`` x the summed cross-entropy + half the squared L2 norm of the weights, bias unpenalised) on
+standardised features, minimised by full-batch L-BFGS with a strong-Wolfe line search. The problem is
+convex, so the solver finds the optimum with no learning rate, schedule or epoch count to tune per
+layer, and every layer and model is probed by exactly the same, deterministic procedure.
+
+Deliberately not scikit-learn's own solver: it works in float64 with per-iteration Python and
+Cython overhead, and a word-level probe has ~10^5 items x 384 features x 45 classes per layer; on 2
+CPU cores it took 6 minutes for MiniLM's 7 layers on 6,000 CoNLL sentences (50 s a layer), so a run's
+five stages with their random-encoder controls took over an hour. The same objective in float32
+torch (``torch.optim.LBFGS``: matrix products on every core) reaches the same optimum (a unit test
+compares the two) in a fraction of the time. Only the solver is ours; scaling stays scikit-learn's.
 """
 
 from __future__ import annotations
 
 import time
-import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -105,19 +112,42 @@ def majority_accuracy(train_y: np.ndarray, dev_y: np.ndarray) -> float:
 def fit_probe(train_x: np.ndarray, train_y: np.ndarray, dev_x: np.ndarray, dev_y: np.ndarray,
               c: float = 1.0, max_iter: int = 300, seed: int = 0) -> float:
     """Dev accuracy of a logistic-regression probe fitted on standardised train features
-    ``(items, hidden)``; a train split with one label is the majority class."""
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.linear_model import LogisticRegression
+    ``(items, hidden)`` (see the module's docstring); a train split with one label is the majority
+    class. ``seed`` is kept for the signature: the fit starts from zeros and is deterministic."""
     from sklearn.preprocessing import StandardScaler
 
-    if len(np.unique(train_y)) < 2:
+    del seed
+    classes = np.unique(train_y)
+    if len(classes) < 2:
         return majority_accuracy(train_y, dev_y)
     scaler = StandardScaler().fit(train_x)
-    probe = LogisticRegression(C=c, max_iter=max_iter, random_state=seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)  # the iteration cap is a setting, not a fault
-        probe.fit(scaler.transform(train_x), train_y)
-    return float((probe.predict(scaler.transform(dev_x)) == dev_y).mean())
+    weight, bias = _lbfgs_logistic(scaler.transform(train_x), np.searchsorted(classes, train_y), len(classes),
+                                   c, max_iter)
+    logits = torch.from_numpy(scaler.transform(dev_x).astype(np.float32)) @ weight + bias
+    return float((classes[logits.argmax(1).numpy()] == dev_y).mean())
+
+
+def _lbfgs_logistic(x: np.ndarray, y: np.ndarray, classes: int, c: float, max_iter: int
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Weights ``(features, classes)`` and bias minimising ``mean CE + |W|^2 / (2 C n)`` (scikit-learn's
+    ``C * sum CE + |W|^2 / 2``, divided by ``C n`` so the scale suits float32), from zeros."""
+    xt = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+    yt = torch.from_numpy(y.astype(np.int64))
+    weight = torch.zeros(xt.shape[1], classes, requires_grad=True)
+    bias = torch.zeros(classes, requires_grad=True)
+    l2 = 1.0 / (2.0 * c * len(yt))
+    opt = torch.optim.LBFGS([weight, bias], lr=1.0, max_iter=max_iter, history_size=20,
+                            tolerance_grad=1e-6, tolerance_change=1e-10, line_search_fn="strong_wolfe")
+
+    def closure() -> torch.Tensor:
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(xt @ weight + bias, yt) + l2 * weight.pow(2).sum()
+        loss.backward()
+        return loss
+
+    with torch.inference_mode(False), torch.enable_grad():  # callers may sit inside inference_mode
+        opt.step(closure)
+    return weight.detach(), bias.detach()
 
 
 @dataclass

@@ -111,8 +111,9 @@ def probe_target(target: Target, task: ProbeTask, settings: ProbeSettings, data_
     with _lock(target) or _NoLock():
         for name, model_dir in target.models:
             opened = open_model(model_dir)
+            control = ", and a random encoder of its shape" if settings.control else " (no random-encoder control)"
             say(f"probing {name} ({model_dir}) on {task.name}: {len(data.train)} train and {len(data.dev)} dev "
-                "sentences, every layer, and a random encoder of its shape")
+                f"sentences, every layer{control}")
             report.put(probe_model(opened.model, opened.tokenizer, data, settings, name, str(model_dir)))
             write_json_atomic(path, report.to_dict())
         return report, _finish(target)
