@@ -39,6 +39,8 @@ METHODS = ("full", "frozen", "ulmfit", "bitfit", "lora", "ia3", "prompt_tuning",
 #: Peak learning rate per method (common choices in each method's paper or the peft examples).
 LR = {"full": 1e-4, "frozen": 2e-3, "ulmfit": 2e-4, "bitfit": 1e-3, "lora": 5e-4, "ia3": 3e-3,
       "prompt_tuning": 3e-2, "prefix_tuning": 1e-2}
+#: LoRA's rank and the encoder Linear roles it adapts (see --lora-r, --lora-targets).
+LORA_R, LORA_TARGETS = 8, ("query", "value")
 #: Parameter-efficient methods whose model is a plain checkpoint a run can distil from.
 DISTILLABLE = ("frozen", "bitfit", "lora", "ia3")
 STUDENT = {"name": "student-L3", "teacher_layers": [1, 3, 5],
@@ -50,12 +52,39 @@ def task_spec(args) -> dict:
             "max_eval_examples": args.max_eval_examples, "data_dir": args.data_dir}
 
 
+def hold_out(data, n: int, seed: int = 0):
+    """``data`` with ``n`` training examples (a seeded draw) moved into its only eval split,
+    ``heldout``: settings are tuned on these, never on the dev split the table reports."""
+    import dataclasses
+    import random
+
+
+    if not 0 < n < len(data.train):
+        raise SystemExit(f"--holdout must be between 1 and {len(data.train) - 1} (the training split's size)")
+    order = list(range(len(data.train)))
+    random.Random(seed).shuffle(order)
+    keep, held = sorted(order[n:]), sorted(order[:n])
+    examples = data.train.examples
+    train = dataclasses.replace(data.train, name="train", examples=[examples[i] for i in keep])
+    heldout = dataclasses.replace(data.train, name="heldout", examples=[examples[i] for i in held])
+    return dataclasses.replace(data, train=train, evals={"heldout": heldout}, metric_suffix={"heldout": ""},
+                               info={**data.info, "heldout": f"{n} training examples (seed {seed}); dev unused"})
+
+
+def learning_rate(args, method: str) -> float:
+    """The method's peak learning rate: an ``--lr`` override, else :data:`LR`, times ``--lr-scale``."""
+    return args.lr.get(method, LR[method]) * args.lr_scale
+
+
 def train_spec(args, method: str, seed: int) -> dict:
     """The TrainSpec of one cell: equal time budget, epochs never the limit, best dev kept."""
-    spec = {"epochs": 1000, "budget_minutes": args.budget_minutes, "batch_size": 32, "lr": LR[method] * args.lr_scale,
-            "eval_every": args.eval_every, "checkpoint_every": 0, "seed": seed, "method": method, "log_every": 50}
+    spec = {"epochs": 1000, "budget_minutes": args.budget_minutes, "batch_size": 32,
+            "lr": learning_rate(args, method), "eval_every": args.eval_every, "checkpoint_every": 0, "seed": seed,
+            "method": method, "log_every": 50}
     if method == "ulmfit":
         spec["method_options"] = {"unfreeze_every": args.unfreeze_every}
+    if method == "lora":
+        spec["method_options"] = {"r": args.lora_r, "targets": list(args.lora_targets)}
     return spec
 
 
@@ -98,7 +127,8 @@ def run_cell(args, method: str, seed: int, inputs, save_to: Path | None) -> dict
 
 def cell_settings(args, method: str, seed: int) -> dict:
     """What a cell depends on: a stored cell with other settings is run again."""
-    return {"task": task_spec(args), "train": train_spec(args, method, seed), "model": args.model}
+    settings = {"task": task_spec(args), "train": train_spec(args, method, seed), "model": args.model}
+    return {**settings, "holdout": args.holdout} if args.holdout else settings
 
 
 def load_inputs(args):
@@ -111,6 +141,8 @@ def load_inputs(args):
 
     task = TaskSpec(**task_spec(args))
     data, model_dir = load_task(task), resolve_model_dir(args.model)
+    if args.holdout:
+        data = hold_out(data, args.holdout)
     _, tok = load_classifier(model_dir, data.labels, data.is_regression, data.head)
     train_enc = encode_split(data.train, tok, task.max_length, task.max_train_examples)
     return data, train_enc, encode_evals(data, tok, task.max_length, task.max_eval_examples), model_dir
@@ -216,6 +248,20 @@ def distil(args, rows: list[dict]) -> dict | None:
     return {"peft_method": best, "by_teacher": students, "student_gap_points": round(100 * gap, 2)}
 
 
+def parse_lrs(text: str) -> dict[str, float]:
+    """``lora=1e-3,bitfit=2e-3`` -> ``{"lora": 0.001, "bitfit": 0.002}``."""
+    out = {}
+    for part in filter(None, text.split(",")):
+        method, sep, value = part.partition("=")
+        try:
+            out[method.strip()] = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected METHOD=RATE, got {part!r}") from None
+        if not sep:
+            raise argparse.ArgumentTypeError(f"expected METHOD=RATE, got {part!r}")
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--task", required=True, choices=["sst2", "mrpc", "rte"])
@@ -231,6 +277,13 @@ def main() -> None:
     p.add_argument("--unfreeze-every", type=int, default=20,
                    help="ulmfit: steps between unfreezing groups (a time budget ends before epochs do)")
     p.add_argument("--lr-scale", type=float, default=1.0, help="multiplies every method's learning rate")
+    p.add_argument("--lr", type=parse_lrs, default={}, help="per-method overrides of LR, e.g. lora=1e-3,bitfit=2e-3")
+    p.add_argument("--lora-r", type=int, default=LORA_R, help="lora: rank of the update")
+    p.add_argument("--lora-targets", type=lambda s: tuple(s.split(",")), default=LORA_TARGETS,
+                   help="lora: encoder Linear roles adapted (query,key,value,attn_out,ffn_in,ffn_out)")
+    p.add_argument("--holdout", type=int, default=0,
+                   help="tune: hold out this many training examples and score on them instead of dev "
+                        "(no distillation; write to another --out)")
     p.add_argument("--max-train-examples", type=int, default=None, help="cap the training split (short runs)")
     p.add_argument("--max-eval-examples", type=int, default=None)
     p.add_argument("--max-length", type=int, default=128)
@@ -239,7 +292,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
     p.add_argument("--out", type=Path, default=REPO / "runs" / "finetune_methods")
     args = p.parse_args()
-    unknown = [m for m in args.methods if m not in METHODS]
+    unknown = [m for m in [*args.methods, *args.lr] if m not in METHODS]
     if unknown:
         p.error(f"--methods: unknown {', '.join(unknown)}; choose from {', '.join(METHODS)}")
     import torch
@@ -252,9 +305,10 @@ def main() -> None:
     rows = summarise(cells)
     print(table(rows, args.metric), flush=True)
     figure = plot(rows, args.metric, args.out / f"finetune_methods_{args.task}.png")
-    distilled = None if args.no_distill else distil(args, rows)
+    distilled = None if args.no_distill or args.holdout else distil(args, rows)
     result = {"task": args.task, "metric": args.metric, "budget_minutes": args.budget_minutes, "seeds": args.seeds,
-              "max_train_examples": args.max_train_examples, "lr": {m: LR[m] * args.lr_scale for m in args.methods},
+              "max_train_examples": args.max_train_examples, "lr": {m: learning_rate(args, m) for m in args.methods},
+              "lora": {"r": args.lora_r, "targets": list(args.lora_targets)}, "holdout": args.holdout,
               "rows": rows, "cells": cells, "distillation": distilled, "figure": str(figure),
               "python": sys.version.split()[0], "torch": torch.__version__}
     path = args.out / f"finetune_methods_{args.task}.json"
