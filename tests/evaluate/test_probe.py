@@ -100,7 +100,8 @@ def test_the_probe_reaches_scikit_learns_optimum() -> None:
         expected = float((ref.predict(scaler.transform(dev_x)) == dev_y).mean())
         assert fit_probe(train_x, train_y, dev_x, dev_y, c=c, max_iter=500) == pytest.approx(expected, abs=1 / 200)
     labels = np.array([3, 7, 3, 7])  # label ids need not be 0..k-1
-    assert fit_probe(np.array([[0.0], [1.0], [0.1], [0.9]]), labels, np.array([[0.05], [0.95]]), np.array([3, 7])) == 1.0
+    x = np.array([[0.0], [1.0], [0.1], [0.9]])
+    assert fit_probe(x, labels, np.array([[0.05], [0.95]]), np.array([3, 7])) == 1.0
 
 
 def test_unknown_probing_task_and_bad_settings() -> None:

@@ -43,3 +43,38 @@ def test_benchmark_table_plot_and_distillation(tmp_path: Path) -> None:
     again = _bench(tmp_path, "--no-distill")  # finished cells are reused, not retrained
     assert again.returncode == 0, again.stderr[-3000:]
     assert '"seed"' not in again.stdout.split("| method |")[0]
+
+
+def test_tuning_on_held_out_training_examples(tmp_path: Path) -> None:
+    """--holdout scores on a seeded draw of training examples, never on dev, trains on the rest and
+    distils nothing; --lr and the LoRA options reach the cell's TrainSpec."""
+    make_tiny_model_dir(tmp_path / "m")
+    make_tiny_glue(tmp_path / "glue", n_train=64, n_dev=32)
+    res = _bench(tmp_path, "--methods", "lora", "--seeds", "1", "--holdout", "16", "--lr", "lora=3e-3",
+                 "--lora-r", "2", "--lora-targets", "query,ffn_in")
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(Path(res.stdout.strip().splitlines()[-1]).read_text())
+    cell = out["cells"][0]
+    assert out["holdout"] == 16 and out["distillation"] is None
+    assert set(cell["metrics"]) and all("dev" not in k for k in cell["metrics"])
+    assert cell["settings"]["train"]["lr"] == 3e-3 and out["lora"] == {"r": 2, "targets": ["query", "ffn_in"]}
+    assert cell["settings"]["train"]["method_options"] == {"r": 2, "targets": ["query", "ffn_in"]}
+    bad = _bench(tmp_path, "--holdout", "64")
+    assert bad.returncode != 0 and "--holdout must be between 1 and 63" in bad.stderr
+
+
+def test_hold_out_is_deterministic_and_disjoint() -> None:
+    import importlib.util
+
+    from tinyplm.tasks.base import Example, Split, TaskData
+
+    spec = importlib.util.spec_from_file_location("finetune_methods", BENCH)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    train = Split("train", [Example(f"s{i}", None, i % 2, i + 1) for i in range(50)], Path("train.tsv"))
+    data = TaskData("sst2", train, {"dev": Split("dev", [], Path("dev.tsv"))}, ("0", "1"), False,
+                    ("accuracy",), "accuracy")
+    a, b = bench.hold_out(data, 10), bench.hold_out(data, 10)
+    assert [e.text for e in a.evals["heldout"].examples] == [e.text for e in b.evals["heldout"].examples]
+    assert list(a.evals) == ["heldout"] and len(a.train) == 40
+    assert {e.text for e in a.train.examples}.isdisjoint(e.text for e in a.evals["heldout"].examples)
