@@ -158,7 +158,7 @@ README_LINES: dict[str, Way] = {
     "python benchmarks/serve_load.py runs/sst2_demo/model runs/sst2_demo/teacher --requests 2000": Way(
         None, "cheap check only: minutes of load on four servers; tests/serve/test_serve_process.py runs its flood "
         "and SIGTERM checks on a tiny model"),
-    "tinyplm run recipes/glue/sst2_demo.yaml teacher.finetune.method=lora teacher.finetune.lr=5e-4": Way(
+    "tinyplm run recipes/glue/sst2_demo.yaml teacher.finetune.method=lora teacher.finetune.lr=1e-3": Way(
         None, "cheap check only: a 30-minute run; tests/finetune/test_pipeline_methods.py runs a LoRA teacher "
         "through tinyplm.run.run on a tiny BERT"),
     "python benchmarks/finetune_methods.py --task sst2 --budget-minutes 10 --seeds 3": Way(
