@@ -15,7 +15,9 @@ Then (unless --no-distill) the demo's 3-layer student (teacher layers 1, 3, 5; K
 0.5 x cross-entropy; sst2_demo.yaml's settings, --distill-minutes each) is distilled through the
 ordinary run pipeline from the best parameter-efficient teacher that is a plain checkpoint
 (frozen, bitfit, lora or ia3, merged; prompt and prefix tuning leave an adapter that a run cannot
-distil from) and from the fully fine-tuned teacher, both seed 0's model.
+distil from) and from the fully fine-tuned teacher, both seed 0's model; with --teacher-minutes M
+both teachers are instead fine-tuned again (seed 0) for M minutes each (``<out>/teachers-<M>min``),
+so the pair can compare teachers trained longer than the table's budget.
 
 Writes ``<out>/finetune_methods_<task>.json`` (each cell, a summary row per method: metric mean ±
 std, trainable params, % of full, peak RSS, time; the distillation pair) and
@@ -229,6 +231,7 @@ def distil(args, rows: list[dict]) -> dict | None:
     """The demo's 3-layer student distilled from the best distillable PEFT teacher and from the
     full teacher (seed 0's models), through the run pipeline."""
     from tinyplm.config import validate_recipe
+    from tinyplm.models import fingerprint
     from tinyplm.run import run_or_reuse
 
     done = {r["method"]: r for r in rows}
@@ -236,19 +239,36 @@ def distil(args, rows: list[dict]) -> dict | None:
     if "full" not in done or not candidates:
         return None
     best = max(candidates, key=lambda r: r["metric_mean"])["method"]
+    teachers, trained = distil_teachers(args, best)
     students = {}
     for method in ("full", best):
         train = {"epochs": 1000, "budget_minutes": args.distill_minutes, "batch_size": 32, "lr": 1e-4,
                  "eval_every": args.eval_every, "checkpoint_every": 500}
-        raw = {"name": f"distil-from-{method}", "output_dir": str(args.out / "distil" / method),
-               "task": task_spec(args), "teacher": {"model": str(args.out / "teachers" / method)},
+        teacher = teachers[method]
+        # keyed by the teacher's weights: a teacher trained again (other settings) gets its own run
+        run_dir = args.out / "distil" / f"{method}-{fingerprint(teacher)[:12]}"
+        raw = {"name": f"distil-from-{method}", "output_dir": str(run_dir),
+               "task": task_spec(args), "teacher": {"model": str(teacher)},
                "students": [{**STUDENT, "teacher_layers": args.student_layers, "train": train}],
                "measure": {"latency_sentences": 8, "throughput_sentences": 64, "rounds": 1, "warmup": 1}}
         record = run_or_reuse(validate_recipe(raw, source=f"finetune_methods:{method}"))
         students[method] = {"teacher": record.stage("teacher").metrics, "student": record.stage("student-L3").metrics}
     metric = args.metric
     gap = students[best]["student"][metric] - students["full"]["student"][metric]
-    return {"peft_method": best, "by_teacher": students, "student_gap_points": round(100 * gap, 2)}
+    return {"peft_method": best, "teacher_minutes": args.teacher_minutes or args.budget_minutes,
+            "teacher_cells": trained, "by_teacher": students, "student_gap_points": round(100 * gap, 2)}
+
+
+def distil_teachers(args, best: str) -> tuple[dict[str, Path], list[dict]]:
+    """The teachers of the distillation pair (full and ``best``) and, with --teacher-minutes, the
+    cells that fine-tuned them again at that budget (seed 0, stored and reused like the table's)."""
+    if not args.teacher_minutes:
+        return {m: args.out / "teachers" / m for m in ("full", best)}, []
+    longer = argparse.Namespace(**{**vars(args), "methods": ["full", best], "seeds": 1,
+                                   "budget_minutes": args.teacher_minutes,
+                                   "out": args.out / f"teachers-{args.teacher_minutes:g}min"})
+    cells = [{k: c[k] for k in ("method", "metric", "steps", "best_step", "train_seconds")} for c in run_cells(longer)]
+    return {m: longer.out / "teachers" / m for m in ("full", best)}, cells
 
 
 def parse_lrs(text: str) -> dict[str, float]:
@@ -275,6 +295,9 @@ def main() -> None:
     p.add_argument("--distill-minutes", type=float, default=6.0, help="student distillation budget per teacher")
     p.add_argument("--student-layers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 3, 5],
                    help="teacher layers the student starts from (0-based; the demo's 1,3,5)")
+    p.add_argument("--teacher-minutes", type=float, default=None,
+                   help="fine-tune the distillation pair's teachers again for this long (default: the "
+                        "table's seed-0 models)")
     p.add_argument("--no-distill", action="store_true", help="only the methods' table")
     p.add_argument("--eval-every", type=int, default=200)
     p.add_argument("--unfreeze-every", type=int, default=20,

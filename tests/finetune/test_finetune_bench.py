@@ -40,9 +40,16 @@ def test_benchmark_table_plot_and_distillation(tmp_path: Path) -> None:
     assert "| lora |" in res.stdout and Path(out["figure"]).stat().st_size > 1000
     assert out["distillation"]["peft_method"] == "lora"
     assert set(out["distillation"]["by_teacher"]) == {"full", "lora"}
+    assert out["distillation"]["teacher_cells"] == []  # the table's seed-0 models
     again = _bench(tmp_path, "--no-distill")  # finished cells are reused, not retrained
     assert again.returncode == 0, again.stderr[-3000:]
     assert '"seed"' not in again.stdout.split("| method |")[0]
+    longer = _bench(tmp_path, "--teacher-minutes", "0.01")  # the pair's teachers trained again, longer
+    assert longer.returncode == 0, longer.stderr[-3000:]
+    pair = json.loads(Path(longer.stdout.strip().splitlines()[-1]).read_text())["distillation"]
+    assert pair["teacher_minutes"] == 0.01 and [c["method"] for c in pair["teacher_cells"]] == ["full", "lora"]
+    assert (tmp_path / "out" / "sst2" / "teachers-0.01min" / "teachers" / "lora" / "config.json").is_file()
+    assert len(list((tmp_path / "out" / "sst2" / "distil").iterdir())) == 4  # a run per teacher's weights
 
 
 def test_tuning_on_held_out_training_examples(tmp_path: Path) -> None:

@@ -21,8 +21,9 @@ from tinyplm.config.schema import FinalSpec, RunConfig, student_name
 from tinyplm.distill import PredictionObjective, default_cache_dir
 from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
 from tinyplm.evaluate.speed import protocol
+from tinyplm.errors import RunDirError
 from tinyplm.files import RESOLVED, claim_run_dir, reuse_finished
-from tinyplm.models import is_complete, load_classifier, quiet_transformers, save_model, shape_of
+from tinyplm.models import fingerprint, is_complete, load_classifier, quiet_transformers, resolve_model_dir, save_model, shape_of
 from tinyplm.models.infer import cpu_supports_bf16, use_bf16
 from tinyplm.report import RunRecord, write_all
 from tinyplm.report.records import StageKind
@@ -73,10 +74,18 @@ def run_or_reuse(cfg: RunConfig, run_dir: Path | None = None) -> RunRecord:
     benchmarks that reuse runs: a finished run of *another* recipe is refused (``RunDirError``).
 
     A run reached through another path to the same directory (a linked folder) is the same run:
-    its stored ``output_dir`` is not a difference."""
+    its stored ``output_dir`` is not a difference. A recipe names its teacher by path, so the same
+    recipe over a teacher whose weights changed since (fine-tuned again into the same folder) is
+    another run: refused too, when the finished run recorded its teacher's fingerprint."""
     run_dir = Path(run_dir or run_dir_of(cfg))
     if reuse_finished(run_dir, dump_resolved(_as_stored(cfg, run_dir))):
-        return RunRecord.load(run_dir / RESULTS)
+        record = RunRecord.load(run_dir / RESULTS)
+        recorded = record.info.get("teacher_fingerprint")
+        if recorded is not None and recorded != fingerprint(resolve_model_dir(cfg.teacher.model)):
+            raise RunDirError(f"{run_dir}: a finished run of this recipe is there, but its teacher "
+                              f"{cfg.teacher.model} has other weights now (sha256 differs from the run's); "
+                              "choose another output dir (or remove it) to run again")
+        return record
     return run(cfg, run_dir, resume=True)
 
 
@@ -110,7 +119,7 @@ def _run_claimed(cfg: RunConfig, paths: RunPaths, checked: Preflight, resumed: b
             stages.append(result)
             reported.add(result.name)
     record = RunRecord(task=checked.data.task, metric=checked.data.primary_metric,
-                       info=run_info(cfg, paths.root, started))
+                       info=run_info(cfg, paths.root, started, checked.teacher_dir))
     if acc.is_main_process:
         record.stages = measure_stages(stages, paths.root, inp.data, inp.evals, cfg.measure)
         record.info["measurement"] = protocol(cfg.measure, cfg.measure.threads or torch.get_num_threads())
@@ -160,8 +169,9 @@ def prepare_teacher(cfg: RunConfig, checked: Preflight, train_enc, evals, paths:
     return model, tok, info
 
 
-def run_info(cfg: RunConfig, run_dir: Path, started: float) -> dict:
-    """Run-level facts for the report: name, dir, date, machine, processes."""
+def run_info(cfg: RunConfig, run_dir: Path, started: float, teacher_dir: Path) -> dict:
+    """Run-level facts for the report: name, dir, date, machine, processes, and the sha256 of the
+    teacher's weights as read (what makes a finished run reusable, see :func:`run_or_reuse`)."""
     return {
         "run_name": cfg.name,
         "run_dir": str(run_dir),
@@ -170,6 +180,7 @@ def run_info(cfg: RunConfig, run_dir: Path, started: float) -> dict:
         "machine": {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
                     "torch": torch.__version__, "bf16_native": cpu_supports_bf16()},
         "processes": get_accelerator().num_processes,
+        "teacher_fingerprint": fingerprint(teacher_dir),
     }
 
 
