@@ -19,11 +19,19 @@ import yaml
 from tinyplm.config.load import dump_resolved
 from tinyplm.config.schema import FinalSpec, RunConfig, student_name
 from tinyplm.distill import PredictionObjective, default_cache_dir
+from tinyplm.errors import RunDirError
 from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
 from tinyplm.evaluate.speed import protocol
-from tinyplm.errors import RunDirError
 from tinyplm.files import RESOLVED, claim_run_dir, reuse_finished
-from tinyplm.models import fingerprint, is_complete, load_classifier, quiet_transformers, resolve_model_dir, save_model, shape_of
+from tinyplm.models import (
+    fingerprint,
+    is_complete,
+    load_classifier,
+    quiet_transformers,
+    resolve_model_dir,
+    save_model,
+    shape_of,
+)
 from tinyplm.models.infer import cpu_supports_bf16, use_bf16
 from tinyplm.report import RunRecord, write_all
 from tinyplm.report.records import StageKind
