@@ -63,7 +63,6 @@ def hold_out(data, n: int, seed: int = 0):
     import dataclasses
     import random
 
-
     if not 0 < n < len(data.train):
         raise SystemExit(f"--holdout must be between 1 and {len(data.train) - 1} (the training split's size)")
     order = list(range(len(data.train)))
