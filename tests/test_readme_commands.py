@@ -161,8 +161,12 @@ README_LINES: dict[str, Way] = {
     "tinyplm run recipes/glue/sst2_demo.yaml teacher.finetune.method=lora teacher.finetune.lr=1e-3": Way(
         None, "cheap check only: a 30-minute run; tests/finetune/test_pipeline_methods.py runs a LoRA teacher "
         "through tinyplm.run.run on a tiny BERT"),
-    "python benchmarks/finetune_methods.py --task sst2 --budget-minutes 10 --seeds 3": Way(
-        None, "cheap check only: hours; tests/finetune/test_finetune_bench.py runs the script on a tiny model"),
+    "python benchmarks/finetune_methods.py --task sst2 --seeds 3 --budget-minutes 4 --distill-minutes 3": Way(
+        None, "cheap check only: two hours; tests/finetune/test_finetune_bench.py runs the script on a tiny model"),
+    "python benchmarks/finetune_methods.py --task sst2 --methods full,lora --seeds 1 --budget-minutes 4 "
+    "--distill-minutes 3 --teacher-minutes 10": Way(
+        None, "cheap check only: 40 minutes; tests/finetune/test_finetune_bench.py runs --teacher-minutes on a "
+        "tiny model"),
     "python benchmarks/finetune_methods.py --task sst2 --methods full,lora,bitfit --seeds 1 --budget-minutes 2 "
     "--max-train-examples 3000": Way(
         None, "cheap check only: minutes on MiniLM; tests/finetune/test_finetune_bench.py runs the same options "
@@ -180,10 +184,10 @@ README_LINES: dict[str, Way] = {
         None, "cheap check only: hours; tests/test_nlm_family_bench.py runs main() on a tiny recipe"),
     "python benchmarks/nlm_family.py --task tvtropes_spoilers": Way(
         None, "cheap check only: hours; tests/test_nlm_family_bench.py runs main() on a tiny recipe"),
-    "tinyplm probe minilm-l6 --task conll2003-pos": Way(
+    "tinyplm probe minilm-l6 --task conll2003-pos --train-sentences 6000 --dev-sentences 1000": Way(
         None, "cheap check only: MiniLM over CoNLL-2003; tests/run/test_analysis.py runs probe on a tiny BERT "
         "through the CLI"),
-    "tinyplm probe runs/sst2_demo --task conll2003-pos": Way(
+    "tinyplm probe runs/sst2_demo --task conll2003-pos --train-sentences 6000 --dev-sentences 1000": Way(
         None, "cheap check only: needs the demo run; tests/run/test_analysis.py probes a tiny run dir of two stages"),
     "tinyplm heads minilm-l6 --task sst2": Way(
         None, "cheap check only: MiniLM over SST-2 dev; tests/run/test_analysis.py runs heads on a tiny BERT "
