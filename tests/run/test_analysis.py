@@ -57,6 +57,7 @@ def test_heads_of_a_pruned_stage_keep_their_original_index(tmp_path: Path) -> No
     stored = read_heads(analysis_path(run, "heads", "sst2"))
     pruned = stored.stages[1]
     assert pruned.heads_per_layer == [3, 2] and pruned.original == KEPT and pruned.original_heads == [4, 4]
+    assert pruned.head_name(1, 1) == "L2H1 (was 3)" and stored.stages[0].head_name(1, 1) == "L2H1"
     grid, removed = _grid(pruned, pruned.stats["entropy"])
     assert removed.tolist() == [[False, True, False, False], [True, False, True, False]]
     assert torch.isnan(torch.tensor(grid))[removed].all()

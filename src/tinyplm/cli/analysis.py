@@ -121,7 +121,7 @@ def heads_cmd(
     except ValueError as exc:
         raise TinyplmError(str(exc)) from None
     for stage in report.stages:
-        positional = [f"L{p.layer + 1}H{p.head} {p.kind} {p.share:.0%}"
+        positional = [f"{stage.head_name(p.layer, p.head)} {p.kind} {p.share:.0%}"
                       for p in stage.patterns(report.threshold, ("prev", "next"))]
         out.print(f"{stage.name}: positional heads (>= {report.threshold:.0%} rule): "
                   f"{', '.join(positional) or 'none'}", highlight=False)

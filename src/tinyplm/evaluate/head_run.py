@@ -73,6 +73,12 @@ class StageHeads:
     seconds: float = 0.0
     model_dir: str | None = None
 
+    def head_name(self, layer: int, head: int) -> str:
+        """``L<layer from 1>H<head>``, and the head's index before pruning when the model was pruned
+        (``L2H7 (was 8)``), so a pruned stage's heads can be matched with its parent's."""
+        was = f" (was {self.original[layer][head]})" if self.original else ""
+        return f"L{layer + 1}H{head}{was}"
+
     def patterns(self, threshold: float = THRESHOLD, kinds=KINDS):
         """The heads meeting the ``argmax`` rule (:func:`~tinyplm.evaluate.heads.pattern_heads`)."""
         return pattern_heads(self.stats, threshold, kinds)

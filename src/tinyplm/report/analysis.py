@@ -76,8 +76,7 @@ def positional_text(stage: StageHeads, threshold: float) -> str:
     """The heads meeting Voita et al.'s positional rule (and the other argmax rules), in words;
     layers counted from 1, heads by their index in the model (and before pruning, when pruned)."""
     def name(p) -> str:
-        was = f" (was {stage.original[p.layer][p.head]})" if stage.original else ""
-        return f"L{p.layer + 1}H{p.head}{was} {p.share:.0%}"
+        return f"{stage.head_name(p.layer, p.head)} {p.share:.0%}"
     found = stage.patterns(threshold)
     positional = [f"{name(p)} {p.kind}" for p in found if p.kind in ("prev", "next")]
     line = (f"Positional heads (≥ {threshold:.0%} of queries put their maximum on the previous or next "
