@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import statistics
 from pathlib import Path
@@ -26,7 +25,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 TASKS = ("goodreads_spoilers", "tvtropes_spoilers")
-SEED = re.compile(r"^(?P<group>.+)-s(?P<seed>\d+)$")
 #: The BiLSTM trained alone, and the groups distilled from the teacher compared with it.
 ALONE, DISTILLED = "bilstm-alone", ("bilstm-kd", "bilstm-kd-aug")
 
@@ -116,9 +114,11 @@ def rows(record) -> list[dict]:
 
 def summary(table: list[dict], metric: str) -> dict:
     """Seeded groups as mean and spread; each distilled BiLSTM group against the one alone."""
+    from tinyplm.report.roc import SEEDED
+
     groups: dict[str, list[dict]] = {}
     for row in table:
-        m = SEED.match(row["model"])
+        m = SEEDED.match(row["model"])
         if m and row[metric] is not None:
             groups.setdefault(m.group("group"), []).append(row)
     stats = {g: {"seeds": len(rs), "mean": round(statistics.mean(r[metric] for r in rs), 4),

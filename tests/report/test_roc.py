@@ -46,3 +46,36 @@ def test_report_html_shows_the_roc_section_only_when_there_is_something_to_show(
     made = write_all(plain, tmp_path / "b")
     assert "ROC curves" not in (tmp_path / "b" / "report.html").read_text()
     assert "roc" not in made and not (tmp_path / "b" / "plots" / "metric_vs_latency.png").exists()
+
+
+def test_seeded_stages_are_drawn_as_one_model(tmp_path: Path):
+    from tinyplm.report.roc import plot_groups
+
+    stages = [_stage("teacher", 0.8, 20.0, None), _stage("bilstm-kd-s1", 0.70, 1.0, "bilstm"),
+              _stage("tfidf", 0.6, 0.3, "tfidf_lr"), _stage("bilstm-kd-s2", 0.74, 1.2, "bilstm"),
+              _stage("bilstm-kd-s3", 0.72, 0.9, "bilstm"), _stage("elmo-s1", 0.55, 3.0, "elmo_bilstm")]
+    groups = plot_groups(stages)
+    assert [g.name for g in groups] == ["teacher", "bilstm-kd", "tfidf", "elmo-s1"]  # a lone seed stays itself
+    kd = groups[1]
+    assert [s.name for s in kd.stages] == ["bilstm-kd-s1", "bilstm-kd-s2", "bilstm-kd-s3"]
+    assert kd.label == "bilstm-kd, 3 seeds" and groups[0].teacher and not kd.teacher
+
+    # one legend entry for the group: its mean area and the seeds' range, with the median seed's curve
+    import matplotlib.axes
+
+    drawn: list = []
+    real_plot = matplotlib.axes.Axes.plot
+
+    def spy(self, *args, **kwargs):
+        drawn.append((list(args[1]) if len(args) > 1 else None, kwargs.get("label")))
+        return real_plot(self, *args, **kwargs)
+
+    matplotlib.axes.Axes.plot = spy
+    try:
+        family_plots(RunRecord(task="tvtropes_spoilers", metric="roc_auc", stages=stages), tmp_path)
+    finally:
+        matplotlib.axes.Axes.plot = real_plot
+    labels = {label: tpr for tpr, label in drawn if label}
+    assert "bilstm-kd, 3 seeds: AUC 0.720 (0.700-0.740)" in labels
+    assert labels["bilstm-kd, 3 seeds: AUC 0.720 (0.700-0.740)"] == [0.0, 0.72, 1.0]  # median seed
+    assert sum("bilstm-kd" in label for label in labels) == 1

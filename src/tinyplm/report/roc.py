@@ -3,11 +3,18 @@ against batch-1 latency with the TF-IDF floor.
 
 Both read the :class:`RunRecord` only: a stage's curve is ``stage.info["roc"]``
 (:func:`tinyplm.evaluate.roc.model_roc`: ``fpr``, ``tpr``, ``auc``); the floor is the stage whose
-shape has ``arch: tfidf_lr``. Drawn like the other report plots (explicit Agg canvas, atomic PNG).
+shape has ``arch: tfidf_lr``. Stages that differ only by seed (``bilstm-kd-s1``, ``-s2``, ...:
+:func:`plot_groups`) are drawn as one model: the metric's mean with the seeds' range as an error
+bar, and the ROC curve of the median seed with the range of areas in the legend; sixteen labels
+on top of each other are read by nobody. Drawn like the other report plots (explicit Agg canvas,
+atomic PNG).
 """
 
 from __future__ import annotations
 
+import re
+import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 from matplotlib import colormaps
@@ -17,11 +24,43 @@ from tinyplm.report.plots import _new_figure, _save
 from tinyplm.report.records import RunRecord, StageKind, StageRecord
 
 FLOOR_ARCH = "tfidf_lr"
+#: A stage name that ends in a seed (``bilstm-kd-s2``): the group is what comes before.
+SEEDED = re.compile(r"^(?P<group>.+)-s(?P<seed>\d+)$")
 
 
-def _label(stage: StageRecord) -> str:
-    arch = (stage.shape or {}).get("arch")
-    return f"{stage.name} ({arch})" if arch and arch not in stage.name else stage.name
+@dataclass(frozen=True)
+class PlotGroup:
+    """Stages drawn as one model: the seeds of a seeded group (two or more), or a single stage."""
+
+    name: str
+    stages: tuple[StageRecord, ...]
+
+    @property
+    def label(self) -> str:
+        first = self.stages[0]
+        arch = (first.shape or {}).get("arch")
+        name = self.name if arch is None or arch in self.name else f"{self.name} ({arch})"
+        return f"{name}, {len(self.stages)} seeds" if len(self.stages) > 1 else name
+
+    @property
+    def teacher(self) -> bool:
+        return any(s.kind is StageKind.TEACHER for s in self.stages)
+
+
+def plot_groups(stages: list[StageRecord]) -> list[PlotGroup]:
+    """``stages`` in order, those named ``<group>-s<N>`` gathered under ``<group>`` (at its first
+    stage's place) when there are two or more of them; every other stage on its own."""
+    by_name: dict[str, list[StageRecord]] = {}
+    for s in stages:
+        m = SEEDED.match(s.name)
+        by_name.setdefault(m.group("group") if m else s.name, []).append(s)
+    out = []
+    for name, members in by_name.items():
+        if len(members) > 1 and all(SEEDED.match(s.name) for s in members):
+            out.append(PlotGroup(name, tuple(members)))
+        else:
+            out += [PlotGroup(s.name, (s,)) for s in members]
+    return out
 
 
 def floor_stage(record: RunRecord) -> StageRecord | None:
@@ -38,11 +77,15 @@ def roc_plot(record: RunRecord, path: Path) -> Path | None:
     fig, ax = _new_figure(6.4, 5.6)
     colors = colormaps["tab10"]
     ax.plot([0, 1], [0, 1], linestyle="--", color="0.6", linewidth=1)
-    for i, s in enumerate(sorted(stages, key=lambda s: -s.info["roc"]["auc"])):
-        roc = s.info["roc"]
-        teacher = s.kind is StageKind.TEACHER
-        ax.plot(roc["fpr"], roc["tpr"], color=colors(i % 10), linewidth=2.4 if teacher else 1.5,
-                label=f"{_label(s)}: AUC {roc['auc']:.3f}")
+    groups = plot_groups(stages)
+    aucs = {g.name: [s.info["roc"]["auc"] for s in g.stages] for g in groups}
+    for i, g in enumerate(sorted(groups, key=lambda g: -statistics.mean(aucs[g.name]))):
+        ranked = sorted(g.stages, key=lambda s: s.info["roc"]["auc"])
+        roc = ranked[(len(ranked) - 1) // 2].info["roc"]  # the median seed's curve
+        a = aucs[g.name]
+        area = f"AUC {a[0]:.3f}" if len(a) == 1 else f"AUC {statistics.mean(a):.3f} ({min(a):.3f}-{max(a):.3f})"
+        ax.plot(roc["fpr"], roc["tpr"], color=colors(i % 10), linewidth=2.4 if g.teacher else 1.5,
+                label=f"{g.label}: {area}")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1.01)
     ax.set_xlabel("false positive rate")
@@ -61,11 +104,17 @@ def metric_latency_plot(record: RunRecord, path: Path) -> Path | None:
         return None
     fig, ax = _new_figure(7.5, 4.8)
     largest = max(s.disk_bytes for s in stages) or 1
-    for s in stages:
-        value = s.metrics[record.metric]
-        ax.scatter(s.latency_ms_p50_b1, value, s=30 + 400 * s.disk_bytes / largest, alpha=0.75,
-                   marker="*" if s.kind is StageKind.TEACHER else "o", edgecolor="white", zorder=3)
-        ax.annotate(_label(s), (s.latency_ms_p50_b1, value), xytext=(6, 4), textcoords="offset points", fontsize=8)
+    colors = colormaps["tab10"]
+    for i, g in enumerate(plot_groups(stages)):
+        values = [s.metrics[record.metric] for s in g.stages]
+        x, y = statistics.median(s.latency_ms_p50_b1 for s in g.stages), statistics.mean(values)
+        size = statistics.mean(s.disk_bytes for s in g.stages)
+        ax.scatter(x, y, s=30 + 400 * size / largest, alpha=0.75, color=colors(i % 10),
+                   marker="*" if g.teacher else "o", edgecolor="white", zorder=3)
+        if len(values) > 1:  # the seeds' range
+            ax.errorbar(x, y, yerr=[[y - min(values)], [max(values) - y]], color=colors(i % 10), capsize=3,
+                        linewidth=1, zorder=2)
+        ax.annotate(g.label, (x, y), xytext=(6, 4), textcoords="offset points", fontsize=8)
     floor = floor_stage(record)
     if floor is not None and record.metric in floor.metrics:
         ax.axhline(floor.metrics[record.metric], linestyle="--", color="0.5", linewidth=1)
@@ -87,8 +136,10 @@ def family_plots(record: RunRecord, run_dir: Path) -> dict[str, Path]:
 
 
 CAPTIONS = {
-    "roc": "Dev ROC curve of every model, area under it in the legend; dashed: chance.",
+    "roc": "Dev ROC curve of every model, area under it in the legend (a model trained with several seeds: "
+           "the median seed's curve, the mean area and its range); dashed: chance.",
     "metric_vs_latency": "Primary metric vs batch-1 p50 latency (log scale), marker area by MB on disk; "
+                         "a model trained with several seeds is one point, their mean, with their range as a bar; "
                          "dashed: the TF-IDF + logistic-regression floor.",
 }
 
