@@ -48,7 +48,7 @@ def test_report_html_shows_the_roc_section_only_when_there_is_something_to_show(
     assert "roc" not in made and not (tmp_path / "b" / "plots" / "metric_vs_latency.png").exists()
 
 
-def test_seeded_stages_are_drawn_as_one_model(tmp_path: Path):
+def test_seeded_stages_are_drawn_as_one_model(tmp_path: Path, monkeypatch):
     from tinyplm.report.roc import plot_groups
 
     stages = [_stage("teacher", 0.8, 20.0, None), _stage("bilstm-kd-s1", 0.70, 1.0, "bilstm"),
@@ -70,11 +70,8 @@ def test_seeded_stages_are_drawn_as_one_model(tmp_path: Path):
         drawn.append((list(args[1]) if len(args) > 1 else None, kwargs.get("label")))
         return real_plot(self, *args, **kwargs)
 
-    matplotlib.axes.Axes.plot = spy
-    try:
-        family_plots(RunRecord(task="tvtropes_spoilers", metric="roc_auc", stages=stages), tmp_path)
-    finally:
-        matplotlib.axes.Axes.plot = real_plot
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", spy)
+    family_plots(RunRecord(task="tvtropes_spoilers", metric="roc_auc", stages=stages), tmp_path)
     labels = {label: tpr for tpr, label in drawn if label}
     assert "bilstm-kd, 3 seeds: AUC 0.720 (0.700-0.740)" in labels
     assert labels["bilstm-kd, 3 seeds: AUC 0.720 (0.700-0.740)"] == [0.0, 0.72, 1.0]  # median seed
