@@ -77,13 +77,14 @@ def roc_plot(record: RunRecord, path: Path) -> Path | None:
     fig, ax = _new_figure(6.4, 5.6)
     colors = colormaps["tab10"]
     ax.plot([0, 1], [0, 1], linestyle="--", color="0.6", linewidth=1)
-    groups = plot_groups(stages)
-    aucs = {g.name: [s.info["roc"]["auc"] for s in g.stages] for g in groups}
-    for i, g in enumerate(sorted(groups, key=lambda g: -statistics.mean(aucs[g.name]))):
+    def mean_auc(g: PlotGroup) -> float:
+        return statistics.mean(s.info["roc"]["auc"] for s in g.stages)
+
+    for i, g in enumerate(sorted(plot_groups(stages), key=lambda g: -mean_auc(g))):
         ranked = sorted(g.stages, key=lambda s: s.info["roc"]["auc"])
         roc = ranked[(len(ranked) - 1) // 2].info["roc"]  # the median seed's curve
-        a = aucs[g.name]
-        area = f"AUC {a[0]:.3f}" if len(a) == 1 else f"AUC {statistics.mean(a):.3f} ({min(a):.3f}-{max(a):.3f})"
+        low, high = ranked[0].info["roc"]["auc"], ranked[-1].info["roc"]["auc"]
+        area = f"AUC {low:.3f}" if len(ranked) == 1 else f"AUC {mean_auc(g):.3f} ({low:.3f}-{high:.3f})"
         ax.plot(roc["fpr"], roc["tpr"], color=colors(i % 10), linewidth=2.4 if g.teacher else 1.5,
                 label=f"{g.label}: {area}")
     ax.set_xlim(0, 1)
