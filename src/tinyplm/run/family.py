@@ -215,12 +215,12 @@ def pretrained_bilm(b: BiLMSpec, paths: list[str], cache_dir: Path, log: Path) -
     scored on held-out paragraphs (perplexity of both LMs against a unigram model's)."""
     from safetensors.torch import load_file, save_file
 
-    from tinyplm.models.family.elmo import BiLM
+    from tinyplm.models.family.elmo import BILM_VERSION, BiLM
     from tinyplm.pretrain.corpus import read_corpus, split_holdout
 
     if b.model is None:
         texts = read_corpus([Path(p) for p in paths], max_docs=b.max_docs)
-        key = _corpus_key(b.model_dump(exclude={"model", "corpus"}), texts)
+        key = _corpus_key({**b.model_dump(exclude={"model", "corpus"}), "layers": BILM_VERSION}, texts)
         folder = Path(cache_dir) / "family" / f"bilm-{key}"
     else:
         folder = Path(b.model)
