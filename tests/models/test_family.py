@@ -238,3 +238,19 @@ def test_bilm_learns_and_its_frozen_layers_feed_the_classifier(tmp_path):
     save_model(model, tok, tmp_path / "elmo")
     loaded, tok2 = load_classifier(tmp_path / "elmo", ("0", "1"), False, "sequence")
     assert torch.equal(loaded(**_batch(tok2)).logits, model(**batch).logits)
+
+
+def test_char_cnn_normalises_real_words_over_the_batch_and_leaves_padding_out():
+    from tinyplm.models.family.elmo import CharCnn, char_table
+
+    torch.manual_seed(0)
+    cnn = CharCnn(4, [[1, 8], [2, 8]], 6)
+    words = ["[PAD]", "[UNK]", "the", "a", "spoiler", "dies", "killer", "movie"]
+    chars = char_table(words, 10)[torch.tensor([[2, 3, 4, 0], [5, 6, 7, 1]])]  # one padded position
+    out = cnn.train()(chars)
+    real = out.reshape(8, 6)[[0, 1, 2, 4, 5, 6, 7]]
+    torch.testing.assert_close(real.mean(0), torch.zeros(6), atol=1e-5, rtol=0)  # the pad row is left out
+    torch.testing.assert_close(real.std(0, unbiased=False), torch.ones(6), atol=1e-2, rtol=0)  # (eps)
+    assert torch.equal(out[0, 3], torch.zeros(6))
+    frozen = cnn.eval()(chars)  # running statistics: a word's vector no longer depends on its batch
+    torch.testing.assert_close(frozen[:1, :1], cnn(chars[:1, :1]))
