@@ -27,9 +27,9 @@ from tinyplm.models.family.lstm import FamilyModule, LstmHead, StackedLstm, reve
 
 PAD_CHAR, BOW, EOW, BYTE0 = 0, 1, 2, 3  # byte b is char id b + 3
 CHAR_VOCAB = 256 + BYTE0
-#: biLM settings (the ``bilm`` dict of a FamilyConfig) and their defaults.
 #: Bumped when the biLM's layers change, so a cached biLM of older layers is not reused.
 BILM_VERSION = 2
+#: biLM settings (the ``bilm`` dict of a FamilyConfig) and their defaults.
 BILM_DEFAULTS = {"max_chars": 16, "char_dim": 16, "filters": [[1, 32], [2, 32], [3, 64], [4, 128]], "hidden": 128,
                  "vocab_size": 10000}
 
