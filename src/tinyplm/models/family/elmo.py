@@ -73,11 +73,12 @@ class CharCnn(nn.Module):
         g = torch.sigmoid(gate)
         h = g * torch.relu(carry) + (1 - g) * h
         v = self.proj(h)
-        real = chars.reshape(b * s, c)[:, 0] != PAD_CHAR  # padding and [SEP] rows have no bytes
-        if self.training and int(real.sum()) > 1:  # batch statistics of the real words only
-            out = torch.zeros_like(v)
-            out[real] = self.norm(v[real])
-            return out.reshape(b, s, -1)
+        if self.training:  # batch statistics of the real words only (padding and [SEP] rows have no bytes)
+            real = chars.reshape(b * s, c)[:, 0] != PAD_CHAR
+            if int(real.sum()) > 1:
+                out = torch.zeros_like(v)
+                out[real] = self.norm(v[real])
+                return out.reshape(b, s, -1)
         return self.norm(v).reshape(b, s, -1)
 
 
