@@ -181,9 +181,9 @@ README_LINES: dict[str, Way] = {
         None, "cheap check only: an hour-long run; tests/run/test_family_run.py runs every family student on a "
         "tiny BERT"),
     "python benchmarks/nlm_family.py --task goodreads_spoilers": Way(
-        None, "cheap check only: about an hour each; tests/test_nlm_family_bench.py runs main() on a tiny recipe"),
+        None, "cheap check only: about an hour; tests/test_nlm_family_bench.py runs main() on a tiny recipe"),
     "python benchmarks/nlm_family.py --task tvtropes_spoilers": Way(
-        None, "cheap check only: about an hour each; tests/test_nlm_family_bench.py runs main() on a tiny recipe"),
+        None, "cheap check only: about an hour; tests/test_nlm_family_bench.py runs main() on a tiny recipe"),
     "tinyplm probe minilm-l6 --task conll2003-pos --train-sentences 6000 --dev-sentences 1000": Way(
         None, "cheap check only: MiniLM over CoNLL-2003; tests/run/test_analysis.py runs probe on a tiny BERT "
         "through the CLI"),
