@@ -254,3 +254,17 @@ def test_char_cnn_normalises_real_words_over_the_batch_and_leaves_padding_out():
     assert torch.equal(out[0, 3], torch.zeros(6))
     frozen = cnn.eval()(chars)  # running statistics: a word's vector no longer depends on its batch
     torch.testing.assert_close(frozen[:1, :1], cnn(chars[:1, :1]))
+
+
+def test_char_cnn_trains_on_a_batch_of_one_real_word_with_its_running_statistics():
+    from tinyplm.models.family.elmo import CharCnn, char_table
+
+    torch.manual_seed(0)
+    cnn = CharCnn(4, [[1, 8], [2, 8]], 6)
+    cnn.norm.running_mean.fill_(0.5)
+    chars = char_table(["[PAD]", "dies"], 10)[torch.tensor([[1, 0]])]  # one word and one padded position
+    before = (cnn.norm.running_mean.clone(), cnn.norm.running_var.clone())
+    out = cnn.train()(chars)  # batch statistics of one word would be 0/0
+    assert torch.equal(cnn.norm.running_mean, before[0]) and torch.equal(cnn.norm.running_var, before[1])
+    assert torch.equal(out[0, 1], torch.zeros(6))
+    torch.testing.assert_close(out[0, 0], cnn.eval()(chars)[0, 0])

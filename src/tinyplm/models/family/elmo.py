@@ -73,13 +73,17 @@ class CharCnn(nn.Module):
         g = torch.sigmoid(gate)
         h = g * torch.relu(carry) + (1 - g) * h
         v = self.proj(h)
-        if self.training:  # batch statistics of the real words only (padding and [SEP] rows have no bytes)
-            real = chars.reshape(b * s, c)[:, 0] != PAD_CHAR
-            if int(real.sum()) > 1:
-                out = torch.zeros_like(v)
-                out[real] = self.norm(v[real])
-                return out.reshape(b, s, -1)
-        return self.norm(v).reshape(b, s, -1)
+        if not self.training:
+            return self.norm(v).reshape(b, s, -1)
+        real = chars.reshape(b * s, c)[:, 0] != PAD_CHAR  # padding and [SEP] rows have no bytes
+        out = torch.zeros_like(v)
+        if int(real.sum()) > 1:  # batch statistics of the real words only
+            out[real] = self.norm(v[real])
+        else:  # one word has no spread to measure: the running statistics, left unchanged
+            n = self.norm
+            out[real] = nn.functional.batch_norm(v[real], n.running_mean, n.running_var, n.weight, n.bias,
+                                                 training=False, eps=n.eps)
+        return out.reshape(b, s, -1)
 
 
 class BiLMEncoder(nn.Module):
