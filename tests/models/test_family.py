@@ -268,3 +268,17 @@ def test_char_cnn_trains_on_a_batch_of_one_real_word_with_its_running_statistics
     assert torch.equal(cnn.norm.running_mean, before[0]) and torch.equal(cnn.norm.running_var, before[1])
     assert torch.equal(out[0, 1], torch.zeros(6))
     torch.testing.assert_close(out[0, 0], cnn.eval()(chars)[0, 0])
+
+
+def test_a_saved_family_student_passes_the_model_dir_check_only_with_its_vocabulary(tmp_path):
+    from tinyplm.errors import ModelError
+    from tinyplm.models.family.words import TOKENIZER_FILE
+    from tinyplm.models.loading import check_model_dir
+
+    tok = WordTokenizer.build(TEXTS, 50)
+    save_model(build_module(FamilyConfig(arch="lstm", vocab_size=len(tok), embed_dim=4, hidden=4, num_labels=2)),
+               tok, tmp_path / "m")
+    assert check_model_dir(tmp_path / "m")["model_type"] == "tinyplm_family"
+    (tmp_path / "m" / TOKENIZER_FILE).unlink()
+    with pytest.raises(ModelError, match="no tokenizer files \\(expected word_tokenizer.json, tokenizer.json"):
+        check_model_dir(tmp_path / "m")

@@ -101,3 +101,39 @@ def test_wrong_input_kind_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="takes TextInput, got QAInput"):
         p.predict([QAInput("q", "c")])
     assert p.predict([]) == []
+
+
+@pytest.mark.parametrize("arch", ["tfidf_lr", "bilstm", "elmo_bilstm"])
+def test_model_family_students_predict_as_evaluate_does(tmp_path: Path, arch: str) -> None:
+    """TF-IDF, (Bi)LSTM and ELMo students keep a word vocabulary, not a transformer tokenizer."""
+    import torch
+
+    from tinyplm.models.family import FamilyConfig, WordTokenizer, build_module
+    from tinyplm.models.family.tfidf import fit_tfidf
+    from tinyplm.models.io import save_model
+
+    texts = sentences(40)
+    torch.manual_seed(0)
+    if arch == "tfidf_lr":
+        model, tok, _ = fit_tfidf(texts, [i % 2 for i in range(len(texts))], 2)
+    elif arch == "elmo_bilstm":
+        from tinyplm.models.family.elmo import ElmoBiLstm
+
+        tok = WordTokenizer.build(texts, 200)
+        bilm = {"hidden": 8, "char_dim": 4, "filters": [[1, 4], [2, 4]], "max_chars": 8}
+        model = ElmoBiLstm(FamilyConfig(arch=arch, vocab_size=len(tok), hidden=4, bilm=bilm, num_labels=2), tok.vocab)
+        model.record_params()
+    else:
+        tok = WordTokenizer.build(texts, 200)
+        model = build_module(FamilyConfig(arch=arch, vocab_size=len(tok), embed_dim=8, hidden=4, num_labels=2))
+    model.config.id2label = {0: "no", 1: "yes"}
+    model.config.tinyplm_task = {"name": "tvtropes_spoilers", "max_length": 24}
+    save_model(model.eval(), tok, tmp_path / "m")
+    p = Predictor.load(tmp_path / "m")
+    assert p.info.labels == ("no", "yes") and p.info.max_length == 24 and p.info.task == "tvtropes_spoilers"
+    loaded, tok2 = load_classifier(tmp_path / "m", ("no", "yes"), False)
+    split = Split("dev", [Example(t, None, 0) for t in texts], tmp_path / "dev")
+    expected = torch.softmax(predict_logits(loaded, encode_split(split, tok2, 24)), -1)[:, 1]
+    got = [x.scores["yes"] for x in p.predict([TextInput(t) for t in texts])]
+    np.testing.assert_allclose(got, expected.numpy(), atol=1e-6)
+    assert len(set(np.round(got, 6))) > 1  # the model tells the sentences apart
