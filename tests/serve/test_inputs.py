@@ -92,3 +92,37 @@ def test_format_detection(tmp_path: Path) -> None:
         detect_format("q.txt", Head.SPAN)
     with pytest.raises(TinyplmError, match="--input-format: expected one of"):
         detect_format("q.txt", Head.SEQUENCE, "xml")
+
+
+TVTROPES = b'1,"He dies  at the end.",1\n2,A fun show,0\n'
+
+
+def test_a_headerless_task_file_is_read_in_its_own_layout() -> None:
+    got = rows(TVTROPES, "csv", task="tvtropes_spoilers")  # the run's task has no header line
+    assert [(r.line, r.item) for r in got] == [(1, TextInput("He dies  at the end.")), (2, TextInput("A fun show"))]
+    by_number = rows(TVTROPES, "csv", task="tvtropes_spoilers", header=False, text_column="2")
+    assert [r.item for r in by_number] == [r.item for r in got]
+    named = rows(b"id,sentence,label\n1,A fun show,0\n", "csv", task="tvtropes_spoilers")  # a header after all
+    assert [(r.line, r.item) for r in named] == [(2, TextInput("A fun show"))]
+    cola = rows(b"src\t1\t\tA fine sentence .\nsrc\t0\t*\tSentence fine a .\n", "tsv", task="cola")
+    assert [r.item.text for r in cola] == ["A fine sentence .", "Sentence fine a ."]
+
+
+def test_no_header_numbers_the_columns_from_one() -> None:
+    got = rows(b"7,first text,x\n8,second text,y\n", "csv", header=False, text_column="2")
+    assert [(r.line, r.item) for r in got] == [(1, TextInput("first text")), (2, TextInput("second text"))]
+    pairs = rows(b"a b\tc d\n", "tsv", header=False, text_column="1", pair_column="2")
+    assert pairs[0].item == TextInput("a b", "c d")
+    assert rows(b"only text\n", "csv", header=False)[0].item == TextInput("only text")
+    with pytest.raises(DataError, match="no header line, so name its text column by number \\(1 to 3\\)"):
+        rows(b"7,first text,x\n", "csv", header=False)
+    with pytest.raises(DataError, match="column 4 asked for, but the rows have 3 columns"):
+        rows(b"7,first text,x\n", "csv", header=False, text_column="4")
+
+
+def test_a_header_with_the_chosen_name_twice_suggests_no_header() -> None:
+    # A header-less file read with a header: its first row's fields become column names.
+    with pytest.raises(DataError, match="column '1' appears 2 times in the header line; .* pass --no-header"):
+        rows(b"1,He dies,1\n2,A fun show,0\n", "csv", text_column="1")
+    with pytest.raises(DataError, match="empty; expected a header line"):
+        rows(b"\n\n", "csv")

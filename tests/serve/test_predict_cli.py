@@ -130,3 +130,35 @@ def test_tagging_conll_and_plain_text(tmp_path: Path) -> None:
     assert result.returncode == 0, result.output
     row = (tmp_path / "s.tsv").read_text().splitlines()[1].split("\t")
     assert row[:2] == ["1", "the actor was good"] and len(row[2].split()) == 4
+
+
+def test_a_family_student_predicts_a_headerless_tvtropes_file(tmp_path: Path) -> None:
+    """A TF-IDF student of a TV Tropes run: its word vocabulary is its tokenizer, and the run's
+    header-less layout (id, sentence, label) is read without losing the first row."""
+    from tinyplm.models.family.tfidf import fit_tfidf
+    from tinyplm.models.io import save_model
+
+    texts = sentences(30)
+    run = tmp_path / "run"
+    (run / "students").mkdir(parents=True)
+    (run / "config.resolved.yaml").write_text(yaml.safe_dump({"name": "t", "task": {"name": "tvtropes_spoilers",
+                                                                                     "max_length": 32}}))
+    model, tok, _ = fit_tfidf(texts, [i % 2 for i in range(len(texts))], 2)
+    save_model(model, tok, run / "students" / "tfidf")
+    with (tmp_path / "dev.csv").open("w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows([i + 1, t, i % 2] for i, t in enumerate(texts))
+    auto = cli(["predict", "run/students/tfidf", "-i", "dev.csv", "-o", "auto.jsonl"], cwd=tmp_path)
+    assert auto.returncode == 0, auto.output
+    got = lines(tmp_path / "auto.jsonl")
+    assert [r["line"] for r in got] == list(range(1, len(texts) + 1))
+    asked = cli(["predict", "run/students/tfidf", "-i", "dev.csv", "--no-header", "--text-column", "2",
+                 "-o", "asked.jsonl"], cwd=tmp_path)
+    assert asked.returncode == 0, asked.output
+    assert lines(tmp_path / "asked.jsonl") == got
+    ids = cli(["predict", "run/students/tfidf", "-i", "dev.csv", "--no-header", "--text-column", "1",
+               "-o", "ids.jsonl"], cwd=tmp_path)  # the id column, as asked: other texts, other scores
+    assert ids.returncode == 0 and lines(tmp_path / "ids.jsonl") != got
+    (tmp_path / "plain.txt").write_text("a text\n", encoding="utf-8")
+    assert_bad_input(cli(["predict", "run/students/tfidf", "-i", "plain.txt", "--no-header"], cwd=tmp_path),
+                     "--no-header: only for CSV/TSV input")
+    assert not (tmp_path / "plain.txt.jsonl").exists()

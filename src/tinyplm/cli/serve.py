@@ -50,6 +50,11 @@ def predict_cmd(
     text_column: Annotated[str | None, typer.Option(
         help="CSV/TSV/JSONL field of the text (SQuAD: the question; tagger: the words)")] = None,
     pair_column: Annotated[str | None, typer.Option(help="field of the second text (SQuAD: the context)")] = None,
+    header: Annotated[bool | None, typer.Option(
+        "--header/--no-header",
+        help="CSV/TSV: whether the first line names the columns; without one, --text-column takes a column "
+             "number from 1 (default: a header, except a file in the layout of the run's header-less task: "
+             "CoLA, TV Tropes)")] = None,
     on_error: Annotated[str, typer.Option(help="raise: stop at a bad row, naming it; skip: leave it out and "
                                                "list it in the --skipped file")] = "raise",
     skipped: Annotated[Path | None, typer.Option(help="--on-error skip: the side file listing skipped rows "
@@ -68,6 +73,7 @@ def predict_cmd(
     Example: tinyplm predict runs/sst2_demo --input reviews.txt --output predictions.jsonl
     Example: tinyplm predict runs/sst2_demo/model -i ../shared/data/glue/SST-2/dev.tsv -o dev.csv
     Example: tinyplm predict runs/squad_v1_demo -i questions.jsonl --on-error skip -o answers.jsonl
+    Example: tinyplm predict runs/tvtropes_family/students/bilstm-kd-s1 -i sentences.csv --no-header --text-column 2
     """
     from tinyplm.errors import TinyplmError
     from tinyplm.serve.predict import PredictJob, check_job, predict_file
@@ -83,8 +89,11 @@ def predict_cmd(
     predictor = Predictor.load(model_dir, batch_size=batch_size,
                                **_settings(max_length, doc_stride, max_query_length, null_threshold))
     info = predictor.info
-    source = Source(input_file, detect_format(input_file, info.head, input_format), info.head, text_column,
-                    pair_column, info.task)
+    fmt_in = detect_format(input_file, info.head, input_format)
+    if header is not None and fmt_in not in ("csv", "tsv"):
+        flag = "--header" if header else "--no-header"
+        raise TinyplmError(f"{flag}: only for CSV/TSV input; {input_file} is read as {fmt_in}")
+    source = Source(input_file, fmt_in, info.head, text_column, pair_column, info.task, header)
     job = PredictJob(source, output, output_format(output, fmt), on_error, skipped, window)
     check_job(job)
     with _progress() as advance:

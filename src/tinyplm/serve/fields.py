@@ -4,6 +4,8 @@
 :mod:`~tinyplm.serve.records` input or raises :class:`RowError` with a message naming the field
 (the caller adds the file and line). :func:`default_columns` picks the columns of a table from its
 header: the run's GLUE task's own columns when known, else the first known layout present.
+:func:`headerless_layout` names the columns of the tasks whose files have no header line (CoLA,
+TV Tropes), so such a file can be predicted as it is.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from tinyplm.tasks.glue import GLUE_SPECS
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.io import encodable
 from tinyplm.tasks.json_layout import shown
+from tinyplm.tasks.spoilers import TVTROPES_COLUMNS
 
 
 class RowError(ValueError):
@@ -42,6 +45,24 @@ TABLE_LAYOUTS: tuple[tuple[str, str | None], ...] = (
     ("text", None),
     *dict.fromkeys((s.text, None) for s in GLUE_SPECS.values() if not s.pair and not s.columns),
 )
+
+
+@dataclass(frozen=True)
+class HeaderlessLayout:
+    """The columns of a task's files that have no header line, and which of them is the text."""
+
+    columns: tuple[str, ...]
+    text: str
+
+
+def headerless_layout(task: str | None) -> HeaderlessLayout | None:
+    """The layout of ``task``'s header-less files (GLUE's CoLA, TV Tropes), else None."""
+    spec = GLUE_SPECS.get(task or "")
+    if spec is not None and spec.columns:
+        return HeaderlessLayout(tuple(spec.columns), spec.text)
+    if task == "tvtropes_spoilers":
+        return HeaderlessLayout(TVTROPES_COLUMNS, "sentence")
+    return None
 
 
 def head_columns(head: Head, text: str | None, pair: str | None) -> Columns:

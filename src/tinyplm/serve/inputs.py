@@ -3,7 +3,9 @@
 Formats (``--input-format``, default from the file name, see :func:`detect_format`):
 
 - ``text``: one example per line (a tagger's line is split into words on whitespace);
-- ``csv`` / ``tsv``: a header line naming the columns (:func:`~tinyplm.serve.fields.default_columns`);
+- ``csv`` / ``tsv``: a header line naming the columns (:func:`~tinyplm.serve.fields.default_columns`),
+  or none (``--no-header``, or a file of a header-less task such as CoLA or TV Tropes: its columns
+  then have the task's names or numbers from 1; :func:`~tinyplm.serve.table_inputs.table_columns`);
   CSV with normal quoting, TSV as GLUE writes it (no quoting: a ``"`` is an ordinary character);
 - ``jsonl``: one JSON object per line (``text``/``text_pair``; ``question``/``context``/``id``;
   ``tokens``), or a bare JSON string as the text;

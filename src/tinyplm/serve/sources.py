@@ -37,7 +37,9 @@ class Row:
 @dataclass(frozen=True)
 class Source:
     """What to read: ``path`` (``-`` for stdin), its ``format``, the columns the user named, and the
-    model's ``head`` and ``task`` (the run's task picks GLUE's columns)."""
+    model's ``head`` and ``task`` (the run's task picks GLUE's columns). ``header``: whether a
+    CSV/TSV file starts with a header line (None: decide as
+    :func:`~tinyplm.serve.table_inputs.table_columns` says)."""
 
     path: str
     format: str
@@ -45,6 +47,7 @@ class Source:
     text_column: str | None = None
     pair_column: str | None = None
     task: str | None = None
+    header: bool | None = None
 
     @property
     def name(self) -> str:

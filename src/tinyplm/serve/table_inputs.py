@@ -9,16 +9,17 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from tinyplm.errors import DataError
-from tinyplm.serve.fields import RowError, build_input, default_columns, head_columns
+from tinyplm.serve.fields import Columns, RowError, build_input, default_columns, head_columns, headerless_layout
 from tinyplm.serve.sources import Row, Source, decoded_lines
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.json_layout import Layout, validate
 
 
 def read_table(source: Source, stream: BinaryIO) -> Iterator[Row]:
-    """Rows of a CSV (normal quoting) or TSV (GLUE's: no quoting) file with a header line; a row's
-    ``line`` is its first line. Blank lines are no records. Raises ``DataError`` for an empty file
-    or a header without the needed columns."""
+    """Rows of a CSV (normal quoting) or TSV (GLUE's: no quoting) file; a row's ``line`` is its
+    first line. Blank lines are no records. The first line is a header naming the columns unless
+    the file has none (:func:`table_columns`). Raises ``DataError`` for an empty file or a header
+    without the needed columns."""
     bad: dict[int, str] = {}  # undecodable lines not yet reported
 
     def lines() -> Iterator[str]:
@@ -29,10 +30,15 @@ def read_table(source: Source, stream: BinaryIO) -> Iterator[Row]:
 
     tsv = source.format == "tsv"
     reader = csv.reader(lines(), delimiter="\t" if tsv else ",", quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL)
-    header = _header(reader, source, bad)
-    cols = default_columns(header, source.head, source.task, source.text_column, source.pair_column,
-                           f"{source.name}:1")
+    first_line, first = _first_record(reader, source)
+    names, has_header = table_columns(source, first)
+    if has_header and first_line in bad:
+        raise DataError(f"{source.name}:{first_line}: {bad[first_line]}")
+    cols = _columns(source, names, has_header, first_line)
     previous = reader.line_num
+    if not has_header:
+        problems = [bad.pop(n) for n in range(first_line, previous + 1) if n in bad]
+        yield _row(source, names, first, cols, first_line, problems)
     while True:
         try:
             fields = next(reader)
@@ -43,25 +49,86 @@ def read_table(source: Source, stream: BinaryIO) -> Iterator[Row]:
                       error=f"{source.name}:{previous + 1}: cannot split the line ({err})")
             previous = reader.line_num
             continue
-        first, previous = previous + 1, reader.line_num
-        problems = [bad.pop(n) for n in range(first, previous + 1) if n in bad]
+        first_of, previous = previous + 1, reader.line_num
+        problems = [bad.pop(n) for n in range(first_of, previous + 1) if n in bad]
         if fields:
-            yield _row(source, header, fields, cols, first, problems)
+            yield _row(source, names, fields, cols, first_of, problems)
 
 
-def _header(reader, source: Source, bad: dict[int, str]) -> list[str]:
-    try:
-        header = next(reader)
-    except StopIteration:
-        raise DataError(f"{source.name}: empty; expected a header line naming the columns") from None
-    except csv.Error as err:
-        raise DataError(f"{source.name}:1: cannot split the header line ({err})") from None
-    if 1 in bad:
-        raise DataError(f"{source.name}:1: {bad[1]}")
-    return [name.strip() for name in header]
+def _first_record(reader, source: Source) -> tuple[int, list[str]]:
+    """(first line, fields) of the first non-blank record; raises ``DataError`` for an empty file
+    or a first record that cannot be split."""
+    previous = 0
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            raise DataError(f"{source.name}: empty; expected a header line naming the columns, or rows "
+                            "(--no-header)") from None
+        except csv.Error as err:
+            raise DataError(f"{source.name}:{previous + 1}: cannot split the first line ({err})") from None
+        if fields:
+            return previous + 1, fields
+        previous = reader.line_num
 
 
-def _row(source: Source, header: list[str], fields: list[str], cols, first: int, problems: list[str]) -> Row:
+def table_columns(source: Source, first: list[str]) -> tuple[list[str], bool]:
+    """(column names, whether ``first``, the first record, is a header line naming them).
+
+    ``source.header`` decides when the user set it (``--header``/``--no-header``). Left unset, a
+    file of a task whose files have no header (:func:`~tinyplm.serve.fields.headerless_layout`:
+    CoLA, TV Tropes) is read as one when its first record has that layout's width and none of its
+    fields is a column name; every other file has a header. Without a header the columns are the
+    task layout's names (when the width fits) or numbers from 1, as ``cut -f`` counts them."""
+    layout = headerless_layout(source.task)
+    fits = layout is not None and len(first) == len(layout.columns)
+    has_header = source.header
+    if has_header is None:
+        names = {*(layout.columns if layout else ()), "text", "text_pair"}
+        has_header = not fits or any(f.strip().lower() in names for f in first)
+    if has_header:
+        return [name.strip() for name in first], True
+    if fits:
+        return list(layout.columns), False
+    return [str(i) for i in range(1, len(first) + 1)], False
+
+
+def _columns(source: Source, names: list[str], has_header: bool, line: int) -> Columns:
+    """The :class:`Columns` of a table whose columns are ``names``; raises ``DataError``."""
+    where = f"{source.name}:{line}"
+    text, pair = source.text_column, source.pair_column
+    if not has_header:  # a column number names the column of that place
+        text, pair = (_numbered(names, given, where) for given in (text, pair))
+    if not has_header and text is None and source.head == Head.SEQUENCE:
+        layout = headerless_layout(source.task)
+        if layout is not None and names == list(layout.columns):
+            text = layout.text
+        elif len(names) == 1:
+            text = names[0]
+        else:
+            raise DataError(f"{where}: the file has no header line, so name its text column by number (1 to "
+                            f"{len(names)}) with --text-column")
+    cols = default_columns(names, source.head, source.task, text, pair, where)
+    for name in (cols.text, cols.pair):
+        if name is not None and names.count(name) > 1:
+            raise DataError(f"{where}: column {name!r} appears {names.count(name)} times in the header line; if "
+                            "the file has no header line, pass --no-header (its columns are then numbered from 1)")
+    return cols
+
+
+def _numbered(names: list[str], given: str | None, where: str) -> str | None:
+    """The name of column number ``given`` (from 1) of a header-less table, or ``given`` itself
+    when it is not a number; raises ``DataError`` for a number beyond the row's columns."""
+    if given is None or not given.strip().isdigit():
+        return given
+    number = int(given)
+    if not 1 <= number <= len(names):
+        raise DataError(f"{where}: column {number} asked for, but the rows have {len(names)} columns (1 to "
+                        f"{len(names)}: {', '.join(map(repr, names))})")
+    return names[number - 1]
+
+
+def _row(source: Source, header: list[str], fields: list[str], cols: Columns, first: int, problems: list[str]) -> Row:
     where = f"{source.name}:{first}"
     if problems:
         return Row(first, where, error=f"{where}: {problems[0]}")

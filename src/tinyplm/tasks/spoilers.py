@@ -40,6 +40,8 @@ DEV_SEED = "tinyplm-spoilers-v1"
 GOODREADS_CSV = Path("spoilers") / "goodreads_sentences" / "train.csv"
 GOODREADS_JSONL = Path("goodreads_spoilers") / "goodreads.jsonl"
 TVTROPES_DIR = Path("spoilers") / "tvtropes"
+#: The columns of a TV Tropes file, which has no header line.
+TVTROPES_COLUMNS = ("id", "sentence", "label")
 GOODREADS_METRICS = ("roc_auc", "pr_auc", "f1_best")
 TVTROPES_METRICS = ("accuracy", "roc_auc")
 SPLIT_NOTE = (f"dev = the books whose seeded sha256 ({DEV_SEED!r}) falls below {DEV_FRACTION} "
@@ -112,12 +114,13 @@ def read_goodreads_csv(path: Path, split: str) -> list[Example]:
 
 
 def read_tvtropes_csv(path: Path, split: str) -> list[Example]:
-    """A TV Tropes file: ``id,sentence,label`` rows without a header."""
+    """A TV Tropes file: ``id,sentence,label`` rows (:data:`TVTROPES_COLUMNS`) without a header."""
     out = []
+    text_at, label_at = TVTROPES_COLUMNS.index("sentence"), TVTROPES_COLUMNS.index("label")
     for line, fields in csv_rows(path):
-        _width(fields, 3, path, line)
-        text = require_text(fields[1], "sentence", path, line)
-        out.append(Example(text, None, parse_label(fields[2], BINARY, path, line), line))
+        _width(fields, len(TVTROPES_COLUMNS), path, line)
+        text = require_text(fields[text_at], "sentence", path, line)
+        out.append(Example(text, None, parse_label(fields[label_at], BINARY, path, line), line))
     if not out:
         raise no_examples(path)
     return out
