@@ -205,6 +205,18 @@ def test_dump_resolved_round_trips(tmp_path: Path) -> None:
     assert dump_resolved(again) == text
 
 
+RUN_RECIPES = sorted(p for p in (Path(__file__).parents[2] / "recipes").rglob("*.yaml") if p.parent.name != "pretrain")
+
+
+@pytest.mark.parametrize("recipe", RUN_RECIPES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_shipped_recipe_resolved_loads_back(tmp_path: Path, recipe: Path) -> None:
+    """``export``, ``bench`` and resume read a run's config.resolved.yaml, where every default is
+    written out: options of another arch or method, at their defaults, must not be refused."""
+    text = dump_resolved(load_recipe(recipe))
+    again = load_recipe(write(tmp_path, text, "resolved.yaml"))
+    assert dump_resolved(again) == text
+
+
 def test_student_name_defaults() -> None:
     shape = ShapeSpec(layers=2, hidden=64, heads=4, ffn=128)
     assert student_name(StudentSpec(name="mine", shape=shape)) == "mine"

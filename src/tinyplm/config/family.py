@@ -106,8 +106,11 @@ class FamilySpec(Section):
 
     @model_validator(mode="after")
     def _options_fit_the_arch(self) -> FamilySpec:
+        # An option at its default is harmless wherever it stands: a resolved recipe (every field
+        # written out) must load back, for export and resume.
         for option, archs in ARCH_OPTIONS.items():
-            if option in self.model_fields_set and self.arch not in archs:
+            unused = option in self.model_fields_set and self.arch not in archs
+            if unused and getattr(self, option) != type(self).model_fields[option].default:
                 raise ValueError(f"family.{option} is for arch {' / '.join(archs)}, not {self.arch}")
         return self
 
@@ -140,7 +143,9 @@ def check_family_student(spec: Section) -> None:
     if spec.compress:
         raise ValueError("a 'family' student takes no compress steps")
     if fam.arch == "tfidf_lr":
-        given = sorted({"objective", "train", "stages"} & spec.model_fields_set)
+        fields = type(spec).model_fields  # settings at their defaults (a resolved recipe writes them all) are no ask
+        given = sorted(k for k in {"objective", "train", "stages"} & spec.model_fields_set
+                       if getattr(spec, k) != fields[k].get_default(call_default_factory=True))
         if given:
             raise ValueError(f"family arch tfidf_lr is fitted by scikit-learn in one step: drop '{given[0]}' "
                              "(its options are family.tfidf)")
