@@ -126,3 +126,42 @@ def test_a_header_with_the_chosen_name_twice_suggests_no_header() -> None:
         rows(b"1,He dies,1\n2,A fun show,0\n", "csv", text_column="1")
     with pytest.raises(DataError, match="empty; expected a header line"):
         rows(b"\n\n", "csv")
+
+
+REVIEWS = (b'{"review_id": "r1", "book_id": 7, "review_sentences": [[0, "I loved it."], [1, "He dies."], '
+           b'[0, "Read it."]]}\n\n'
+           b'{"review_sentences": ["A bare sentence.", [1, "  "], [0, 5]]}\n'
+           b'not json\n{"review_id": "r3"}\n')
+
+
+def test_reviews_give_one_input_per_sentence_with_the_training_context() -> None:
+
+    got = rows(REVIEWS, "reviews", context_sentences=2)
+    ok = [(r.line, r.key, r.item) for r in got if r.error is None]
+    assert ok == [(1, {"review_id": "r1", "sentence": 0}, TextInput("I loved it.")),
+                  (1, {"review_id": "r1", "sentence": 1}, TextInput("He dies.", "I loved it.")),
+                  (1, {"review_id": "r1", "sentence": 2}, TextInput("Read it.", "I loved it. He dies.")),
+                  (3, {"review_id": None, "sentence": 0}, TextInput("A bare sentence."))]
+    errors = [r.error for r in got if r.error]
+    assert errors[0] == "in:3: review_sentences[1]: empty text in 'sentence'"
+    assert errors[1].startswith("in:3: review_sentences[2]: holds [0, 5], expected [label, sentence]")
+    assert errors[2].startswith("in:4: not valid JSON")
+    assert errors[3] == "in:5: 'review_sentences' holds nothing, expected a non-empty list of [label, sentence]"
+    assert rows(REVIEWS[:REVIEWS.index(b"\n")], "reviews")[1].item == TextInput("He dies.")  # no context asked
+
+
+def test_reviews_inputs_equal_the_training_readers(tmp_path: Path) -> None:
+    """The same sentence and context pair as tinyplm.tasks.spoilers gives the model in training."""
+    from tinyplm.tasks.spoilers import in_dev, read_goodreads_jsonl
+
+    lines = [json.dumps({"review_id": f"r{b}", "book_id": b, "review_sentences": [[i % 2, f"sentence {b} {i}"]
+                                                                                  for i in range(4)]})
+             for b in range(40)]
+    path = tmp_path / "reviews.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    got = rows(path.read_bytes(), "reviews", context_sentences=2)
+    train = read_goodreads_jsonl(path, "train", context_sentences=2)
+    dev = read_goodreads_jsonl(path, "dev", context_sentences=2)
+    expected = sorted([*train, *dev], key=lambda e: (e.line, e.text))
+    assert [(r.item.text, r.item.text_pair) for r in got] == [(e.text, e.text_pair) for e in expected]
+    assert any(in_dev(str(b)) for b in range(40))  # both sides were read

@@ -75,3 +75,26 @@ def test_squad_v2_run_turns_on_the_null_answer_and_windows_are_checked(tmp_path:
 def test_missing_model_dir_names_it(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="nowhere"):
         model_info(tmp_path / "nowhere")
+
+
+def test_review_context_comes_from_the_run_or_the_stamp_of_the_model(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from transformers import AutoConfig
+
+    from tinyplm.config import TaskSpec
+    from tinyplm.run.inputs import stamp_task
+
+    run = tmp_path / "run"
+    make_tiny_model_dir(run / "model")
+    (run / "config.resolved.yaml").write_text(yaml.safe_dump(
+        {"task": {"name": "goodreads_spoilers_reviews", "max_length": 32, "context_sentences": 3}}))
+    info = model_info(run)
+    assert (info.task, info.context_sentences, info.describe()["context_sentences"]) == \
+        ("goodreads_spoilers_reviews", 3, 3)
+    alone = make_tiny_model_dir(tmp_path / "alone")  # copied out of its run: the stamp in config.json
+    model = SimpleNamespace(config=AutoConfig.from_pretrained(alone))
+    stamp_task(model, TaskSpec(name="goodreads_spoilers_reviews", context_sentences=2))
+    model.config.save_pretrained(alone)
+    assert model_info(alone).context_sentences == 2
+    assert model_info(make_tiny_model_dir(tmp_path / "plain")).context_sentences == 0

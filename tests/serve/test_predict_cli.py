@@ -162,3 +162,37 @@ def test_a_family_student_predicts_a_headerless_tvtropes_file(tmp_path: Path) ->
     assert_bad_input(cli(["predict", "run/students/tfidf", "-i", "plain.txt", "--no-header"], cwd=tmp_path),
                      "--no-header: only for CSV/TSV input")
     assert not (tmp_path / "plain.txt.jsonl").exists()
+
+
+def test_goodreads_reviews_are_predicted_per_sentence_with_the_models_context(tmp_path: Path) -> None:
+    """A goodreads_spoilers_reviews model trained with 1 sentence of context: its .jsonl reviews
+    give one record per sentence (review_id, sentence number), each scored on (sentence, the one before)."""
+    from transformers import AutoConfig
+
+    from tinyplm.serve.predictor import Predictor
+    from tinyplm.serve.records import TextInput
+
+    model_dir = make_tiny_model_dir(tmp_path / "m")
+    cfg = AutoConfig.from_pretrained(model_dir)
+    cfg.tinyplm_task = {"name": "goodreads_spoilers_reviews", "max_length": 32, "context_sentences": 1}
+    cfg.save_pretrained(model_dir)
+    texts = sentences(5)
+    reviews = [{"review_id": "a", "book_id": 1, "review_sentences": [[0, t] for t in texts[:3]]},
+               {"review_id": "b", "book_id": 2, "review_sentences": [[1, t] for t in texts[3:]]}]
+    (tmp_path / "reviews.jsonl").write_text("\n".join(json.dumps(r) for r in reviews) + "\n", encoding="utf-8")
+    result = cli(["predict", "m", "-i", "reviews.jsonl", "-o", "out.jsonl"], cwd=tmp_path)
+    assert result.returncode == 0, result.output
+    got = lines(tmp_path / "out.jsonl")
+    assert [(r["line"], r["review_id"], r["sentence"]) for r in got] == [(1, "a", 0), (1, "a", 1), (1, "a", 2),
+                                                                           (2, "b", 0), (2, "b", 1)]
+    pairs = [TextInput(texts[0]), TextInput(texts[1], texts[0]), TextInput(texts[2], texts[1]),
+             TextInput(texts[3]), TextInput(texts[4], texts[3])]
+    predictor = Predictor.load(model_dir)
+    score = [r["scores"]["LABEL_1"] for r in got]
+    assert score == pytest.approx([p.scores["LABEL_1"] for p in predictor.predict(pairs)], abs=1e-7)
+    alone = [p.scores["LABEL_1"] for p in predictor.predict([TextInput(p.text) for p in pairs])]
+    assert all(abs(a - b) > 1e-6 for a, b, p in zip(alone, score, pairs, strict=True) if p.text_pair)  # context counts
+    as_csv = cli(["predict", "m", "-i", "reviews.jsonl", "-o", "out.csv"], cwd=tmp_path)
+    assert as_csv.returncode == 0, as_csv.output
+    table = list(csv.DictReader((tmp_path / "out.csv").open(encoding="utf-8")))
+    assert list(table[0])[:4] == ["line", "review_id", "sentence", "label"] and table[4]["sentence"] == "1"

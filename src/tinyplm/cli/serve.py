@@ -46,7 +46,9 @@ def predict_cmd(
     fmt: Annotated[str | None, typer.Option("--format", help="jsonl, csv or tsv (default: from --output's "
                                                              "suffix, else jsonl)")] = None,
     input_format: Annotated[str | None, typer.Option(
-        help="text, csv, tsv, jsonl, squad or conll (default: from the input's suffix; .txt: text)")] = None,
+        help="text, csv, tsv, jsonl, squad, conll or reviews (Goodreads JSON lines, one prediction per "
+             "sentence; the default for .json/.jsonl given to a goodreads_spoilers_reviews model) "
+             "(default: from the input's suffix; .txt: text)")] = None,
     text_column: Annotated[str | None, typer.Option(
         help="CSV/TSV/JSONL field of the text (SQuAD: the question; tagger: the words)")] = None,
     pair_column: Annotated[str | None, typer.Option(help="field of the second text (SQuAD: the context)")] = None,
@@ -89,11 +91,12 @@ def predict_cmd(
     predictor = Predictor.load(model_dir, batch_size=batch_size,
                                **_settings(max_length, doc_stride, max_query_length, null_threshold))
     info = predictor.info
-    fmt_in = detect_format(input_file, info.head, input_format)
+    fmt_in = detect_format(input_file, info.head, input_format, info.task)
     if header is not None and fmt_in not in ("csv", "tsv"):
         flag = "--header" if header else "--no-header"
         raise TinyplmError(f"{flag}: only for CSV/TSV input; {input_file} is read as {fmt_in}")
-    source = Source(input_file, fmt_in, info.head, text_column, pair_column, info.task, header)
+    source = Source(input_file, fmt_in, info.head, text_column, pair_column, info.task, header,
+                    info.context_sentences)
     job = PredictJob(source, output, output_format(output, fmt), on_error, skipped, window)
     check_job(job)
     with _progress() as advance:

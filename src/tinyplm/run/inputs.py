@@ -163,7 +163,8 @@ class StageData:
 
 
 #: config.json key recording the task a model was trained for (``name``, ``max_length`` and, for
-#: SQuAD, the window settings), so a model copied out of its run still predicts as evaluated.
+#: SQuAD, the window settings; for Goodreads reviews with context, ``context_sentences``), so a
+#: model copied out of its run still predicts as evaluated.
 TASK_KEY = "tinyplm_task"
 
 
@@ -172,6 +173,8 @@ def stamp_task(model, task: TaskSpec) -> None:
     record = {"name": task.name, "max_length": task.max_length}
     if task.name.lower().startswith("squad"):
         record.update(doc_stride=task.window_stride(), max_query_length=task.max_query_length)
+    if task.context_sentences:
+        record["context_sentences"] = task.context_sentences
     setattr(model.config, TASK_KEY, record)
 
 

@@ -12,7 +12,9 @@ Formats (``--input-format``, default from the file name, see :func:`detect_forma
 - ``squad``: the official SQuAD JSON (``data[].paragraphs[].context/qas[].id/question``; answers
   are not needed); the only format read whole, as JSON has to be;
 - ``conll``: CoNLL-style tokenised sentences, a word per line (its first column), a blank line
-  between sentences, ``-DOCSTART-`` lines dropped.
+  between sentences, ``-DOCSTART-`` lines dropped;
+- ``reviews``: Goodreads reviews as JSON lines (``review_sentences``), one input per sentence
+  (:mod:`tinyplm.serve.review_inputs`).
 
 Nothing is read ahead beyond the current record, so a file of any size streams. Bytes are decoded
 line by line: an undecodable line, an empty text, a missing field is a :class:`Row` with an
@@ -28,6 +30,7 @@ from typing import BinaryIO
 
 from tinyplm.serve.fields import RowError, build_input, check_text, head_columns
 from tinyplm.serve.records import Input, TextInput, TokensInput
+from tinyplm.serve.review_inputs import read_reviews
 from tinyplm.serve.sources import Row, Source, decoded_lines
 from tinyplm.serve.table_inputs import read_squad_json, read_table
 from tinyplm.tasks.heads import Head
@@ -43,6 +46,8 @@ def read_inputs(source: Source, stream: BinaryIO) -> Iterator[Row]:
         return _read_jsonl(source, stream)
     if source.format == "squad":
         return read_squad_json(source, stream)
+    if source.format == "reviews":
+        return read_reviews(source, stream)
     return read_table(source, stream)
 
 

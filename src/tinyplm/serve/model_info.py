@@ -11,6 +11,8 @@ when the model sits in a run dir, from the run's recipe.
   position embeddings. ``max_length_from`` says which applied.
 - SQuAD windows (``doc_stride``, ``max_query_length``) follow the same order, with the rules of
   :meth:`tinyplm.config.TaskSpec.window_stride`; a ``squad_v2`` run turns on the no-answer rule.
+- A ``goodreads_spoilers_reviews`` model trained with ``context_sentences: N`` keeps N: reading
+  reviews, predict gives each sentence the same preceding-sentence context as in training.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from tinyplm.tasks.heads import Head
 
 #: ``tinyplm evaluate``'s default max length, used when nothing records the model's own.
 DEFAULT_MAX_LENGTH = 128
+#: The whole-number settings of a task section (a run's recipe or a model's ``tinyplm_task``).
+INT_KEYS = ("max_length", "doc_stride", "max_query_length", "context_sentences")
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,7 @@ class RunTask:
     max_length: int | None
     doc_stride: int | None
     max_query_length: int | None
+    context_sentences: int | None = None
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,8 @@ class ModelInfo:
 
     ``labels`` are the class names (sequence) or tags (token), empty for span and regression
     models; ``null_threshold`` is set for SQuAD v2.0 models (answer empty when the no-answer
-    score beats the best span by more than it)."""
+    score beats the best span by more than it); ``context_sentences`` is the review context a
+    Goodreads-reviews model was trained with (0: none)."""
 
     path: Path
     head: Head
@@ -60,6 +66,7 @@ class ModelInfo:
     doc_stride: int = 128
     max_query_length: int = 64
     null_threshold: float | None = None
+    context_sentences: int = 0
 
     def describe(self) -> dict:
         """A JSON-able summary (``/ready``, ``predict``'s report)."""
@@ -69,6 +76,8 @@ class ModelInfo:
         if self.head == Head.SPAN:
             out.update(doc_stride=self.doc_stride, max_query_length=self.max_query_length,
                        null_threshold=self.null_threshold)
+        if self.context_sentences:
+            out["context_sentences"] = self.context_sentences
         return out
 
 
@@ -93,8 +102,7 @@ def run_task(model_dir: Path) -> RunTask | None:
             task = raw.get("task") if isinstance(raw, dict) else None
             if not isinstance(task, dict):
                 return None  # a pre-training run: no task section
-            ints = {k: task.get(k) if isinstance(task.get(k), int) else None
-                    for k in ("max_length", "doc_stride", "max_query_length")}
+            ints = {k: task.get(k) if isinstance(task.get(k), int) else None for k in INT_KEYS}
             name = task.get("name") if isinstance(task.get("name"), str) else None
             return RunTask(recipe, name, **ints)
     return None
@@ -106,8 +114,7 @@ def stamped_task(cfg: dict, path: Path) -> RunTask | None:
     task = cfg.get("tinyplm_task")
     if not isinstance(task, dict):
         return None
-    ints = {k: task.get(k) if isinstance(task.get(k), int) else None
-            for k in ("max_length", "doc_stride", "max_query_length")}
+    ints = {k: task.get(k) if isinstance(task.get(k), int) else None for k in INT_KEYS}
     name = task.get("name") if isinstance(task.get("name"), str) else None
     return RunTask(path / "config.json", name, **ints)
 
@@ -140,7 +147,8 @@ def model_info(target: Path, max_length: int | None = None, doc_stride: int | No
     return ModelInfo(path=path, head=head, labels=labels, is_regression=regression, max_length=length,
                      max_length_from=source, task=run.name if run else None,
                      doc_stride=spec.window_stride() if spec else 128,
-                     max_query_length=spec.max_query_length if spec else 64, null_threshold=null_threshold)
+                     max_query_length=spec.max_query_length if spec else 64, null_threshold=null_threshold,
+                     context_sentences=(run.context_sentences or 0) if run else 0)
 
 
 def _max_length(asked: int | None, run: RunTask | None, cfg: dict, path: Path) -> tuple[int, str]:

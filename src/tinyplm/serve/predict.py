@@ -28,6 +28,7 @@ from tinyplm.errors import DataError, TinyplmError
 from tinyplm.files import atomic_open
 from tinyplm.serve.inputs import read_inputs
 from tinyplm.serve.predictor import Predictor
+from tinyplm.serve.review_inputs import REVIEW_KEYS
 from tinyplm.serve.sources import STDIN, Row, Source, open_binary
 from tinyplm.serve.writers import Writer
 
@@ -92,7 +93,8 @@ def predict_file(predictor: Predictor, job: PredictJob, progress: Callable[[int]
     out_path = None if job.to_stdout else job.output
     with (open_binary(job.source.path) as stream, _opened(out_path, stdout or sys.stdout) as fh,
           _opened(job.skipped, None) as side):
-        writer = Writer(fh, job.fmt, predictor.info, with_line=job.source.format != "squad")
+        keys = REVIEW_KEYS if job.source.format == "reviews" else ()
+        writer = Writer(fh, job.fmt, predictor.info, with_line=job.source.format != "squad", keys=keys)
         window: list[Row] = []
         for row in read_inputs(job.source, stream):
             if row.error is not None:

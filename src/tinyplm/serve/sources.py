@@ -16,7 +16,9 @@ from tinyplm.errors import DataError, TinyplmError
 from tinyplm.serve.records import Input
 from tinyplm.tasks.heads import Head
 
-FORMATS = ("text", "csv", "tsv", "jsonl", "squad", "conll")
+FORMATS = ("text", "csv", "tsv", "jsonl", "squad", "conll", "reviews")
+#: The task whose JSON lines are whole reviews (``goodreads_reviews_spoiler.json``'s layout).
+REVIEWS_TASK = "goodreads_spoilers_reviews"
 SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "squad",
             ".conll": "conll"}
 STDIN = "-"
@@ -26,12 +28,15 @@ STDIN = "-"
 class Row:
     """One input record: its 1-based ``line`` (a sentence's first line; 0 in a JSON document),
     ``where`` it is for messages (``file:line``, or ``file: data[0].paragraphs[1].qas[2]``), and
-    either the ``item`` or the ``error`` that kept it from being one."""
+    either the ``item`` or the ``error`` that kept it from being one. ``key`` holds the fields that
+    tell apart several inputs of one line (a review's ``review_id`` and ``sentence`` number),
+    echoed in its output record."""
 
     line: int
     where: str
     item: Input | None = None
     error: str | None = None
+    key: dict[str, object] | None = None
 
 
 @dataclass(frozen=True)
@@ -39,7 +44,8 @@ class Source:
     """What to read: ``path`` (``-`` for stdin), its ``format``, the columns the user named, and the
     model's ``head`` and ``task`` (the run's task picks GLUE's columns). ``header``: whether a
     CSV/TSV file starts with a header line (None: decide as
-    :func:`~tinyplm.serve.table_inputs.table_columns` says)."""
+    :func:`~tinyplm.serve.table_inputs.table_columns` says). ``context_sentences``: reviews, the
+    preceding sentences each sentence gets as its text pair (the model's own setting)."""
 
     path: str
     format: str
@@ -48,19 +54,27 @@ class Source:
     pair_column: str | None = None
     task: str | None = None
     header: bool | None = None
+    context_sentences: int = 0
 
     @property
     def name(self) -> str:
         return "<stdin>" if self.path == STDIN else self.path
 
 
-def detect_format(path: str, head: Head, asked: str | None = None) -> str:
+def detect_format(path: str, head: Head, asked: str | None = None, task: str | None = None) -> str:
     """The input format: ``asked`` when given, else from the suffix (``.txt`` and others: ``text``;
-    a tagger's ``.txt`` whose first line is ``-DOCSTART-``: ``conll``). Raises ``TinyplmError``
-    for an unknown format or a plain-text input to a question-answering model."""
+    a tagger's ``.txt`` whose first line is ``-DOCSTART-``: ``conll``; ``.json``/``.jsonl`` for a
+    model of the Goodreads-reviews ``task``: ``reviews``). Raises ``TinyplmError`` for an unknown
+    format, a plain-text input to a question-answering model, or reviews for another head."""
     if asked is not None and asked not in FORMATS:
         raise TinyplmError(f"--input-format: expected one of {', '.join(FORMATS)}, got {asked!r}")
-    fmt = asked or SUFFIXES.get(Path(path).suffix.lower(), "text")
+    suffix = Path(path).suffix.lower()
+    if asked is None and task == REVIEWS_TASK and suffix in (".json", ".jsonl", ".ndjson"):
+        return "reviews"
+    if asked == "reviews" and head != Head.SEQUENCE:
+        raise TinyplmError(f"{path}: reviews (one JSON object per review, its review_sentences) are for sentence "
+                           f"classifiers; this model has a {head} head")
+    fmt = asked or SUFFIXES.get(suffix, "text")
     if asked is None and fmt == "text" and head == Head.TOKEN and path != STDIN and _starts_docstart(Path(path)):
         fmt = "conll"
     if head == Head.SPAN and fmt in ("text", "conll"):

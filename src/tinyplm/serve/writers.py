@@ -1,7 +1,8 @@
 """Prediction records written as JSON lines, CSV or TSV, one per input, in input order.
 
 A record holds the input's ``line`` (its first line in the input file; left out for SQuAD JSON,
-whose questions carry their ``id``) and the prediction of the model's head:
+whose questions carry their ``id``), the input's ``key`` fields when it has them (a review
+sentence's ``review_id`` and ``sentence`` number) and the prediction of the model's head:
 
 - sequence: ``label`` and ``scores`` (the probability of each label; CSV/TSV: ``score_<label>``
   columns), or ``value`` for a regression model;
@@ -40,12 +41,12 @@ def output_format(output: str | None, asked: str | None) -> str:
 def record(row: Row, pred: Prediction) -> dict:
     """The JSON record of one prediction (see the module docstring)."""
     out = {"line": row.line} if row.line else {}
-    return {**out, **pred.as_dict()}
+    return {**out, **(row.key or {}), **pred.as_dict()}
 
 
-def columns(info: ModelInfo, with_line: bool = True) -> list[str]:
-    """The CSV/TSV columns for ``info``'s head."""
-    first = ["line"] if with_line else []
+def columns(info: ModelInfo, with_line: bool = True, keys: tuple[str, ...] = ()) -> list[str]:
+    """The CSV/TSV columns for ``info``'s head (``keys``: the inputs' key fields, after ``line``)."""
+    first = (["line"] if with_line else []) + list(keys)
     if info.head == Head.SPAN:
         return [*first, "id", "answer", "start", "end", "score", "null_score"]
     if info.head == Head.TOKEN:
@@ -68,14 +69,16 @@ def flat(row: Row, pred: Prediction) -> dict:
 
 class Writer:
     """Writes records to a text stream in one of :data:`OUTPUT_FORMATS` (CSV/TSV: a header line
-    first). ``with_line`` False leaves the ``line`` column out (SQuAD JSON input)."""
+    first). ``with_line`` False leaves the ``line`` column out (SQuAD JSON input); ``keys`` are
+    the inputs' key columns (reviews: ``review_id``, ``sentence``)."""
 
-    def __init__(self, fh: TextIO, fmt: str, info: ModelInfo, with_line: bool = True) -> None:
+    def __init__(self, fh: TextIO, fmt: str, info: ModelInfo, with_line: bool = True,
+                 keys: tuple[str, ...] = ()) -> None:
         self.fh, self.fmt = fh, fmt
         self._table = None
         if fmt != "jsonl":
             delimiter = "\t" if fmt == "tsv" else ","
-            self._table = csv.DictWriter(fh, fieldnames=columns(info, with_line), delimiter=delimiter,
+            self._table = csv.DictWriter(fh, fieldnames=columns(info, with_line, keys), delimiter=delimiter,
                                          extrasaction="ignore", lineterminator="\n")
             self._table.writeheader()
 

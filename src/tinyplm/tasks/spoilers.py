@@ -156,11 +156,17 @@ def _review(text: str, path: Path, line: int, context: int) -> list[Row]:
     if not isinstance(pairs, list) or not pairs:
         raise DataError(f"{at(path, line)}: 'review_sentences' should be a non-empty list of [label, sentence]")
     sentences = [_sentence(pair, i, path, line) for i, pair in enumerate(pairs)]
-    rows = []
-    for i, (label, sentence) in enumerate(sentences):
-        before = " ".join(s for _, s in sentences[max(0, i - context):i]) if context else ""
-        rows.append(Row(str(book), Example(sentence, before or None, label, line)))
-    return rows
+    texts = [s for _, s in sentences]
+    return [Row(str(book), Example(sentence, review_context(texts, i, context), label, line))
+            for i, (label, sentence) in enumerate(sentences)]
+
+
+def review_context(sentences: list[str], i: int, context: int) -> str | None:
+    """The text pair of sentence ``i`` of a review: the ``context`` sentences before it joined by a
+    space, or None (no context asked, or the review's first sentence). ``tinyplm predict`` builds
+    it by this same rule, so a model trained with context sees the same inputs there."""
+    before = " ".join(sentences[max(0, i - context):i]) if context else ""
+    return before or None
 
 
 def _sentence(pair: object, i: int, path: Path, line: int) -> tuple[int, str]:
