@@ -104,6 +104,8 @@ def test_a_headerless_task_file_is_read_in_its_own_layout() -> None:
     assert [r.item for r in by_number] == [r.item for r in got]
     named = rows(b"id,sentence,label\n1,A fun show,0\n", "csv", task="tvtropes_spoilers")  # a header after all
     assert [(r.line, r.item) for r in named] == [(2, TextInput("A fun show"))]
+    other = rows(b"idx,review,spoiler\n1,A fun show,0\n", "csv", task="tvtropes_spoilers", text_column="review")
+    assert [(r.line, r.item) for r in other] == [(2, TextInput("A fun show"))]  # no label there: a header
     cola = rows(b"src\t1\t\tA fine sentence .\nsrc\t0\t*\tSentence fine a .\n", "tsv", task="cola")
     assert [r.item.text for r in cola] == ["A fine sentence .", "Sentence fine a ."]
 

@@ -98,3 +98,17 @@ def test_review_context_comes_from_the_run_or_the_stamp_of_the_model(tmp_path: P
     model.config.save_pretrained(alone)
     assert model_info(alone).context_sentences == 2
     assert model_info(make_tiny_model_dir(tmp_path / "plain")).context_sentences == 0
+
+
+def test_a_feature_bilstm_is_held_to_its_encoders_positions(tmp_path: Path) -> None:
+    from transformers import AutoModel, AutoTokenizer
+
+    from tinyplm.models.family.features import feature_bilstm
+    from tinyplm.models.io import save_model
+
+    src = make_tiny_model_dir(tmp_path / "bert")  # 64 positions
+    model = feature_bilstm(AutoModel.from_pretrained(str(src)), 2, hidden=4, feature_layers=2).eval()
+    save_model(model, AutoTokenizer.from_pretrained(str(src)), tmp_path / "features")
+    assert model_info(tmp_path / "features", max_length=64).max_length == 64
+    with pytest.raises(TinyplmError, match="--max-length 65 is longer than the 64 positions"):
+        model_info(tmp_path / "features", max_length=65)

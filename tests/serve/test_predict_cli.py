@@ -99,6 +99,11 @@ def test_option_mistakes_are_named(world: Path) -> None:
     assert_bad_input(cli(["predict", "run", "-i", "reviews.txt", "-o", "reviews.txt"], cwd=world),
                      "would replace the input")
     assert_bad_input(cli(["predict", "nowhere", "-i", "reviews.txt"], cwd=world), "nowhere")
+    before = (world / "reviews.txt").read_bytes()
+    for side in ("reviews.txt", "out.jsonl"):  # the input, the output: refused before anything is written
+        assert_bad_input(cli(["predict", "run", "-i", "reviews.txt", "-o", "out.jsonl", "--on-error", "skip",
+                              "--skipped", side], cwd=world), f"{side}: the file of skipped rows would replace")
+    assert (world / "reviews.txt").read_bytes() == before and not (world / "out.jsonl").exists()
 
 
 def test_question_answering_from_official_json_and_csv(tmp_path: Path) -> None:

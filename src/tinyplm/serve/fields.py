@@ -19,7 +19,7 @@ from tinyplm.tasks.glue import GLUE_SPECS
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.io import encodable
 from tinyplm.tasks.json_layout import shown
-from tinyplm.tasks.spoilers import TVTROPES_COLUMNS
+from tinyplm.tasks.spoilers import BINARY, TVTROPES_COLUMNS
 
 
 class RowError(ValueError):
@@ -49,19 +49,29 @@ TABLE_LAYOUTS: tuple[tuple[str, str | None], ...] = (
 
 @dataclass(frozen=True)
 class HeaderlessLayout:
-    """The columns of a task's files that have no header line, and which of them is the text."""
+    """The columns of a task's files that have no header line, which of them is the text, and
+    the values its ``label`` column holds (a header line's name there would be none of them)."""
 
     columns: tuple[str, ...]
     text: str
+    labels: tuple[str, ...] = ("0", "1")
+
+    def is_data(self, fields: list[str]) -> bool:
+        """Whether ``fields`` read as a record of this layout (not as a header line naming columns)."""
+        if len(fields) != len(self.columns) or "label" not in self.columns:
+            return False
+        names = {*self.columns, "text", "text_pair"}
+        return (fields[self.columns.index("label")].strip() in self.labels
+                and not any(f.strip().lower() in names for f in fields))
 
 
 def headerless_layout(task: str | None) -> HeaderlessLayout | None:
     """The layout of ``task``'s header-less files (GLUE's CoLA, TV Tropes), else None."""
     spec = GLUE_SPECS.get(task or "")
     if spec is not None and spec.columns:
-        return HeaderlessLayout(tuple(spec.columns), spec.text)
+        return HeaderlessLayout(tuple(spec.columns), spec.text, tuple(spec.labels))
     if task == "tvtropes_spoilers":
-        return HeaderlessLayout(TVTROPES_COLUMNS, "sentence")
+        return HeaderlessLayout(TVTROPES_COLUMNS, "sentence", BINARY)
     return None
 
 

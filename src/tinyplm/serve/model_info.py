@@ -153,7 +153,7 @@ def model_info(target: Path, max_length: int | None = None, doc_stride: int | No
 
 def _max_length(asked: int | None, run: RunTask | None, cfg: dict, path: Path) -> tuple[int, str]:
     """(max length, where it came from); see the module docstring."""
-    positions = cfg.get("max_position_embeddings") if isinstance(cfg.get("max_position_embeddings"), int) else None
+    positions = _positions(cfg)
     if asked is not None:
         if asked < 8:
             raise TinyplmError(f"--max-length: expected at least 8 tokens, got {asked}")
@@ -167,6 +167,15 @@ def _max_length(asked: int | None, run: RunTask | None, cfg: dict, path: Path) -
     if positions is not None and length > positions:
         length, source = positions, f"{source}, cut to the model's {positions} positions"
     return length, source
+
+
+def _positions(cfg: dict) -> int | None:
+    """The model's position embeddings: its own, or (a feature-based family student) its frozen
+    encoder's, recorded under ``encoder``; None when it has none (a word-level model)."""
+    for source in (cfg, cfg.get("encoder")):
+        if isinstance(source, dict) and isinstance(source.get("max_position_embeddings"), int):
+            return source["max_position_embeddings"]
+    return None
 
 
 def _window_spec(run: RunTask | None, length: int, doc_stride: int | None, max_query_length: int | None) -> TaskSpec:

@@ -81,6 +81,13 @@ def check_job(job: PredictJob) -> None:
                            "with --skipped FILE")
     if not job.to_stdout and job.source.path != STDIN and Path(job.output).resolve() == Path(job.source.path).resolve():
         raise TinyplmError(f"{job.output}: the output would replace the input; choose another --output")
+    if job.skipped is not None:
+        taken = {"the input": None if job.source.path == STDIN else job.source.path,
+                 "the output": None if job.to_stdout else job.output}
+        for what, path in taken.items():
+            if path is not None and Path(job.skipped).resolve() == Path(path).resolve():
+                raise TinyplmError(f"{job.skipped}: the file of skipped rows would replace {what}; choose another "
+                                   "--skipped")
 
 
 def predict_file(predictor: Predictor, job: PredictJob, progress: Callable[[int], None] | None = None,

@@ -77,15 +77,15 @@ def table_columns(source: Source, first: list[str]) -> tuple[list[str], bool]:
 
     ``source.header`` decides when the user set it (``--header``/``--no-header``). Left unset, a
     file of a task whose files have no header (:func:`~tinyplm.serve.fields.headerless_layout`:
-    CoLA, TV Tropes) is read as one when its first record has that layout's width and none of its
-    fields is a column name; every other file has a header. Without a header the columns are the
-    task layout's names (when the width fits) or numbers from 1, as ``cut -f`` counts them."""
+    CoLA, TV Tropes) is read as one when its first record reads as that layout's data (its width, a
+    label in its label column, no column name; :meth:`~tinyplm.serve.fields.HeaderlessLayout.is_data`);
+    every other file has a header. Without a header the columns are the task layout's names (when
+    the width fits) or numbers from 1, as ``cut -f`` counts them."""
     layout = headerless_layout(source.task)
     fits = layout is not None and len(first) == len(layout.columns)
     has_header = source.header
     if has_header is None:
-        names = {*(layout.columns if layout else ()), "text", "text_pair"}
-        has_header = not fits or any(f.strip().lower() in names for f in first)
+        has_header = layout is None or not layout.is_data(first)
     if has_header:
         return [name.strip() for name in first], True
     if fits:
