@@ -46,6 +46,14 @@ def _students() -> list[dict]:
     ]
 
 
+def _other_vocab(path: Path) -> Path:
+    """A tiny BERT dir whose config says 120 word pieces (the run's teacher has 99)."""
+    make_tiny_model_dir(path)
+    cfg = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**cfg, "vocab_size": 120}))
+    return path
+
+
 def _recipe(tmp_path: Path) -> Path:
     model = make_tiny_model_dir(tmp_path / "tiny-bert")
     glue = make_tiny_glue(tmp_path / "glue", n_train=64, n_dev=32)
@@ -127,6 +135,12 @@ def test_family_recipe_errors(tmp_path: Path, student: dict, message: str) -> No
      r"student bilstm-alone: corpus.paths: .*empty: directory holds no .txt files"),
     (lambda r, tmp: r["students"][4]["family"]["bilm"].update(model=str(tmp)), ModelError,
      "student elmo: family.bilm.model: .* holds no bilm.safetensors"),
+    (lambda r, tmp: r["students"][5]["family"].update(feature_layers=3), RecipeError,
+     "student features: family.feature_layers 3 is more than the 2 layers of the encoder"),
+    (lambda r, tmp: r["students"][5]["family"].update(encoder=str(tmp / "nowhere")), ModelError,
+     "student features: family.encoder: .*nowhere: model directory not found"),
+    (lambda r, tmp: r["students"][5]["family"].update(encoder=str(_other_vocab(tmp / "other"))), ModelError,
+     "student features: family.encoder: .*other has a vocabulary of 120 word pieces, the teacher's tokenizer 99"),
 ])
 def test_what_family_students_read_is_checked_before_the_teacher_trains(tmp_path: Path, change, error,
                                                                         message: str) -> None:

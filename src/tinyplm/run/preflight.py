@@ -63,6 +63,7 @@ def preflight(cfg: RunConfig) -> Preflight:
     _check_inits(cfg)
     _check_augment(cfg)
     _check_families(cfg, data)
+    _check_feature_encoders(cfg, src, model_cfg)
     for spec in cfg.students:
         for k, st in enumerate(spec.stage_specs()):
             _check_stage_teacher(st, src, int(model_cfg["vocab_size"]), f"student {student_name(spec)}, stage {k}")
@@ -118,6 +119,33 @@ def _check_families(cfg: RunConfig, data: TaskData) -> None:
         if bilm is not None and not (bilm / "bilm.safetensors").is_file():
             raise ModelError(f"{where}: family.bilm.model: {bilm} holds no bilm.safetensors "
                              "(a biLM saved by an earlier run's elmo_bilstm student)")
+
+
+def _check_feature_encoders(cfg: RunConfig, src: Path, teacher_cfg: dict) -> None:
+    """A ``feature_bilstm`` student's frozen encoder (``base``, ``finetuned``: the teacher; or a
+    model dir) exists, has the layers it concatenates, and shares the teacher's vocabulary (it
+    reads the teacher tokenizer's ids), found before the teacher is fine-tuned."""
+    for spec in cfg.students:
+        fam = spec.family
+        if fam is None or fam.arch != "feature_bilstm":
+            continue
+        where = f"student {student_name(spec)}: family.encoder"
+        if fam.encoder in ("base", "finetuned"):
+            path, enc_cfg = src, teacher_cfg
+        else:
+            try:
+                path = resolve_model_dir(fam.encoder)
+                enc_cfg = check_model_dir(path)
+            except ModelError as exc:
+                raise ModelError(f"{where}: {exc} (base, finetuned or a model dir)") from None
+            if int(enc_cfg.get("vocab_size", -1)) != int(teacher_cfg["vocab_size"]):
+                raise ModelError(f"{where}: {path} has a vocabulary of {enc_cfg.get('vocab_size')} word pieces, the "
+                                 f"teacher's tokenizer {teacher_cfg['vocab_size']}; the encoder reads the teacher "
+                                 "tokenizer's ids, so it must share that vocabulary")
+        layers = enc_cfg.get("num_hidden_layers")
+        if isinstance(layers, int) and fam.feature_layers > layers:
+            raise RecipeError(f"student {student_name(spec)}: family.feature_layers {fam.feature_layers} is more than "
+                              f"the {layers} layers of the encoder {path}")
 
 
 def _check_stage_teacher(stage: StageSpec, src: Path, vocab_size: int, where: str) -> None:
