@@ -146,6 +146,7 @@ class Task:
         """Read train and every eval split into a :class:`TaskData` (raises ``DataError``)."""
         train = self.read("train")
         evals = {name: self.read(name) for name in self.eval_splits}
+        self._check_both_classes(evals)
         weights = None
         if self.class_weights == "balanced" and not self.is_regression and self.head == Head.SEQUENCE:
             weights = balanced_weights([ex.label for ex in train.examples], len(self.labels))
@@ -155,6 +156,23 @@ class Task:
             metrics=self.metrics, primary_metric=self.primary_metric, metric_suffix=dict(self.metric_suffix),
             head=self.head, class_weights=weights, info=info,
         )
+
+    def _check_both_classes(self, evals: dict[str, Split]) -> None:
+        """Raise ``DataError`` when a score metric (ROC AUC, PR AUC, best F1) is asked of an eval
+        split that holds one class only: the metric is undefined there, and a run would find out
+        only when it measures, after training."""
+        asked = [m for m in self.metrics if m in SCORE_METRICS]
+        if not asked or self.is_regression or self.head != Head.SEQUENCE:
+            return
+        for name, split in evals.items():
+            found = sorted({ex.label for ex in split.examples})
+            if len(found) < 2:
+                only = ", ".join(self.labels[i] for i in found) or "none"
+                how = f" ({self.info['dev_split']})" if "dev_split" in self.info else ""
+                count = f"{len(split.examples)} example{'s' if len(split.examples) != 1 else ''}"
+                raise DataError(f"{split.source}: the {name} split{how} has {count}, all of class {only}; "
+                                f"{asked[0]} needs examples of both classes (a larger file, or one whose dev side "
+                                "holds both)")
 
     def data_present(self) -> dict[str, bool]:
         """Which split files exist (for ``tinyplm tasks``): split name -> file exists."""

@@ -1,0 +1,143 @@
+"""Spoiler tasks on tiny files: the by-book dev split, the three readers, their errors, and the
+refusal of a dev split whose single class leaves ROC AUC undefined."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tinyplm.errors import DataError
+from tinyplm.tasks.spoilers import (
+    DEV_FRACTION,
+    GOODREADS_CSV,
+    GOODREADS_JSONL,
+    TVTROPES_DIR,
+    in_dev,
+    read_goodreads_csv,
+    read_goodreads_jsonl,
+    read_tvtropes_csv,
+    spoiler_task,
+)
+
+BOOKS = [f"Book {i}" for i in range(300)]
+
+
+def _goodreads_csv(path: Path, books: list[str], per_book: int = 2) -> Path:
+    rows = [",book_title,sent_spoil,sentence"]
+    n = 0
+    for book in books:
+        for _ in range(per_book):
+            rows.append(f'{n},"{book}",{n % 2},"Sentence {n} about {book}, with a comma."')
+            n += 1
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+def test_the_by_book_split_keeps_every_book_on_one_side_and_is_deterministic(tmp_path: Path) -> None:
+    path = _goodreads_csv(tmp_path / "train.csv", BOOKS)
+    train, dev = read_goodreads_csv(path, "train"), read_goodreads_csv(path, "dev")
+    book_of = lambda ex: ex.text.split(" about ")[1].removesuffix(", with a comma.")  # noqa: E731
+    assert len(train) + len(dev) == 2 * len(BOOKS)
+    assert not {book_of(e) for e in train} & {book_of(e) for e in dev}  # no book on both sides
+    assert all(in_dev(book_of(e)) for e in dev) and not any(in_dev(book_of(e)) for e in train)
+    assert abs(len(dev) / (2 * len(BOOKS)) - DEV_FRACTION) < 0.06  # about the fraction asked
+    again = read_goodreads_csv(path, "dev")
+    assert [(e.text, e.label, e.line) for e in again] == [(e.text, e.label, e.line) for e in dev]
+    # A book's side depends on its title only, not on the file around it.
+    alone = _goodreads_csv(tmp_path / "one.csv", BOOKS[:40])
+    assert {e.text for e in read_goodreads_csv(alone, "dev")} <= {e.text for e in dev}
+    assert in_dev(" Book 3 ") == in_dev("Book 3")  # titles are compared stripped
+
+
+def test_goodreads_csv_finds_columns_by_name_and_names_bad_lines(tmp_path: Path) -> None:
+    path = tmp_path / "g.csv"
+    path.write_text('sentence,sent_spoil,book_title,extra\n"He dies.",1,Dune,x\n', encoding="utf-8")
+    both = read_goodreads_csv(path, "dev" if in_dev("Dune") else "train")
+    assert [(e.text, e.label, e.line) for e in both] == [("He dies.", 1, 2)]
+    path.write_text(",book_title,sent_spoil,sentence\n0,Dune,2,He dies.\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"g.csv:2: .*'2'"):
+        read_goodreads_csv(path, "train")
+    path.write_text(",book_title,sentence\n0,Dune,He dies.\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"g.csv.*sent_spoil"):
+        read_goodreads_csv(path, "train")
+    path.write_text(",book_title,sent_spoil,sentence\n0,Dune,1,   \n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"g.csv:2: .*sentence"):
+        read_goodreads_csv(path, "train")
+
+
+def test_tvtropes_rows_without_a_header(tmp_path: Path) -> None:
+    path = tmp_path / "dev.csv"
+    path.write_text('1,"He dies  at the end, sadly.",1\n2,A fun show,0\n\n3,Another,1\n', encoding="utf-8")
+    got = read_tvtropes_csv(path, "dev")
+    assert [(e.text, e.label, e.line) for e in got] == [("He dies  at the end, sadly.", 1, 1), ("A fun show", 0, 2),
+                                                        ("Another", 1, 4)]
+    path.write_text("1,A fun show\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"dev.csv:1: expected 3 comma-separated fields, got 2"):
+        read_tvtropes_csv(path, "dev")
+
+
+def _review(book: int, labels: list[int], review_id: str = "r") -> str:
+    return json.dumps({"review_id": f"{review_id}{book}", "book_id": book, "user_id": "u", "rating": 4,
+                       "review_sentences": [[lab, f"Sentence {i} of book {book}."] for i, lab in enumerate(labels)]})
+
+
+def test_the_reviews_reader_reads_the_original_layout_with_context(tmp_path: Path) -> None:
+    path = tmp_path / "goodreads.jsonl"
+    path.write_text("\n".join(_review(b, [0, 1, 0]) for b in range(60)) + "\n", encoding="utf-8")
+    train = read_goodreads_jsonl(path, "train", context_sentences=2)
+    dev = read_goodreads_jsonl(path, "dev", context_sentences=2)
+    assert len(train) + len(dev) == 180 and dev and train
+    dev_books = {e.text.split("book ")[1] for e in dev}
+    assert not dev_books & {e.text.split("book ")[1] for e in train}
+    first = [e for e in train if e.line == train[0].line]
+    assert [e.text_pair for e in first] == [None, first[0].text, f"{first[0].text} {first[1].text}"]
+    assert [e.label for e in first] == [0, 1, 0]
+    plain = read_goodreads_jsonl(path, "train")
+    assert all(e.text_pair is None for e in plain)
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ('{"book_id": 1}', "missing key 'review_sentences'"),
+    ('{"review_sentences": [[0, "a"]]}', "missing key 'book_id'"),
+    ('{"book_id": 1, "review_sentences": [[2, "a"]]}', r"review_sentences\[0\]: label '2' is not one of 0, 1"),
+    ('{"book_id": 1, "review_sentences": [[0, " "]]}', r"review_sentences\[0\]: empty sentence"),
+    ('{"book_id": 1, "review_sentences": [[0]]}', r"review_sentences\[0\] should be \[label, sentence\]"),
+    ("[1, 2]", "expected a JSON object"),
+    ("{not json", "not valid JSON"),
+])
+def test_the_reviews_reader_names_the_line_of_a_bad_review(tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "goodreads.jsonl"
+    path.write_text(_review(1, [0, 1]) + "\n" + line + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=f"goodreads.jsonl:2: .*{message}"):
+        read_goodreads_jsonl(path, "train")
+
+
+def test_a_dev_side_of_one_class_is_refused_when_loading(tmp_path: Path) -> None:
+    """ROC AUC is undefined on a dev split of one class: refused when the data is read, before any
+    training, naming the file."""
+    root = tmp_path / "data"
+    (root / GOODREADS_JSONL).parent.mkdir(parents=True)
+    lines = [_review(b, [0, 0] if in_dev(str(b)) else [0, 1]) for b in range(60)]
+    (root / GOODREADS_JSONL).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match="goodreads.jsonl: the dev split .* all of class 0; roc_auc needs"):
+        spoiler_task("goodreads_spoilers_reviews", root).load()
+    lines = [_review(b, [0, 1]) for b in range(60)]
+    (root / GOODREADS_JSONL).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    data = spoiler_task("goodreads_spoilers_reviews", root, context_sentences=1).load()
+    assert data.primary_metric == "roc_auc" and data.class_weights is not None
+    assert {e.label for e in data.evals["dev"].examples} == {0, 1}
+
+
+def test_tasks_find_their_files_under_the_data_root(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    _goodreads_csv(root / GOODREADS_CSV, BOOKS[:100])
+    (root / TVTROPES_DIR).mkdir(parents=True)
+    for split in ("train", "dev"):
+        (root / TVTROPES_DIR / f"{split}.csv").write_text("1,A show,0\n2,He dies,1\n", encoding="utf-8")
+    goodreads = spoiler_task("goodreads_spoilers", root).load()
+    assert goodreads.metrics[0] == "roc_auc" and "dev_split" in goodreads.info
+    tv = spoiler_task("tvtropes_spoilers", root).load()
+    assert tv.primary_metric == "accuracy" and len(tv.evals["dev"].examples) == 2
