@@ -141,3 +141,40 @@ def test_tasks_find_their_files_under_the_data_root(tmp_path: Path) -> None:
     assert goodreads.metrics[0] == "roc_auc" and "dev_split" in goodreads.info
     tv = spoiler_task("tvtropes_spoilers", root).load()
     assert tv.primary_metric == "accuracy" and len(tv.evals["dev"].examples) == 2
+
+
+def test_evaluate_gives_a_reviews_model_the_context_it_was_trained_with(tmp_path: Path) -> None:
+    """`tinyplm evaluate` reads context_sentences from the model's stamp, as predict does; the
+    option overrides it. Metrics equal the library's on the task read with that context."""
+    from transformers import AutoConfig
+
+    from conftest import make_tiny_model_dir
+    from helpers_cli import cli
+    from tinyplm.config import TaskSpec
+    from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
+    from tinyplm.models import load_classifier
+    from tinyplm.run import load_task
+
+    root = tmp_path / "data"
+    (root / GOODREADS_JSONL).parent.mkdir(parents=True)
+    (root / GOODREADS_JSONL).write_text("\n".join(_review(b, [0, 1, 0, 1]) for b in range(60)) + "\n",
+                                        encoding="utf-8")
+    model_dir = make_tiny_model_dir(tmp_path / "m")
+    cfg = AutoConfig.from_pretrained(model_dir)
+    cfg.tinyplm_task = {"name": "goodreads_spoilers_reviews", "max_length": 32, "context_sentences": 2}
+    cfg.save_pretrained(model_dir)
+
+    def expected(context: int) -> dict:
+        data = load_task(TaskSpec(name="goodreads_spoilers_reviews", data_dir=str(root), max_length=32,
+                                  context_sentences=context))
+        model, tok = load_classifier(model_dir, data.labels, False)
+        return evaluate_model(model, data, encode_evals(data, tok, 32))
+
+    args = ["evaluate", "m", "--task", "goodreads_spoilers_reviews", "--data-dir", root, "--max-length", "32", "--json"]
+    stamped = cli(args, cwd=tmp_path)
+    assert stamped.returncode == 0, stamped.output
+    got = json.loads(stamped.stdout)
+    assert got["context_sentences"] == 2 and got["metrics"] == pytest.approx(expected(2))
+    none = json.loads(cli([*args, "--context-sentences", "0"], cwd=tmp_path).stdout)
+    assert none["context_sentences"] == 0 and none["metrics"] == pytest.approx(expected(0))
+    assert expected(0) != expected(2)  # the context changes what the model sees

@@ -27,6 +27,9 @@ def evaluate_cmd(
     max_query_length: Annotated[int, typer.Option(help="SQuAD: question tokens kept")] = 64,
     predictions: Annotated[Path | None, typer.Option(
         "--predictions", help="SQuAD tasks: also write the dev answers here (JSON: id -> text)")] = None,
+    context_sentences: Annotated[int | None, typer.Option(
+        help="goodreads_spoilers_reviews: preceding sentences of the review given with each sentence (default: "
+             "what the model was trained with, from its config or run; else 0)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Official task metrics of a saved model on the task's dev split(s).
@@ -39,9 +42,15 @@ def evaluate_cmd(
     from tinyplm.models import load_classifier
     from tinyplm.models.infer import predict_logits
     from tinyplm.run import load_task
+    from tinyplm.serve.model_info import model_info
+    from tinyplm.serve.sources import REVIEWS_TASK
+    from tinyplm.tasks import canonical
 
+    if context_sentences is None and canonical(task) == REVIEWS_TASK:
+        context_sentences = model_info(model_dir).context_sentences  # as the model was trained
     spec = validate_recipe({"task": {"name": task, "data_dir": data_dir, "max_length": max_length,
-                                     "doc_stride": doc_stride, "max_query_length": max_query_length}},
+                                     "doc_stride": doc_stride, "max_query_length": max_query_length,
+                                     "context_sentences": context_sentences or 0}},
                            source="command line").task
     data = load_task(spec)
     if predictions is not None and data.head != Head.SPAN:
@@ -53,11 +62,12 @@ def evaluate_cmd(
         texts = span_prediction_texts(data.evals["dev"], evals["dev"], predict_logits(model, evals["dev"]))
         write_json_atomic(predictions, texts, indent=1)
         out.print(f"[dim]{len(texts)} answers written to {predictions}[/dim]", highlight=False)
+    context = {"context_sentences": spec.context_sentences} if data.task == REVIEWS_TASK else {}
     if as_json:
-        out.print_json(json.dumps({"task": data.task, "model": str(model_dir), "metrics": metrics}))
+        out.print_json(json.dumps({"task": data.task, "model": str(model_dir), **context, "metrics": metrics}))
     else:
-        for k, v in metrics.items():
-            out.print(f"{k}: {v:.4f}")
+        for k, v in {**context, **metrics}.items():
+            out.print(f"{k}: {v:.4f}" if isinstance(v, float) else f"{k}: {v}")
 
 @app.command("evaluate-squad")
 def evaluate_squad_cmd(
