@@ -282,3 +282,15 @@ def test_a_saved_family_student_passes_the_model_dir_check_only_with_its_vocabul
     (tmp_path / "m" / TOKENIZER_FILE).unlink()
     with pytest.raises(ModelError, match="no tokenizer files \\(expected word_tokenizer.json, tokenizer.json"):
         check_model_dir(tmp_path / "m")
+
+
+def test_tfidf_norm_sums_each_ids_occurrences_first():
+    from tinyplm.models.family.tfidf import tfidf_norm
+
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 6, (5, 40), generator=gen)  # many repeats, id 0 as padding too
+    v = torch.rand(5, 40, generator=gen) * (ids != 0)
+    x = torch.zeros(5, 6).scatter_add(1, ids, v)  # the TF-IDF vector itself
+    torch.testing.assert_close(tfidf_norm(ids, v), x.norm(dim=1))
+    long_ids = torch.randint(3, 50_000, (2, 4096), generator=gen)  # what took O(seq^2) memory before
+    assert tfidf_norm(long_ids, torch.ones(2, 4096)).shape == (2,)
