@@ -83,6 +83,11 @@ def test_family_students_run_beside_the_teacher(tmp_path: Path) -> None:
     assert aug["data"] == "augmented" and aug["examples"] == 20 * 3 + 44
     assert stages["bilstm-kd"].info["vectors"]["cached"]  # the second BiLSTM reuses the GloVe vectors
     assert stages["tfidf"].info["features"] > 10
+    trained = {n: (stages[n].info["trainable_params"], stages[n].info["total_params"])
+               for n in ("tfidf", "bilstm-kd", "elmo", "features")}  # the report's Trained (M) column
+    assert trained["tfidf"][0] == trained["tfidf"][1] > 0 and trained["bilstm-kd"][0] > 0
+    assert 0 < trained["features"][0] < trained["features"][1]  # the encoder stays frozen
+    assert 0 < trained["elmo"][0] < trained["elmo"][1]  # so does the biLM
     bilm = stages["elmo"].info["bilm"]
     assert bilm["steps"] == 4 and bilm["perplexity"] > 1 and bilm["unigram_perplexity"] > 1
     assert len(list((tmp_path / "cache" / "family").glob("bilm-*/bilm.safetensors"))) == 1

@@ -80,8 +80,10 @@ def _fit_tfidf(fam: FamilySpec, inp: RunInputs) -> tuple[nn.Module, WordTokenize
                                  pairs=[e.text_pair for e in examples], ngram_max=ex.ngram_max, min_df=ex.min_df,
                                  max_features=ex.max_features, c=ex.c, max_iter=ex.max_iter,
                                  balanced=inp.data.class_weights is not None, id2label=dict(enumerate(inp.data.labels)))
+    fitted = model.weight.numel() + model.bias.numel()  # the coefficients; the idf is counted, not trained
     return model, tok, {"init": "scikit-learn fit", "fit_seconds": round(time.perf_counter() - t, 1),
-                        "examples": len(examples), **info}
+                        "examples": len(examples), "trainable_params": fitted,
+                        "total_params": sum(p.numel() for p in model.parameters()), **info}
 
 
 def _train_stages(spec: StudentSpec, inp: RunInputs) -> tuple[nn.Module, object, dict]:
@@ -125,7 +127,7 @@ def train_family_stage(model: nn.Module, tok, stage: StageSpec, inp: RunInputs, 
                    teacher_logits=inp.teachers.logits(teacher_enc) if objective.needs_teacher_logits else None)
     shown = {k: v for k, v in o.model_dump(include={"kd_weight", "hard_weight", "logit_mse"}).items() if v}
     # the fields of students.train_info (not imported: students dispatches to this module)
-    return result.model, {"train_seconds": round(result.seconds, 1), "steps": result.steps,
+    return result.model, {**result.resources(), "steps": result.steps,
                           "stopped_by": result.stopped_by, "best_step": result.best_step,
                           "budget_minutes": spec.budget_minutes, "precision": "bf16" if bf16 else "fp32",
                           "objective": shown, "history": result.history, "examples": len(enc)}
