@@ -24,14 +24,13 @@ the needed column, or an unreadable file, raises ``DataError`` at once.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import BinaryIO
 
 from tinyplm.serve.fields import RowError, build_input, check_text, head_columns
 from tinyplm.serve.records import Input, TextInput, TokensInput
 from tinyplm.serve.review_inputs import read_reviews
-from tinyplm.serve.sources import Row, Source, decoded_lines
+from tinyplm.serve.sources import Row, Source, decoded_lines, read_json_lines
 from tinyplm.serve.table_inputs import read_squad_json, read_table
 from tinyplm.tasks.heads import Head
 
@@ -94,25 +93,12 @@ def _sentence(source: Source, first: int, words: list[str], problem: str | None)
 
 def _read_jsonl(source: Source, stream: BinaryIO) -> Iterator[Row]:
     cols = head_columns(source.head, source.text_column, source.pair_column)
-    for line, text, error in decoded_lines(stream):
-        where = f"{source.name}:{line}"
-        if error:
-            yield Row(line, where, error=f"{where}: {error}")
-            continue
-        if not text.strip():
-            continue  # blank lines separate nothing in JSON lines
-        try:
-            yield Row(line, where, _json_input(text, source.head, cols))
-        except RowError as exc:
-            yield Row(line, where, error=f"{where}: {exc}")
+    return read_json_lines(source, stream, lambda obj, line, where: [Row(line, where, _json_input(obj, source.head,
+                                                                                                 cols))])
 
 
-def _json_input(text: str, head: Head, cols) -> Input:
-    """One JSON line -> an input (raises :class:`RowError`)."""
-    try:
-        obj = json.loads(text)
-    except (ValueError, RecursionError) as err:
-        raise RowError(f"not valid JSON ({getattr(err, 'msg', str(err)[:80])})") from None
+def _json_input(obj: object, head: Head, cols) -> Input:
+    """One parsed JSON line -> an input (raises :class:`RowError`)."""
     if isinstance(obj, str) and head != Head.SPAN:
         obj = {cols.text: obj}
     if not isinstance(obj, dict):

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import partial
 from typing import BinaryIO
 
 from tinyplm.serve.fields import RowError, check_text
 from tinyplm.serve.records import TextInput
-from tinyplm.serve.sources import Row, Source, decoded_lines
+from tinyplm.serve.sources import Row, Source, read_json_lines
 from tinyplm.tasks.json_layout import shown
 from tinyplm.tasks.spoilers import review_context
 
@@ -29,34 +30,11 @@ REVIEW_KEYS = ("review_id", "sentence")
 
 def read_reviews(source: Source, stream: BinaryIO) -> Iterator[Row]:
     """One row per sentence of every review line of ``stream``, in file order (see the module docstring)."""
-    for line, text, error in decoded_lines(stream):
-        where = f"{source.name}:{line}"
-        if error:
-            yield Row(line, where, error=f"{where}: {error}")
-            continue
-        if not text.strip():
-            continue
-        try:
-            review_id, sentences = _review(text)
-        except RowError as exc:
-            yield Row(line, where, error=f"{where}: {exc}")
-            continue
-        texts = [s if isinstance(s, str) else "" for s in sentences]
-        for i, sentence in enumerate(sentences):
-            at, key = f"{where}: review_sentences[{i}]", {"review_id": review_id, "sentence": i}
-            if isinstance(sentence, RowError):
-                yield Row(line, at, error=f"{at}: {sentence}", key=key)
-            else:
-                yield Row(line, at, TextInput(sentence, review_context(texts, i, source.context_sentences)), key=key)
+    return read_json_lines(source, stream, partial(_review_rows, context=source.context_sentences))
 
 
-def _review(text: str) -> tuple[str | None, list[str | RowError]]:
-    """(review_id, each sentence or the error that keeps it from being one) of one JSON line;
-    raises :class:`RowError` when the line is not a review object."""
-    try:
-        obj = json.loads(text)
-    except (ValueError, RecursionError) as err:
-        raise RowError(f"not valid JSON ({getattr(err, 'msg', str(err)[:80])})") from None
+def _review_rows(obj: object, line: int, where: str, context: int) -> list[Row]:
+    """The rows of one parsed review line; raises :class:`RowError` when it is not a review object."""
     if not isinstance(obj, dict):
         raise RowError(f"expected a JSON object (one review), got {shown(obj)}")
     pairs = obj.get("review_sentences")
@@ -65,7 +43,16 @@ def _review(text: str) -> tuple[str | None, list[str | RowError]]:
         raise RowError(f"'review_sentences' holds {found}, expected a non-empty list of [label, sentence]")
     ident = obj.get("review_id")
     review_id = str(ident) if isinstance(ident, str | int) and not isinstance(ident, bool) else None
-    return review_id, [_sentence(item) for item in pairs]
+    sentences = [_sentence(item) for item in pairs]
+    texts = [s if isinstance(s, str) else "" for s in sentences]
+    rows = []
+    for i, sentence in enumerate(sentences):
+        at, key = f"{where}: review_sentences[{i}]", {"review_id": review_id, "sentence": i}
+        if isinstance(sentence, RowError):
+            rows.append(Row(line, at, error=f"{at}: {sentence}", key=key))
+        else:
+            rows.append(Row(line, at, TextInput(sentence, review_context(texts, i, context)), key=key))
+    return rows
 
 
 def _sentence(item: object) -> str | RowError:

@@ -5,14 +5,16 @@
 
 from __future__ import annotations
 
+import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from tinyplm.errors import DataError, TinyplmError
+from tinyplm.serve.fields import RowError
 from tinyplm.serve.records import Input
 from tinyplm.tasks.heads import Head
 
@@ -127,3 +129,31 @@ def decoded_lines(stream: BinaryIO) -> Iterator[tuple[int, str, str | None]]:
                    f"not valid UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1}); save the file as UTF-8")
 
 
+
+
+def read_json_lines(source: Source, stream: BinaryIO,
+                    rows: Callable[[object, int, str], Iterable[Row]]) -> Iterator[Row]:
+    """The rows of a JSON-lines stream: each non-blank line decoded and parsed, then handed to
+    ``rows(value, line, where)``. An undecodable line, invalid JSON, or a :class:`RowError` that
+    ``rows`` raises becomes one error row naming the line; blank lines separate nothing."""
+    for line, text, error in decoded_lines(stream):
+        where = f"{source.name}:{line}"
+        if error:
+            yield Row(line, where, error=f"{where}: {error}")
+            continue
+        if not text.strip():
+            continue
+        try:
+            made = list(rows(_parsed(text), line, where))  # whole first: a RowError gives one error row
+        except RowError as exc:
+            yield Row(line, where, error=f"{where}: {exc}")
+            continue
+        yield from made
+
+
+def _parsed(text: str) -> object:
+    """One line's JSON value; raises :class:`RowError` when it is not JSON."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as err:
+        raise RowError(f"not valid JSON ({getattr(err, 'msg', str(err)[:80])})") from None
