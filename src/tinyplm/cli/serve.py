@@ -20,6 +20,14 @@ NullThreshold = Annotated[float | None, typer.Option(
     help="SQuAD v2.0: answer empty when the no-answer score beats the best span by more (default: 0 for a "
          "squad_v2 run, else always answer)")]
 Threads = Annotated[int | None, typer.Option(help="torch threads (default: all cores)")]
+InputFormat = Annotated[str | None, typer.Option(
+    help="text, csv, tsv, jsonl, squad, conll or reviews (Goodreads JSON lines, one prediction per sentence; "
+         "the default for .json/.jsonl given to a goodreads_spoilers_reviews model) (default: from the input's "
+         "suffix; .txt: text)")]
+Header = Annotated[bool | None, typer.Option(
+    "--header/--no-header",
+    help="CSV/TSV: whether the first line names the columns; without one, --text-column takes a column number "
+         "from 1 (default: a header, except a file in the layout of the run's header-less task: CoLA, TV Tropes)")]
 
 
 def _settings(max_length, doc_stride, max_query_length, null_threshold) -> dict:
@@ -45,18 +53,11 @@ def predict_cmd(
     output: Annotated[str | None, typer.Option("--output", "-o", help="output file (default: stdout)")] = None,
     fmt: Annotated[str | None, typer.Option("--format", help="jsonl, csv or tsv (default: from --output's "
                                                              "suffix, else jsonl)")] = None,
-    input_format: Annotated[str | None, typer.Option(
-        help="text, csv, tsv, jsonl, squad, conll or reviews (Goodreads JSON lines, one prediction per "
-             "sentence; the default for .json/.jsonl given to a goodreads_spoilers_reviews model) "
-             "(default: from the input's suffix; .txt: text)")] = None,
+    input_format: InputFormat = None,
     text_column: Annotated[str | None, typer.Option(
         help="CSV/TSV/JSONL field of the text (SQuAD: the question; tagger: the words)")] = None,
     pair_column: Annotated[str | None, typer.Option(help="field of the second text (SQuAD: the context)")] = None,
-    header: Annotated[bool | None, typer.Option(
-        "--header/--no-header",
-        help="CSV/TSV: whether the first line names the columns; without one, --text-column takes a column "
-             "number from 1 (default: a header, except a file in the layout of the run's header-less task: "
-             "CoLA, TV Tropes)")] = None,
+    header: Header = None,
     on_error: Annotated[str, typer.Option(help="raise: stop at a bad row, naming it; skip: leave it out and "
                                                "list it in the --skipped file")] = "raise",
     skipped: Annotated[Path | None, typer.Option(help="--on-error skip: the side file listing skipped rows "
@@ -80,7 +81,6 @@ def predict_cmd(
     from tinyplm.errors import TinyplmError
     from tinyplm.serve.predict import PredictJob, check_job, predict_file
     from tinyplm.serve.predictor import Predictor
-    from tinyplm.serve.sources import Source, detect_format
     from tinyplm.serve.writers import output_format
 
     if batch_size < 1:
@@ -91,12 +91,7 @@ def predict_cmd(
     predictor = Predictor.load(model_dir, batch_size=batch_size,
                                **_settings(max_length, doc_stride, max_query_length, null_threshold))
     info = predictor.info
-    fmt_in = detect_format(input_file, info.head, input_format, info.task)
-    if header is not None and fmt_in not in ("csv", "tsv"):
-        flag = "--header" if header else "--no-header"
-        raise TinyplmError(f"{flag}: only for CSV/TSV input; {input_file} is read as {fmt_in}")
-    source = Source(input_file, fmt_in, info.head, text_column, pair_column, info.task, header,
-                    info.context_sentences)
+    source = _source(info, input_file, input_format, text_column, pair_column, header)
     job = PredictJob(source, output, output_format(output, fmt), on_error, skipped, window)
     check_job(job)
     with _progress() as advance:
@@ -107,6 +102,21 @@ def predict_cmd(
     if summary.skipped_file is not None:
         line += f"; {summary.skipped} rows skipped, listed in {summary.skipped_file}"
     err.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _source(info, path: str, input_format: str | None, text_column: str | None, pair_column: str | None,
+            header: bool | None):
+    """What ``predict`` reads: the input's format (asked, or from its name and the model's task)
+    and the model's head, task and review context. Raises ``TinyplmError`` for --header/--no-header
+    on an input that is not a table."""
+    from tinyplm.errors import TinyplmError
+    from tinyplm.serve.sources import Source, detect_format
+
+    fmt = detect_format(path, info.head, input_format, info.task)
+    if header is not None and fmt not in ("csv", "tsv"):
+        flag = "--header" if header else "--no-header"
+        raise TinyplmError(f"{flag}: only for CSV/TSV input; {path} is read as {fmt}")
+    return Source(path, fmt, info.head, text_column, pair_column, info.task, header, info.context_sentences)
 
 
 class _progress:
