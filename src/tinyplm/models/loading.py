@@ -16,9 +16,7 @@ from pydantic import Field
 from safetensors import SafetensorError
 
 from tinyplm.errors import ModelError, TinyplmError, did_you_mean
-from tinyplm.models.family.config import MODEL_TYPE as FAMILY_MODEL_TYPE
-from tinyplm.models.family.io import is_family_dir, load_family
-from tinyplm.models.family.words import TOKENIZER_FILE as WORD_TOKENIZER_FILE
+from tinyplm.models.family.io import family_tokenizer_files, is_family_dir, load_family
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
 from tinyplm.models.quantized import QUANT_KEY, load_quantized
 from tinyplm.models.roles import ROLES
@@ -97,8 +95,6 @@ def check_model_dir(path: Path) -> dict:
     Raises ``ModelError`` naming the file when the dir or ``config.json`` is missing, config.json
     is not a JSON object with a string ``model_type`` and a positive integer ``vocab_size``, there
     are no weights or no tokenizer files, or a safetensors file is truncated or its header damaged.
-    A model-family student (``model_type: tinyplm_family``: TF-IDF, (Bi)LSTM, ELMo) may hold its
-    word vocabulary (``word_tokenizer.json``) instead of a transformer's tokenizer files.
     """
     if not path.exists():
         raise ModelError(f"{path}: model directory not found")
@@ -111,11 +107,9 @@ def check_model_dir(path: Path) -> dict:
     validate(_ConfigKeys, cfg, cfg_file, ModelError)
     if not any((path / f).is_file() for f in WEIGHT_FILES):
         raise ModelError(f"{path}: no weights (expected one of {', '.join(WEIGHT_FILES)})")
-    family = cfg.get("model_type") == FAMILY_MODEL_TYPE
-    tokenizers = TOKENIZER_FILES + ((WORD_TOKENIZER_FILE,) if family else ())
-    if not any((path / f).is_file() for f in tokenizers):
-        expected = f"{WORD_TOKENIZER_FILE}, tokenizer.json or vocab.txt" if family else "tokenizer.json or vocab.txt"
-        raise ModelError(f"{path}: no tokenizer files (expected {expected})")
+    words = family_tokenizer_files(cfg)  # a TF-IDF, (Bi)LSTM or ELMo student's word vocabulary
+    if not any((path / f).is_file() for f in words + TOKENIZER_FILES):
+        raise ModelError(f"{path}: no tokenizer files (expected {' or '.join((*words, *TOKENIZER_FILES[:2]))})")
     check_weight_files(path)
     return cfg
 

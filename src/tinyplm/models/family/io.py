@@ -61,6 +61,12 @@ def is_family_dir(path: Path) -> bool:
     return isinstance(doc, dict) and doc.get("model_type") == MODEL_TYPE
 
 
+def family_tokenizer_files(cfg: dict) -> tuple[str, ...]:
+    """The tokenizer file a model-family student's dir holds instead of a transformer's (its word
+    vocabulary), given its config.json; none for any other model."""
+    return (TOKENIZER_FILE,) if cfg.get("model_type") == MODEL_TYPE else ()
+
+
 def save_family(model: nn.Module, folder: Path) -> None:
     """Write config.json and model.safetensors of ``model`` into ``folder`` (the caller writes the
     tokenizer and makes the folder appear atomically: ``models.io.save_model``)."""
