@@ -6,7 +6,6 @@ with a task's head (sequence classifier, span / question answering, token tagger
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import pickle
@@ -20,6 +19,7 @@ from tinyplm.models.family.io import family_tokenizer_files, is_family_dir, load
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
 from tinyplm.models.quantized import QUANT_KEY, load_quantized
 from tinyplm.models.roles import ROLES
+from tinyplm.models.safetensors_header import safetensors_shapes
 from tinyplm.models.shape import SHAPE_KEY, build_shaped, duplicate_keys
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.io import read_text
@@ -36,8 +36,6 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", 
 TOKENIZER_JSON = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
 #: What loading a damaged weight file raises (safetensors, torch's unpickler, transformers).
 LOAD_ERRORS = (OSError, ValueError, RuntimeError, KeyError, EOFError, SafetensorError, pickle.UnpicklingError)
-#: The largest safetensors header the format allows (100 MB); a bigger length means a damaged file.
-MAX_HEADER = 100_000_000
 
 
 class _ConfigKeys(Layout):
@@ -132,49 +130,6 @@ def check_weight_files(path: Path) -> None:
             if not (path / shard).is_file():
                 raise ModelError(f"{index}: names shard {shard!r}, which is not in {path}")
             safetensors_shapes(path / shard)
-
-
-def safetensors_shapes(file: Path) -> dict[str, tuple[int, ...]]:
-    """Tensor name -> shape from a safetensors header, after checking the file holds exactly the
-    bytes the header describes. Raises ``ModelError`` naming the file when it is truncated, longer
-    than its header says, or its header is not the JSON that safetensors writes."""
-    size = file.stat().st_size
-    with file.open("rb") as fh:
-        length = int.from_bytes(fh.read(8), "little") if size >= 8 else 0
-        if size < 8 or length > min(size - 8, MAX_HEADER):
-            raise ModelError(f"{file}: truncated or not a safetensors file ({size} bytes; its header length field "
-                             f"says {length}); copy or save the model again")
-        raw = fh.read(length)
-    try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise ModelError(f"{file}: damaged safetensors header (not UTF-8 JSON); copy or save the model again") from None
-    shapes, end = _header_tensors(header, file)
-    expected = 8 + length + end
-    if size != expected:
-        what = "truncated" if size < expected else "longer than its header says"
-        raise ModelError(f"{file}: {what}: {size} bytes where its header describes {expected}; "
-                         "copy or save the model again")
-    return shapes
-
-
-def _header_tensors(header: object, file: Path) -> tuple[dict[str, tuple[int, ...]], int]:
-    """(name -> shape, end of the data) from a parsed safetensors header; raises ``ModelError``."""
-    if not isinstance(header, dict):
-        raise ModelError(f"{file}: damaged safetensors header (expected an object, got {shown(header)})")
-    shapes, end = {}, 0
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        offsets = info.get("data_offsets") if isinstance(info, dict) else None
-        shape = info.get("shape") if isinstance(info, dict) else None
-        if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int and o >= 0 for o in offsets)
-                and isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)):
-            raise ModelError(f"{file}: damaged safetensors header (tensor {name[:80]!r} has no valid "
-                             "shape and data_offsets)")
-        shapes[name] = tuple(shape)
-        end = max(end, offsets[1])
-    return shapes, end
 
 
 def load_tokenizer(path: Path, model_vocab_size: int):
