@@ -146,6 +146,9 @@ def test_family_recipe_errors(tmp_path: Path, student: dict, message: str) -> No
      "student features: family.encoder: .*nowhere: model directory not found"),
     (lambda r, tmp: r["students"][5]["family"].update(encoder=str(_other_vocab(tmp / "other"))), ModelError,
      "student features: family.encoder: .*other has a vocabulary of 120 word pieces, the teacher's tokenizer 99"),
+    (lambda r, tmp: r["students"][3]["stages"][0].update(teacher=str(_other_vocab(tmp / "other"))), ModelError,
+     "student bilstm-kd-aug, stage 0: teacher .*other has a vocabulary of 120 word pieces, the teacher's tokenizer "
+     "99; a stage teacher must share the tokenizer"),
 ])
 def test_what_family_students_read_is_checked_before_the_teacher_trains(tmp_path: Path, change, error,
                                                                         message: str) -> None:

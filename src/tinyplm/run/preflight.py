@@ -138,14 +138,20 @@ def _check_feature_encoders(cfg: RunConfig, src: Path, teacher_cfg: dict) -> Non
                 enc_cfg = check_model_dir(path)
             except ModelError as exc:
                 raise ModelError(f"{where}: {exc} (base, finetuned or a model dir)") from None
-            if int(enc_cfg.get("vocab_size", -1)) != int(teacher_cfg["vocab_size"]):
-                raise ModelError(f"{where}: {path} has a vocabulary of {enc_cfg.get('vocab_size')} word pieces, the "
-                                 f"teacher's tokenizer {teacher_cfg['vocab_size']}; the encoder reads the teacher "
-                                 "tokenizer's ids, so it must share that vocabulary")
+            _check_vocabulary(path, enc_cfg, int(teacher_cfg["vocab_size"]), f"{where}:",
+                              "the encoder reads the teacher tokenizer's ids, so it must share them")
         layers = enc_cfg.get("num_hidden_layers")
         if isinstance(layers, int) and fam.feature_layers > layers:
             raise RecipeError(f"student {student_name(spec)}: family.feature_layers {fam.feature_layers} is more than "
                               f"the {layers} layers of the encoder {path}")
+
+
+def _check_vocabulary(path: Path, cfg: dict, vocab_size: int, what: str, why: str) -> None:
+    """Raise ``ModelError`` naming ``what`` model ``path`` is and ``why`` it must share the teacher
+    tokenizer's vocabulary when its config's ``vocab_size`` is not that tokenizer's."""
+    if int(cfg.get("vocab_size", -1)) != vocab_size:
+        raise ModelError(f"{what} {path} has a vocabulary of {cfg.get('vocab_size')} word pieces, the teacher's "
+                         f"tokenizer {vocab_size}; {why}")
 
 
 def _check_stage_teacher(stage: StageSpec, src: Path, vocab_size: int, where: str) -> None:
@@ -155,9 +161,7 @@ def _check_stage_teacher(stage: StageSpec, src: Path, vocab_size: int, where: st
         return
     path = src if stage.teacher == "base" else resolve_model_dir(stage.teacher)
     cfg = check_model_dir(path)
-    if int(cfg.get("vocab_size", -1)) != vocab_size:
-        raise ModelError(f"{where}: teacher {path} has a vocabulary of {cfg.get('vocab_size')} word pieces, "
-                         f"the run's tokenizer {vocab_size}; a stage teacher must share the tokenizer")
+    _check_vocabulary(path, cfg, vocab_size, f"{where}: teacher", "a stage teacher must share the tokenizer")
     if stage.objective.masked_lm and not has_mlm_head(path):
         raise ModelError(f"{where}: mlm_soft/mlm_hard need a teacher with a masked-LM head and {path} has none; "
                          f"fit one with `tinyplm fit-mlm-head {path} --corpus PATH --out DIR` and use "

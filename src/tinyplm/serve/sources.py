@@ -129,8 +129,6 @@ def decoded_lines(stream: BinaryIO) -> Iterator[tuple[int, str, str | None]]:
                    f"not valid UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1}); save the file as UTF-8")
 
 
-
-
 def read_json_lines(source: Source, stream: BinaryIO,
                     rows: Callable[[object, int, str], Iterable[Row]]) -> Iterator[Row]:
     """The rows of a JSON-lines stream: each non-blank line decoded and parsed, then handed to
