@@ -104,6 +104,17 @@ def ort_session(path: Path, threads: int | None = None):
         raise ModelError(f"{path}: onnxruntime cannot load it ({exc.__class__.__name__}: {exc})") from None
 
 
+def graph_feed(names: set[str], input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+               token_type_ids: torch.Tensor | None = None) -> dict[str, np.ndarray]:
+    """The int64 arrays an exported graph takes, for the inputs it has (``names``): a missing
+    attention mask means every position counts, missing token types mean segment 0. Shared by the
+    ONNX Runtime and OpenVINO classifiers, which run the same exported graph."""
+    feed = {"input_ids": input_ids,
+            "attention_mask": torch.ones_like(input_ids) if attention_mask is None else attention_mask,
+            "token_type_ids": torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids}
+    return {k: v.cpu().numpy().astype(np.int64) for k, v in feed.items() if k in names}
+
+
 class OrtClassifier:
     """An ONNX classifier behind the interface of a ``transformers`` sequence classifier."""
 
@@ -119,12 +130,7 @@ class OrtClassifier:
         if torch.get_num_threads() != self._threads:  # follow torch's thread setting (speed runs set it)
             self._threads = torch.get_num_threads()
             self._session = ort_session(self.path, self._threads)
-        feed = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
-        if feed["attention_mask"] is None:
-            feed["attention_mask"] = torch.ones_like(input_ids)
-        if feed["token_type_ids"] is None:
-            feed["token_type_ids"] = torch.zeros_like(input_ids)
-        arrays = {k: v.cpu().numpy().astype(np.int64) for k, v in feed.items() if k in self._names}
+        arrays = graph_feed(self._names, input_ids, attention_mask, token_type_ids)
         (logits,) = self._session.run(["logits"], arrays)
         return SimpleNamespace(logits=torch.from_numpy(logits))
 

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from tinyplm.errors import ModelError
-from tinyplm.models.onnx import export_onnx, graph_num_parameters
+from tinyplm.models.onnx import export_onnx, graph_feed, graph_num_parameters
 
 OV_XML = "model.xml"
 OV_BIN = "model.bin"
@@ -139,13 +139,7 @@ class OvClassifier:
 
     def __call__(self, input_ids, attention_mask=None, token_type_ids=None, **_) -> SimpleNamespace:
         self._ensure_compiled()
-        feed = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
-        if feed["attention_mask"] is None:
-            feed["attention_mask"] = torch.ones_like(input_ids)
-        if feed["token_type_ids"] is None:
-            feed["token_type_ids"] = torch.zeros_like(input_ids)
-        arrays = {k: v.cpu().numpy().astype(np.int64) for k, v in feed.items() if k in self._names}
-        result = self._request.infer(arrays)
+        result = self._request.infer(graph_feed(self._names, input_ids, attention_mask, token_type_ids))
         logits = np.array(result[self._compiled.output(0)], dtype=np.float32)  # copy: the request reuses it
         return SimpleNamespace(logits=torch.from_numpy(logits))
 
