@@ -14,6 +14,7 @@ from tinyplm.tasks.spoilers import (
     GOODREADS_CSV,
     GOODREADS_JSONL,
     TVTROPES_DIR,
+    close_markup_gaps,
     in_dev,
     read_goodreads_csv,
     read_goodreads_jsonl,
@@ -70,13 +71,41 @@ def test_goodreads_csv_finds_columns_by_name_and_names_bad_lines(tmp_path: Path)
 
 def test_tvtropes_rows_without_a_header(tmp_path: Path) -> None:
     path = tmp_path / "dev.csv"
-    path.write_text('1,"He dies  at the end, sadly.",1\n2,A fun show,0\n\n3,Another,1\n', encoding="utf-8")
-    got = read_tvtropes_csv(path, "dev")
-    assert [(e.text, e.label, e.line) for e in got] == [("He dies  at the end, sadly.", 1, 1), ("A fun show", 0, 2),
+    path.write_text('1,"He dies  at the end , sadly .",1\n2,A fun show,0\n\n3,Another,1\n', encoding="utf-8")
+    got = read_tvtropes_csv(path, "dev")  # the markup gaps closed
+    assert [(e.text, e.label, e.line) for e in got] == [("He dies at the end, sadly.", 1, 1), ("A fun show", 0, 2),
                                                         ("Another", 1, 4)]
     path.write_text("1,A fun show\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"dev.csv:1: expected 3 comma-separated fields, got 2"):
         read_tvtropes_csv(path, "dev")
+
+
+@pytest.mark.parametrize(("raw", "closed"), [
+    ("Dukat becomes this after   Ziyal's death .", "Dukat becomes this after Ziyal's death."),
+    (" Inspired By  the film\tAlice .  ", "Inspired By the film Alice."),
+    ("( NOT  a  Rube Goldberg Device ) , then [ this ] !", "(NOT a Rube Goldberg Device), then [this]!"),
+    ("Dr. Who's \"finale\": 3 . 5 stars; a-ha", "Dr. Who's \"finale\": 3. 5 stars; a-ha"),
+    ("Plain text, as a reader writes it.", "Plain text, as a reader writes it."),
+])
+def test_closing_markup_gaps_keeps_words_and_marks(raw: str, closed: str) -> None:
+    assert close_markup_gaps(raw) == closed
+    assert close_markup_gaps(closed) == closed  # idempotent: clean text is left as it is
+    from tinyplm.models.family.words import words
+    assert words(closed) == words(raw)  # the word tokenizer sees the same tokens either way
+
+
+def test_the_shipped_tvtropes_text_has_markup_gaps_and_the_task_reads_it_without(shared_data: Path) -> None:
+    """The raw files have gaps (a run of 3+ spaces, a space before a full stop) in a sizeable
+    share of sentences; the task's examples have none, and the same rows in the same order."""
+    from tinyplm.tasks.spoilers import csv_rows
+
+    for split in ("train", "dev"):
+        path = shared_data / TVTROPES_DIR / f"{split}.csv"
+        raw = [fields[1] for _, fields in csv_rows(path)]
+        assert sum("   " in t for t in raw) > len(raw) // 20 and sum(" ." in t for t in raw) > len(raw) // 20
+        got = spoiler_task("tvtropes_spoilers", shared_data).read(split).examples
+        assert [e.text for e in got] == [close_markup_gaps(t) for t in raw]
+        assert not any("  " in e.text or " ." in e.text or e.text != e.text.strip() for e in got)
 
 
 def _review(book: int, labels: list[int], review_id: str = "r") -> str:

@@ -7,7 +7,8 @@
   ``review_sentences`` a list of ``[label, sentence]``; one example per sentence. With
   ``context_sentences: N`` each sentence gets the N sentences before it in its review (joined by a
   space) as its text pair; the first sentence of a review has no pair.
-* ``tvtropes_spoilers``: ``spoilers/tvtropes/{train,dev}.csv``, no header, ``id,sentence,label``.
+* ``tvtropes_spoilers``: ``spoilers/tvtropes/{train,dev}.csv``, no header, ``id,sentence,label``;
+  each sentence's markup gaps are closed (:func:`close_markup_gaps`).
 
 Goodreads ships no dev file, so dev is split off the training file **by book**: a book (its title
 in the CSV, its ``book_id`` in the JSON lines) is in dev when the sha256 of ``DEV_SEED/<book>``,
@@ -17,6 +18,17 @@ sentences (11.5%; 3.5% of them spoilers) and 11.5% of the 5,412 titles in dev. S
 (3.6%), so ROC AUC is the primary metric (Wan et al. 2019) and the cross-entropy weighs the
 classes (``class_weights: balanced``).
 
+The TV Tropes sentences keep the spaces left where the wiki's markup was cut out: spoiler tags and
+links leave runs of spaces and a space before the closing punctuation, as in
+``"Dukat becomes this after   Ziyal's death ."``. Those gaps give the label away: on the shipped
+train file 88% of the sentences with three or more spaces in a row are spoilers (46% of the
+rest), and a logistic regression on gap counts alone reaches dev ROC AUC 0.71. Text a reader
+writes has no such gaps, so the reader closes them (:func:`close_markup_gaps`) before any model
+sees the text. WordPiece and the word tokenizer split every shipped sentence the same either way;
+a tokenizer that keeps spaces (a byte-level BPE, character n-grams) would otherwise learn the
+gaps: character 1-5-gram TF-IDF reaches dev AUC 0.750 on the raw text and 0.733 on the closed
+text (``benchmarks/tvtropes_gaps.py`` measures all of this).
+
 Every bad row raises :class:`~tinyplm.errors.DataError` naming the file and line.
 """
 
@@ -25,6 +37,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -46,6 +59,18 @@ GOODREADS_METRICS = ("roc_auc", "pr_auc", "f1_best")
 TVTROPES_METRICS = ("accuracy", "roc_auc")
 SPLIT_NOTE = (f"dev = the books whose seeded sha256 ({DEV_SEED!r}) falls below {DEV_FRACTION} "
               "(no book on both sides; the rest is train)")
+
+
+_SPACES = re.compile(r"\s+")
+_BEFORE_CLOSING = re.compile(r" (?=[.,;:!?)\]}])")
+_AFTER_OPENING = re.compile(r"(?<=[(\[{]) ")
+
+
+def close_markup_gaps(text: str) -> str:
+    """``text`` with every run of whitespace made one space, none at the ends, and none before a
+    closing mark (``.,;:!?)]}``) or after an opening bracket: the gaps the TV Tropes markup left
+    (see the module docstring). Words and punctuation are kept as they are."""
+    return _AFTER_OPENING.sub("", _BEFORE_CLOSING.sub("", _SPACES.sub(" ", text).strip()))
 
 
 def in_dev(book: str, fraction: float = DEV_FRACTION, seed: str = DEV_SEED) -> bool:
@@ -114,12 +139,13 @@ def read_goodreads_csv(path: Path, split: str) -> list[Example]:
 
 
 def read_tvtropes_csv(path: Path, split: str) -> list[Example]:
-    """A TV Tropes file: ``id,sentence,label`` rows (:data:`TVTROPES_COLUMNS`) without a header."""
+    """A TV Tropes file: ``id,sentence,label`` rows (:data:`TVTROPES_COLUMNS`) without a header;
+    each sentence with its markup gaps closed (:func:`close_markup_gaps`)."""
     out = []
     text_at, label_at = TVTROPES_COLUMNS.index("sentence"), TVTROPES_COLUMNS.index("label")
     for line, fields in csv_rows(path):
         _width(fields, len(TVTROPES_COLUMNS), path, line)
-        text = require_text(fields[text_at], "sentence", path, line)
+        text = close_markup_gaps(require_text(fields[text_at], "sentence", path, line))
         out.append(Example(text, None, parse_label(fields[label_at], BINARY, path, line), line))
     if not out:
         raise no_examples(path)
