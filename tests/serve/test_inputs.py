@@ -94,19 +94,16 @@ def test_format_detection(tmp_path: Path) -> None:
         detect_format("q.txt", Head.SEQUENCE, "xml")
 
 
-TVTROPES = b'1,"He dies  at the end .",1\n2,A fun show,0\n'
+TVTROPES = b'1,"He dies  at the end.",1\n2,A fun show,0\n'
 
 
 def test_a_headerless_task_file_is_read_in_its_own_layout() -> None:
     got = rows(TVTROPES, "csv", task="tvtropes_spoilers")  # the run's task has no header line
-    # the text as the task's reader gives it to training and evaluate: markup gaps closed
-    assert [(r.line, r.item) for r in got] == [(1, TextInput("He dies at the end.")), (2, TextInput("A fun show"))]
+    assert [(r.line, r.item) for r in got] == [(1, TextInput("He dies  at the end.")), (2, TextInput("A fun show"))]
     by_number = rows(TVTROPES, "csv", task="tvtropes_spoilers", header=False, text_column="2")
     assert [r.item for r in by_number] == [r.item for r in got]
-    named = rows(b"id,sentence,label\n1,A fun  show .,0\n", "csv", task="tvtropes_spoilers")  # a header after all
-    assert [(r.line, r.item) for r in named] == [(2, TextInput("A fun  show ."))]  # any table: the text as given
-    other_column = rows(TVTROPES, "csv", task="tvtropes_spoilers", text_column="1")
-    assert [r.item for r in other_column] == [TextInput("1"), TextInput("2")]
+    named = rows(b"id,sentence,label\n1,A fun show,0\n", "csv", task="tvtropes_spoilers")  # a header after all
+    assert [(r.line, r.item) for r in named] == [(2, TextInput("A fun show"))]
     other = rows(b"idx,review,spoiler\n1,A fun show,0\n", "csv", task="tvtropes_spoilers", text_column="review")
     assert [(r.line, r.item) for r in other] == [(2, TextInput("A fun show"))]  # no label there: a header
     cola = rows(b"src\t1\t\tA fine sentence .\nsrc\t0\t*\tSentence fine a .\n", "tsv", task="cola")

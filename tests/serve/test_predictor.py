@@ -137,3 +137,26 @@ def test_model_family_students_predict_as_evaluate_does(tmp_path: Path, arch: st
     got = [x.scores["yes"] for x in p.predict([TextInput(t) for t in texts])]
     np.testing.assert_allclose(got, expected.numpy(), atol=1e-6)
     assert len(set(np.round(got, 6))) > 1  # the model tells the sentences apart
+
+
+def test_a_spoiler_model_is_given_its_text_as_the_task_reader_gives_it(tmp_path: Path, monkeypatch) -> None:
+    """Markup gaps are closed (tasks.spoilers.text_cleanup) in text and pair for a spoiler task's
+    model, as training and evaluate read them; another task's model gets the text as given."""
+    import tinyplm.serve.predictor as predictor
+
+    seen: list[tuple[str, str | None]] = []
+
+    def spy(split, tokenizer, max_length, limit=None):
+        seen.extend((e.text, e.text_pair) for e in split.examples)
+        return encode_split(split, tokenizer, max_length, limit)
+
+    monkeypatch.setattr(predictor, "encode_split", spy)
+    for task, expected in (("tvtropes_spoilers", ("He dies at the end.", "A good read.")),
+                           ("sst2", ("He dies  at the end .", " A good  read ."))):
+        model_dir = make_tiny_model_dir(tmp_path / task)
+        model, tok = load_classifier(model_dir, ("0", "1"), False)
+        model.config.tinyplm_task = {"name": task, "max_length": 24}
+        model.save_pretrained(model_dir)
+        seen.clear()
+        Predictor.load(model_dir).predict([TextInput("He dies  at the end .", " A good  read .")])
+        assert seen == [expected], task

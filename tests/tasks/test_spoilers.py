@@ -55,9 +55,9 @@ def test_the_by_book_split_keeps_every_book_on_one_side_and_is_deterministic(tmp
 
 def test_goodreads_csv_finds_columns_by_name_and_names_bad_lines(tmp_path: Path) -> None:
     path = tmp_path / "g.csv"
-    path.write_text('sentence,sent_spoil,book_title,extra\n"He dies.",1,Dune,x\n', encoding="utf-8")
+    path.write_text('sentence,sent_spoil,book_title,extra\n"He  dies .",1,Dune,x\n', encoding="utf-8")
     both = read_goodreads_csv(path, "dev" if in_dev("Dune") else "train")
-    assert [(e.text, e.label, e.line) for e in both] == [("He dies.", 1, 2)]
+    assert [(e.text, e.label, e.line) for e in both] == [("He dies.", 1, 2)]  # the markup gaps closed
     path.write_text(",book_title,sent_spoil,sentence\n0,Dune,2,He dies.\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"g.csv:2: .*'2'"):
         read_goodreads_csv(path, "train")
@@ -126,6 +126,10 @@ def test_the_reviews_reader_reads_the_original_layout_with_context(tmp_path: Pat
     assert [e.label for e in first] == [0, 1, 0]
     plain = read_goodreads_jsonl(path, "train")
     assert all(e.text_pair is None for e in plain)
+    gappy = json.dumps({"book_id": 1, "review_sentences": [[0, "A  good read ."], [1, "Then   she dies !"]]})
+    path.write_text(gappy + "\n", encoding="utf-8")
+    got = read_goodreads_jsonl(path, "dev" if in_dev("1") else "train", context_sentences=1)
+    assert [(e.text, e.text_pair) for e in got] == [("A good read.", None), ("Then she dies!", "A good read.")]
 
 
 @pytest.mark.parametrize(("line", "message"), [

@@ -10,7 +10,7 @@ TV Tropes), so such a file can be predicted as it is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tinyplm.errors import DataError
@@ -19,7 +19,7 @@ from tinyplm.tasks.glue import GLUE_SPECS
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.io import encodable
 from tinyplm.tasks.json_layout import shown
-from tinyplm.tasks.spoilers import BINARY, TVTROPES_COLUMNS, close_markup_gaps
+from tinyplm.tasks.spoilers import BINARY, TVTROPES_COLUMNS
 
 
 class RowError(ValueError):
@@ -49,15 +49,12 @@ TABLE_LAYOUTS: tuple[tuple[str, str | None], ...] = (
 
 @dataclass(frozen=True)
 class HeaderlessLayout:
-    """The columns of a task's files that have no header line, which of them is the text, the
-    values its ``label`` column holds (a header line's name there would be none of them), and the
-    clean-up its task's reader gives the text (TV Tropes: :func:`close_markup_gaps`), so a file
-    read in this layout is predicted on the text the model was evaluated on."""
+    """The columns of a task's files that have no header line, which of them is the text, and
+    the values its ``label`` column holds (a header line's name there would be none of them)."""
 
     columns: tuple[str, ...]
     text: str
     labels: tuple[str, ...] = ("0", "1")
-    clean: Callable[[str], str] | None = None
 
     def is_data(self, fields: list[str]) -> bool:
         """Whether ``fields`` read as a record of this layout (not as a header line naming columns)."""
@@ -74,7 +71,7 @@ def headerless_layout(task: str | None) -> HeaderlessLayout | None:
     if spec is not None and spec.columns:
         return HeaderlessLayout(tuple(spec.columns), spec.text, tuple(spec.labels))
     if task == "tvtropes_spoilers":
-        return HeaderlessLayout(TVTROPES_COLUMNS, "sentence", BINARY, close_markup_gaps)
+        return HeaderlessLayout(TVTROPES_COLUMNS, "sentence", BINARY)
     return None
 
 

@@ -49,10 +49,12 @@ from tinyplm.serve.records import (
     TokensInput,
     ValuePrediction,
 )
+from tinyplm.tasks import canonical
 from tinyplm.tasks.base import Example, Split
 from tinyplm.tasks.conll import Sentence
 from tinyplm.tasks.encoding import encode_split, padded_width
 from tinyplm.tasks.heads import Head
+from tinyplm.tasks.spoilers import text_cleanup
 from tinyplm.tasks.squad import QAExample
 from tinyplm.tasks.tagging import tags_from_logits
 
@@ -163,6 +165,9 @@ class Predictor:
         return logits
 
     def _classify(self, inputs: list[TextInput]) -> list[Prediction]:
+        cleanup = text_cleanup(canonical(self.info.task or ""))  # as the task's reader gave training the text
+        if cleanup is not None:
+            inputs = [TextInput(cleanup(x.text), None if x.text_pair is None else cleanup(x.text_pair)) for x in inputs]
         split = Split("predict", [Example(x.text, x.text_pair, 0) for x in inputs], Path("<input>"))
         logits = self._grouped_logits(split) if self.split_by_length else self._logits(split)[1]
         values = logits_to_predictions(logits, self.info.is_regression)

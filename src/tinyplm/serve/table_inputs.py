@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import BinaryIO
 
 from tinyplm.errors import DataError
@@ -35,13 +35,10 @@ def read_table(source: Source, stream: BinaryIO) -> Iterator[Row]:
     if has_header and first_line in bad:
         raise DataError(f"{source.name}:{first_line}: {bad[first_line]}")
     cols = _columns(source, names, has_header, first_line)
-    layout = None if has_header else headerless_layout(source.task)
-    own_text = layout is not None and names == list(layout.columns) and cols.text == layout.text
-    clean = layout.clean if own_text else None
     previous = reader.line_num
     if not has_header:
         problems = [bad.pop(n) for n in range(first_line, previous + 1) if n in bad]
-        yield _row(source, names, first, cols, first_line, problems, clean)
+        yield _row(source, names, first, cols, first_line, problems)
     while True:
         try:
             fields = next(reader)
@@ -55,7 +52,7 @@ def read_table(source: Source, stream: BinaryIO) -> Iterator[Row]:
         first_of, previous = previous + 1, reader.line_num
         problems = [bad.pop(n) for n in range(first_of, previous + 1) if n in bad]
         if fields:
-            yield _row(source, names, fields, cols, first_of, problems, clean)
+            yield _row(source, names, fields, cols, first_of, problems)
 
 
 def _first_record(reader, source: Source) -> tuple[int, list[str]]:
@@ -131,20 +128,15 @@ def _numbered(names: list[str], given: str | None, where: str) -> str | None:
     return names[number - 1]
 
 
-def _row(source: Source, header: list[str], fields: list[str], cols: Columns, first: int, problems: list[str],
-         clean: Callable[[str], str] | None = None) -> Row:
-    """One record -> its :class:`Row`; ``clean`` (a header-less task layout's) goes over the text."""
+def _row(source: Source, header: list[str], fields: list[str], cols: Columns, first: int, problems: list[str]) -> Row:
     where = f"{source.name}:{first}"
     if problems:
         return Row(first, where, error=f"{where}: {problems[0]}")
     if len(fields) != len(header):
         sep = "tab-separated" if source.format == "tsv" else "comma-separated"
         return Row(first, where, error=f"{where}: expected {len(header)} {sep} fields, got {len(fields)}")
-    values = dict(zip(header, fields, strict=True))
-    if clean is not None:
-        values[cols.text] = clean(values[cols.text])
     try:
-        return Row(first, where, build_input(source.head, values, cols))
+        return Row(first, where, build_input(source.head, dict(zip(header, fields, strict=True)), cols))
     except RowError as exc:
         return Row(first, where, error=f"{where}: {exc}")
 

@@ -7,8 +7,7 @@
   ``review_sentences`` a list of ``[label, sentence]``; one example per sentence. With
   ``context_sentences: N`` each sentence gets the N sentences before it in its review (joined by a
   space) as its text pair; the first sentence of a review has no pair.
-* ``tvtropes_spoilers``: ``spoilers/tvtropes/{train,dev}.csv``, no header, ``id,sentence,label``;
-  each sentence's markup gaps are closed (:func:`close_markup_gaps`).
+* ``tvtropes_spoilers``: ``spoilers/tvtropes/{train,dev}.csv``, no header, ``id,sentence,label``.
 
 Goodreads ships no dev file, so dev is split off the training file **by book**: a book (its title
 in the CSV, its ``book_id`` in the JSON lines) is in dev when the sha256 of ``DEV_SEED/<book>``,
@@ -18,16 +17,19 @@ sentences (11.5%; 3.5% of them spoilers) and 11.5% of the 5,412 titles in dev. S
 (3.6%), so ROC AUC is the primary metric (Wan et al. 2019) and the cross-entropy weighs the
 classes (``class_weights: balanced``).
 
-The TV Tropes sentences keep the spaces left where the wiki's markup was cut out: spoiler tags and
-links leave runs of spaces and a space before the closing punctuation, as in
-``"Dukat becomes this after   Ziyal's death ."``. Those gaps give the label away: on the shipped
-train file 88% of the sentences with three or more spaces in a row are spoilers (46% of the
-rest), and a logistic regression on gap counts alone reaches dev ROC AUC 0.71. Text a reader
-writes has no such gaps, so the reader closes them (:func:`close_markup_gaps`) before any model
-sees the text. WordPiece and the word tokenizer split every shipped sentence the same either way;
-a tokenizer that keeps spaces (a byte-level BPE, character n-grams) would otherwise learn the
-gaps: character 1-5-gram TF-IDF reaches dev AUC 0.750 on the raw text and 0.733 on the closed
-text (``benchmarks/tvtropes_gaps.py`` measures all of this).
+**Markup gaps.** The sentences keep the spaces left where the sites' markup was cut out: spoiler
+tags and links leave runs of spaces and a space before the closing punctuation, as in TV Tropes'
+``"Dukat becomes this after   Ziyal's death ."``. Those gaps give the label away. On the shipped
+TV Tropes train file 88% of the sentences with three or more spaces in a row are spoilers (46% of
+the rest), and a logistic regression on gap counts alone reaches dev ROC AUC 0.71; on the
+Goodreads CSV 55% of the 58 sentences with a double space are spoilers (3.4% of the rest). Text a
+reader writes has no such gaps, so every reader here closes them (:func:`close_markup_gaps`, on
+each sentence and so on each review context) before any model sees the text, and ``predict`` and
+the service do the same to every text given to a model of these tasks (:func:`text_cleanup`).
+WordPiece and the word tokenizer split every shipped sentence the same either way; a tokenizer
+that keeps spaces (a byte-level BPE, character n-grams) would otherwise learn the gaps: character
+1-5-gram TF-IDF reaches TV Tropes dev AUC 0.750 on the raw text and 0.733 on the closed text
+(``benchmarks/tvtropes_gaps.py`` measures all of this).
 
 Every bad row raises :class:`~tinyplm.errors.DataError` naming the file and line.
 """
@@ -38,7 +40,7 @@ import csv
 import hashlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -71,6 +73,13 @@ def close_markup_gaps(text: str) -> str:
     closing mark (``.,;:!?)]}``) or after an opening bracket: the gaps the TV Tropes markup left
     (see the module docstring). Words and punctuation are kept as they are."""
     return _AFTER_OPENING.sub("", _BEFORE_CLOSING.sub("", _SPACES.sub(" ", text).strip()))
+
+
+def text_cleanup(task: str | None) -> Callable[[str], str] | None:
+    """What the readers of ``task`` do to each text before a model sees it (the spoiler tasks:
+    :func:`close_markup_gaps`), so predicting gives a model the text it was trained and evaluated
+    on; None for every other task (its text is used as given)."""
+    return close_markup_gaps if task in SPOILER_TASKS else None
 
 
 def in_dev(book: str, fraction: float = DEV_FRACTION, seed: str = DEV_SEED) -> bool:
@@ -119,7 +128,8 @@ def _width(fields: list[str], width: int, path: Path, line: int) -> None:
 
 
 def read_goodreads_csv(path: Path, split: str) -> list[Example]:
-    """The ``split`` side of the Goodreads sentence CSV (columns found by name in the header)."""
+    """The ``split`` side of the Goodreads sentence CSV (columns found by name in the header), each
+    sentence with its markup gaps closed (:func:`close_markup_gaps`)."""
     rows = csv_rows(path)
     first = next(rows, None)
     if first is None:
@@ -130,7 +140,7 @@ def read_goodreads_csv(path: Path, split: str) -> list[Example]:
     for line, fields in rows:
         _width(fields, len(header), path, line)
         book = require_text(fields[index["book_title"]], "book_title", path, line)
-        text = require_text(fields[index["sentence"]], "sentence", path, line)
+        text = close_markup_gaps(require_text(fields[index["sentence"]], "sentence", path, line))
         label = parse_label(fields[index["sent_spoil"]], BINARY, path, line)
         out.append(Row(book, Example(text, None, label, line)))
     if not out:
@@ -205,7 +215,8 @@ def _sentence(pair: object, i: int, path: Path, line: int) -> tuple[int, str]:
         raise DataError(f"{where}: label {quoted(str(raw))} is not one of 0, 1")
     if not pair[1].strip():
         raise DataError(f"{where}: empty sentence")
-    return BINARY.index(str(raw).strip()), require_text(pair[1], f"review_sentences[{i}]", path, line)
+    return BINARY.index(str(raw).strip()), close_markup_gaps(require_text(pair[1], f"review_sentences[{i}]", path,
+                                                                           line))
 
 
 def spoiler_task(name: str, data_root: Path, context_sentences: int = 0) -> Task:
