@@ -184,6 +184,9 @@ README_LINES: dict[str, Way] = {
         None, "cheap check only: about an hour; tests/test_nlm_family_bench.py runs main() on a tiny recipe"),
     "python benchmarks/nlm_family.py --task tvtropes_spoilers": Way(
         None, "cheap check only: about an hour; tests/test_nlm_family_bench.py runs main() on a tiny recipe"),
+    "python benchmarks/tvtropes_gaps.py --teacher runs/tvtropes_family/teacher": Way(
+        None, "cheap check only: needs the family run's teacher and the shipped TV Tropes files; "
+        "tests/test_tvtropes_gaps_bench.py runs main() on tiny files and a tiny teacher"),
     "tinyplm probe minilm-l6 --task conll2003-pos --train-sentences 6000 --dev-sentences 1000": Way(
         None, "cheap check only: MiniLM over CoNLL-2003; tests/run/test_analysis.py runs probe on a tiny BERT "
         "through the CLI"),

@@ -1,0 +1,68 @@
+"""benchmarks/tvtropes_gaps.py on a tiny TV Tropes folder whose gaps give the label away: the gap
+regression finds them, word n-grams cannot, a teacher's tokens do not change, and the last line
+printed is the path of the JSON written."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import make_tiny_model_dir
+from tinyplm.tasks.spoilers import TVTROPES_DIR
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+WORDS = ["the hero", "a villain", "the ship", "her father", "the town", "a robot", "the king", "his sister"]
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("tvtropes_gaps", BENCH / "tvtropes_gaps.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _folder(root: Path) -> None:
+    """Spoilers are the sentences with markup gaps; their words are drawn like the others'."""
+    (root / TVTROPES_DIR).mkdir(parents=True)
+    for split, n in (("train", 80), ("dev", 40)):
+        rows = []
+        for i in range(n):
+            label = i % 2
+            a, b = WORDS[i // 2 % len(WORDS)], WORDS[(i // 2 + 3) % len(WORDS)]  # each pair once per label
+            text = f"In the end   {a} meets {b} ." if label else f"In the end {a} meets {b}."
+            rows.append(f'{i},"{text}",{label}')
+        (root / TVTROPES_DIR / f"{split}.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+
+def test_the_gaps_alone_find_the_label_and_word_ngrams_cannot(tmp_path: Path, monkeypatch, capsys) -> None:
+    gaps = _load()
+    _folder(tmp_path / "data")
+    teacher = make_tiny_model_dir(tmp_path / "teacher")
+    out = tmp_path / "gaps.json"
+    monkeypatch.setattr(sys, "argv", ["tvtropes_gaps.py", "--data-dir", str(tmp_path / "data"),
+                                      "--teacher", str(teacher), "--out", str(out)])
+    gaps.main()
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert printed[-1] == str(out)
+    got = json.loads(out.read_text())
+    assert got["train"] == 80 and got["dev"] == 40
+    assert got["gap_rates"]["dev"] == {"share_with_three_spaces": 0.5, "spoiler_rate_with": 1.0,
+                                       "spoiler_rate_without": 0.0}
+    assert got["gaps_only"]["roc_auc"] == 1.0 and got["gaps_only"]["accuracy"] == 1.0
+    assert got["char_tfidf"]["raw"]["roc_auc"] == 1.0 and got["char_tfidf"]["closed"]["roc_auc"] == 0.5
+    assert got["word_tfidf"]["raw"] == got["word_tfidf"]["closed"] and got["word_tfidf"]["raw"]["roc_auc"] == 0.5
+    assert got["tokens_changed"] == {"word": 0} and got["teacher_tokens_changed"] == 0
+    assert got["teacher_plus_gaps_leak"]["roc_auc"] >= got["teacher"]["roc_auc"]
+
+
+def test_a_missing_folder_is_named(tmp_path: Path, monkeypatch) -> None:
+    gaps = _load()
+    out = tmp_path / "o.json"
+    monkeypatch.setattr(sys, "argv", ["tvtropes_gaps.py", "--data-dir", str(tmp_path), "--out", str(out)])
+    with pytest.raises(SystemExit, match=r"spoilers/tvtropes/train\.csv: file not found"):
+        gaps.main()
+    assert not out.exists()
