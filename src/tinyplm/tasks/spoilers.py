@@ -70,8 +70,8 @@ _AFTER_OPENING = re.compile(r"(?<=[(\[{]) ")
 
 def close_markup_gaps(text: str) -> str:
     """``text`` with every run of whitespace made one space, none at the ends, and none before a
-    closing mark (``.,;:!?)]}``) or after an opening bracket: the gaps the TV Tropes markup left
-    (see the module docstring). Words and punctuation are kept as they are."""
+    closing mark (``.,;:!?)]}``) or after an opening bracket: the gaps that cut-out markup leaves
+    in the spoiler sentences (see the module docstring). Words and punctuation are kept as they are."""
     return _AFTER_OPENING.sub("", _BEFORE_CLOSING.sub("", _SPACES.sub(" ", text).strip()))
 
 
