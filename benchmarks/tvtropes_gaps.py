@@ -77,13 +77,15 @@ def teacher_rows(teacher: Path, lines: list[int], gap_logodds: np.ndarray, data_
     and how many of ``raw`` its tokenizer splits otherwise than their ``closed`` form."""
     from tinyplm.models import load_classifier
     from tinyplm.models.infer import predict_logits, use_bf16
+    from tinyplm.serve.model_info import model_info
     from tinyplm.tasks import get
     from tinyplm.tasks.encoding import encode_split
 
     task = get("tvtropes_spoilers", data_dir)
     split = task.read("dev")
     model, tok = load_classifier(teacher, task.labels, task.is_regression)
-    logits = predict_logits(model, encode_split(split, tok, 96), bf16=use_bf16("auto")).numpy()
+    max_length = model_info(teacher).max_length  # the length it was trained with, as evaluate uses
+    logits = predict_logits(model, encode_split(split, tok, max_length), bf16=use_bf16("auto")).numpy()
     logodds = logits[:, 1] - logits[:, 0]
     y = np.array([e.label for e in split.examples])
     at = {line: i for i, line in enumerate(lines)}

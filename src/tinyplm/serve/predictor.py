@@ -165,10 +165,10 @@ class Predictor:
         return logits
 
     def _classify(self, inputs: list[TextInput]) -> list[Prediction]:
-        cleanup = text_cleanup(canonical(self.info.task or ""))  # as the task's reader gave training the text
-        if cleanup is not None:
-            inputs = [TextInput(cleanup(x.text), None if x.text_pair is None else cleanup(x.text_pair)) for x in inputs]
-        split = Split("predict", [Example(x.text, x.text_pair, 0) for x in inputs], Path("<input>"))
+        # the text as the task's reader gave it to training and evaluate
+        clean = text_cleanup(canonical(self.info.task or "")) or (lambda text: text)
+        examples = [Example(clean(x.text), None if x.text_pair is None else clean(x.text_pair), 0) for x in inputs]
+        split = Split("predict", examples, Path("<input>"))
         logits = self._grouped_logits(split) if self.split_by_length else self._logits(split)[1]
         values = logits_to_predictions(logits, self.info.is_regression)
         if self.info.is_regression:
