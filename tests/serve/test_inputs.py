@@ -167,3 +167,23 @@ def test_reviews_inputs_equal_the_training_readers(tmp_path: Path) -> None:
     expected = sorted([*train, *dev], key=lambda e: (e.line, e.text))
     assert [(r.item.text, r.item.text_pair) for r in got] == [(e.text, e.text_pair) for e in expected]
     assert any(in_dev(str(b)) for b in range(40))  # both sides were read
+
+
+def test_a_context_model_gets_the_rows_before_each_as_in_training(tmp_path: Path) -> None:
+    """A TV Tropes model trained with context_sentences: 2 gets, for each row of a text or CSV file,
+    the two good rows before it as its pair, as the training reader builds it; bad rows give none."""
+    from tinyplm.tasks.spoilers import read_tvtropes_csv
+
+    path = tmp_path / "dev.csv"
+    path.write_text("1,A show,0\n2,He dies,1\n3,Then she does,1\n4,The end,0\n", encoding="utf-8")
+    got = rows(path.read_bytes(), "csv", task="tvtropes_spoilers", context_sentences=2)
+    expected = read_tvtropes_csv(path, "dev", context_sentences=2)
+    assert [r.item for r in got] == [TextInput(e.text, e.text_pair) for e in expected]
+    text = rows(b"A show\n\nHe dies\nThen she does\n", "text", context_sentences=2)
+    assert [r.item for r in text if r.error is None] == [TextInput("A show"), TextInput("He dies", "A show"),
+                                                          TextInput("Then she does", "A show He dies")]
+    assert "empty text" in text[1].error
+    jsonl = rows(b'"A show"\n{"text": "He dies", "text_pair": "own"}\n"The end"\n', "jsonl", context_sentences=1)
+    assert jsonl[0].item == TextInput("A show") and jsonl[2].item == TextInput("The end", "A show")
+    assert jsonl[1].item is None and "takes the 1 texts before each as its second text" in jsonl[1].error
+    assert rows(b"A show\nHe dies\n", "text")[1].item == TextInput("He dies")  # no context asked

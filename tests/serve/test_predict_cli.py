@@ -201,3 +201,29 @@ def test_goodreads_reviews_are_predicted_per_sentence_with_the_models_context(tm
     assert as_csv.returncode == 0, as_csv.output
     table = list(csv.DictReader((tmp_path / "out.csv").open(encoding="utf-8")))
     assert list(table[0])[:4] == ["line", "review_id", "sentence", "label"] and table[4]["sentence"] == "1"
+
+
+def test_a_tvtropes_context_model_scores_each_line_with_the_lines_before(tmp_path: Path) -> None:
+    """A tvtropes_spoilers model trained with 2 sentences of context: each line of a text file is
+    scored on (line, the two lines before), as the task's reader gives it in training."""
+    from transformers import AutoConfig
+
+    from tinyplm.serve.predictor import Predictor
+    from tinyplm.serve.records import TextInput
+
+    model_dir = make_tiny_model_dir(tmp_path / "m")
+    cfg = AutoConfig.from_pretrained(model_dir)
+    cfg.tinyplm_task = {"name": "tvtropes_spoilers", "max_length": 32, "context_sentences": 2}
+    cfg.save_pretrained(model_dir)
+    texts = sentences(4)
+    (tmp_path / "page.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    result = cli(["predict", "m", "-i", "page.txt", "-o", "out.jsonl"], cwd=tmp_path)
+    assert result.returncode == 0, result.output
+    got = [r["scores"]["LABEL_1"] for r in lines(tmp_path / "out.jsonl")]
+    pairs = [TextInput(texts[0]), TextInput(texts[1], texts[0]), TextInput(texts[2], f"{texts[0]} {texts[1]}"),
+             TextInput(texts[3], f"{texts[1]} {texts[2]}")]
+    predictor = Predictor.load(model_dir)
+    assert predictor.info.context_sentences == 2
+    assert got == pytest.approx([p.scores["LABEL_1"] for p in predictor.predict(pairs)], abs=1e-7)
+    alone = [p.scores["LABEL_1"] for p in predictor.predict([TextInput(p.text) for p in pairs])]
+    assert all(abs(a - b) > 1e-6 for a, b, p in zip(alone, got, pairs, strict=True) if p.text_pair)

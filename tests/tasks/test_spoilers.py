@@ -80,6 +80,34 @@ def test_tvtropes_rows_without_a_header(tmp_path: Path) -> None:
         read_tvtropes_csv(path, "dev")
 
 
+def test_tvtropes_context_is_the_sentences_before_in_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "dev.csv"
+    path.write_text('1,"A  show .",0\n2,He dies,1\n\n3,Then   she does .,1\n4,The end,0\n', encoding="utf-8")
+    got = read_tvtropes_csv(path, "dev", context_sentences=2)  # closed gaps in the context too
+    assert [e.text_pair for e in got] == [None, "A show.", "A show. He dies", "He dies Then she does."]
+    alone = read_tvtropes_csv(path, "dev")
+    assert [(e.text, e.label, e.line) for e in got] == [(e.text, e.label, e.line) for e in alone]
+    task = spoiler_task("tvtropes_spoilers", tmp_path, context_sentences=1)
+    assert task.info == {"context_sentences": 1} and not spoiler_task("tvtropes_spoilers", tmp_path).info
+
+
+def test_context_is_refused_for_a_task_without_preceding_sentences(tmp_path: Path) -> None:
+    from tinyplm.config import TaskSpec
+    from tinyplm.errors import RecipeError
+    from tinyplm.run import load_task
+
+    root = tmp_path / "data"
+    _goodreads_csv(root / GOODREADS_CSV, BOOKS[:100])
+    (root / TVTROPES_DIR).mkdir(parents=True)
+    for split in ("train", "dev"):
+        (root / TVTROPES_DIR / f"{split}.csv").write_text("1,A show,0\n2,He dies,1\n3,Not him,0\n", encoding="utf-8")
+    tv = load_task(TaskSpec(name="tvtropes_spoilers", data_dir=str(root), context_sentences=2))
+    assert [e.text_pair for e in tv.evals["dev"].examples] == [None, "A show", "A show He dies"]
+    with pytest.raises(RecipeError, match="task.context_sentences is for goodreads_spoilers_reviews and "
+                                          "tvtropes_spoilers.*'goodreads_spoilers'"):
+        load_task(TaskSpec(name="goodreads_spoilers", data_dir=str(root), context_sentences=2))
+
+
 @pytest.mark.parametrize(("raw", "closed"), [
     ("Dukat becomes this after   Ziyal's death .", "Dukat becomes this after Ziyal's death."),
     (" Inspired By  the film\tAlice .  ", "Inspired By the film Alice."),
@@ -211,3 +239,44 @@ def test_evaluate_gives_a_reviews_model_the_context_it_was_trained_with(tmp_path
     none = json.loads(cli([*args, "--context-sentences", "0"], cwd=tmp_path).stdout)
     assert none["context_sentences"] == 0 and none["metrics"] == pytest.approx(expected(0))
     assert expected(0) != expected(2)  # the context changes what the model sees
+
+
+def test_evaluate_and_bench_read_a_tvtropes_model_as_it_was_trained(tmp_path: Path) -> None:
+    """Without --max-length and --context-sentences, `tinyplm evaluate` uses the model's own (from
+    its config stamp): the metrics equal the library's on the task read that way; bench resolves
+    the same settings from its first model."""
+    from transformers import AutoConfig
+
+    from conftest import make_tiny_model_dir
+    from helpers_cli import cli
+    from tinyplm.cli.measure import _as_trained
+    from tinyplm.config import TaskSpec
+    from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
+    from tinyplm.models import load_classifier
+    from tinyplm.run import load_task
+
+    root = tmp_path / "data"
+    (root / TVTROPES_DIR).mkdir(parents=True)
+    lines = [f"{i},Sentence number {i} of a page about show {i // 5},{(i // 3) % 2}" for i in range(1, 41)]
+    for split in ("train", "dev"):
+        (root / TVTROPES_DIR / f"{split}.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    model_dir = make_tiny_model_dir(tmp_path / "m")
+    cfg = AutoConfig.from_pretrained(model_dir)
+    cfg.tinyplm_task = {"name": "tvtropes_spoilers", "max_length": 24, "context_sentences": 2}
+    cfg.save_pretrained(model_dir)
+
+    def expected(context: int, length: int) -> dict:
+        data = load_task(TaskSpec(name="tvtropes_spoilers", data_dir=str(root), max_length=length,
+                                  context_sentences=context))
+        model, tok = load_classifier(model_dir, data.labels, False)
+        return evaluate_model(model, data, encode_evals(data, tok, length))
+
+    result = cli(["evaluate", "m", "--task", "tvtropes_spoilers", "--data-dir", root, "--json"], cwd=tmp_path)
+    assert result.returncode == 0, result.output
+    got = json.loads(result.stdout)
+    assert got["context_sentences"] == 2 and got["metrics"] == pytest.approx(expected(2, 24))
+    assert expected(0, 24) != expected(2, 24)
+    assert _as_trained(model_dir, "tvtropes_spoilers", None, None) == (24, 2)
+    assert _as_trained(model_dir, "tvtropes_spoilers", 64, 0) == (64, 0)
+    assert _as_trained(model_dir, "sst2", None, None) == (24, 0)  # context only for the tasks that take it
+    assert _as_trained(tmp_path / "not-a-model", "tvtropes_spoilers", None, None) == (128, 0)

@@ -21,15 +21,18 @@ def evaluate_cmd(
     task: Annotated[str, typer.Option("--task", help="task name, e.g. sst2")],
     data_dir: Annotated[str | None, typer.Option(
         "--data-dir", help="data root: a GLUE folder, or the folder holding squad/ and conll2003/")] = None,
-    max_length: Annotated[int, typer.Option(help="max tokens per example (SQuAD: per window)")] = 128,
+    max_length: Annotated[int | None, typer.Option(
+        help="max tokens per example (SQuAD: per window); default: what the model was trained with, from its "
+             "config or run; else 128")] = None,
     doc_stride: Annotated[int | None, typer.Option(
         help="SQuAD: tokens shared by consecutive windows (default: 128, or half a window's context room)")] = None,
     max_query_length: Annotated[int, typer.Option(help="SQuAD: question tokens kept")] = 64,
     predictions: Annotated[Path | None, typer.Option(
         "--predictions", help="SQuAD tasks: also write the dev answers here (JSON: id -> text)")] = None,
     context_sentences: Annotated[int | None, typer.Option(
-        help="goodreads_spoilers_reviews: preceding sentences of the review given with each sentence (default: "
-             "what the model was trained with, from its config or run; else 0)")] = None,
+        help="goodreads_spoilers_reviews, tvtropes_spoilers: preceding sentences (of the review; of the file) "
+             "given with each sentence (default: what the model was trained with, from its config or run; "
+             "else 0)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Official task metrics of a saved model on the task's dev split(s).
@@ -42,12 +45,9 @@ def evaluate_cmd(
     from tinyplm.models import load_classifier
     from tinyplm.models.infer import predict_logits
     from tinyplm.run import load_task
-    from tinyplm.serve.model_info import model_info
-    from tinyplm.serve.sources import REVIEWS_TASK
-    from tinyplm.tasks import canonical
+    from tinyplm.tasks.spoilers import CONTEXT_TASKS
 
-    if context_sentences is None and canonical(task) == REVIEWS_TASK:
-        context_sentences = model_info(model_dir).context_sentences  # as the model was trained
+    max_length, context_sentences = _as_trained(model_dir, task, max_length, context_sentences)
     spec = validate_recipe({"task": {"name": task, "data_dir": data_dir, "max_length": max_length,
                                      "doc_stride": doc_stride, "max_query_length": max_query_length,
                                      "context_sentences": context_sentences or 0}},
@@ -62,12 +62,29 @@ def evaluate_cmd(
         texts = span_prediction_texts(data.evals["dev"], evals["dev"], predict_logits(model, evals["dev"]))
         write_json_atomic(predictions, texts, indent=1)
         out.print(f"[dim]{len(texts)} answers written to {predictions}[/dim]", highlight=False)
-    context = {"context_sentences": spec.context_sentences} if data.task == REVIEWS_TASK else {}
+    context = {"context_sentences": spec.context_sentences} if data.task in CONTEXT_TASKS else {}
     if as_json:
         out.print_json(json.dumps({"task": data.task, "model": str(model_dir), **context, "metrics": metrics}))
     else:
         for k, v in {**context, **metrics}.items():
             out.print(f"{k}: {v:.4f}" if isinstance(v, float) else f"{k}: {v}")
+
+def _as_trained(model_dir: Path, task: str, max_length: int | None, context: int | None) -> tuple[int, int]:
+    """``(max length, context sentences)`` to read ``task`` with for ``model_dir``: the given ones,
+    else those the model was trained with (its run's recipe or its config's stamp; 128 and 0 when
+    nothing records them). Context applies to the tasks that take it only."""
+    from tinyplm.serve.model_info import DEFAULT_MAX_LENGTH, trained_task
+    from tinyplm.tasks import canonical
+    from tinyplm.tasks.spoilers import CONTEXT_TASKS
+
+    wants_context = context is None and canonical(task) in CONTEXT_TASKS
+    run = trained_task(model_dir) if max_length is None or wants_context else None
+    if max_length is None:
+        max_length = run.max_length if run is not None and run.max_length else DEFAULT_MAX_LENGTH
+    if wants_context:
+        context = run.context_sentences if run is not None else 0
+    return max_length, context or 0
+
 
 @app.command("evaluate-squad")
 def evaluate_squad_cmd(
@@ -104,7 +121,12 @@ def bench_cmd(
     task: Annotated[str, typer.Option("--task", help="task whose dev sentences are used")],
     out_dir: Annotated[Path | None, typer.Option("--out", "-o", help="write results.json + reports here")] = None,
     data_dir: Annotated[str | None, typer.Option("--data-dir", help="GLUE folder")] = None,
-    max_length: Annotated[int, typer.Option(help="max tokens per example")] = 128,
+    max_length: Annotated[int | None, typer.Option(
+        help="max tokens per example; default: what the first model was trained with (its config or run), "
+             "else 128")] = None,
+    context_sentences: Annotated[int | None, typer.Option(
+        help="goodreads_spoilers_reviews, tvtropes_spoilers: preceding sentences given with each sentence "
+             "(default: what the first model was trained with; else 0)")] = None,
     rounds: Annotated[int, typer.Option(help="interleaved timing rounds")] = 3,
     runtimes: Annotated[str | None, typer.Option(
         "--runtimes", help="also run each PyTorch model in these runtimes, e.g. torch,onnxruntime,openvino")] = None,
@@ -124,8 +146,10 @@ def bench_cmd(
     from tinyplm.run import bench
 
     wanted = [r.strip() for r in runtimes.split(",") if r.strip()] if runtimes else None
+    max_length, context_sentences = _as_trained(model_dirs[0], task, max_length, context_sentences)
+    spec = TaskSpec(name=task, data_dir=data_dir, max_length=max_length, context_sentences=context_sentences)
     with tempfile.TemporaryDirectory(prefix="tinyplm-bench-") as scratch:
-        record = bench(model_dirs, TaskSpec(name=task, data_dir=data_dir, max_length=max_length), rounds,
+        record = bench(model_dirs, spec, rounds,
                        runtimes=wanted, work=out_dir or Path(scratch), tolerance=tolerance)
         print_stages(record)
         for model, best in record.info.get("fastest", {}).items():

@@ -49,8 +49,9 @@ class TaskSpec(Section):
     max_query_length: int = Field(64, ge=1, description="SQuAD: question tokens kept")
     train_articles: int = Field(38, ge=1, description="SQuAD v1.1 default split: first N dev articles to train on")
     # Spoiler tasks
-    context_sentences: int = Field(0, ge=0, le=64, description="goodreads_spoilers_reviews: each sentence's N "
-                                   "preceding sentences of its review as a text pair")
+    context_sentences: int = Field(0, ge=0, le=64, description="goodreads_spoilers_reviews, tvtropes_spoilers: "
+                                   "each sentence's N preceding sentences (of its review; of the file, a show's "
+                                   "page in order) as a text pair")
     class_weights: Literal["balanced", "none"] | None = Field(
         None, description="class weights in the cross-entropy: balanced (n / (classes x n_c) from the training "
         "labels) or none; default: the task's (balanced for the Goodreads spoiler tasks)")

@@ -16,6 +16,11 @@ Formats (``--input-format``, default from the file name, see :func:`detect_forma
 - ``reviews``: Goodreads reviews as JSON lines (``review_sentences``), one input per sentence
   (:mod:`tinyplm.serve.review_inputs`).
 
+A model trained with ``context_sentences: N`` on a task whose context is the lines before
+(``tvtropes_spoilers``: a show's page, in order) gets the same here: in a ``text``, ``csv``,
+``tsv`` or ``jsonl`` input each text's pair is the texts of the N rows before it, joined by a
+space (:func:`with_file_context`, the training reader's rule). A row in error gives no context.
+
 Nothing is read ahead beyond the current record, so a file of any size streams. Bytes are decoded
 line by line: an undecodable line, an empty text, a missing field is a :class:`Row` with an
 ``error`` (naming the file, line and field), so the caller may stop or skip it. A header without
@@ -24,7 +29,9 @@ the needed column, or an unreadable file, raises ``DataError`` at once.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import BinaryIO
 
 from tinyplm.serve.fields import RowError, build_input, check_text, head_columns
@@ -33,10 +40,39 @@ from tinyplm.serve.review_inputs import read_reviews
 from tinyplm.serve.sources import Row, Source, decoded_lines, read_json_lines
 from tinyplm.serve.table_inputs import read_squad_json, read_table
 from tinyplm.tasks.heads import Head
+from tinyplm.tasks.spoilers import preceding_context
+
+#: The formats whose rows may take the rows before them as context (one text per row).
+CONTEXT_FORMATS = ("text", "csv", "tsv", "jsonl")
 
 
 def read_inputs(source: Source, stream: BinaryIO) -> Iterator[Row]:
     """The rows of ``stream`` in ``source.format`` (see the module docstring)."""
+    rows = _read_rows(source, stream)
+    if source.context_sentences and source.format in CONTEXT_FORMATS and source.head == Head.SEQUENCE:
+        return with_file_context(rows, source.context_sentences)
+    return rows
+
+
+def with_file_context(rows: Iterable[Row], context: int) -> Iterator[Row]:
+    """``rows`` with each text's pair made the texts of the ``context`` good rows before it
+    (:func:`~tinyplm.tasks.spoilers.preceding_context`, as the training reader builds it). A row
+    that brings a pair of its own (a pair column) is an error: the model's pair is its context."""
+    before: deque[str] = deque(maxlen=context)
+    for row in rows:
+        item = row.item
+        if not isinstance(item, TextInput):
+            yield row
+            continue
+        if item.text_pair is not None:
+            yield replace(row, item=None, error=f"{row.where}: this model takes the {context} texts before each "
+                          "as its second text (its context); the input gives a second text of its own")
+            continue
+        yield replace(row, item=replace(item, text_pair=preceding_context(list(before), len(before), context)))
+        before.append(item.text)
+
+
+def _read_rows(source: Source, stream: BinaryIO) -> Iterator[Row]:
     if source.format == "text":
         return _read_text(source, stream)
     if source.format == "conll":

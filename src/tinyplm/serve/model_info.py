@@ -11,12 +11,15 @@ when the model sits in a run dir, from the run's recipe.
   position embeddings. ``max_length_from`` says which applied.
 - SQuAD windows (``doc_stride``, ``max_query_length``) follow the same order, with the rules of
   :meth:`tinyplm.config.TaskSpec.window_stride`; a ``squad_v2`` run turns on the no-answer rule.
-- A ``goodreads_spoilers_reviews`` model trained with ``context_sentences: N`` keeps N: reading
-  reviews, predict gives each sentence the same preceding-sentence context as in training.
+- A ``goodreads_spoilers_reviews`` or ``tvtropes_spoilers`` model trained with
+  ``context_sentences: N`` keeps N: predict gives each sentence the same preceding-sentence
+  context as in training (of its review; of the lines before it in a text, CSV or JSON-lines
+  file). The service takes the context as each request's ``text_pair``.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,8 +56,8 @@ class ModelInfo:
 
     ``labels`` are the class names (sequence) or tags (token), empty for span and regression
     models; ``null_threshold`` is set for SQuAD v2.0 models (answer empty when the no-answer
-    score beats the best span by more than it); ``context_sentences`` is the review context a
-    Goodreads-reviews model was trained with (0: none)."""
+    score beats the best span by more than it); ``context_sentences`` is the preceding-sentence
+    context a Goodreads-reviews or TV Tropes model was trained with (0: none)."""
 
     path: Path
     head: Head
@@ -117,6 +120,20 @@ def stamped_task(cfg: dict, path: Path) -> RunTask | None:
     ints = {k: task.get(k) if isinstance(task.get(k), int) else None for k in INT_KEYS}
     name = task.get("name") if isinstance(task.get("name"), str) else None
     return RunTask(path / "config.json", name, **ints)
+
+
+def trained_task(target: Path) -> RunTask | None:
+    """The task settings ``target`` (a model dir or run dir) was trained with: its run's recipe,
+    else its config's ``tinyplm_task`` stamp; None when neither records them or it is no HF model dir."""
+    path = model_dir_of(target)
+    config = path / "config.json"
+    if not config.is_file():
+        return None
+    try:
+        cfg = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None  # loading the model names the damage
+    return run_task(path) or (stamped_task(cfg, path) if isinstance(cfg, dict) else None)
 
 
 def model_info(target: Path, max_length: int | None = None, doc_stride: int | None = None,

@@ -4,7 +4,7 @@ layout (Wan et al. 2019), read unchanged, one input per sentence.
 Each line is a review object whose ``review_sentences`` is a list of ``[label, sentence]`` pairs
 (the label is not needed and is ignored; a bare sentence string is taken too). A sentence's text
 pair is the ``context_sentences`` sentences before it in its review, by the training reader's own
-rule (:func:`tinyplm.tasks.spoilers.review_context`), so a model trained with review context is
+rule (:func:`tinyplm.tasks.spoilers.preceding_context`), so a model trained with review context is
 given the same inputs here. Each row's ``key`` (``review_id`` when the review has one, and the
 sentence's number from 0) goes into its output record. A line that is not a review object is one
 row error; a bad sentence (not text, empty) is a row error of its own and the review's other
@@ -22,7 +22,7 @@ from tinyplm.serve.fields import RowError, check_text
 from tinyplm.serve.records import TextInput
 from tinyplm.serve.sources import Row, Source, read_json_lines
 from tinyplm.tasks.json_layout import shown
-from tinyplm.tasks.spoilers import review_context
+from tinyplm.tasks.spoilers import preceding_context
 
 #: The fields of a review input's ``key``, written beside ``line`` in every output record.
 REVIEW_KEYS = ("review_id", "sentence")
@@ -51,7 +51,7 @@ def _review_rows(obj: object, line: int, where: str, context: int) -> list[Row]:
         if isinstance(sentence, RowError):
             rows.append(Row(line, at, error=f"{at}: {sentence}", key=key))
         else:
-            rows.append(Row(line, at, TextInput(sentence, review_context(texts, i, context)), key=key))
+            rows.append(Row(line, at, TextInput(sentence, preceding_context(texts, i, context)), key=key))
     return rows
 
 

@@ -46,8 +46,9 @@ class Source:
     """What to read: ``path`` (``-`` for stdin), its ``format``, the columns the user named, and the
     model's ``head`` and ``task`` (the run's task picks GLUE's columns). ``header``: whether a
     CSV/TSV file starts with a header line (None: decide as
-    :func:`~tinyplm.serve.table_inputs.table_columns` says). ``context_sentences``: reviews, the
-    preceding sentences each sentence gets as its text pair (the model's own setting)."""
+    :func:`~tinyplm.serve.table_inputs.table_columns` says). ``context_sentences``: the
+    preceding sentences (of a review; the rows before, for one text per row) each sentence gets
+    as its text pair (the model's own setting)."""
 
     path: str
     format: str

@@ -21,7 +21,7 @@ from tinyplm.tasks.conll import conll_task
 from tinyplm.tasks.custom import custom_task
 from tinyplm.tasks.glue import GLUE_SPECS, glue_task
 from tinyplm.tasks.paths import resolve_data_root, resolve_glue_dir
-from tinyplm.tasks.spoilers import SPOILER_TASKS, spoiler_task
+from tinyplm.tasks.spoilers import CONTEXT_TASKS, SPOILER_TASKS, spoiler_task
 from tinyplm.tasks.squad import squad_task
 
 __all__ = [
@@ -107,9 +107,9 @@ def load_task(spec) -> TaskData:
         task = spoiler_task(canonical(spec.name), resolve_data_root(spec.data_dir), spec.context_sentences)
     else:
         task = get(spec.name, spec.data_dir)
-    if spec.context_sentences and task.name != "goodreads_spoilers_reviews":
-        raise RecipeError(f"task.context_sentences is for goodreads_spoilers_reviews (sentences of whole reviews); "
-                          f"task '{task.name}' has no reviews to take context from")
+    if spec.context_sentences and task.name not in CONTEXT_TASKS:
+        raise RecipeError(f"task.context_sentences is for {' and '.join(CONTEXT_TASKS)} (sentences of whole reviews "
+                          f"or pages); task '{task.name}' has no preceding sentences to take context from")
     if spec.class_weights is not None:
         task = replace(task, class_weights=spec.class_weights)
     return task.load()

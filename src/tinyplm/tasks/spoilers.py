@@ -8,6 +8,12 @@
   ``context_sentences: N`` each sentence gets the N sentences before it in its review (joined by a
   space) as its text pair; the first sentence of a review has no pair.
 * ``tvtropes_spoilers``: ``spoilers/tvtropes/{train,dev}.csv``, no header, ``id,sentence,label``.
+  The files list a show's sentences together, in the order of its page (on the shipped files a
+  sentence has the label of the one before it 70% of the time in train, 74% in dev, against 50%
+  by chance; train and dev hold different shows). With ``context_sentences: N`` each sentence
+  gets the N sentences before it in the file as its text pair, the page context a reader has;
+  the first line of a file has none. Nothing marks where one show's page ends, so the first
+  sentences of a page may get the end of the page before as context.
 
 Goodreads ships no dev file, so dev is split off the training file **by book**: a book (its title
 in the CSV, its ``book_id`` in the JSON lines) is in dev when the sha256 of ``DEV_SEED/<book>``,
@@ -148,18 +154,21 @@ def read_goodreads_csv(path: Path, split: str) -> list[Example]:
     return _by_book(out, path, split)
 
 
-def read_tvtropes_csv(path: Path, split: str) -> list[Example]:
+def read_tvtropes_csv(path: Path, split: str, context_sentences: int = 0) -> list[Example]:
     """A TV Tropes file: ``id,sentence,label`` rows (:data:`TVTROPES_COLUMNS`) without a header;
-    each sentence with its markup gaps closed (:func:`close_markup_gaps`)."""
-    out = []
+    each sentence with its markup gaps closed (:func:`close_markup_gaps`); with
+    ``context_sentences`` N its text pair is the N sentences before it in the file."""
+    rows = []
     text_at, label_at = TVTROPES_COLUMNS.index("sentence"), TVTROPES_COLUMNS.index("label")
     for line, fields in csv_rows(path):
         _width(fields, len(TVTROPES_COLUMNS), path, line)
         text = close_markup_gaps(require_text(fields[text_at], "sentence", path, line))
-        out.append(Example(text, None, parse_label(fields[label_at], BINARY, path, line), line))
-    if not out:
+        rows.append((line, text, parse_label(fields[label_at], BINARY, path, line)))
+    if not rows:
         raise no_examples(path)
-    return out
+    texts = [text for _, text, _ in rows]
+    return [Example(text, preceding_context(texts, i, context_sentences), label, line)
+            for i, (line, text, label) in enumerate(rows)]
 
 
 def read_goodreads_jsonl(path: Path, split: str, context_sentences: int = 0) -> list[Example]:
@@ -193,14 +202,14 @@ def _review(text: str, path: Path, line: int, context: int) -> list[Row]:
         raise DataError(f"{at(path, line)}: 'review_sentences' should be a non-empty list of [label, sentence]")
     sentences = [_sentence(pair, i, path, line) for i, pair in enumerate(pairs)]
     texts = [s for _, s in sentences]
-    return [Row(str(book), Example(sentence, review_context(texts, i, context), label, line))
+    return [Row(str(book), Example(sentence, preceding_context(texts, i, context), label, line))
             for i, (label, sentence) in enumerate(sentences)]
 
 
-def review_context(sentences: list[str], i: int, context: int) -> str | None:
-    """The text pair of sentence ``i`` of a review: the ``context`` sentences before it joined by a
-    space, or None (no context asked, or the review's first sentence). ``tinyplm predict`` builds
-    it by this same rule, so a model trained with context sees the same inputs there."""
+def preceding_context(sentences: list[str], i: int, context: int) -> str | None:
+    """The text pair of sentence ``i`` of a review (or a TV Tropes file): the ``context`` sentences
+    before it joined by a space, or None (no context asked, or the first sentence). ``tinyplm
+    predict`` builds it by this same rule, so a model trained with context sees the same inputs."""
     before = " ".join(sentences[max(0, i - context):i]) if context else ""
     return before or None
 
@@ -236,9 +245,14 @@ def spoiler_task(name: str, data_root: Path, context_sentences: int = 0) -> Task
                     info={"dev_split": SPLIT_NOTE, "context_sentences": context_sentences})
     if name == "tvtropes_spoilers":
         folder = root / TVTROPES_DIR
+        info = {"context_sentences": context_sentences} if context_sentences else {}
         return Task(name, BINARY, False, TVTROPES_METRICS, {"train": folder / "train.csv", "dev": folder / "dev.csv"},
-                    read_tvtropes_csv, description="is a TV Tropes sentence a spoiler", family="spoilers")
+                    partial(read_tvtropes_csv, context_sentences=context_sentences),
+                    description="is a TV Tropes sentence a spoiler", family="spoilers", info=info)
     raise KeyError(name)
 
 
 SPOILER_TASKS: tuple[str, ...] = ("goodreads_spoilers", "goodreads_spoilers_reviews", "tvtropes_spoilers")
+#: The tasks whose sentences may take the sentences before them as context (``context_sentences``):
+#: a review's own sentences, or the lines before in a TV Tropes file (a show's page, in order).
+CONTEXT_TASKS: tuple[str, ...] = ("goodreads_spoilers_reviews", "tvtropes_spoilers")
