@@ -163,7 +163,7 @@ class StageData:
 
 
 #: config.json key recording the task a model was trained for (``name``, ``max_length`` and, for
-#: SQuAD, the window settings; for Goodreads reviews with context, ``context_sentences``), so a
+#: SQuAD, the window settings; for a spoiler task read with context, ``context_sentences``), so a
 #: model copied out of its run still predicts as evaluated.
 TASK_KEY = "tinyplm_task"
 
