@@ -180,6 +180,12 @@ README_LINES: dict[str, Way] = {
     "tinyplm run recipes/spoilers/tvtropes_family.yaml": Way(
         None, "cheap check only: an hour-long run; tests/run/test_family_run.py runs every family student on a "
         "tiny BERT"),
+    "tinyplm run recipes/spoilers/tvtropes_context.yaml": Way(
+        None, "cheap check only: a 40-minute fine-tune; tests/run/test_family_run.py runs a TV Tropes recipe "
+        "with page context on a tiny BERT"),
+    "tinyplm evaluate runs/tvtropes_context/teacher --task tvtropes_spoilers": Way(
+        None, "cheap check only: needs the context run's teacher; tests/run/test_family_run.py evaluates a tiny "
+        "one the same way"),
     "python benchmarks/nlm_family.py --task goodreads_spoilers": Way(
         None, "cheap check only: about an hour; tests/test_nlm_family_bench.py runs main() on a tiny recipe"),
     "python benchmarks/nlm_family.py --task tvtropes_spoilers": Way(
