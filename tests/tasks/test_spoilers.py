@@ -37,6 +37,13 @@ def _goodreads_csv(path: Path, books: list[str], per_book: int = 2) -> Path:
     return path
 
 
+def _tvtropes_files(root: Path, text: str) -> None:
+    """The same header-less ``text`` as TV Tropes train and dev files under the data ``root``."""
+    (root / TVTROPES_DIR).mkdir(parents=True)
+    for split in ("train", "dev"):
+        (root / TVTROPES_DIR / f"{split}.csv").write_text(text, encoding="utf-8")
+
+
 def test_the_by_book_split_keeps_every_book_on_one_side_and_is_deterministic(tmp_path: Path) -> None:
     path = _goodreads_csv(tmp_path / "train.csv", BOOKS)
     train, dev = read_goodreads_csv(path, "train"), read_goodreads_csv(path, "dev")
@@ -98,9 +105,7 @@ def test_context_is_refused_for_a_task_without_preceding_sentences(tmp_path: Pat
 
     root = tmp_path / "data"
     _goodreads_csv(root / GOODREADS_CSV, BOOKS[:100])
-    (root / TVTROPES_DIR).mkdir(parents=True)
-    for split in ("train", "dev"):
-        (root / TVTROPES_DIR / f"{split}.csv").write_text("1,A show,0\n2,He dies,1\n3,Not him,0\n", encoding="utf-8")
+    _tvtropes_files(root, "1,A show,0\n2,He dies,1\n3,Not him,0\n")
     tv = load_task(TaskSpec(name="tvtropes_spoilers", data_dir=str(root), context_sentences=2))
     assert [e.text_pair for e in tv.evals["dev"].examples] == [None, "A show", "A show He dies"]
     with pytest.raises(RecipeError, match="task.context_sentences is for goodreads_spoilers_reviews and "
@@ -195,9 +200,7 @@ def test_a_dev_side_of_one_class_is_refused_when_loading(tmp_path: Path) -> None
 def test_tasks_find_their_files_under_the_data_root(tmp_path: Path) -> None:
     root = tmp_path / "data"
     _goodreads_csv(root / GOODREADS_CSV, BOOKS[:100])
-    (root / TVTROPES_DIR).mkdir(parents=True)
-    for split in ("train", "dev"):
-        (root / TVTROPES_DIR / f"{split}.csv").write_text("1,A show,0\n2,He dies,1\n", encoding="utf-8")
+    _tvtropes_files(root, "1,A show,0\n2,He dies,1\n")
     goodreads = spoiler_task("goodreads_spoilers", root).load()
     assert goodreads.metrics[0] == "roc_auc" and "dev_split" in goodreads.info
     tv = spoiler_task("tvtropes_spoilers", root).load()
@@ -256,10 +259,8 @@ def test_evaluate_and_bench_read_a_tvtropes_model_as_it_was_trained(tmp_path: Pa
     from tinyplm.run import load_task
 
     root = tmp_path / "data"
-    (root / TVTROPES_DIR).mkdir(parents=True)
     lines = [f"{i},Sentence number {i} of a page about show {i // 5},{(i // 3) % 2}" for i in range(1, 41)]
-    for split in ("train", "dev"):
-        (root / TVTROPES_DIR / f"{split}.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _tvtropes_files(root, "\n".join(lines) + "\n")
     model_dir = make_tiny_model_dir(tmp_path / "m")
     cfg = AutoConfig.from_pretrained(model_dir)
     cfg.tinyplm_task = {"name": "tvtropes_spoilers", "max_length": 24, "context_sentences": 2}
