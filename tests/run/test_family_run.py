@@ -179,9 +179,9 @@ def test_a_family_student_on_a_regression_task_is_refused_before_the_teacher_tra
 
 
 def test_a_tvtropes_run_with_page_context_trains_scores_and_stamps_it(tmp_path: Path) -> None:
-    """task.context_sentences on TV Tropes: the teacher and the TF-IDF floor read each sentence with
-    the two before it; the saved teacher carries the setting, so `tinyplm evaluate` with no options
-    scores it as the run did."""
+    """task.context_sentences / context_after on TV Tropes: the teacher and the TF-IDF floor read
+    each sentence with the two before it and the one after; the saved teacher carries the settings,
+    so `tinyplm evaluate` with no options scores it as the run did."""
     from tinyplm.tasks.spoilers import TVTROPES_DIR
 
     root = tmp_path / "data"
@@ -192,19 +192,21 @@ def test_a_tvtropes_run_with_page_context_trains_scores_and_stamps_it(tmp_path: 
         (root / TVTROPES_DIR / f"{split}.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     model = make_tiny_model_dir(tmp_path / "tiny-bert")
     recipe = tiny_recipe(tmp_path, model, tmp_path, students=[{"name": "tfidf", "family": {"arch": "tfidf_lr"}}])
-    recipe["task"] = {"name": "tvtropes_spoilers", "data_dir": str(root), "max_length": 48, "context_sentences": 2}
+    recipe["task"] = {"name": "tvtropes_spoilers", "data_dir": str(root), "max_length": 48, "context_sentences": 2,
+                      "context_after": 1}
     recipe["teacher"]["finetune"]["max_steps"] = 4
     cfg = load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
     record = run(cfg)
     run_dir = Path(cfg.output_dir)
     assert {s.name for s in record.stages} == {"teacher", "tfidf"}
     teacher, _ = load_classifier(run_dir / "teacher", ("0", "1"), False, "sequence")
-    assert teacher.config.tinyplm_task == {"name": "tvtropes_spoilers", "max_length": 48, "context_sentences": 2}
+    assert teacher.config.tinyplm_task == {"name": "tvtropes_spoilers", "max_length": 48, "context_sentences": 2,
+                                           "context_after": 1}
     got = cli(["evaluate", run_dir / "teacher", "--task", "tvtropes_spoilers", "--data-dir", root, "--json"],
               cwd=tmp_path)
     assert got.returncode == 0, got.output
     scored = json.loads(got.stdout)
-    assert scored["context_sentences"] == 2
+    assert (scored["context_sentences"], scored["context_after"]) == (2, 1)
     assert scored["metrics"]["roc_auc"] == pytest.approx(record.stage("teacher").metrics["roc_auc"])
     alone = cli(["evaluate", run_dir / "teacher", "--task", "tvtropes_spoilers", "--data-dir", root,
                  "--context-sentences", "0", "--json"], cwd=tmp_path)

@@ -152,7 +152,8 @@ def test_reviews_give_one_input_per_sentence_with_the_training_context() -> None
     assert rows(REVIEWS[:REVIEWS.index(b"\n")], "reviews")[1].item == TextInput("He dies.")  # no context asked
 
 
-def test_reviews_inputs_equal_the_training_readers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("after", [0, 2])
+def test_reviews_inputs_equal_the_training_readers(tmp_path: Path, after: int) -> None:
     """The same sentence and context pair as tinyplm.tasks.spoilers gives the model in training."""
     from tinyplm.tasks.spoilers import in_dev, read_goodreads_jsonl
 
@@ -161,10 +162,11 @@ def test_reviews_inputs_equal_the_training_readers(tmp_path: Path) -> None:
              for b in range(40)]
     path = tmp_path / "reviews.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    got = rows(path.read_bytes(), "reviews", context_sentences=2)
-    train = read_goodreads_jsonl(path, "train", context_sentences=2)
-    dev = read_goodreads_jsonl(path, "dev", context_sentences=2)
+    got = rows(path.read_bytes(), "reviews", context_sentences=2, context_after=after)
+    train = read_goodreads_jsonl(path, "train", context_sentences=2, context_after=after)
+    dev = read_goodreads_jsonl(path, "dev", context_sentences=2, context_after=after)
     expected = sorted([*train, *dev], key=lambda e: (e.line, e.text))
+    assert ("|" in (expected[0].text_pair or "")) == bool(after)
     assert [(r.item.text, r.item.text_pair) for r in got] == [(e.text, e.text_pair) for e in expected]
     assert any(in_dev(str(b)) for b in range(40))  # both sides were read
 
@@ -185,5 +187,38 @@ def test_a_context_model_gets_the_rows_before_each_as_in_training(tmp_path: Path
     assert "empty text" in text[1].error
     jsonl = rows(b'"A show"\n{"text": "He dies", "text_pair": "own"}\n"The end"\n', "jsonl", context_sentences=1)
     assert jsonl[0].item == TextInput("A show") and jsonl[2].item == TextInput("The end", "A show")
-    assert jsonl[1].item is None and "takes the 1 texts before each as its second text" in jsonl[1].error
+    assert jsonl[1].item is None and "takes the texts around each as its second text" in jsonl[1].error
     assert rows(b"A show\nHe dies\n", "text")[1].item == TextInput("He dies")  # no context asked
+
+
+def test_a_model_with_context_after_gets_the_rows_after_each_in_file_order(tmp_path: Path) -> None:
+    """context_after: the rows after each, as the training reader builds them, every row still
+    in file order; bad rows and rows bringing their own pair are errors that take no part in
+    anyone's context; a file shorter than the look-ahead is finished all the same."""
+    from tinyplm.serve.inputs import with_file_context
+    from tinyplm.serve.sources import Row
+    from tinyplm.tasks.spoilers import read_tvtropes_csv
+
+    path = tmp_path / "dev.csv"
+    path.write_text("\n".join(f"{i},Line {i} of the page,{i % 2}" for i in range(1, 8)) + "\n", encoding="utf-8")
+    got = rows(path.read_bytes(), "csv", task="tvtropes_spoilers", context_sentences=2, context_after=3)
+    expected = read_tvtropes_csv(path, "dev", context_sentences=2, context_after=3)
+    assert [r.item for r in got] == [TextInput(e.text, e.text_pair) for e in expected]
+    assert [r.line for r in got] == list(range(1, 8))
+    mixed = rows(b'"a"\n""\n{"text": "b", "text_pair": "own"}\n"c"\n"d"\n', "jsonl", context_sentences=1,
+                 context_after=1)
+    assert [r.line for r in mixed] == [1, 2, 3, 4, 5]
+    assert [r.item for r in mixed] == [TextInput("a", "| c"), None, None, TextInput("c", "a | d"),
+                                       TextInput("d", "c |")]
+    assert "empty text" in mixed[1].error and "its second text" in mixed[2].error
+    short = list(with_file_context([Row(1, "in:1", TextInput("only"))], 0, 4))
+    assert [r.item for r in short] == [TextInput("only")]
+    seen: list[int] = []
+
+    def stream():  # a row is given out once the rows it needs are read, not at the end of the file
+        for i in range(1, 6):
+            seen.append(i)
+            yield Row(i, f"in:{i}", TextInput(f"t{i}"))
+
+    lazy = with_file_context(stream(), 0, 1)
+    assert next(lazy).item == TextInput("t1", "| t2") and seen == [1, 2]

@@ -96,7 +96,11 @@ def test_review_context_comes_from_the_run_or_the_stamp_of_the_model(tmp_path: P
     model = SimpleNamespace(config=AutoConfig.from_pretrained(alone))
     stamp_task(model, TaskSpec(name="goodreads_spoilers_reviews", context_sentences=2))
     model.config.save_pretrained(alone)
-    assert model_info(alone).context_sentences == 2
+    assert model_info(alone).context_sentences == 2 and model_info(alone).context_after == 0
+    stamp_task(model, TaskSpec(name="tvtropes_spoilers", context_sentences=2, context_after=3))
+    model.config.save_pretrained(alone)
+    assert (model_info(alone).context_sentences, model_info(alone).context_after) == (2, 3)
+    assert model_info(alone).describe()["context_after"] == 3
     assert model_info(make_tiny_model_dir(tmp_path / "plain")).context_sentences == 0
 
 

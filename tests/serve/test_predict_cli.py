@@ -227,3 +227,11 @@ def test_a_tvtropes_context_model_scores_each_line_with_the_lines_before(tmp_pat
     assert got == pytest.approx([p.scores["LABEL_1"] for p in predictor.predict(pairs)], abs=1e-7)
     alone = [p.scores["LABEL_1"] for p in predictor.predict([TextInput(p.text) for p in pairs])]
     assert all(abs(a - b) > 1e-6 for a, b, p in zip(alone, got, pairs, strict=True) if p.text_pair)
+    cfg.tinyplm_task = {**cfg.tinyplm_task, "context_sentences": 1, "context_after": 1}  # and the line after
+    cfg.save_pretrained(model_dir)
+    result = cli(["predict", "m", "-i", "page.txt", "-o", "around.jsonl"], cwd=tmp_path)
+    assert result.returncode == 0, result.output
+    around = [TextInput(texts[0], f"| {texts[1]}"), TextInput(texts[1], f"{texts[0]} | {texts[2]}"),
+              TextInput(texts[2], f"{texts[1]} | {texts[3]}"), TextInput(texts[3], f"{texts[2]} |")]
+    expected = [p.scores["LABEL_1"] for p in Predictor.load(model_dir).predict(around)]
+    assert [r["scores"]["LABEL_1"] for r in lines(tmp_path / "around.jsonl")] == pytest.approx(expected, abs=1e-7)

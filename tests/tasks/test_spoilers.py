@@ -98,6 +98,27 @@ def test_tvtropes_context_is_the_sentences_before_in_the_file(tmp_path: Path) ->
     assert task.info == {"context_sentences": 1} and not spoiler_task("tvtropes_spoilers", tmp_path).info
 
 
+def test_context_after_adds_the_sentences_after_past_a_mark(tmp_path: Path) -> None:
+    """context_after: M puts the M following sentences after the mark, which stays when a side is
+    empty (first and last lines), so the model can tell before from after."""
+    from tinyplm.tasks.spoilers import AFTER_MARK, page_context
+
+    path = tmp_path / "dev.csv"
+    path.write_text('1,"A  show .",0\n2,He dies,1\n3,Then   she does .,1\n4,The end,0\n', encoding="utf-8")
+    got = read_tvtropes_csv(path, "dev", context_sentences=1, context_after=2)
+    assert AFTER_MARK == "|"
+    assert [e.text_pair for e in got] == ["| He dies Then she does.", "A show. | Then she does. The end",
+                                          "He dies | The end", "Then she does. |"]
+    only_after = read_tvtropes_csv(path, "dev", context_after=1)
+    assert [e.text_pair for e in only_after] == ["| He dies", "| Then she does.", "| The end", None]
+    assert page_context(["alone"], 0, 2, 2) is None and page_context(["a", "b"], 1, 2) == "a"
+    assert [(e.text, e.label) for e in got] == [(e.text, e.label) for e in read_tvtropes_csv(path, "dev")]
+    task = spoiler_task("tvtropes_spoilers", tmp_path, context_sentences=1, context_after=2)
+    assert task.info == {"context_sentences": 1, "context_after": 2}
+    reviews = spoiler_task("goodreads_spoilers_reviews", tmp_path, context_after=1)
+    assert reviews.info["context_after"] == 1
+
+
 def test_context_is_refused_for_a_task_without_preceding_sentences(tmp_path: Path) -> None:
     from tinyplm.config import TaskSpec
     from tinyplm.errors import RecipeError
@@ -111,6 +132,10 @@ def test_context_is_refused_for_a_task_without_preceding_sentences(tmp_path: Pat
     with pytest.raises(RecipeError, match="task.context_sentences is for goodreads_spoilers_reviews and "
                                           "tvtropes_spoilers.*'goodreads_spoilers'"):
         load_task(TaskSpec(name="goodreads_spoilers", data_dir=str(root), context_sentences=2))
+    with pytest.raises(RecipeError, match="task.context_after is for goodreads_spoilers_reviews"):
+        load_task(TaskSpec(name="goodreads_spoilers", data_dir=str(root), context_after=1))
+    around = load_task(TaskSpec(name="tvtropes_spoilers", data_dir=str(root), context_after=1))
+    assert [e.text_pair for e in around.evals["dev"].examples] == ["| He dies", "| Not him", None]
 
 
 @pytest.mark.parametrize(("raw", "closed"), [
@@ -163,6 +188,8 @@ def test_the_reviews_reader_reads_the_original_layout_with_context(tmp_path: Pat
     path.write_text(gappy + "\n", encoding="utf-8")
     got = read_goodreads_jsonl(path, "dev" if in_dev("1") else "train", context_sentences=1)
     assert [(e.text, e.text_pair) for e in got] == [("A good read.", None), ("Then she dies!", "A good read.")]
+    around = read_goodreads_jsonl(path, "dev" if in_dev("1") else "train", context_sentences=1, context_after=1)
+    assert [e.text_pair for e in around] == ["| Then she dies!", "A good read. |"]  # within its own review
 
 
 @pytest.mark.parametrize(("line", "message"), [
@@ -277,7 +304,11 @@ def test_evaluate_and_bench_read_a_tvtropes_model_as_it_was_trained(tmp_path: Pa
     got = json.loads(result.stdout)
     assert got["context_sentences"] == 2 and got["metrics"] == pytest.approx(expected(2, 24))
     assert expected(0, 24) != expected(2, 24)
-    assert _as_trained(model_dir, "tvtropes_spoilers", None, None) == (24, 2)
-    assert _as_trained(model_dir, "tvtropes_spoilers", 64, 0) == (64, 0)
-    assert _as_trained(model_dir, "sst2", None, None) == (24, 0)  # context only for the tasks that take it
-    assert _as_trained(tmp_path / "not-a-model", "tvtropes_spoilers", None, None) == (128, 0)
+    assert _as_trained(model_dir, "tvtropes_spoilers", None, None, None) == (24, 2, 0)
+    assert _as_trained(model_dir, "tvtropes_spoilers", 64, 0, 1) == (64, 0, 1)
+    assert _as_trained(model_dir, "sst2", None, None, None) == (24, 0, 0)  # context only for the tasks taking it
+    assert _as_trained(tmp_path / "not-a-model", "tvtropes_spoilers", None, None, None) == (128, 0, 0)
+    cfg.tinyplm_task = {"name": "tvtropes_spoilers", "max_length": 24, "context_sentences": 1, "context_after": 3}
+    cfg.save_pretrained(model_dir)
+    assert _as_trained(model_dir, "tvtropes_spoilers", None, None, None) == (24, 1, 3)
+    assert _as_trained(model_dir, "tvtropes_spoilers", None, 2, None) == (24, 2, 3)  # each setting on its own

@@ -33,6 +33,9 @@ def evaluate_cmd(
         help="goodreads_spoilers_reviews, tvtropes_spoilers: preceding sentences (of the review; of the file) "
              "given with each sentence (default: what the model was trained with, from its config or run; "
              "else 0)")] = None,
+    context_after: Annotated[int | None, typer.Option(
+        help="goodreads_spoilers_reviews, tvtropes_spoilers: following sentences also given with each sentence "
+             "(default: what the model was trained with; else 0)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Official task metrics of a saved model on the task's dev split(s).
@@ -47,10 +50,11 @@ def evaluate_cmd(
     from tinyplm.run import load_task
     from tinyplm.tasks.spoilers import CONTEXT_TASKS
 
-    max_length, context_sentences = _as_trained(model_dir, task, max_length, context_sentences)
+    max_length, context_sentences, context_after = _as_trained(model_dir, task, max_length, context_sentences,
+                                                               context_after)
     spec = validate_recipe({"task": {"name": task, "data_dir": data_dir, "max_length": max_length,
                                      "doc_stride": doc_stride, "max_query_length": max_query_length,
-                                     "context_sentences": context_sentences or 0}},
+                                     "context_sentences": context_sentences, "context_after": context_after}},
                            source="command line").task
     data = load_task(spec)
     if predictions is not None and data.head != Head.SPAN:
@@ -62,28 +66,33 @@ def evaluate_cmd(
         texts = span_prediction_texts(data.evals["dev"], evals["dev"], predict_logits(model, evals["dev"]))
         write_json_atomic(predictions, texts, indent=1)
         out.print(f"[dim]{len(texts)} answers written to {predictions}[/dim]", highlight=False)
-    context = {"context_sentences": spec.context_sentences} if data.task in CONTEXT_TASKS else {}
+    context = ({"context_sentences": spec.context_sentences, "context_after": spec.context_after}
+               if data.task in CONTEXT_TASKS else {})
     if as_json:
         out.print_json(json.dumps({"task": data.task, "model": str(model_dir), **context, "metrics": metrics}))
     else:
         for k, v in {**context, **metrics}.items():
             out.print(f"{k}: {v:.4f}" if isinstance(v, float) else f"{k}: {v}")
 
-def _as_trained(model_dir: Path, task: str, max_length: int | None, context: int | None) -> tuple[int, int]:
-    """``(max length, context sentences)`` to read ``task`` with for ``model_dir``: the given ones,
-    else those the model was trained with (its run's recipe or its config's stamp; 128 and 0 when
-    nothing records them). Context applies to the tasks that take it only."""
+def _as_trained(model_dir: Path, task: str, max_length: int | None, context: int | None,
+                after: int | None) -> tuple[int, int, int]:
+    """``(max length, context sentences before, after)`` to read ``task`` with for ``model_dir``:
+    the given ones, else those the model was trained with (its run's recipe or its config's stamp;
+    128, 0 and 0 when nothing records them). Context applies to the tasks that take it only."""
     from tinyplm.serve.model_info import DEFAULT_MAX_LENGTH, trained_task
     from tinyplm.tasks import canonical
     from tinyplm.tasks.spoilers import CONTEXT_TASKS
 
-    wants_context = context is None and canonical(task) in CONTEXT_TASKS
+    takes_context = canonical(task) in CONTEXT_TASKS
+    wants_context = takes_context and (context is None or after is None)
     run = trained_task(model_dir) if max_length is None or wants_context else None
     if max_length is None:
         max_length = run.max_length if run is not None and run.max_length else DEFAULT_MAX_LENGTH
-    if wants_context:
+    if takes_context and context is None:
         context = run.context_sentences if run is not None else 0
-    return max_length, context or 0
+    if takes_context and after is None:
+        after = run.context_after if run is not None else 0
+    return max_length, context or 0, after or 0
 
 
 @app.command("evaluate-squad")
@@ -127,6 +136,9 @@ def bench_cmd(
     context_sentences: Annotated[int | None, typer.Option(
         help="goodreads_spoilers_reviews, tvtropes_spoilers: preceding sentences given with each sentence "
              "(default: what the first model was trained with; else 0)")] = None,
+    context_after: Annotated[int | None, typer.Option(
+        help="goodreads_spoilers_reviews, tvtropes_spoilers: following sentences also given with each sentence "
+             "(default: what the first model was trained with; else 0)")] = None,
     rounds: Annotated[int, typer.Option(help="interleaved timing rounds")] = 3,
     runtimes: Annotated[str | None, typer.Option(
         "--runtimes", help="also run each PyTorch model in these runtimes, e.g. torch,onnxruntime,openvino")] = None,
@@ -146,8 +158,10 @@ def bench_cmd(
     from tinyplm.run import bench
 
     wanted = [r.strip() for r in runtimes.split(",") if r.strip()] if runtimes else None
-    max_length, context_sentences = _as_trained(model_dirs[0], task, max_length, context_sentences)
-    spec = TaskSpec(name=task, data_dir=data_dir, max_length=max_length, context_sentences=context_sentences)
+    max_length, context_sentences, context_after = _as_trained(model_dirs[0], task, max_length, context_sentences,
+                                                               context_after)
+    spec = TaskSpec(name=task, data_dir=data_dir, max_length=max_length, context_sentences=context_sentences,
+                    context_after=context_after)
     with tempfile.TemporaryDirectory(prefix="tinyplm-bench-") as scratch:
         record = bench(model_dirs, spec, rounds,
                        runtimes=wanted, work=out_dir or Path(scratch), tolerance=tolerance)

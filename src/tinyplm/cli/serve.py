@@ -116,7 +116,8 @@ def _source(info, path: str, input_format: str | None, text_column: str | None, 
     if header is not None and fmt not in ("csv", "tsv"):
         flag = "--header" if header else "--no-header"
         raise TinyplmError(f"{flag}: only for CSV/TSV input; {path} is read as {fmt}")
-    return Source(path, fmt, info.head, text_column, pair_column, info.task, header, info.context_sentences)
+    return Source(path, fmt, info.head, text_column, pair_column, info.task, header, info.context_sentences,
+                  info.context_after)
 
 
 class _progress:

@@ -52,6 +52,8 @@ class TaskSpec(Section):
     context_sentences: int = Field(0, ge=0, le=64, description="goodreads_spoilers_reviews, tvtropes_spoilers: "
                                    "each sentence's N preceding sentences (of its review; of the file, a show's "
                                    "page in order) as a text pair")
+    context_after: int = Field(0, ge=0, le=64, description="goodreads_spoilers_reviews, tvtropes_spoilers: "
+                               "also each sentence's N following sentences, after a '|' in the text pair")
     class_weights: Literal["balanced", "none"] | None = Field(
         None, description="class weights in the cross-entropy: balanced (n / (classes x n_c) from the training "
         "labels) or none; default: the task's (balanced for the Goodreads spoiler tasks)")

@@ -163,7 +163,8 @@ class StageData:
 
 
 #: config.json key recording the task a model was trained for (``name``, ``max_length`` and, for
-#: SQuAD, the window settings; for a spoiler task read with context, ``context_sentences``), so a
+#: SQuAD, the window settings; for a spoiler task read with context, ``context_sentences`` and
+#: ``context_after``), so a
 #: model copied out of its run still predicts as evaluated.
 TASK_KEY = "tinyplm_task"
 
@@ -175,6 +176,8 @@ def stamp_task(model, task: TaskSpec) -> None:
         record.update(doc_stride=task.window_stride(), max_query_length=task.max_query_length)
     if task.context_sentences:
         record["context_sentences"] = task.context_sentences
+    if task.context_after:
+        record["context_after"] = task.context_after
     setattr(model.config, TASK_KEY, record)
 
 

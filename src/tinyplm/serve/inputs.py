@@ -16,12 +16,14 @@ Formats (``--input-format``, default from the file name, see :func:`detect_forma
 - ``reviews``: Goodreads reviews as JSON lines (``review_sentences``), one input per sentence
   (:mod:`tinyplm.serve.review_inputs`).
 
-A model trained with ``context_sentences: N`` on a task whose context is the lines before
-(``tvtropes_spoilers``: a show's page, in order) gets the same here: in a ``text``, ``csv``,
-``tsv`` or ``jsonl`` input each text's pair is the texts of the N rows before it, joined by a
-space (:func:`with_file_context`, the training reader's rule). A row in error gives no context.
+A model trained with ``context_sentences: N`` (and ``context_after: M``) on a task whose context
+is the lines around (``tvtropes_spoilers``: a show's page, in order) gets the same here: in a
+``text``, ``csv``, ``tsv`` or ``jsonl`` input each text's pair is the texts of the N rows before
+it (and the M rows after it), by the training reader's rule (:func:`with_file_context`). A row in
+error gives no context.
 
-Nothing is read ahead beyond the current record, so a file of any size streams. Bytes are decoded
+Nothing is read ahead beyond the current record (the next M rows, for ``context_after: M``), so a
+file of any size streams. Bytes are decoded
 line by line: an undecodable line, an empty text, a missing field is a :class:`Row` with an
 ``error`` (naming the file, line and field), so the caller may stop or skip it. A header without
 the needed column, or an unreadable file, raises ``DataError`` at once.
@@ -40,7 +42,7 @@ from tinyplm.serve.review_inputs import read_reviews
 from tinyplm.serve.sources import Row, Source, decoded_lines, read_json_lines
 from tinyplm.serve.table_inputs import read_squad_json, read_table
 from tinyplm.tasks.heads import Head
-from tinyplm.tasks.spoilers import preceding_context
+from tinyplm.tasks.spoilers import page_context
 
 #: The formats whose rows may take the rows before them as context (one text per row).
 CONTEXT_FORMATS = ("text", "csv", "tsv", "jsonl")
@@ -49,27 +51,54 @@ CONTEXT_FORMATS = ("text", "csv", "tsv", "jsonl")
 def read_inputs(source: Source, stream: BinaryIO) -> Iterator[Row]:
     """The rows of ``stream`` in ``source.format`` (see the module docstring)."""
     rows = _read_rows(source, stream)
-    if source.context_sentences and source.format in CONTEXT_FORMATS and source.head == Head.SEQUENCE:
-        return with_file_context(rows, source.context_sentences)
+    wants_context = source.context_sentences or source.context_after
+    if wants_context and source.format in CONTEXT_FORMATS and source.head == Head.SEQUENCE:
+        return with_file_context(rows, source.context_sentences, source.context_after)
     return rows
 
 
-def with_file_context(rows: Iterable[Row], context: int) -> Iterator[Row]:
-    """``rows`` with each text's pair made the texts of the ``context`` good rows before it
-    (:func:`~tinyplm.tasks.spoilers.preceding_context`, as the training reader builds it). A row
-    that brings a pair of its own (a pair column) is an error: the model's pair is its context."""
-    before: deque[str] = deque(maxlen=context)
+def with_file_context(rows: Iterable[Row], context: int, after: int = 0) -> Iterator[Row]:
+    """``rows``, in order, with each text's pair made the texts of the ``context`` good rows before
+    it and the ``after`` good rows after it (:func:`~tinyplm.tasks.spoilers.page_context`, as the
+    training reader builds it; a row waits until the ``after`` rows past it are read). A row that
+    brings a pair of its own (a pair column) is an error: the model's pair is its context."""
+    waiting: deque[tuple[Row, int | None]] = deque()  # rows in file order, with their good-row number
+    texts: dict[int, str] = {}  # good rows' texts still needed as someone's context
+    seen = 0
     for row in rows:
         item = row.item
-        if not isinstance(item, TextInput):
+        if isinstance(item, TextInput) and item.text_pair is not None:
+            row = replace(row, item=None, error=f"{row.where}: this model takes the texts around each as its "
+                          "second text (its context); the input gives a second text of its own")
+        elif isinstance(item, TextInput):
+            texts[seen] = item.text
+            waiting.append((row, seen))
+            seen += 1
+            yield from _ready(waiting, texts, context, after, seen, done=False)
+            continue
+        waiting.append((row, None))
+        yield from _ready(waiting, texts, context, after, seen, done=False)
+    yield from _ready(waiting, texts, context, after, seen, done=True)
+
+
+def _ready(waiting: deque[tuple[Row, int | None]], texts: dict[int, str], context: int, after: int, seen: int,
+           done: bool) -> Iterator[Row]:
+    """The rows at the front of ``waiting`` whose following context is read (all of them when
+    ``done``), each text given its pair; texts no later row needs are dropped from ``texts``."""
+    while waiting:
+        row, number = waiting[0]
+        if number is not None and not done and seen - 1 - number < after:
+            return
+        waiting.popleft()
+        if number is None:
             yield row
             continue
-        if item.text_pair is not None:
-            yield replace(row, item=None, error=f"{row.where}: this model takes the {context} texts before each "
-                          "as its second text (its context); the input gives a second text of its own")
-            continue
-        yield replace(row, item=replace(item, text_pair=preceding_context(list(before), len(before), context)))
-        before.append(item.text)
+        first = max(0, number - context)
+        window = [texts[k] for k in range(first, min(seen, number + 1 + after))]
+        pair = page_context(window, number - first, context, after)
+        for k in range(first, max(0, number + 1 - context)):
+            texts.pop(k, None)
+        yield replace(row, item=replace(row.item, text_pair=pair))
 
 
 def _read_rows(source: Source, stream: BinaryIO) -> Iterator[Row]:

@@ -12,9 +12,9 @@ when the model sits in a run dir, from the run's recipe.
 - SQuAD windows (``doc_stride``, ``max_query_length``) follow the same order, with the rules of
   :meth:`tinyplm.config.TaskSpec.window_stride`; a ``squad_v2`` run turns on the no-answer rule.
 - A ``goodreads_spoilers_reviews`` or ``tvtropes_spoilers`` model trained with
-  ``context_sentences: N`` keeps N: predict gives each sentence the same preceding-sentence
-  context as in training (of its review; of the lines before it in a text, CSV or JSON-lines
-  file). The service takes the context as each request's ``text_pair``.
+  ``context_sentences: N`` (and ``context_after: M``) keeps them: predict gives each sentence the
+  same context as in training (of its review; of the lines around it in a text, CSV or
+  JSON-lines file). The service takes the context as each request's ``text_pair``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from tinyplm.tasks.heads import Head
 #: ``tinyplm evaluate``'s default max length, used when nothing records the model's own.
 DEFAULT_MAX_LENGTH = 128
 #: The whole-number settings of a task section (a run's recipe or a model's ``tinyplm_task``).
-INT_KEYS = ("max_length", "doc_stride", "max_query_length", "context_sentences")
+INT_KEYS = ("max_length", "doc_stride", "max_query_length", "context_sentences", "context_after")
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ class RunTask:
     doc_stride: int | None
     max_query_length: int | None
     context_sentences: int | None = None
+    context_after: int | None = None
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,9 @@ class ModelInfo:
 
     ``labels`` are the class names (sequence) or tags (token), empty for span and regression
     models; ``null_threshold`` is set for SQuAD v2.0 models (answer empty when the no-answer
-    score beats the best span by more than it); ``context_sentences`` is the preceding-sentence
-    context a Goodreads-reviews or TV Tropes model was trained with (0: none)."""
+    score beats the best span by more than it); ``context_sentences`` and ``context_after`` are
+    the sentences before and after each that a Goodreads-reviews or TV Tropes model was trained
+    with as context (0: none)."""
 
     path: Path
     head: Head
@@ -70,6 +72,7 @@ class ModelInfo:
     max_query_length: int = 64
     null_threshold: float | None = None
     context_sentences: int = 0
+    context_after: int = 0
 
     def describe(self) -> dict:
         """A JSON-able summary (``/ready``, ``predict``'s report)."""
@@ -79,8 +82,8 @@ class ModelInfo:
         if self.head == Head.SPAN:
             out.update(doc_stride=self.doc_stride, max_query_length=self.max_query_length,
                        null_threshold=self.null_threshold)
-        if self.context_sentences:
-            out["context_sentences"] = self.context_sentences
+        if self.context_sentences or self.context_after:
+            out.update(context_sentences=self.context_sentences, context_after=self.context_after)
         return out
 
 
@@ -165,7 +168,8 @@ def model_info(target: Path, max_length: int | None = None, doc_stride: int | No
                      max_length_from=source, task=run.name if run else None,
                      doc_stride=spec.window_stride() if spec else 128,
                      max_query_length=spec.max_query_length if spec else 64, null_threshold=null_threshold,
-                     context_sentences=(run.context_sentences or 0) if run else 0)
+                     context_sentences=(run.context_sentences or 0) if run else 0,
+                     context_after=(run.context_after or 0) if run else 0)
 
 
 def _max_length(asked: int | None, run: RunTask | None, cfg: dict, path: Path) -> tuple[int, str]:

@@ -3,8 +3,9 @@ layout (Wan et al. 2019), read unchanged, one input per sentence.
 
 Each line is a review object whose ``review_sentences`` is a list of ``[label, sentence]`` pairs
 (the label is not needed and is ignored; a bare sentence string is taken too). A sentence's text
-pair is the ``context_sentences`` sentences before it in its review, by the training reader's own
-rule (:func:`tinyplm.tasks.spoilers.preceding_context`), so a model trained with review context is
+pair is the ``context_sentences`` sentences before it in its review (and the ``context_after``
+after it), by the training reader's own rule (:func:`tinyplm.tasks.spoilers.page_context`), so a
+model trained with review context is
 given the same inputs here. Each row's ``key`` (``review_id`` when the review has one, and the
 sentence's number from 0) goes into its output record. A line that is not a review object is one
 row error; a bad sentence (not text, empty) is a row error of its own and the review's other
@@ -22,7 +23,7 @@ from tinyplm.serve.fields import RowError, check_text
 from tinyplm.serve.records import TextInput
 from tinyplm.serve.sources import Row, Source, read_json_lines
 from tinyplm.tasks.json_layout import shown
-from tinyplm.tasks.spoilers import preceding_context
+from tinyplm.tasks.spoilers import page_context
 
 #: The fields of a review input's ``key``, written beside ``line`` in every output record.
 REVIEW_KEYS = ("review_id", "sentence")
@@ -30,10 +31,11 @@ REVIEW_KEYS = ("review_id", "sentence")
 
 def read_reviews(source: Source, stream: BinaryIO) -> Iterator[Row]:
     """One row per sentence of every review line of ``stream``, in file order (see the module docstring)."""
-    return read_json_lines(source, stream, partial(_review_rows, context=source.context_sentences))
+    return read_json_lines(source, stream, partial(_review_rows, context=source.context_sentences,
+                                                   after=source.context_after))
 
 
-def _review_rows(obj: object, line: int, where: str, context: int) -> list[Row]:
+def _review_rows(obj: object, line: int, where: str, context: int, after: int = 0) -> list[Row]:
     """The rows of one parsed review line; raises :class:`RowError` when it is not a review object."""
     if not isinstance(obj, dict):
         raise RowError(f"expected a JSON object (one review), got {shown(obj)}")
@@ -51,7 +53,7 @@ def _review_rows(obj: object, line: int, where: str, context: int) -> list[Row]:
         if isinstance(sentence, RowError):
             rows.append(Row(line, at, error=f"{at}: {sentence}", key=key))
         else:
-            rows.append(Row(line, at, TextInput(sentence, preceding_context(texts, i, context)), key=key))
+            rows.append(Row(line, at, TextInput(sentence, page_context(texts, i, context, after)), key=key))
     return rows
 
 

@@ -46,9 +46,9 @@ class Source:
     """What to read: ``path`` (``-`` for stdin), its ``format``, the columns the user named, and the
     model's ``head`` and ``task`` (the run's task picks GLUE's columns). ``header``: whether a
     CSV/TSV file starts with a header line (None: decide as
-    :func:`~tinyplm.serve.table_inputs.table_columns` says). ``context_sentences``: the
-    preceding sentences (of a review; the rows before, for one text per row) each sentence gets
-    as its text pair (the model's own setting)."""
+    :func:`~tinyplm.serve.table_inputs.table_columns` says). ``context_sentences`` and
+    ``context_after``: the sentences before and after (of a review; the rows around, for one text
+    per row) each sentence gets as its text pair (the model's own settings)."""
 
     path: str
     format: str
@@ -58,6 +58,7 @@ class Source:
     task: str | None = None
     header: bool | None = None
     context_sentences: int = 0
+    context_after: int = 0
 
     @property
     def name(self) -> str:

@@ -104,12 +104,14 @@ def load_task(spec) -> TaskData:
                           train_file=spec.train_file, dev_file=spec.dev_file, train_articles=spec.train_articles,
                           doc_stride=spec.window_stride(), max_query_length=spec.max_query_length)
     elif canonical(spec.name) in SPOILER_TASKS:
-        task = spoiler_task(canonical(spec.name), resolve_data_root(spec.data_dir), spec.context_sentences)
+        task = spoiler_task(canonical(spec.name), resolve_data_root(spec.data_dir), spec.context_sentences,
+                            spec.context_after)
     else:
         task = get(spec.name, spec.data_dir)
-    if spec.context_sentences and task.name not in CONTEXT_TASKS:
-        raise RecipeError(f"task.context_sentences is for {' and '.join(CONTEXT_TASKS)} (sentences of whole reviews "
-                          f"or pages); task '{task.name}' has no preceding sentences to take context from")
+    for key in ("context_sentences", "context_after"):
+        if getattr(spec, key) and task.name not in CONTEXT_TASKS:
+            raise RecipeError(f"task.{key} is for {' and '.join(CONTEXT_TASKS)} (sentences of whole reviews "
+                              f"or pages); task '{task.name}' has no neighbouring sentences to take context from")
     if spec.class_weights is not None:
         task = replace(task, class_weights=spec.class_weights)
     return task.load()

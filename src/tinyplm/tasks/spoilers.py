@@ -6,14 +6,17 @@
   ``goodreads_reviews_spoiler.json`` layout read unchanged: one review per line, its
   ``review_sentences`` a list of ``[label, sentence]``; one example per sentence. With
   ``context_sentences: N`` each sentence gets the N sentences before it in its review (joined by a
-  space) as its text pair; the first sentence of a review has no pair.
+  space) as its text pair; the first sentence of a review has no pair. ``context_after: M`` adds
+  the M sentences after it (see :func:`page_context`): the detector reads a whole review before
+  anyone else does.
 * ``tvtropes_spoilers``: ``spoilers/tvtropes/{train,dev}.csv``, no header, ``id,sentence,label``.
   The files list a show's sentences together, in the order of its page (on the shipped files a
   sentence has the label of the one before it 70% of the time in train, 74% in dev, against 50%
   by chance; train and dev hold different shows). With ``context_sentences: N`` each sentence
   gets the N sentences before it in the file as its text pair, the page context a reader has;
-  the first line of a file has none. Nothing marks where one show's page ends, so the first
-  sentences of a page may get the end of the page before as context.
+  the first line of a file has none; ``context_after: M`` adds the M sentences after it. Nothing
+  marks where one show's page ends, so the first (last) sentences of a page may get the end of
+  the page before (the start of the page after) as context.
 
 Goodreads ships no dev file, so dev is split off the training file **by book**: a book (its title
 in the CSV, its ``book_id`` in the JSON lines) is in dev when the sha256 of ``DEV_SEED/<book>``,
@@ -154,10 +157,11 @@ def read_goodreads_csv(path: Path, split: str) -> list[Example]:
     return _by_book(out, path, split)
 
 
-def read_tvtropes_csv(path: Path, split: str, context_sentences: int = 0) -> list[Example]:
+def read_tvtropes_csv(path: Path, split: str, context_sentences: int = 0, context_after: int = 0) -> list[Example]:
     """A TV Tropes file: ``id,sentence,label`` rows (:data:`TVTROPES_COLUMNS`) without a header;
     each sentence with its markup gaps closed (:func:`close_markup_gaps`); with
-    ``context_sentences`` N its text pair is the N sentences before it in the file."""
+    ``context_sentences`` N (``context_after`` M) its text pair is the N sentences before it
+    (and the M after it) in the file (:func:`page_context`)."""
     rows = []
     text_at, label_at = TVTROPES_COLUMNS.index("sentence"), TVTROPES_COLUMNS.index("label")
     for line, fields in csv_rows(path):
@@ -167,23 +171,25 @@ def read_tvtropes_csv(path: Path, split: str, context_sentences: int = 0) -> lis
     if not rows:
         raise no_examples(path)
     texts = [text for _, text, _ in rows]
-    return [Example(text, preceding_context(texts, i, context_sentences), label, line)
+    return [Example(text, page_context(texts, i, context_sentences, context_after), label, line)
             for i, (line, text, label) in enumerate(rows)]
 
 
-def read_goodreads_jsonl(path: Path, split: str, context_sentences: int = 0) -> list[Example]:
+def read_goodreads_jsonl(path: Path, split: str, context_sentences: int = 0,
+                         context_after: int = 0) -> list[Example]:
     """The ``split`` side of a ``goodreads_reviews_spoiler.json`` file, one example per sentence;
-    with ``context_sentences`` N each sentence's text pair is the N sentences before it."""
+    with ``context_sentences`` N (``context_after`` M) each sentence's text pair is the N sentences
+    before it (and the M after it) in its review (:func:`page_context`)."""
     rows: list[Row] = []
     for line, text in enumerate(read_text(path).split("\n"), start=1):
         if text.strip():
-            rows.extend(_review(text, path, line, context_sentences))
+            rows.extend(_review(text, path, line, context_sentences, context_after))
     if not rows:
         raise no_examples(path)
     return _by_book(rows, path, split)
 
 
-def _review(text: str, path: Path, line: int, context: int) -> list[Row]:
+def _review(text: str, path: Path, line: int, context: int, after: int) -> list[Row]:
     """The sentences of one review line (raises ``DataError`` naming the line)."""
     try:
         obj = json.loads(text)
@@ -202,16 +208,29 @@ def _review(text: str, path: Path, line: int, context: int) -> list[Row]:
         raise DataError(f"{at(path, line)}: 'review_sentences' should be a non-empty list of [label, sentence]")
     sentences = [_sentence(pair, i, path, line) for i, pair in enumerate(pairs)]
     texts = [s for _, s in sentences]
-    return [Row(str(book), Example(sentence, preceding_context(texts, i, context), label, line))
+    return [Row(str(book), Example(sentence, page_context(texts, i, context, after), label, line))
             for i, (label, sentence) in enumerate(sentences)]
 
 
-def preceding_context(sentences: list[str], i: int, context: int) -> str | None:
-    """The text pair of sentence ``i`` of a review (or a TV Tropes file): the ``context`` sentences
-    before it joined by a space, or None (no context asked, or the first sentence). ``tinyplm
+#: What stands between the sentences before and the sentences after in a text pair that has both
+#: (:func:`page_context`). Plain text, so every tokenizer (WordPiece, BPE, the BiLSTMs' words,
+#: TF-IDF) keeps it; "|" is a vocabulary entry of the packaged MiniLM's WordPiece.
+AFTER_MARK = "|"
+
+
+def page_context(sentences: list[str], i: int, before: int, after: int = 0) -> str | None:
+    """The text pair of sentence ``i`` of a review (or a TV Tropes file): the ``before`` sentences
+    before it joined by a space; with ``after`` > 0, then :data:`AFTER_MARK` and the ``after``
+    sentences after it (the mark is there even when one side is empty, so the model can tell the
+    sides apart). None when no context is asked or there is none (the only sentence). ``tinyplm
     predict`` builds it by this same rule, so a model trained with context sees the same inputs."""
-    before = " ".join(sentences[max(0, i - context):i]) if context else ""
-    return before or None
+    previous = " ".join(sentences[max(0, i - before):i]) if before else ""
+    if not after:
+        return previous or None
+    following = " ".join(sentences[i + 1:i + 1 + after])
+    if not (previous or following):
+        return None
+    return " ".join(part for part in (previous, AFTER_MARK, following) if part)
 
 
 def _sentence(pair: object, i: int, path: Path, line: int) -> tuple[int, str]:
@@ -228,8 +247,10 @@ def _sentence(pair: object, i: int, path: Path, line: int) -> tuple[int, str]:
                                                                            line))
 
 
-def spoiler_task(name: str, data_root: Path, context_sentences: int = 0) -> Task:
-    """The :class:`Task` called ``name`` (see the module docstring) under ``data_root``."""
+def spoiler_task(name: str, data_root: Path, context_sentences: int = 0, context_after: int = 0) -> Task:
+    """The :class:`Task` called ``name`` (see the module docstring) under ``data_root``; the
+    context settings apply to :data:`CONTEXT_TASKS` (recorded in their ``info``)."""
+    context = {"context_sentences": context_sentences, **({"context_after": context_after} if context_after else {})}
     root = Path(data_root)
     if name == "goodreads_spoilers":
         path = root / GOODREADS_CSV
@@ -238,21 +259,22 @@ def spoiler_task(name: str, data_root: Path, context_sentences: int = 0) -> Task
                     class_weights="balanced", info={"dev_split": SPLIT_NOTE})
     if name == "goodreads_spoilers_reviews":
         path = root / GOODREADS_JSONL
-        reader = partial(read_goodreads_jsonl, context_sentences=context_sentences)
+        reader = partial(read_goodreads_jsonl, context_sentences=context_sentences, context_after=context_after)
         return Task(name, BINARY, False, GOODREADS_METRICS, {"train": path, "dev": path}, reader,
                     description="spoiler sentences of whole Goodreads reviews (dev split by book_id)",
                     family="spoilers", class_weights="balanced",
-                    info={"dev_split": SPLIT_NOTE, "context_sentences": context_sentences})
+                    info={"dev_split": SPLIT_NOTE, **context})
     if name == "tvtropes_spoilers":
         folder = root / TVTROPES_DIR
-        info = {"context_sentences": context_sentences} if context_sentences else {}
+        info = context if context_sentences or context_after else {}
         return Task(name, BINARY, False, TVTROPES_METRICS, {"train": folder / "train.csv", "dev": folder / "dev.csv"},
-                    partial(read_tvtropes_csv, context_sentences=context_sentences),
+                    partial(read_tvtropes_csv, context_sentences=context_sentences, context_after=context_after),
                     description="is a TV Tropes sentence a spoiler", family="spoilers", info=info)
     raise KeyError(name)
 
 
 SPOILER_TASKS: tuple[str, ...] = ("goodreads_spoilers", "goodreads_spoilers_reviews", "tvtropes_spoilers")
-#: The tasks whose sentences may take the sentences before them as context (``context_sentences``):
-#: a review's own sentences, or the lines before in a TV Tropes file (a show's page, in order).
+#: The tasks whose sentences may take the sentences around them as context (``context_sentences``
+#: before, ``context_after`` after): a review's own sentences, or the lines around in a TV Tropes
+#: file (a show's page, in order).
 CONTEXT_TASKS: tuple[str, ...] = ("goodreads_spoilers_reviews", "tvtropes_spoilers")
