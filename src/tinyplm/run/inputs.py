@@ -164,8 +164,7 @@ class StageData:
 
 #: config.json key recording the task a model was trained for (``name``, ``max_length`` and, for
 #: SQuAD, the window settings; for a spoiler task read with context, ``context_sentences`` and
-#: ``context_after``), so a
-#: model copied out of its run still predicts as evaluated.
+#: ``context_after``), so a model copied out of its run still predicts as evaluated.
 TASK_KEY = "tinyplm_task"
 
 

@@ -23,9 +23,9 @@ it (and the M rows after it), by the training reader's rule (:func:`with_file_co
 error gives no context.
 
 Nothing is read ahead beyond the current record (the next M rows, for ``context_after: M``), so a
-file of any size streams. Bytes are decoded
-line by line: an undecodable line, an empty text, a missing field is a :class:`Row` with an
-``error`` (naming the file, line and field), so the caller may stop or skip it. A header without
+file of any size streams. Bytes are decoded line by line: an undecodable line, an empty text, a
+missing field is a :class:`Row` with an ``error`` (naming the file, line and field), so the
+caller may stop or skip it. A header without
 the needed column, or an unreadable file, raises ``DataError`` at once.
 """
 
@@ -44,7 +44,7 @@ from tinyplm.serve.table_inputs import read_squad_json, read_table
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.spoilers import page_context
 
-#: The formats whose rows may take the rows before them as context (one text per row).
+#: The formats whose rows may take the rows around them as context (one text per row).
 CONTEXT_FORMATS = ("text", "csv", "tsv", "jsonl")
 
 

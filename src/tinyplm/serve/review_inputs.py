@@ -5,11 +5,10 @@ Each line is a review object whose ``review_sentences`` is a list of ``[label, s
 (the label is not needed and is ignored; a bare sentence string is taken too). A sentence's text
 pair is the ``context_sentences`` sentences before it in its review (and the ``context_after``
 after it), by the training reader's own rule (:func:`tinyplm.tasks.spoilers.page_context`), so a
-model trained with review context is
-given the same inputs here. Each row's ``key`` (``review_id`` when the review has one, and the
-sentence's number from 0) goes into its output record. A line that is not a review object is one
-row error; a bad sentence (not text, empty) is a row error of its own and the review's other
-sentences are still predicted.
+model trained with review context is given the same inputs here. Each row's ``key``
+(``review_id`` when the review has one, and the sentence's number from 0) goes into its output
+record. A line that is not a review object is one row error; a bad sentence (not text, empty) is
+a row error of its own and the review's other sentences are still predicted.
 """
 
 from __future__ import annotations
