@@ -66,17 +66,14 @@ def with_file_context(rows: Iterable[Row], context: int, after: int = 0) -> Iter
     texts: dict[int, str] = {}  # good rows' texts still needed as someone's context
     seen = 0
     for row in rows:
-        item = row.item
+        item, number = row.item, None
         if isinstance(item, TextInput) and item.text_pair is not None:
             row = replace(row, item=None, error=f"{row.where}: this model takes the texts around each as its "
                           "second text (its context); the input gives a second text of its own")
         elif isinstance(item, TextInput):
-            texts[seen] = item.text
-            waiting.append((row, seen))
+            texts[seen], number = item.text, seen
             seen += 1
-            yield from _ready(waiting, texts, context, after, seen, done=False)
-            continue
-        waiting.append((row, None))
+        waiting.append((row, number))
         yield from _ready(waiting, texts, context, after, seen, done=False)
     yield from _ready(waiting, texts, context, after, seen, done=True)
 
