@@ -103,6 +103,50 @@ def test_special_tokens_are_never_touched_nor_proposed(mlm_tok) -> None:
         assert ex.text_pair.split()[0] == "[SEP]"
 
 
+def test_pair_keep_leaves_every_second_text_and_draws_the_same_first_texts(mlm_tok) -> None:
+    exs = examples()
+    both, kept = run(mlm_tok, exs, p=1.0).examples, run(mlm_tok, exs, p=1.0, pair="keep").examples
+    n = len(exs)
+    assert [c.text for c in kept[n:]] == [c.text for c in both[n:]]  # the text draws come first
+    assert [c.text_pair for c in kept[n:]] == [exs[j // 4].text_pair for j in range(4 * n)]
+    assert any(c.text_pair != exs[j // 4].text_pair for j, c in enumerate(both[n:]))  # augment does change them
+
+
+def test_pair_keep_sends_only_the_first_texts_to_the_mlm(mlm_tok) -> None:
+    mlm, _ = mlm_tok
+    exs = [Example("the movie was good", "bad plot and fun story", 0)]
+    rows: list[int] = []
+    handle = mlm.bert.register_forward_hook(lambda _m, _a, out: rows.append(out.last_hidden_state.shape[0]))
+    try:
+        run(mlm_tok, exs, pair="keep")
+        kept = sum(rows)
+        rows.clear()
+        run(mlm_tok, exs, pair="augment")
+    finally:
+        handle.remove()
+    assert kept == 4 and sum(rows) == 4 + 5  # one masked row per single-piece word
+
+
+def test_resolve_pair_keeps_page_context_only_when_auto() -> None:
+    auto = AugmentSpec()
+    assert aug.resolve_pair(auto, page_context=True).pair == "keep"
+    assert aug.resolve_pair(auto, page_context=False).pair == "augment"
+    assert aug.resolve_pair(AugmentSpec(pair="augment"), page_context=True).pair == "augment"
+    assert aug.resolve_pair(AugmentSpec(pair="keep"), page_context=False).pair == "keep"
+    with pytest.raises(ValidationError, match="pair"):
+        AugmentSpec(pair="drop")
+
+
+def test_pair_keep_has_its_own_cache_entry_and_augment_keeps_the_old_key(mlm_tok, tmp_path: Path) -> None:
+    _, tok = mlm_tok
+    exs = examples(4)
+    key = lambda spec: aug.cache_key(exs, tok, "fp", spec, "nb", False, 32)  # noqa: E731
+    assert key(AugmentSpec(pair="augment")) == key(AugmentSpec(pair="auto")) != key(AugmentSpec(pair="keep"))
+    run(mlm_tok, exs, cache_dir=tmp_path)
+    run(mlm_tok, exs, cache_dir=tmp_path, pair="keep")
+    assert len(list((tmp_path / "augment").glob("*.jsonl"))) == 2
+
+
 def test_second_call_hits_the_cache_without_running_the_mlm(mlm_tok, tmp_path: Path) -> None:
     mlm, _ = mlm_tok
     exs = examples(6)
@@ -189,3 +233,16 @@ def test_word2vec_vectors_are_cached_without_pickle(tmp_path: Path) -> None:
     assert b.neighbours("movie") == a.neighbours("movie") and b.fingerprint() == a.fingerprint()  # ... the same
     c = aug.word2vec_neighbours(texts[:100], k=4, vector_size=16, epochs=2, min_count=1, cache_dir=tmp_path)
     assert c.fingerprint() != a.fingerprint() and len(list((tmp_path / "word2vec").iterdir())) == 4
+
+
+def test_augment_cli_takes_pair_and_names_the_option_when_it_is_bad(tmp_path: Path) -> None:
+    from conftest import make_tiny_glue, make_tiny_mlm_dir
+    from helpers_cli import cli
+
+    glue, mlm = make_tiny_glue(tmp_path / "glue", n_train=6, n_dev=2), make_tiny_mlm_dir(tmp_path / "mlm")
+    args = ["augment", "sst2", "--mlm", mlm, "--data-dir", glue, "--copies", "2"]
+    bad = cli([*args, "--out", tmp_path / "bad.jsonl", "--pair", "drop"], cwd=tmp_path)
+    assert bad.returncode == 2 and "--pair" in bad.output and not (tmp_path / "bad.jsonl").exists()
+    ok = cli([*args, "--out", tmp_path / "aug.jsonl", "--pair", "keep"], cwd=tmp_path)
+    assert ok.returncode == 0, ok.output
+    assert len((tmp_path / "aug.jsonl").read_text().splitlines()) == 6 * 3

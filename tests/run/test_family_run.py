@@ -191,14 +191,24 @@ def test_a_tvtropes_run_with_page_context_trains_scores_and_stamps_it(tmp_path: 
                 f"{(i // 4) % 2}" for i in range(1, n + 1)]
         (root / TVTROPES_DIR / f"{split}.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     model = make_tiny_model_dir(tmp_path / "tiny-bert")
-    recipe = tiny_recipe(tmp_path, model, tmp_path, students=[{"name": "tfidf", "family": {"arch": "tfidf_lr"}}])
+    kd_aug = {"name": "bilstm-kd-aug", "family": {"arch": "bilstm", "hidden": 8, "vocab_size": 100},
+              "stages": [{"data": "augmented", "objective": {"kd_weight": 0, "logit_mse": 1}, "train": SHORT}]}
+    tfidf = {"name": "tfidf", "family": {"arch": "tfidf_lr"}}
+    recipe = tiny_recipe(tmp_path, model, tmp_path, students=[tfidf, kd_aug])
     recipe["task"] = {"name": "tvtropes_spoilers", "data_dir": str(root), "max_length": 48, "context_sentences": 2,
                       "context_after": 1}
     recipe["teacher"]["finetune"]["max_steps"] = 4
+    recipe["augment"] = {"mlm": str(make_tiny_mlm_dir(tmp_path / "mlm")), "copies": 2, "max_examples": 8, "p": 1.0}
     cfg = load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
     record = run(cfg)
     run_dir = Path(cfg.output_dir)
-    assert {s.name for s in record.stages} == {"teacher", "tfidf"}
+    assert {s.name for s in record.stages} == {"teacher", "tfidf", "bilstm-kd-aug"}
+    # augment.pair is auto: the copies vary the sentence and keep the page context around it
+    (cached,) = (tmp_path / "cache" / "augment").glob("*.jsonl")
+    rows = [json.loads(line) for line in cached.read_text().splitlines()[1:]]
+    originals, copies = rows[:8], rows[8:]
+    assert len(copies) == 16 and all(c["text_pair"] == originals[j // 2]["text_pair"] for j, c in enumerate(copies))
+    assert any(c["text"] != originals[j // 2]["text"] for j, c in enumerate(copies))
     teacher, _ = load_classifier(run_dir / "teacher", ("0", "1"), False, "sequence")
     assert teacher.config.tinyplm_task == {"name": "tvtropes_spoilers", "max_length": 48, "context_sentences": 2,
                                            "context_after": 1}

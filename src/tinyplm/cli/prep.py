@@ -59,6 +59,7 @@ def augment_cmd(
     neighbours: Annotated[int, typer.Option(help="embedding neighbours per multi-piece word")] = 15,
     max_examples: Annotated[int | None, typer.Option(help="augment only the first N examples")] = None,
     seed: Annotated[int, typer.Option(help="seed")] = 42,
+    pair: Annotated[str, typer.Option(help="each example's second text: augment it too, or keep it")] = "augment",
     data_dir: Annotated[str | None, typer.Option("--data-dir", help="GLUE folder")] = None,
 ) -> None:
     """TinyBERT data augmentation of a task's training set (MLM + embedding neighbours).
@@ -76,7 +77,8 @@ def augment_cmd(
     examples = tasks.get(task, data_dir).read("train").examples
     examples = examples[:max_examples] if max_examples else examples
     mlm, tok = load_mlm(mlm_dir)
-    spec = _augment_spec(mlm=str(mlm_dir), copies=copies, p=p, top_k=top_k, neighbours=neighbours, seed=seed)
+    spec = _augment_spec(mlm=str(mlm_dir), copies=copies, p=p, top_k=top_k, neighbours=neighbours, seed=seed,
+                         pair=pair)
     result = augment(examples, mlm, tok, spec, EmbeddingNeighbours(tok, mlm.get_input_embeddings().weight, neighbours),
                      default_cache_dir(), mlm_fingerprint=fingerprint(mlm_dir))
     with atomic_open(out_file) as fh:

@@ -237,6 +237,10 @@ class AugmentSpec(Section):
                                      "(the rest are used as they are)")
     seed: int = 42
     batch_size: int = Field(128, ge=1, description="sentences per masked-LM call")
+    pair: Literal["auto", "augment", "keep"] = Field(
+        "auto", description="each example's text_pair: augment (TinyBERT, both sentences of a pair task), keep it "
+        "as it is, or auto: keep it when it is page context the task built (task.context_sentences / "
+        "context_after), augment it otherwise")
 
 
 class CorpusSpec(Section):

@@ -1,6 +1,8 @@
 """TinyBERT data augmentation: N noisy copies of each example, labels unchanged.
 
-For every sentence (``text``, and ``text_pair`` on its own), split on whitespace into words (a
+For every sentence (``text``, and ``text_pair`` on its own unless ``spec.pair`` is ``keep``: page
+context around a sentence stays as the task built it, see :func:`resolve_pair`), split on
+whitespace into words (a
 simplification of TinyBERT's basic tokenizer: ``"movie,"`` stays one word, and the untouched
 words of a copy keep their spelling). Each word is tokenised with the teacher's WordPiece
 tokenizer:
@@ -55,7 +57,7 @@ from tinyplm.train.progress import JsonlLog, make_progress
 
 __all__ = [  # the neighbour sources are defined in tinyplm.distill.neighbours; callers import them here too
     "AugmentResult", "AugmentSpec", "SHAPING", "EmbeddingNeighbours", "NeighbourSource", "Word2VecNeighbours",
-    "augment", "cache_key", "copy_rng", "draw", "model_fingerprint", "word2vec_neighbours",
+    "augment", "cache_key", "copy_rng", "draw", "model_fingerprint", "resolve_pair", "word2vec_neighbours",
 ]
 
 CACHE_VERSION = 1
@@ -107,13 +109,26 @@ def model_fingerprint(model: torch.nn.Module) -> str:
     return h.hexdigest()
 
 
+def resolve_pair(spec: AugmentSpec, page_context: bool) -> AugmentSpec:
+    """``spec`` with ``pair: auto`` settled for a task -> ``keep`` when the task's text pairs are
+    page context (the sentences around each one, e.g. ``task.context_sentences``), else
+    ``augment``. Page context is not part of the example: TinyBERT's copies vary the sentence, and
+    masking every word of a five-sentence context would cost five times the masked-LM rows."""
+    if spec.pair != "auto":
+        return spec
+    return spec.model_copy(update={"pair": "keep" if page_context else "augment"})
+
+
 def cache_key(examples: list[Example], tokenizer, mlm_fp: str, spec: AugmentSpec, neighbours_fp: str,
               bf16: bool, max_length: int) -> str:
     """sha256 of vocab, MLM weights, the settings that shape the copies, neighbour space,
     precision and every input example."""
     h = hashlib.sha256(f"v{CACHE_VERSION}/{mlm_fp}/{neighbours_fp}/{bf16}/".encode())
     h.update(json.dumps(sorted(tokenizer.get_vocab().items())).encode())
-    h.update(json.dumps({**spec.model_dump(include=set(SHAPING)), "max_length": max_length}, sort_keys=True).encode())
+    shaping = {**spec.model_dump(include=set(SHAPING)), "max_length": max_length}
+    if spec.pair == "keep":  # only then, so that caches made before the setting existed stay valid
+        shaping["pair"] = "keep"
+    h.update(json.dumps(shaping, sort_keys=True).encode())
     h.update(json.dumps([[e.text, e.text_pair, e.label, e.line] for e in examples]).encode())
     return h.hexdigest()[:32]
 
@@ -163,7 +178,8 @@ def augment(examples: list[Example], mlm, tokenizer, spec: AugmentSpec, neighbou
     cut to ``max_length`` word pieces for the masked LM. With ``cache_dir`` the result is stored
     under ``cache_dir/augment/`` and a second call with the same inputs loads it without running the
     MLM (``mlm_fingerprint`` skips hashing the weights). Labels, ``line`` and whether ``text_pair``
-    is set are kept.
+    is set are kept; with ``spec.pair == "keep"`` every copy keeps the example's ``text_pair`` as it
+    is (``auto`` is read as ``augment`` here: settle it for the task with :func:`resolve_pair`).
     """
     if tokenizer.mask_token_id is None or tokenizer.cls_token_id is None:
         raise TinyplmError("augmentation needs a BERT-style tokenizer with [MASK] and [CLS] "
@@ -178,7 +194,7 @@ def augment(examples: list[Example], mlm, tokenizer, spec: AugmentSpec, neighbou
         if hit is not None:
             return _finish(hit[0], len(examples), start, hit[1], True, 0, log)
     vocab, banned = Vocabulary(tokenizer), banned_tokens(tokenizer, mlm.config.vocab_size)
-    was_training, memo = mlm.training, {}
+    was_training, memo, keep_pair = mlm.training, {}, spec.pair == "keep"
     mlm.eval()
     copies: list[Example] = []
     eligible = replaced = rows = 0
@@ -186,7 +202,8 @@ def augment(examples: list[Example], mlm, tokenizer, spec: AugmentSpec, neighbou
         task = bar.add_task("augment", total=len(examples), loss=float("nan"), eps=0.0)
         for lo in range(0, len(examples), CHUNK_EXAMPLES):
             chunk = examples[lo : lo + CHUNK_EXAMPLES]
-            texts = {t for e in chunk for t in (e.text, e.text_pair) if t is not None and t not in memo}
+            sides = [(e.text,) if keep_pair else (e.text, e.text_pair) for e in chunk]
+            texts = {t for side in sides for t in side if t is not None and t not in memo}
             fresh = {t: vocab.sentence(t) for t in texts}
             rows += fill_candidates(list(fresh.values()), mlm, tokenizer, vocab, neighbours, banned, top_k=spec.top_k,
                                     batch_size=spec.batch_size, max_length=max_length, bf16=bf16)
@@ -195,7 +212,10 @@ def augment(examples: list[Example], mlm, tokenizer, spec: AugmentSpec, neighbou
                 for c in range(spec.copies):
                     rng = copy_rng(spec.seed, e_idx, c)
                     text, n1, r1 = draw(memo[ex.text], spec.p, rng)
-                    pair, n2, r2 = draw(memo[ex.text_pair], spec.p, rng) if ex.text_pair is not None else (None, 0, 0)
+                    if ex.text_pair is None or keep_pair:
+                        pair, n2, r2 = ex.text_pair, 0, 0
+                    else:
+                        pair, n2, r2 = draw(memo[ex.text_pair], spec.p, rng)
                     copies.append(replace(ex, text=text, text_pair=pair))
                     eligible, replaced = eligible + n1 + n2, replaced + r1 + r2
             bar.update(task, advance=len(chunk), eps=len(copies) / (time.perf_counter() - start),

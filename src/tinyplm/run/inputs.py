@@ -123,10 +123,11 @@ class StageData:
         return Split(self.data.train.name, examples, self.data.train.source)
 
     def _make_augmented(self) -> Encoded:
-        from tinyplm.distill.augment import augment
+        from tinyplm.distill.augment import augment, resolve_pair
         from tinyplm.pretrain.mlm_head import load_mlm
 
-        a, acc = self.augment, get_accelerator()
+        page_context = self.task.context_sentences > 0 or self.task.context_after > 0
+        a, acc = resolve_pair(self.augment, page_context), get_accelerator()
         mlm, tok = load_mlm(Path(a.mlm))
         examples = self.data.train.examples[: a.max_examples] if a.max_examples else self.data.train.examples
         log = JsonlLog(self.paths.log, "augment", acc.is_main_process)
