@@ -73,19 +73,23 @@ def tfidf_scores(train: list[str], y: np.ndarray, dev: list[str], yd: np.ndarray
 
 def teacher_rows(teacher: Path, lines: list[int], gap_logodds: np.ndarray, data_dir: Path | None,
                  raw: list[str], closed: list[str]) -> dict:
-    """The teacher on dev as tinyplm reads it, alone and with the gap regression's log-odds added,
-    and how many of ``raw`` its tokenizer splits otherwise than their ``closed`` form."""
+    """The teacher on dev as tinyplm reads it for that teacher (the length and page context it was
+    trained with, as ``evaluate`` uses), alone and with the gap regression's log-odds added, and
+    how many of ``raw`` its tokenizer splits otherwise than their ``closed`` form."""
+    from tinyplm.config.schema import TaskSpec
     from tinyplm.models import load_classifier
     from tinyplm.models.infer import predict_logits, use_bf16
+    from tinyplm.run import load_task
     from tinyplm.serve.model_info import model_info
-    from tinyplm.tasks import get
     from tinyplm.tasks.encoding import encode_split
 
-    task = get("tvtropes_spoilers", data_dir)
-    split = task.read("dev")
-    model, tok = load_classifier(teacher, task.labels, task.is_regression)
-    max_length = model_info(teacher).max_length  # the length it was trained with, as evaluate uses
-    logits = predict_logits(model, encode_split(split, tok, max_length), bf16=use_bf16("auto")).numpy()
+    info = model_info(teacher)
+    data = load_task(TaskSpec(name="tvtropes_spoilers", data_dir=str(data_dir) if data_dir else None,
+                              max_length=info.max_length, context_sentences=info.context_sentences,
+                              context_after=info.context_after))
+    split = data.evals["dev"]
+    model, tok = load_classifier(teacher, data.labels, data.is_regression)
+    logits = predict_logits(model, encode_split(split, tok, info.max_length), bf16=use_bf16("auto")).numpy()
     logodds = logits[:, 1] - logits[:, 0]
     y = np.array([e.label for e in split.examples])
     at = {line: i for i, line in enumerate(lines)}

@@ -66,3 +66,28 @@ def test_a_missing_folder_is_named(tmp_path: Path, monkeypatch) -> None:
     with pytest.raises(SystemExit, match=r"spoilers/tvtropes/train\.csv: file not found"):
         gaps.main()
     assert not out.exists()
+
+
+def test_a_teacher_trained_with_page_context_is_scored_with_it(tmp_path: Path, monkeypatch) -> None:
+    """The teacher row reads dev as `tinyplm evaluate` does for that teacher: its stamped length and
+    the sentences around each one, not the sentence alone."""
+    from helpers_cli import cli
+
+    gaps = _load()
+    _folder(tmp_path / "data")
+    teacher = make_tiny_model_dir(tmp_path / "teacher")
+    cfg = json.loads((teacher / "config.json").read_text())
+    stamp = {"name": "tvtropes_spoilers", "max_length": 48, "context_sentences": 1, "context_after": 1}
+    (teacher / "config.json").write_text(json.dumps({**cfg, "tinyplm_task": stamp}))
+    out = tmp_path / "gaps.json"
+    monkeypatch.setattr(sys, "argv", ["tvtropes_gaps.py", "--data-dir", str(tmp_path / "data"),
+                                      "--teacher", str(teacher), "--out", str(out)])
+    gaps.main()
+    got = json.loads(out.read_text())["teacher"]
+    args = ["evaluate", teacher, "--task", "tvtropes_spoilers", "--data-dir", tmp_path / "data", "--json"]
+    scored = json.loads(cli(args, cwd=tmp_path).stdout)
+    alone = json.loads(cli([*args, "--context-sentences", "0", "--context-after", "0"], cwd=tmp_path).stdout)
+    assert (scored["context_sentences"], scored["context_after"]) == (1, 1)
+    assert got["roc_auc"] == pytest.approx(scored["metrics"]["roc_auc"])
+    assert got["accuracy"] == pytest.approx(scored["metrics"]["accuracy"])
+    assert alone["metrics"]["roc_auc"] != pytest.approx(got["roc_auc"])
