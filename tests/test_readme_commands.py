@@ -178,7 +178,7 @@ README_LINES: dict[str, Way] = {
         None, "cheap check only: an hour-long run; tests/run/test_family_run.py runs every family student on a "
         "tiny BERT"),
     "tinyplm run recipes/spoilers/tvtropes_family.yaml": Way(
-        None, "cheap check only: an hour-long run; tests/run/test_family_run.py runs every family student on a "
+        None, "cheap check only: hours on a 2-core CPU; tests/run/test_family_run.py runs every family student on a "
         "tiny BERT"),
     "tinyplm run recipes/spoilers/tvtropes_context.yaml": Way(
         None, "cheap check only: a 40-minute fine-tune; tests/run/test_family_run.py runs a TV Tropes recipe "
@@ -189,7 +189,7 @@ README_LINES: dict[str, Way] = {
     "python benchmarks/nlm_family.py --task goodreads_spoilers": Way(
         None, "cheap check only: about an hour; tests/test_nlm_family_bench.py runs main() on a tiny recipe"),
     "python benchmarks/nlm_family.py --task tvtropes_spoilers": Way(
-        None, "cheap check only: about an hour; tests/test_nlm_family_bench.py runs main() on a tiny recipe"),
+        None, "cheap check only: hours on a 2-core CPU; tests/test_nlm_family_bench.py runs main() on a tiny recipe"),
     "python benchmarks/tvtropes_gaps.py --teacher runs/tvtropes_family/teacher": Way(
         None, "cheap check only: needs the family run's teacher and the shipped TV Tropes files; "
         "tests/test_tvtropes_gaps_bench.py runs main() on tiny files and a tiny teacher"),
