@@ -18,8 +18,9 @@ why, on the raw files, fitting on train and scoring dev only:
   and the closed text (with ``--teacher`` also ``teacher_tokens_changed``, its tokenizer's ids):
   0 means those models never saw the gaps anyway;
 * with ``--teacher DIR`` (a fine-tuned ``tvtropes_spoilers`` classifier): its dev accuracy and ROC
-  AUC as tinyplm reads dev, and the same after adding the gap regression's log-odds. The second
-  figure is what a model that learned the gaps could report; it is a leak, not a result.
+  AUC as ``tinyplm evaluate`` reads dev for it (its length and page context), and the same after
+  adding the gap regression's log-odds. The second figure is what a model that learned the gaps
+  could report; it is a leak, not a result.
 """
 
 from __future__ import annotations

@@ -113,7 +113,7 @@ def resolve_pair(spec: AugmentSpec, page_context: bool) -> AugmentSpec:
     """``spec`` with ``pair: auto`` settled for a task -> ``keep`` when the task's text pairs are
     page context (the sentences around each one, e.g. ``task.context_sentences``), else
     ``augment``. Page context is not part of the example: TinyBERT's copies vary the sentence, and
-    masking every word of a five-sentence context would cost five times the masked-LM rows."""
+    masking every word of four sentences around one would cost about five times the masked-LM rows."""
     if spec.pair != "auto":
         return spec
     return spec.model_copy(update={"pair": "keep" if page_context else "augment"})
