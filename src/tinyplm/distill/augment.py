@@ -202,8 +202,8 @@ def augment(examples: list[Example], mlm, tokenizer, spec: AugmentSpec, neighbou
         task = bar.add_task("augment", total=len(examples), loss=float("nan"), eps=0.0)
         for lo in range(0, len(examples), CHUNK_EXAMPLES):
             chunk = examples[lo : lo + CHUNK_EXAMPLES]
-            sides = [(e.text,) if keep_pair else (e.text, e.text_pair) for e in chunk]
-            texts = {t for side in sides for t in side if t is not None and t not in memo}
+            texts = {t for e in chunk for t in (e.text, None if keep_pair else e.text_pair)
+                     if t is not None and t not in memo}
             fresh = {t: vocab.sentence(t) for t in texts}
             rows += fill_candidates(list(fresh.values()), mlm, tokenizer, vocab, neighbours, banned, top_k=spec.top_k,
                                     batch_size=spec.batch_size, max_length=max_length, bf16=bf16)
