@@ -143,3 +143,54 @@ def test_empty_encoded_key_is_stable() -> None:
     empty = Encoded([], [], torch.zeros(0, dtype=torch.long), 0)
     assert cache_key("fp", empty, False) == cache_key("fp", empty, False)
     assert len(cache_key("fp", empty, False)) == 32
+
+
+def count_examples(monkeypatch) -> list[int]:
+    """Wrap the cache module's ``predict_logits``; the returned one-item list counts the examples
+    sent through the teacher."""
+    seen, real = [0], cache_mod.predict_logits
+
+    def counting(model, enc, **kw):
+        seen[0] += len(enc)
+        return real(model, enc, **kw)
+
+    monkeypatch.setattr(cache_mod, "predict_logits", counting)
+    return seen
+
+
+def test_known_rows_run_only_new_examples(teacher_and_tokenizer, tmp_path: Path, monkeypatch) -> None:
+    """A second set repeating examples of the first (as the augmented set repeats the training
+    set) runs the teacher on its new examples only, and every row equals the teacher's own."""
+    model, tok = teacher_and_tokenizer
+    train = encode_split(make_split(TEXTS), tok, max_length=32)
+    new = ["the plot was boring", "a good actor"]
+    # the augmented layout: new copies first, then training examples again, one of them twice
+    mixed = encode_split(make_split(new + TEXTS[3:] + TEXTS[:1] + TEXTS[:1]), tok, max_length=32)
+    known = cache_mod.KnownRows()
+    seen = count_examples(monkeypatch)
+    first, hit = cached_teacher_logits(model, "fp", train, tmp_path, batch_size=2, known=known)
+    assert hit is False and seen[0] == len(TEXTS) and len(known) == len(TEXTS)
+    second, hit2 = cached_teacher_logits(model, "fp", mixed, tmp_path, batch_size=2, known=known)
+    assert hit2 is False and seen[0] == len(TEXTS) + len(new)
+    torch.testing.assert_close(second, predict_logits(model, mixed, batch_size=64), atol=1e-5, rtol=1e-5)
+    assert torch.equal(second[len(new):len(new) + 2], first[3:5])
+    # and the assembled set went to the disk cache like any other
+    again, hit3 = cached_teacher_logits(model, "fp", mixed, tmp_path, batch_size=2)
+    assert hit3 is True and torch.equal(again, second)
+
+
+def test_known_rows_learn_from_cache_hits_and_key_on_token_types(teacher_and_tokenizer, tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    """Rows read from the disk cache are remembered too; the same ids with other token types (a
+    different pair split) are a different example."""
+    model, tok = teacher_and_tokenizer
+    train = encode_split(make_split(TEXTS), tok, max_length=32)
+    cached_teacher_logits(model, "fp", train, tmp_path, batch_size=2)  # fills the disk cache only
+    known = cache_mod.KnownRows()
+    seen = count_examples(monkeypatch)
+    cached_teacher_logits(model, "fp", train, tmp_path, batch_size=2, known=known)
+    assert seen[0] == 0 and len(known) == len(TEXTS)
+    retyped = Encoded(train.input_ids[:2], [[1] * len(t) for t in train.token_type_ids[:2]], train.labels[:2],
+                      train.pad_id)
+    out, _ = cached_teacher_logits(model, "fp", retyped, tmp_path, batch_size=2, known=known)
+    assert seen[0] == 2 and out.shape == (2, 2)

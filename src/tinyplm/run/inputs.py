@@ -18,6 +18,7 @@ from torch import nn
 
 from tinyplm.config.schema import AugmentSpec, CorpusSpec, MeasureSpec, TaskSpec
 from tinyplm.distill import cached_teacher_logits
+from tinyplm.distill.cache import KnownRows
 from tinyplm.models import fingerprint
 from tinyplm.models.infer import use_bf16
 from tinyplm.tasks.base import Example, Split, TaskData
@@ -52,7 +53,8 @@ class RunPaths:
 class Teachers:
     """The run's teachers: ``finetuned`` (the task teacher, already loaded), ``base`` (its source
     checkpoint before fine-tuning) or a model dir/alias, each loaded once; and the fine-tuned
-    teacher's logits on a training set (``cache_dir`` keeps them across runs)."""
+    teacher's logits on a training set (``cache_dir`` keeps them across runs; within the run, an
+    example whose logits were computed for one set is not run through the teacher again for the next)."""
 
     def __init__(self, finetuned: nn.Module, finetuned_dir: Path, source_dir: Path, precision: str,
                  cache_dir: Path) -> None:
@@ -60,6 +62,7 @@ class Teachers:
         self.precision, self.cache_dir = precision, cache_dir
         self._loaded: dict[tuple[str, bool], nn.Module] = {}
         self._fingerprint: str | None = None
+        self._known = KnownRows()
 
     def get(self, which: str, masked_lm: bool = False) -> nn.Module:
         """A stage's teacher; with ``masked_lm`` loaded with its masked-LM head."""
@@ -82,7 +85,7 @@ class Teachers:
             self._fingerprint = fingerprint(self.finetuned_dir)
         with get_accelerator().main_process_first():
             logits, _ = cached_teacher_logits(self.finetuned, self._fingerprint, enc, self.cache_dir,
-                                              bf16=use_bf16(self.precision))
+                                              bf16=use_bf16(self.precision), known=self._known)
         return logits
 
 
