@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import tinyplm.distill.cache as cache_mod
 from conftest import (
     TINY_TRAIN,
     make_tiny_glue,
@@ -64,8 +65,15 @@ def _recipe(tmp_path: Path) -> Path:
     return write_recipe(tmp_path / "r.yaml", recipe)
 
 
-def test_family_students_run_beside_the_teacher(tmp_path: Path) -> None:
+def test_family_students_run_beside_the_teacher(tmp_path: Path, monkeypatch) -> None:
     cfg = load_recipe(_recipe(tmp_path))
+    teacher_rows, predict = [], cache_mod.predict_logits
+
+    def counted(model, enc, **kw):
+        teacher_rows.append(len(enc))
+        return predict(model, enc, **kw)
+
+    monkeypatch.setattr(cache_mod, "predict_logits", counted)
     record = run(cfg)
     run_dir = Path(cfg.output_dir)
     stages = {s.name: s for s in record.stages}
@@ -81,6 +89,8 @@ def test_family_students_run_beside_the_teacher(tmp_path: Path) -> None:
     assert stages["bilstm-alone"].info["vectors"]["kind"] == "glove"
     aug = stages["bilstm-kd-aug"].info  # 20 originals + 2 copies each, the other 44 once
     assert aug["data"] == "augmented" and aug["examples"] == 20 * 3 + 44
+    # the teacher ran on the 64 training examples, then on the 40 copies only: the 64 again are known
+    assert teacher_rows[0] == 64 and 0 < sum(teacher_rows[1:]) <= 40
     assert stages["bilstm-kd"].info["vectors"]["cached"]  # the second BiLSTM reuses the GloVe vectors
     assert stages["tfidf"].info["features"] > 10
     trained = {n: (stages[n].info["trainable_params"], stages[n].info["total_params"])
