@@ -76,3 +76,39 @@ def test_seeded_stages_are_drawn_as_one_model(tmp_path: Path, monkeypatch):
     assert "bilstm-kd, 3 seeds: AUC 0.720 (0.700-0.740)" in labels
     assert labels["bilstm-kd, 3 seeds: AUC 0.720 (0.700-0.740)"] == [0.0, 0.72, 1.0]  # median seed
     assert sum("bilstm-kd" in label for label in labels) == 1
+
+
+def test_spread_labels_stacks_overlapping_boxes_and_leaves_the_rest():
+    from tinyplm.report.roc import spread_labels
+
+    boxes = [(0, 0, 50, 10), (5, 2, 60, 12), (200, 0, 250, 10), (0, 100, 40, 110)]
+    shifts = spread_labels(boxes, gap=1.0)
+    # the higher of the first two stays; the other goes 1 below its bottom (2 - 1 - 10); the rest stay
+    assert shifts == [-9.0, 0.0, 0.0, 0.0]
+    moved = [(x0, y0 + d, x1, y1 + d) for (x0, y0, x1, y1), d in zip(boxes, shifts, strict=True)]
+    for i, a in enumerate(moved):
+        for b in moved[i + 1:]:
+            assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]), (a, b)
+    # three at one spot stack under the top one
+    assert spread_labels([(0, 0, 10, 10)] * 3, gap=0.0) == [0.0, -10.0, -20.0]
+
+
+def test_labels_of_models_at_one_spot_do_not_overlap(tmp_path: Path, monkeypatch):
+    import tinyplm.report.roc as roc
+
+    boxes: dict = {}
+    real_save = roc._save
+
+    def save(fig, path):  # the label boxes as drawn, before _save releases the figure
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        boxes.update({t.get_text(): t.get_window_extent(renderer) for t in fig.axes[0].texts})
+        return real_save(fig, path)
+
+    monkeypatch.setattr(roc, "_save", save)
+    stages = [_stage("teacher", 0.80, 20.0, None), _stage("bilstm-kd", 0.712, 4.4, "bilstm"),
+              _stage("bilstm-kd-aug", 0.711, 4.5, "bilstm"), _stage("tfidf", 0.6, 0.3, "tfidf_lr")]
+    roc.metric_latency_plot(RunRecord(task="tvtropes_spoilers", metric="roc_auc", stages=stages),
+                            tmp_path / "m.png")
+    assert {"bilstm-kd", "bilstm-kd-aug"} <= set(boxes), set(boxes)
+    assert not boxes["bilstm-kd"].overlaps(boxes["bilstm-kd-aug"])

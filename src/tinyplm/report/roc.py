@@ -106,6 +106,7 @@ def metric_latency_plot(record: RunRecord, path: Path) -> Path | None:
     fig, ax = _new_figure(7.5, 4.8)
     largest = max(s.disk_bytes for s in stages) or 1
     colors = colormaps["tab10"]
+    labels = []
     for i, g in enumerate(plot_groups(stages)):
         values = [s.metrics[record.metric] for s in g.stages]
         x, y = statistics.median(s.latency_ms_p50_b1 for s in g.stages), statistics.mean(values)
@@ -115,18 +116,54 @@ def metric_latency_plot(record: RunRecord, path: Path) -> Path | None:
         if len(values) > 1:  # the seeds' range
             ax.errorbar(x, y, yerr=[[y - min(values)], [max(values) - y]], color=colors(i % 10), capsize=3,
                         linewidth=1, zorder=2)
-        ax.annotate(g.label, (x, y), xytext=(6, 4), textcoords="offset points", fontsize=8)
+        labels.append(ax.annotate(g.label, (x, y), xytext=(6, 4), textcoords="offset points", fontsize=8))
     floor = floor_stage(record)
     if floor is not None and record.metric in floor.metrics:
         ax.axhline(floor.metrics[record.metric], linestyle="--", color="0.5", linewidth=1)
-        ax.annotate("TF-IDF floor", (0.01, floor.metrics[record.metric]), xycoords=("axes fraction", "data"),
-                    xytext=(0, -10), textcoords="offset points", fontsize=8, color="0.4")
+        labels.append(ax.annotate("TF-IDF floor", (0.01, floor.metrics[record.metric]),
+                                  xycoords=("axes fraction", "data"), xytext=(0, -10), textcoords="offset points",
+                                  fontsize=8, color="0.4"))
     ax.set_xscale("log")
     ax.margins(x=0.2)
     ax.set_xlabel("latency, batch 1, p50 (ms, log scale); marker area: MB on disk")
     ax.set_ylabel(f"{record.metric} (dev)")
     ax.set_title(f"{record.task}: {record.metric} per millisecond", fontsize=12, fontweight="bold", loc="left")
+    _unstack(fig, labels)
     return _save(fig, path)
+
+
+def spread_labels(boxes: list[tuple[float, float, float, float]], gap: float = 1.0) -> list[float]:
+    """Vertical shifts that keep text boxes ``(x0, y0, x1, y1)`` (display units, y up) apart.
+
+    Boxes are placed from the top down; one that overlaps a box already placed moves down until
+    its top is ``gap`` below that box's bottom, so of labels at one spot the top one stays and the
+    others stack under it. Boxes that overlap nothing keep shift 0."""
+    placed: list[tuple[float, float, float, float]] = []
+    shifts = [0.0] * len(boxes)
+    for i in sorted(range(len(boxes)), key=lambda i: -boxes[i][3]):
+        x0, y0, x1, y1 = boxes[i]
+        dy, moved = 0.0, True
+        while moved:  # dy only decreases, and each placed box can push at most once: this ends
+            moved = False
+            for a0, b0, a1, b1 in placed:
+                if x0 < a1 and a0 < x1 and y0 + dy < b1 and b0 < y1 + dy:
+                    dy, moved = b0 - gap - y1, True
+        shifts[i] = dy
+        placed.append((x0, y0 + dy, x1, y1 + dy))
+    return shifts
+
+
+def _unstack(fig, labels: list) -> None:
+    """Move overlapping point labels apart (:func:`spread_labels`) once the layout is drawn: two
+    models at nearly the same latency and metric otherwise print their names over each other.
+    (``adjustText`` does this in general; one pass down the page is all these plots need.)"""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in labels]
+    for t, dy in zip(labels, spread_labels([(b.x0, b.y0, b.x1, b.y1) for b in boxes]), strict=True):
+        if dy:
+            x, y = t.xyann
+            t.xyann = (x, y + dy * 72.0 / fig.dpi)  # display pixels -> offset points
 
 
 def family_plots(record: RunRecord, run_dir: Path) -> dict[str, Path]:
