@@ -73,10 +73,8 @@ class KnownRows:
     def predict(self, teacher: torch.nn.Module, data: Encoded, batch_size: int, bf16: bool) -> torch.Tensor:
         """Logits of every example of ``data``: remembered rows as they are, the teacher run on the
         rest (length-sorted batches, as :func:`predict_logits`), all of them remembered after."""
-        if data.head != Head.SEQUENCE or not self._rows:
-            logits = predict_logits(teacher, data, batch_size=batch_size, bf16=bf16)
-            self.add(data, logits)
-            return logits
+        if data.head != Head.SEQUENCE:
+            return predict_logits(teacher, data, batch_size=batch_size, bf16=bf16)
         keys = self._keys(data)
         todo = [i for i, k in enumerate(keys) if k not in self._rows]
         if todo:
@@ -97,18 +95,15 @@ def cached_teacher_logits(
     """Return (logits ``(N, C)``, hit) — loaded from the cache or computed and stored. With
     ``known`` (this teacher's rows computed earlier in the run) only the examples it lacks are run
     through the teacher, and every row of the result is added to it."""
+    known = KnownRows() if known is None else known
     key = cache_key(teacher_fingerprint, data, bf16)
     path = Path(cache_dir) / "logits" / f"{key}.safetensors"
     if path.is_file():
         logits = load_file(str(path))["logits"]
         if logits.shape[0] == len(data):
-            if known is not None:
-                known.add(data, logits)
+            known.add(data, logits)
             return logits, True
-    if known is not None:
-        logits = known.predict(teacher, data, batch_size, bf16)
-    else:
-        logits = predict_logits(teacher, data, batch_size=batch_size, bf16=bf16)
+    logits = known.predict(teacher, data, batch_size, bf16)
     with atomic_path(path) as tmp:
         save_file({"logits": logits.contiguous()}, str(tmp), metadata={"teacher": teacher_fingerprint})
     return logits, False
