@@ -175,7 +175,7 @@ README_LINES: dict[str, Way] = {
         None, "cheap check only: needs the demo's teacher; tests/models/test_student_families_bench.py runs the "
         "script on a tiny teacher"),
     "tinyplm run recipes/spoilers/goodreads_family.yaml": Way(
-        None, "cheap check only: an hour-long run; tests/run/test_family_run.py runs every family student on a "
+        None, "cheap check only: a 40-minute run; tests/run/test_family_run.py runs every family student on a "
         "tiny BERT"),
     "tinyplm run recipes/spoilers/tvtropes_family.yaml": Way(
         None, "cheap check only: hours on a 2-core CPU; tests/run/test_family_run.py runs every family student on a "
@@ -187,7 +187,8 @@ README_LINES: dict[str, Way] = {
         None, "cheap check only: needs the context run's teacher; tests/run/test_family_run.py evaluates a tiny "
         "one the same way"),
     "python benchmarks/nlm_family.py --task goodreads_spoilers": Way(
-        None, "cheap check only: about an hour; tests/test_nlm_family_bench.py runs main() on a tiny recipe"),
+        None, "cheap check only: 40 minutes on a 2-core CPU; tests/test_nlm_family_bench.py runs main() on a tiny "
+        "recipe"),
     "python benchmarks/nlm_family.py --task tvtropes_spoilers": Way(
         None, "cheap check only: hours on a 2-core CPU; tests/test_nlm_family_bench.py runs main() on a tiny recipe"),
     "python benchmarks/tvtropes_gaps.py --teacher runs/tvtropes_family/teacher": Way(
