@@ -176,6 +176,19 @@ def test_write_all_writes_every_file(tmp_path: Path) -> None:
     assert not (tmp_path / "teacher").exists()  # cards only go into folders that exist
 
 
+def test_results_json_is_written_last_so_a_run_killed_writing_its_reports_is_not_finished(
+        tmp_path: Path, monkeypatch) -> None:
+    import tinyplm.report as report
+
+    def killed(*args):
+        raise KeyboardInterrupt  # the process dies while writing the model cards
+
+    monkeypatch.setattr(report, "_write_cards", killed)
+    with pytest.raises(KeyboardInterrupt):
+        write_all(make_record(), tmp_path)
+    assert (tmp_path / "report.html").is_file() and not (tmp_path / "results.json").exists()
+
+
 def test_html_is_self_contained_and_valid(tmp_path: Path) -> None:
     out = write_all(make_record(), tmp_path)
     text = out["report"].read_text(encoding="utf-8")

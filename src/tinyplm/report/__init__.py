@@ -80,12 +80,12 @@ def write_all(record: RunRecord, run_dir: Path) -> dict[str, Path]:
     (plots/*.png), the PNGs of each :data:`OPTIONAL_SECTIONS` part that has something to show
     (e.g. ``probe:<task>``, ``heatmaps:<stage>``), ``model_card`` (model/README.md,
     when run_dir/model exists and there is a student) and ``card:<stage>`` for each stage whose
-    ``model_dir`` (relative to run_dir) exists. All files are written atomically.
+    ``model_dir`` (relative to run_dir) exists. All files are written atomically, results.json
+    last: it marks the run finished, so a run killed while writing its reports is not taken for one.
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    out: dict[str, Path] = {"results": run_dir / RESULTS}
-    record.save(out["results"])
+    out: dict[str, Path] = {}
     plot_dir = run_dir / "plots"
     plots = {
         "accuracy_vs_latency": accuracy_vs_latency(record, plot_dir / "accuracy_vs_latency.png"),
@@ -101,6 +101,8 @@ def write_all(record: RunRecord, run_dir: Path) -> dict[str, Path]:
     out["summary"] = write_atomic(run_dir / "summary.md", render_summary(record))
     out["report"] = write_atomic(run_dir / "report.html", render_html(record, plots, sections))
     out.update(_write_cards(record, run_dir))
+    out["results"] = run_dir / RESULTS
+    record.save(out["results"])
     return out
 
 
