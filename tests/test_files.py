@@ -111,6 +111,28 @@ def test_force_replaces_a_run_but_never_a_foreign_dir(tmp_path: Path) -> None:
     assert sorted(p.name for p in foreign.iterdir()) == ["chapter1.tex"]
 
 
+def test_a_claim_killed_before_its_recipe_was_written_starts_afresh_with_or_without_resume(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / LOCK).write_text('{"pid": 1, "host": "h", "since": "s"}\n')  # its lock, then the kill
+    (run_dir / f".{RESOLVED}.123.tmp").write_text("recipe: ")  # killed while writing the recipe
+    for resume in (True, False):
+        with claim_run_dir(run_dir, "recipe: a\n", resume=resume) as claim:
+            assert not claim.resumed and (run_dir / RESOLVED).read_text() == "recipe: a\n"
+            assert sorted(p.name for p in run_dir.iterdir()) == sorted([LOCK, RESOLVED, "checkpoints", "logs"])
+        (run_dir / RESOLVED).unlink()
+        for sub in ("checkpoints", "logs"):
+            (run_dir / sub).rmdir()
+
+
+def test_a_run_killed_right_after_its_recipe_was_written_resumes(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    write_atomic(run_dir / RESOLVED, "recipe: a\n")  # killed before logs/ and checkpoints/ were made
+    with claim_run_dir(run_dir, "recipe: a\n", resume=True) as claim:
+        assert claim.resumed and (run_dir / "logs").is_dir() and (run_dir / "checkpoints").is_dir()
+
+
 def test_reuse_finished_needs_the_same_recipe(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     assert reuse_finished(run_dir, "recipe: a\n") is False  # nothing there

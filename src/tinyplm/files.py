@@ -247,14 +247,16 @@ def claim_run_dir(run_dir: Path, resolved: str, *, resume: bool = False, force: 
     resumed = _check(run_dir, resolved, resume, force, finished, previous)
     lock = RunDirLock.acquire(run_dir)  # raises if another process claimed it since the check
     try:
-        if force:
-            for child in run_dir.iterdir():  # the lock file stays: we hold it
-                if child.name != LOCK:
+        if force:  # the finished mark first, the recipe never (replaced below): a kill midway leaves a run dir
+            for child in sorted(run_dir.iterdir(), key=lambda c: c.name != finished):
+                if child.name not in (LOCK, RESOLVED):  # the lock file stays: we hold it
                     shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
         if not resumed:
-            (run_dir / "logs").mkdir(exist_ok=True)
-            (run_dir / "checkpoints").mkdir(exist_ok=True)
-            write_atomic(run_dir / RESOLVED, resolved)
+            for stale in _unclaimed(run_dir):  # temporaries of a claim killed before its recipe was written
+                stale.unlink()
+            write_atomic(run_dir / RESOLVED, resolved)  # first: from here on the dir is a run dir
+        (run_dir / "logs").mkdir(exist_ok=True)
+        (run_dir / "checkpoints").mkdir(exist_ok=True)
     except BaseException:
         lock.release()
         raise
@@ -264,8 +266,11 @@ def claim_run_dir(run_dir: Path, resolved: str, *, resume: bool = False, force: 
 def _check(run_dir: Path, resolved: str, resume: bool, force: bool, finished: str, previous: Holder | None) -> bool:
     """The checks of :func:`claim_run_dir` -> whether the run resumes; raises ``RunDirError``."""
     existing = run_dir / RESOLVED
-    if not run_dir.exists() or not any(p.name != LOCK for p in run_dir.iterdir()):
+    if not run_dir.exists():
         return False
+    stale = _unclaimed(run_dir)
+    if all(p.name == LOCK or p in stale for p in run_dir.iterdir()):
+        return False  # nothing there, or a claim killed before it wrote the recipe: start afresh
     if not existing.is_file() and not (run_dir / finished).is_file():
         if force:
             raise RunDirError(f"{run_dir}: not a tinyplm run directory (no {RESOLVED}); refusing to delete it")
@@ -284,6 +289,11 @@ def _check(run_dir: Path, resolved: str, resume: bool, force: bool, finished: st
         raise RunDirError(f"{existing}: the recipe changed since this run started; --resume needs the same "
                           "recipe (or pass --force to restart)")
     return True
+
+
+def _unclaimed(run_dir: Path) -> set[Path]:
+    """Temporaries of the recipe (see :func:`tmp_sibling`) that a claim killed before its rename left."""
+    return set(run_dir.glob(f".{RESOLVED}.*.tmp"))
 
 
 def reuse_finished(run_dir: Path, resolved: str, *, finished: str = RESULTS) -> bool:
