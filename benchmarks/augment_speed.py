@@ -24,6 +24,7 @@ from tinyplm import tasks
 from tinyplm.config.schema import AugmentSpec
 from tinyplm.distill.augment import EmbeddingNeighbours, augment
 from tinyplm.models import resolve_model_dir
+from tinyplm.models.infer import precision_name, use_bf16
 from tinyplm.pretrain import fit_mlm_head, load_mlm, read_corpus
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -60,7 +61,7 @@ def main() -> None:
         "originals": len(examples), "sentences": len(res.examples) - len(examples),
         "seconds": round(res.seconds, 2), "sentences_per_s": round(res.sentences_per_s, 1),
         "replacement_rate": round(res.replacement_rate, 4), "mlm_rows": res.mlm_rows,
-        "threads": torch.get_num_threads(), "precision": args.precision, "head_fit_seconds": head_seconds,
+        "threads": torch.get_num_threads(), "precision": precision_name(use_bf16(args.precision)), "head_fit_seconds": head_seconds,
         "example": [res.examples[0].text, res.examples[len(examples)].text],
     }))
 

@@ -108,7 +108,7 @@ def run_cell(args, method: str, seed: int, inputs, save_to: Path | None) -> dict
     torch.manual_seed(seed)  # the task head's initialisation
     model, tok = load_classifier(model_dir, data.labels, data.is_regression, data.head)
     full_params = sum(p.numel() for p in model.parameters())
-    bf16 = use_bf16(spec.precision)
+    bf16 = use_bf16(spec.eval_precision)  # the dev checks: fp32 unless the spec names bf16
     objective = PredictionObjective(kd_weight=0.0, hard_weight=1.0, is_regression=data.is_regression, head=data.head,
                                     class_weights=data.class_weights)
     work = args.out / "cells" / f"{method}-{seed}"

@@ -37,6 +37,16 @@ DataDir = Annotated[str | None, typer.Option(
     "--data-dir", help="GLUE folder (default TINYPLM_DATA or ../shared/data/glue)")]
 DataRoot = Annotated[str | None, typer.Option(
     "--data-dir", help="data root: a GLUE folder, or the folder holding squad/ and conll2003/")]
+EvalPrecision = Annotated[str, typer.Option(
+    "--precision", help="fp32 | bf16: what the metrics are computed in (fp32: the same on every CPU)")]
+
+
+def exact_precision(value: str, flag: str = "--precision") -> str:
+    """``value`` if it is ``fp32`` or ``bf16``; ``TinyplmError`` naming ``flag`` otherwise (a
+    measurement never runs in ``auto``: its result would depend on the CPU)."""
+    if value not in ("fp32", "bf16"):
+        raise TinyplmError(f"{flag}: expected fp32 or bf16, got {value!r}")
+    return value
 
 
 def _fmt(value: float | None, pattern: str) -> str:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from tinyplm.cli.app import app, out, print_stages
+from tinyplm.cli.app import EvalPrecision, app, exact_precision, out, print_stages
 from tinyplm.errors import TinyplmError
 from tinyplm.files import write_json_atomic
 from tinyplm.tasks.heads import Head
@@ -37,19 +37,22 @@ def evaluate_cmd(
         help="goodreads_spoilers_reviews, tvtropes_spoilers: following sentences also given with each sentence "
              "(default: what the model was trained with; else 0)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    precision: EvalPrecision = "fp32",
 ) -> None:
-    """Official task metrics of a saved model on the task's dev split(s).
+    """Official task metrics of a saved model on the task's dev split(s), in fp32 (or --precision).
 
     Example: tinyplm evaluate runs/sst2_demo/model --task sst2
     Example: tinyplm evaluate runs/squad_v1_demo/model --task squad --max-length 256 --predictions preds.json
     """
     from tinyplm.config import validate_recipe
     from tinyplm.evaluate.model_eval import encode_evals, evaluate_model, span_prediction_texts
+    from tinyplm.evaluate.runtime import describe
     from tinyplm.models import load_classifier
     from tinyplm.models.infer import predict_logits
     from tinyplm.run import load_task
     from tinyplm.tasks.spoilers import CONTEXT_TASKS
 
+    bf16 = exact_precision(precision) == "bf16"
     max_length, context_sentences, context_after = _as_trained(model_dir, task, max_length, context_sentences,
                                                                context_after)
     spec = validate_recipe({"task": {"name": task, "data_dir": data_dir, "max_length": max_length,
@@ -61,17 +64,20 @@ def evaluate_cmd(
         raise TinyplmError(f"--predictions writes SQuAD answers; task {data.task} has a {data.head} head")
     model, tok = load_classifier(model_dir, data.labels, data.is_regression, data.head)
     evals = encode_evals(data, tok, max_length)
-    metrics = evaluate_model(model, data, evals)
+    metrics = evaluate_model(model, data, evals, bf16=bf16)
     if predictions is not None:
-        texts = span_prediction_texts(data.evals["dev"], evals["dev"], predict_logits(model, evals["dev"]))
+        texts = span_prediction_texts(data.evals["dev"], evals["dev"], predict_logits(model, evals["dev"], bf16=bf16))
         write_json_atomic(predictions, texts, indent=1)
         out.print(f"[dim]{len(texts)} answers written to {predictions}[/dim]", highlight=False)
     context = ({"context_sentences": spec.context_sentences, "context_after": spec.context_after}
                if data.task in CONTEXT_TASKS else {})
+    ran = describe(model)
+    measured_in = precision if ran.runtime == "torch" and ran.precision == "fp32" else ran.precision
     if as_json:
-        out.print_json(json.dumps({"task": data.task, "model": str(model_dir), **context, "metrics": metrics}))
+        out.print_json(json.dumps({"task": data.task, "model": str(model_dir), **context, "metrics": metrics,
+                                   "precision": measured_in}))
     else:
-        for k, v in {**context, **metrics}.items():
+        for k, v in {**context, **metrics, "precision": measured_in}.items():
             out.print(f"{k}: {v:.4f}" if isinstance(v, float) else f"{k}: {v}")
 
 def _as_trained(model_dir: Path, task: str, max_length: int | None, context: int | None,
@@ -143,6 +149,7 @@ def bench_cmd(
     runtimes: Annotated[str | None, typer.Option(
         "--runtimes", help="also run each PyTorch model in these runtimes, e.g. torch,onnxruntime,openvino")] = None,
     tolerance: Annotated[float, typer.Option(help="--runtimes: accuracy a runtime may lose and still win")] = 0.005,
+    precision: EvalPrecision = "fp32",
 ) -> None:
     """Measure models side by side: metrics, size, batch-1 latency, batch throughput; with
     --runtimes, each model in each runtime, and which runtime is fastest within --tolerance.
@@ -158,13 +165,14 @@ def bench_cmd(
     from tinyplm.run import bench
 
     wanted = [r.strip() for r in runtimes.split(",") if r.strip()] if runtimes else None
+    exact_precision(precision)
     max_length, context_sentences, context_after = _as_trained(model_dirs[0], task, max_length, context_sentences,
                                                                context_after)
     spec = TaskSpec(name=task, data_dir=data_dir, max_length=max_length, context_sentences=context_sentences,
                     context_after=context_after)
     with tempfile.TemporaryDirectory(prefix="tinyplm-bench-") as scratch:
-        record = bench(model_dirs, spec, rounds,
-                       runtimes=wanted, work=out_dir or Path(scratch), tolerance=tolerance)
+        record = bench(model_dirs, spec, rounds, runtimes=wanted, work=out_dir or Path(scratch), tolerance=tolerance,
+                       precision=precision)
         print_stages(record)
         for model, best in record.info.get("fastest", {}).items():
             out.print(f"{model}: fastest within {tolerance} {record.metric}: {best['fastest']} ({best['runtime']})",

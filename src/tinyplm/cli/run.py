@@ -87,7 +87,9 @@ def finetune_cmd(
     lr: Annotated[float, typer.Option(help="peak learning rate")] = 5e-5,
     batch_size: Annotated[int, typer.Option(help="batch size")] = 32,
     max_length: Annotated[int, typer.Option(help="max tokens per example")] = 128,
-    precision: Annotated[str, typer.Option(help="auto | bf16 | fp32")] = "auto",
+    precision: Annotated[str, typer.Option(help="training: auto | bf16 | fp32")] = "auto",
+    eval_precision: Annotated[str, typer.Option(
+        help="dev checks and reported metrics: fp32 | bf16 (fp32: the same on every CPU)")] = "fp32",
     data_dir: DataDir = None,
     overrides: Overrides = None,
     force: Force = False,
@@ -98,10 +100,10 @@ def finetune_cmd(
     Example: tinyplm finetune --task rte --model minilm-l6 --out runs/rte-teacher --budget-minutes 5
     """
     train = {"epochs": epochs, "budget_minutes": budget_minutes, "lr": lr, "batch_size": batch_size,
-             "precision": precision}
+             "precision": precision, "eval_precision": eval_precision}
     raw = {"name": out_dir.name, "output_dir": str(out_dir),
            "task": {"name": task, "data_dir": data_dir, "max_length": max_length},
-           "teacher": {"model": model, "finetune": train}}
+           "teacher": {"model": model, "finetune": train}, "measure": {"precision": eval_precision}}
     _run_and_report(_validated(raw, overrides), out_dir, resume, force)
 
 

@@ -10,6 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_valid
 from tinyplm.config.finetune import OPTION_METHODS, Method, MethodOptions, check_options
 
 Precision = Literal["auto", "bf16", "fp32"]
+#: The precision of a measurement or of targets computed for training (dev checks, reported metrics,
+#: teacher logits, augmentation): named, never ``auto``, so the result does not depend on the CPU.
+Exact = Literal["fp32", "bf16"]
 
 
 class Section(BaseModel):
@@ -35,7 +38,10 @@ class TrainSpec(Section):
     log_every: int = Field(20, ge=1)
     group_by_length: bool = Field(True, description="batch examples of similar length (much less padding)")
     keep_best: bool = Field(True, description="restore the best dev checkpoint at the end")
-    precision: Precision = Field("auto", description="auto = bf16 autocast where the CPU supports it")
+    precision: Precision = Field("auto", description="training: auto = bf16 autocast where the CPU supports it "
+                                 "(or the TINYPLM_BF16 switch says so); recorded in results.json")
+    eval_precision: Exact = Field("fp32", description="the dev checks during training (which checkpoint is kept): "
+                                  "fp32 so the choice does not depend on the CPU")
     seed: int = 42
     method: Method = Field(Method.FULL, description="full | frozen | ulmfit | bitfit | lora | ia3 | prompt_tuning | "
                                                     "prefix_tuning (see config/finetune.py)")

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from tinyplm.config.base import Section, TrainSpec
+from tinyplm.config.base import Exact, Section, TrainSpec
 from tinyplm.config.schema import NAME_PATTERN, ShapeSpec
 
 
@@ -70,6 +70,7 @@ class PretrainEvalSpec(Section):
     max_texts: int = Field(2000, ge=1, description="held-out texts for MLM loss and accuracy")
     pppl_texts: int = Field(100, ge=0, description="held-out texts for pseudo-perplexity (one pass per token)")
     pppl_max_length: int = Field(64, ge=8)
+    precision: Exact = Field("fp32", description="precision of the held-out metrics (whatever the training's)")
 
 
 class PretrainRecipe(Section):

@@ -15,6 +15,7 @@ from tinyplm.config.base import (  # noqa: F401  (re-exported: the recipe's sche
     LAYERWISE_TERMS,
     LOSS_TERMS,
     MLM_TERMS,
+    Exact,
     ObjectiveSpec,
     Precision,
     Section,
@@ -81,6 +82,8 @@ class TeacherSpec(Section):
 
     model: str = Field("minilm-l6", description="alias (minilm-l6) or a local Hugging Face model dir")
     finetune: TrainSpec | None = Field(None, description="fine-tune on the task first; omit if already fine-tuned")
+    logits_precision: Exact = Field("fp32", description="precision of the teacher's logits that students learn "
+                                    "from (cached per precision)")
 
 
 class ShapeSpec(Section):
@@ -216,6 +219,8 @@ class MeasureSpec(Section):
     threads: int | None = Field(None, ge=1, description="torch threads while measuring; default all")
     sort_by_length: bool = Field(True, description="throughput batches as deployed: the measured sentences "
                                  "sorted by length (false: dev order)")
+    precision: Exact = Field("fp32", description="precision of every reported metric of a PyTorch stage (a model "
+                             "on another runtime or quantized is scored as it runs); recorded per stage")
 
 
 class AugmentSpec(Section):
@@ -237,6 +242,8 @@ class AugmentSpec(Section):
                                      "(the rest are used as they are)")
     seed: int = 42
     batch_size: int = Field(128, ge=1, description="sentences per masked-LM call")
+    precision: Exact = Field("fp32", description="precision of the masked LM's candidates (bf16 is faster where "
+                             "the CPU has it, and may pick other words)")
     pair: Literal["auto", "augment", "keep"] = Field(
         "auto", description="each example's text_pair: augment (TinyBERT, both sentences of a pair task), keep it "
         "as it is, or auto: keep it when it is page context the task built (task.context_sentences / "

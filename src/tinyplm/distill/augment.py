@@ -170,7 +170,7 @@ def _finish(examples: list[Example], n_orig: int, start: float, rate: float, cac
 
 def augment(examples: list[Example], mlm, tokenizer, spec: AugmentSpec, neighbours: NeighbourSource,
             cache_dir: Path | None = None, log: JsonlLog | None = None, progress: bool = True, *,
-            max_length: int = 128, mlm_fingerprint: str | None = None, precision: str = "auto") -> AugmentResult:
+            max_length: int = 128, mlm_fingerprint: str | None = None, precision: str | None = None) -> AugmentResult:
     """TinyBERT augmentation of ``examples`` -> originals, then ``spec.copies`` copies of each.
 
     ``spec`` is the recipe's ``augment`` section (its ``mlm`` path is not read here: ``mlm`` is the
@@ -180,11 +180,12 @@ def augment(examples: list[Example], mlm, tokenizer, spec: AugmentSpec, neighbou
     MLM (``mlm_fingerprint`` skips hashing the weights). Labels, ``line`` and whether ``text_pair``
     is set are kept; with ``spec.pair == "keep"`` every copy keeps the example's ``text_pair`` as it
     is (``auto`` is read as ``augment`` here: settle it for the task with :func:`resolve_pair`).
+    The masked LM runs in ``precision`` (default: ``spec.precision``).
     """
     if tokenizer.mask_token_id is None or tokenizer.cls_token_id is None:
         raise TinyplmError("augmentation needs a BERT-style tokenizer with [MASK] and [CLS] "
                            f"({type(tokenizer).__name__})")
-    start, bf16 = time.perf_counter(), use_bf16(precision)
+    start, bf16 = time.perf_counter(), use_bf16(precision or spec.precision)
     path = None
     if cache_dir is not None:
         fp = mlm_fingerprint or model_fingerprint(mlm)

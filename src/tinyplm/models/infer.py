@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from functools import lru_cache
 
 import numpy as np
@@ -21,6 +22,13 @@ def output_logits(output) -> torch.Tensor:
     return torch.stack([output.start_logits, output.end_logits], dim=-1)
 
 
+#: The switch that decides what ``precision: auto`` means, whatever the CPU: ``on`` (bf16 autocast, as
+#: on a CPU with native bf16), ``off`` (fp32, as on one without). Unset: the CPU decides. CI runs the
+#: tests both ways, so a CPU without native bf16 cannot hide a failure that only bf16 shows.
+BF16_SWITCH = "TINYPLM_BF16"
+_SWITCH_VALUES = {"on": True, "1": True, "true": True, "off": False, "0": False, "false": False}
+
+
 @lru_cache(maxsize=1)
 def cpu_supports_bf16() -> bool:
     """True when the CPU has native bf16 matmuls (AVX512-BF16 or AMX); then autocast pays off."""
@@ -28,13 +36,40 @@ def cpu_supports_bf16() -> bool:
     return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in checks)
 
 
+def forced_bf16() -> bool | None:
+    """What :data:`BF16_SWITCH` forces ``auto`` to (True/False), or None when it is unset.
+
+    Raises ``ValueError`` naming the variable and the values it takes for anything else."""
+    raw = os.environ.get(BF16_SWITCH, "").strip().lower()
+    if not raw:
+        return None
+    if raw not in _SWITCH_VALUES:
+        raise ValueError(f"{BF16_SWITCH}={os.environ[BF16_SWITCH]!r}: expected on or off (or unset: the CPU decides)")
+    return _SWITCH_VALUES[raw]
+
+
 def use_bf16(precision: str) -> bool:
-    """Resolve a recipe precision ('auto' | 'bf16' | 'fp32') to whether bf16 autocast is on."""
+    """Resolve a precision ('auto' | 'bf16' | 'fp32') to whether bf16 autocast is on: 'auto' is
+    bf16 where the CPU has native bf16, unless :data:`BF16_SWITCH` forces it on or off."""
     if precision == "fp32":
         return False
     if precision == "bf16":
         return True
-    return cpu_supports_bf16()
+    if precision != "auto":
+        raise ValueError(f"precision {precision!r}: expected auto, bf16 or fp32")
+    forced = forced_bf16()
+    return cpu_supports_bf16() if forced is None else forced
+
+
+def precision_name(bf16: bool) -> str:
+    """The name results record for a computation with (``bf16``) or without autocast."""
+    return "bf16" if bf16 else "fp32"
+
+
+def precision_facts() -> dict[str, object]:
+    """What decides ``auto`` on this machine, for results.json: native bf16, and the switch."""
+    return {"bf16_native": cpu_supports_bf16(), "bf16_switch": os.environ.get(BF16_SWITCH) or None,
+            "auto_means": precision_name(use_bf16("auto"))}
 
 
 def autocast(bf16: bool) -> contextlib.AbstractContextManager:

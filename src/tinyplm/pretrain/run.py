@@ -167,8 +167,9 @@ def make_masking(recipe: PretrainRecipe, tok, vocab_size: int) -> Masking:
 
 def held_out_metrics(recipe: PretrainRecipe, model, objective: PretrainObjective, data: PretrainData,
                      pppl: bool) -> dict[str, float]:
-    """The held-out figures (module docstring of ``tinyplm.pretrain.evaluate``)."""
-    bf16 = use_bf16(recipe.train.precision)
+    """The held-out figures (module docstring of ``tinyplm.pretrain.evaluate``), in the recipe's
+    ``eval.precision`` (fp32 by default, whatever the training ran in)."""
+    bf16 = use_bf16(recipe.eval.precision)
     if recipe.objective.kind == "electra":
         out = evaluate_electra(model, objective, data.held, bf16=bf16)
     else:

@@ -57,8 +57,10 @@ class StageRecord:
     parent, a compress-only student's source). ``compress_step``: the compress ``kind`` that made it.
     ``shape``: layers, widths and per-layer heads/FFN (``models.shape_of``).
     ``runtime`` / ``precision``: what ran (torch, onnxruntime, openvino; fp32, bf16, int8), read off
-    the model. ``compute``: useful GFLOP/s and its share of this CPU's peak for that precision
-    (``evaluate.compute``), when the shape is known.
+    the model. ``metric_precision``: what ``metrics`` were computed in (a PyTorch model scored in
+    the run's ``measure.precision``; None in files written before it was recorded). ``compute``:
+    useful GFLOP/s and its share of this CPU's peak for that precision (``evaluate.compute``), when
+    the shape is known.
     ``info``: free-form extras (training time, objective, notes) shown in reports.
     """
 
@@ -79,6 +81,7 @@ class StageRecord:
     runtime: str = "torch"
     precision: str = "fp32"
     compute: dict[str, Any] | None = None
+    metric_precision: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

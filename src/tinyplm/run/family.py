@@ -33,7 +33,7 @@ from tinyplm.files import atomic_path, write_json_atomic
 from tinyplm.models import is_complete, load_classifier, save_model
 from tinyplm.models.family import FamilyConfig, WordTokenizer, build_module, family_shape
 from tinyplm.models.family.vectors import WordVectors, train_glove, train_word2vec
-from tinyplm.models.infer import use_bf16
+from tinyplm.models.infer import precision_name, use_bf16
 from tinyplm.report.records import StageKind
 from tinyplm.run.inputs import RunInputs, stamp_task
 from tinyplm.run.results import StageResult, StudentOutcome
@@ -120,7 +120,7 @@ def train_family_stage(model: nn.Module, tok, stage: StageSpec, inp: RunInputs, 
     o = stage.objective
     objective = PredictionObjective(o.kd_weight, o.hard_weight, o.temperature, False, Head.SEQUENCE, o.logit_mse,
                                     inp.data.class_weights)
-    bf16, spec = use_bf16(stage.train.precision), stage.train
+    bf16, spec = use_bf16(stage.train.eval_precision), stage.train
     result = train(model, enc, objective, spec=spec, primary=inp.data.primary_metric,
                    io=StageIO(log_name, inp.paths.checkpoints(ckpt_name), inp.paths.log, resume=True),
                    evaluate=lambda m: evaluate_model(m, inp.data, evals, bf16=bf16, batch_size=spec.eval_batch_size),
@@ -129,7 +129,8 @@ def train_family_stage(model: nn.Module, tok, stage: StageSpec, inp: RunInputs, 
     # the fields of students.train_info (not imported: students dispatches to this module)
     return result.model, {**result.resources(), "steps": result.steps,
                           "stopped_by": result.stopped_by, "best_step": result.best_step,
-                          "budget_minutes": spec.budget_minutes, "precision": "bf16" if bf16 else "fp32",
+                          "budget_minutes": spec.budget_minutes,
+                          "precision": precision_name(use_bf16(spec.precision)), "eval_precision": spec.eval_precision,
                           "objective": shown, "history": result.history, "examples": len(enc)}
 
 

@@ -15,6 +15,7 @@ from tinyplm.evaluate.runtime import describe
 from tinyplm.evaluate.size import count_params, disk_bytes
 from tinyplm.evaluate.speed import measure_speed
 from tinyplm.models import load_classifier, shape_of
+from tinyplm.models.infer import precision_name
 from tinyplm.report import RunRecord, StageRecord
 from tinyplm.report.records import StageKind
 from tinyplm.run.preflight import load_task
@@ -25,7 +26,8 @@ from tinyplm.tasks.encoding import Encoded
 
 def measure_stages(stages: list[StageResult], root: Path, data: TaskData, evals: dict[str, Encoded],
                    spec: MeasureSpec) -> list[StageRecord]:
-    """Every stage measured side by side: metrics (fp32, as deployed), the size of its saved dir
+    """Every stage measured side by side: metrics (a PyTorch model in ``spec.precision``, fp32 by
+    default, whatever the CPU; another runtime as deployed), the size of its saved dir
     (``root / model_dir``), and speed on the same sentences.
 
     A stage with its own ``evals`` (its own tokenizer: a trimmed vocabulary, a word-level model) is
@@ -41,7 +43,8 @@ def measure_stages(stages: list[StageResult], root: Path, data: TaskData, evals:
         total, no_emb = count_params(s.model)
         t, ran = speed[s.name], describe(s.model)
         own_evals = s.evals or evals
-        logits = eval_logits(s.model, own_evals)  # one pass over dev: the metrics and the ROC curve
+        bf16 = spec.precision == "bf16" and ran.runtime == "torch" and ran.precision == "fp32"
+        logits = eval_logits(s.model, own_evals, bf16=bf16)  # one pass over dev: the metrics and the ROC curve
         roc = logits_roc(data, own_evals, logits) if "roc_auc" in data.metrics else None
         rate = effective_rate(s.shape, getattr(s.model.config, "hidden_size", None), tokens,
                               t.throughput_sent_per_s, ran.precision, threads)
@@ -52,6 +55,7 @@ def measure_stages(stages: list[StageResult], root: Path, data: TaskData, evals:
             throughput_sent_per_s=t.throughput_sent_per_s, throughput_batch=t.throughput_batch,
             model_dir=s.model_dir, kind=s.kind, parent=s.parent, compress_step=s.compress_step, shape=s.shape,
             runtime=ran.runtime, precision=ran.precision, compute=rate,
+            metric_precision=precision_name(True) if bf16 else ran.precision,
             info={**s.info, **({"runtime_detail": ran.detail} if ran.detail else {}),
                   **({"roc": roc} if roc else {})},
         ))
@@ -62,7 +66,7 @@ RUNTIMES = ("torch", "onnxruntime", "openvino")
 
 
 def bench(model_dirs: list[Path], task: TaskSpec, rounds: int = 3, runtimes: list[str] | None = None,
-          work: Path | None = None, tolerance: float = 0.005) -> RunRecord:
+          work: Path | None = None, tolerance: float = 0.005, precision: str = "fp32") -> RunRecord:
     """Saved models (the first is the reference, named ``teacher``) measured side by side; with
     ``runtimes``, each PyTorch model also converted to each of them (ONNX Runtime fp32, OpenVINO in
     its default precision; graphs written under ``work``) and ``record.info["fastest"]`` names, per
@@ -70,7 +74,8 @@ def bench(model_dirs: list[Path], task: TaskSpec, rounds: int = 3, runtimes: lis
 
     Each model is scored and timed on its own encoding of the same dev sentences, so models with
     different tokenizers (a trimmed vocabulary, a word-level BiLSTM or TF-IDF model) sit side by
-    side as in a run. Raises ``TinyplmError`` for an unknown runtime.
+    side as in a run. PyTorch models are scored in ``precision`` (``fp32`` or ``bf16``). Raises
+    ``TinyplmError`` for an unknown runtime.
     """
     unknown = sorted(set(runtimes or []) - set(RUNTIMES))
     if unknown:
@@ -86,8 +91,10 @@ def bench(model_dirs: list[Path], task: TaskSpec, rounds: int = 3, runtimes: lis
             kind = StageKind.TEACHER if name == "teacher" else StageKind.MODEL
             stages.append(StageResult(name, variant, str(where.resolve()), kind, shape_of(model), evals=enc))
             groups.setdefault(base, []).append(name)
-    record = RunRecord(task=data.task, metric=data.primary_metric, info={"bench": [str(d) for d in model_dirs]})
-    record.stages = measure_stages(stages, Path("/"), data, stages[0].evals, MeasureSpec(rounds=rounds))
+    record = RunRecord(task=data.task, metric=data.primary_metric, info={"bench": [str(d) for d in model_dirs],
+                                                                          "precision": {"metrics": precision}})
+    record.stages = measure_stages(stages, Path("/"), data, stages[0].evals,
+                                   MeasureSpec(rounds=rounds, precision=precision))
     if runtimes:
         record.info["fastest"] = fastest_runtimes(record, groups, tolerance)
     return record

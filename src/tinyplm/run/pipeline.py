@@ -32,7 +32,7 @@ from tinyplm.models import (
     save_model,
     shape_of,
 )
-from tinyplm.models.infer import cpu_supports_bf16, use_bf16
+from tinyplm.models.infer import precision_facts, use_bf16
 from tinyplm.report import RunRecord, write_all
 from tinyplm.report.records import StageKind
 from tinyplm.report.tables import select_final
@@ -144,8 +144,7 @@ def _inputs(cfg: RunConfig, paths: RunPaths, checked: Preflight, resumed: bool) 
     evals = encode_evals(data, tok, task.max_length, task.max_eval_examples)
     cache = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_dir()
     teacher, tok, info = prepare_teacher(cfg, checked, train_enc, evals, paths, resumed)
-    precision = cfg.teacher.finetune.precision if cfg.teacher.finetune else "auto"
-    teachers = Teachers(teacher, paths.root / "teacher", checked.teacher_dir, precision, cache)
+    teachers = Teachers(teacher, paths.root / "teacher", checked.teacher_dir, cfg.teacher.logits_precision, cache)
     stage_data = StageData(task, data, tok, train_enc, cfg.augment, cfg.corpus, paths, cache)
     inp = RunInputs(task, data, tok, train_enc, evals, teachers, stage_data, paths, cfg.measure)
     return inp, StageResult("teacher", teacher, "teacher", StageKind.TEACHER, shape_of(teacher), info=info)
@@ -165,7 +164,7 @@ def prepare_teacher(cfg: RunConfig, checked: Preflight, train_enc, evals, paths:
         objective = PredictionObjective(kd_weight=0.0, hard_weight=1.0, is_regression=data.is_regression,
                                         head=data.head, class_weights=data.class_weights)
         io = StageIO("teacher", paths.checkpoints("teacher"), paths.log, resume=True)
-        bf16 = use_bf16(spec.precision)
+        bf16 = use_bf16(spec.eval_precision)
         result = train(model, train_enc, objective, spec=spec, io=io, primary=data.primary_metric,
                        evaluate=lambda m: evaluate_model(m, data, evals, bf16=bf16, batch_size=spec.eval_batch_size))
         model = result.model
@@ -186,7 +185,8 @@ def run_info(cfg: RunConfig, run_dir: Path, started: float, teacher_dir: Path) -
         "created": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
         "started_unix": round(started, 3),
         "machine": {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
-                    "torch": torch.__version__, "bf16_native": cpu_supports_bf16()},
+                    "torch": torch.__version__, **precision_facts()},
+        "precision": {"metrics": cfg.measure.precision, "teacher_logits": cfg.teacher.logits_precision},
         "processes": get_accelerator().num_processes,
         "teacher_fingerprint": fingerprint(teacher_dir),
     }

@@ -21,7 +21,7 @@ from tinyplm.distill.mlm import with_mlm_head
 from tinyplm.distill.objective import build_objective
 from tinyplm.evaluate.model_eval import evaluate_model
 from tinyplm.models import build_student, is_complete, load_classifier, save_model, shape_of
-from tinyplm.models.infer import use_bf16
+from tinyplm.models.infer import precision_name, use_bf16
 from tinyplm.report.records import StageKind
 from tinyplm.run.family import run_family
 from tinyplm.run.inputs import RunInputs, stamp_task
@@ -118,13 +118,13 @@ def train_info(result: TrainResult, spec: TrainSpec, objective: dict[str, Any]) 
         **result.resources(), "finetune_method": spec.method.value,
         "train_seconds": round(result.seconds, 1), "steps": result.steps, "stopped_by": result.stopped_by,
         "best_step": result.best_step, "budget_minutes": spec.budget_minutes,
-        "precision": "bf16" if use_bf16(spec.precision) else "fp32",
+        "precision": precision_name(use_bf16(spec.precision)), "eval_precision": spec.eval_precision,
         "objective": {k: v for k, v in objective.items() if v not in (0, 0.0, None)},
         "history": result.history,
     }
 
 
 def evaluator(inp: RunInputs, spec: TrainSpec) -> Callable[[torch.nn.Module], dict[str, float]]:
-    """Dev evaluation during training (in the stage's precision)."""
-    bf16 = use_bf16(spec.precision)
+    """Dev evaluation during training (in the stage's ``eval_precision``, fp32 by default)."""
+    bf16 = use_bf16(spec.eval_precision)
     return lambda m: evaluate_model(m, inp.data, inp.evals, bf16=bf16, batch_size=spec.eval_batch_size)
