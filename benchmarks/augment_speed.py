@@ -61,7 +61,8 @@ def main() -> None:
         "originals": len(examples), "sentences": len(res.examples) - len(examples),
         "seconds": round(res.seconds, 2), "sentences_per_s": round(res.sentences_per_s, 1),
         "replacement_rate": round(res.replacement_rate, 4), "mlm_rows": res.mlm_rows,
-        "threads": torch.get_num_threads(), "precision": precision_name(use_bf16(args.precision)), "head_fit_seconds": head_seconds,
+        "threads": torch.get_num_threads(), "precision": precision_name(use_bf16(args.precision)),
+        "head_fit_seconds": head_seconds,
         "example": [res.examples[0].text, res.examples[len(examples)].text],
     }))
 
