@@ -52,11 +52,14 @@ def save_checkpoint(
     best_weights: dict[str, torch.Tensor] | None,
     rank_rng: dict[int, torch.Tensor],
 ) -> Path:
-    """Write ``ckpt_root/step-XXXXXX`` atomically and prune old checkpoints. Returns its path."""
+    """Write ``ckpt_root/step-XXXXXX`` atomically and prune old checkpoints. Returns its path.
+
+    Every change to a ``step-*`` folder is a rename: one being replaced or pruned is renamed away
+    before it is deleted, so a kill mid-delete never leaves half a checkpoint under a step name."""
     final = ckpt_root / f"step-{state.step:06d}"
     tmp = ckpt_root / f".tmp-step-{state.step:06d}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    for stale in (*ckpt_root.glob(".tmp-step-*"), *ckpt_root.glob(".del-step-*")):  # left by a killed writer
+        shutil.rmtree(stale, ignore_errors=True)
     tmp.mkdir(parents=True)
     save_file(_state_dict(model), str(tmp / "model.safetensors"))
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
@@ -64,12 +67,20 @@ def save_checkpoint(
     if best_weights is not None:
         save_file(best_weights, str(tmp / "best.safetensors"))
     (tmp / "state.json").write_text(json.dumps(asdict(state)), encoding="utf-8")
-    if final.exists():
-        shutil.rmtree(final)
+    replaced = _set_aside(final) if final.exists() else None
     tmp.rename(final)
+    if replaced is not None:
+        shutil.rmtree(replaced, ignore_errors=True)
     for old in list_checkpoints(ckpt_root)[:-KEEP_LAST]:
-        shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(_set_aside(old), ignore_errors=True)
     return final
+
+
+def _set_aside(path: Path) -> Path:
+    """Rename a checkpoint out of the ``step-*`` names (atomic) -> its new path, to delete."""
+    aside = path.with_name(f".del-{path.name}")
+    path.rename(aside)
+    return aside
 
 
 def list_checkpoints(ckpt_root: Path) -> list[Path]:
