@@ -12,8 +12,8 @@ from transformers import (
     BertForPreTraining,
     BertForSequenceClassification,
     BertModel,
-    DistilBertConfig,
-    DistilBertModel,
+    GPT2Config,
+    GPT2Model,
 )
 
 from tinyplm.errors import ModelError
@@ -122,12 +122,11 @@ def test_unknown_roles_and_families_are_refused_by_name() -> None:
         roles.layer_linear(layer, "gate")
     with pytest.raises(ModelError, match="unknown layer part 'ffn'"):
         roles.layer_part(layer, "ffn")
-    distil = DistilBertModel(DistilBertConfig(vocab_size=99, dim=32, n_layers=1, n_heads=4, hidden_dim=37,
-                                              max_position_embeddings=64))
-    with pytest.raises(ModelError, match="model_type 'distilbert'.*supported model types: bert"):
-        roles.layers(distil)
-    with pytest.raises(ModelError, match="TransformerBlock is not an encoder layer.*BertLayer"):
-        roles.layer_linear(distil.transformer.layer[0], "query")
+    gpt2 = GPT2Model(GPT2Config(vocab_size=99, n_embd=32, n_layer=1, n_head=4, n_positions=64))
+    with pytest.raises(ModelError, match="model_type 'gpt2'.*supported model types: bert"):
+        roles.layers(gpt2)
+    with pytest.raises(ModelError, match="GPT2Block is not an encoder layer.*BertLayer"):
+        roles.layer_linear(gpt2.h[0], "query")
     with pytest.raises(ModelError, match="without config.model_type"):
         roles.base_model(nn.Linear(2, 2))
-    assert not roles.is_encoder(distil) and not roles.is_encoder(nn.Linear(2, 2)) and not roles.is_encoder(object())
+    assert not roles.is_encoder(gpt2) and not roles.is_encoder(nn.Linear(2, 2)) and not roles.is_encoder(object())

@@ -23,6 +23,7 @@ from tinyplm.distill.losses import PredictionObjective
 from tinyplm.models import roles
 from tinyplm.models.infer import output_logits
 from tinyplm.models.shape import head_size
+from tinyplm.models.widths import attention_heads, ffn_width
 from tinyplm.tasks.encoding import Encoded, collate, model_inputs
 from tinyplm.tasks.heads import Head
 
@@ -71,9 +72,8 @@ def importance(
     objective = PredictionObjective(kd_weight=float(kd), hard_weight=float(not kd), temperature=temperature,
                                     is_regression=is_regression, head=head)
     layers = roles.layers(model)
-    size = head_size(model)
-    heads = [torch.ones(roles.layer_linear(x, "query").out_features // size, requires_grad=True) for x in layers]
-    ffn = [torch.ones(roles.layer_linear(x, "ffn_in").out_features, requires_grad=True) for x in layers]
+    heads = [torch.ones(attention_heads(x), requires_grad=True) for x in layers]
+    ffn = [torch.ones(ffn_width(x), requires_grad=True) for x in layers]
     score_h = [torch.zeros_like(g) for g in heads]
     score_f = [torch.zeros_like(g) for g in ffn]
     gen = torch.Generator().manual_seed(seed)

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from tinyplm.models.onnx import graph_feed
 from tinyplm.models.openvino import OvClassifier, to_openvino
 from tinyplm.tasks.encoding import Encoded, collate, model_inputs
 
@@ -39,9 +40,10 @@ def openvino_float(model: torch.nn.Module, work: Path, precision: str = "auto",
     return OvClassifier(ov_model, model.config, precision, "int8 embeddings" if embeddings else None)
 
 
-def _samples(enc: Encoded, order: list[int]) -> list[dict[str, np.ndarray]]:
-    """One model input per example (batch of 1, its own length), as NNCF's dataset items."""
-    return [{k: v.numpy().astype(np.int64) for k, v in model_inputs(collate(enc, [i])).items()} for i in order]
+def _samples(enc: Encoded, order: list[int], names: set[str]) -> list[dict[str, np.ndarray]]:
+    """One model input per example (batch of 1, its own length), as NNCF's dataset items: the
+    inputs the graph has (``names``; a family without token types has no ``token_type_ids``)."""
+    return [graph_feed(names, **model_inputs(collate(enc, [i]))) for i in order]
 
 
 def _split(n: int, calibration: int, control: int, seed: int) -> tuple[list[int], list[int]]:
@@ -78,14 +80,15 @@ def _quantize(ov_model, enc: Encoded, examples: int, seed: int, max_drop: float 
     import nncf
 
     calib, control = _split(len(enc), examples, control_examples if max_drop else 0, seed)
-    dataset = nncf.Dataset(_samples(enc, calib))
+    names = {name for port in ov_model.inputs for name in port.get_names()}
+    dataset = nncf.Dataset(_samples(enc, calib, names))
     kwargs = {"model_type": nncf.ModelType.TRANSFORMER, "subset_size": len(calib)}
     if max_drop is None:
         quantized = nncf.quantize(ov_model, dataset, **kwargs)
         how = f"NNCF post-training int8, {len(calib)} calibration examples"
     else:
         validation = nncf.Dataset([(s, int(enc.labels[i]) if not is_regression else float(enc.labels[i]))
-                                   for s, i in zip(_samples(enc, control), control, strict=True)])
+                                   for s, i in zip(_samples(enc, control, names), control, strict=True)])
         quantized = nncf.quantize_with_accuracy_control(
             ov_model, dataset, validation, validation_fn=_validation_fn(is_regression), max_drop=max_drop,
             drop_type=nncf.DropType.ABSOLUTE, **kwargs)

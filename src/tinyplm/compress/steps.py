@@ -40,6 +40,7 @@ from tinyplm.config.compress import (
     Svd,
     TrimVocab,
 )
+from tinyplm.models import roles
 from tinyplm.models.factorized import factorize_embeddings, factorize_roles, share_layers
 from tinyplm.models.quantized import quantize_int4, quantize_int8_dynamic, to_bf16
 from tinyplm.tasks.encoding import Encoded
@@ -82,6 +83,7 @@ Result = tuple[nn.Module, dict]
 
 
 def _prune_heads(model: nn.Module, step: PruneHeads, ctx: CompressContext) -> Result:
+    roles.require(model, roles.Stage.PRUNE_HEADS)  # before scoring: say at once why a family cannot
     return model, prune_heads(model, _scores(model, step, ctx), step.keep, step.scope)
 
 

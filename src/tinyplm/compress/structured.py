@@ -15,17 +15,20 @@ from tinyplm.compress.importance import Importance, select
 from tinyplm.errors import ModelError
 from tinyplm.models import roles
 from tinyplm.models.shape import head_size, keep_heads, keep_neurons, layer_shape
+from tinyplm.models.widths import attention_heads, ffn_width
 
 
 def prune_heads(model: nn.Module, scores: Importance, keep: float, scope: str = "global") -> dict:
     """Keep the ``keep`` fraction of attention heads with the highest importance (at least one
-    per layer) -> ``{"heads_before", "heads_after", "kept"}``."""
+    per layer) -> ``{"heads_before", "heads_after", "kept"}``. Raises ``ModelError`` for a family
+    whose heads cannot be removed per layer (MPNet: see the role table)."""
+    roles.require(model, roles.Stage.PRUNE_HEADS)
     before = layer_shape(model)["heads"]
     ranked = scores.normalised().heads if scope == "global" else scores.heads
     kept = select(ranked, keep, scope)
     size = head_size(model)
     for layer, heads in zip(roles.layers(model), kept, strict=False):
-        if len(heads) < roles.layer_linear(layer, "query").out_features // size:
+        if len(heads) < attention_heads(layer):
             keep_heads(layer, heads, size)
     return {"heads_before": before, "heads_after": layer_shape(model)["heads"], "kept": kept}
 
@@ -37,7 +40,7 @@ def prune_ffn(model: nn.Module, scores: Importance, keep: float, scope: str = "l
     before = layer_shape(model)["ffn"]
     ranked = scores.normalised().ffn if scope == "global" else scores.ffn
     for layer, neurons in zip(roles.layers(model), select(ranked, keep, scope), strict=False):
-        if len(neurons) < roles.layer_linear(layer, "ffn_in").out_features:
+        if len(neurons) < ffn_width(layer):
             keep_neurons(layer, neurons)
     return {"ffn_before": before, "ffn_after": layer_shape(model)["ffn"]}
 
@@ -49,7 +52,9 @@ def layer_importance(scores: Importance) -> list[float]:
 
 def drop_layers(model: nn.Module, layers: list[int]) -> dict:
     """Remove encoder layers (0-based) -> ``{"dropped", "layers_after"}``; the config's layer count
-    follows. Raises ``ModelError`` for an index out of range or when no layer would be left."""
+    follows, and per-layer config lists keep their kept layers' entries (ModernBERT's global/local
+    ``layer_types``). Raises ``ModelError`` for an index out of range, when no layer would be left, or
+    when the family needs its first layer kept (ModernBERT)."""
     stack = roles.layers(model)
     n = len(stack)
     bad = sorted({i for i in layers if not 0 <= i < n})
@@ -58,10 +63,8 @@ def drop_layers(model: nn.Module, layers: list[int]) -> dict:
     drop = set(layers)
     if len(drop) >= n:
         raise ModelError(f"drop_layers: cannot drop all {n} layers")
-    kept = [layer for i, layer in enumerate(stack) if i not in drop]
-    roles.set_layers(model, kept)  # renumbers each layer's layer_idx
-    model.config.num_hidden_layers = len(kept)
-    return {"dropped": sorted(drop), "layers_after": len(kept)}
+    roles.select_layers(model, [i for i in range(n) if i not in drop])  # renumbers layer_idx, fixes the config
+    return {"dropped": sorted(drop), "layers_after": n - len(drop)}
 
 
 def least_important_layers(scores: Importance, count: int) -> list[int]:

@@ -34,6 +34,8 @@ from torch import Tensor, nn
 
 from tinyplm.models import roles
 from tinyplm.models.infer import output_logits
+from tinyplm.models.role_table import Scores
+from tinyplm.models.widths import attention_heads, role_output
 
 FEATURES = ("embeddings", "hidden", "attn_scores", "attn_probs", "queries", "keys", "values")
 _QKV = ("queries", "keys", "values")
@@ -136,12 +138,43 @@ def disentangled_attention(model: nn.Module, layer: nn.Module, q: Tensor, k: Ten
     return scores, torch.softmax(scores, dim=-1)
 
 
+def position_bias_attention(model: nn.Module, layer: nn.Module, q: Tensor, k: Tensor, heads: int,
+                            mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Pre-softmax scores and probabilities of one MPNet layer: ``Q K^T / sqrt(head_dim)`` plus the
+    encoder's relative-position bias (one learned value per head and distance bucket).
+
+    ``q``, ``k``: (batch, seq, heads * head_dim); ``mask``: (batch, seq). Returns (scores, probs),
+    each (batch, heads, seq, seq), padded keys at ``finfo(dtype).min``."""
+    path = roles.roles_of(model).layers.rpartition(".")[0]
+    encoder = roles.base_model(model).get_submodule(path)  # holds the relative-position bias table
+    b, s, d = q.shape
+    hd = d // heads
+    qh = q.view(b, s, heads, hd).transpose(1, 2)  # (batch, heads, seq, head_dim)
+    kh = k.view(b, s, heads, hd).transpose(1, 2)
+    scores = qh @ kh.transpose(-1, -2) / math.sqrt(hd) + encoder.compute_position_bias(q)  # (b, heads, s, s)
+    pad = (mask == 0)[:, None, None, :].to(scores.device)  # (batch, 1, 1, seq)
+    scores = scores.masked_fill(pad, torch.finfo(scores.dtype).min)
+    return scores, torch.softmax(scores, dim=-1)
+
+
+def _plain(_model: nn.Module, _layer: nn.Module, q: Tensor, k: Tensor, heads: int, mask: Tensor):
+    return attention_from_qk(q, k, heads, mask)
+
+
+#: How each kind of attention scores is recomputed from a layer's Q and K (the role table's ``scores``).
+def _disentangled(model: nn.Module, layer: nn.Module, q: Tensor, k: Tensor, heads: int, mask: Tensor):
+    """DeBERTa's scores, or plain ones for a layer built without relative attention."""
+    relative = getattr(roles.self_attention(layer), "relative_attention", False)
+    return (disentangled_attention if relative else _plain)(model, layer, q, k, heads, mask)
+
+
+_SCORES = {Scores.PLAIN: _plain, Scores.DISENTANGLED: _disentangled,
+           Scores.POSITION_BIAS: position_bias_attention}
+
+
 def _layer_attention(model: nn.Module, layer: nn.Module, q: Tensor, k: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
     """(scores, probs) of one layer, by its family's attention (see the module docstring)."""
-    attention = roles.self_attention(layer)
-    if getattr(attention, "relative_attention", False):
-        return disentangled_attention(model, layer, q, k, attention.num_attention_heads, mask)
-    return attention_from_qk(q, k, attention.num_attention_heads, mask)
+    return _SCORES[roles.roles_of(model).scores](model, layer, q, k, attention_heads(layer), mask)
 
 
 def _hook_qkv(model: nn.Module, names: Iterable[str], store: dict[str, list[Tensor]]) -> list:
@@ -158,16 +191,16 @@ def _hook_qkv(model: nn.Module, names: Iterable[str], store: dict[str, list[Tens
     for attention in attentions.values():
         handles.append(attention.register_forward_pre_hook(lambda _m, _i: seen.clear()))
 
-    def keep(name: str, out: Tensor) -> None:
+    def keep(name: str, layer: nn.Module, out: Tensor) -> None:
         if name not in seen:
             seen.add(name)
-            store[name].append(out)
+            store[name].append(role_output(layer, _ROLE[name], out))  # a fused [Q; K; V]: its third
 
     for name in names:
         store[name] = []
-        linears = {id(m): m for m in (roles.layer_linear(layer, _ROLE[name]) for layer in stack)}
-        for linear in linears.values():
-            handles.append(linear.register_forward_hook(lambda _m, _i, out, n=name: keep(n, out)))
+        linears = {id(m): (m, layer) for layer in stack for m in (roles.layer_linear(layer, _ROLE[name]),)}
+        for linear, layer in linears.values():
+            handles.append(linear.register_forward_hook(lambda _m, _i, out, n=name, x=layer: keep(n, x, out)))
     return handles
 
 
@@ -177,13 +210,16 @@ def forward_features(model: nn.Module, inputs: dict[str, Tensor], want: Iterable
     ``inputs`` are the usual model kwargs (``input_ids``, ``attention_mask``, ...); ``want`` names
     features from :data:`FEATURES`. Hooks are registered only for Q/K/V when needed (also for
     ``attn_scores``/``attn_probs``, computed from Q and K) and always removed, even on error.
-    Raises ValueError for an unknown feature name, ``ModelError`` (a ValueError) for a model of a
+    Raises ValueError for an unknown feature name, ``ModelError`` (a ValueError) for attention
+    features of a family whose scores are not recomputed (ModernBERT), or for a model of a
     family the role table does not know.
     """
     asked = _check_want(want)
     stack = roles.layers(model)
     mask = _mask_of(inputs)
     need_attn = bool(asked & {"attn_scores", "attn_probs"})
+    if need_attn:
+        roles.require(model, roles.Stage.ATTENTION_FEATURES, "distilling or analysing attention scores")
     capture = [n for n in _QKV if n in asked or (need_attn and n in ("queries", "keys"))]
     store: dict[str, list[Tensor]] = {}
     handles = _hook_qkv(model, capture, store)

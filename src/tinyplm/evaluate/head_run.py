@@ -25,6 +25,7 @@ from tinyplm.evaluate.encoder import OpenedModel, batches
 from tinyplm.evaluate.heads import KINDS, THRESHOLD, HeadAccumulator, TokenMarks, pattern_heads, rarest_positions
 from tinyplm.evaluate.probe_data import EncodedItems, Level, ProbeTask, encode_items
 from tinyplm.models import roles
+from tinyplm.models.widths import attention_heads
 from tinyplm.tasks import get as get_task
 from tinyplm.tasks.encoding import encode_split
 
@@ -172,7 +173,7 @@ def vocabulary(tokenizer, counts: np.ndarray) -> Vocabulary:
 
 def heads_per_layer(model: nn.Module) -> list[int]:
     """The attention heads of each encoder layer (a pruned model's differ)."""
-    return [int(roles.self_attention(layer).num_attention_heads) for layer in roles.layers(model)]
+    return [attention_heads(layer) for layer in roles.layers(model)]
 
 
 @torch.inference_mode()

@@ -1,4 +1,4 @@
-"""Copy chosen teacher layers into a narrower BERT student (width-pruned initialisation).
+"""Copy chosen teacher layers into a narrower student of the teacher's family (width-pruned initialisation).
 
 DistilBERT initialises its student from teacher layers, which needs the teacher's width. A student
 narrower than its teacher (TinyBERT-4's hidden 312 against MiniLM's 384) would otherwise start from
@@ -44,12 +44,13 @@ def _top(scores: Tensor, k: int) -> Tensor:
 
 def residual_channels(src: nn.Module, layers: list[int], width: int) -> Tensor:
     """The ``width`` residual channels of encoder ``src`` (a bare or task model) whose LayerNorms
-    weigh most (the embeddings' and those of the listed ``layers``) -> sorted ``(width,)`` indices."""
-    norms = [roles.embedding_norm(src)]
+    weigh most (the embeddings' and those of the listed ``layers``; not the embeddings' where an
+    E -> H projection follows them, as in ELECTRA and ALBERT) -> sorted ``(width,)`` indices."""
+    norms = [] if roles.embeddings_project(src) is not None else [roles.embedding_norm(src)]
     stack = roles.layers(src)
     for i in layers:
         norms += [roles.layer_norm(stack[i], role) for role in roles.NORM_ROLES]
-    score = sum(torch.sqrt(n.weight.float() ** 2 + n.bias.float() ** 2) for n in norms)
+    score = sum(torch.sqrt(n.weight.float() ** 2 + (0 if n.bias is None else n.bias.float()) ** 2) for n in norms)
     return _top(score, width)
 
 
@@ -77,7 +78,8 @@ def _copy_linear(dst: nn.Linear, src: nn.Linear, rows: Tensor | None, cols: Tens
 
 def _copy_norm(dst: nn.LayerNorm, src: nn.LayerNorm, keep: Tensor) -> None:
     dst.weight.copy_(src.weight[keep])
-    dst.bias.copy_(src.bias[keep])
+    if dst.bias is not None:
+        dst.bias.copy_(src.bias[keep])
 
 
 def _copy_layer(s: nn.Module, t: nn.Module, keep: Tensor, heads: int, scale: float) -> None:
@@ -102,28 +104,61 @@ def _copy_layer(s: nn.Module, t: nn.Module, keep: Tensor, heads: int, scale: flo
 
 @torch.no_grad()
 def copy_narrowed_layers(student: nn.Module, teacher: nn.Module, layers: list[int]) -> None:
-    """Fill ``student`` (a narrower BERT with the teacher's head count) from the teacher's
-    embeddings, the listed encoder layers, pooler and task head; the kept residual channels are
-    recorded in its config under :data:`TEACHER_CHANNELS`."""
+    """Fill ``student`` (a narrower model of the teacher's family, with its head count) from the
+    teacher's embeddings, the listed encoder layers, pooler, task head and any other encoder tensor
+    of the same shape (MPNet's relative-position bias); the kept residual channels are recorded in
+    its config under :data:`TEACHER_CHANNELS`. Where an E -> H projection follows the embeddings
+    (ELECTRA, ALBERT) the embeddings are copied whole and the projection keeps the channels' rows.
+
+    Raises ``ModelError`` for a family whose layers cannot be narrowed (see the role table)."""
+    roles.require(student, roles.Stage.NARROW)
     src, dst = roles.base_model(teacher), roles.base_model(student)
     heads = dst.config.num_attention_heads
     d_t = src.config.hidden_size // src.config.num_attention_heads
     d_s = dst.config.hidden_size // heads
     keep = residual_channels(src, layers, dst.config.hidden_size)
-    s_emb, t_emb = roles.embeddings(dst), roles.embeddings(src)
-    for name, table in s_emb.named_children():  # word, position and token-type tables
-        if isinstance(table, nn.Embedding):
-            table.weight.copy_(getattr(t_emb, name).weight[:, keep])
-    _copy_norm(roles.embedding_norm(dst), roles.embedding_norm(src), keep)
+    _copy_embeddings(dst, src, keep)
     t_layers, s_layers = roles.layers(src), roles.layers(dst)
     for s_idx, t_idx in enumerate(layers):
         _copy_layer(s_layers[s_idx], t_layers[t_idx], keep, heads, math.sqrt(d_s / d_t))
     pooled, mine = roles.pooler(src), roles.pooler(dst)
     if pooled is not None and mine is not None:
-        _copy_linear(mine.dense, pooled.dense, keep, keep)
+        _copy_head(mine, pooled, keep, src.config.hidden_size)
     student_heads = roles.task_heads(student)
     for name, head in roles.task_heads(teacher).items():
-        own = student_heads.get(name)
-        if own is not None and head.weight.shape[0] == own.weight.shape[0]:
-            _copy_linear(own, head, None, keep)
+        if name in student_heads:
+            _copy_head(student_heads[name], head, keep, src.config.hidden_size)
+    family = roles.roles_of(student)
+    placed = tuple(f"{p}." for p in (family.embeddings, family.layers, family.pooler, family.embeddings_project) if p)
+    own = dst.state_dict()
+    rest = {k: v for k, v in src.state_dict().items()
+            if not k.startswith(placed) and k in own and own[k].shape == v.shape}
+    dst.load_state_dict(rest, strict=False)
     setattr(student.config, TEACHER_CHANNELS, keep.tolist())
+
+
+def _copy_embeddings(dst: nn.Module, src: nn.Module, keep: Tensor) -> None:
+    """The embedding tables and their norm: the kept channels, or whole with the rows of the E -> H
+    projection that follows them."""
+    s_emb, t_emb = roles.embeddings(dst), roles.embeddings(src)
+    project = roles.embeddings_project(src)
+    if project is not None:
+        s_emb.load_state_dict(t_emb.state_dict())
+        _copy_linear(roles.embeddings_project(dst), project, keep, None)
+        return
+    for name, table in s_emb.named_children():  # word, position and token-type tables
+        if isinstance(table, nn.Embedding):
+            table.weight.copy_(getattr(t_emb, name).weight[:, keep])
+    _copy_norm(roles.embedding_norm(dst), roles.embedding_norm(src), keep)
+
+
+def _copy_head(own: nn.Module, head: nn.Module, keep: Tensor, hidden: int) -> None:
+    """Copy a pooler or task head (one Linear or several): a Linear's rows and columns of width
+    ``hidden`` (the teacher's) keep the ``keep`` channels, the others (labels) are copied whole.
+    A head whose Linear modules differ in number or labels is left as initialised."""
+    pairs = list(zip((m for m in own.modules() if isinstance(m, nn.Linear)),
+                     (m for m in head.modules() if isinstance(m, nn.Linear)), strict=False))
+    if any(a.out_features != (len(keep) if b.out_features == hidden else b.out_features) for a, b in pairs):
+        return
+    for a, b in pairs:
+        _copy_linear(a, b, keep if b.out_features == hidden else None, keep if b.in_features == hidden else None)

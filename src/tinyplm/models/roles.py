@@ -3,107 +3,27 @@
 Code outside this module never spells ``model.bert.encoder.layer[i].attention.self.query``; it asks
 for a part by *role*: :func:`base_model`, :func:`layers`, :func:`layer_linear` (``query``, ``key``,
 ``value``, ``attn_out``, ``ffn_in``, ``ffn_out``), :func:`word_embeddings`, :func:`mlm_head`, ...
-Each encoder family has one :class:`Roles` entry in :data:`ROLES`, looked up by
-``config.model_type`` for a model and by the layer's class for a single layer: BERT, RoBERTa
-(base ``roberta``, an ``lm_head``, no pooler) and DeBERTa-v2 (``query_proj``..., disentangled
-relative-position attention, the pooler on the task model); DistilBERT would be one more entry.
-
-Every path is dotted and relative (as in ``named_modules()``): ``base`` to a task or masked-LM
-model, ``embeddings``/``layers``/``pooler`` to the bare encoder, ``word_embeddings`` and
-``embedding_norm`` to the embeddings, ``linears``/``norms``/``self_attention``/``parts`` to one
-layer, ``mlm_head``/``mlm_predictions``/``pair_head``/``task_heads`` to the task model.
-A model of a family not in the table raises :class:`~tinyplm.errors.ModelError` naming its
-``model_type`` and the supported ones.
+Each encoder family has one :class:`~tinyplm.models.role_table.Roles` entry in :data:`ROLES`
+(:mod:`tinyplm.models.role_table`: BERT, RoBERTa, XLM-RoBERTa, CamemBERT, DeBERTa-v2, DistilBERT,
+MPNet, ELECTRA, ALBERT, ModernBERT), by ``config.model_type`` for a model, by class for a layer.
+Widths: :mod:`tinyplm.models.widths`. A stage a family cannot take raises through :func:`require`
+saying why; a family not in the table raises ``ModelError`` naming the supported ones.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from types import MappingProxyType
+import copy
+import logging
+from collections.abc import Sequence
 
 from torch import nn
 
 from tinyplm.errors import ModelError
+from tinyplm.models.role_table import LINEAR_ROLES, NORM_ROLES, ROLES, Roles, Scores, Stage, by_type, ffn_key, require
 
-#: The Linear modules of an encoder layer, by role, in forward order.
-LINEAR_ROLES: tuple[str, ...] = ("query", "key", "value", "attn_out", "ffn_in", "ffn_out")
-#: The LayerNorms of an encoder layer: after attention, after the FFN.
-NORM_ROLES: tuple[str, ...] = ("attn_norm", "ffn_norm")
-
-
-@dataclass(frozen=True)
-class Roles:
-    """One encoder family's attribute paths (dotted, relative; see the module docstring)."""
-
-    model_type: str  # config.model_type
-    layer_class: str  # class name of one encoder layer: finds the entry from a layer alone
-    base: str  # task / masked-LM model -> bare encoder
-    embeddings: str  # bare encoder -> embeddings module
-    word_embeddings: str  # embeddings -> word table (V x H)
-    embedding_norm: str  # embeddings -> their LayerNorm
-    layers: str  # bare encoder -> nn.ModuleList of layers
-    pooler: str | None  # bare encoder -> pooler (None: the family has none)
-    linears: Mapping[str, str]  # LINEAR_ROLES -> path inside a layer
-    norms: Mapping[str, str]  # NORM_ROLES -> path inside a layer
-    self_attention: str  # layer -> module with num_attention_heads, all_head_size, layer_idx
-    parts: Mapping[str, tuple[str, ...]]  # sharing unit (attention, ffn) -> child modules of a layer
-    mlm_head: str | None  # task model -> whole pre-training head
-    mlm_predictions: str | None  # task model -> masked-LM prediction head (hidden -> vocab)
-    pair_head: str | None  # task model -> next-sentence / sentence-order head (pooled -> 2)
-    task_heads: tuple[str, ...]  # task model -> classifier-like heads, any of which may be present
-    class_prefix: str = "Bert"  # transformers class names: f"{prefix}ForSequenceClassification"
-    head_linears: tuple[str, ...] = ()  # more per-head projections (layer -> Linear), pruned with the heads
-
-
-BERT = Roles(
-    model_type="bert",
-    layer_class="BertLayer",
-    base="bert",
-    embeddings="embeddings",
-    word_embeddings="word_embeddings",
-    embedding_norm="LayerNorm",
-    layers="encoder.layer",
-    pooler="pooler",
-    linears=MappingProxyType({
-        "query": "attention.self.query", "key": "attention.self.key", "value": "attention.self.value",
-        "attn_out": "attention.output.dense", "ffn_in": "intermediate.dense", "ffn_out": "output.dense",
-    }),
-    norms=MappingProxyType({"attn_norm": "attention.output.LayerNorm", "ffn_norm": "output.LayerNorm"}),
-    self_attention="attention.self",
-    parts=MappingProxyType({"attention": ("attention",), "ffn": ("intermediate", "output")}),
-    mlm_head="cls",
-    mlm_predictions="cls.predictions",
-    pair_head="cls.seq_relationship",
-    task_heads=("classifier", "qa_outputs"),
-)
-
-#: RoBERTa: BERT's layer, positions offset past the padding id, a two-Linear classifier, no pooler.
-ROBERTA = Roles(
-    model_type="roberta", layer_class="RobertaLayer", base="roberta", embeddings="embeddings",
-    word_embeddings="word_embeddings", embedding_norm="LayerNorm", layers="encoder.layer", pooler="pooler",
-    linears=BERT.linears, norms=BERT.norms, self_attention="attention.self", parts=BERT.parts,
-    mlm_head="lm_head", mlm_predictions="lm_head", pair_head=None,
-    task_heads=("classifier", "qa_outputs"), class_prefix="Roberta",
-)
-
-#: DeBERTa-v2/v3: disentangled attention (position projections are key/query with ``share_att_key``,
-#: else ``pos_key_proj``/``pos_query_proj``), relative table on the encoder, the pooler on the task model.
-DEBERTA_V2 = Roles(
-    model_type="deberta-v2", layer_class="DebertaV2Layer", base="deberta", embeddings="embeddings",
-    word_embeddings="word_embeddings", embedding_norm="LayerNorm", layers="encoder.layer", pooler=None,
-    linears=MappingProxyType({**BERT.linears, "query": "attention.self.query_proj",
-                              "key": "attention.self.key_proj", "value": "attention.self.value_proj"}),
-    norms=BERT.norms, self_attention="attention.self", parts=BERT.parts,
-    mlm_head="cls", mlm_predictions="cls.predictions", pair_head=None,  # the legacy head (config.legacy)
-    task_heads=("pooler", "classifier", "qa_outputs"), class_prefix="DebertaV2",
-    head_linears=("attention.self.pos_key_proj", "attention.self.pos_query_proj"),
-)
-
-#: model_type -> its table entry.
-ROLES: dict[str, Roles] = {r.model_type: r for r in (BERT, ROBERTA, DEBERTA_V2)}
+__all__ = ["LINEAR_ROLES", "NORM_ROLES", "ROLES", "Roles", "Scores", "Stage", "ffn_key", "require"]
+log = logging.getLogger(__name__)
 SHARING_UNITS: tuple[str, ...] = ("attention", "ffn")  # what layers can share (ALBERT-style), every family
-LAYER_PARTS: Mapping[str, tuple[str, ...]] = BERT.parts  # sharing unit -> child modules (all three alike)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -115,16 +35,7 @@ def roles_of(model: nn.Module) -> Roles:
 
     Raises ``ModelError`` naming the model_type and the supported ones when the family is unknown.
     """
-    return _by_type(getattr(getattr(model, "config", None), "model_type", None), type(model).__name__)
-
-
-def _by_type(model_type: str | None, owner: str) -> Roles:
-    """The entry of ``model_type``; ``ModelError`` naming ``owner`` (a class or config) if none."""
-    if model_type not in ROLES:
-        what = f"model_type {model_type!r}" if model_type else "a model without config.model_type"
-        raise ModelError(f"{owner}: {what} is not in tinyplm's role table (supported model types: "
-                         f"{', '.join(ROLES)})")
-    return ROLES[model_type]
+    return by_type(getattr(getattr(model, "config", None), "model_type", None), type(model).__name__)
 
 
 def roles_of_layer(layer: nn.Module) -> Roles:
@@ -145,7 +56,7 @@ def task_class(model_type: str, suffix: str) -> type:
     unknown family or a class ``transformers`` does not have."""
     import transformers
 
-    name = _by_type(model_type, "task_class()").class_prefix + suffix
+    name = by_type(model_type, "task_class()").class_prefix + suffix
     cls = getattr(transformers, name, None)
     if cls is None:
         raise ModelError(f"transformers has no class {name} for model_type {model_type!r}")
@@ -156,7 +67,7 @@ def role_path(role: str, model_type: str = "bert") -> str:
     """The path of a Linear ``role`` inside one layer of ``model_type`` (``"attention.self.query"``).
 
     Raises ``ModelError`` for an unknown role or model type."""
-    return _by_type(model_type, "role_path()").linears[_check_role(role)]
+    return by_type(model_type, "role_path()").linears[_check_role(role)]
 
 
 def _check_role(role: str) -> str:
@@ -243,19 +154,83 @@ def embedding_norm(model: nn.Module) -> nn.Module:
 
 
 def layers(model: nn.Module) -> nn.ModuleList:
-    """The encoder layers, in order."""
-    return _get(base_model(model), roles_of(model).layers, "encoder layers")
+    """The encoder layers, in order. A family whose layers are groups shared by several layer steps
+    (ALBERT with ``num_hidden_groups < num_hidden_layers``) is first expanded into one independent
+    group per step (:func:`expand_groups`; the forward is unchanged, the weights are copied)."""
+    base, roles = base_model(model), roles_of(model)
+    if roles.group_key:
+        expand_groups(base)
+    return _get(base, roles.layers, "encoder layers")
+
+
+def expand_groups(model: nn.Module) -> bool:
+    """Give each layer step of a grouped encoder (ALBERT) a group of its own, copying the shared
+    weights, and log that it did; returns True when it expanded. Per-layer stages (pruning, dropping
+    layers, layer-wise features, per-layer sharing) need independent layers.
+
+    Raises ``ModelError`` for a group of several layers (``inner_group_num > 1``)."""
+    roles, config = roles_of(model), model.config
+    groups = _get(base_model(model), roles.layers, "encoder layer groups")
+    inner = getattr(config, "inner_group_num", 1)
+    if inner != 1:
+        raise ModelError(f"{roles.model_type}: inner_group_num = {inner} (several layers per group) is not "
+                         "supported; tinyplm handles one layer per group")
+    steps, count = config.num_hidden_layers, getattr(config, roles.group_key)
+    if count == steps:
+        return False
+    if steps % count:
+        raise ModelError(f"{roles.model_type}: {steps} layers do not split evenly into {count} groups")
+    expanded = [groups[i * count // steps] for i in range(steps)]
+    expanded = [g if i == 0 or g is not expanded[i - 1] else copy.deepcopy(g) for i, g in enumerate(expanded)]
+    _set(base_model(model), roles.layers, nn.ModuleList(expanded))
+    setattr(config, roles.group_key, steps)
+    log.info("%s: the %d shared layer group(s) are expanded into %d independent layers (weights copied, "
+             "the same function) so that each layer can be changed on its own", roles.model_type, count, steps)
+    return True
 
 
 def set_layers(model: nn.Module, modules: Sequence[nn.Module]) -> None:
     """Make ``modules`` the encoder layers, in order; each self-attention's ``layer_idx`` (used by
-    ``transformers`` for caches only) is renumbered. The config is left to the caller."""
+    ``transformers`` for caches only) is renumbered, and a grouped family's group count follows.
+    The layer count and per-layer config lists are left to the caller (:func:`select_layers`)."""
     new = nn.ModuleList(modules)
-    _set(base_model(model), roles_of(model).layers, new)
+    roles = roles_of(model)
+    _set(base_model(model), roles.layers, new)
+    if roles.group_key:
+        setattr(base_model(model).config, roles.group_key, len(new))
     for i, layer in enumerate(new):
-        attention = self_attention(layer)
-        if hasattr(attention, "layer_idx"):
-            attention.layer_idx = i
+        for module in (layer, self_attention(layer)):
+            if hasattr(module, "layer_idx"):
+                module.layer_idx = i
+
+
+def select_layers(model: nn.Module, keep: Sequence[int]) -> None:
+    """Keep encoder layers ``keep`` (0-based, in this order): the modules, the config's layer count
+    and its per-layer lists (ModernBERT's ``layer_types``: each kept layer keeps its attention type).
+
+    Raises ``ModelError`` where the family needs its layer 0 first (:attr:`Roles.first_layer`)."""
+    stack = layers(model)
+    roles = roles_of(model)
+    if roles.first_layer and keep and keep[0] != 0:
+        raise ModelError(f"cannot make layer {keep[0]} the first layer: {roles.first_layer}")
+    lists = layer_lists(model.config, keep)
+    set_layers(model, [stack[i] for i in keep])
+    model.config.num_hidden_layers = len(keep)
+    for key, values in lists.items():
+        setattr(model.config, key, values)
+
+
+def layer_lists(config, keep: Sequence[int]) -> dict[str, list]:
+    """The config's per-layer lists (:attr:`Roles.layer_lists`) restricted to layers ``keep``."""
+    roles = by_type(getattr(config, "model_type", None), type(config).__name__)
+    return {key: [getattr(config, key)[i] for i in keep] for key in roles.layer_lists}
+
+
+def embeddings_project(model: nn.Module) -> nn.Module | None:
+    """The E -> H Linear between the embeddings and the first layer (ELECTRA with
+    ``embedding_size != hidden_size``, ALBERT), or None."""
+    path = roles_of(model).embeddings_project
+    return _optional(base_model(model), path) if path else None
 
 
 def pooler(model: nn.Module) -> nn.Module | None:
@@ -353,7 +328,7 @@ def linear_name(model: nn.Module, i: int, role: str) -> str:
 
 def config_linear_name(config, i: int, role: str) -> str:
     """The name :func:`linear_name` gives in a task model built from ``config`` (no model needed)."""
-    roles = _by_type(getattr(config, "model_type", None), type(config).__name__)
+    roles = by_type(getattr(config, "model_type", None), type(config).__name__)
     return f"{roles.base}.{roles.layers}.{i}.{roles.linears[_check_role(role)]}"
 
 
@@ -393,7 +368,9 @@ def task_heads(model: nn.Module) -> dict[str, nn.Module]:
 
 
 def _head_path(model: nn.Module, field: str) -> str:
-    path = getattr(roles_of(model), field)
+    family = roles_of(model)
+    path = getattr(family, field)
     if path is None:
-        raise ModelError(f"{type(model).__name__}: the {roles_of(model).model_type} family has no {field}")
+        why = family.cannot.get(Stage.MLM, "it has none") if field != "pair_head" else "it has none"
+        raise ModelError(f"{type(model).__name__}: the {family.model_type} family has no {field}: {why}")
     return path

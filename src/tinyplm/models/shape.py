@@ -23,6 +23,7 @@ from torch import nn
 from tinyplm.errors import ModelError
 from tinyplm.models import roles
 from tinyplm.models.factorized import FactorizedEmbedding, LowRankLinear, sharing_of, tie_shared
+from tinyplm.models.widths import attention_heads, ffn_width, role_rows
 
 SHAPE_KEY = "tinyplm_shape"
 
@@ -34,12 +35,8 @@ def head_size(model: nn.Module) -> int:
 
 def layer_shape(model: nn.Module) -> dict[str, list[int]]:
     """The heads and FFN width of each encoder layer, read off the modules themselves."""
-    hs = head_size(model)
     layers = roles.layers(model)
-    return {
-        "heads": [roles.layer_linear(layer, "query").out_features // hs for layer in layers],
-        "ffn": [roles.layer_linear(layer, "ffn_in").out_features for layer in layers],
-    }
+    return {"heads": [attention_heads(layer) for layer in layers], "ffn": [ffn_width(layer) for layer in layers]}
 
 
 def structure(model: nn.Module) -> dict:
@@ -69,12 +66,13 @@ def hf_representable(model: nn.Module) -> bool:
 def record_shape(model: nn.Module) -> None:
     """Write the model's real structure into its config (before saving)."""
     shape = structure(model)
+    key = roles.ffn_key(model.config)
     if hf_representable(model):
-        model.config.intermediate_size = shape["ffn"][0]
+        setattr(model.config, key, shape["ffn"][0])
         if hasattr(model.config, SHAPE_KEY):
             delattr(model.config, SHAPE_KEY)
     else:
-        model.config.intermediate_size = max(shape["ffn"])
+        setattr(model.config, key, max(shape["ffn"]))
         setattr(model.config, SHAPE_KEY, shape)
 
 
@@ -95,37 +93,47 @@ def _select(linear: nn.Linear, index: torch.Tensor, dim: int) -> nn.Linear:
 
 def keep_heads(layer: nn.Module, heads: Sequence[int], size: int) -> None:
     """Keep only ``heads`` (0-based, sorted) of one encoder layer's self-attention, physically
-    (Q/K/V rows, the attention output's columns, and a family's other per-head projections).
+    (Q/K/V rows, of a fused ``[Q; K; V]`` Linear too, the attention output's columns, and a family's
+    other per-head projections).
 
     Raises ``ModelError`` when no head would be left or an index is out of range.
     """
-    total = roles.layer_linear(layer, "query").out_features // size
+    total = attention_heads(layer)
     heads = sorted(set(int(h) for h in heads))
     if not heads:
         raise ModelError("cannot remove every attention head of a layer; drop the layer instead")
     if heads[0] < 0 or heads[-1] >= total:
         raise ModelError(f"head index out of range: the layer has heads 0..{total - 1}, got {heads}")
     index = torch.cat([torch.arange(h * size, (h + 1) * size) for h in heads])
+    rows: dict[int, tuple[str, nn.Module, list[torch.Tensor]]] = {}  # a fused Q/K/V module once, all its rows
     for role in ("query", "key", "value"):
-        roles.set_layer_linear(layer, role, _select(roles.layer_linear(layer, role), index, 0))
+        module = roles.layer_linear(layer, role)
+        rows.setdefault(id(module), (role, module, []))[2].append(role_rows(layer, role, index))
+    for role, module, parts in rows.values():
+        roles.set_layer_linear(layer, role, _select(module, torch.cat(parts), 0))
     roles.set_layer_linear(layer, "attn_out", _select(roles.layer_linear(layer, "attn_out"), index, 1))
     for path, linear in roles.head_linears(layer).items():  # DeBERTa's unshared position projections
         roles.set_head_linear(layer, path, _select(linear, index, 0))
     attention = roles.self_attention(layer)
-    attention.num_attention_heads = len(heads)
-    attention.all_head_size = len(heads) * size
+    for count in ("num_attention_heads", "n_heads"):  # what transformers' attention modules call it
+        if hasattr(attention, count):
+            setattr(attention, count, len(heads))
+    if hasattr(attention, "all_head_size"):
+        attention.all_head_size = len(heads) * size
 
 
 def keep_neurons(layer: nn.Module, neurons: Sequence[int]) -> None:
-    """Keep only ``neurons`` (0-based) of one BERT layer's FFN: the intermediate Linear pair shrinks."""
-    total = roles.layer_linear(layer, "ffn_in").out_features
+    """Keep only ``neurons`` (0-based) of one layer's FFN: the FFN Linear pair shrinks (both halves
+    of a gated input)."""
+    total = ffn_width(layer)
     neurons = sorted(set(int(n) for n in neurons))
     if not neurons:
         raise ModelError("cannot remove every FFN neuron of a layer")
     if neurons[0] < 0 or neurons[-1] >= total:
         raise ModelError(f"FFN neuron index out of range: the layer has 0..{total - 1}")
     index = torch.tensor(neurons)
-    roles.set_layer_linear(layer, "ffn_in", _select(roles.layer_linear(layer, "ffn_in"), index, 0))
+    rows = role_rows(layer, "ffn_in", index)
+    roles.set_layer_linear(layer, "ffn_in", _select(roles.layer_linear(layer, "ffn_in"), rows, 0))
     roles.set_layer_linear(layer, "ffn_out", _select(roles.layer_linear(layer, "ffn_out"), index, 1))
 
 
@@ -152,9 +160,9 @@ def apply_shape(model: nn.Module, shape: dict[str, list[int]]) -> None:
             if not 1 <= heads[i] <= model.config.num_attention_heads:
                 raise ModelError(f"config {SHAPE_KEY}.heads[{i}] = {heads[i]} is not in "
                                  f"1..{model.config.num_attention_heads}")
-            if heads[i] < roles.layer_linear(layer, "query").out_features // size:
+            if heads[i] < attention_heads(layer):
                 keep_heads(layer, range(heads[i]), size)
-        width = roles.layer_linear(layer, "ffn_in").out_features
+        width = ffn_width(layer)
         if ffn is not None and not borrowed("ffn", i):
             if not 1 <= ffn[i] <= width:
                 raise ModelError(f"config {SHAPE_KEY}.ffn[{i}] = {ffn[i]} is not in 1..{width}")
@@ -186,8 +194,9 @@ def build_shaped(config, cls) -> nn.Module:
 
     The FFN sizes in the shape may exceed ``intermediate_size`` (it is the largest layer's)."""
     shape = getattr(config, SHAPE_KEY, None)
+    key = roles.ffn_key(config)
     if shape and shape.get("ffn"):
-        config.intermediate_size = max(config.intermediate_size, max(shape["ffn"]))
+        setattr(config, key, max(getattr(config, key), max(shape["ffn"])))
     model = family_class(cls, config.model_type)(config)
     if shape:
         apply_shape(model, shape)
@@ -225,60 +234,32 @@ def duplicate_keys(model: nn.Module) -> set[str]:
 
 
 def embedding_params(config) -> int:
-    """Parameters of the embedding tables (word, or its V x E factor, position, token type, and
-    DeBERTa's relative-position table), as ``num_parameters(exclude_embeddings=True)`` leaves them out."""
-    shape = getattr(config, SHAPE_KEY, None) or {}
-    h = config.hidden_size
-    words = config.vocab_size * (shape.get("embedding_rank") or h)
-    positions = config.max_position_embeddings if getattr(config, "position_biased_input", True) else 0
-    return words + (positions + (config.type_vocab_size or 0)) * h + _relative_table(config) * h
-
-
-def _relative_table(config) -> int:
-    """Rows of DeBERTa's relative-position table (0 for a family without one)."""
-    if not getattr(config, "relative_attention", False):
-        return 0
-    buckets = getattr(config, "position_buckets", -1)
-    span = getattr(config, "max_relative_positions", -1)
-    return 2 * (buckets if buckets > 0 else span if span > 0 else config.max_position_embeddings)
-
-
-def _position_projections(config) -> int:
-    """DeBERTa's per-layer position projections of their own (c2p: key, p2c: query), 0 when shared."""
-    if not getattr(config, "relative_attention", False) or getattr(config, "share_att_key", False):
-        return 0
-    return len({"c2p", "p2c"} & set(getattr(config, "pos_att_type", None) or []))
+    """Parameters of the embedding tables of the model ``config`` describes (every ``nn.Embedding``:
+    word, or its V x E factor, position, token type, relative-position tables), as
+    ``num_parameters(exclude_embeddings=True)`` leaves them out."""
+    total, rest = _counts(config)
+    return total - rest
 
 
 def params_from_config(config, num_labels: int | None = None) -> int:
-    """Parameters of a sequence classifier of the role table's families as its config describes it
-    (structure included: pruned heads/FFN, low-rank modules, factorized embeddings, shared layers
-    counted once). The contract test checks every built model against this count."""
-    h = config.hidden_size
-    layers = config.num_hidden_layers
-    size = h // config.num_attention_heads
-    shape = getattr(config, SHAPE_KEY, None) or {}
-    heads = shape.get("heads") or [config.num_attention_heads] * layers
-    ffn = shape.get("ffn") or [config.intermediate_size] * layers
-    ranks = shape.get("ranks") or {}
-    share = shape.get("share") or {}
-    e = shape.get("embedding_rank")
-    total = embedding_params(config) + (e * h if e else 0) + 2 * h
-    if "layer_norm" in str(getattr(config, "norm_rel_ebd", "")) and _relative_table(config):
-        total += 2 * h  # DeBERTa's LayerNorm on the relative-position table
-    position = _position_projections(config)
+    """Parameters of the task model of any role-table family as its config describes it (structure
+    included: pruned heads/FFN, low-rank modules, factorized embeddings, shared layers counted
+    once), counted on a model built from the config alone on the meta device (no memory, no
+    weights). The contract test checks every saved model against this count."""
+    return _counts(config, num_labels)[0]
 
-    def linear(i: int, role: str, n_in: int, n_out: int) -> int:
-        r = ranks.get(roles.config_linear_name(config, i, role)) if ranks else None
-        return (n_in * r + r * n_out + n_out) if r else (n_in * n_out + n_out)
 
-    for i, (nh, f) in enumerate(zip(heads, ffn, strict=False)):
-        a = nh * size
-        if not (share.get("attention") and share["attention"][i] != i):
-            total += sum(linear(i, role, h, a) for role in ("query", "key", "value"))
-            total += linear(i, "attn_out", a, h) + 2 * h + position * (h * a + a)
-        if not (share.get("ffn") and share["ffn"][i] != i):
-            total += linear(i, "ffn_in", h, f) + linear(i, "ffn_out", f, h) + 2 * h
-    labels = num_labels if num_labels is not None else config.num_labels
-    # BERT: pooler + classifier; RoBERTa: classifier dense + out_proj; DeBERTa: ContextPooler + classifier
-    return total + (h * h + h) + (h * labels + labels)
+def _counts(config, num_labels: int | None = None) -> tuple[int, int]:
+    """(all parameters, those outside embedding tables) of the model ``config`` builds, its head
+    from ``config.architectures`` (a sequence classifier when it names none)."""
+    import copy
+
+    from tinyplm.tasks.heads import Head
+
+    config = copy.deepcopy(config)
+    if num_labels is not None:
+        config.num_labels = num_labels
+    head = Head.of_architectures(getattr(config, "architectures", None) or [])
+    with torch.device("meta"):
+        model = build_shaped(config, roles.task_class(config.model_type, head.auto_suffix))
+    return model.num_parameters(), model.num_parameters(exclude_embeddings=True)

@@ -41,12 +41,13 @@ DEBERTA_ATTENTION = {"relative_attention": True, "pos_att_type": ["p2c", "c2p"],
 
 def model_type_of(arch: str) -> str:
     """The ``config.model_type`` of a recipe's ``arch`` (``bert``, ``roberta``, ``deberta``; a
-    model_type itself is accepted too). Raises ``ModelError`` naming the valid ones."""
+    model_type of the role table is accepted too). Raises ``ModelError`` naming the valid ones."""
     if arch in ARCHS:
         return ARCHS[arch]
-    if arch in ARCHS.values():
+    if arch in roles.ROLES:
         return arch
-    raise ModelError(f"unknown student arch {arch!r}; expected one of {', '.join(ARCHS)}")
+    raise ModelError(f"unknown student arch {arch!r}; expected one of {', '.join(ARCHS)} or a model type of "
+                     f"the role table ({', '.join(roles.ROLES)})")
 
 
 def head_class(head: Head, model_type: str = "bert") -> type:
@@ -59,12 +60,17 @@ def head_of(model) -> Head:
     return Head.of_architectures([type(model).__name__, *(getattr(model.config, "architectures", None) or [])])
 
 
-def student_config(shape: ShapeSpec, teacher_cfg, labels_cfg=None, arch: str = "bert"):
+def student_config(shape: ShapeSpec, teacher_cfg, labels_cfg=None, arch: str = "bert",
+                   layers: list[int] | None = None):
     """A config of ``shape`` and architecture ``arch`` (see :data:`ARCHS`) that shares the teacher's
     vocabulary, padding id, token types and positions, and the labels of ``labels_cfg`` (default
     the teacher's). RoBERTa counts positions from ``pad_token_id + 1``, so its table is that much
-    longer; DeBERTa replaces absolute positions by :data:`DEBERTA_ATTENTION`."""
+    longer; DeBERTa replaces absolute positions by :data:`DEBERTA_ATTENTION`. A student of another
+    role-table family (DistilBERT, ELECTRA, ModernBERT ...) takes the teacher's own config with the
+    new shape (:func:`family_config`; the teacher must be of that family)."""
     labels_cfg = labels_cfg or teacher_cfg
+    if model_type_of(arch) not in ARCHS.values():
+        return family_config(shape, teacher_cfg, labels_cfg, model_type_of(arch), layers)
     pad = getattr(teacher_cfg, "pad_token_id", 0) or 0
     offset = pad + 1  # RoBERTa's positions run from pad + 1: a RoBERTa teacher's table has them already
     positions = teacher_cfg.max_position_embeddings - (offset if teacher_cfg.model_type == "roberta" else 0)
@@ -96,13 +102,36 @@ def student_config(shape: ShapeSpec, teacher_cfg, labels_cfg=None, arch: str = "
     return BertConfig(**common)
 
 
+def family_config(shape: ShapeSpec, teacher_cfg, labels_cfg, model_type: str, layers: list[int] | None = None):
+    """The teacher's config with ``shape`` and the labels of ``labels_cfg``: every other setting
+    (positions, embedding size, activation, attention pattern) stays the teacher's. A grouped family
+    (ALBERT) gets one group per layer; per-layer lists (ModernBERT's ``layer_types``) are those of
+    the teacher's ``layers`` when given, else rebuilt from the config's pattern.
+
+    Raises ``ModelError`` when the teacher is of another family."""
+    if teacher_cfg.model_type != model_type:
+        raise ModelError(f"a {model_type} student is built from a {model_type} teacher's config; this teacher is "
+                         f"'{teacher_cfg.model_type}' (students of other families: {', '.join(ARCHS)})")
+    family = roles.ROLES[model_type]
+    values = {k: v for k, v in teacher_cfg.to_dict().items() if not k.startswith("tinyplm_")}
+    values.update(hidden_size=shape.hidden, num_hidden_layers=shape.layers, num_attention_heads=shape.heads,
+                  num_labels=labels_cfg.num_labels, id2label=dict(labels_cfg.id2label),
+                  label2id=dict(labels_cfg.label2id), problem_type=labels_cfg.problem_type)
+    values[family.ffn_key] = shape.ffn
+    if family.group_key:
+        values[family.group_key] = shape.layers
+    for key in family.layer_lists:
+        values[key] = roles.layer_lists(teacher_cfg, layers)[key] if layers else None
+    return type(teacher_cfg).from_dict(values)
+
+
 def teacher_shape(teacher_cfg) -> ShapeSpec:
     """The teacher's own shape (for students that only pick layers)."""
     return ShapeSpec(
         layers=teacher_cfg.num_hidden_layers,
         hidden=teacher_cfg.hidden_size,
         heads=teacher_cfg.num_attention_heads,
-        ffn=teacher_cfg.intermediate_size,
+        ffn=getattr(teacher_cfg, roles.ffn_key(teacher_cfg)),
     )
 
 
@@ -123,9 +152,9 @@ def build_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int = 42,
     for every architecture.
     """
     task_model = task_model if task_model is not None else teacher
-    model_type = model_type_of(arch or getattr(spec, "arch", None) or "bert")
     tcfg = teacher.config
     layers = spec.teacher_layers
+    model_type = model_type_of(arch or getattr(spec, "arch", None) or "bert")
     shape = spec.shape
     if layers:
         base = teacher_shape(tcfg)
@@ -133,7 +162,7 @@ def build_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int = 42,
         _check_layer_init(shape, base, layers, tcfg.model_type, model_type)
     assert shape is not None  # guaranteed by StudentSpec validation
     torch.manual_seed(seed)
-    config = student_config(shape, tcfg, task_model.config, model_type)
+    config = student_config(shape, tcfg, task_model.config, model_type, layers)
     student = head_class(head_of(task_model), model_type)(config)
     if layers and (shape.hidden, shape.ffn) == (base.hidden, base.ffn):
         copy_teacher_layers(student, teacher, layers)
@@ -150,9 +179,12 @@ def _check_layer_init(shape: ShapeSpec, base: ShapeSpec, layers: list[int], teac
         raise ModelError(f"teacher_layers init copies layers of the student's own architecture: this teacher is "
                          f"'{teacher_type}', the student '{student_type}' (drop teacher_layers to start from scratch)")
     narrower = (shape.hidden, shape.ffn) != (base.hidden, base.ffn)
-    if narrower and student_type != "bert":
-        raise ModelError(f"teacher_layers init of a narrower student (hidden {shape.hidden}, ffn {shape.ffn} < the "
-                         f"teacher's {base.hidden}, {base.ffn}) is implemented for BERT only, not '{student_type}'")
+    if narrower:
+        roles.require(student_type, roles.Stage.NARROW, f"teacher_layers init of a narrower student (hidden "
+                      f"{shape.hidden}, ffn {shape.ffn} < the teacher's {base.hidden}, {base.ffn})")
+    first = roles.ROLES[student_type].first_layer
+    if first and layers and layers[0] != 0:
+        raise ModelError(f"teacher_layers {layers} cannot start with layer {layers[0]}: {first}")
     bad = [i for i in layers if not 0 <= i < base.layers]
     if bad:
         raise ModelError(f"teacher_layers {bad} out of range: the teacher has layers 0..{base.layers - 1}")
