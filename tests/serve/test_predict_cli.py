@@ -65,9 +65,9 @@ def test_input_order_is_kept_whatever_the_window(world: Path) -> None:
 def test_csv_and_tsv_output_and_stdin_to_stdout(world: Path) -> None:
     assert cli(["predict", "run", "-i", "reviews.txt", "-o", "out.csv"], cwd=world).returncode == 0
     rows = list(csv.DictReader((world / "out.csv").open(encoding="utf-8")))
-    assert list(rows[0]) == ["line", "label", "score_LABEL_0", "score_LABEL_1"] and len(rows) == 50
+    assert list(rows[0]) == ["line", "label", "label_id", "score_LABEL_0", "score_LABEL_1"] and len(rows) == 50
     assert cli(["predict", "run", "-i", "reviews.txt", "-o", "out.txt", "--format", "tsv"], cwd=world).returncode == 0
-    assert (world / "out.txt").read_text().splitlines()[0] == "line\tlabel\tscore_LABEL_0\tscore_LABEL_1"
+    assert (world / "out.txt").read_text().splitlines()[0] == "line\tlabel\tlabel_id\tscore_LABEL_0\tscore_LABEL_1"
     jsonl = world / "in.jsonl"
     jsonl.write_text('{"text": "a good film"}\n{"text": "bad", "text_pair": "plot"}\n')
     result = cli(["predict", "run", "-i", "in.jsonl"], cwd=world)

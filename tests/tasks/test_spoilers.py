@@ -215,7 +215,7 @@ def test_a_dev_side_of_one_class_is_refused_when_loading(tmp_path: Path) -> None
     (root / GOODREADS_JSONL).parent.mkdir(parents=True)
     lines = [_review(b, [0, 0] if in_dev(str(b)) else [0, 1]) for b in range(60)]
     (root / GOODREADS_JSONL).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    with pytest.raises(DataError, match="goodreads.jsonl: the dev split .* all of class 0; roc_auc needs"):
+    with pytest.raises(DataError, match="goodreads.jsonl: the dev split .* all of class not_spoiler; roc_auc needs"):
         spoiler_task("goodreads_spoilers_reviews", root).load()
     lines = [_review(b, [0, 1]) for b in range(60)]
     (root / GOODREADS_JSONL).write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -73,11 +73,13 @@ def evaluate_cmd(
                if data.task in CONTEXT_TASKS else {})
     ran = describe(model)
     measured_in = precision if ran.runtime == "torch" and ran.precision == "fp32" else ran.precision
+    labels = {"labels": list(data.labels)} if data.labels and not data.is_regression else {}
     if as_json:
         out.print_json(json.dumps({"task": data.task, "model": str(model_dir), **context, "metrics": metrics,
-                                   "precision": measured_in}))
+                                   "precision": measured_in, **labels}))
     else:
-        for k, v in {**context, **metrics, "precision": measured_in}.items():
+        shown = {**context, **metrics, "precision": measured_in, **{k: ", ".join(v) for k, v in labels.items()}}
+        for k, v in shown.items():
             out.print(f"{k}: {v:.4f}" if isinstance(v, float) else f"{k}: {v}")
 
 def _as_trained(model_dir: Path, task: str, max_length: int | None, context: int | None,

@@ -30,6 +30,7 @@ from tinyplm.config import TaskSpec
 from tinyplm.errors import ModelError, TinyplmError
 from tinyplm.files import RESOLVED
 from tinyplm.models.loading import check_model_dir
+from tinyplm.tasks import named_labels
 from tinyplm.tasks.heads import Head
 
 #: ``tinyplm evaluate``'s default max length, used when nothing records the model's own.
@@ -160,6 +161,7 @@ def model_info(target: Path, max_length: int | None = None, doc_stride: int | No
     elif not labels:
         labels = tuple(f"LABEL_{i}" for i in range(outputs))
     run = run_task(path) or stamped_task(cfg, path)
+    labels = named_labels(run.name if run else None, labels)
     length, source = _max_length(max_length, run, cfg, path)
     spec = _window_spec(run, length, doc_stride, max_query_length) if head == Head.SPAN else None
     if null_threshold is None and run is not None and run.name == "squad_v2":

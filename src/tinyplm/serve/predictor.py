@@ -175,8 +175,8 @@ class Predictor:
             return [ValuePrediction(float(v)) for v in values]
         probs = torch.softmax(logits, dim=-1).tolist()
         labels = self.info.labels
-        return [LabelPrediction(labels[int(c)], dict(zip(labels, p, strict=True))) for c, p in zip(values, probs,
-                                                                                                    strict=True)]
+        return [LabelPrediction(labels[int(c)], int(c), dict(zip(labels, p, strict=True)))
+                for c, p in zip(values, probs, strict=True)]
 
     def _answers(self, inputs: list[QAInput]) -> list[Prediction]:
         examples = [QAExample(x.id or str(i), x.question, x.context, ()) for i, x in enumerate(inputs)]

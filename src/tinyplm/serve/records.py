@@ -65,13 +65,16 @@ INPUT_OF: dict[Head, type] = {Head.SEQUENCE: TextInput, Head.SPAN: QAInput, Head
 
 @dataclass(frozen=True)
 class LabelPrediction:
-    """A classifier's answer: the arg-max ``label`` and the softmax probability of every label."""
+    """A classifier's answer: the arg-max ``label`` (its name, e.g. ``positive``), its class index
+    ``label_id`` (the model's output position, as ``id2label`` maps it) and the softmax probability
+    of every label, by name."""
 
     label: str
+    label_id: int
     scores: dict[str, float]
 
     def as_dict(self) -> dict:
-        return {"label": self.label, "scores": self.scores}
+        return {"label": self.label, "label_id": self.label_id, "scores": self.scores}
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@ A record holds the input's ``line`` (its first line in the input file; left out 
 whose questions carry their ``id``), the input's ``key`` fields when it has them (a review
 sentence's ``review_id`` and ``sentence`` number) and the prediction of the model's head:
 
-- sequence: ``label`` and ``scores`` (the probability of each label; CSV/TSV: ``score_<label>``
-  columns), or ``value`` for a regression model;
+- sequence: ``label`` (its name, e.g. ``positive``), ``label_id`` (its class index) and ``scores``
+  (the probability of each label by name; CSV/TSV: ``score_<label>`` columns), or ``value`` for a
+  regression model;
 - span: ``id`` (when the input has one), ``answer``, its character offsets ``start``/``end`` in
   the context (``-1`` when there is no answer), ``score`` and ``null_score``;
 - token: ``tokens`` and ``tags`` (lists; CSV/TSV: space-separated).
@@ -53,7 +54,7 @@ def columns(info: ModelInfo, with_line: bool = True, keys: tuple[str, ...] = ())
         return [*first, "tokens", "tags"]
     if info.is_regression:
         return [*first, "value"]
-    return [*first, "label", *(f"score_{label}" for label in info.labels)]
+    return [*first, "label", "label_id", *(f"score_{label}" for label in info.labels)]
 
 
 def flat(row: Row, pred: Prediction) -> dict:

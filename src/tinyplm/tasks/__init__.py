@@ -21,7 +21,7 @@ from tinyplm.tasks.conll import conll_task
 from tinyplm.tasks.custom import custom_task
 from tinyplm.tasks.glue import GLUE_SPECS, glue_task
 from tinyplm.tasks.paths import resolve_data_root, resolve_glue_dir
-from tinyplm.tasks.spoilers import CONTEXT_TASKS, SPOILER_TASKS, spoiler_task
+from tinyplm.tasks.spoilers import BINARY, CONTEXT_TASKS, SPOILER_NAMES, SPOILER_TASKS, spoiler_task
 from tinyplm.tasks.squad import squad_task
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "custom_task",
     "get",
     "load_task",
+    "named_labels",
     "names",
     "resolve_data_root",
     "resolve_glue_dir",
@@ -115,3 +116,16 @@ def load_task(spec) -> TaskData:
     if spec.class_weights is not None:
         task = replace(task, class_weights=spec.class_weights)
     return task.load()
+
+
+def named_labels(task: str | None, labels: tuple[str, ...]) -> tuple[str, ...]:
+    """``labels`` (a saved model's ``id2label`` values) with the names of ``task``'s labels where
+    they are that task's raw label values: a model saved before label names were recorded
+    (SST-2 ``("0", "1")``) answers ``("negative", "positive")`` like one saved since."""
+    key = canonical(task or "")
+    spec = GLUE_SPECS.get(key)
+    if spec is not None and labels == spec.labels:
+        return spec.label_names
+    if key in SPOILER_TASKS and labels == BINARY:
+        return SPOILER_NAMES
+    return labels

@@ -38,6 +38,8 @@ class GlueSpec:
     ``text``/``pair``/``label`` are column names: looked up in the file's header line, or in
     ``columns`` for files without a header (CoLA). ``score_bounds`` is set for regression (STS-B).
     ``files`` maps split name -> file name inside ``folder``; ``eval_splits`` are all but train.
+    ``labels`` are the values the label column holds; ``names`` what each means (what models
+    answer: SST-2's ``1`` is ``positive``), when the values are not names already.
     """
 
     name: str
@@ -52,6 +54,12 @@ class GlueSpec:
     score_bounds: tuple[float, float] | None = None
     files: dict[str, str] = field(default_factory=lambda: {"train": "train.tsv", "dev": "dev.tsv"})
     metric_suffix: dict[str, str] = field(default_factory=dict)
+    names: tuple[str, ...] = ()
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        """The name of each label value (the values themselves where they are names)."""
+        return self.names or self.labels
 
     @property
     def is_regression(self) -> bool:
@@ -70,15 +78,15 @@ GLUE_SPECS: dict[str, GlueSpec] = {
         GlueSpec(
             "cola", "CoLA", "sentence", None, "label", BINARY, ("mcc",),
             "grammatical acceptability of one sentence (no header line)",
-            columns=("source", "label", "original_label", "sentence"),
+            columns=("source", "label", "original_label", "sentence"), names=("unacceptable", "acceptable"),
         ),
         GlueSpec(
             "sst2", "SST-2", "sentence", None, "label", BINARY, ("accuracy",),
-            "sentiment of one movie-review sentence",
+            "sentiment of one movie-review sentence", names=("negative", "positive"),
         ),
         GlueSpec(
             "mrpc", "MRPC", "#1 String", "#2 String", "Quality", BINARY, ("f1", "accuracy"),
-            "are two news sentences paraphrases",
+            "are two news sentences paraphrases", names=("not_equivalent", "equivalent"),
         ),
         GlueSpec(
             "stsb", "STS-B", "sentence1", "sentence2", "score", (), ("pearson", "spearman"),
@@ -87,7 +95,7 @@ GLUE_SPECS: dict[str, GlueSpec] = {
         ),
         GlueSpec(
             "qqp", "QQP", "question1", "question2", "is_duplicate", BINARY, ("accuracy", "f1"),
-            "are two Quora questions duplicates",
+            "are two Quora questions duplicates", names=("not_duplicate", "duplicate"),
         ),
         GlueSpec(
             "mnli", "MNLI", "sentence1", "sentence2", "gold_label",
@@ -110,7 +118,7 @@ GLUE_SPECS: dict[str, GlueSpec] = {
         ),
         GlueSpec(
             "wnli", "WNLI", "sentence1", "sentence2", "label", BINARY, ("accuracy",),
-            "Winograd pronoun resolution as entailment",
+            "Winograd pronoun resolution as entailment", names=("not_entailment", "entailment"),
         ),
     )
 }
@@ -126,7 +134,7 @@ def glue_task(name: str, glue_dir: Path) -> Task:
     folder = Path(glue_dir) / spec.folder
     return Task(
         name=spec.name,
-        labels=spec.labels,
+        labels=spec.label_names,
         is_regression=spec.is_regression,
         metrics=spec.metrics,
         files={split: folder / file for split, file in spec.files.items()},

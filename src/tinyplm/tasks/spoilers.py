@@ -58,7 +58,9 @@ from tinyplm.errors import DataError
 from tinyplm.tasks.base import Example, Task
 from tinyplm.tasks.io import at, check_columns, no_examples, parse_label, quoted, read_text, require_text
 
-BINARY = ("0", "1")
+BINARY = ("0", "1")  # the label values in the files
+#: What the models answer: the name of each label value above, in the same order.
+SPOILER_NAMES = ("not_spoiler", "spoiler")
 DEV_FRACTION = 0.12
 DEV_SEED = "tinyplm-spoilers-v1"
 GOODREADS_CSV = Path("spoilers") / "goodreads_sentences" / "train.csv"
@@ -254,20 +256,21 @@ def spoiler_task(name: str, data_root: Path, context_sentences: int = 0, context
     root = Path(data_root)
     if name == "goodreads_spoilers":
         path = root / GOODREADS_CSV
-        return Task(name, BINARY, False, GOODREADS_METRICS, {"train": path, "dev": path}, read_goodreads_csv,
+        return Task(name, SPOILER_NAMES, False, GOODREADS_METRICS, {"train": path, "dev": path}, read_goodreads_csv,
                     description="is a Goodreads review sentence a spoiler (dev split by book)", family="spoilers",
                     class_weights="balanced", info={"dev_split": SPLIT_NOTE})
     if name == "goodreads_spoilers_reviews":
         path = root / GOODREADS_JSONL
         reader = partial(read_goodreads_jsonl, context_sentences=context_sentences, context_after=context_after)
-        return Task(name, BINARY, False, GOODREADS_METRICS, {"train": path, "dev": path}, reader,
+        return Task(name, SPOILER_NAMES, False, GOODREADS_METRICS, {"train": path, "dev": path}, reader,
                     description="spoiler sentences of whole Goodreads reviews (dev split by book_id)",
                     family="spoilers", class_weights="balanced",
                     info={"dev_split": SPLIT_NOTE, **context})
     if name == "tvtropes_spoilers":
         folder = root / TVTROPES_DIR
         info = context if context_sentences or context_after else {}
-        return Task(name, BINARY, False, TVTROPES_METRICS, {"train": folder / "train.csv", "dev": folder / "dev.csv"},
+        files = {"train": folder / "train.csv", "dev": folder / "dev.csv"}
+        return Task(name, SPOILER_NAMES, False, TVTROPES_METRICS, files,
                     partial(read_tvtropes_csv, context_sentences=context_sentences, context_after=context_after),
                     description="is a TV Tropes sentence a spoiler", family="spoilers", info=info)
     raise KeyError(name)
