@@ -69,6 +69,7 @@ def test_compress_steps_are_stages(tmp_path: Path) -> None:
     for a, b in zip(record.stages, again.stages, strict=True):
         assert a.name == b.name and a.metrics == b.metrics
     assert again.stage("small.prune_ffn").info.get("reused") is True
+    assert again.stage("small.prune_ffn").info["ffn_after"] == [18, 18]  # reported as when it was made
     assert "reused" not in again.stage("small.drop_layers").info
 
 

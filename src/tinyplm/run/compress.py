@@ -21,7 +21,7 @@ from tinyplm.config.schema import MeasureSpec, StageSpec, StudentSpec, student_n
 from tinyplm.evaluate.agreement import prediction_agreement
 from tinyplm.evaluate.model_eval import encode_evals
 from tinyplm.evaluate.speed import measure_speed
-from tinyplm.models import is_complete, load_classifier, save_model, shape_of
+from tinyplm.models import load_classifier, save_model, shape_of
 from tinyplm.report.records import StageKind
 from tinyplm.run.inputs import RunInputs, stamp_task
 from tinyplm.run.results import StageResult
@@ -40,18 +40,20 @@ def run_compress(spec: StudentSpec, model: nn.Module, inp: RunInputs, parent: st
         stage = f"{name}.{step_name(step)}"
         out = inp.paths.student(stage)
         ctx.work_dir = inp.paths.work(stage)
-        if is_complete(out):
+        if (finished := inp.paths.finished(out)) is not None:
             model, tok = load_classifier(out, inp.data.labels, inp.data.is_regression, inp.data.head)
             if len(tok) != len(ctx.tokenizer):  # a trimmed vocabulary: its own encodings from here on
                 ctx.tokenizer = tok
                 ctx.train, ctx.evals = ctx.reencode(tok)
-            info: dict = {"reused": True}
+            info: dict = {**finished, "reused": True}
         else:
             parent_model = model
             model, info = _compress_step(copy.deepcopy(model), step, stage, out, ctx, inp)
             if step.kind in TERMINAL_KINDS:  # another runtime or precision: how often it predicts the same
                 info["agreement_with_parent"] = prediction_agreement(
                     parent_model, model, ctx.evals, inp.data.is_regression, inp.data.head).to_dict()
+            if get_accelerator().is_main_process:
+                inp.paths.save_info(out, info)
         own = ctx.evals if ctx.tokenizer is not inp.tokenizer else None
         results.append(StageResult(stage, model, f"students/{stage}", StageKind.COMPRESSED, shape_of(model),
                                    parent=parent, compress_step=step.kind, info=info, evals=own))

@@ -9,9 +9,10 @@ corpus text) on first use.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -19,7 +20,8 @@ from torch import nn
 from tinyplm.config.schema import AugmentSpec, CorpusSpec, MeasureSpec, TaskSpec
 from tinyplm.distill import cached_teacher_logits
 from tinyplm.distill.cache import KnownRows
-from tinyplm.models import fingerprint
+from tinyplm.files import write_json_atomic
+from tinyplm.models import fingerprint, is_complete
 from tinyplm.models.infer import use_bf16
 from tinyplm.tasks.base import Example, Split, TaskData
 from tinyplm.tasks.encoding import Encoded, encode_split
@@ -48,6 +50,22 @@ class RunPaths:
 
     def student(self, name: str) -> Path:
         return self.root / "students" / name
+
+    def _info(self, model_dir: Path) -> Path:
+        return self.root / "checkpoints" / Path(model_dir).name / "stage.json"
+
+    def save_info(self, model_dir: Path, info: dict[str, Any]) -> None:
+        """Keep what the report shows about the stage just saved in ``model_dir`` (its training,
+        its step), so a resumed run reports a stage it reloads as the run that made it did."""
+        write_json_atomic(self._info(model_dir), info)
+
+    def finished(self, model_dir: Path) -> dict[str, Any] | None:
+        """The report's facts of the stage saved in ``model_dir`` (see :meth:`save_info`) when it
+        finished, else None: its dir is whole and those facts were written after it."""
+        path = self._info(model_dir)
+        if not is_complete(model_dir) or not path.is_file():
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
 
 
 class Teachers:

@@ -25,7 +25,6 @@ from tinyplm.evaluate.speed import protocol
 from tinyplm.files import RESOLVED, claim_run_dir, reuse_finished
 from tinyplm.models import (
     fingerprint,
-    is_complete,
     load_classifier,
     quiet_transformers,
     resolve_model_dir,
@@ -154,9 +153,9 @@ def prepare_teacher(cfg: RunConfig, checked: Preflight, train_enc, evals, paths:
     """Load the teacher and, if the recipe asks, fine-tune it on ``train_enc`` (evaluated on
     ``evals``); saved to ``RUN_DIR/teacher`` -> (model, tokenizer, info for the report)."""
     out, data = paths.root / "teacher", checked.data
-    if resumed and is_complete(out):
+    if resumed and (done := paths.finished(out)) is not None:
         model, tok = load_classifier(out, data.labels, data.is_regression, data.head)
-        return model, tok, {"source": cfg.teacher.model, "reused": True}
+        return model, tok, {**done, "reused": True}
     model, tok = load_classifier(checked.teacher_dir, data.labels, data.is_regression, data.head)
     info: dict = {"source": str(cfg.teacher.model)}
     if cfg.teacher.finetune is not None:
@@ -172,6 +171,7 @@ def prepare_teacher(cfg: RunConfig, checked: Preflight, train_enc, evals, paths:
     if get_accelerator().is_main_process:
         stamp_task(model, cfg.task)
         save_model(model, tok, out)
+        paths.save_info(out, info)
     get_accelerator().wait_for_everyone()
     return model, tok, info
 

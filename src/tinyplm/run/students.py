@@ -20,7 +20,7 @@ from tinyplm.config.schema import StageSpec, StudentSpec, TrainSpec, student_nam
 from tinyplm.distill.mlm import with_mlm_head
 from tinyplm.distill.objective import build_objective
 from tinyplm.evaluate.model_eval import evaluate_model
-from tinyplm.models import build_student, is_complete, load_classifier, save_model, shape_of
+from tinyplm.models import build_student, load_classifier, save_model, shape_of
 from tinyplm.models.infer import precision_name, use_bf16
 from tinyplm.report.records import StageKind
 from tinyplm.run.family import run_family
@@ -68,17 +68,18 @@ def run_student(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
     for k, stage in enumerate(stages):
         label = stage.name or (f"stage-{k}" if len(stages) > 1 else "")
         stage_dir = inp.paths.student(name if k == len(stages) - 1 else f"{name}.stage-{k}")
-        if is_complete(stage_dir):
+        if (finished := inp.paths.finished(stage_dir)) is not None:
             model, _ = load_classifier(stage_dir, inp.data.labels, inp.data.is_regression, inp.data.head)
-            infos.append({"stage": label, "reused": True})
+            infos.append({**finished, "reused": True})
             continue
         done = train_stage(model, stage, inp, f"{name}/{label}" if label else name, f"{name}.stage-{k}")
         model = done.model
+        infos.append({"stage": label, "data": stage.data, "teacher": stage.teacher, **done.info})
         if acc.is_main_process:
             stamp_task(done.saved, inp.task)
             save_model(done.saved, inp.tokenizer, stage_dir)
+            inp.paths.save_info(stage_dir, infos[-1])
         acc.wait_for_everyone()
-        infos.append({"stage": label, "data": stage.data, "teacher": stage.teacher, **done.info})
     info = {"init": init, **(infos[-1] if len(infos) == 1 else {"stages": infos})}
     result = StageResult(name, model, f"students/{name}", StageKind.STUDENT, shape_of(model), info=info)
     return StudentOutcome(model, result, name)
