@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from tinyplm.models.onnx import OrtClassifier, export_onnx
+from tinyplm.models.onnx import OrtClassifier, export_onnx, graph_feed
 from tinyplm.tasks.encoding import Encoded, collate, model_inputs
 
 QUANTIZED_OPS = ["MatMul"]
@@ -53,15 +52,21 @@ def _prepared(model: torch.nn.Module, work: Path) -> Path:
     return prepared
 
 
-class _Calibration:
-    """onnxruntime's CalibrationDataReader protocol over ``examples`` training examples."""
+def _input_names(path: Path) -> set[str]:
+    """The input names of the ONNX graph at ``path``."""
+    import onnx
 
-    def __init__(self, enc: Encoded, examples: int, batch_size: int, seed: int) -> None:
+    return {i.name for i in onnx.load(str(path), load_external_data=False).graph.input}
+
+
+class _Calibration:
+    """onnxruntime's CalibrationDataReader protocol over ``examples`` training examples, feeding the
+    inputs the graph has (``names``: a family without token types has no ``token_type_ids``)."""
+
+    def __init__(self, enc: Encoded, examples: int, batch_size: int, seed: int, names: set[str]) -> None:
         order = torch.randperm(len(enc), generator=torch.Generator().manual_seed(seed))[:examples].tolist()
-        self._batches = [
-            {k: v.numpy().astype(np.int64) for k, v in model_inputs(collate(enc, order[i:i + batch_size])).items()}
-            for i in range(0, len(order), batch_size)
-        ]
+        self._batches = [graph_feed(names, **model_inputs(collate(enc, order[i:i + batch_size])))
+                         for i in range(0, len(order), batch_size)]
         self._it = iter(self._batches)
 
     def get_next(self):
@@ -83,7 +88,7 @@ def static_int8(model: torch.nn.Module, enc: Encoded, work: Path, *, examples: i
     prepared = _prepared(model, Path(work))
     out = Path(work) / "model.onnx"
     quantize_static(
-        str(prepared), str(out), _Calibration(enc, examples, batch_size, seed),
+        str(prepared), str(out), _Calibration(enc, examples, batch_size, seed, _input_names(prepared)),
         quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
         per_channel=per_channel, calibrate_method=methods[method],
         op_types_to_quantize=QUANTIZED_OPS + (["Gather"] if embeddings else []),

@@ -92,8 +92,10 @@ def _prune_ffn(model: nn.Module, step: PruneFFN, ctx: CompressContext) -> Result
 
 
 def _drop_layers(model: nn.Module, step: DropLayers, ctx: CompressContext) -> Result:
-    layers = step.layers if step.layers is not None else least_important_layers(_scores(model, step, ctx), step.count)
-    return model, drop_layers(model, list(layers))
+    if step.layers is not None:
+        return model, drop_layers(model, list(step.layers))
+    keep_first = roles.roles_of(model).first_layer is not None  # ModernBERT: layer 0 has no attention norm
+    return model, drop_layers(model, least_important_layers(_scores(model, step, ctx), step.count, keep_first))
 
 
 def _scheduled(model: nn.Module, step, ctx: CompressContext) -> Result:

@@ -67,7 +67,8 @@ def drop_layers(model: nn.Module, layers: list[int]) -> dict:
     return {"dropped": sorted(drop), "layers_after": n - len(drop)}
 
 
-def least_important_layers(scores: Importance, count: int) -> list[int]:
-    """The ``count`` layers with the lowest importance (sorted indices)."""
-    ranked = torch.tensor(layer_importance(scores)).argsort().tolist()
+def least_important_layers(scores: Importance, count: int, keep_first: bool = False) -> list[int]:
+    """The ``count`` layers with the lowest importance (sorted indices); never layer 0 with
+    ``keep_first`` (a family whose first layer differs from the others, as ModernBERT's)."""
+    ranked = [i for i in torch.tensor(layer_importance(scores)).argsort().tolist() if not (keep_first and i == 0)]
     return sorted(ranked[:count])

@@ -163,6 +163,20 @@ def layers(model: nn.Module) -> nn.ModuleList:
     return _get(base, roles.layers, "encoder layers")
 
 
+def layer_steps(model: nn.Module) -> list[nn.Module]:
+    """The module each layer step runs, in order, without changing the model: the layers, or a
+    grouped encoder's groups each repeated for the steps that share it (ALBERT)."""
+    base, roles = base_model(model), roles_of(model)
+    stack = _get(base, roles.layers, "encoder layers")
+    steps = base.config.num_hidden_layers
+    return [stack[i * len(stack) // steps] for i in range(steps)] if roles.group_key else list(stack)
+
+
+def grouped(model: nn.Module) -> bool:
+    """True for a grouped encoder whose layer steps share groups (ALBERT, not yet expanded)."""
+    return len({id(m) for m in layer_steps(model)}) < base_model(model).config.num_hidden_layers
+
+
 def expand_groups(model: nn.Module) -> bool:
     """Give each layer step of a grouped encoder (ALBERT) a group of its own, copying the shared
     weights, and log that it did; returns True when it expanded. Per-layer stages (pruning, dropping

@@ -34,8 +34,9 @@ def head_size(model: nn.Module) -> int:
 
 
 def layer_shape(model: nn.Module) -> dict[str, list[int]]:
-    """The heads and FFN width of each encoder layer, read off the modules themselves."""
-    layers = roles.layers(model)
+    """The heads and FFN width of each encoder layer, read off the modules themselves (a shared
+    group once per layer step that runs it)."""
+    layers = roles.layer_steps(model)
     return {"heads": [attention_heads(layer) for layer in layers], "ffn": [ffn_width(layer) for layer in layers]}
 
 
@@ -49,7 +50,7 @@ def structure(model: nn.Module) -> dict:
     emb = roles.word_embeddings(model)
     if isinstance(emb, FactorizedEmbedding):
         out["embedding_rank"] = emb.rank
-    share = sharing_of(model)
+    share = {} if roles.grouped(model) else sharing_of(model)  # ALBERT's own groups are in its config
     if any(owner != i for owners in share.values() for i, owner in enumerate(owners)):
         out["share"] = share
     return out
