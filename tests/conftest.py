@@ -135,6 +135,57 @@ def write_recipe(path: Path, recipe: dict) -> Path:
     return path
 
 
+#: The bf16 switch's second pass (see the Makefile's ``test``): a file where the first pass lists the
+#: tests whose run resolved ``precision: auto`` (the only ones the switch can change), and the
+#: option that makes the second pass run just those.
+AUTO_LOG = "TINYPLM_AUTO_LOG"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--auto-precision-only", metavar="FILE", default=None,
+                     help="run only the tests listed in FILE (written by a pass with TINYPLM_AUTO_LOG=FILE): "
+                          "those that resolved precision 'auto', to run again with the bf16 switch the other way")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    log = os.environ.get(AUTO_LOG)
+    if log and not session.config.getoption("--auto-precision-only"):
+        Path(log).parent.mkdir(parents=True, exist_ok=True)
+        Path(log).write_text("", encoding="utf-8")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    listed = config.getoption("--auto-precision-only")
+    if listed is None:
+        return
+    wanted = set(Path(listed).read_text(encoding="utf-8").splitlines()) if Path(listed).is_file() else set()
+    config.hook.pytest_deselected(items=[i for i in items if i.nodeid not in wanted])
+    items[:] = [i for i in items if i.nodeid in wanted]
+
+
+@pytest.fixture(autouse=True)
+def _note_auto_precision(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """With TINYPLM_AUTO_LOG set, list this test in that file when its code resolved ``auto``
+    (asked the bf16 switch) in this process."""
+    log = os.environ.get(AUTO_LOG)
+    if not log:
+        yield
+        return
+    from tinyplm.models import infer
+
+    asked, real = [], infer.forced_bf16
+
+    def traced() -> bool | None:
+        asked.append(True)
+        return real()
+
+    monkeypatch.setattr(infer, "forced_bf16", traced)
+    yield
+    if asked:
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(request.node.nodeid + "\n")
+
+
 @pytest.fixture(autouse=True)
 def _one_torch_thread():
     """Tiny models run fastest on one thread, and the CI machine has only two cores."""
