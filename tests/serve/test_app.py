@@ -52,7 +52,7 @@ def test_endpoints(client: TestClient) -> None:
     ready = client.get("/ready").json()
     assert ready["ready"] and ready["head"] == "sequence" and ready["max_batch"] == 32 and ready["max_texts"] == 3
     one = client.post("/predict", json={"text": "a good film"})
-    assert one.status_code == 200 and set(one.json()["prediction"]) == {"label", "scores"}
+    assert one.status_code == 200 and {"label", "scores"} <= set(one.json()["prediction"])
     timing = dict(part.strip().split(";dur=") for part in one.headers["server-timing"].split(","))
     assert set(timing) == {"queue", "infer", "app"} and float(timing["app"]) >= float(timing["infer"])
     many = client.post("/predict", json={"inputs": [{"text": "good"}, {"text": "bad", "text_pair": "plot"}]})
@@ -106,9 +106,17 @@ async def _post_all(app, bodies: list[dict], delay: float = 0.0) -> list[httpx.R
         return await asyncio.gather(*(post(i, b) for i, b in enumerate(bodies)))
 
 
+def fastapi_app(app):
+    """The FastAPI app inside the middlewares."""
+    while not hasattr(app, "router"):
+        app = app.app
+    return app
+
+
 async def _serving(app, state, scenario):
     """Run ``scenario()`` once the app is started (lifespan) and warmed up."""
-    async with app.app.app.router.lifespan_context(app.app.app):
+    api = fastapi_app(app)
+    async with api.router.lifespan_context(api):
         while not state.ready:
             await asyncio.sleep(0.01)
         return await scenario()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -164,19 +165,30 @@ def serve_cmd(
     max_query_length: MaxQueryLength = None,
     null_threshold: NullThreshold = None,
     threads: Threads = None,
+    api_key: Annotated[str | None, typer.Option(
+        envvar="TINYPLM_API_KEY", show_envvar=True,
+        help="require 'Authorization: Bearer KEY' on every endpoint but /health, /metrics and the docs (401 "
+             "otherwise); prefer --api-key-file or the environment variable: a command line shows in ps")] = None,
+    api_key_file: Annotated[Path | None, typer.Option(help="read the API key from this file (its one line)")]
+    = None,
+    protect_metrics: Annotated[bool, typer.Option(help="require the API key on /metrics too")] = False,
 ) -> None:
     """Serve a saved model over HTTP: POST /predict (dynamic batching), GET /health, /ready,
     /metrics (Prometheus), docs at /docs. SIGTERM or Ctrl-C: finish what was accepted, exit 0.
 
     Example: tinyplm serve runs/sst2_demo --port 8000
     Example: curl -s localhost:8000/predict -H 'content-type: application/json' -d '{"text": "a gripping film"}'
+    Example: TINYPLM_API_KEY=$(cat key.txt) tinyplm serve runs/sst2_demo --host 0.0.0.0
     """
     from tinyplm.serve.api import Limits
     from tinyplm.serve.app import ServeSettings, create_app
+    from tinyplm.serve.auth import is_loopback, resolve_api_key
     from tinyplm.serve.predictor import Predictor
-    from tinyplm.serve.server import bind, run
+    from tinyplm.serve.server import bind, run, stack
 
-    settings = ServeSettings(max_batch, max_wait_ms, max_queue, timeout, Limits(max_body_bytes, max_texts, max_chars))
+    key = resolve_api_key(api_key, api_key_file)
+    settings = ServeSettings(max_batch, max_wait_ms, max_queue, timeout, Limits(max_body_bytes, max_texts, max_chars),
+                             api_key=key, protect_metrics=protect_metrics)
     settings.check()
     _threads(threads)
     predictor = Predictor.load(model_dir, batch_size=max_batch, split_by_length=True,
@@ -185,9 +197,15 @@ def serve_cmd(
     asgi, state = create_app(predictor, settings)
     sock = bind(host, port)
     address = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
-    err.print(f"serving {info.path} ({info.head} head, max length {info.max_length} from {info.max_length_from})",
-              markup=False, highlight=False, soft_wrap=True)
-    run(asgi, sock, grace_s=timeout + 5,
-        on_started=lambda: err.print(f"listening on {address} (docs: {address}/docs); SIGTERM or Ctrl-C stops",
-                                     markup=False, highlight=False, soft_wrap=True))
+    say = partial(err.print, markup=False, highlight=False, soft_wrap=True)
+    say(f"serving {info.path} ({info.head} head, max length {info.max_length} from {info.max_length_from})")
+    if key is None and not is_loopback(host):
+        say(f"warning: serving on {host} without an API key: anyone who reaches this port can use the model; "
+            "set --api-key-file or TINYPLM_API_KEY")
+    guard = "no API key" if key is None else \
+        f"API key required except on /health{'' if protect_metrics else ', /metrics'} and the docs"
+    chosen = stack()
+    run(asgi, sock, grace_s=timeout + 5, chosen=chosen,
+        on_started=lambda: say(f"listening on {address} (docs: {address}/docs; {chosen}; {guard}); "
+                               "SIGTERM or Ctrl-C stops"))
     err.print(f"stopped: {json.dumps(state.tally.as_dict())}", markup=False, highlight=False, soft_wrap=True)

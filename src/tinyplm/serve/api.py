@@ -8,9 +8,15 @@ the example's fields follow the head:
 - token: ``tokens`` (a list of words) or ``text`` (split on whitespace).
 
 Validation is pydantic in strict mode (a number is not a text) with unknown fields refused, so a
-typo is named rather than ignored; limits (texts per request, characters per text) are part of
-the schema and so of the OpenAPI docs. :func:`problems` turns pydantic's errors into
-``{"field": "inputs[2].text", "expected": "...", "got": "..."}`` records for the 4xx body.
+typo is named rather than ignored. Every rule is a JSON Schema keyword, so the OpenAPI document
+states exactly what is accepted: limits (texts per request, characters per text) are ``maxItems`` and
+``maxLength``; a text must hold a character that is not ASCII whitespace (``pattern``; the classes
+are spelled out, since ``\\s`` means different sets to Python, Rust and ECMA regexes); a word is such
+characters only; a tagger's example has ``tokens`` or ``text``, exactly one (``oneOf``). The body is
+parsed and validated in one pass from its bytes (:func:`parse_body`, pydantic-core), which rejects
+malformed JSON, and with it a lone surrogate escape, as not JSON (400). :func:`problems` turns
+pydantic's errors into ``{"field": "inputs[2].text", "expected": "...", "got": "..."}`` records for
+the 4xx body.
 """
 
 from __future__ import annotations
@@ -18,14 +24,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError, model_validator
 
-from tinyplm.serve.fields import RowError, check_text
 from tinyplm.serve.records import Input, QAInput, TextInput, TokensInput
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.json_layout import EXPECTED, json_path, shown
 
 ONE, BATCH = "one", "batch"
+#: ASCII whitespace, spelled out (see the module docstring).
+SPACE = "\t\n\v\f\r "
+#: A text holds at least one character that is not ASCII whitespace (search semantics, as JSON Schema's).
+TEXT_PATTERN = f"[^{SPACE}]"
+#: A word is one or more such characters, and nothing else.
+WORD_PATTERN = f"^[^{SPACE}]+$"
 
 
 @dataclass(frozen=True)
@@ -37,22 +48,34 @@ class Limits:
     max_chars: int = 10_000
 
 
+class BodyError(Exception):
+    """A ``/predict`` body that cannot be used: ``status`` (400, 415 or 422), a message and problem records."""
+
+    def __init__(self, status: int, message: str, details: list[dict]) -> None:
+        super().__init__(message)
+        self.status, self.message, self.details = status, message, details
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-def _non_empty(value: str) -> str:
-    try:
-        return check_text(value, "text")
-    except RowError:
-        what = "a non-empty text" if not value.strip() else "UTF-8 text (no unpaired surrogate escapes)"
-        raise ValueError(what) from None
+def _exactly_one_of(*names: str):
+    """A ``json_schema_extra`` that documents "exactly one of ``names``" (``oneOf`` + ``required``); their
+    default (``None``, which a client cannot send) is left out."""
+
+    def edit(schema: dict[str, Any]) -> None:
+        for name in names:
+            schema["properties"][name].pop("default", None)
+        schema["oneOf"] = [{"required": [name]} for name in names]
+
+    return edit
 
 
 def _example_model(head: Head, limits: Limits) -> type[BaseModel]:
     """The pydantic model of one example for ``head``."""
-    Text = Annotated[str, Field(max_length=limits.max_chars), AfterValidator(_non_empty)]
-    Word = Annotated[str, Field(min_length=1, max_length=limits.max_chars, pattern=r"^\S+$")]
+    Text = Annotated[str, Field(min_length=1, max_length=limits.max_chars, pattern=TEXT_PATTERN)]
+    Word = Annotated[str, Field(min_length=1, max_length=limits.max_chars, pattern=WORD_PATTERN)]
 
     if head == Head.SPAN:
         class QuestionExample(_Strict):
@@ -65,10 +88,13 @@ def _example_model(head: Head, limits: Limits) -> type[BaseModel]:
         return QuestionExample
     if head == Head.TOKEN:
         class SentenceExample(_Strict):
-            """A sentence: its words, or a text split on whitespace."""
+            """A sentence: its words (``tokens``), or a text split on whitespace (``text``); exactly one."""
 
-            tokens: Annotated[list[Word], Field(min_length=1, max_length=limits.max_chars)] | None = None
-            text: Text | None = None
+            model_config = ConfigDict(json_schema_extra=_exactly_one_of("tokens", "text"))
+
+            # not ``X | None``: an explicit null is refused, as the schema says (None is only the default)
+            tokens: Annotated[list[Word], Field(min_length=1, max_length=limits.max_chars)] = None
+            text: Text = None
 
             @model_validator(mode="after")
             def _one_of(self):
@@ -102,6 +128,30 @@ def request_type(head: Head, limits: Limits) -> Any:
     return Annotated[Annotated[example, Tag(ONE)] | Annotated[Batch, Tag(BATCH)], Discriminator(pick)]
 
 
+def is_json(content_type: bytes | None) -> bool:
+    """Whether a request's ``Content-Type`` is JSON (``application/json``, ``application/*+json``) or absent."""
+    if not content_type:
+        return True
+    media = content_type.split(b";", 1)[0].strip().lower()
+    return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
+
+
+def parse_body(adapter: TypeAdapter, raw: bytes, content_type: bytes | None) -> BaseModel:
+    """The validated body of a request (one pass over its bytes); raises :class:`BodyError`: 415 for
+    a body that is not sent as JSON, 400 for malformed JSON, 422 for JSON that does not fit."""
+    if not is_json(content_type):
+        raise BodyError(415, "send the body as JSON (Content-Type: application/json)", [
+            {"field": "body", "expected": "a JSON body (send it with Content-Type: application/json)",
+             "got": f"Content-Type: {content_type.decode('latin-1')[:60]}"}])
+    try:
+        return adapter.validate_json(raw)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        if any(e.get("type") == "json_invalid" for e in errors):
+            raise BodyError(400, "the request body is not valid JSON", problems(errors)) from None
+        raise BodyError(422, "the request body does not fit the schema (see /docs)", problems(errors)) from None
+
+
 def to_inputs(head: Head, body: BaseModel) -> tuple[list[Input], bool]:
     """(the inputs of a validated body, whether it was a list)."""
     many = hasattr(body, "inputs")
@@ -114,7 +164,7 @@ def to_inputs(head: Head, body: BaseModel) -> tuple[list[Input], bool]:
 
 
 def problems(errors: list[dict]) -> list[dict]:
-    """pydantic/FastAPI errors -> ``{"field", "expected", "got"}`` records (the first 10)."""
+    """pydantic errors -> ``{"field", "expected", "got"}`` records (the first 10)."""
     out = []
     for err in errors[:10]:
         loc = [p for p in err.get("loc", ()) if p not in ("body", ONE, BATCH)]
@@ -130,19 +180,18 @@ def problems(errors: list[dict]) -> list[dict]:
 def _expected(err: dict) -> str:
     """What the field should have held, in words."""
     kind, ctx = err.get("type", ""), err.get("ctx") or {}
-    if isinstance(err.get("input"), bytes):  # a body FastAPI did not parse as JSON
-        return "a JSON body (send it with Content-Type: application/json)"
-    if kind == "json_invalid" and isinstance(err.get("loc", (None, None))[-1], int):
-        return f"a JSON body ({ctx.get('error', 'malformed')} at character {err['loc'][-1]})"
+    if kind == "json_invalid":
+        return f"a JSON body ({ctx.get('error', 'malformed')})"
+    if kind == "string_pattern_mismatch":
+        return "a word: a non-empty text without spaces" if ctx.get("pattern") == WORD_PATTERN else \
+            "a non-empty text (not only whitespace)"
     words = {
         "missing": "a value (this field is required)",
         "extra_forbidden": "no such field (check its name)",
-        "json_invalid": f"a JSON body ({ctx.get('error', 'malformed')})",
         "string_too_long": f"a text of at most {ctx.get('max_length')} characters",
         "too_long": f"at most {ctx.get('max_length')} items",
         "too_short": f"at least {ctx.get('min_length')} item(s)",
         "string_too_short": "a non-empty text",
-        "string_pattern_mismatch": "a word: a non-empty text without spaces",
         "model_type": "a JSON object",
         "model_attributes_type": "a JSON object",
     }

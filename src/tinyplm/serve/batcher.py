@@ -108,19 +108,26 @@ class MicroBatcher:
             raise Stopped("the server is shutting down")
         if self._depth + len(items) > self.max_queue:
             raise QueueFull(self._depth, self.max_queue)
-        job = _Job(list(items), sum(x.size for x in items) / max(1, len(items)),
-                   asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        job = _Job(list(items), sum(x.size for x in items) / max(1, len(items)), loop.create_future())
         self._queue.append(job)
         self._depth += len(job.items)
         self._wake.set()
+        # one timer on the job's own future (not wait_for + shield: two more futures and a task per request)
+        timer = loop.call_later(timeout_s, self._expire, job)
         try:
-            return await asyncio.wait_for(asyncio.shield(job.future), timeout_s)
-        except TimeoutError:
-            if job in self._queue:  # still waiting: give its place back
-                self._queue.remove(job)
-                self._depth -= len(job.items)
-            job.future.cancel()  # in flight: its result is dropped
-            raise
+            return await job.future
+        finally:
+            timer.cancel()
+
+    def _expire(self, job: _Job) -> None:
+        """``job``'s deadline: it leaves the queue if still there (an in-flight result is dropped)."""
+        if job.future.done():
+            return
+        if job in self._queue:  # still waiting: give its place back
+            self._queue.remove(job)
+            self._depth -= len(job.items)
+        job.future.set_exception(TimeoutError())
 
     async def _work(self) -> None:
         while True:

@@ -3,8 +3,9 @@
 Each app has its own registry (so several apps in one process, as in the tests, do not collide):
 
 - ``tinyplm_requests_total{path,status}``: every HTTP request answered;
-- ``tinyplm_request_errors_total{kind}``: ``validation``, ``too_large``, ``queue_full``, ``timeout``,
-  ``not_ready``, ``shutting_down``, ``internal``;
+- ``tinyplm_request_errors_total{kind}``: ``validation``, ``too_large``, ``unsupported_media_type``,
+  ``queue_full``, ``timeout``, ``not_ready``, ``shutting_down``, ``internal``, ``http`` (404, 405),
+  ``unauthorized``;
 - ``tinyplm_examples_total``: examples predicted; ``tinyplm_batches_total``: forward batches;
 - ``tinyplm_batch_size``: examples per batch (histogram); ``tinyplm_queue_depth``: examples waiting;
 - per ``/predict`` request, where the time went (histograms, seconds): ``tinyplm_request_seconds``
@@ -12,6 +13,9 @@ Each app has its own registry (so several apps in one process, as in the tests, 
   a batch), ``tinyplm_inference_seconds`` (the batch it was in: tokenising, forward, reading back)
   and ``tinyplm_http_seconds`` (the rest: parsing, validation, serialising);
 - ``tinyplm_ready``: 1 once the model is loaded and warmed up.
+
+Labelled children are looked up once per label set and kept (``labels()`` takes a lock and builds
+a key each call: a few microseconds per request).
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ class ServeMetrics:
         self.inference_s = self._seconds("tinyplm_inference_seconds", "inference time of the batch a request was in")
         self.http_s = self._seconds("tinyplm_http_seconds", "time outside queue and inference: parsing, "
                                     "validation, serialising")
+        self._children: dict[tuple, object] = {}
 
     def _seconds(self, name: str, doc: str) -> Histogram:
         return Histogram(name, doc, buckets=LATENCY_BUCKETS, registry=self.registry)
@@ -77,7 +82,19 @@ class ServeMetrics:
         self.http_s.observe(max(0.0, total_s - timing.queue_s - timing.infer_s))
 
     def answered(self, path: str, status: int) -> None:
-        self.requests.labels(path if path in PATHS else "other", str(status)).inc()
+        """One HTTP request answered with ``status``."""
+        key = (path if path in PATHS else "other", status)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = self.requests.labels(key[0], str(status))
+        child.inc()
+
+    def error(self, kind: str) -> None:
+        """One request answered with an error of ``kind``."""
+        child = self._children.get(kind)
+        if child is None:
+            child = self._children[kind] = self.errors.labels(kind)
+        child.inc()
 
     def text(self) -> bytes:
         """The Prometheus text exposition of every metric."""

@@ -1,5 +1,5 @@
-"""Two plain ASGI middlewares around the FastAPI app (plain ASGI: they see every request, errors
-included, and cost next to nothing per request).
+"""Plain ASGI middlewares around the app (plain ASGI: they see every request, errors included, and
+cost next to nothing per request).
 
 - :class:`Accounting` (outermost) counts each request as accepted when it reaches the app and as
   answered when its response is complete, by status (the Prometheus counters, and the summary the
@@ -7,14 +7,23 @@ included, and cost next to nothing per request).
 - :class:`BodyLimit` refuses a body over ``max_bytes`` with ``413`` before the app parses it: at
   once from ``Content-Length``, or while reading a chunked body, which is buffered up to the limit
   and then handed to the app whole.
+- :class:`BearerAuth` (when the server has an API key) answers ``401`` with ``WWW-Authenticate:
+  Bearer`` unless the request carries ``Authorization: Bearer KEY``, except on its open paths
+  (``/health``, the OpenAPI docs and, unless asked otherwise, ``/metrics``). The token is compared
+  in constant time (``hmac.compare_digest`` of SHA-256 digests, so not even the key's length
+  shows), and neither the key nor a token sent is written to any answer or log line.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
+import hmac
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import orjson
 
 ARRIVED = "tinyplm_arrived"
 
@@ -99,9 +108,46 @@ class BodyLimit:
     async def _reject(self, send, size: int | None) -> None:
         self.on_reject()
         got = f"{size} bytes" if size is not None else "more"
-        body = json.dumps({"error": "request body too large", "kind": "too_large", "problems": [
-            {"field": "body", "expected": f"at most {self.max_bytes} bytes", "got": got}]}).encode()
+        body = orjson.dumps({"error": "request body too large", "kind": "too_large", "problems": [
+            {"field": "body", "expected": f"at most {self.max_bytes} bytes", "got": got}]})
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+#: Paths open without the API key: liveness and the API's documentation.
+OPEN_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+
+
+class BearerAuth:
+    """See the module docstring; ``on_reject()`` observes each 401."""
+
+    def __init__(self, app, key: str, open_paths: frozenset[str], on_reject: Callable[[], None]) -> None:
+        self.app, self.open_paths, self.on_reject = app, open_paths, on_reject
+        self._digest = hashlib.sha256(key.encode()).digest()
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.open_paths:
+            await self.app(scope, receive, send)
+            return
+        token = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                scheme, _, rest = value.partition(b" ")
+                if scheme.lower() == b"bearer":
+                    token = rest.strip()
+                break
+        if token is not None and hmac.compare_digest(hashlib.sha256(token).digest(), self._digest):
+            await self.app(scope, receive, send)
+            return
+        self.on_reject()
+        if token is None:
+            message, challenge = "send the API key: Authorization: Bearer <key>", b"Bearer"
+        else:
+            message, challenge = "the bearer token is not this server's API key", b'Bearer error="invalid_token"'
+        body = orjson.dumps({"error": message, "kind": "unauthorized"})
+        await send({"type": "http.response.start", "status": 401,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"www-authenticate", challenge)]})
         await send({"type": "http.response.body", "body": body})
