@@ -11,6 +11,7 @@ from tinyplm.errors import DataError, ModelError, RecipeError
 from tinyplm.models import check_model_dir, load_tokenizer, resolve_model_dir
 from tinyplm.models.roles import ROLES
 from tinyplm.models.student import model_type_of
+from tinyplm.models.token_ids import token_id_mismatch
 from tinyplm.pretrain.corpus import corpus_files
 from tinyplm.pretrain.mlm_head import has_mlm_head
 from tinyplm.tasks.base import TaskData
@@ -60,26 +61,32 @@ def preflight(cfg: RunConfig) -> Preflight:
     if Head(data.head).per_position and any(st.data == "augmented" for _, st in stages):
         raise RecipeError(f"data: augmented (TinyBERT word replacement) is for sentence tasks; task '{data.task}' "
                           f"has a {data.head} head whose labels are tied to word positions")
-    _check_inits(cfg)
+    teacher = _Teacher(src, int(model_cfg["vocab_size"]), tok)
+    _check_inits(cfg, teacher)
     _check_augment(cfg)
     _check_families(cfg, data)
-    _check_feature_encoders(cfg, src, model_cfg)
+    _check_feature_encoders(cfg, model_cfg, teacher)
     for spec in cfg.students:
         for k, st in enumerate(spec.stage_specs()):
-            _check_stage_teacher(st, src, int(model_cfg["vocab_size"]), f"student {student_name(spec)}, stage {k}")
+            _check_stage_teacher(st, teacher, f"student {student_name(spec)}, stage {k}")
     return Preflight(data, src, tok)
 
 
-def _check_inits(cfg: RunConfig) -> None:
-    """Each ``init_from`` is ``teacher``, an earlier student or a model dir."""
+def _check_inits(cfg: RunConfig, teacher: _Teacher) -> None:
+    """Each ``init_from`` is ``teacher``, an earlier student or a model dir whose tokenizer gives
+    the teacher's ids (the run encodes the data once, with the teacher's tokenizer)."""
     for spec in cfg.students:
         if spec.init_from and spec.init_from != "teacher" and cfg.earlier_student(spec) is None:
+            path = Path(spec.init_from)
             try:
-                check_model_dir(Path(spec.init_from))
+                init_cfg = check_model_dir(path)
             except ModelError as exc:
                 names = [student_name(s) for s in cfg.students[:cfg.students.index(spec)]]
                 hint = f" (nor 'teacher' or an earlier student: {names})" if names else " (nor 'teacher')"
                 raise ModelError(f"student {student_name(spec)}: init_from: {exc}{hint}") from None
+            _check_token_ids(path, init_cfg, teacher, f"student {student_name(spec)}: init_from",
+                             "the run encodes the data with the teacher's tokenizer, so every word would read "
+                             "another word's embedding; start from a checkpoint of the teacher's tokenizer")
 
 
 def _check_augment(cfg: RunConfig) -> None:
@@ -121,7 +128,7 @@ def _check_families(cfg: RunConfig, data: TaskData) -> None:
                              "(a biLM saved by an earlier run's elmo_bilstm student)")
 
 
-def _check_feature_encoders(cfg: RunConfig, src: Path, teacher_cfg: dict) -> None:
+def _check_feature_encoders(cfg: RunConfig, teacher_cfg: dict, teacher: _Teacher) -> None:
     """A ``feature_bilstm`` student's frozen encoder (``base``, ``finetuned``: the teacher; or a
     model dir) exists, has the layers it concatenates, and shares the teacher's vocabulary (it
     reads the teacher tokenizer's ids), found before the teacher is fine-tuned."""
@@ -131,37 +138,53 @@ def _check_feature_encoders(cfg: RunConfig, src: Path, teacher_cfg: dict) -> Non
             continue
         where = f"student {student_name(spec)}: family.encoder"
         if fam.encoder in ("base", "finetuned"):
-            path, enc_cfg = src, teacher_cfg
+            path, enc_cfg = teacher.path, teacher_cfg
         else:
             try:
                 path = resolve_model_dir(fam.encoder)
                 enc_cfg = check_model_dir(path)
             except ModelError as exc:
                 raise ModelError(f"{where}: {exc} (base, finetuned or a model dir)") from None
-            _check_vocabulary(path, enc_cfg, int(teacher_cfg["vocab_size"]), f"{where}:",
-                              "the encoder reads the teacher tokenizer's ids, so it must share them")
+            _check_token_ids(path, enc_cfg, teacher, f"{where}:",
+                             "the encoder reads the teacher tokenizer's ids, so it must share them")
         layers = enc_cfg.get("num_hidden_layers")
         if isinstance(layers, int) and fam.feature_layers > layers:
             raise RecipeError(f"student {student_name(spec)}: family.feature_layers {fam.feature_layers} is more than "
                               f"the {layers} layers of the encoder {path}")
 
 
-def _check_vocabulary(path: Path, cfg: dict, vocab_size: int, what: str, why: str) -> None:
-    """Raise ``ModelError`` naming ``what`` model ``path`` is and ``why`` it must share the teacher
-    tokenizer's vocabulary when its config's ``vocab_size`` is not that tokenizer's."""
-    if int(cfg.get("vocab_size", -1)) != vocab_size:
+@dataclass(frozen=True)
+class _Teacher:
+    """The teacher as the checks below compare with it: its dir, vocabulary size and tokenizer."""
+
+    path: Path
+    vocab_size: int
+    tokenizer: object
+
+
+def _check_token_ids(path: Path, cfg: dict, teacher: _Teacher, what: str, why: str) -> None:
+    """Raise when model ``path`` (``what`` it is) cannot read the teacher's encoding: ``ModelError``
+    when its config's ``vocab_size`` is not the teacher's, ``RecipeError`` in one line naming both
+    and the first difference when its tokenizer gives other ids (``models.token_ids``); ``why``
+    says what depends on it."""
+    if Path(path).resolve() == teacher.path.resolve():
+        return
+    if int(cfg.get("vocab_size", -1)) != teacher.vocab_size:
         raise ModelError(f"{what} {path} has a vocabulary of {cfg.get('vocab_size')} word pieces, the teacher's "
-                         f"tokenizer {vocab_size}; {why}")
+                         f"tokenizer {teacher.vocab_size}; {why}")
+    problem = token_id_mismatch(load_tokenizer(path, int(cfg["vocab_size"])), teacher.tokenizer)
+    if problem is not None:
+        raise RecipeError(f"{what} {path} tokenizes otherwise than the teacher {teacher.path} ({problem}); {why}")
 
 
-def _check_stage_teacher(stage: StageSpec, src: Path, vocab_size: int, where: str) -> None:
-    """A stage's own teacher (``base`` or a dir) exists, shares the vocabulary, and has a masked-LM
-    head when the stage's objective needs one."""
+def _check_stage_teacher(stage: StageSpec, teacher: _Teacher, where: str) -> None:
+    """A stage's own teacher (``base`` or a dir) exists, shares the tokenizer's ids, and has a
+    masked-LM head when the stage's objective needs one."""
     if stage.teacher == "finetuned":
         return
-    path = src if stage.teacher == "base" else resolve_model_dir(stage.teacher)
+    path = teacher.path if stage.teacher == "base" else resolve_model_dir(stage.teacher)
     cfg = check_model_dir(path)
-    _check_vocabulary(path, cfg, vocab_size, f"{where}: teacher", "a stage teacher must share the tokenizer")
+    _check_token_ids(path, cfg, teacher, f"{where}: teacher", "a stage teacher must share the tokenizer")
     if stage.objective.masked_lm and not has_mlm_head(path):
         raise ModelError(f"{where}: mlm_soft/mlm_hard need a teacher with a masked-LM head and {path} has none; "
                          f"fit one with `tinyplm fit-mlm-head {path} --corpus PATH --out DIR` and use "

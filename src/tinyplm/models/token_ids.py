@@ -1,0 +1,35 @@
+"""Whether two tokenizers give the same text the same ids: what a model needs to read another's
+encoding (a student initialised from a checkpoint, a stage teacher, a frozen feature encoder) or to
+be compared with it position by position (layer-wise distillation).
+
+Vocabulary sizes are not enough: MPNet's ids are BERT's shifted by 4 (``a gripping, funny film``
+is ``[0, 1041, 13944, 1014, 6061, 2147, 2]`` for all-mpnet-base-v2 and ``[101, 1037, 13940, 1010,
+6057, 2143, 102]`` for MiniLM), and two vocabularies of one size may order their pieces otherwise.
+"""
+
+from __future__ import annotations
+
+#: Encoded by both tokenizers as a last check (normalisation: case, accents, punctuation).
+PROBE = "A gripping, funny film -- naïve but Honest: 1999's best."
+SPECIAL = ("cls_token", "sep_token", "pad_token", "mask_token", "unk_token")
+
+
+def token_id_mismatch(ours, theirs) -> str | None:
+    """None when ``ours`` and ``theirs`` (Hugging Face tokenizers) map every piece and special token
+    to the same id and encode :data:`PROBE` alike; otherwise the first difference, in words
+    (``"'the' is id 1996 here and 2000 there"``)."""
+    a, b = ours.get_vocab(), theirs.get_vocab()
+    if len(a) != len(b):
+        return f"{len(a)} word pieces here and {len(b)} there"
+    for name in SPECIAL:
+        x, y = getattr(ours, name, None), getattr(theirs, name, None)
+        ix, iy = getattr(ours, f"{name}_id", None), getattr(theirs, f"{name}_id", None)
+        if (x, ix) != (y, iy):
+            return f"{name} is {x!r} (id {ix}) here and {y!r} (id {iy}) there"
+    piece = next((p for p, i in a.items() if b.get(p) != i), None)
+    if piece is not None:
+        return f"{piece!r} is id {a[piece]} here and {b.get(piece)} there"
+    x, y = ours(PROBE)["input_ids"], theirs(PROBE)["input_ids"]
+    if x != y:
+        return f"{PROBE!r} is {x} here and {y} there"
+    return None
