@@ -321,6 +321,15 @@ def test_save_model_clears_a_leftover_tmp_dir(teacher, tiny_model_dir: Path, tmp
     assert not (root / "model" / "junk").exists()
 
 
+def test_save_model_clears_the_old_copy_a_save_killed_between_its_renames_left(
+        teacher, tiny_model_dir: Path, tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    (root / "model.old").mkdir(parents=True)  # model renamed away, then the kill: no model/
+    (root / "model.old" / "config.json").write_text("{}")
+    save_model(teacher, word_tokenizer(tiny_model_dir), root / "model")
+    assert sorted(p.name for p in root.iterdir()) == ["model"] and is_complete(root / "model")
+
+
 def test_fingerprint_tracks_weights(teacher, tiny_model_dir: Path, tmp_path: Path) -> None:
     tok = word_tokenizer(tiny_model_dir)
     a = save_model(teacher, tok, tmp_path / "a")

@@ -66,15 +66,13 @@ def save_model(model: PreTrainedModel, tokenizer, path: Path) -> Path:
             model.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
     (tmp / COMPLETE_MARK).write_text("ok\n")
-    if path.exists():
-        old = path.with_name(path.name + ".old")
-        if old.exists():
-            shutil.rmtree(old)
-        path.rename(old)
-        tmp.rename(path)
+    old = path.with_name(path.name + ".old")
+    if old.exists():  # the previous copy, left by a save killed between the renames below
         shutil.rmtree(old)
-    else:
-        tmp.rename(path)
+    if path.exists():
+        path.rename(old)
+    tmp.rename(path)
+    shutil.rmtree(old, ignore_errors=True)
     return path
 
 
