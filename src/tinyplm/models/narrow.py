@@ -30,6 +30,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from tinyplm.errors import ModelError
 from tinyplm.models import roles
 
 #: The config key of a width-pruned student that lists, per student channel, the teacher channel
@@ -143,6 +144,10 @@ def _copy_embeddings(dst: nn.Module, src: nn.Module, keep: Tensor) -> None:
     s_emb, t_emb = roles.embeddings(dst), roles.embeddings(src)
     project = roles.embeddings_project(src)
     if project is not None:
+        if roles.embeddings_project(dst) is None:
+            raise ModelError(f"the teacher projects its {project.in_features}-wide embeddings to its hidden width; "
+                             f"a student {len(keep)} wide has no such projection to narrow (choose a hidden width "
+                             f"other than {project.in_features})")
         s_emb.load_state_dict(t_emb.state_dict())
         _copy_linear(roles.embeddings_project(dst), project, keep, None)
         return

@@ -54,6 +54,7 @@ class Stage(StrEnum):
     NARROW = "narrowed init"
     ATTENTION_FEATURES = "attention features"
     MLM = "masked-LM head"
+    PREFIX_TUNING = "prefix tuning"
 
 
 def _mapping(**items: str) -> Mapping[str, str]:
@@ -100,6 +101,7 @@ _BERT_LINEARS = _mapping(
 _BERT_NORMS = _mapping(attn_norm="attention.output.LayerNorm", ffn_norm="output.LayerNorm")
 _BERT_PARTS = MappingProxyType({"attention": ("attention",), "ffn": ("intermediate", "output")})
 _NO_MLM = "its masked-LM head is not one module the role table can name"
+_NO_PREFIX = "its attention takes no past key/value states, which is how prefix tuning adds its prefixes"
 
 BERT = Roles(
     model_type="bert", layer_class="BertLayer", base="bert", embeddings="embeddings",
@@ -148,7 +150,7 @@ DISTILBERT = Roles(
     parts=MappingProxyType({"attention": ("attention", "sa_layer_norm"), "ffn": ("ffn", "output_layer_norm")}),
     mlm_head=None, mlm_predictions=None, pair_head=None,
     task_heads=("pre_classifier", "classifier", "qa_outputs"), class_prefix="DistilBert", ffn_key="hidden_dim",
-    cannot=_mapping(**{Stage.MLM: _NO_MLM}),
+    cannot=_mapping(**{Stage.MLM: _NO_MLM, Stage.PREFIX_TUNING: _NO_PREFIX}),
 )
 
 #: MPNet: ``attention.attn.q``..``o``; one relative-position bias table (buckets x heads) on the
@@ -163,7 +165,8 @@ MPNET = Roles(
     mlm_head="lm_head", mlm_predictions="lm_head", pair_head=None,
     task_heads=("classifier", "qa_outputs"), class_prefix="MPNet", scores=Scores.POSITION_BIAS,
     cannot=_mapping(**{Stage.PRUNE_HEADS: "its relative-position bias is one table shared by every layer, with one "
-                                          "column per head, so a head cannot be removed from one layer alone"}),
+                                          "column per head, so a head cannot be removed from one layer alone",
+                       Stage.PREFIX_TUNING: _NO_PREFIX}),
 )
 
 #: ELECTRA (the discriminator): BERT's layer; a V x E word table and ``embeddings_project`` (E -> H)
@@ -194,6 +197,7 @@ ALBERT = Roles(
     mlm_head="predictions", mlm_predictions="predictions", pair_head="sop_classifier",
     task_heads=("classifier", "qa_outputs"), class_prefix="Albert",
     embeddings_project="encoder.embedding_hidden_mapping_in", group_key="num_hidden_groups",
+    cannot=_mapping(**{Stage.PREFIX_TUNING: _NO_PREFIX}),
 )
 
 #: ModernBERT: pre-norm (layer 0 has no attention norm), fused ``Wqkv``, gated FFN ``Wi`` (2 x FFN
@@ -214,7 +218,7 @@ MODERNBERT = Roles(
         Stage.NARROW: "its pre-norm layers, fused Wqkv and final norm are not narrowed",
         Stage.ATTENTION_FEATURES: "its scores use rotary Q/K and sliding windows that attention features do not "
                                   "recompute; distil hidden states or MiniLM value relations instead",
-        Stage.MLM: _NO_MLM}),
+        Stage.MLM: _NO_MLM, Stage.PREFIX_TUNING: _NO_PREFIX}),
 )
 
 #: model_type -> its table entry.

@@ -79,8 +79,9 @@ def _peft_model(model: nn.Module, spec: TrainSpec) -> nn.Module:
     heads = list(roles.task_heads(model))
     if method in (Method.PROMPT_TUNING, Method.PREFIX_TUNING):
         _require_sequence_head(model, method.value)
-        kind = peft.PromptTuningConfig if method is Method.PROMPT_TUNING else peft.PrefixTuningConfig
-        config = kind(task_type=task_type, num_virtual_tokens=options.virtual_tokens)
+        if method is Method.PREFIX_TUNING:
+            roles.require(model, roles.Stage.PREFIX_TUNING)
+        config = _prompt_config(model, method, task_type, options.virtual_tokens)
     else:
         wanted = options.targets or DEFAULT_TARGETS[method]
         targets = [roles.linear_name(model, i, role) for i in range(len(roles.layers(model))) for role in wanted]
@@ -95,18 +96,44 @@ def _peft_model(model: nn.Module, spec: TrainSpec) -> nn.Module:
     return peft.get_peft_model(model, config)
 
 
+def _prompt_config(model: nn.Module, method: Method, task_type: str, tokens: int):
+    """peft's prompt- or prefix-tuning config with the sizes read off the model: prompt tokens are
+    word embeddings (E wide in ELECTRA and ALBERT), prefixes are keys and values (hidden wide)."""
+    import peft
+
+    config = model.config
+    sizes = {"num_layers": config.num_hidden_layers, "num_attention_heads": config.num_attention_heads}
+    if method is Method.PROMPT_TUNING:
+        return peft.PromptTuningConfig(task_type=task_type, num_virtual_tokens=tokens, **sizes,
+                                       token_dim=roles.word_embeddings(model).weight.shape[1])
+    return peft.PrefixTuningConfig(task_type=task_type, num_virtual_tokens=tokens, token_dim=config.hidden_size,
+                                   **sizes)
+
+
 def finish(model: nn.Module, spec: TrainSpec) -> nn.Module:
     """The trained model as the rest of tinyplm takes it: LoRA/IA3 merged into a plain model (the
     same logits, no adapter modules left), every parameter trainable again for later stages;
     ``full``/``ulmfit``/``frozen``/``bitfit`` models with every parameter trainable again; prompt
     and prefix tuning's ``peft`` model and the last-four-layers classifier unchanged."""
     if spec.method in (Method.LORA, Method.IA3):
+        _unwrap_saved_heads(model)
         model = model.merge_and_unload()
     if spec.method in (Method.PROMPT_TUNING, Method.PREFIX_TUNING) or isinstance(model, LastLayersClassifier):
         return model
     for p in model.parameters():
         p.requires_grad_(True)
     return model
+
+
+def _unwrap_saved_heads(model: nn.Module) -> None:
+    """Put each trained head peft kept aside (``modules_to_save``) back in its place: peft's IA3
+    unload cannot do it for a head of several modules (RoBERTa's two-Linear classifier)."""
+    from peft.utils import ModulesToSaveWrapper
+
+    for name, module in list(model.named_modules()):
+        if isinstance(module, ModulesToSaveWrapper):
+            parent, _, leaf = name.rpartition(".")
+            setattr(model.get_submodule(parent), leaf, module.modules_to_save[module.active_adapters[0]])
 
 
 def save_adapter(model: nn.Module, folder: Path) -> Path:
