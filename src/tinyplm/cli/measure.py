@@ -46,7 +46,6 @@ def evaluate_cmd(
     """
     from tinyplm.config import validate_recipe
     from tinyplm.evaluate.model_eval import encode_evals, evaluate_model, span_prediction_texts
-    from tinyplm.evaluate.runtime import describe
     from tinyplm.models import load_classifier
     from tinyplm.models.infer import predict_logits
     from tinyplm.run import load_task
@@ -71,16 +70,26 @@ def evaluate_cmd(
         out.print(f"[dim]{len(texts)} answers written to {predictions}[/dim]", highlight=False)
     context = ({"context_sentences": spec.context_sentences, "context_after": spec.context_after}
                if data.task in CONTEXT_TASKS else {})
+    _print_evaluation(model, model_dir, data, metrics, context, precision, as_json)
+
+
+def _print_evaluation(model, model_dir: Path, data, metrics: dict, context: dict, precision: str,
+                      as_json: bool) -> None:
+    """``evaluate``'s answer: the metrics, the precision they were computed in (a model of another
+    runtime or quantized: as it runs) and the label names they refer to; JSON or one line each."""
+    from tinyplm.evaluate.runtime import describe
+
     ran = describe(model)
     measured_in = precision if ran.runtime == "torch" and ran.precision == "fp32" else ran.precision
     labels = {"labels": list(data.labels)} if data.labels and not data.is_regression else {}
     if as_json:
         out.print_json(json.dumps({"task": data.task, "model": str(model_dir), **context, "metrics": metrics,
                                    "precision": measured_in, **labels}))
-    else:
-        shown = {**context, **metrics, "precision": measured_in, **{k: ", ".join(v) for k, v in labels.items()}}
-        for k, v in shown.items():
-            out.print(f"{k}: {v:.4f}" if isinstance(v, float) else f"{k}: {v}")
+        return
+    shown = {**context, **metrics, "precision": measured_in, **{k: ", ".join(v) for k, v in labels.items()}}
+    for k, v in shown.items():
+        out.print(f"{k}: {v:.4f}" if isinstance(v, float) else f"{k}: {v}")
+
 
 def _as_trained(model_dir: Path, task: str, max_length: int | None, context: int | None,
                 after: int | None) -> tuple[int, int, int]:
