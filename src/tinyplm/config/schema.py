@@ -101,6 +101,11 @@ class ShapeSpec(Section):
         return self
 
 
+#: A transformer student's architecture as a recipe names it: the families of the role table
+#: (``models.roles``; a test keeps the two in step), ``deberta`` for DeBERTa-v2.
+StudentArch = Literal["bert", "roberta", "deberta", "distilbert", "electra", "xlm-roberta", "camembert", "albert",
+                      "mpnet", "modernbert"]
+
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # names become folder names in the run dir
 
 
@@ -155,16 +160,17 @@ class StudentSpec(Section):
                                          description="compression steps after the stages, in order")
     family: FamilySpec | None = Field(None, description="a classic model of the neural-LM family instead of a BERT "
                                       "student: TF-IDF + LR, (Bi)LSTM over word vectors, BiLSTM over frozen features")
-    arch: Literal["bert", "roberta", "deberta"] = Field(
-        "bert", description="the transformer student's architecture: BERT, RoBERTa or DeBERTa-v2 (disentangled "
-        "relative-position attention); every one uses the teacher's tokenizer")
+    arch: StudentArch | None = Field(
+        None, description="the transformer student's architecture, a family of the role table (deberta: "
+        "DeBERTa-v2); default: the teacher's family for a student of teacher_layers, else bert. Every one "
+        "uses the teacher's tokenizer")
     word_embeddings: bool = Field(False, description="start a student without teacher_layers from the teacher's "
                                   "word table (PCA to a narrower width); any arch")
 
     @model_validator(mode="after")
     def _shape_or_layers(self) -> StudentSpec:
         if self.family is not None:
-            if self.arch != "bert" or self.word_embeddings:
+            if self.arch is not None or self.word_embeddings:
                 raise ValueError("'arch' and 'word_embeddings' are for transformer students; a family student "
                                  "is described by family.arch")
             check_family_student(self)
@@ -346,7 +352,7 @@ def student_name(spec: StudentSpec) -> str:
     if spec.family:
         return spec.family.arch
     if spec.shape:  # other architectures are named, so same-shaped students of each can sit side by side
-        arch = "" if spec.arch == "bert" else f"{spec.arch}-"
+        arch = "" if spec.arch in (None, "bert") else f"{spec.arch}-"
         return f"student-{arch}L{spec.shape.layers}-H{spec.shape.hidden}"
     if spec.teacher_layers:
         return f"student-L{len(spec.teacher_layers)}-layers-" + "-".join(map(str, spec.teacher_layers))

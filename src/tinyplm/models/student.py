@@ -140,7 +140,7 @@ def build_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int = 42,
                   word_embeddings: bool = False) -> PreTrainedModel:
     """Build the student described by ``spec``, with the head and labels of ``task_model`` (the
     task teacher; default ``teacher``), of architecture ``arch`` (default ``spec.arch`` where the
-    recipe has it, else ``bert``).
+    recipe has it, else the teacher's family for a student of teacher layers, else ``bert``).
 
     With ``spec.teacher_layers`` the student copies the teacher's embeddings, the listed layers,
     pooler and classifier; that needs a student of the teacher's own architecture. A ``shape``
@@ -154,7 +154,8 @@ def build_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int = 42,
     task_model = task_model if task_model is not None else teacher
     tcfg = teacher.config
     layers = spec.teacher_layers
-    model_type = model_type_of(arch or getattr(spec, "arch", None) or "bert")
+    named = arch or getattr(spec, "arch", None)
+    model_type = model_type_of(named) if named else tcfg.model_type if layers else "bert"
     shape = spec.shape
     if layers:
         base = teacher_shape(tcfg)
@@ -253,7 +254,7 @@ def shape_of(model) -> dict:
 
     c = model.config
     shape = {"layers": c.num_hidden_layers, "hidden": c.hidden_size, "heads": c.num_attention_heads,
-             "ffn": c.intermediate_size}
+             "ffn": getattr(c, roles.ffn_key(c)) if roles.is_encoder(model) else c.intermediate_size}
     if roles.is_encoder(model):
         per = layer_shape(model)
         shape["ffn"] = max(per["ffn"])

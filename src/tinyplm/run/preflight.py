@@ -45,7 +45,8 @@ def preflight(cfg: RunConfig) -> Preflight:
         raise ModelError(f"{src}: layer-wise distillation needs a teacher of a family in the role table "
                          f"({', '.join(ROLES)}); this one is '{model_cfg['model_type']}'")
     for spec in cfg.students:
-        if spec.family is None and spec.teacher_layers and model_type_of(spec.arch) != model_cfg["model_type"]:
+        if (spec.family is None and spec.teacher_layers and spec.arch is not None
+                and model_type_of(spec.arch) != model_cfg["model_type"]):
             raise RecipeError(f"student {student_name(spec)}: teacher_layers copies layers of the "
                               f"'{model_cfg['model_type']}' teacher {src}, which a student of arch '{spec.arch}' "
                               "cannot take; drop teacher_layers (a 'shape' from scratch, optionally "

@@ -51,7 +51,8 @@ def initial_student(spec: StudentSpec, inp: RunInputs) -> tuple[torch.nn.Module,
         init += ", the teacher's word table"
     model = build_student(spec, source, seed=first.train.seed, task_model=finetuned, arch=spec.arch,
                           word_embeddings=spec.word_embeddings)
-    return model, init if spec.arch == "bert" else f"{spec.arch}, {init}"
+    arch = model.config.model_type
+    return model, init if arch == "bert" else f"{arch}, {init}"
 
 
 def run_student(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
