@@ -56,14 +56,19 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 class Server:
-    """``tinyplm serve MODEL ARGS`` on a free loopback port; its stderr is kept (the port, and the
-    summary it prints when it stops)."""
+    """``tinyplm serve MODEL ARGS`` on a free loopback port; its stderr is kept (the port, the event
+    loop and HTTP parser it runs, and the summary it prints when it stops). With ``api_key`` the
+    server requires it (given as ``TINYPLM_API_KEY``, so it shows in no command line)."""
 
-    def __init__(self, model: str, args: list[str]) -> None:
+    def __init__(self, model: str, args: list[str], api_key: str | None = None) -> None:
         cmd = [sys.executable, "-m", "tinyplm.cli", "serve", model, "--port", "0", *args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                     env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        if api_key:
+            env["TINYPLM_API_KEY"] = api_key
+        self.api_key = api_key
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         self.lines: list[str] = []
+        self.stack = ""  # e.g. "uvloop loop, httptools parser", from the startup line
         self.polls = 0  # answers to our own /ready polls (the server counts them too)
         self.signalled = False
         self._port = threading.Event()
@@ -76,6 +81,8 @@ class Server:
             found = re.search(r"listening on (http://\S+?)(?: |$)", line)
             if found:
                 self.url = found.group(1)
+                stack = re.search(r"(\w+ loop, \w+ parser)", line)
+                self.stack = stack.group(1) if stack else "asyncio loop, h11 parser (not printed)"
                 self._port.set()
 
     def wait_ready(self, timeout: float = 300) -> None:
@@ -85,7 +92,8 @@ class Server:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                status = httpx.get(self.url + "/ready", timeout=5).status_code
+                headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
+                status = httpx.get(self.url + "/ready", headers=headers, timeout=5).status_code
                 self.polls += 1
                 if status == 200:
                     return
@@ -115,7 +123,7 @@ class Server:
             code = self.proc.wait()
         time.sleep(0.1)  # the reader thread takes the last lines
         summary = next((json.loads(line.split("stopped: ", 1)[1]) for line in self.lines if "stopped: " in line), None)
-        return {"exit_code": code, "summary": summary}
+        return {"exit_code": code, "summary": summary, "stack": self.stack}
 
 
 # --------------------------------------------------------------------------- the load generator
@@ -149,15 +157,16 @@ class Connection:
     per request, where httpx spends milliseconds, which on a shared 2-core machine would come out of
     the server's share."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, api_key: str | None = None) -> None:
         self.host, self.port = host, port
+        self.auth = f"authorization: Bearer {api_key}\r\n" if api_key else ""
         self.reader = self.writer = None
 
     async def post(self, path: str, body: bytes) -> tuple[int, dict, bytes]:
         """(status, lower-cased headers, body); raises ``OSError``/``asyncio.IncompleteReadError``."""
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-        head = (f"POST {path} HTTP/1.1\r\nhost: {self.host}\r\ncontent-type: application/json\r\n"
+        head = (f"POST {path} HTTP/1.1\r\nhost: {self.host}\r\ncontent-type: application/json\r\n{self.auth}"
                 f"content-length: {len(body)}\r\n\r\n").encode()
         try:
             self.writer.write(head + body)
@@ -178,14 +187,15 @@ class Connection:
 
 
 async def drive(url: str, texts: list[str], count: int, concurrency: int, timeout: float = 60.0,
-                stop_at: int | None = None, on_stop=None, warm_up: int = 0, on_start=None) -> list[Record]:
+                stop_at: int | None = None, on_stop=None, warm_up: int = 0, on_start=None,
+                api_key: str | None = None) -> list[Record]:
     """``count`` POST /predict requests (text ``i`` cycling through ``texts``) from ``concurrency``
     clients, each on its own keep-alive connection, after ``warm_up`` untimed requests on the same
     connections (so no timed request pays for a new connection; ``on_start`` is called when the
     timed part begins); ``on_stop`` is called once
-    ``stop_at`` requests have ended (the SIGTERM test)."""
+    ``stop_at`` requests have ended (the SIGTERM test); ``api_key`` is sent as a bearer token."""
     host, port = url.removeprefix("http://").rsplit(":", 1)
-    conns = [Connection(host, int(port)) for _ in range(concurrency)]
+    conns = [Connection(host, int(port), api_key) for _ in range(concurrency)]
     try:
         if warm_up:
             await _run(conns, texts, [Record(i) for i in range(warm_up)], timeout)
@@ -260,7 +270,7 @@ def run_levels(server: Server, texts: list[str], levels: list[int], requests: in
             marks.update(cpu=server.cpu_seconds(), client=time.process_time(), start=time.perf_counter())
 
         records = asyncio.run(drive(server.url, texts, requests, concurrency, warm_up=4 * concurrency,
-                                    on_start=mark))
+                                    on_start=mark, api_key=server.api_key))
         seconds = time.perf_counter() - marks["start"]
         cpu0, client0 = marks["cpu"], marks["client"]
         stats = level_stats(records, seconds, server.cpu_seconds() - cpu0, time.process_time() - client0, breakdown)
@@ -328,9 +338,9 @@ def in_process_speed(model_dir: str, split, batch: int) -> dict:
 def flood(model: str, texts: list[str], count: int, queue: int, args) -> dict:
     """``count`` requests at once against a queue of ``queue`` examples: each must get 2xx or 503."""
     server = Server(model, [*server_args(args, args.max_batch), "--max-queue", str(queue),
-                            "--max-texts", str(min(queue, 64))])
+                            "--max-texts", str(min(queue, 64))], getattr(args, "api_key", None))
     server.wait_ready()
-    records = asyncio.run(drive(server.url, texts, count, concurrency=count, timeout=120))
+    records = asyncio.run(drive(server.url, texts, count, concurrency=count, timeout=120, api_key=server.api_key))
     stopped = server.stop()
     ok = sum(1 for r in records if r.status is not None and 200 <= r.status < 300)
     busy = sum(1 for r in records if r.status == 503)
@@ -343,10 +353,10 @@ def flood(model: str, texts: list[str], count: int, queue: int, args) -> dict:
 def sigterm(model: str, texts: list[str], count: int, concurrency: int, after: int, args) -> dict:
     """SIGTERM after ``after`` answers of a ``count``-request load: every request the server accepted
     must be answered, every answer must reach its client, and the server must exit 0."""
-    server = Server(model, server_args(args, args.max_batch))
+    server = Server(model, server_args(args, args.max_batch), getattr(args, "api_key", None))
     server.wait_ready()
     records = asyncio.run(drive(server.url, texts, count, concurrency, stop_at=after,
-                                on_stop=server.terminate))
+                                on_stop=server.terminate, api_key=server.api_key))
     stopped = server.stop()
     received = sum(1 for r in records if r.status is not None) + server.polls
     summary = stopped["summary"] or {}
@@ -372,11 +382,11 @@ def serve_runs(name: str, model: str, texts: list[str], args) -> tuple[list[dict
     for batching in (True, False):
         max_batch = args.max_batch if batching else 1
         print(f"# {name}: {model}, max batch {max_batch}", file=sys.stderr, flush=True)
-        server = Server(model, server_args(args, max_batch))
+        server = Server(model, server_args(args, max_batch), args.api_key)
         server.wait_ready()
         levels = run_levels(server, texts, args.levels, args.requests, breakdown=True)
         if batching:  # every dev sentence once, to compare serve's labels with evaluate's
-            labels = [r.label for r in asyncio.run(drive(server.url, texts, len(texts), 32))]
+            labels = [r.label for r in asyncio.run(drive(server.url, texts, len(texts), 32, api_key=server.api_key))]
         runs.append({"model": name, "model_dir": model, "batching": batching, "max_batch": max_batch,
                      "max_wait_ms": args.max_wait_ms, "levels": levels, "stop": server.stop()})
     return runs, labels
@@ -413,6 +423,7 @@ def main() -> None:
     p.add_argument("--max-wait-ms", type=float, default=5.0)
     p.add_argument("--max-queue", type=int, default=256, help="the servers' queue (examples)")
     p.add_argument("--threads", type=int, default=None, help="the servers' torch threads (default: all cores)")
+    p.add_argument("--api-key", default=None, help="serve with this API key and send it (measures the auth check)")
     p.add_argument("--flood-requests", type=int, default=400)
     p.add_argument("--flood-queue", type=int, default=32)
     p.add_argument("--sigterm-requests", type=int, default=2000)
@@ -428,7 +439,8 @@ def main() -> None:
                                 "note": "every server and this load generator share this machine's cores; "
                                         "server_cpu_cores and client_cpu_cores say how much each used"},
                     "data": {"task": "sst2", "split": str(split.source), "sentences": len(texts)},
-                    "settings": {k: v for k, v in vars(args).items() if k != "out"} | {"out": str(args.out)},
+                    "settings": {k: v for k, v in vars(args).items() if k not in ("out", "api_key")}
+                    | {"out": str(args.out), "api_key": bool(args.api_key)},
                     "in_process": {}, "runs": [], "agreement": {}}
     for name, model in zip(names, args.model_dirs, strict=True):
         result["in_process"][name] = in_process_speed(model, split, args.max_batch)

@@ -19,10 +19,12 @@ Each ``/predict`` answer carries ``Server-Timing`` (``queue``, ``infer`` and ``a
 ms: waiting for a batch, the batch's inference, and all of the request's time in the app) and
 ``X-Batch-Size`` (the examples in its forward batch), which the load benchmark reads.
 
-Once warmed up, every object alive (the model, the tokenizer, the app) is moved out of the
-garbage collector's sight (``gc.freeze``): a full collection walking them stalled the event loop
-and the batch for ~200 ms every few seconds, which was 1-2% of requests at twice the median
-latency (p99 400 -> 215 ms for MiniLM-L6 at 32 clients).
+The warm-up runs a few typical inputs and, for a runtime that builds kernels per input shape
+(OpenVINO), every shape a batch can take (:mod:`tinyplm.serve.warmup`). Once warmed up, every
+object alive (the model, the tokenizer, the app) is moved out of the garbage collector's sight
+(``gc.freeze``): a full collection walking them stalled the event loop and the batch for ~200 ms
+every few seconds, which was 1-2% of requests at twice the median latency (p99 400 -> 215 ms
+for MiniLM-L6 at 32 clients).
 
 FastAPI on uvicorn (uvloop and httptools where installed, see :mod:`tinyplm.serve.server`): both
 maintained and widely deployed; pydantic gives the request schema and its validation from one type,
@@ -33,8 +35,10 @@ be out of proportion for one CPU model.
 
 import asyncio
 import gc
+import logging
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 
 from fastapi import FastAPI, Request
 from starlette.exceptions import HTTPException
@@ -49,6 +53,9 @@ from tinyplm.serve.metrics import ServeMetrics
 from tinyplm.serve.middleware import OPEN_PATHS, Accounting, BearerAuth, BodyLimit, Tally
 from tinyplm.serve.openapi import openapi_document
 from tinyplm.serve.predictor import Predictor
+from tinyplm.serve.warmup import needs_shape_warm_up, warm_shapes
+
+log = logging.getLogger("tinyplm.serve")
 
 
 @dataclass(frozen=True)
@@ -143,7 +150,12 @@ def _lifespan(state: ServeState):
 
 async def _warm_up(state: ServeState) -> None:
     if state.settings.warm_up:
-        await state.batcher.call(state.predictor.warm_up)
+        predictor = state.predictor
+        await state.batcher.call(predictor.warm_up)
+        if needs_shape_warm_up(predictor.model):  # see tinyplm.serve.warmup
+            ran = await state.batcher.call(partial(warm_shapes, predictor.model, state.settings.max_batch,
+                                                   predictor.info.max_length))
+            log.info("warmed up on %d input shapes", ran)
     gc.collect()
     gc.freeze()  # see the module docstring
     state.ready = True

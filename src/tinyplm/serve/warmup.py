@@ -1,0 +1,46 @@
+"""Warming a served model up on every input shape it will meet, where its runtime needs it.
+
+OpenVINO's CPU plugin builds its kernels for each input shape the first time the shape runs: on
+a 3-layer int8 student, a forward pass at a new ``(batch, width)`` took 25-45 ms, and 4-10 ms
+the second time (torch showed no such step). A server batches random requests, so its forward
+passes take any batch size up to ``--max-batch`` and any padded width up to the max length (a
+multiple of 8, :func:`~tinyplm.tasks.encoding.padded_width`): hundreds of shapes, each paying
+once, in the first minutes of serving, at 5x its normal cost. So before the server says it is
+ready, :func:`warm_shapes` runs each of those shapes once (largest batches first), within a time
+budget: 256 shapes (batch 32, max length 64) take a few seconds.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from tinyplm.models.openvino import OvClassifier
+from tinyplm.tasks.encoding import padded_width
+
+
+def needs_shape_warm_up(model) -> bool:
+    """Whether ``model``'s runtime builds kernels per input shape (see the module docstring)."""
+    return isinstance(model, OvClassifier)
+
+
+def shapes(max_batch: int, max_length: int) -> list[tuple[int, int]]:
+    """Every ``(batch, width)`` a forward pass of at most ``max_batch`` examples of at most
+    ``max_length`` tokens can have, largest batches first."""
+    widths = sorted({padded_width(n) for n in range(1, max_length + 1)})
+    return [(b, w) for b in range(max_batch, 0, -1) for w in widths]
+
+
+def warm_shapes(model, max_batch: int, max_length: int, budget_s: float = 120.0) -> int:
+    """Run ``model`` once at each of :func:`shapes` (all ones as token ids: the values do not
+    matter, the shapes do) until ``budget_s`` is spent -> the shapes run."""
+    start, done = time.perf_counter(), 0
+    with torch.inference_mode():
+        for batch, width in shapes(max_batch, max_length):
+            if time.perf_counter() - start > budget_s:
+                break
+            ids = torch.ones((batch, width), dtype=torch.long)
+            model(input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=torch.zeros_like(ids))
+            done += 1
+    return done

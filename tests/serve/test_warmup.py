@@ -1,0 +1,34 @@
+"""The shape warm-up: every (batch, width) a served batch can take, largest batches first, within
+a time budget; only for runtimes that build kernels per shape."""
+
+from __future__ import annotations
+
+from tinyplm.serve.warmup import needs_shape_warm_up, shapes, warm_shapes
+
+
+class Recorder:
+    """A model that records the shape of each call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int]] = []
+
+    def __call__(self, input_ids, attention_mask=None, token_type_ids=None):
+        assert input_ids.shape == attention_mask.shape == token_type_ids.shape
+        self.calls.append(tuple(input_ids.shape))
+
+
+def test_every_shape_a_batch_can_take() -> None:
+    assert shapes(2, 20) == [(2, 8), (2, 16), (2, 24), (1, 8), (1, 16), (1, 24)]
+    assert len(shapes(32, 64)) == 32 * 8
+
+
+def test_warm_shapes_runs_each_once_within_its_budget() -> None:
+    model = Recorder()
+    assert warm_shapes(model, 2, 16) == 4 and model.calls == [(2, 8), (2, 16), (1, 8), (1, 16)]
+    assert warm_shapes(Recorder(), 32, 128, budget_s=0.0) == 0
+
+
+def test_only_openvino_models_need_it(tiny_model_dir) -> None:
+    from tinyplm.serve.predictor import Predictor
+
+    assert not needs_shape_warm_up(Predictor.load(tiny_model_dir).model)
