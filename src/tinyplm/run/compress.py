@@ -70,9 +70,11 @@ def _context(inp: RunInputs, seed: int) -> CompressContext:
 
     # the check sample comes from the encoded examples only: their pieces are the ones kept
     texts = [_text_pair(e) for e in inp.data.train.examples[:min(200, task.max_train_examples or 200)]]
-    return CompressContext(inp.train, lambda: inp.teachers.logits(inp.train), inp.data.is_regression,
-                           inp.paths.root / "work", seed=seed, head=inp.data.head, tokenizer=inp.tokenizer,
-                           evals=inp.evals, texts=texts, reencode=reencode, timer=_timer(inp.measure))
+    # the student's ids (its own tokenizer's, if it has one); the teacher's logits on its own ids of
+    # the same examples, row for row
+    return CompressContext(inp.student_train, lambda: inp.teachers.logits(inp.train), inp.data.is_regression,
+                           inp.paths.root / "work", seed=seed, head=inp.data.head, tokenizer=inp.student_tokenizer,
+                           evals=inp.student_evals, texts=texts, reencode=reencode, timer=_timer(inp.measure))
 
 
 def _timer(spec: MeasureSpec):

@@ -10,7 +10,7 @@ corpus text) on first use.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -202,11 +202,26 @@ def stamp_task(model, task: TaskSpec) -> None:
     setattr(model.config, TASK_KEY, record)
 
 
+@dataclass(frozen=True)
+class OwnTokens:
+    """A student that reads its own tokenizer's ids (prediction distillation across tokenizers): the
+    task's training and eval splits encoded with it. The teacher still reads its own ids; both
+    encodings hold the same examples in the same order, so row i of the teacher's logits on its
+    encoding is the target of row i of the student's."""
+
+    tokenizer: object
+    train: Encoded
+    evals: dict[str, Encoded]
+
+
 @dataclass
 class RunInputs:
     """What the stages of one run share: the task's data, tokenizer and encodings (``train``, and
     one encoding per eval split), the teachers, each kind of training data, the run dir's layout,
-    how models are timed, and the students finished so far (by name; a later student may start from one)."""
+    how models are timed, and the students finished so far (by name; a later student may start from one).
+
+    ``own`` is set on the copy a student with its own tokenizer works with (:meth:`with_tokenizer`);
+    the ``student_*`` members then give its tokenizer and encodings, else the teacher's."""
 
     task: TaskSpec
     data: TaskData
@@ -218,3 +233,40 @@ class RunInputs:
     paths: RunPaths
     measure: MeasureSpec = field(default_factory=MeasureSpec)
     students: dict[str, nn.Module] = field(default_factory=dict)
+    student_tokens: dict[str, OwnTokens] = field(default_factory=dict)  # finished students of own tokenizers
+    own: OwnTokens | None = None
+
+    def with_tokenizer(self, tokenizer) -> RunInputs:
+        """A copy for a student that reads ``tokenizer``'s ids: the task's data encoded with it (the
+        shared parts, teachers and finished students, are the same objects)."""
+        from tinyplm.evaluate.model_eval import encode_evals
+
+        t = self.task
+        train = encode_split(self.stage_data.split("task"), tokenizer, t.max_length)
+        own = OwnTokens(tokenizer, train, encode_evals(self.data, tokenizer, t.max_length, t.max_eval_examples))
+        return replace(self, own=own)
+
+    @property
+    def student_tokenizer(self):
+        """The tokenizer the student reads (and is saved with)."""
+        return self.own.tokenizer if self.own else self.tokenizer
+
+    @property
+    def student_train(self) -> Encoded:
+        """The task's training examples in the student's ids (row for row those of :attr:`train`)."""
+        return self.own.train if self.own else self.train
+
+    @property
+    def student_evals(self) -> dict[str, Encoded]:
+        """The eval splits in the student's ids."""
+        return self.own.evals if self.own else self.evals
+
+    def stage_encodings(self, kind: DataKind) -> tuple[Encoded, Encoded]:
+        """(the student's encoding of ``kind``'s training data, the teacher's encoding of the same
+        examples, which its logits are computed on); one object when the two share a tokenizer."""
+        teacher_enc = self.stage_data.get(kind)
+        if self.own is None:
+            return teacher_enc, teacher_enc
+        if kind == "task":
+            return self.own.train, teacher_enc
+        return encode_split(self.stage_data.split(kind), self.own.tokenizer, self.task.max_length), teacher_enc

@@ -117,12 +117,15 @@ def _run_claimed(cfg: RunConfig, paths: RunPaths, checked: Preflight, resumed: b
     reported = {"teacher"}
     for spec in cfg.students:
         student = run_student(spec, inp)
+        view = student.inputs or inp  # in the student's own token ids when it has its own tokenizer
         inp.students[student_name(spec)] = student.model
+        if view.own is not None:
+            inp.student_tokens[student_name(spec)] = view.own
         if student.result is not None:
             stages.append(student.result)
             reported.add(student.result.name)
         parent = student.parent if student.parent in reported else None
-        for result in run_compress(spec, student.model, inp, parent):
+        for result in run_compress(spec, student.model, view, parent):
             stages.append(result)
             reported.add(result.name)
     record = RunRecord(task=checked.data.task, metric=checked.data.primary_metric,

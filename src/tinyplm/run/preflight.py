@@ -6,7 +6,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tinyplm import tasks
-from tinyplm.config.schema import RunConfig, StageSpec, TaskSpec, student_name
+from tinyplm.config.compress import step_name
+from tinyplm.config.schema import (
+    LAYERWISE_TERMS,
+    MLM_TERMS,
+    RunConfig,
+    StageSpec,
+    StudentSpec,
+    TaskSpec,
+    student_name,
+)
 from tinyplm.errors import DataError, ModelError, RecipeError
 from tinyplm.models import check_model_dir, load_tokenizer, resolve_model_dir
 from tinyplm.models.roles import ROLES
@@ -74,20 +83,54 @@ def preflight(cfg: RunConfig) -> Preflight:
 
 
 def _check_inits(cfg: RunConfig, teacher: _Teacher) -> None:
-    """Each ``init_from`` is ``teacher``, an earlier student or a model dir whose tokenizer gives
-    the teacher's ids (the run encodes the data once, with the teacher's tokenizer)."""
+    """Each ``init_from`` is ``teacher``, an earlier student or a model dir. A model dir whose
+    tokenizer gives other ids than the teacher's (or an earlier student started from one) reads
+    the data in its own ids and learns from the teacher's predictions on the teacher's ids: every
+    stage it trains must then be prediction-level (:func:`_needs_shared_ids`)."""
+    own: set[str] = set()  # the students that read their own tokenizer's ids
     for spec in cfg.students:
-        if spec.init_from and spec.init_from != "teacher" and cfg.earlier_student(spec) is None:
+        name = student_name(spec)
+        if not spec.init_from or spec.init_from == "teacher":
+            continue
+        if cfg.earlier_student(spec) is not None:
+            problem = "it starts from student " + spec.init_from if spec.init_from in own else None
+        else:
             path = Path(spec.init_from)
             try:
                 init_cfg = check_model_dir(path)
             except ModelError as exc:
                 names = [student_name(s) for s in cfg.students[:cfg.students.index(spec)]]
                 hint = f" (nor 'teacher' or an earlier student: {names})" if names else " (nor 'teacher')"
-                raise ModelError(f"student {student_name(spec)}: init_from: {exc}{hint}") from None
-            _check_token_ids(path, init_cfg, teacher, f"student {student_name(spec)}: init_from",
-                             "the run encodes the data with the teacher's tokenizer, so every word would read "
-                             "another word's embedding; start from a checkpoint of the teacher's tokenizer")
+                raise ModelError(f"student {name}: init_from: {exc}{hint}") from None
+            problem = _token_problem(path, init_cfg, teacher)
+            if problem is not None:
+                problem = f"init_from {path} tokenizes otherwise than the teacher {teacher.path} ({problem})"
+        if problem is None:
+            continue
+        own.add(name)
+        blocker = _needs_shared_ids(spec)
+        if blocker is not None:
+            raise RecipeError(f"student {name}: {problem}; {blocker} needs the teacher's token positions: distil "
+                              "across tokenizers with prediction-level terms only (kd_weight, hard_weight, "
+                              "logit_mse) from the fine-tuned teacher, or start from a checkpoint of its tokenizer")
+
+
+def _needs_shared_ids(spec: StudentSpec) -> str | None:
+    """What in ``spec``'s training compares the student with the teacher token by token (a
+    layer-wise or masked-LM term, corpus text, a stage teacher other than the fine-tuned one), in
+    words, or None when every stage and recovery learns from predictions only."""
+    trained = [(f"stage {k}", st.objective, st.data, st.teacher) for k, st in enumerate(spec.stage_specs())]
+    trained += [(f"the recovery of compress step {step_name(c)}", c.recover.objective, c.recover.data, "finetuned")
+                for c in spec.compress if c.recover is not None]
+    for where, objective, data, stage_teacher in trained:
+        terms = [t for t in (*LAYERWISE_TERMS, *MLM_TERMS) if getattr(objective, t) > 0]
+        if terms:
+            return f"{where}'s {', '.join(terms)}"
+        if data == "corpus":
+            return f"{where}'s corpus text (no task teacher's predictions)"
+        if stage_teacher != "finetuned":
+            return f"{where}'s teacher {stage_teacher}"
+    return None
 
 
 def _check_augment(cfg: RunConfig) -> None:
@@ -173,9 +216,16 @@ def _check_token_ids(path: Path, cfg: dict, teacher: _Teacher, what: str, why: s
     if int(cfg.get("vocab_size", -1)) != teacher.vocab_size:
         raise ModelError(f"{what} {path} has a vocabulary of {cfg.get('vocab_size')} word pieces, the teacher's "
                          f"tokenizer {teacher.vocab_size}; {why}")
-    problem = token_id_mismatch(load_tokenizer(path, int(cfg["vocab_size"])), teacher.tokenizer)
+    problem = _token_problem(path, cfg, teacher)
     if problem is not None:
         raise RecipeError(f"{what} {path} tokenizes otherwise than the teacher {teacher.path} ({problem}); {why}")
+
+
+def _token_problem(path: Path, cfg: dict, teacher: _Teacher) -> str | None:
+    """How model ``path``'s tokenizer differs from the teacher's (``models.token_ids``), or None."""
+    if Path(path).resolve() == teacher.path.resolve():
+        return None
+    return token_id_mismatch(load_tokenizer(path, int(cfg["vocab_size"])), teacher.tokenizer)
 
 
 def _check_stage_teacher(stage: StageSpec, teacher: _Teacher, where: str) -> None:

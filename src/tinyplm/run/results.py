@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
 from tinyplm.report.records import StageKind
 from tinyplm.tasks.encoding import Encoded
+
+if TYPE_CHECKING:
+    from tinyplm.run.inputs import RunInputs
 
 
 @dataclass
@@ -44,9 +47,12 @@ class StageResult:
 @dataclass
 class StudentOutcome:
     """A student after its training stages: the model its compress steps start from, its
-    :class:`StageResult` (None for a compress-only student, which is not reported on its own) and
-    the reported stage its first compress step counts as its parent."""
+    :class:`StageResult` (None for a compress-only student, which is not reported on its own),
+    the reported stage its first compress step counts as its parent, and the run's inputs as the
+    student reads them (``run.inputs.RunInputs``: in its own token ids when it has its own
+    tokenizer), which its compress steps go on with."""
 
     model: nn.Module
     result: StageResult | None
     parent: str | None
+    inputs: RunInputs | None = None

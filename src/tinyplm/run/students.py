@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from tinyplm.distill.objective import build_objective
 from tinyplm.evaluate.model_eval import evaluate_model
 from tinyplm.models import build_student, load_classifier, save_model, shape_of
 from tinyplm.models.infer import precision_name, use_bf16
+from tinyplm.models.token_ids import token_id_mismatch
 from tinyplm.report.records import StageKind
 from tinyplm.run.family import run_family
 from tinyplm.run.inputs import RunInputs, stamp_task
@@ -30,15 +32,21 @@ from tinyplm.tasks.heads import Head
 from tinyplm.train import StageIO, TrainResult, get_accelerator, train
 
 
-def initial_student(spec: StudentSpec, inp: RunInputs) -> tuple[torch.nn.Module, str]:
-    """The student before its first stage, and how it was initialised."""
+def initial_student(spec: StudentSpec, inp: RunInputs) -> tuple[torch.nn.Module, str, RunInputs]:
+    """The student before its first stage, how it was initialised, and the run's inputs as it
+    reads them: ``inp`` itself, or a copy in its own token ids (:meth:`RunInputs.with_tokenizer`)
+    when it starts from a checkpoint, or an earlier student, whose tokenizer is not the teacher's."""
     if spec.init_from == "teacher":
-        return copy.deepcopy(inp.teachers.finetuned), "the fine-tuned teacher"
+        return copy.deepcopy(inp.teachers.finetuned), "the fine-tuned teacher", inp
     if spec.init_from in inp.students:
-        return copy.deepcopy(inp.students[spec.init_from]), f"student {spec.init_from}"
+        own = inp.student_tokens.get(spec.init_from)
+        view = inp if own is None else replace(inp, own=own)
+        return copy.deepcopy(inp.students[spec.init_from]), f"student {spec.init_from}", view
     if spec.init_from:
-        model, _ = load_classifier(Path(spec.init_from), inp.data.labels, inp.data.is_regression, inp.data.head)
-        return model, f"from {spec.init_from}"
+        model, tok = load_classifier(Path(spec.init_from), inp.data.labels, inp.data.is_regression, inp.data.head)
+        if token_id_mismatch(tok, inp.tokenizer) is None:
+            return model, f"from {spec.init_from}", inp
+        return model, f"from {spec.init_from}, its own tokenizer", inp.with_tokenizer(tok)
     first = spec.stage_specs()[0]
     init = f"teacher layers {spec.teacher_layers}" if spec.teacher_layers else "random"
     # DistilBERT copies layers of the teacher it distils from first (the base model for general
@@ -52,7 +60,7 @@ def initial_student(spec: StudentSpec, inp: RunInputs) -> tuple[torch.nn.Module,
     model = build_student(spec, source, seed=first.train.seed, task_model=finetuned, arch=spec.arch,
                           word_embeddings=spec.word_embeddings)
     arch = model.config.model_type
-    return model, init if arch == "bert" else f"{arch}, {init}"
+    return model, init if arch == "bert" else f"{arch}, {init}", inp
 
 
 def run_student(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
@@ -61,9 +69,9 @@ def run_student(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
     if spec.family is not None:
         return run_family(spec, inp)
     name = student_name(spec)
-    model, init = initial_student(spec, inp)
+    model, init, inp = initial_student(spec, inp)
     if spec.compress_only:  # a copy of its source, not saved or reported on its own
-        return StudentOutcome(model, None, spec.init_from)
+        return StudentOutcome(model, None, spec.init_from, inp)
     stages = spec.stage_specs()
     acc, infos = get_accelerator(), []
     for k, stage in enumerate(stages):
@@ -78,12 +86,13 @@ def run_student(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
         infos.append({"stage": label, "data": stage.data, "teacher": stage.teacher, **done.info})
         if acc.is_main_process:
             stamp_task(done.saved, inp.task)
-            save_model(done.saved, inp.tokenizer, stage_dir)
+            save_model(done.saved, inp.student_tokenizer, stage_dir)
             inp.paths.save_info(stage_dir, infos[-1])
         acc.wait_for_everyone()
     info = {"init": init, **(infos[-1] if len(infos) == 1 else {"stages": infos})}
-    result = StageResult(name, model, f"students/{name}", StageKind.STUDENT, shape_of(model), info=info)
-    return StudentOutcome(model, result, name)
+    result = StageResult(name, model, f"students/{name}", StageKind.STUDENT, shape_of(model), info=info,
+                         evals=inp.own.evals if inp.own else None)
+    return StudentOutcome(model, result, name, inp)
 
 
 def train_stage(model, stage: StageSpec, inp: RunInputs, log_name: str, ckpt_name: str,
@@ -94,19 +103,19 @@ def train_stage(model, stage: StageSpec, inp: RunInputs, log_name: str, ckpt_nam
     shared with it and saves the student *with* that head (a reusable general student that
     ``fit-mlm-head``-style tools and augmentation can use too); the task head is untouched.
     """
-    enc = inp.stage_data.get(stage.data)
+    enc, teacher_enc = inp.stage_encodings(stage.data)  # one object unless the student has its own tokenizer
     masked_lm = stage.objective.masked_lm
     teacher = inp.teachers.get(stage.teacher, masked_lm)
     head = Head(inp.data.head) if stage.data != "corpus" else Head.SEQUENCE  # corpus text: no task labels
     objective = build_objective(stage.objective, model.config, teacher.config, inp.data.is_regression,
-                                inp.tokenizer, head, inp.data.class_weights if stage.data != "corpus" else None)
+                                inp.student_tokenizer, head, inp.data.class_weights if stage.data != "corpus" else None)
     trained = with_mlm_head(model, teacher) if masked_lm else model
     predicts = stage.objective.kd_weight > 0 or stage.objective.hard_weight > 0 or stage.objective.logit_mse > 0
     spec = stage.train if predicts else stage.train.model_copy(update={"keep_best": False, "eval_every": 0})
     io = StageIO(log_name, inp.paths.checkpoints(ckpt_name), inp.paths.log, resume=True)
     result = train(trained, enc, objective, spec=spec, io=io, primary=inp.data.primary_metric,
                    evaluate=evaluator(inp, stage.train) if predicts else None,
-                   teacher_logits=inp.teachers.logits(enc) if objective.needs_teacher_logits else None,
+                   teacher_logits=inp.teachers.logits(teacher_enc) if objective.needs_teacher_logits else None,
                    teacher=teacher if objective.needs_teacher else None, step_hook=step_hook)
     shown = stage.objective.model_dump(exclude=None if masked_lm else {"mask_rate"})
     info = {**train_info(result, stage.train, shown), "examples": len(enc)}
@@ -129,4 +138,4 @@ def train_info(result: TrainResult, spec: TrainSpec, objective: dict[str, Any]) 
 def evaluator(inp: RunInputs, spec: TrainSpec) -> Callable[[torch.nn.Module], dict[str, float]]:
     """Dev evaluation during training (in the stage's ``eval_precision``, fp32 by default)."""
     bf16 = use_bf16(spec.eval_precision)
-    return lambda m: evaluate_model(m, inp.data, inp.evals, bf16=bf16, batch_size=spec.eval_batch_size)
+    return lambda m: evaluate_model(m, inp.data, inp.student_evals, bf16=bf16, batch_size=spec.eval_batch_size)
