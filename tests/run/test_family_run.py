@@ -124,6 +124,9 @@ def test_family_students_run_beside_the_teacher(tmp_path: Path, monkeypatch) -> 
     (run_dir / "results.json").unlink()  # as if the run died while measuring
     again = run(cfg, resume=True)  # finished students are reloaded, not trained again
     assert all(again.stage(n).info.get("reused") for n in ("tfidf", "bilstm-kd"))
+    for n in ("tfidf", "bilstm-kd"):  # reported as the run that made them did (as results.json holds it)
+        assert {k: v for k, v in again.stage(n).info.items() if k != "reused"} == \
+            json.loads(json.dumps(stages[n].info))
 
 
 @pytest.mark.parametrize(("student", "message"), [

@@ -30,7 +30,7 @@ from tinyplm.distill.losses import PredictionObjective
 from tinyplm.errors import RecipeError
 from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
 from tinyplm.files import atomic_path, write_json_atomic
-from tinyplm.models import is_complete, load_classifier, save_model
+from tinyplm.models import load_classifier, save_model
 from tinyplm.models.family import FamilyConfig, WordTokenizer, build_module, family_shape
 from tinyplm.models.family.vectors import WordVectors, train_glove, train_word2vec
 from tinyplm.models.infer import precision_name, use_bf16
@@ -50,9 +50,9 @@ def run_family(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
     checks it before anything trains)."""
     name, acc = student_name(spec), get_accelerator()
     out = inp.paths.student(name)
-    if is_complete(out):
+    if (finished := inp.paths.finished(out)) is not None:
         model, tok = load_classifier(out, inp.data.labels, False, inp.data.head)
-        return _outcome(name, model, tok, inp, {"reused": True})
+        return _outcome(name, model, tok, inp, {**finished, "reused": True})
     if spec.family.arch == "tfidf_lr":
         model, tok, info = _fit_tfidf(spec.family, inp)
     else:
@@ -60,6 +60,7 @@ def run_family(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
     if acc.is_main_process:
         stamp_task(model, inp.task)
         save_model(model, tok, out)
+        inp.paths.save_info(out, info)
     acc.wait_for_everyone()
     return _outcome(name, model, tok, inp, info)
 
@@ -99,15 +100,16 @@ def _train_stages(spec: StudentSpec, inp: RunInputs) -> tuple[nn.Module, object,
         last = k == len(stages) - 1
         label = stage.name or (f"stage-{k}" if len(stages) > 1 else "")
         stage_dir = inp.paths.student(f"{name}.stage-{k}")
-        if not last and is_complete(stage_dir):
+        if not last and (finished := inp.paths.finished(stage_dir)) is not None:
             model, _ = load_classifier(stage_dir, inp.data.labels, False, inp.data.head)
-            infos.append({"stage": label, "reused": True})
+            infos.append({**finished, "reused": True})
             continue
         model, info = train_family_stage(model, tok, stage, inp, evals, f"{name}/{label}" if label else name,
                                          f"{name}.stage-{k}")
+        infos.append({"stage": label, "data": stage.data, **info})
         if not last and get_accelerator().is_main_process:
             save_model(model, tok, stage_dir)
-        infos.append({"stage": label, "data": stage.data, **info})
+            inp.paths.save_info(stage_dir, infos[-1])
     return model, tok, {**init, **(infos[-1] if len(infos) == 1 else {"stages": infos})}
 
 
