@@ -1,9 +1,10 @@
 """The shape warm-up: every (batch, width) a served batch can take, largest batches first, within
-a time budget; only for runtimes that build kernels per shape."""
+a time budget; only for runtimes that build kernels per shape. A forward pass keeps its weight in
+padded tokens unless the runtime's differs."""
 
 from __future__ import annotations
 
-from tinyplm.serve.warmup import needs_shape_warm_up, shapes, warm_shapes
+from tinyplm.serve.warmup import needs_shape_warm_up, pass_overhead_tokens, shapes, warm_shapes
 
 
 class Recorder:
@@ -28,7 +29,12 @@ def test_warm_shapes_runs_each_once_within_its_budget() -> None:
     assert warm_shapes(Recorder(), 32, 128, budget_s=0.0) == 0
 
 
-def test_only_openvino_models_need_it(tiny_model_dir) -> None:
-    from tinyplm.serve.predictor import Predictor
+def test_only_openvino_models_need_it_and_torch_keeps_its_pass_weight(tiny_model_dir) -> None:
+    from tinyplm.serve.app import create_app
+    from tinyplm.serve.predictor import PASS_OVERHEAD_TOKENS, Predictor
 
-    assert not needs_shape_warm_up(Predictor.load(tiny_model_dir).model)
+    predictor = Predictor.load(tiny_model_dir, split_by_length=True)
+    assert not needs_shape_warm_up(predictor.model)
+    assert pass_overhead_tokens(predictor.model) == PASS_OVERHEAD_TOKENS
+    create_app(predictor)
+    assert predictor.pass_overhead_tokens == PASS_OVERHEAD_TOKENS

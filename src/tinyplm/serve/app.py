@@ -20,7 +20,8 @@ ms: waiting for a batch, the batch's inference, and all of the request's time in
 ``X-Batch-Size`` (the examples in its forward batch), which the load benchmark reads.
 
 The warm-up runs a few typical inputs and, for a runtime that builds kernels per input shape
-(OpenVINO), every shape a batch can take (:mod:`tinyplm.serve.warmup`). Once warmed up, every
+(OpenVINO), every shape a batch can take; length groups weigh a forward pass as the runtime's
+(:mod:`tinyplm.serve.warmup`). Once warmed up, every
 object alive (the model, the tokenizer, the app) is moved out of the garbage collector's sight
 (``gc.freeze``): a full collection walking them stalled the event loop and the batch for ~200 ms
 every few seconds, which was 1-2% of requests at twice the median latency (p99 400 -> 215 ms
@@ -53,7 +54,7 @@ from tinyplm.serve.metrics import ServeMetrics
 from tinyplm.serve.middleware import OPEN_PATHS, Accounting, BearerAuth, BodyLimit, Tally
 from tinyplm.serve.openapi import openapi_document
 from tinyplm.serve.predictor import Predictor
-from tinyplm.serve.warmup import needs_shape_warm_up, warm_shapes
+from tinyplm.serve.warmup import needs_shape_warm_up, pass_overhead_tokens, warm_shapes
 
 log = logging.getLogger("tinyplm.serve")
 
@@ -111,6 +112,7 @@ def create_app(predictor: Predictor, settings: ServeSettings | None = None):
     (which runs its start-up: batcher, warm-up)."""
     settings = settings or ServeSettings()
     settings.check()
+    predictor.pass_overhead_tokens = pass_overhead_tokens(predictor.model)  # its runtime's, for length groups
     batcher = MicroBatcher(predictor.predict, settings.max_batch, settings.max_wait_ms / 1000, settings.max_queue)
     metrics = ServeMetrics(lambda: batcher.depth)
     batcher.on_batch = metrics.observe_batch
@@ -152,9 +154,9 @@ async def _warm_up(state: ServeState) -> None:
     if state.settings.warm_up:
         predictor = state.predictor
         await state.batcher.call(predictor.warm_up)
+        batch, length = state.settings.max_batch, predictor.info.max_length
         if needs_shape_warm_up(predictor.model):  # see tinyplm.serve.warmup
-            ran = await state.batcher.call(partial(warm_shapes, predictor.model, state.settings.max_batch,
-                                                   predictor.info.max_length))
+            ran = await state.batcher.call(partial(warm_shapes, predictor.model, batch, length))
             log.info("warmed up on %d input shapes", ran)
     gc.collect()
     gc.freeze()  # see the module docstring

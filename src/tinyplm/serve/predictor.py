@@ -14,10 +14,12 @@ model's arithmetic does not depend on the batch.
 The server may also ask for **length groups** (``split_by_length``, sequence heads): a micro-batch
 of requests has random lengths, and one forward pass pads every example to the longest. The
 examples are then sorted by length and cut into the groups that minimise padded tokens plus
-:data:`PASS_OVERHEAD_TOKENS` per forward pass (:func:`length_groups`, an exact DP over <= a few
-dozen examples). On SST-2 dev, random batches of 32 ran at 122 sentences/s in one pass and 192
-in groups on MiniLM-L6 (222 -> 371 on a 3-layer student; 2 cores). Files need none of this: a
-window sorted by length already makes batches of like lengths, exactly as evaluate's.
+``pass_overhead_tokens`` per forward pass (:func:`length_groups`, an exact DP over <= a few
+dozen examples; :data:`PASS_OVERHEAD_TOKENS` unless the server measured the model's own,
+:func:`tinyplm.serve.warmup.pass_overhead_tokens`). On SST-2 dev, random batches of 32 ran at
+122 sentences/s in one pass and 192 in groups on MiniLM-L6 (222 -> 371 on a 3-layer student; 2
+cores). Files need none of this: a window sorted by length already makes batches of like lengths,
+exactly as evaluate's.
 
 Pair and single-text inputs are encoded apart: a text alone in a batch of pairs would otherwise
 be encoded as a pair with an empty second text, and its prediction would depend on its neighbours.
@@ -87,7 +89,8 @@ def length_groups(lengths: Sequence[int], overhead: float = PASS_OVERHEAD_TOKENS
 @dataclass
 class Predictor:
     """A loaded model ready to predict (see the module docstring). ``batch_size`` is the largest
-    forward pass; ``split_by_length`` turns on length groups; ``forward_passes`` counts passes."""
+    forward pass; ``split_by_length`` turns on length groups, which weigh a forward pass as
+    ``pass_overhead_tokens`` padded tokens; ``forward_passes`` counts passes."""
 
     model: object
     tokenizer: object
@@ -95,6 +98,7 @@ class Predictor:
     batch_size: int = BATCH_SIZE
     split_by_length: bool = False
     forward_passes: int = 0
+    pass_overhead_tokens: float = PASS_OVERHEAD_TOKENS
 
     @classmethod
     def load(cls, target: Path, batch_size: int = BATCH_SIZE, split_by_length: bool = False,
@@ -156,7 +160,7 @@ class Predictor:
         """Logits of a sequence split run in :func:`length_groups` -> ``(N, labels)``."""
         enc = encode_split(split, self.tokenizer, self.info.max_length)
         parts = []
-        for group in length_groups(enc.lengths().tolist(), largest=self.batch_size):
+        for group in length_groups(enc.lengths().tolist(), self.pass_overhead_tokens, self.batch_size):
             parts.append((group, predict_logits(self.model, enc.subset(group), batch_size=len(group))))
             self.forward_passes += 1
         logits = torch.empty((len(enc), parts[0][1].shape[-1]), dtype=torch.float32)
