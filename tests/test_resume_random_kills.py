@@ -5,19 +5,20 @@ The recipe has every kind of stage a run writes: a teacher fine-tuned, a student
 two compress steps with KD recovery (FFN then head pruning), an ONNX Runtime int8 export, then
 measurement, the final-model copy and the reports.
 
-How the moments are drawn: the straight run is timed first. Its timeline starts at the claim of
-its run dir (the recipe written); the launch came ``C`` seconds before it (mostly imports), and
-every log line and every output file it wrote is a landmark at the time it was written. Ten
-moments are drawn with a seeded RNG, uniformly from ``LEAD`` seconds before the claim to the
-writing of report.html, and sorted. Launch k is killed at moment k: a moment before the claim at
-that time from the launch (``C`` less; at the launch's claim if it gets there sooner); a moment
-after it once the launch has claimed the run dir and the run has reached the last landmark before
-the moment, as long after as the straight run took from that landmark to the moment. So kills
-land at random instants between landmarks: in the start-up, in training steps, evaluations and
-checkpoint writes, in model saves, in the ONNX export, while measuring and while the reports are
-written; and a resumed launch, which first reloads what is done, is killed as far into the run as
-the straight one was at that moment, whatever the load on the machine. The first launch has no
-``--resume``; every later one has; the eleventh runs to the end.
+How the moments are drawn: the straight run is timed first. Its timeline starts at the claim of its
+run dir (the recipe written); the launch came ``C`` seconds before it (mostly imports), and every
+log line and every output file it wrote is a landmark at the time it was written. Ten moments are
+drawn with a seeded RNG, uniformly from ``LEAD`` seconds before the claim to the writing of
+report.html, and sorted (a seed always draws the same fractions of that span; their seconds follow
+the straight run's own timing on the machine at hand). Launch k is killed at moment k: a moment
+before the claim at that time from the launch (``C`` less; at the launch's claim if it gets there
+sooner); a moment after it once the launch has claimed the run dir and the run has reached the last
+landmark before the moment, as long after as the straight run took from that landmark to the
+moment. So kills land at random instants between landmarks: in the start-up, in training steps,
+evaluations and checkpoint writes, in model saves, in the ONNX export, while measuring and while
+the reports are written; and a resumed launch, which first reloads what is done, is killed as far
+into the run as the straight one was at that moment, whatever the load on the machine. The first
+launch has no ``--resume``; every later one has; the eleventh runs to the end.
 
 Set ``TINYPLM_KILL_SEED`` to draw other moments (the default seed is the one the suite runs).
 """
