@@ -255,7 +255,7 @@ def _json_diff(a: Any, b: Any, where: str = "") -> list[str]:
     """Paths where two parsed results.json (``a`` straight, ``b`` killed) differ, skipping the keys
     of :data:`MEASURED` and allowing those of :data:`RESUMED_ONLY` in ``b``."""
     if isinstance(a, dict) and isinstance(b, dict):
-        only = (a.keys() ^ b.keys()) - (b.keys() - a.keys() & RESUMED_ONLY)
+        only = (a.keys() ^ b.keys()) - ((b.keys() - a.keys()) & RESUMED_ONLY)
         out = [f"{where}.{k}: only in {'the straight run' if k in a else 'the killed run'}" for k in sorted(only)]
         for k in a.keys() & b.keys():
             if k not in MEASURED:
@@ -293,7 +293,7 @@ def test_sigkill_at_ten_random_moments_then_resume_matches_a_straight_run(tmp_pa
              + "\n".join(map(str, kills)))
     print(story)
     assert not problems, story + "\n" + "\n".join(problems)
-    log = [json.loads(line) for line in (killed / "logs" / "train.jsonl").read_text().splitlines()]
+    log = [json.loads(x) for x in (killed / "logs" / "train.jsonl").read_text().splitlines()]
     assert any(e["event"] == "resume" for e in log), story
 
 
