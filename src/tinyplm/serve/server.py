@@ -13,6 +13,13 @@ from ``uvicorn[standard]``) when installed, else asyncio and h11 (pure Python). 
 httptools a request costs ~25-30% less server CPU (measured on this 2-core machine with a stub
 model); the startup line says which run. Proxy headers are not read (``X-Forwarded-For`` from a
 client is not trusted, and the app never uses the client's address).
+
+Two threads share the GIL: the event loop's and the inference thread's, which holds it between
+forward passes (grouping, padding, reading logits back). Python hands the GIL over only every
+``sys.getswitchinterval()`` (5 ms by default), so each hand-over could leave both cores idle for
+milliseconds; the server sets :data:`SWITCH_INTERVAL_S` (0.5 ms) while it runs. A 2-layer int8
+student at 32 clients served 930 sentences/s on the mean of 10 runs with it, 778 without
+(0.2 ms: 760, 1 ms: 763; runs alternated on this 2-core machine).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import importlib.util
 import signal
 import socket
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,6 +36,8 @@ import uvicorn
 from tinyplm.errors import TinyplmError
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: How often the GIL may change hands while serving (see the module docstring).
+SWITCH_INTERVAL_S = 0.0005
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -80,9 +90,12 @@ def run(app, sock: socket.socket, grace_s: float, on_started: Callable[[], None]
                             timeout_keep_alive=5)
     server = _Server(config, on_started)
     previous = {sig: signal.signal(sig, lambda *_: None) for sig in STOP_SIGNALS}
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
         server.run(sockets=[sock])
     finally:
+        sys.setswitchinterval(interval)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         sock.close()
