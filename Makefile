@@ -38,7 +38,7 @@ AUTO_LOG := .pytest_cache/tinyplm-auto-precision.txt
 test: setup
 	$(BIN)/ruff check src tests benchmarks
 	TINYPLM_BF16=on TINYPLM_AUTO_LOG=$(AUTO_LOG) $(BIN)/python -m pytest -q
-	TINYPLM_BF16=off $(BIN)/python -m pytest -q --auto-precision-only $(AUTO_LOG) || [ $$? -eq 5 ]
+	TINYPLM_BF16=off $(BIN)/python -m pytest -q tests --auto-precision-only $(AUTO_LOG) || [ $$? -eq 5 ]
 
 clean-demo:
 	rm -rf $(DEMO_DIR)
