@@ -193,11 +193,10 @@ def serve_cmd(
     _threads(threads)
     predictor = Predictor.load(model_dir, batch_size=max_batch, split_by_length=True,
                                **_settings(max_length, doc_stride, max_query_length, null_threshold))
-    info = predictor.info
     asgi, state = create_app(predictor, settings)
     sock = bind(host, port)
     address = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
-    say = partial(err.print, markup=False, highlight=False, soft_wrap=True)
+    say, info = partial(err.print, markup=False, highlight=False, soft_wrap=True), predictor.info
     say(f"serving {info.path} ({info.head} head, max length {info.max_length} from {info.max_length_from})")
     if key is None and not is_loopback(host):
         say(f"warning: serving on {host} without an API key: anyone who reaches this port can use the model; "

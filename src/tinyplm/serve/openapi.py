@@ -14,6 +14,7 @@ an answer is not a breaking change of the document.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
@@ -161,10 +162,7 @@ def openapi_document(*, title: str, description: str, head: Head, regression: bo
         return schema
 
     error = ref(ErrorBody)
-
-    def fails(description: str, headers: dict | None = None) -> dict:
-        return _json(error, description, headers)
-
+    fails = partial(_json, error)  # (description, headers): an error answer with the JSON error body
     unauthorized = {"401": fails("no bearer token, or not the server's API key", WWW_AUTH)} if auth else {}
     predict_errors = {
         "400": fails("the body is not valid JSON"),
