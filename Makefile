@@ -33,7 +33,7 @@ demo: setup
 # the CPU), then the tests whose code resolved 'auto' run again with it forced off, so a CPU with or
 # without native bf16 hides neither path. Subprocesses inherit the switch; only tests run in-process
 # are listed for the second pass.
-AUTO_LOG := .pytest_cache/tinyplm-auto-precision.txt
+AUTO_LOG := $(CURDIR)/.pytest_cache/tinyplm-auto-precision.txt
 
 test: setup
 	$(BIN)/ruff check src tests benchmarks
