@@ -9,6 +9,8 @@ import yaml
 
 from tinyplm.errors import TinyplmError, did_you_mean
 from tinyplm.files import write_atomic
+from tinyplm.models.load_route import Loader, LoadRoute, load_route, route_of_config
+from tinyplm.models.shape import SHAPE_KEY
 from tinyplm.report.html import fmt_shape, fmt_value
 from tinyplm.report.records import RunRecord, StageRecord
 from tinyplm.report.summary import MEASUREMENT_NOTE
@@ -120,26 +122,40 @@ _ONNX = [
 ]
 
 
-def _usage(record: RunRecord, stage: StageRecord | None = None) -> list[str]:
-    """The intended-use paragraph and a loading snippet that works for this model's format."""
+def _stage_route(stage: StageRecord | None) -> LoadRoute:
+    """The load route a stage record implies, for a card rendered without its model dir."""
+    if stage is None:
+        return LoadRoute(Loader.TRANSFORMERS)
+    step, shape = stage.compress_step or "", stage.shape or {}
+    if stage.runtime == "openvino":
+        return LoadRoute(Loader.OPENVINO)
+    if step.startswith("onnx") or stage.runtime == "onnxruntime":
+        return LoadRoute(Loader.ONNXRUNTIME)
+    if "heads_per_layer" in shape:
+        return route_of_config({SHAPE_KEY: {"heads": shape["heads_per_layer"], "ffn": shape.get("ffn_per_layer", [])}})
+    return LoadRoute(Loader.TRANSFORMERS)
+
+
+def _usage(record: RunRecord, stage: StageRecord | None = None, route: LoadRoute | None = None) -> list[str]:
+    """The intended-use paragraph and a loading snippet that works for this model's format
+    (``route``: how its saved dir loads, :func:`~tinyplm.models.load_route.load_route`)."""
     pipeline, auto = task_kind(record.task)
     intro = [
         f"A compact {pipeline} model for the **{record.task}** task, meant for fast CPU inference "
         "where the teacher is too slow or too large. Use it on inputs like the task's own data.",
         "",
     ]
-    step = (stage.compress_step or "") if stage is not None else ""
-    shape = (stage.shape or {}) if stage is not None else {}
-    runtime = stage.runtime if stage is not None else "torch"
-    if runtime == "openvino":
-        return [*intro, f"An OpenVINO model (`model.xml` + `model.bin`, {stage.precision}), run by OpenVINO's "
+    route = route or _stage_route(stage)
+    if route.loader == Loader.OPENVINO:
+        precision = f", {stage.precision}" if stage is not None and stage.precision else ""
+        return [*intro, f"An OpenVINO model (`model.xml` + `model.bin`{precision}), run by OpenVINO's "
                 "CPU plugin:", "", *_OPENVINO]
-    if step.startswith("onnx") or runtime == "onnxruntime":
+    if route.loader == Loader.ONNXRUNTIME:
         return [*intro, "An ONNX Runtime model (`model.onnx`, int8), loaded without PyTorch:", "", *_ONNX]
-    if "heads_per_layer" in shape:
+    if route.loader == Loader.TINYPLM:
         return intro + [
-            "Its layers were pruned to different sizes (`tinyplm_shape` in config.json), which a plain "
-            "Hugging Face BERT config cannot describe; tinyplm rebuilds that shape when loading:",
+            f"Plain transformers cannot build this model: {route.why}. tinyplm rebuilds it when loading "
+            "(or use an exported ONNX/OpenVINO copy, which loads in its runtime alone):",
             "",
             "```python",
             "from pathlib import Path",
@@ -211,8 +227,9 @@ def _training(stage: StageRecord) -> list[str]:
     return lines or ["No training details were recorded for this model."]
 
 
-def render_model_card(record: RunRecord, stage_name: str) -> str:
-    """The README.md text of a model card for stage ``stage_name`` of ``record``.
+def render_model_card(record: RunRecord, stage_name: str, route: LoadRoute | None = None) -> str:
+    """The README.md text of a model card for stage ``stage_name`` of ``record`` (``route``: how
+    its saved dir loads; without it, what the stage record implies).
 
     Raises :class:`TinyplmError` when the record has no such stage.
     """
@@ -233,7 +250,7 @@ def render_model_card(record: RunRecord, stage_name: str) -> str:
         f"({record.metric} {value} on the dev split).",
         "",
         "## Model description", "", *_description(record, stage), "",
-        "## Intended use and how to load it", "", *_usage(record, stage), "",
+        "## Intended use and how to load it", "", *_usage(record, stage, route), "",
         *_results(record, stage), "",
         "## Training details", "", *_training(stage), "",
         "## Limitations",
@@ -256,4 +273,5 @@ def write_model_card(model_dir: Path, record: RunRecord, stage_name: str) -> Pat
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
         raise TinyplmError(f"{model_dir}: not a model directory; expected a saved model folder")
-    return write_atomic(model_dir / "README.md", render_model_card(record, stage_name))
+    route = load_route(model_dir) if (model_dir / "config.json").is_file() else None
+    return write_atomic(model_dir / "README.md", render_model_card(record, stage_name, route))
