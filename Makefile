@@ -37,6 +37,7 @@ AUTO_LOG := $(CURDIR)/.pytest_cache/tinyplm-auto-precision.txt
 
 test: setup
 	$(BIN)/ruff check src tests benchmarks
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d $(CURDIR)/.pytest_cache/site
 	TINYPLM_BF16=on TINYPLM_AUTO_LOG=$(AUTO_LOG) $(BIN)/python -m pytest -q
 	TINYPLM_BF16=off $(BIN)/python -m pytest -q tests --auto-precision-only $(AUTO_LOG) || [ $$? -eq 5 ]
 
