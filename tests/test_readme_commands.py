@@ -1,9 +1,10 @@
-"""Every command line README.md shows is exercised through the CLI, so the README cannot rot.
+"""Every command line README.md and the docs/ site show is exercised through the CLI, so neither can rot.
 
-README.md is parsed at test time: each line of a ```bash block and each inline code span that
-starts with ``tinyplm `` or ``python benchmarks/`` (an ``accelerate launch ... -m tinyplm.cli ...``
-line counts as the ``tinyplm`` command it launches). :data:`README_LINES` maps each such line, as
-written, to how it is exercised; a test keeps the two in step both ways.
+README.md and every docs/**/*.md page are parsed at test time: each line of a ```bash block and each
+inline code span that starts with ``tinyplm `` or ``python benchmarks/`` (an ``accelerate launch ...
+-m tinyplm.cli ...`` line counts as the ``tinyplm`` command it launches). :data:`DOC_LINES` maps each
+such line, as written (once, however many pages show it), to how it is exercised; a test keeps the
+two in step both ways.
 
 Every line gets the cheap check: its subcommand exists, the Typer/click command parses the line's
 arguments (every option it uses is accepted, values have the right type, required options are
@@ -14,7 +15,7 @@ The lines that run in seconds on a tiny model also run for real, through the CLI
 out like the repository: a tmp ``main/`` as the working directory (its ``recipes`` a link to the
 shipped recipes) beside a tmp ``shared/data`` holding tiny GLUE (RTE, MRPC), SQuAD, CoNLL-2003 and
 corpus files in the official layouts, with ``TINYPLM_DATA`` pointing there. So relative paths such
-as ``runs/rte-l3`` or ``../shared/data/squad/dev-v1.1.json`` mean what they mean in the README. A
+as ``runs/rte-l3`` or ``../shared/data/squad/dev-v1.1.json`` mean what they mean in the docs. A
 line runs as written, or with the substitutions its table entry lists (a model alias replaced by a
 tiny model, a budget shrunk, arguments added); the substituted command keeps the line's subcommand
 and every option it uses, which a test checks. The ``accelerate launch`` line runs as a subprocess
@@ -42,6 +43,7 @@ from conftest import FILLER, NEGATIVE, POSITIVE, REPO, WORDS, make_tiny_model_di
 from helpers_cli import Result, cli
 
 README = REPO / "README.md"
+DOCS = REPO / "docs"
 PROGRAMS = ("tinyplm ", "python benchmarks/")
 
 
@@ -50,10 +52,10 @@ PROGRAMS = ("tinyplm ", "python benchmarks/")
 
 @dataclass(frozen=True)
 class Way:
-    """How one README line is exercised.
+    """How one documented command line is exercised.
 
     ``test`` names the test in this file that runs it for real (None: only the cheap check, and
-    ``why`` says why). For a real run, ``replace`` maps a README token to the token used and
+    ``why`` says why). For a real run, ``replace`` maps a token of the line to the token used and
     ``add`` lists arguments appended to the ``tinyplm`` arguments; both may name the tiny teacher
     as ``{teacher}`` (see :class:`World`). ``why`` says what the substitutions are for.
     """
@@ -74,8 +76,8 @@ TINY_GLUE_RUN = ("teacher.model={teacher}", "teacher.finetune.max_steps=2", "stu
 TINY_PRETRAIN = ("train.max_steps=2", "corpus.max_length=32", "eval.max_texts=4", "eval.pppl_texts=2",
                  "eval.pppl_max_length=16")
 
-#: Each README command line (exactly as README.md writes it, comment stripped) -> how it is exercised.
-README_LINES: dict[str, Way] = {
+#: Each command line of README.md and docs/ (exactly as written, comment stripped) -> how it is exercised.
+DOC_LINES: dict[str, Way] = {
     "tinyplm tasks": Way("test_tasks_as_written", "as written, from the repository root"),
     "tinyplm validate recipes/glue/mrpc_demo.yaml": Way(
         "test_validate_mrpc_demo_as_written", "as written, from the repository root, on ../shared/data and the "
@@ -84,7 +86,7 @@ README_LINES: dict[str, Way] = {
         "test_mrpc_demo_run_then_resume", "the shipped recipe, shrunk by overrides to the tiny teacher, "
         "2 steps per stage and 1 timing round", add=TINY_GLUE_RUN),
     "tinyplm run recipes/glue/mrpc_demo.yaml teacher.finetune.budget_minutes=2 students.*.train.lr=5e-5": Way(
-        "test_mrpc_demo_run_with_the_readme_overrides", "the README's overrides kept (and checked in "
+        "test_mrpc_demo_run_with_the_readme_overrides", "the line's overrides kept (and checked in "
         "config.resolved.yaml), plus the tiny overrides and its own output_dir",
         add=(*TINY_GLUE_RUN, "output_dir=runs/mrpc_overrides")),
     "tinyplm run recipes/glue/mrpc_demo.yaml --resume": Way(
@@ -146,7 +148,17 @@ README_LINES: dict[str, Way] = {
         "(hours; its parts are tested in tests/test_benchmarks.py)"),
     "python benchmarks/compress_pareto.py --task sst2|mrpc": Way(
         None, "cheap check only: a teacher, a student and a dozen compressed variants, each trained for "
-        "minutes; sst2|mrpc is the README's either-or"),
+        "minutes; sst2|mrpc is the docs' either-or"),
+    "python benchmarks/compress_pareto.py --task mrpc --variants student-combined-ov teacher-small-ov "
+    "teacher-ov-int8": Way(
+        None, "cheap check only: the run behind docs/results/compress-pareto.md (29 minutes of training); "
+        "tests/test_benchmarks.py tests the script's parts"),
+    "tinyplm run recipes/glue/sst2_demo.yaml": Way(
+        None, "cheap check only: the demo itself (`make demo`, 30 minutes); tests/test_recipes_cli.py validates the "
+        "recipe and test_mrpc_demo_run_then_resume runs a shipped GLUE demo recipe shrunk"),
+    "python benchmarks/serve_load.py runs/sst2_demo/model runs/sst2_demo/teacher": Way(
+        None, "cheap check only: the run behind docs/results/serve-load.md (minutes of load on four servers); "
+        "tests/serve/test_serve_process.py runs its flood and SIGTERM checks on a tiny model"),
     "python benchmarks/pretrain_objectives.py --budget-minutes 10": Way(
         None, "cheap check only: pre-trains one model per objective, then fine-tunes each on two tasks"),
     "tinyplm predict runs/sst2_demo --input reviews.txt --output predictions.jsonl": Way(
@@ -211,13 +223,28 @@ README_LINES: dict[str, Way] = {
 }
 
 
-# --------------------------------------------------------------------------- reading the README
+# --------------------------------------------------------------------------- reading README.md and docs/
+
+
+def doc_files() -> list[Path]:
+    """README.md, then every page of the docs/ site (docs/**/*.md), in path order."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
+def documented_lines() -> dict[str, list[str]]:
+    """Each command line of README.md and docs/, in order of first appearance -> the files (relative to
+    the repository) that show it."""
+    shown: dict[str, list[str]] = {}
+    for path in doc_files():
+        for line in readme_lines(path.read_text(encoding="utf-8")):
+            shown.setdefault(line, []).append(str(path.relative_to(REPO)))
+    return shown
 
 
 def readme_lines(text: str | None = None) -> list[str]:
-    """The command lines of README.md, in order, trailing ``# comments`` and spaces stripped:
-    lines of ```bash blocks and inline code spans (outside fenced blocks) that start with
-    ``tinyplm `` or ``python benchmarks/``, or that launch ``-m tinyplm.cli``."""
+    """The command lines of one Markdown text (README.md by default), in order, trailing ``# comments``
+    and spaces stripped: lines of ```bash blocks and inline code spans (outside fenced blocks) that
+    start with ``tinyplm `` or ``python benchmarks/``, or that launch ``-m tinyplm.cli``."""
     text = README.read_text(encoding="utf-8") if text is None else text
     fence = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.M | re.S)
     found: list[str] = []
@@ -259,25 +286,28 @@ def test_readme_parser_finds_blocks_spans_and_launches() -> None:
     assert _strip_comment("tinyplm run a.yaml x=1#2   # comment") == "tinyplm run a.yaml x=1#2"
 
 
-def test_readme_has_command_lines() -> None:
-    lines = readme_lines()
-    assert any(line.startswith("tinyplm ") for line in lines), "no tinyplm command found in README.md"
+def test_readme_and_docs_have_command_lines() -> None:
+    assert any(line.startswith("tinyplm ") for line in readme_lines()), "no tinyplm command found in README.md"
+    pages = doc_files()[1:]
+    assert pages, f"no Markdown pages under {DOCS}"
+    lines = documented_lines()
+    assert any("docs/" in f for files in lines.values() for f in files), "no command line found in docs/"
     assert all("#" not in line.split()[-1] for line in lines)
 
 
-def test_table_and_readme_agree() -> None:
-    shown = readme_lines()
-    missing = [line for line in shown if line not in README_LINES]
-    stale = [line for line in README_LINES if line not in shown]
-    assert not missing, ("README.md shows command lines that tests/test_readme_commands.py does not know; add each "
-                         "to README_LINES with how it is exercised:\n" + "\n".join(missing))
-    assert not stale, ("README_LINES holds lines that README.md no longer shows; remove or update them:\n"
-                       + "\n".join(stale))
+def test_table_and_docs_agree() -> None:
+    shown = documented_lines()
+    missing = [f"{line}    ({', '.join(shown[line])})" for line in shown if line not in DOC_LINES]
+    stale = [line for line in DOC_LINES if line not in shown]
+    assert not missing, ("README.md or docs/ show command lines that tests/test_readme_commands.py does not know; "
+                         "add each to DOC_LINES with how it is exercised:\n" + "\n".join(missing))
+    assert not stale, ("DOC_LINES holds lines that neither README.md nor docs/ show any more; remove or update "
+                       "them:\n" + "\n".join(stale))
 
 
 def test_every_real_run_names_a_test_here() -> None:
     here = sys.modules[__name__]
-    for line, way in README_LINES.items():
+    for line, way in DOC_LINES.items():
         assert way.why, line
         if way.test is not None:
             assert callable(getattr(here, way.test, None)), f"{line!r}: no test named {way.test} in this file"
@@ -285,11 +315,11 @@ def test_every_real_run_names_a_test_here() -> None:
             assert not way.replace and not way.add, f"{line!r}: substitutions but no test runs it"
 
 
-@pytest.mark.parametrize("line", [line for line, way in README_LINES.items() if way.test])
+@pytest.mark.parametrize("line", [line for line, way in DOC_LINES.items() if way.test])
 def test_substitutions_keep_the_command_and_its_options(line: str) -> None:
-    """A real run is the README's command: same subcommand, every option of the line still there,
+    """A real run is the documented command: same subcommand, every option of the line still there,
     and each replaced token really is in the line."""
-    way = README_LINES[line]
+    way = DOC_LINES[line]
     readme = tinyplm_args(line)
     used = argv(line, World.placeholder())
     assert used[:len(_subcommand(readme))] == _subcommand(readme)
@@ -325,9 +355,9 @@ def _resolve(args: list[str]):
     return command, " ".join(path), args
 
 
-@pytest.mark.parametrize("line", readme_lines())
+@pytest.mark.parametrize("line", list(documented_lines()))
 def test_readme_line_parses(line: str) -> None:
-    """The cheap check, for every README line: the command exists and accepts the line."""
+    """The cheap check, for every line of README.md and docs/: the command exists and accepts the line."""
     if line.startswith("python benchmarks/"):
         _check_benchmark_line(line)
         return
@@ -413,14 +443,14 @@ class World:
 
 
 def argv(line: str, world: World) -> list[str]:
-    """The arguments a real run of README line ``line`` uses (its :class:`Way`'s substitutions)."""
-    way = README_LINES[line]
+    """The arguments a real run of documented line ``line`` uses (its :class:`Way`'s substitutions)."""
+    way = DOC_LINES[line]
     words = [way.replace[w].format(**world.names) if w in way.replace else w for w in tinyplm_args(line)]
     return words + [a.format(**world.names) for a in way.add]
 
 
 def run_line(line: str, world: World) -> Result:
-    """Run README line ``line`` (with its substitutions) through the CLI in the world."""
+    """Run documented line ``line`` (with its substitutions) through the CLI in the world."""
     return cli(argv(line, world), cwd=world.cwd, env=world.env)
 
 
@@ -714,7 +744,7 @@ def test_predict_line(world: World) -> None:
 
 
 def test_world_is_laid_out_like_the_repository(world: World) -> None:
-    """The tiny world's data is where the README's relative paths look (and TINYPLM_DATA says)."""
+    """The tiny world's data is where the docs' relative paths look (and TINYPLM_DATA says)."""
     assert os.path.samefile(world.cwd / ".." / "shared" / "data", world.data)
     from tinyplm import tasks
 
