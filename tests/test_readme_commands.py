@@ -4,7 +4,8 @@ README.md and every docs/**/*.md page are parsed at test time: each line of a ``
 inline code span that starts with ``tinyplm `` or ``python benchmarks/`` (an ``accelerate launch ...
 -m tinyplm.cli ...`` line counts as the ``tinyplm`` command it launches). :data:`DOC_LINES` maps each
 such line, as written (once, however many pages show it), to how it is exercised; a test keeps the
-two in step both ways.
+two in step both ways. README.md is the front door: it opens with the two commands (``make demo``,
+``make test``), its links into docs/ resolve, and its demo table is the one docs/results/demo.md holds.
 
 Every line gets the cheap check: its subcommand exists, the Typer/click command parses the line's
 arguments (every option it uses is accepted, values have the right type, required options are
@@ -303,6 +304,34 @@ def test_table_and_docs_agree() -> None:
                          "add each to DOC_LINES with how it is exercised:\n" + "\n".join(missing))
     assert not stale, ("DOC_LINES holds lines that neither README.md nor docs/ show any more; remove or update "
                        "them:\n" + "\n".join(stale))
+
+
+def test_readme_opens_with_the_two_commands() -> None:
+    """The front door: the title, then one block with `make demo` and `make test`, in that order."""
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith("# ") and lines[1:3] == ["", "```bash"], \
+        "README.md must open with its command block, right under the title"
+    block = lines[3:lines.index("```", 3)]
+    assert [line.split()[:2] for line in block] == [["make", "demo"], ["make", "test"]], block
+
+
+def test_readme_links_resolve() -> None:
+    """Every relative link of README.md (into docs/, mostly) names a file that exists."""
+    text = README.read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)\s]+)\)", text)
+    assert any(t.startswith("docs/") for t in targets), "README.md links nowhere into docs/"
+    broken = [t for t in targets if "://" not in t and not (REPO / t.split("#", 1)[0]).exists()]
+    assert not broken, f"README.md links to files that do not exist: {broken}"
+
+
+def test_readme_demo_table_is_the_results_table() -> None:
+    """The headline table in README.md is, row for row, the one docs/results/demo.md keeps."""
+    def table(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.startswith("| ") or line.startswith("|:")]
+
+    readme = table(README.read_text(encoding="utf-8"))
+    results = table((DOCS / "results" / "demo.md").read_text(encoding="utf-8"))
+    assert readme and readme == results, "README.md's demo table differs from docs/results/demo.md's"
 
 
 def test_every_real_run_names_a_test_here() -> None:
