@@ -33,7 +33,7 @@ DataKind = Literal["task", "augmented", "corpus"]
 
 @dataclass(frozen=True)
 class RunPaths:
-    """The layout of a run directory (see the README's "A run directory")."""
+    """The layout of a run directory (see docs/quickstart.md, "A run directory")."""
 
     root: Path
 
