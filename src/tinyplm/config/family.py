@@ -11,6 +11,9 @@
                    pre-trained here on the corpus), its layers mixed by a learned scalar mix, into a BiLSTM
 ``feature_bilstm`` a frozen transformer (``encoder``), its last ``feature_layers`` hidden layers
                    concatenated into a BiLSTM classifier (Devlin et al.'s feature-based setting)
+``static``         a bag of the teacher's word-piece vectors (mean, SIF- or Zipf-weighted) into a linear
+                   classifier; the table made from ``encoder`` the Model2Vec way (``static`` options)
+``static_cnn``     a 1-D CNN (Kim 2014) over the same table
 =================  ======================================================================================
 
 A student with ``family`` trains with the student's ``objective``/``train`` (or ``stages``), like a
@@ -27,13 +30,16 @@ from pydantic import Field, model_validator
 
 from tinyplm.config.base import Section, TrainSpec
 
-Arch = Literal["tfidf_lr", "lstm", "bilstm", "elmo_bilstm", "feature_bilstm"]
+Arch = Literal["tfidf_lr", "lstm", "bilstm", "elmo_bilstm", "feature_bilstm", "static", "static_cnn"]
 #: The option groups that belong to one arch only (setting one for another arch is an error).
 ARCH_OPTIONS: dict[str, tuple[str, ...]] = {
     "tfidf": ("tfidf_lr",), "embeddings": ("lstm", "bilstm"), "vocab_size": ("lstm", "bilstm", "elmo_bilstm"),
-    "min_count": ("lstm", "bilstm", "elmo_bilstm"), "bilm": ("elmo_bilstm",), "encoder": ("feature_bilstm",),
-    "feature_layers": ("feature_bilstm",),
+    "min_count": ("lstm", "bilstm", "elmo_bilstm"), "bilm": ("elmo_bilstm",),
+    "encoder": ("feature_bilstm", "static", "static_cnn"), "feature_layers": ("feature_bilstm",),
+    "static": ("static", "static_cnn"),
 }
+#: The options of ``family.static`` that belong to one of the two static archs only.
+STATIC_OPTIONS: dict[str, str] = {"weighting": "static", "sif_a": "static", "filters": "static_cnn"}
 
 
 class TfidfSpec(Section):
@@ -87,6 +93,33 @@ class BiLMSpec(Section):
                 "hidden": self.hidden}
 
 
+class StaticSpec(Section):
+    """The word-piece table of a static student (``models.family.static_init``) and its classifier."""
+
+    dims: int = Field(256, ge=2, le=4096, description="table width: the teacher's piece vectors reduced by PCA "
+                      "to this many components (at most the encoder's hidden size)")
+    tokens: Literal["used", "all"] = Field("used", description="rows for the pieces the training data uses and "
+                                           "the specials (others read [UNK]'s row), or for the whole vocabulary")
+    weighting: Literal["mean", "sif", "zipf"] = Field("sif", description="static: the bag's piece weights: 1, "
+                                                      "a/(a+p) with p the training text's frequency (sif), or p "
+                                                      "by Zipf's law over the vocabulary order (zipf, as Model2Vec)")
+    sif_a: float = Field(1e-3, gt=0, le=1, description="static: the a of a/(a+p)")
+    filters: list[tuple[int, int]] = Field([(2, 100), (3, 100), (4, 100)], min_length=1,
+                                           description="static_cnn: [width, channels] pairs")
+    hidden: int = Field(0, ge=0, le=4096, description="a ReLU layer of this width before the classifier; 0: none")
+    table_dtype: Literal["fp32", "fp16", "int8"] = Field("fp32", description="how model.safetensors stores the "
+                                                         "table (int8: one scale per row); loading rebuilds floats")
+    freeze: bool = Field(False, description="keep the table fixed while the classifier trains")
+    batch_size: int = Field(512, ge=1, description="pieces per teacher pass while the table is made")
+
+    @model_validator(mode="after")
+    def _filters_are_sizes(self) -> StaticSpec:
+        bad = [f for f in self.filters if min(f) < 1]
+        if bad:
+            raise ValueError(f"family.static.filters: [width, channels] must both be at least 1, got {list(bad[0])}")
+        return self
+
+
 class FamilySpec(Section):
     """One model-family student (see the module docstring)."""
 
@@ -99,10 +132,12 @@ class FamilySpec(Section):
     min_count: int = Field(1, ge=1, description="(bi)lstm: keep training words seen at least this often")
     embeddings: EmbeddingSpec = EmbeddingSpec()
     bilm: BiLMSpec = BiLMSpec()
-    encoder: str = Field("base", min_length=1, description="feature_bilstm: the frozen transformer: base (the "
-                         "teacher's checkpoint before fine-tuning), finetuned, or a model dir")
+    encoder: str = Field("base", min_length=1, description="feature_bilstm: the frozen transformer; static, "
+                         "static_cnn: the transformer whose piece vectors make the table: base (the teacher's "
+                         "checkpoint before fine-tuning), finetuned, or a model dir of the teacher's vocabulary")
     feature_layers: int = Field(4, ge=1, le=24, description="feature_bilstm: last hidden layers concatenated")
     tfidf: TfidfSpec = TfidfSpec()
+    static: StaticSpec = StaticSpec()
 
     @model_validator(mode="after")
     def _options_fit_the_arch(self) -> FamilySpec:
@@ -112,6 +147,11 @@ class FamilySpec(Section):
             unused = option in self.model_fields_set and self.arch not in archs
             if unused and getattr(self, option) != type(self).model_fields[option].default:
                 raise ValueError(f"family.{option} is for arch {' / '.join(archs)}, not {self.arch}")
+        static = type(self.static).model_fields
+        for option, arch in STATIC_OPTIONS.items():
+            unused = option in self.static.model_fields_set and self.arch != arch
+            if unused and getattr(self.static, option) != static[option].get_default():
+                raise ValueError(f"family.static.{option} is for arch {arch}, not {self.arch}")
         return self
 
     @property

@@ -3,8 +3,10 @@
 A saved dir holds ``config.json`` (``model_type: tinyplm_family``, the shape and labels),
 ``model.safetensors`` (every tensor, the TF-IDF idf and coefficients included; nothing pickled)
 and the tokenizer: ``word_tokenizer.json`` (word and n-gram models) or the transformer's own
-files (``feature_bilstm``). :func:`load_family` rebuilds the module from the config and loads the
-weights strictly, so a reloaded model gives identical logits.
+files (``feature_bilstm``, ``static``, ``static_cnn``). :func:`load_family` rebuilds the module from
+the config and loads the weights strictly, so a reloaded model gives identical logits. A model
+may store a tensor otherwise than it holds it (a static table in fp16 or int8:
+``FamilyModule.saved_state`` / ``load_saved_state``); loading rebuilds the float tensor.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from torch import nn
 
 from tinyplm.errors import ModelError
-from tinyplm.models.family.config import MODEL_TYPE, FamilyConfig
+from tinyplm.models.family.config import MODEL_TYPE, STATIC_ARCHS, TEACHER_TOKENIZED, FamilyConfig
 from tinyplm.models.family.words import TOKENIZER_FILE, WordTokenizer
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
 
@@ -39,6 +41,10 @@ def build_module(config: FamilyConfig) -> nn.Module:
         from tinyplm.models.family.features import FeatureBiLstm
 
         model = FeatureBiLstm(config)
+    elif config.arch in STATIC_ARCHS:
+        from tinyplm.models.family.static import StaticBag, StaticCnn
+
+        model = StaticBag(config) if config.arch == "static" else StaticCnn(config)
     else:
         raise ModelError(f"family arch {config.arch!r} cannot be built by this version of tinyplm")
     model.record_params()
@@ -74,8 +80,8 @@ def save_family(model: nn.Module, folder: Path) -> None:
 
     model.config.architectures = [type(model).__name__]
     model.record_params()
+    state = model.saved_state()  # first: a static table is rounded to its stored precision here
     model.config.save_pretrained(folder)
-    state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     save_file(state, str(Path(folder) / WEIGHTS), metadata={"format": "pt"})
 
 
@@ -108,7 +114,7 @@ def load_family(path: Path, labels: tuple[str, ...], is_regression: bool = False
         raise ModelError(f"{path}: no {WEIGHTS}")
     model = build_module(config)
     try:
-        model.load_state_dict(load_file(str(weights)), strict=True)
+        model.load_saved_state(load_file(str(weights)))
     except (RuntimeError, OSError, SafetensorError) as exc:
         why = " ".join(str(exc).split())[:300]
         raise ModelError(f"{weights}: does not fit {path / 'config.json'} ({why})") from None
@@ -116,15 +122,20 @@ def load_family(path: Path, labels: tuple[str, ...], is_regression: bool = False
 
 
 def load_family_tokenizer(path: Path, config: FamilyConfig):
-    """The tokenizer saved with a family student: its word vocabulary, or (feature_bilstm) the
-    transformer's tokenizer. Raises ``ModelError``."""
-    if config.arch == "feature_bilstm" and not (path / TOKENIZER_FILE).is_file():
+    """The tokenizer saved with a family student: its word vocabulary, or (feature_bilstm, static,
+    static_cnn) the transformer's tokenizer. Raises ``ModelError``, also when a static student's
+    tokenizer gives ids past the model's ``vocab_size``."""
+    if config.arch in TEACHER_TOKENIZED and not (path / TOKENIZER_FILE).is_file():
         from transformers import AutoTokenizer
 
         try:
-            return AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)
+            tok = AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)
         except Exception as exc:  # transformers raises many types for broken tokenizer files
             raise ModelError(f"{path}: cannot load the transformer's tokenizer ({exc.__class__.__name__})") from None
+        if config.arch in STATIC_ARCHS and len(tok) > config.vocab_size:
+            raise ModelError(f"{path}: its tokenizer has {len(tok)} word pieces but the model reads "
+                             f"{config.vocab_size} (vocab_size in config.json); the tokenizer is not this model's")
+        return tok
     tok = WordTokenizer.load(path)
     if len(tok) > config.vocab_size:
         raise ModelError(f"{path / TOKENIZER_FILE}: has {len(tok)} tokens but the model's vocab_size is "

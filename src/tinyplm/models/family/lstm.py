@@ -111,6 +111,15 @@ class FamilyModule(nn.Module):
 
         setattr(self.config, PARAMS_KEY, [self.num_parameters(), self.num_parameters(exclude_embeddings=True)])
 
+    def saved_state(self) -> dict[str, torch.Tensor]:
+        """The tensors model.safetensors holds (``models.family.io.save_family``): the state dict,
+        unless a model stores some tensor otherwise (a static table in fp16 or int8)."""
+        return {k: v.detach().contiguous() for k, v in self.state_dict().items()}
+
+    def load_saved_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Load what :meth:`saved_state` wrote, strictly; raises ``RuntimeError`` when it does not fit."""
+        self.load_state_dict(state, strict=True)
+
     def num_parameters(self, exclude_embeddings: bool = False) -> int:
         skip = {id(m.weight) for m in self.modules() if isinstance(m, nn.Embedding)} if exclude_embeddings else set()
         seen: set[int] = set()

@@ -1,0 +1,165 @@
+"""The table of a static student, made from the teacher the way Model2Vec makes its tables
+(Tulkens and van Dongen 2024), by tinyplm itself:
+
+1. each word piece kept goes through the teacher encoder alone, framed by the tokenizer's own
+   special tokens (``[CLS] piece [SEP]`` for BERT), in batches; its vector is the output state at
+   the piece's position (:func:`passthrough_vectors`). (Model2Vec 0.4 frames a piece as
+   ``[SEP] piece [CLS]`` and averages all three output states.)
+2. PCA (scikit-learn; centred, not whitened) to ``dims`` components (:func:`pca_table`).
+3. the bag's weight of each piece (:func:`piece_weights`): 1 (``mean``); ``a / (a + p(t))`` with
+   ``p`` the piece's frequency in the task's training text (``sif``, Arora et al. 2017); or the
+   same with ``p`` from Zipf's law over the vocabulary order, taken as frequency rank, as Model2Vec
+   does (``zipf``). Special tokens weigh 0.
+
+The pieces kept are the whole vocabulary (``tokens: all``) or the ones the training data uses
+plus the specials (``used``: far fewer teacher passes and a smaller file; an unseen piece reads
+``[UNK]``'s row).
+
+We do not call the ``model2vec`` package for this: it is the reference peer that a benchmark
+measures tinyplm's static students against, installed as an optional extra and never a dependency
+of tinyplm, so tinyplm must build (and be tested) without it; and the steps are few, each tested
+here on a tiny teacher.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from tinyplm.config.family import StaticSpec
+from tinyplm.models.family.config import FamilyConfig
+from tinyplm.models.family.io import build_module
+from tinyplm.models.family.static import StaticModule
+
+
+@dataclass(frozen=True)
+class TrainingPieces:
+    """The teacher tokenizer's ids of what the student trains on: ``task`` (the task's training
+    texts: the pieces kept, and the frequencies SIF weighs by) and ``extra`` (other data it trains
+    on, such as augmented copies: pieces kept only)."""
+
+    task: Sequence[Sequence[int]]
+    extra: Sequence[Sequence[int]] = ()
+
+
+def frame(tokenizer) -> tuple[list[int], list[int]]:
+    """The ids ``tokenizer`` puts before and after one text (``[CLS]``, ``[SEP]`` for BERT);
+    raises ``ValueError`` when a text's own ids do not appear inside its framed ids."""
+    full = list(tokenizer("a")["input_ids"])
+    plain = list(tokenizer("a", add_special_tokens=False)["input_ids"])
+    for start in range(len(full) - len(plain) + 1):
+        if full[start:start + len(plain)] == plain:
+            return full[:start], full[start + len(plain):]
+    raise ValueError(f"cannot find the ids of a text ({plain}) inside its encoding with special tokens ({full})")
+
+
+@torch.no_grad()
+def passthrough_vectors(encoder: nn.Module, tokenizer, ids: Sequence[int], batch_size: int = 512) -> np.ndarray:
+    """Each piece of ``ids`` through ``encoder`` (a bare ``transformers`` encoder) alone, framed as
+    :func:`frame` says -> its output state ``(len(ids), hidden)`` float32. The encoder runs in eval
+    mode (its mode is restored after)."""
+    before, after = frame(tokenizer)
+    was_training = encoder.training
+    encoder.eval()
+    out = []
+    try:
+        for k in range(0, len(ids), batch_size):
+            chunk = torch.tensor(list(ids[k:k + batch_size]), dtype=torch.long).unsqueeze(1)  # (n, 1)
+            n = chunk.shape[0]
+            x = torch.cat([torch.tensor([before] * n, dtype=torch.long).reshape(n, len(before)), chunk,
+                           torch.tensor([after] * n, dtype=torch.long).reshape(n, len(after))], dim=1)
+            states = encoder(input_ids=x, attention_mask=torch.ones_like(x)).last_hidden_state  # (n, 3, hidden)
+            out.append(states[:, len(before)].float().numpy())
+    finally:
+        encoder.train(was_training)
+    return np.concatenate(out) if out else np.zeros((0, encoder.config.hidden_size), np.float32)
+
+
+def pca_table(vectors: np.ndarray, dims: int) -> tuple[np.ndarray, float]:
+    """``vectors`` ``(n, hidden)`` -> (their first ``dims`` principal components ``(n, dims)``
+    float32, the share of the variance they keep). Raises ``ValueError`` when ``dims`` exceeds
+    ``n`` or ``hidden``."""
+    from sklearn.decomposition import PCA
+
+    n, hidden = vectors.shape
+    if dims > min(n, hidden):
+        raise ValueError(f"dims {dims}: PCA of {n} vectors of width {hidden} gives at most {min(n, hidden)} components")
+    pca = PCA(n_components=dims, svd_solver="full")
+    table = pca.fit_transform(vectors.astype(np.float64)).astype(np.float32)
+    return table, float(pca.explained_variance_ratio_.sum())
+
+
+def piece_counts(texts: Sequence[Sequence[int]], vocab_size: int) -> np.ndarray:
+    """How often each id occurs in ``texts`` -> ``(vocab_size,)`` int64."""
+    flat = np.fromiter((i for ids in texts for i in ids), dtype=np.int64)
+    return np.bincount(flat, minlength=vocab_size)[:vocab_size]
+
+
+def piece_weights(kind: str, kept: Sequence[int], counts: np.ndarray, specials: set[int], a: float) -> np.ndarray:
+    """The bag's weight of each kept piece ``(len(kept),)`` float32 (see the module docstring);
+    ``counts`` ``(vocab_size,)`` are the training text's (for ``sif``)."""
+    ids = np.asarray(kept, dtype=np.int64)
+    if kind == "mean":
+        w = np.ones(len(ids))
+    elif kind == "sif":
+        plain = np.ones(len(counts), dtype=bool)
+        plain[[i for i in specials if i < len(counts)]] = False
+        p = counts / max(1, int(counts[plain].sum()))
+        w = a / (a + p[ids])  # a piece the text never uses weighs 1
+    elif kind == "zipf":
+        inv_rank = 1.0 / np.arange(2, len(counts) + 2)  # the vocabulary's order taken as frequency rank
+        w = a / (a + (inv_rank / inv_rank.sum())[ids])
+    else:
+        raise ValueError(f"weighting {kind!r} is not mean, sif or zipf")
+    w[np.isin(ids, list(specials))] = 0.0
+    return w.astype(np.float32)
+
+
+def kept_pieces(tokenizer, vocab_size: int, tokens: str, pieces: TrainingPieces) -> list[int]:
+    """The ids that get a row, ascending: every piece (``all``) or the specials and the pieces the
+    training data uses (``used``)."""
+    n = min(len(tokenizer), vocab_size)
+    if tokens == "all":
+        return list(range(n))
+    seen = {i for ids in (*pieces.task, *pieces.extra) for i in ids}
+    return sorted(i for i in seen | set(tokenizer.all_special_ids) if 0 <= i < n)
+
+
+def static_student(encoder: nn.Module, tokenizer, arch: str, spec: StaticSpec, pieces: TrainingPieces,
+                   num_labels: int, dropout: float = 0.1,
+                   id2label: dict[int, str] | None = None) -> tuple[StaticModule, dict]:
+    """A new ``static`` or ``static_cnn`` student over ``encoder``'s pieces (see the module
+    docstring) -> (model, how its table was made). Raises ``ValueError`` when ``spec.dims`` is more
+    than the pieces kept or the encoder's width."""
+    vocab_size = int(encoder.config.vocab_size)
+    kept = kept_pieces(tokenizer, vocab_size, spec.tokens, pieces)
+    t0 = time.perf_counter()
+    vectors = passthrough_vectors(encoder, tokenizer, kept, spec.batch_size)
+    table, kept_variance = pca_table(vectors, spec.dims)
+    specials = set(tokenizer.all_special_ids)
+    counts = piece_counts(pieces.task, vocab_size)
+    row = {piece: r for r, piece in enumerate(kept)}
+    unseen = row.get(tokenizer.unk_token_id, row.get(tokenizer.pad_token_id, 0))
+    row_of = torch.full((vocab_size,), unseen, dtype=torch.int32)
+    row_of[torch.tensor(kept, dtype=torch.long)] = torch.arange(len(kept), dtype=torch.int32)
+    config = FamilyConfig(arch=arch, vocab_size=vocab_size, embed_dim=spec.dims, hidden=spec.hidden, layers=0,
+                          pooling="mean" if arch == "static" else "max", dropout=dropout, table_rows=len(kept),
+                          table_dtype=spec.table_dtype, weighting=spec.weighting if arch == "static" else "mean",
+                          filters=[list(f) for f in spec.filters] if arch == "static_cnn" else None,
+                          num_labels=num_labels, id2label=id2label)
+    model = build_module(config)
+    with torch.no_grad():
+        model.table.weight.copy_(torch.from_numpy(table))
+        model.row_of.copy_(row_of)
+        if arch == "static":
+            model.token_weights.copy_(torch.from_numpy(piece_weights(spec.weighting, kept, counts, specials,
+                                                                     spec.sif_a)))
+    model.table.weight.requires_grad_(not spec.freeze)
+    info = {"pieces": len(kept), "vocabulary": vocab_size, "pca_variance_kept": round(kept_variance, 4),
+            "table_seconds": round(time.perf_counter() - t0, 1)}
+    return model, info

@@ -1,0 +1,219 @@
+"""Static students over the teacher's word pieces (``static``, ``static_cnn``) on a tiny random
+BERT: the table made the Model2Vec way (pass-through vectors, PCA, piece weights), padding never
+changing a logit, the table stored as fp32 / fp16 / int8 and loaded back, ONNX export, and the
+recipe's checks of the ``family.static`` options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import make_tiny_model_dir, tiny_recipe, write_recipe
+from tinyplm.config import load_recipe
+from tinyplm.config.family import StaticSpec
+from tinyplm.errors import ModelError, RecipeError
+from tinyplm.models.family import load_family
+from tinyplm.models.family.static import pack_table, unpack_table
+from tinyplm.models.family.static_init import (
+    TrainingPieces,
+    frame,
+    passthrough_vectors,
+    pca_table,
+    piece_weights,
+    static_student,
+)
+from tinyplm.models.io import save_model
+from tinyplm.models.loading import load_classifier
+
+TEXTS = ["the movie was good", "bad plot and dull", "a great fun film", "the worst story , not fun"]
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory):
+    """A tiny random BERT encoder (vocab 99, hidden 32) and its WordPiece tokenizer."""
+    from transformers import AutoModel, AutoTokenizer
+
+    src = make_tiny_model_dir(tmp_path_factory.mktemp("bert") / "bert")
+    return AutoModel.from_pretrained(str(src)).eval(), AutoTokenizer.from_pretrained(str(src))
+
+
+def _pieces(tok, texts=TEXTS) -> TrainingPieces:
+    return TrainingPieces(tok(texts)["input_ids"])
+
+
+def _batch(tok, texts=TEXTS):
+    return dict(tok(texts, padding=True, return_tensors="pt"))
+
+
+def _student(teacher, arch: str, **options):
+    encoder, tok = teacher
+    torch.manual_seed(0)
+    spec = StaticSpec(**{"dims": 8, **options})
+    model, info = static_student(encoder, tok, arch, spec, _pieces(tok), 2, dropout=0.0)
+    return model.eval(), info
+
+
+def test_a_pieces_vector_is_the_teachers_output_at_its_position(teacher):
+    encoder, tok = teacher
+    before, after = frame(tok)
+    assert (before, after) == ([tok.cls_token_id], [tok.sep_token_id])
+    ids = [tok.convert_tokens_to_ids(t) for t in ("good", "movie", "##s", "[UNK]")]
+    got = passthrough_vectors(encoder, tok, ids, batch_size=3)  # two batches
+    assert got.shape == (4, 32) and got.dtype == np.float32
+    for row, i in enumerate(ids):
+        with torch.no_grad():
+            alone = encoder(input_ids=torch.tensor([[tok.cls_token_id, i, tok.sep_token_id]])).last_hidden_state
+        np.testing.assert_allclose(got[row], alone[0, 1].numpy(), atol=1e-5, rtol=0)
+
+
+def test_pca_keeps_the_first_components_and_all_of_them_are_a_rotation():
+    rng = np.random.default_rng(0)
+    vectors = (rng.normal(size=(50, 12)) * np.linspace(3, 0.1, 12)).astype(np.float32)
+    table, kept = pca_table(vectors, 4)
+    assert table.shape == (50, 4) and table.dtype == np.float32 and 0.5 < kept < 1.0
+    cov = np.cov(table.T)
+    np.testing.assert_allclose(table.mean(0), 0, atol=1e-5)  # centred
+    np.testing.assert_allclose(cov - np.diag(np.diag(cov)), 0, atol=1e-4)  # uncorrelated components
+    assert list(np.diag(cov)) == sorted(np.diag(cov), reverse=True)
+    full, kept = pca_table(vectors, 12)
+    dist = lambda x: np.linalg.norm(x[:, None] - x[None], axis=-1)  # noqa: E731
+    np.testing.assert_allclose(dist(full), dist(vectors), atol=1e-4)
+    assert kept == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="dims 13: PCA of 50 vectors of width 12 gives at most 12"):
+        pca_table(vectors, 13)
+
+
+def test_piece_weights_by_hand():
+    counts = np.array([5, 0, 3, 1, 0, 0])  # id 0 a special token, never counted as text
+    w = piece_weights("sif", [0, 2, 3, 4], counts, {0}, a=0.5)
+    np.testing.assert_allclose(w, [0.0, 0.5 / (0.5 + 3 / 4), 0.5 / (0.5 + 1 / 4), 1.0], rtol=1e-6)
+    z = piece_weights("zipf", [1, 5], counts, {0}, a=0.1)
+    inv = 1 / np.arange(2, 8)
+    np.testing.assert_allclose(z, 0.1 / (0.1 + inv[[1, 5]] / inv.sum()), rtol=1e-6)
+    assert piece_weights("mean", [0, 1], counts, {0}, a=0.1).tolist() == [0.0, 1.0]
+
+
+def test_the_table_holds_the_used_pieces_reduced_by_pca(teacher):
+    encoder, tok = teacher
+    model, info = _student(teacher, "static", weighting="sif")
+    used = sorted({i for ids in _pieces(tok).task for i in ids} | set(tok.all_special_ids))
+    assert info["pieces"] == len(used) == model.config.table_rows and info["vocabulary"] == 99
+    assert model.table.weight.shape == (len(used), 8)
+    expected, _ = pca_table(passthrough_vectors(encoder, tok, used), 8)
+    torch.testing.assert_close(model.table.weight.detach(), torch.from_numpy(expected), atol=1e-6, rtol=0)
+    good, unseen = tok.convert_tokens_to_ids("good"), tok.convert_tokens_to_ids("hate")
+    assert unseen not in used and int(model.row_of[unseen]) == used.index(tok.unk_token_id)
+    assert int(model.row_of[good]) == used.index(good)
+    weights = model.token_weights
+    assert all(float(weights[used.index(s)]) == 0.0 for s in tok.all_special_ids)
+    the, good_w = float(weights[used.index(tok.convert_tokens_to_ids("the"))]), float(weights[used.index(good)])
+    assert 0 < the < good_w < 1  # 'the' is used twice, 'good' once
+    assert model.table.weight.requires_grad
+    frozen, _ = _student(teacher, "static_cnn", freeze=True, tokens="all")
+    assert frozen.config.table_rows == 99 and not frozen.table.weight.requires_grad
+
+
+@pytest.mark.parametrize("arch", ["static", "static_cnn"])
+def test_padding_never_changes_a_logit(teacher, arch):
+    model, _ = _student(teacher, arch, hidden=6, filters=[(1, 4), (5, 4)]) if arch == "static_cnn" else \
+        _student(teacher, arch, hidden=6)
+    _, tok = teacher
+    together = model(**_batch(tok)).logits
+    assert together.shape == (4, 2)
+    for i, text in enumerate(TEXTS):  # alone: no padding; a sentence shorter than the widest filter too
+        torch.testing.assert_close(model(**_batch(tok, [text])).logits[0], together[i], atol=1e-6, rtol=0)
+
+
+def test_int8_packing_keeps_each_row_within_half_a_step():
+    w = torch.tensor([[1.0, -0.5, 0.25], [0.0, 0.0, 0.0], [-3.0, 2.0, 0.001]])
+    packed = pack_table(w, "int8")
+    assert packed["table.qweight"].dtype == torch.int8 and packed["table.scale"].shape == (3,)
+    back = unpack_table(packed, "int8")
+    assert torch.equal(back[1], torch.zeros(3))  # an all-zero row stays zeros
+    assert ((back - w).abs() <= packed["table.scale"].unsqueeze(1) / 2 + 1e-7).all()
+    assert float(back[2, 0]) == -3.0  # the largest entry of a row is exact
+    with pytest.raises(RuntimeError, match="no tensor 'table.scale'"):
+        unpack_table({"table.qweight": packed["table.qweight"]}, "int8")
+
+
+@pytest.mark.parametrize("arch", ["static", "static_cnn"])
+def test_save_and_load_round_trip_per_table_dtype(teacher, arch, tmp_path):
+    _, tok = teacher
+    sizes, batch = {}, _batch(tok, [*TEXTS, "words it never saw : hate love"])
+    for dtype in ("fp32", "fp16", "int8"):
+        model, _ = _student(teacher, arch, dims=32, tokens="all", table_dtype=dtype, hidden=8)
+        trained = model(**batch).logits  # as it left training (the table in fp32)
+        save_model(model, tok, tmp_path / dtype)
+        kept = model(**batch).logits  # the model the run keeps: its table rounded as it was stored
+        loaded, tok2 = load_classifier(tmp_path / dtype, ("0", "1"), False, "sequence")
+        assert type(loaded) is type(model) and loaded.config.table_dtype == dtype
+        assert torch.equal(loaded(**_batch(tok2, [*TEXTS, "words it never saw : hate love"])).logits, kept)
+        if dtype == "fp32":
+            assert torch.equal(kept, trained)
+        else:
+            torch.testing.assert_close(kept, trained, atol=2e-2 if dtype == "int8" else 2e-3, rtol=0)
+        assert loaded.num_parameters() == model.num_parameters() > 0
+        sizes[dtype] = (tmp_path / dtype / "model.safetensors").stat().st_size
+    table = 99 * 32  # entries: 4, 2 or 1 byte each (int8 adds a 4-byte scale per row)
+    assert sizes["int8"] < sizes["fp16"] < sizes["fp32"]
+    assert sizes["fp32"] - sizes["int8"] >= 3 * table - 99 * 4 - 256  # (less what the headers differ by)
+
+
+@pytest.mark.parametrize("arch", ["static", "static_cnn"])
+def test_onnx_export_matches_torch(teacher, arch, tmp_path):
+    from tinyplm.compress.onnx_quant import onnx_fp32
+
+    model, _ = _student(teacher, arch, table_dtype="int8")
+    _, tok = teacher
+    save_model(model, tok, tmp_path / "m")  # rounds the table to int8 steps
+    (tmp_path / "graph").mkdir()
+    ort = onnx_fp32(model, tmp_path / "graph")
+    batch = _batch(tok)
+    torch.testing.assert_close(ort(**batch).logits, model(**batch).logits, atol=1e-5, rtol=1e-4)
+    save_model(ort, tok, tmp_path / "onnx")
+    loaded, _ = load_classifier(tmp_path / "onnx", ("0", "1"), False, "sequence")
+    torch.testing.assert_close(loaded(**batch).logits, model(**batch).logits, atol=1e-5, rtol=1e-4)
+
+
+def test_a_damaged_or_foreign_dir_is_refused_naming_the_file(teacher, tmp_path):
+    import json
+
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoTokenizer
+
+    _, tok = teacher
+    model, _ = _student(teacher, "static", table_dtype="int8")
+    folder = save_model(model, tok, tmp_path / "m")
+    whole = load_file(str(folder / "model.safetensors"))
+    save_file({k: v for k, v in whole.items() if k != "table.scale"}, str(folder / "model.safetensors"))
+    with pytest.raises(ModelError, match=r"model.safetensors: does not fit .*no tensor 'table.scale'"):
+        load_family(folder, ("0", "1"))
+    save_file(whole, str(folder / "model.safetensors"))
+    other = AutoTokenizer.from_pretrained(str(folder))
+    other.add_tokens(["zzword", "yyword"])
+    other.save_pretrained(folder)
+    with pytest.raises(ModelError, match="its tokenizer has 101 word pieces but the model reads 99"):
+        load_family(folder, ("0", "1"))
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, "table_dtype": "int4"}))
+    with pytest.raises(ModelError, match="config.json: not a model-family config .*table_dtype 'int4'"):
+        load_family(folder, ("0", "1"))
+
+
+@pytest.mark.parametrize(("family", "message"), [
+    ({"arch": "static", "static": {"table_dtype": "int4"}},
+     r"students\[0\]\.family\.static\.table_dtype: Input should be 'fp32', 'fp16' or 'int8'"),
+    ({"arch": "static", "static": {"filters": [[3, 50]]}}, "family.static.filters is for arch static_cnn, not static"),
+    ({"arch": "static_cnn", "static": {"weighting": "zipf"}}, "family.static.weighting is for arch static, not"),
+    ({"arch": "bilstm", "static": {"dims": 64}}, "family.static is for arch static / static_cnn, not bilstm"),
+    ({"arch": "static_cnn", "static": {"filters": [[0, 8]]}}, r"family.static.filters: \[width, channels\]"),
+    ({"arch": "static", "static": {"dim": 64}},
+     r"unknown key 'students\[0\]\.family\.static\.dim'; did you mean 'dims'"),
+])
+def test_bad_static_options_are_refused_naming_the_key(tmp_path: Path, family: dict, message: str) -> None:
+    recipe = tiny_recipe(tmp_path, tmp_path, tmp_path, students=[{"name": "s", "family": family}])
+    with pytest.raises(RecipeError, match=message):
+        load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
