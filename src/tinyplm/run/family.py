@@ -3,7 +3,8 @@
 ``tfidf_lr`` is fitted by scikit-learn on the task's training set (balanced class weights when
 the task weighs its classes). The LSTM-based ones take their vocabulary from the training texts
 (``lstm``/``bilstm``: word vectors random, or word2vec / GloVe trained on the corpus and cached
-under ``cache_dir/family/``; ``feature_bilstm``: the teacher's tokenizer and a frozen encoder),
+under ``cache_dir/family/``; ``feature_bilstm``: the teacher's tokenizer and a frozen encoder;
+``static``/``static_cnn``: the teacher's tokenizer and a table made from an encoder's outputs),
 then train stage by stage with :func:`tinyplm.train.train` and a
 :class:`~tinyplm.distill.losses.PredictionObjective` (hard labels, soft-target KD or Tang et al.'s
 logit MSE against the fine-tuned teacher's cached logits). A word-tokenised student is trained on
@@ -92,7 +93,7 @@ def _train_stages(spec: StudentSpec, inp: RunInputs) -> tuple[nn.Module, object,
     several, so a resumed run skips finished ones) -> (model, tokenizer, info)."""
     name, stages = student_name(spec), spec.stage_specs()
     torch.manual_seed(stages[0].train.seed)
-    model, tok, init = initial_model(spec.family, inp)
+    model, tok, init = initial_model(spec.family, inp, tuple(dict.fromkeys(s.data for s in stages)))
     evals = inp.evals if tok is inp.tokenizer else encode_evals(inp.data, tok, inp.task.max_length,
                                                                 inp.task.max_eval_examples)
     infos = []
@@ -136,14 +137,19 @@ def train_family_stage(model: nn.Module, tok, stage: StageSpec, inp: RunInputs, 
                           "objective": shown, "history": result.history, "examples": len(enc)}
 
 
-def initial_model(fam: FamilySpec, inp: RunInputs) -> tuple[nn.Module, object, dict]:
-    """The untrained student, its tokenizer and how it was initialised."""
+def initial_model(fam: FamilySpec, inp: RunInputs, data: tuple[str, ...] = ("task",)) -> tuple[nn.Module, object, dict]:
+    """The untrained student, its tokenizer and how it was initialised (``data``: the kinds of
+    training data its stages read; a static student's table keeps the pieces they use)."""
     labels = dict(enumerate(inp.data.labels))
-    if fam.arch == "feature_bilstm":
-        from tinyplm.models.family.features import feature_bilstm
+    if fam.arch in ("feature_bilstm", "static", "static_cnn"):
         from tinyplm.models.roles import base_model
 
         encoder = base_model(inp.teachers.finetuned) if fam.encoder == "finetuned" else inp.teachers.get(fam.encoder)
+    if fam.arch in ("static", "static_cnn"):
+        return _static_model(fam, encoder, labels, inp, data)
+    if fam.arch == "feature_bilstm":
+        from tinyplm.models.family.features import feature_bilstm
+
         model = feature_bilstm(encoder, len(labels), hidden=fam.hidden, layers=fam.lstm_layers,
                                feature_layers=fam.feature_layers, pooling=fam.pooling, dropout=fam.dropout,
                                id2label=labels)
@@ -168,6 +174,24 @@ def initial_model(fam: FamilySpec, inp: RunInputs) -> tuple[nn.Module, object, d
         info.update(vectors=made, vocabulary_found=round(found, 4))
     model.embeddings.weight.requires_grad_(not e.freeze)
     return model, tok, info
+
+
+def _static_model(fam: FamilySpec, encoder: nn.Module, labels: dict, inp: RunInputs,
+                  data: tuple[str, ...]) -> tuple[nn.Module, object, dict]:
+    """A static student whose table ``fam.encoder`` makes from the pieces of the data it trains on
+    (``models.family.static_init``); raises ``RecipeError`` when fewer pieces are kept than
+    ``family.static.dims``."""
+    from tinyplm.models.family.static_init import TrainingPieces, static_student
+
+    extra = [ids for kind in data if kind != "task" for ids in inp.stage_data.get(kind).input_ids]
+    pieces = TrainingPieces(inp.stage_data.get("task").input_ids, extra)
+    try:
+        model, made = static_student(encoder, inp.tokenizer, fam.arch, fam.static, pieces, len(labels),
+                                     dropout=fam.dropout, id2label=labels)
+    except ValueError as exc:
+        raise RecipeError(f"family.static.dims: {exc} (fewer dims, or static.tokens: all)") from None
+    return model, inp.tokenizer, {"init": f"{fam.encoder} encoder's piece vectors, PCA {fam.static.dims}",
+                                  "table": made}
 
 
 def _elmo_model(fam: FamilySpec, tok: WordTokenizer, labels: dict, inp: RunInputs) -> tuple[nn.Module, object, dict]:

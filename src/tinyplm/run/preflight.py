@@ -173,12 +173,13 @@ def _check_families(cfg: RunConfig, data: TaskData) -> None:
 
 
 def _check_feature_encoders(cfg: RunConfig, teacher_cfg: dict, teacher: _Teacher) -> None:
-    """A ``feature_bilstm`` student's frozen encoder (``base``, ``finetuned``: the teacher; or a
-    model dir) exists, has the layers it concatenates, and shares the teacher's vocabulary (it
-    reads the teacher tokenizer's ids), found before the teacher is fine-tuned."""
+    """A ``feature_bilstm`` student's frozen encoder, or the one a static student's table is made
+    from (``base``, ``finetuned``: the teacher; or a model dir), exists, has the layers it
+    concatenates or the width the table's PCA keeps, and shares the teacher's vocabulary (the
+    student reads the teacher tokenizer's ids), found before the teacher is fine-tuned."""
     for spec in cfg.students:
         fam = spec.family
-        if fam is None or fam.arch != "feature_bilstm":
+        if fam is None or fam.arch not in ("feature_bilstm", "static", "static_cnn"):
             continue
         where = f"student {student_name(spec)}: family.encoder"
         if fam.encoder in ("base", "finetuned"):
@@ -191,6 +192,12 @@ def _check_feature_encoders(cfg: RunConfig, teacher_cfg: dict, teacher: _Teacher
                 raise ModelError(f"{where}: {exc} (base, finetuned or a model dir)") from None
             _check_token_ids(path, enc_cfg, teacher, f"{where}:",
                              "the encoder reads the teacher tokenizer's ids, so it must share them")
+        width = enc_cfg.get("hidden_size", enc_cfg.get("dim"))
+        if fam.arch != "feature_bilstm":
+            if isinstance(width, int) and fam.static.dims > width:
+                raise RecipeError(f"student {student_name(spec)}: family.static.dims {fam.static.dims} is more than "
+                                  f"the hidden size {width} of the encoder {path}")
+            continue
         layers = enc_cfg.get("num_hidden_layers")
         if isinstance(layers, int) and fam.feature_layers > layers:
             raise RecipeError(f"student {student_name(spec)}: family.feature_layers {fam.feature_layers} is more than "

@@ -1,0 +1,88 @@
+"""Static students in a tiny run through the real CLI: a SIF bag (int8 table) distilled from the
+teacher's logits on task data, and a CNN (fp16 table) with Tang et al.'s logit MSE on augmented
+data; both in results.json and summary.md beside the teacher, and `tinyplm predict` on a saved
+one gives the labels `tinyplm evaluate` scores, with the run's accuracy, and the serving
+predictor the same labels. A recipe asking for more
+PCA components than the teacher's width is refused before the teacher trains."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import TINY_TRAIN, make_tiny_glue, make_tiny_mlm_dir, make_tiny_model_dir, tiny_recipe, write_recipe
+from helpers_cli import cli
+from tinyplm.config import load_recipe
+from tinyplm.errors import RecipeError
+from tinyplm.run import run
+from tinyplm.serve.predictor import Predictor
+from tinyplm.serve.records import TextInput
+
+pytestmark = pytest.mark.slow
+
+SHORT = {**TINY_TRAIN, "max_steps": 6, "lr": 1e-2, "weight_decay": 0.0}
+
+
+def _recipe(tmp_path: Path) -> Path:
+    model = make_tiny_model_dir(tmp_path / "tiny-bert")
+    glue = make_tiny_glue(tmp_path / "glue", n_train=64, n_dev=32)
+    students = [
+        {"name": "static", "family": {"arch": "static", "static": {"dims": 16, "hidden": 8, "table_dtype": "int8"}},
+         "objective": {"kd_weight": 1.0, "hard_weight": 0.5, "temperature": 2.0}, "train": SHORT},
+        {"name": "static-cnn", "family": {"arch": "static_cnn", "encoder": "finetuned",
+                                          "static": {"dims": 16, "filters": [[2, 8], [3, 8]], "table_dtype": "fp16"}},
+         "stages": [{"data": "augmented", "objective": {"kd_weight": 0, "logit_mse": 1}, "train": SHORT}]},
+    ]
+    recipe = tiny_recipe(tmp_path, model, glue, students=students)
+    recipe["teacher"]["finetune"]["max_steps"] = 4
+    recipe["augment"] = {"mlm": str(make_tiny_mlm_dir(tmp_path / "mlm")), "copies": 2, "max_examples": 20}
+    return write_recipe(tmp_path / "r.yaml", recipe)
+
+
+def test_static_students_run_predict_and_evaluate_alike(tmp_path: Path) -> None:
+    recipe = _recipe(tmp_path)
+    got = cli(["run", recipe], cwd=tmp_path)
+    assert got.returncode == 0, got.output
+    run_dir = Path(load_recipe(recipe).output_dir)
+    stages = {s["name"]: s for s in json.loads((run_dir / "results.json").read_text())["stages"]}
+    assert {"teacher", "static", "static-cnn"} <= set(stages)
+    bag, cnn = stages["static"], stages["static-cnn"]
+    assert bag["shape"] == {"arch": "static", "dims": 16, "rows": bag["info"]["table"]["pieces"], "table": "int8",
+                            "weighting": "sif", "hidden": 8}
+    assert cnn["shape"]["widths"] == [2, 3] and cnn["shape"]["table"] == "fp16"
+    assert cnn["info"]["data"] == "augmented" and cnn["info"]["examples"] == 20 * 3 + 44
+    assert cnn["info"]["table"]["pieces"] >= bag["info"]["table"]["pieces"]  # the copies' pieces are kept too
+    for s in (bag, cnn):
+        assert s["throughput_sent_per_s"] > 0 and s["disk_bytes"] > 0 and s["params"] > 0
+        assert 0 < s["info"]["trainable_params"] <= s["info"]["total_params"]
+    rows = {line.split("|")[1].strip(" *") for line in (run_dir / "summary.md").read_text().splitlines()
+            if line.startswith("| ")}
+    assert {"teacher", "static", "static-cnn"} <= rows  # a row each in the report's table
+    dev = tmp_path / "glue" / "SST-2" / "dev.tsv"
+    gold = [row.split("\t")[1] for row in dev.read_text().splitlines()[1:]]
+    for name in ("static", "static-cnn"):
+        folder = run_dir / stages[name]["model_dir"]
+        predicted = cli(["predict", folder, "-i", dev, "-o", tmp_path / f"{name}.jsonl"], cwd=tmp_path)
+        assert predicted.returncode == 0, predicted.output
+        rows = [json.loads(x) for x in (tmp_path / f"{name}.jsonl").read_text().splitlines()]
+        accuracy = sum(str(r["label_id"]) == g for r, g in zip(rows, gold, strict=True)) / len(gold)
+        scored = cli(["evaluate", folder, "--task", "sst2", "--data-dir", tmp_path / "glue", "--max-length", "32",
+                      "--json"], cwd=tmp_path)
+        assert scored.returncode == 0, scored.output
+        assert json.loads(scored.stdout)["metrics"]["accuracy"] == pytest.approx(accuracy)
+        assert stages[name]["metrics"]["accuracy"] == pytest.approx(accuracy)
+        served = Predictor.load(folder, batch_size=3, split_by_length=True)  # as `tinyplm serve` batches
+        texts = [row.split("\t")[0] for row in dev.read_text().splitlines()[1:]]
+        assert [x.label for x in served.predict([TextInput(t) for t in texts])] == [r["label"] for r in rows]
+
+
+def test_more_pca_dims_than_the_encoders_width_is_refused_before_the_teacher_trains(tmp_path: Path) -> None:
+    model = make_tiny_model_dir(tmp_path / "tiny-bert")
+    student = {"name": "wide", "family": {"arch": "static", "static": {"dims": 64}}, "train": SHORT}
+    recipe = tiny_recipe(tmp_path, model, make_tiny_glue(tmp_path / "glue", 16, 8), students=[student])
+    cfg = load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
+    with pytest.raises(RecipeError, match="student wide: family.static.dims 64 is more than the hidden size 32"):
+        run(cfg)
+    assert not (tmp_path / "runs").exists()
