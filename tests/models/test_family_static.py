@@ -217,3 +217,18 @@ def test_bad_static_options_are_refused_naming_the_key(tmp_path: Path, family: d
     recipe = tiny_recipe(tmp_path, tmp_path, tmp_path, students=[{"name": "s", "family": family}])
     with pytest.raises(RecipeError, match=message):
         load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
+
+
+def test_resolved_recipes_write_static_options_for_static_students_only(tmp_path: Path) -> None:
+    import yaml
+
+    from tinyplm.config.load import dump_resolved
+
+    students = [{"name": "bag", "family": {"arch": "static", "static": {"dims": 16, "table_dtype": "fp16"}}},
+                {"name": "lstm", "family": {"arch": "bilstm"}}]
+    cfg = load_recipe(write_recipe(tmp_path / "r.yaml", tiny_recipe(tmp_path, tmp_path, tmp_path, students=students)))
+    resolved = dump_resolved(cfg)
+    families = [s["family"] for s in yaml.safe_load(resolved)["students"]]
+    assert families[0]["static"]["table_dtype"] == "fp16" and "static" not in families[1]
+    (tmp_path / "resolved.yaml").write_text(resolved, encoding="utf-8")
+    assert load_recipe(tmp_path / "resolved.yaml") == cfg  # loads back as it was

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, model_serializer, model_validator
 
 from tinyplm.config.base import Section, TrainSpec
 
@@ -153,6 +153,15 @@ class FamilySpec(Section):
             if unused and getattr(self.static, option) != static[option].get_default():
                 raise ValueError(f"family.static.{option} is for arch {arch}, not {self.arch}")
         return self
+
+    @model_serializer(mode="wrap")
+    def _static_unwritten(self, handler):
+        """Leave ``static`` out of a dump for the other archs while it is at its defaults, so their
+        resolved recipes (and the run dirs claimed with them) are as before static students existed."""
+        data = handler(self)
+        if isinstance(data, dict) and self.arch not in ARCH_OPTIONS["static"] and self.static == StaticSpec():
+            data.pop("static", None)
+        return data
 
     @property
     def lstm_layers(self) -> int:
