@@ -210,6 +210,8 @@ def test_a_damaged_or_foreign_dir_is_refused_naming_the_file(teacher, tmp_path):
     ({"arch": "static_cnn", "static": {"weighting": "zipf"}}, "family.static.weighting is for arch static, not"),
     ({"arch": "bilstm", "static": {"dims": 64}}, "family.static is for arch static / static_cnn, not bilstm"),
     ({"arch": "static_cnn", "static": {"filters": [[0, 8]]}}, r"family.static.filters: \[width, channels\]"),
+    ({"arch": "static", "hidden": 64}, r"family.hidden is the classifier LSTM's; .*family.static.hidden"),
+    ({"arch": "static_cnn", "pooling": "attention"}, "family.pooling is the classifier LSTM's"),
     ({"arch": "static", "static": {"dim": 64}},
      r"unknown key 'students\[0\]\.family\.static\.dim'; did you mean 'dims'"),
 ])

@@ -152,6 +152,12 @@ class FamilySpec(Section):
             unused = option in self.static.model_fields_set and self.arch != arch
             if unused and getattr(self.static, option) != static[option].get_default():
                 raise ValueError(f"family.static.{option} is for arch {arch}, not {self.arch}")
+        lstm = [k for k in ("hidden", "layers", "pooling") if k in self.model_fields_set
+                and getattr(self, k) != type(self).model_fields[k].default]
+        if self.arch in ARCH_OPTIONS["static"] and lstm:
+            where = "family.static.hidden (a ReLU layer before the classifier)" if lstm[0] == "hidden" else "none"
+            raise ValueError(f"family.{lstm[0]} is the classifier LSTM's; a {self.arch} student has no LSTM "
+                             f"(its counterpart: {where})")
         return self
 
     @model_serializer(mode="wrap")
