@@ -7,8 +7,8 @@ and trains with the classifier unless frozen.
 
 - :class:`StaticBag` (``static``): the sentence is ``(1 / n) sum_i w(t_i) v(t_i)`` over its ``n``
   pieces that are not special tokens (``token_weights``: 1 for a plain mean, ``a / (a + p(t))`` for
-  SIF or Zipf weighting, 0 for ``[CLS]``/``[SEP]``/``[PAD]``), optionally a ReLU hidden layer,
-  then a linear classifier.
+  SIF or Zipf weighting, 0 for every special token, so a piece read as ``[UNK]`` is left out),
+  optionally a ReLU hidden layer, then a linear classifier.
 - :class:`StaticCnn` (``static_cnn``): Kim (2014)'s CNN over the vectors: wide 1-D convolutions of
   a few widths (zero padding ``width - 1`` on each side, so a sentence shorter than a filter is
   read too), ReLU, max over the positions that touch a real token, concatenated, a linear
