@@ -15,10 +15,11 @@ from tinyplm.config.schema import (
     TrainSpec,
     student_name,
 )
+from tinyplm.config.tracking import TrackingSpec
 
 __all__ = [
     "AugmentSpec", "CorpusSpec", "StageSpec",
     "MeasureSpec", "ObjectiveSpec", "RunConfig", "ShapeSpec", "StudentSpec", "TaskSpec",
-    "TeacherSpec", "TrainSpec", "apply_override", "dump_resolved", "load_recipe",
+    "TeacherSpec", "TrackingSpec", "TrainSpec", "apply_override", "dump_resolved", "load_recipe",
     "student_name", "validate_recipe",
 ]

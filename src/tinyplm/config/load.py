@@ -204,5 +204,7 @@ def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:
 
 
 def dump_resolved(cfg: RunConfig) -> str:
-    """The fully resolved recipe as YAML (every default written out)."""
-    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+    """The fully resolved recipe as YAML (every default written out), less its ``tracking`` section:
+    how a run is observed is not what it computes, so it does not change the run dir a recipe
+    claims (see ``config.tracking``)."""
+    return yaml.safe_dump(cfg.model_dump(mode="json", exclude={"tracking"}), sort_keys=False)

@@ -24,6 +24,7 @@ from tinyplm.config.base import (  # noqa: F401  (re-exported: the recipe's sche
 from tinyplm.config.compress import AFTER_TRIM, TERMINAL_KINDS, CompressStep, step_name
 from tinyplm.config.family import FamilySpec, check_family_student
 from tinyplm.config.finetune import unsaved_form_error
+from tinyplm.config.tracking import TrackingSpec
 
 
 class TaskSpec(Section):
@@ -288,6 +289,8 @@ class RunConfig(Section):
     final: FinalSpec = FinalSpec()
     augment: AugmentSpec | None = None
     corpus: CorpusSpec | None = None
+    tracking: TrackingSpec = Field(TrackingSpec(), description="MLflow / TensorBoard tracking of the run (off by "
+                                   "default; not part of the resolved recipe, see config/tracking.py)")
 
     @model_validator(mode="after")
     def _stage_inputs(self) -> RunConfig:
