@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,9 +21,29 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+#: Called with each record written to a log file (see :func:`observe_log`).
+LogObserver = Callable[[dict[str, Any]], None]
+_observers: dict[Path, list[LogObserver]] = {}
+
+
+@contextmanager
+def observe_log(path: Path, observer: LogObserver) -> Iterator[None]:
+    """Within the block, call ``observer(record)`` after each record any :class:`JsonlLog` of
+    this process writes to ``path`` (the run's tracker reads ``logs/train.jsonl`` so). Observers
+    only read: what they raise is theirs to handle."""
+    key = Path(path).resolve()
+    _observers.setdefault(key, []).append(observer)
+    try:
+        yield
+    finally:
+        _observers[key].remove(observer)
+        if not _observers[key]:
+            del _observers[key]
+
 
 class JsonlLog:
-    """Appends one JSON object per line to ``path`` (flushed each write) when enabled and given."""
+    """Appends one JSON object per line to ``path`` (flushed each write) when enabled and given;
+    each record also goes to the path's observers (:func:`observe_log`)."""
 
     def __init__(self, path: Path | None, stage: str, enabled: bool = True) -> None:
         self.path, self.stage, self.enabled = Path(path) if path else None, stage, enabled and path is not None
@@ -31,9 +53,12 @@ class JsonlLog:
     def write(self, **record: Any) -> None:
         if not self.enabled:
             return
-        line = json.dumps({"stage": self.stage, "time": round(time.time(), 3), **record})
+        entry = {"stage": self.stage, "time": round(time.time(), 3), **record}
         with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+            fh.write(json.dumps(entry) + "\n")
+        if _observers:
+            for observer in list(_observers.get(self.path.resolve(), ())):
+                observer(entry)
 
 
 def make_progress(enabled: bool) -> Progress:
