@@ -1,5 +1,6 @@
 """Imports go one way (DESIGN.md): config <- tasks <- models <- train <- pretrain, distill <- compress
-<- evaluate <- report <- run <- serve <- cli; errors and files are the base every layer may use.
+<- evaluate <- report <- track <- run <- serve <- cli; errors and files are the base every layer may use.
+(track, experiment tracking, reads the report's records and is opened by the run.)
 
 Every module under src/tinyplm is parsed with ``ast``; every ``tinyplm.X`` import, at module level or
 inside a function, must point at the same or an earlier layer.
@@ -16,7 +17,7 @@ PACKAGE = SRC / "tinyplm"
 #: First component under ``tinyplm`` -> layer; -1 is importable by every layer.
 LAYERS: dict[str, int] = {
     "": -1,  # tinyplm/__init__.py
-    "__main__": 11,
+    "__main__": 12,
     "errors": -1,
     "files": -1,
     "config": 0,
@@ -28,9 +29,10 @@ LAYERS: dict[str, int] = {
     "compress": 6,
     "evaluate": 7,
     "report": 8,
-    "run": 9,
-    "serve": 10,
-    "cli": 11,
+    "track": 9,
+    "run": 10,
+    "serve": 11,
+    "cli": 12,
 }
 
 #: Packages that sit beside each other in the design and must not import each other either way.
@@ -114,7 +116,7 @@ def test_imports_point_only_to_earlier_layers() -> None:
     assert ("tinyplm.run.preflight", "tinyplm.tasks") in edges  # `from tinyplm import tasks`
     bad = violations(edges)
     assert not bad, "imports against the layer order (config <- tasks <- models <- train <- pretrain <- " \
-        "distill <- compress <- evaluate <- report <- run <- serve <- cli):\n  " + "\n  ".join(bad)
+        "distill <- compress <- evaluate <- report <- track <- run <- serve <- cli):\n  " + "\n  ".join(bad)
 
 
 def test_pretrain_and_distill_do_not_import_each_other() -> None:
@@ -135,7 +137,7 @@ def test_checker_catches_a_backward_import_inside_a_function() -> None:
     assert found == {"tinyplm.report", "tinyplm.run"}
     assert violations([("tinyplm.models.io", t) for t in sorted(found)]) == [
         "tinyplm.models.io (layer 2) -> tinyplm.report (layer 8)",
-        "tinyplm.models.io (layer 2) -> tinyplm.run (layer 9)",
+        "tinyplm.models.io (layer 2) -> tinyplm.run (layer 10)",
     ]
 
 

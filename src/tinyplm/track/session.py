@@ -1,0 +1,137 @@
+"""Opening a run's tracking: is its package there, where does it go, which run does it continue.
+
+``check_available(spec)`` runs before any work (no import of mlflow or tensorboardX when tracking
+is off). ``open_tracker`` opens the backends once the run dir is claimed, logs the parameters and
+keeps where the run went in ``RUN_DIR/logs/tracking.json``, so a ``--resume`` continues the same
+MLflow run (and a resume that turns tracking on first sends the curves already in
+``logs/train.jsonl``).
+
+Default places (``true``): MLflow at ``$MLFLOW_TRACKING_URI`` when that is set, else the local file
+store ``mlruns/`` beside the run dir (``runs/tiny`` -> ``runs/mlruns``, shared by every run under
+``runs/``); TensorBoard in ``RUN_DIR/tensorboard``. A value without a scheme is a folder, taken
+relative to the working directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from importlib import import_module
+from pathlib import Path
+
+from tinyplm.config.tracking import TrackingSpec
+from tinyplm.files import write_json_atomic
+from tinyplm.track.base import Backend, RunStatus, TrackingError
+from tinyplm.track.points import Point, event_points
+from tinyplm.track.tracker import Tracker
+
+#: recipe key -> (module imported, package to install)
+PACKAGES = {"mlflow": ("mlflow", "mlflow-skinny"), "tensorboard": ("tensorboardX", "tensorboardX")}
+TRACKING_FILE = Path("logs") / "tracking.json"
+EXTRA = "pip install 'tinyplm[track]' (in a checkout: pip install -e '.[track]')"
+
+
+def _asked(spec: TrackingSpec) -> list[str]:
+    return [key for key in PACKAGES if getattr(spec, key)]
+
+
+def check_available(spec: TrackingSpec) -> None:
+    """Raise ``TrackingError`` naming the recipe key (and ``--track`` for MLflow) and the install
+    command when a backend the recipe turns on cannot be imported; import nothing when none is on."""
+    for key in _asked(spec):
+        module, package = PACKAGES[key]
+        try:
+            import_module(module)
+        except ImportError as exc:
+            flag = " (or --track)" if key == "mlflow" else ""
+            raise TrackingError(f"tracking.{key}{flag}: needs the {module} package, which cannot be imported "
+                                f"({exc}); install it with: pip install '{package}', or {EXTRA}") from None
+
+
+def mlflow_uri(value: bool | str, run_dir: Path) -> str:
+    """The tracking URI ``tracking.mlflow`` names for a run in ``run_dir`` (see the module docstring)."""
+    if value is True:
+        env = os.environ.get("MLFLOW_TRACKING_URI")
+        return env or (Path(run_dir).resolve().parent / "mlruns").as_uri()
+    text = str(value)
+    return text if ":" in text or text == "databricks" else Path(text).resolve().as_uri()
+
+
+def tensorboard_dir(value: bool | str, run_dir: Path) -> Path:
+    """The folder ``tracking.tensorboard`` names for a run in ``run_dir``."""
+    return Path(run_dir) / "tensorboard" if value is True else Path(str(value))
+
+
+def open_tracker(spec: TrackingSpec, run_dir: Path, *, run_name: str, params: Mapping[str, str],
+                 resume: bool = False, parent_run_id: str | None = None) -> Tracker:
+    """Open the backends ``spec`` turns on for the run in ``run_dir`` and log ``params`` to them.
+
+    A new MLflow run is named ``run_name`` and, with ``parent_run_id``, made a child of that run
+    (a sweep's trials); with ``resume`` the MLflow run this run dir started is reopened when it is in
+    the same store. Raises ``TrackingError`` naming the recipe key when a store cannot be opened.
+    """
+    run_dir = Path(run_dir)
+    stored = _stored(run_dir) if resume else {}
+    backends: list[Backend] = []
+    try:
+        for key in _asked(spec):
+            backends.append(_open(key, spec, run_dir, run_name, stored, parent_run_id))
+            try:
+                backends[-1].log_params(params)
+                if resume and key not in stored:  # curves of a resumed run written before tracking saw it
+                    backends[-1].log_points(_logged_points(run_dir / "logs" / "train.jsonl"))
+            except Exception as exc:
+                raise TrackingError(f"tracking.{key}: cannot log to {backends[-1].info} ({exc})") from exc
+    except TrackingError:
+        Tracker(backends).close(RunStatus.FAILED)
+        raise
+    tracker = Tracker(backends)
+    write_json_atomic(run_dir / TRACKING_FILE, tracker.info)
+    return tracker
+
+
+def _open(key: str, spec: TrackingSpec, run_dir: Path, run_name: str, stored: dict,
+          parent_run_id: str | None) -> Backend:
+    """One backend, its errors as ``TrackingError`` naming the key and the place."""
+    place = ""
+    try:
+        if key == "mlflow":
+            from tinyplm.track.mlflow_backend import MlflowBackend
+
+            place = mlflow_uri(spec.mlflow, run_dir)
+            earlier = stored.get("mlflow", {})
+            if earlier.get("tracking_uri") == place and earlier.get("run_id"):
+                return MlflowBackend(place, spec.experiment, run_name, run_id=earlier["run_id"])
+            return MlflowBackend(place, spec.experiment, run_name, parent_run_id=parent_run_id)
+        from tinyplm.track.tensorboard_backend import TensorBoardBackend
+
+        place = str(tensorboard_dir(spec.tensorboard, run_dir))
+        return TensorBoardBackend(Path(place))
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TrackingError(f"tracking.{key}: cannot open {place or key} ({first})") from exc
+
+
+def _stored(run_dir: Path) -> dict:
+    """Where an earlier attempt of this run was tracked (``logs/tracking.json``), else {}."""
+    try:
+        data = json.loads((run_dir / TRACKING_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _logged_points(log_path: Path) -> list[Point]:
+    """The curve points of every whole record in a ``train.jsonl`` (a line cut by a kill is skipped)."""
+    if not log_path.is_file():
+        return []
+    points: list[Point] = []
+    for line in log_path.read_text(encoding="utf-8").splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            points.extend(event_points(event))
+    return points

@@ -1,0 +1,138 @@
+"""Opening tracking: packages checked first, default places, parent runs, resumed runs, and a store
+that fails mid-run leaving the run alone."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers_track import mlflow_client, tensorboard_scalars, tracking_info
+from tinyplm.config import TrackingSpec
+from tinyplm.track import (
+    RunStatus,
+    Tracker,
+    TrackingError,
+    check_available,
+    mlflow_uri,
+    open_tracker,
+    tensorboard_dir,
+)
+
+PARAMS = {"name": "t", "teacher.finetune.lr": "3e-05"}
+
+
+def test_nothing_is_imported_or_checked_when_tracking_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # importing it would fail
+    monkeypatch.setitem(sys.modules, "tensorboardX", None)
+    check_available(TrackingSpec())
+
+
+@pytest.mark.parametrize(("spec", "fragments"), [
+    (TrackingSpec(mlflow=True), ("tracking.mlflow (or --track)", "pip install 'mlflow-skinny'", "tinyplm[track]")),
+    (TrackingSpec(tensorboard=True), ("tracking.tensorboard", "pip install 'tensorboardX'")),
+])
+def test_a_backend_asked_for_and_not_installed_names_the_key_and_the_install(
+        monkeypatch: pytest.MonkeyPatch, spec: TrackingSpec, fragments: tuple[str, ...]) -> None:
+    monkeypatch.setitem(sys.modules, "mlflow", None)
+    monkeypatch.setitem(sys.modules, "tensorboardX", None)
+    with pytest.raises(TrackingError) as caught:
+        check_available(spec)
+    for fragment in fragments:
+        assert fragment in str(caught.value)
+
+
+def test_default_places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_dir = tmp_path / "runs" / "tiny"
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert mlflow_uri(True, run_dir) == (tmp_path / "runs" / "mlruns").as_uri()  # beside the run dir
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
+    assert mlflow_uri(True, run_dir) == "http://127.0.0.1:5000"  # MLflow's own variable wins for `true`
+    assert mlflow_uri("sqlite:///x.db", run_dir) == "sqlite:///x.db"
+    monkeypatch.chdir(tmp_path)
+    assert mlflow_uri("store", run_dir) == (tmp_path / "store").as_uri()  # a folder: a file store
+    assert tensorboard_dir(True, run_dir) == run_dir / "tensorboard"
+    assert tensorboard_dir("tb", run_dir) == Path("tb")
+
+
+def test_a_child_run_and_a_resumed_run_stay_one_mlflow_run(tmp_path: Path) -> None:
+    spec, run_dir = TrackingSpec(mlflow=str(tmp_path / "mlruns"), experiment="sweep"), tmp_path / "runs" / "a"
+    parent = open_tracker(spec, tmp_path / "runs" / "sweep", run_name="sweep", params={})
+    parent_id = parent.info["mlflow"]["run_id"]
+    child = open_tracker(spec, run_dir, run_name="a", params=PARAMS, parent_run_id=parent_id)
+    child_id = child.info["mlflow"]["run_id"]
+    child.close(RunStatus.KILLED)
+    again = open_tracker(spec, run_dir, run_name="a", params=PARAMS, resume=True)
+    assert again.info["mlflow"]["run_id"] == child_id == tracking_info(run_dir)["mlflow"]["run_id"]
+    again.close(RunStatus.FINISHED)
+    parent.close(RunStatus.FINISHED)
+    client = mlflow_client(mlflow_uri(spec.mlflow, run_dir))
+    run = client.get_run(child_id)
+    assert run.data.tags["mlflow.parentRunId"] == parent_id and run.info.status == "FINISHED"
+    assert run.data.params == PARAMS
+    fresh = open_tracker(spec, run_dir, run_name="a", params=PARAMS)  # not a resume: a new run
+    assert fresh.info["mlflow"]["run_id"] != child_id
+    fresh.close(RunStatus.FINISHED)
+    assert client.get_experiment_by_name("sweep") is not None
+
+
+def test_a_missing_parent_run_fails_before_the_run_naming_the_key(tmp_path: Path) -> None:
+    spec = TrackingSpec(mlflow=str(tmp_path / "mlruns"))
+    with pytest.raises(TrackingError, match="tracking.mlflow: cannot open"):
+        open_tracker(spec, tmp_path / "run", run_name="a", params={}, parent_run_id="0" * 32)
+
+
+def test_a_resume_that_turns_tracking_on_sends_the_curves_logged_before(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    (run_dir / "logs").mkdir(parents=True)
+    lines = [{"stage": "teacher", "time": 1.0, "event": "train", "step": s, "loss": 1.0 / s, "lr": 0.1}
+             for s in (1, 2, 3)]
+    (run_dir / "logs" / "train.jsonl").write_text("\n".join(map(json.dumps, lines)) + '\n{"stage": "teach')
+    spec = TrackingSpec(mlflow=str(tmp_path / "mlruns"), tensorboard=True)
+    tracker = open_tracker(spec, run_dir, run_name="a", params=PARAMS, resume=True)
+    tracker.close(RunStatus.FINISHED)
+    history = mlflow_client(mlflow_uri(spec.mlflow, run_dir)).get_metric_history(
+        tracking_info(run_dir)["mlflow"]["run_id"], "teacher/train/loss")
+    assert [m.step for m in history] == [1, 2, 3]
+    assert [s for s, _ in tensorboard_scalars(run_dir / "tensorboard")["teacher/train/loss"]] == [1, 2, 3]
+
+
+class _Broken:
+    name = "broken"
+    info: dict[str, str] = {}
+
+    def __init__(self) -> None:
+        self.closed: list[RunStatus] = []
+
+    def log_points(self, points) -> None:
+        raise ConnectionError("server went away")
+
+    def close(self, status: RunStatus) -> None:
+        self.closed.append(status)
+
+
+def test_a_store_failing_mid_run_is_reported_once_and_left_out(caplog: pytest.LogCaptureFixture) -> None:
+    broken = _Broken()
+    tracker = Tracker([broken])
+    event = {"stage": "teacher", "time": 1.0, "event": "train", "step": 1, "loss": 0.5}
+    with caplog.at_level(logging.WARNING, logger="tinyplm.track"):
+        tracker.on_event(event)
+        tracker.on_event(event)
+    assert [r.getMessage() for r in caplog.records] == [
+        "tracking: broken failed (ConnectionError: server went away); the run goes on without it"]
+    assert not tracker.enabled
+    tracker.close(RunStatus.FINISHED)
+    assert broken.closed == [RunStatus.FAILED]
+
+
+def test_tensorboard_gets_scalars_and_the_recipe(tmp_path: Path) -> None:
+    tracker = open_tracker(TrackingSpec(tensorboard=str(tmp_path / "tb")), tmp_path / "run", run_name="a",
+                           params=PARAMS)
+    for step in (1, 2):
+        tracker.on_event({"stage": "s", "time": 1.0, "event": "eval", "step": step, "metrics": {"f1": step / 4}})
+    tracker.close(RunStatus.FINISHED)
+    assert tensorboard_scalars(tmp_path / "tb") == {"s/dev/f1": [(1, 0.25), (2, 0.5)]}
+    assert tracking_info(tmp_path / "run") == {"tensorboard": {"log_dir": str(tmp_path / "tb")}}
