@@ -9,10 +9,17 @@ import typer
 
 from tinyplm.cli.app import DataDir, Force, Overrides, Resume, app, int_list, out, print_stages
 
+#: ``--track`` on the commands that run a recipe: MLflow on at its default place (config/tracking.py).
+Track = Annotated[bool, typer.Option(
+    "--track", help="track the run in MLflow (recipe tracking.mlflow: true unless it names a URI; needs "
+    "pip install 'tinyplm[track]')")]
 
-def _run_and_report(cfg, run_dir: Path | None, resume: bool, force: bool) -> None:
+
+def _run_and_report(cfg, run_dir: Path | None, resume: bool, force: bool, track: bool = False) -> None:
     from tinyplm.run import run, run_dir_of
 
+    if track:
+        cfg = cfg.model_copy(update={"tracking": cfg.tracking.with_mlflow()})
     target = run_dir or run_dir_of(cfg)
     record = run(cfg, target, resume=resume, force=force)
     from tinyplm.train import get_accelerator
@@ -30,6 +37,7 @@ def run_cmd(
         "--run-dir", "-o", help="run directory (default: recipe output_dir)")] = None,
     force: Force = False,
     resume: Resume = False,
+    track: Track = False,
 ) -> None:
     """Run a recipe: fine-tune the teacher, distil the students, measure, report.
 
@@ -37,7 +45,7 @@ def run_cmd(
     """
     from tinyplm.config import load_recipe
 
-    _run_and_report(load_recipe(recipe, overrides), run_dir, resume, force)
+    _run_and_report(load_recipe(recipe, overrides), run_dir, resume, force, track)
 
 
 @app.command("validate")
@@ -66,7 +74,10 @@ def validate_cmd(
         counts = f", {len(texts.train)} train / {len(texts.held)} held-out texts" if texts else ""
         out.print(f"{recipe}: ok (pre-training, objective {spec.objective.kind}{counts})", soft_wrap=True)
         return
+    from tinyplm.track import check_available
+
     cfg = load_recipe(recipe, overrides)
+    check_available(cfg.tracking)
     checked = preflight(cfg) if check_inputs else None
     data = checked.data if checked else None
     teacher = checked.teacher_dir if checked else cfg.teacher.model
@@ -94,6 +105,7 @@ def finetune_cmd(
     overrides: Overrides = None,
     force: Force = False,
     resume: Resume = False,
+    track: Track = False,
 ) -> None:
     """Fine-tune a teacher on a task, then measure and report it.
 
@@ -104,7 +116,7 @@ def finetune_cmd(
     raw = {"name": out_dir.name, "output_dir": str(out_dir),
            "task": {"name": task, "data_dir": data_dir, "max_length": max_length},
            "teacher": {"model": model, "finetune": train}, "measure": {"precision": eval_precision}}
-    _run_and_report(_validated(raw, overrides), out_dir, resume, force)
+    _run_and_report(_validated(raw, overrides), out_dir, resume, force, track)
 
 
 @app.command("distill")
@@ -128,6 +140,7 @@ def distill_cmd(
     overrides: Overrides = None,
     force: Force = False,
     resume: Resume = False,
+    track: Track = False,
 ) -> None:
     """Distil a fine-tuned teacher into one student (prediction-layer KD), measure both.
 
@@ -142,7 +155,7 @@ def distill_cmd(
     raw = {"name": out_dir.name, "output_dir": str(out_dir),
            "task": {"name": task, "data_dir": data_dir, "max_length": max_length},
            "teacher": {"model": teacher}, "students": [student]}
-    _run_and_report(_validated(raw, overrides), out_dir, resume, force)
+    _run_and_report(_validated(raw, overrides), out_dir, resume, force, track)
 
 
 def _validated(raw: dict, overrides: list[str] | None):

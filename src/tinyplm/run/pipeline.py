@@ -41,7 +41,9 @@ from tinyplm.run.measure import measure_stages
 from tinyplm.run.preflight import Preflight, preflight
 from tinyplm.run.results import StageResult
 from tinyplm.run.students import run_student, train_info
+from tinyplm.run.tracking import tracked
 from tinyplm.tasks.encoding import encode_split
+from tinyplm.track import check_available
 from tinyplm.train import StageIO, get_accelerator, train
 
 RESULTS = "results.json"
@@ -52,13 +54,18 @@ def run_dir_of(cfg: RunConfig) -> Path:
     return Path(cfg.output_dir.replace("{name}", cfg.name))
 
 
-def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, force: bool = False) -> RunRecord:
-    """Run a whole recipe in ``run_dir`` (default from the recipe) and write its reports.
+def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, force: bool = False,
+        parent_run_id: str | None = None) -> RunRecord:
+    """Run a whole recipe in ``run_dir`` (default from the recipe) and write its reports; tracked
+    as its ``tracking`` section says (``run.tracking``), as a child of the MLflow run
+    ``parent_run_id`` when given (a sweep's trials).
 
-    Raises ``TinyplmError`` subclasses for bad input (before anything is written) and for a run
-    dir that cannot be claimed (see ``files.claim_run_dir``); ``errors.Interrupted`` after a
-    checkpoint when SIGINT/SIGTERM stops training.
+    Raises ``TinyplmError`` subclasses for bad input (before anything is written: a tracking
+    package that is asked for and missing first) and for a run dir that cannot be claimed (see
+    ``files.claim_run_dir``); ``errors.Interrupted`` after a checkpoint when SIGINT/SIGTERM stops
+    training.
     """
+    check_available(cfg.tracking)
     quiet_transformers()
     acc = get_accelerator()
     run_dir = Path(run_dir or run_dir_of(cfg))
@@ -69,7 +76,11 @@ def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, fo
         if acc.is_main_process:
             claim = claim_run_dir(run_dir, dump_resolved(cfg), resume=resume, force=force)
     try:
-        return _run_claimed(cfg, RunPaths(run_dir), checked, claim.resumed if claim else True, started)
+        resumed = claim.resumed if claim else True
+        with tracked(cfg, RunPaths(run_dir), resumed, parent_run_id) as tracker:
+            record = _run_claimed(cfg, RunPaths(run_dir), checked, resumed, started)
+            tracker.finish(record, run_dir)
+        return record
     finally:
         if claim is not None:
             claim.release()
