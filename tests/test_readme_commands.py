@@ -157,6 +157,12 @@ DOC_LINES: dict[str, Way] = {
     "tinyplm run recipes/glue/sst2_demo.yaml": Way(
         None, "cheap check only: the demo itself (`make demo`, 30 minutes); tests/test_recipes_cli.py validates the "
         "recipe and test_mrpc_demo_run_then_resume runs a shipped GLUE demo recipe shrunk"),
+    "tinyplm run recipes/glue/sst2_demo.yaml --track": Way(
+        None, "cheap check only: the 30-minute demo; tests/track/test_tracked_run.py runs a tiny recipe with "
+        "--track (and tracking.tensorboard) through the CLI and reads it back from MLflow and TensorBoard"),
+    "tinyplm run recipes/glue/sst2_demo.yaml tracking.tensorboard=true": Way(
+        None, "cheap check only (the override loads): the 30-minute demo; tests/track/test_tracked_run.py writes "
+        "and reads TensorBoard scalars of a tiny run"),
     "python benchmarks/serve_load.py runs/sst2_demo/model runs/sst2_demo/teacher": Way(
         None, "cheap check only: the run behind docs/results/serve-load.md (minutes of load on four servers); "
         "tests/serve/test_serve_process.py runs its flood and SIGTERM checks on a tiny model"),
