@@ -3,9 +3,12 @@ predict and serve tests."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 from pathlib import Path
+
+import httpx
 
 from conftest import FILLER, NEGATIVE, POSITIVE, WORDS, make_tiny_model_dir
 
@@ -101,3 +104,30 @@ class CountingModel:
 
     def train(self, mode: bool = True):
         return self
+
+
+async def post_all(app, bodies: list[dict], delay: float = 0.0) -> list[httpx.Response]:
+    """POST each body to ``app``'s /predict at once (the i-th after ``delay * i`` seconds)."""
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+        async def post(i: int, body: dict) -> httpx.Response:
+            await asyncio.sleep(delay * i)
+            return await c.post("/predict", json=body)
+
+        return await asyncio.gather(*(post(i, b) for i, b in enumerate(bodies)))
+
+
+def fastapi_app(app):
+    """The FastAPI app inside the middlewares."""
+    while not hasattr(app, "router"):
+        app = app.app
+    return app
+
+
+async def serving(app, state, scenario):
+    """Run ``scenario()`` once the app is started (lifespan) and warmed up."""
+    api = fastapi_app(app)
+    async with api.router.lifespan_context(api):
+        while not state.ready:
+            await asyncio.sleep(0.01)
+        return await scenario()

@@ -52,6 +52,25 @@ def test_f32_openvino_predicts_what_pytorch_predicts_and_round_trips(tiny, tmp_p
     assert describe(loaded).runtime == "openvino" and describe(loaded).precision == "f32"
 
 
+def test_streams_run_batches_from_several_threads_with_the_same_logits(tiny, tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tinyplm.models.openvino import compile_config
+
+    model, _, enc = tiny
+    ov = openvino_float(model, tmp_path / "work", precision="f32")
+    one = predict_logits(ov, enc, batch_size=16)
+    ov.streams = 2
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda _: predict_logits(ov, enc, batch_size=16), range(4)))
+    assert ov._ensure_compiled().get_property("NUM_STREAMS") == 2
+    for logits in runs:
+        torch.testing.assert_close(logits, one, atol=1e-5, rtol=1e-5)
+    assert compile_config("auto", 1, 2)["INFERENCE_NUM_THREADS"] == "2"  # at least a thread per stream
+    with pytest.raises(ModelError, match="streams must be at least 1"):
+        compile_config("auto", 2, 0)
+
+
 def test_nncf_int8_quantizes_and_mostly_agrees(tiny, tmp_path: Path) -> None:
     model, tok, enc = tiny
     q = openvino_int8(model, enc, tmp_path / "work", examples=32, precision="f32", embeddings=True)

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from conftest import make_tiny_model_dir
-from helpers_serve import CountingModel, make_tiny_head_dir
+from helpers_serve import CountingModel, make_tiny_head_dir, post_all, serving
 from tinyplm.serve.api import Limits
 from tinyplm.serve.app import ServeSettings, create_app
 from tinyplm.serve.predictor import Predictor
@@ -96,32 +96,6 @@ def test_metrics_count_requests_errors_and_batches(client: TestClient) -> None:
     assert client.state.tally.accepted == client.state.tally.answered
 
 
-async def _post_all(app, bodies: list[dict], delay: float = 0.0) -> list[httpx.Response]:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
-        async def post(i: int, body: dict) -> httpx.Response:
-            await asyncio.sleep(delay * i)
-            return await c.post("/predict", json=body)
-
-        return await asyncio.gather(*(post(i, b) for i, b in enumerate(bodies)))
-
-
-def fastapi_app(app):
-    """The FastAPI app inside the middlewares."""
-    while not hasattr(app, "router"):
-        app = app.app
-    return app
-
-
-async def _serving(app, state, scenario):
-    """Run ``scenario()`` once the app is started (lifespan) and warmed up."""
-    api = fastapi_app(app)
-    async with api.router.lifespan_context(api):
-        while not state.ready:
-            await asyncio.sleep(0.01)
-        return await scenario()
-
-
 async def _counted(p: Predictor, coro):
     """``coro``'s result, with the model's call log holding only the calls made meanwhile."""
     p.model.calls.clear()  # the warm-up's
@@ -132,7 +106,7 @@ def test_concurrent_requests_share_one_forward_pass(model_dir: Path) -> None:
     p = predictor(model_dir)
     app, state = create_app(p, ServeSettings(max_batch=2, max_wait_ms=5000))
     bodies = [{"text": "the film was good"}, {"text": "the plot was dull"}]  # alike lengths: one group
-    responses = asyncio.run(_serving(app, state, lambda: _counted(p, _post_all(app, bodies))))
+    responses = asyncio.run(serving(app, state, lambda: _counted(p, post_all(app, bodies))))
     assert [r.status_code for r in responses] == [200, 200]
     assert p.model.calls == [2]  # one forward pass holding both
     assert [r.headers["x-batch-size"] for r in responses] == ["2", "2"]
@@ -142,7 +116,7 @@ def test_without_batching_each_request_has_its_own_pass(model_dir: Path) -> None
     p = predictor(model_dir, max_batch=1)
     app, state = create_app(p, ServeSettings(max_batch=1, max_wait_ms=5000))
     bodies = [{"text": "good"}, {"text": "bad"}]
-    responses = asyncio.run(_serving(app, state, lambda: _counted(p, _post_all(app, bodies))))
+    responses = asyncio.run(serving(app, state, lambda: _counted(p, post_all(app, bodies))))
     assert [r.status_code for r in responses] == [200, 200] and p.model.calls == [1, 1]
 
 
@@ -168,7 +142,7 @@ def test_a_full_queue_answers_503_at_once_and_the_rest_are_served(model_dir: Pat
             gate.set()
             return third, refused_in, await first, await second
 
-    third, refused_in, first, second = asyncio.run(_serving(app, state, scenario))
+    third, refused_in, first, second = asyncio.run(serving(app, state, scenario))
     assert third.status_code == 503 and third.headers["retry-after"] == "1" and refused_in < 1.0
     assert third.json()["kind"] == "queue_full"
     assert first.status_code == second.status_code == 200
@@ -182,11 +156,11 @@ def test_a_request_past_its_timeout_gets_504(model_dir: Path) -> None:
 
     async def scenario():
         p.model.gate = gate
-        responses = await _post_all(app, [{"text": "a"}])
+        responses = await post_all(app, [{"text": "a"}])
         gate.set()
         return responses[0]
 
-    resp = asyncio.run(_serving(app, state, scenario))
+    resp = asyncio.run(serving(app, state, scenario))
     assert resp.status_code == 504 and resp.json()["kind"] == "timeout"
 
 

@@ -89,3 +89,79 @@ def test_stop_answers_everything_queued_first() -> None:
 
     results = asyncio.run(scenario())
     assert [r[0] for r in results] == [["A"], ["B"], ["C"]] and sum(map(len, run.batches)) == 3
+
+
+class Overlap:
+    """A ``run`` that holds each batch a moment and records how many batches ran at once."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now = self.most = 0
+        self.threads: set[str] = set()
+
+    def __call__(self, items):
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+            self.threads.add(threading.current_thread().name)
+        threading.Event().wait(0.05)
+        with self.lock:
+            self.now -= 1
+        return [x.text for x in items]
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_workers_run_that_many_batches_at_once_and_answer_each_request_its_own(workers: int) -> None:
+    run = Overlap()
+
+    async def scenario():
+        b = MicroBatcher(run, max_batch=2, max_wait_s=0.0, max_queue=100, workers=workers)
+        b.start()
+        texts = [f"t{i}" for i in range(12)]
+        results = await asyncio.gather(*(b.submit([TextInput(t)], 5) for t in texts))
+        await b.stop()
+        return texts, results
+
+    texts, results = asyncio.run(scenario())
+    assert [r[0] for r in results] == [[t] for t in texts]
+    assert run.most == workers and len(run.threads) == workers
+
+
+def test_stop_waits_for_every_batch_in_flight() -> None:
+    run = Overlap()
+
+    async def scenario():
+        b = MicroBatcher(run, max_batch=1, max_wait_s=0.0, max_queue=100, workers=2)
+        b.start()
+        tasks = [asyncio.create_task(b.submit([TextInput(t)], 5)) for t in "abcde"]
+        await asyncio.sleep(0.01)
+        await b.stop()
+        return [t.done() for t in tasks], [t.result()[0] for t in tasks]
+
+    done, answers = asyncio.run(scenario())
+    assert all(done) and answers == [[c] for c in "abcde"]
+
+
+def test_workers_must_be_positive() -> None:
+    async def scenario():
+        MicroBatcher(Overlap(), workers=0).start()
+
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        asyncio.run(scenario())
+
+
+def test_free_workers_share_what_is_queued() -> None:
+    gate = threading.Event()
+    run = Recorder(gate)
+
+    async def scenario():
+        b = MicroBatcher(run, max_batch=8, max_wait_s=0.05, max_queue=100, workers=2)
+        b.start()
+        tasks = [asyncio.create_task(b.submit([TextInput("x" * (i + 1))], 5)) for i in range(8)]
+        await asyncio.sleep(0.2)
+        gate.set()
+        await asyncio.gather(*tasks)
+        await b.stop()
+
+    asyncio.run(scenario())
+    assert sorted(map(len, run.batches)) == [4, 4]  # 8 queued, 2 free workers: half each, not 8 and 0

@@ -21,6 +21,9 @@ NullThreshold = Annotated[float | None, typer.Option(
     help="SQuAD v2.0: answer empty when the no-answer score beats the best span by more (default: 0 for a "
          "squad_v2 run, else always answer)")]
 Threads = Annotated[int | None, typer.Option(help="torch threads (default: all cores)")]
+Host = Annotated[str, typer.Option(help="address to listen on (loopback by default: only this machine)")]
+Streams = Annotated[int, typer.Option(help="batches an OpenVINO model runs at once, each on its share of the cores "
+                                       "(PyTorch models: 1)")]
 InputFormat = Annotated[str | None, typer.Option(
     help="text, csv, tsv, jsonl, squad, conll or reviews (Goodreads JSON lines, one prediction per sentence; "
          "the default for .json/.jsonl given to a goodreads_spoilers_reviews model) (default: from the input's "
@@ -150,8 +153,7 @@ class _progress:
 @app.command("serve")
 def serve_cmd(
     model_dir: ModelDir,
-    host: Annotated[str, typer.Option(help="address to listen on (loopback by default: only this machine)")]
-    = "127.0.0.1",
+    host: Host = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port (0: any free port, printed)")] = 8000,
     max_batch: Annotated[int, typer.Option(help="most examples in one forward pass (1: no batching)")] = 32,
     max_wait_ms: Annotated[float, typer.Option(help="how long the oldest request waits for others to join")] = 5.0,
@@ -165,6 +167,7 @@ def serve_cmd(
     max_query_length: MaxQueryLength = None,
     null_threshold: NullThreshold = None,
     threads: Threads = None,
+    streams: Streams = 1,
     api_key: Annotated[str | None, typer.Option(
         envvar="TINYPLM_API_KEY", show_envvar=True,
         help="require 'Authorization: Bearer KEY' on every endpoint but /health, /metrics and the docs (401 "
@@ -188,7 +191,7 @@ def serve_cmd(
 
     key = resolve_api_key(api_key, api_key_file)
     settings = ServeSettings(max_batch, max_wait_ms, max_queue, timeout, Limits(max_body_bytes, max_texts, max_chars),
-                             api_key=key, protect_metrics=protect_metrics)
+                             api_key=key, protect_metrics=protect_metrics, streams=streams)
     settings.check()
     _threads(threads)
     predictor = Predictor.load(model_dir, batch_size=max_batch, split_by_length=True,

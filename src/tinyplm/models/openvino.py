@@ -15,10 +15,18 @@ and recorded, never assumed.
 A model dir in OpenVINO form holds ``model.xml`` + ``model.bin``, ``config.json`` (with
 ``tinyplm_format: openvino`` and ``tinyplm_runtime``: runtime, precision, quantization, version)
 and the tokenizer; :func:`tinyplm.models.loading.load_classifier` returns an ``OvClassifier``.
+
+**Streams.** Every timing here runs one batch at a time on one stream of all threads (the
+plugin's latency mode). A server may run several batches at once instead
+(:attr:`OvClassifier.streams`): the plugin then splits the threads among that many streams and
+each calling thread gets its own infer request, so two batches proceed side by side, each on its
+own core, with no barrier between the cores to wait at when the server's event loop takes one of
+them for a moment (see :mod:`tinyplm.serve.batcher`).
 """
 
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 from pathlib import Path
 from types import SimpleNamespace
@@ -61,12 +69,17 @@ def to_openvino(model: torch.nn.Module, work: Path):
         onnx.unlink(missing_ok=True)
 
 
-def compile_config(precision: str, threads: int) -> dict[str, str]:
-    """CPU plugin properties: one stream of ``threads`` threads (batches are run one at a time, as
-    every model here is timed) and the precision asked for (``auto`` leaves the plugin's default)."""
+def compile_config(precision: str, threads: int, streams: int = 1) -> dict[str, str]:
+    """CPU plugin properties: ``streams`` streams sharing ``threads`` threads (one stream, batches
+    run one at a time, is how every model here is timed; see the module docstring) and the
+    precision asked for (``auto`` leaves the plugin's default)."""
     if precision not in PRECISIONS:
         raise ModelError(f"OpenVINO precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1", "INFERENCE_NUM_THREADS": str(threads)}
+    if streams < 1:
+        raise ModelError(f"OpenVINO streams must be at least 1, got {streams}")
+    hint = "LATENCY" if streams == 1 else "THROUGHPUT"
+    config = {"PERFORMANCE_HINT": hint, "NUM_STREAMS": str(streams),
+              "INFERENCE_NUM_THREADS": str(max(threads, streams))}
     if precision == "f32":
         config.update(EXECUTION_MODE_HINT="ACCURACY", INFERENCE_PRECISION_HINT="f32")
     elif precision == "bf16":
@@ -103,8 +116,12 @@ class OvClassifier:
         self.path = Path(source) if isinstance(source, (str, Path)) else None
         self.model = self._read(source)
         self.training = False
+        self.streams = 1  # batches that may run at once, each from its own thread (module docstring)
         self._threads = 0
+        self._streams = 0
         self._compiled = None
+        self._local = threading.local()  # this thread's infer request, for the compiled model it came from
+        self._lock = threading.Lock()
         self._names: set[str] = set()
 
     def _read(self, source):
@@ -116,14 +133,25 @@ class OvClassifier:
             raise ModelError(f"{self.path}: OpenVINO cannot read it ({exc.__class__.__name__}: "
                              f"{' '.join(str(exc).split())[:300]})") from None
 
-    def _ensure_compiled(self) -> None:
-        """Compile for torch's current thread count (speed runs set it) on first use or when it changed."""
-        threads = torch.get_num_threads()
-        if self._compiled is None or threads != self._threads:
-            self._compiled = core().compile_model(self.model, "CPU", compile_config(self.precision_asked, threads))
-            self._request = self._compiled.create_infer_request()
-            self._names = {name for port in self._compiled.inputs for name in port.get_names()}
-            self._threads = threads
+    def _ensure_compiled(self):
+        """Compile for torch's current thread count (speed runs set it) and :attr:`streams` on first
+        use or when either changed -> the compiled model."""
+        threads, streams = torch.get_num_threads(), self.streams
+        with self._lock:  # two serving threads must not compile twice
+            if self._compiled is None or (threads, streams) != (self._threads, self._streams):
+                config = compile_config(self.precision_asked, threads, streams)
+                compiled = core().compile_model(self.model, "CPU", config)
+                self._names = {name for port in compiled.inputs for name in port.get_names()}
+                self._threads, self._streams, self._compiled = threads, streams, compiled
+            return self._compiled
+
+    def _infer_request(self):
+        """This thread's infer request on the current compiled model (created on first use)."""
+        compiled = self._ensure_compiled()
+        local = self._local
+        if getattr(local, "compiled", None) is not compiled:
+            local.compiled, local.request = compiled, compiled.create_infer_request()
+        return compiled, local.request
 
     @property
     def int8_matmuls(self) -> bool:
@@ -133,14 +161,13 @@ class OvClassifier:
     @property
     def precision(self) -> str:
         """The precision the plugin runs non-quantized parts in (``f32`` or ``bf16``)."""
-        self._ensure_compiled()
-        ran = self._compiled.get_property("INFERENCE_PRECISION_HINT")
+        ran = self._ensure_compiled().get_property("INFERENCE_PRECISION_HINT")
         return ran.get_type_name() if hasattr(ran, "get_type_name") else str(ran)
 
     def __call__(self, input_ids, attention_mask=None, token_type_ids=None, **_) -> SimpleNamespace:
-        self._ensure_compiled()
-        result = self._request.infer(graph_feed(self._names, input_ids, attention_mask, token_type_ids))
-        logits = np.array(result[self._compiled.output(0)], dtype=np.float32)  # copy: the request reuses it
+        compiled, request = self._infer_request()
+        result = request.infer(graph_feed(self._names, input_ids, attention_mask, token_type_ids))
+        logits = np.array(result[compiled.output(0)], dtype=np.float32)  # copy: the request reuses it
         return SimpleNamespace(logits=torch.from_numpy(logits))
 
     def eval(self) -> OvClassifier:

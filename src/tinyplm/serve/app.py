@@ -63,7 +63,8 @@ log = logging.getLogger("tinyplm.serve")
 class ServeSettings:
     """Batching (``max_batch`` examples, ``max_wait_ms``), back-pressure (``max_queue`` examples,
     ``timeout_s`` per request), request limits, whether to warm the model up before ready, and the
-    API key (``None``: no key; never shown in a repr) and whether ``/metrics`` needs it too."""
+    API key (``None``: no key; never shown in a repr) and whether ``/metrics`` needs it too;
+    ``streams``: batches an OpenVINO model runs at once (:class:`~tinyplm.serve.batcher.MicroBatcher`)."""
 
     max_batch: int = 32
     max_wait_ms: float = 5.0
@@ -73,6 +74,7 @@ class ServeSettings:
     warm_up: bool = True
     api_key: str | None = field(default=None, repr=False)
     protect_metrics: bool = False
+    streams: int = 1
 
     def check(self) -> None:
         """Raise ``TinyplmError`` naming the option that cannot work."""
@@ -87,6 +89,8 @@ class ServeSettings:
         if self.max_queue < self.limits.max_texts:
             raise TinyplmError(f"--max-queue {self.max_queue} is smaller than --max-texts {self.limits.max_texts}: "
                                "a full request could never be queued")
+        if self.streams < 1:
+            raise TinyplmError(f"--streams: expected at least 1, got {self.streams}")
         if self.api_key is not None:
             check_api_key(self.api_key, "the API key")
         if self.protect_metrics and self.api_key is None:
@@ -113,7 +117,9 @@ def create_app(predictor: Predictor, settings: ServeSettings | None = None):
     settings = settings or ServeSettings()
     settings.check()
     predictor.pass_overhead_tokens = pass_overhead_tokens(predictor.model)  # its runtime's, for length groups
-    batcher = MicroBatcher(predictor.predict, settings.max_batch, settings.max_wait_ms / 1000, settings.max_queue)
+    streams = predictor.use_streams(settings.streams)
+    batcher = MicroBatcher(predictor.predict, settings.max_batch, settings.max_wait_ms / 1000, settings.max_queue,
+                           workers=streams)
     metrics = ServeMetrics(lambda: batcher.depth)
     batcher.on_batch = metrics.observe_batch
     state = ServeState(predictor, settings, batcher, metrics)
@@ -153,11 +159,11 @@ def _lifespan(state: ServeState):
 async def _warm_up(state: ServeState) -> None:
     if state.settings.warm_up:
         predictor = state.predictor
-        await state.batcher.call(predictor.warm_up)
+        await state.batcher.call_each(predictor.warm_up)  # on every inference thread: each has its stream
         batch, length = state.settings.max_batch, predictor.info.max_length
         if needs_shape_warm_up(predictor.model):  # see tinyplm.serve.warmup
-            ran = await state.batcher.call(partial(warm_shapes, predictor.model, batch, length))
-            log.info("warmed up on %d input shapes", ran)
+            ran = await state.batcher.call_each(partial(warm_shapes, predictor.model, batch, length))
+            log.info("warmed up on %d input shapes", min(ran))
     gc.collect()
     gc.freeze()  # see the module docstring
     state.ready = True
@@ -196,8 +202,9 @@ def _routes(api: FastAPI, state: ServeState) -> None:
             return JSON({"ready": False}, status_code=503, headers={"Retry-After": "1"})
         s = state.settings
         return JSON({"ready": True, **info.describe(), "max_batch": s.max_batch, "max_wait_ms": s.max_wait_ms,
-                     "max_queue": s.max_queue, "timeout_s": s.timeout_s, "max_texts": limits.max_texts,
-                     "max_chars": limits.max_chars, "max_body_bytes": limits.max_body_bytes})
+                     "max_queue": s.max_queue, "streams": state.batcher.workers, "timeout_s": s.timeout_s,
+                     "max_texts": limits.max_texts, "max_chars": limits.max_chars,
+                     "max_body_bytes": limits.max_body_bytes})
 
     @api.get("/metrics")
     async def metrics() -> Response:

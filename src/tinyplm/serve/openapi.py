@@ -76,6 +76,7 @@ class Ready(BaseModel):
     max_batch: int
     max_wait_ms: float
     max_queue: int
+    streams: int
     timeout_s: float
     max_texts: int
     max_chars: int

@@ -21,16 +21,23 @@ dozen examples; :data:`PASS_OVERHEAD_TOKENS` unless the server measured the mode
 cores). Files need none of this: a window sorted by length already makes batches of like lengths,
 exactly as evaluate's.
 
+**Several threads** may call :meth:`Predictor.predict` at once (a server running batches on
+OpenVINO streams, :attr:`Predictor.streams`): tokenising is serialised by a lock (a fast
+tokenizer's settings are changed by each call, and the library refuses two such calls at once),
+the forward passes are not.
+
 Pair and single-text inputs are encoded apart: a text alone in a batch of pairs would otherwise
 be encoded as a pair with an empty second text, and its prediction would depend on its neighbours.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from tinyplm.errors import TinyplmError
@@ -86,6 +93,13 @@ def length_groups(lengths: Sequence[int], overhead: float = PASS_OVERHEAD_TOKENS
     return groups[::-1]
 
 
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax in float64 (numpy: a few microseconds for a served batch, where
+    ``torch.softmax`` took ~0.5 ms waking its thread pool)."""
+    z = np.exp(logits.astype(np.float64) - logits.max(axis=-1, keepdims=True))
+    return z / z.sum(axis=-1, keepdims=True)
+
+
 @dataclass
 class Predictor:
     """A loaded model ready to predict (see the module docstring). ``batch_size`` is the largest
@@ -99,6 +113,7 @@ class Predictor:
     split_by_length: bool = False
     forward_passes: int = 0
     pass_overhead_tokens: float = PASS_OVERHEAD_TOKENS
+    _tokenizing: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
     def load(cls, target: Path, batch_size: int = BATCH_SIZE, split_by_length: bool = False,
@@ -110,6 +125,23 @@ class Predictor:
         if info.head == Head.TOKEN and not getattr(tokenizer, "is_fast", False):
             raise TinyplmError(f"{info.path}: a tagger needs a fast tokenizer (tokenizer.json) to align words")
         return cls(model, tokenizer, info, batch_size, split_by_length)
+
+    @property
+    def streams(self) -> int:
+        """How many forward passes the model runs at once when called from as many threads: more
+        than 1 only for an OpenVINO model compiled for streams (:meth:`use_streams`)."""
+        return getattr(self.model, "streams", 1)
+
+    def use_streams(self, streams: int) -> int:
+        """Let the model run up to ``streams`` forward passes at once, where its runtime can (OpenVINO;
+        PyTorch already spreads one pass over every core) -> the streams it will run."""
+        if streams > 1 and hasattr(self.model, "streams"):
+            self.model.streams = streams
+        return self.streams
+
+    def _encode(self, split: Split):
+        with self._tokenizing:  # see the module docstring
+            return encode_split(split, self.tokenizer, self.info.max_length)
 
     @property
     def input_type(self) -> type:
@@ -152,13 +184,13 @@ class Predictor:
 
     def _logits(self, split: Split):
         """(encoding, logits) of a split, run as evaluate runs it."""
-        enc = encode_split(split, self.tokenizer, self.info.max_length)
+        enc = self._encode(split)
         self.forward_passes += -(-len(enc) // self.batch_size)
         return enc, predict_logits(self.model, enc, batch_size=self.batch_size)
 
     def _grouped_logits(self, split: Split) -> torch.Tensor:
         """Logits of a sequence split run in :func:`length_groups` -> ``(N, labels)``."""
-        enc = encode_split(split, self.tokenizer, self.info.max_length)
+        enc = self._encode(split)
         parts = []
         for group in length_groups(enc.lengths().tolist(), self.pass_overhead_tokens, self.batch_size):
             parts.append((group, predict_logits(self.model, enc.subset(group), batch_size=len(group))))
@@ -177,7 +209,7 @@ class Predictor:
         values = logits_to_predictions(logits, self.info.is_regression)
         if self.info.is_regression:
             return [ValuePrediction(float(v)) for v in values]
-        probs = torch.softmax(logits, dim=-1).tolist()
+        probs = _softmax(logits.numpy()).tolist()
         labels = self.info.labels
         return [LabelPrediction(labels[int(c)], int(c), dict(zip(labels, p, strict=True)))
                 for c, p in zip(values, probs, strict=True)]

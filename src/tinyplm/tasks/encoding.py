@@ -134,17 +134,21 @@ def collate(enc: Encoded, indices: Sequence[int], multiple: int = PAD_MULTIPLE) 
     idx = list(indices)
     longest = max(len(enc.input_ids[i]) for i in idx)
     width = padded_width(longest, multiple)
-    ids = torch.full((len(idx), width), enc.pad_id, dtype=torch.long)
-    types = torch.zeros((len(idx), width), dtype=torch.long)
-    mask = torch.zeros((len(idx), width), dtype=torch.long)
-    starts = torch.zeros((len(idx), width), dtype=torch.long) if enc.word_starts is not None else None
+    # filled as numpy arrays, row by row (a torch.tensor per row cost ~15 us each: a third of a
+    # served batch's collate time), then shared with torch without a copy
+    ids = np.full((len(idx), width), enc.pad_id, dtype=np.int64)
+    types = np.zeros((len(idx), width), dtype=np.int64)
+    mask = np.zeros((len(idx), width), dtype=np.int64)
+    starts = np.zeros((len(idx), width), dtype=np.int64) if enc.word_starts is not None else None
     for row, i in enumerate(idx):
         n = len(enc.input_ids[i])
-        ids[row, :n] = torch.tensor(enc.input_ids[i])
-        types[row, :n] = torch.tensor(enc.token_type_ids[i])
+        ids[row, :n] = enc.input_ids[i]
+        types[row, :n] = enc.token_type_ids[i]
         mask[row, :n] = 1
         if starts is not None:
-            starts[row, :n] = torch.tensor(enc.word_starts[i])
+            starts[row, :n] = enc.word_starts[i]
+    ids, types, mask = torch.from_numpy(ids), torch.from_numpy(types), torch.from_numpy(mask)
+    starts = torch.from_numpy(starts) if starts is not None else None
     labels = enc.labels[idx]
     if enc.head == Head.TOKEN:  # per-piece labels: cut (or pad) to this batch's width
         from tinyplm.tasks.tagging import IGNORE
