@@ -133,6 +133,21 @@ def test_a_run_killed_right_after_its_recipe_was_written_resumes(tmp_path: Path)
         assert claim.resumed and (run_dir / "logs").is_dir() and (run_dir / "checkpoints").is_dir()
 
 
+def test_a_resume_removes_what_killed_writers_left_half_written(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    write_atomic(run_dir / RESOLVED, "recipe: a\n")
+    (run_dir / "plots").mkdir()
+    student = run_dir / "students" / "s"
+    left = [run_dir / "plots" / ".accuracy_vs_latency.png.29591.tmp", student / "model.onnx.4242.tmp"]
+    kept = [run_dir / "plots" / "accuracy_vs_latency.png", run_dir / "notes.tmp", student / "a.1.tmp.json"]
+    for path in left + kept:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x", encoding="utf-8")
+    with claim_run_dir(run_dir, "recipe: a\n", resume=True) as claim:
+        assert claim.resumed
+    assert not any(p.exists() for p in left) and all(p.exists() for p in kept)
+
+
 def test_reuse_finished_needs_the_same_recipe(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     assert reuse_finished(run_dir, "recipe: a\n") is False  # nothing there

@@ -28,6 +28,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import socket
 import sys
@@ -251,7 +252,10 @@ def claim_run_dir(run_dir: Path, resolved: str, *, resume: bool = False, force: 
             for child in sorted(run_dir.iterdir(), key=lambda c: c.name != finished):
                 if child.name not in (LOCK, RESOLVED):  # the lock file stays: we hold it
                     shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
-        if not resumed:
+        if resumed:  # the lock is ours, so every other writer is dead: its half-written files go
+            for stale in _dead_temporaries(run_dir):
+                stale.unlink(missing_ok=True)
+        else:
             for stale in _unclaimed(run_dir):  # temporaries of a claim killed before its recipe was written
                 stale.unlink()
             write_atomic(run_dir / RESOLVED, resolved)  # first: from here on the dir is a run dir
@@ -289,6 +293,16 @@ def _check(run_dir: Path, resolved: str, resume: bool, force: bool, finished: st
         raise RunDirError(f"{existing}: the recipe changed since this run started; --resume needs the same "
                           "recipe (or pass --force to restart)")
     return True
+
+
+_TEMPORARY = re.compile(r".+\.(\d+)\.tmp")
+
+
+def _dead_temporaries(run_dir: Path) -> list[Path]:
+    """Files under ``run_dir`` that a per-process atomic write (:func:`tmp_sibling`, the ONNX
+    export's ``NAME.PID.tmp``) of another process left when it was killed before its rename."""
+    return [p for p in run_dir.rglob("*.tmp") if p.is_file() and (m := _TEMPORARY.fullmatch(p.name))
+            and int(m.group(1)) != os.getpid()]
 
 
 def _unclaimed(run_dir: Path) -> set[Path]:
