@@ -20,8 +20,8 @@ and the tokenizer; :func:`tinyplm.models.loading.load_classifier` returns an ``O
 plugin's latency mode). A server may run several batches at once instead
 (:attr:`OvClassifier.streams`): the plugin then splits the threads among that many streams and
 each calling thread gets its own infer request, so two batches proceed side by side, each on its
-own core, with no barrier between the cores to wait at when the server's event loop takes one of
-them for a moment (see :mod:`tinyplm.serve.batcher`).
+own share of the cores. On 2 cores that paid only for unbatched serving (measured in
+:mod:`tinyplm.serve.batcher`), so ``tinyplm serve`` uses one stream unless ``--streams`` says.
 """
 
 from __future__ import annotations
