@@ -26,9 +26,16 @@ PARAMS = {"name": "t", "teacher.finetune.lr": "3e-05"}
 
 
 def test_nothing_is_imported_or_checked_when_tracking_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tinyplm.track.session as session
+
     monkeypatch.setitem(sys.modules, "mlflow", None)  # importing it would fail
     monkeypatch.setitem(sys.modules, "tensorboardX", None)
-    check_available(TrackingSpec())
+    tried: list[str] = []
+    monkeypatch.setattr(session, "import_module", tried.append)
+    assert check_available(TrackingSpec()) is None
+    assert tried == []  # not even looked for
+    check_available(TrackingSpec(tensorboard=True))
+    assert tried == ["tensorboardX"]  # the same check does look once a backend is on
 
 
 @pytest.mark.parametrize(("spec", "fragments"), [
