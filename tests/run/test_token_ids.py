@@ -79,6 +79,27 @@ def test_validate_refuses_a_layerwise_student_of_another_tokenizer(tmp_path: Pat
     assert not (tmp_path / "runs").exists()
 
 
+def test_init_from_takes_an_alias_and_checks_its_tokenizer(tmp_path: Path) -> None:
+    """``init_from: minilm-l6`` names the packaged MiniLM as the CLI's --model does; its tokenizer
+    is not the tiny teacher's, so a layer-wise term is refused naming the resolved dir, and
+    prediction-level distillation across tokenizers validates."""
+    from tinyplm.models import resolve_model_dir
+
+    teacher = make_tiny_model_dir(tmp_path / "teacher")
+    student = {"name": "s", "init_from": "minilm-l6", "objective": {"kd_weight": 1.0, "hidden": 1.0}}
+    recipe = tiny_recipe(tmp_path, teacher, make_tiny_glue(tmp_path / "glue", n_train=16, n_dev=8),
+                         students=[student])
+    path = write_recipe(tmp_path / "r.yaml", recipe)
+    result = cli(["validate", str(path)], cwd=tmp_path)
+    assert result.returncode == 2
+    assert f"init_from {resolve_model_dir('minilm-l6')} tokenizes otherwise than the teacher" in result.stderr
+    student["objective"] = {"kd_weight": 1.0, "hard_weight": 0.5}
+    assert cli(["validate", str(write_recipe(path, recipe))], cwd=tmp_path).returncode == 0
+    student["init_from"] = "minilm-l7"
+    result = cli(["validate", str(write_recipe(path, recipe))], cwd=tmp_path)
+    assert result.returncode == 2 and "student s: init_from: " in result.stderr and "minilm-l6" in result.stderr
+
+
 def test_a_stage_teacher_of_another_tokenizer_is_refused(tmp_path: Path) -> None:
     teacher = make_tiny_model_dir(tmp_path / "teacher")
     other = _retokenized(tmp_path / "other", _shifted())

@@ -95,8 +95,8 @@ def _check_inits(cfg: RunConfig, teacher: _Teacher) -> None:
         if cfg.earlier_student(spec) is not None:
             problem = "it starts from student " + spec.init_from if spec.init_from in own else None
         else:
-            path = Path(spec.init_from)
             try:
+                path = resolve_model_dir(spec.init_from)  # an alias (minilm-l6, mpnet-base) or a dir
                 init_cfg = check_model_dir(path)
             except ModelError as exc:
                 names = [student_name(s) for s in cfg.students[:cfg.students.index(spec)]]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -21,7 +20,7 @@ from tinyplm.config.schema import StageSpec, StudentSpec, TrainSpec, student_nam
 from tinyplm.distill.mlm import with_mlm_head
 from tinyplm.distill.objective import build_objective
 from tinyplm.evaluate.model_eval import evaluate_model
-from tinyplm.models import build_student, load_classifier, save_model, shape_of
+from tinyplm.models import build_student, load_classifier, resolve_model_dir, save_model, shape_of
 from tinyplm.models.infer import precision_name, use_bf16
 from tinyplm.models.token_ids import token_id_mismatch
 from tinyplm.report.records import StageKind
@@ -43,7 +42,8 @@ def initial_student(spec: StudentSpec, inp: RunInputs) -> tuple[torch.nn.Module,
         view = inp if own is None else replace(inp, own=own)
         return copy.deepcopy(inp.students[spec.init_from]), f"student {spec.init_from}", view
     if spec.init_from:
-        model, tok = load_classifier(Path(spec.init_from), inp.data.labels, inp.data.is_regression, inp.data.head)
+        data = inp.data
+        model, tok = load_classifier(resolve_model_dir(spec.init_from), data.labels, data.is_regression, data.head)
         if token_id_mismatch(tok, inp.tokenizer) is None:
             return model, f"from {spec.init_from}", inp
         return model, f"from {spec.init_from}, its own tokenizer", inp.with_tokenizer(tok)
