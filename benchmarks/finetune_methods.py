@@ -97,11 +97,10 @@ def run_cell(args, method: str, seed: int, inputs, save_to: Path | None) -> dict
     import torch
 
     from tinyplm.config import TrainSpec
-    from tinyplm.distill import PredictionObjective
     from tinyplm.evaluate.model_eval import evaluate_model
     from tinyplm.models import load_classifier, save_model
     from tinyplm.models.infer import use_bf16
-    from tinyplm.train import StageIO, train
+    from tinyplm.train import PredictionObjective, StageIO, train
 
     data, train_enc, evals, model_dir = inputs
     spec = TrainSpec(**train_spec(args, method, seed))

@@ -16,8 +16,8 @@ from transformers import (
 )
 
 from tinyplm.config.schema import ObjectiveSpec, ShapeSpec, StudentSpec
-from tinyplm.distill.features import forward_features
 from tinyplm.distill.objective import build_objective
+from tinyplm.models.features import forward_features
 from tinyplm.models.student import DEBERTA_ATTENTION, build_student
 
 TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
@@ -63,7 +63,7 @@ def test_attention_probs_equal_the_models_own(make):
 def test_relative_terms_matter():
     """Without the relative-position terms the probabilities would differ: the test above is not
     passed by content scores alone."""
-    from tinyplm.distill.features import attention_from_qk
+    from tinyplm.models.features import attention_from_qk
 
     model = deberta()
     feats = forward_features(model, inputs(), ["attn_probs", "queries", "keys"])

@@ -10,10 +10,10 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from conftest import TINY_TRAIN, tiny_sentiment_rows
 from tinyplm.config import ObjectiveSpec, TrainSpec
-from tinyplm.distill.features import forward_features
 from tinyplm.distill.objective import build_objective
 from tinyplm.errors import RecipeError
 from tinyplm.models import load_classifier
+from tinyplm.models.features import forward_features
 from tinyplm.tasks.base import Example, Split
 from tinyplm.tasks.encoding import collate, encode_split, model_inputs
 from tinyplm.train import StageIO, train

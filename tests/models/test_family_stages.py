@@ -18,21 +18,20 @@ from tinyplm.config import TrainSpec
 from tinyplm.config.base import ObjectiveSpec
 from tinyplm.config.finetune import Method
 from tinyplm.config.schema import ShapeSpec, StudentSpec
-from tinyplm.distill import PredictionObjective
-from tinyplm.distill.features import forward_features
 from tinyplm.distill.objective import build_objective
 from tinyplm.errors import ModelError
 from tinyplm.evaluate.head_run import accumulate, heads_per_layer, vocabulary
 from tinyplm.evaluate.probe import layer_features
 from tinyplm.evaluate.probe_data import Level, encode_items
 from tinyplm.models import build_student, load_classifier, roles, save_model
+from tinyplm.models.features import forward_features
 from tinyplm.models.infer import logits_to_predictions, predict_logits
 from tinyplm.models.shape import params_from_config
 from tinyplm.serve.predictor import Predictor
 from tinyplm.serve.records import TextInput
 from tinyplm.tasks.base import Example, Split
 from tinyplm.tasks.encoding import encode_split
-from tinyplm.train import StageIO, train
+from tinyplm.train import PredictionObjective, StageIO, train
 
 LABELS = ("negative", "positive")
 #: family -> why attention scores cannot be distilled or analysed (the others: all features).

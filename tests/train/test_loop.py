@@ -12,11 +12,10 @@ from safetensors.torch import load_file
 
 from conftest import TINY_TRAIN, tiny_sentiment_rows
 from tinyplm.config import TrainSpec
-from tinyplm.distill import PredictionObjective
 from tinyplm.models import load_classifier
 from tinyplm.tasks.base import Example, Split
 from tinyplm.tasks.encoding import encode_split
-from tinyplm.train import StageIO, epoch_batches, lr_factor, train
+from tinyplm.train import PredictionObjective, StageIO, epoch_batches, lr_factor, train
 from tinyplm.train.checkpoint import list_checkpoints
 
 

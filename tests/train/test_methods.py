@@ -13,12 +13,11 @@ from transformers import BertForSequenceClassification
 
 from conftest import TINY_TRAIN, make_tiny_model_dir, tiny_sentiment_rows
 from tinyplm.config import TrainSpec
-from tinyplm.distill import PredictionObjective
 from tinyplm.models import load_classifier, save_model
 from tinyplm.models.infer import predict_logits
 from tinyplm.tasks.base import Example, Split
 from tinyplm.tasks.encoding import encode_split
-from tinyplm.train import StageIO, train
+from tinyplm.train import PredictionObjective, StageIO, train
 from tinyplm.train.methods import adapt, finish, load_adapter, param_counts, save_adapter
 from tinyplm.train.ulmfit import Unfreezer, discriminative_groups, layer_groups, stlr_factor
 

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from tinyplm.distill.losses import PredictionObjective
 from tinyplm.models import roles
 from tinyplm.models.infer import output_logits
 from tinyplm.models.shape import head_size
 from tinyplm.models.widths import attention_heads, ffn_width
 from tinyplm.tasks.encoding import Encoded, collate, model_inputs
 from tinyplm.tasks.heads import Head
+from tinyplm.train.prediction import PredictionObjective
 
 
 @dataclass

@@ -1,11 +1,8 @@
-"""Distillation: features, pure loss functions, layer matching, objectives, augmentation and the
-teacher-logit cache. Training itself is the one loop in ``tinyplm.train``."""
+"""Distillation: layer-wise losses, layer matching, the distillation objectives, augmentation and
+the teacher-logit cache. The features it compares come from :mod:`tinyplm.models.features`; the
+prediction-layer objective and its KD losses (:mod:`tinyplm.train.prediction`) live with the one
+loop in ``tinyplm.train``, since fine-tuning and pruning importance use them too."""
 
 from tinyplm.distill.cache import cached_teacher_logits, default_cache_dir
-from tinyplm.distill.kd import hard_label_loss, regression_kd, soft_target_kd
-from tinyplm.distill.losses import PredictionObjective
 
-__all__ = [
-    "PredictionObjective", "cached_teacher_logits", "default_cache_dir", "hard_label_loss", "regression_kd",
-    "soft_target_kd",
-]
+__all__ = ["cached_teacher_logits", "default_cache_dir"]

@@ -21,10 +21,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tinyplm.distill.features import Features, forward_features
-from tinyplm.distill.kd import soft_target_kd
 from tinyplm.errors import ModelError
+from tinyplm.models.features import Features, forward_features
 from tinyplm.models.roles import base_model, is_encoder, mlm_head, mlm_predictions, set_base_model, task_class
+from tinyplm.train.kd import soft_target_kd
 from tinyplm.train.masking import IGNORE
 
 

@@ -3,7 +3,7 @@
 ``build_objective(spec, student_cfg, teacher_cfg, is_regression)`` returns a
 :class:`DistillObjective`: an ``nn.Module`` (its projections train and checkpoint with the
 student) and a training :class:`~tinyplm.train.objective.Objective`. It knows which features it
-needs from each model, runs both through :func:`~tinyplm.distill.features.forward_features` (or
+needs from each model, runs both through :func:`~tinyplm.models.features.forward_features` (or
 :func:`~tinyplm.distill.mlm.mlm_forward` for masked-LM terms) and weighs the terms in
 :meth:`DistillObjective.terms`. The terms themselves are pure functions (``kd``, ``losses``,
 ``intermediate``, ``mlm``).
@@ -18,15 +18,15 @@ from torch import nn
 
 from tinyplm.config.schema import LAYERWISE_TERMS, ObjectiveSpec
 from tinyplm.distill import intermediate as im
-from tinyplm.distill.features import Features, forward_features
-from tinyplm.distill.losses import PredictionObjective
 from tinyplm.distill.matching import LayerMap, resolve
 from tinyplm.distill.mlm import is_masked_lm, mlm_forward, mlm_hard_loss, mlm_soft_kd
 from tinyplm.errors import RecipeError
+from tinyplm.models.features import Features, forward_features
 from tinyplm.models.narrow import TEACHER_CHANNELS
 from tinyplm.tasks.heads import Head
 from tinyplm.train.masking import Masking, mask_tokens
 from tinyplm.train.objective import Batch, supervised_batch
+from tinyplm.train.prediction import PredictionObjective
 
 _NEEDS = {
     "embedding": {"embeddings"},

@@ -1,7 +1,7 @@
 """A saved model opened for looking inside it: layer states and attention, whatever its head.
 
 Probing (:mod:`tinyplm.evaluate.probe`) and head analysis (:mod:`tinyplm.evaluate.head_run`) run
-float PyTorch encoders through :func:`tinyplm.distill.features.forward_features`. ONNX, OpenVINO
+float PyTorch encoders through :func:`tinyplm.models.features.forward_features`. ONNX, OpenVINO
 and quantized model dirs run outside PyTorch (or without float weights) and are refused, saying
 so. :func:`random_copy` gives the random-encoder control: the same modules, freshly initialised.
 """

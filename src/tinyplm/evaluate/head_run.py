@@ -1,7 +1,7 @@
 """Attention-head analysis of a model on a task's dev sentences, and its stored form.
 
 :func:`analyse_heads` runs the model over dev sentences (attention recomputed from Q and K by
-:func:`~tinyplm.distill.features.forward_features`, so any attention implementation works), marks
+:func:`~tinyplm.models.features.forward_features`, so any attention implementation works), marks
 each position (``[CLS]``, ``[SEP]``, punctuation, the sentence's rarest piece by the training
 split's counts) and accumulates :mod:`tinyplm.evaluate.heads` statistics. It also keeps the
 attention maps of a few heads on one sentence, for pictures. :class:`HeadsReport` is what
@@ -20,11 +20,11 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from tinyplm.distill.features import forward_features
 from tinyplm.evaluate.encoder import OpenedModel, batches
 from tinyplm.evaluate.heads import KINDS, THRESHOLD, HeadAccumulator, TokenMarks, pattern_heads, rarest_positions
 from tinyplm.evaluate.probe_data import EncodedItems, Level, ProbeTask, encode_items
 from tinyplm.models import roles
+from tinyplm.models.features import forward_features
 from tinyplm.models.widths import attention_heads
 from tinyplm.tasks import get as get_task
 from tinyplm.tasks.encoding import encode_split

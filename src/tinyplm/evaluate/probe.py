@@ -35,9 +35,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from tinyplm.distill.features import forward_features
 from tinyplm.evaluate.encoder import batches, random_copy
 from tinyplm.evaluate.probe_data import EncodedItems, Level, ProbeData, ProbeSplit, encode_items
+from tinyplm.models.features import forward_features
 
 POOLS = ("mean", "cls")
 

@@ -6,7 +6,7 @@ the task weighs its classes). The LSTM-based ones take their vocabulary from the
 under ``cache_dir/family/``; ``feature_bilstm``: the teacher's tokenizer and a frozen encoder;
 ``static``/``static_cnn``: the teacher's tokenizer and a table made from an encoder's outputs),
 then train stage by stage with :func:`tinyplm.train.train` and a
-:class:`~tinyplm.distill.losses.PredictionObjective` (hard labels, soft-target KD or Tang et al.'s
+:class:`~tinyplm.train.prediction.PredictionObjective` (hard labels, soft-target KD or Tang et al.'s
 logit MSE against the fine-tuned teacher's cached logits). A word-tokenised student is trained on
 the *same examples in the same order* as the teacher's encoding of that data
 (``StageData.split``), so row i of the teacher's logits is its example i. The student's own
@@ -27,7 +27,6 @@ from torch import nn
 
 from tinyplm.config.family import BiLMSpec, EmbeddingSpec, FamilySpec
 from tinyplm.config.schema import StageSpec, StudentSpec, student_name
-from tinyplm.distill.losses import PredictionObjective
 from tinyplm.errors import RecipeError
 from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
 from tinyplm.files import atomic_path, write_json_atomic
@@ -43,6 +42,7 @@ from tinyplm.tasks.encoding import encode_split
 from tinyplm.tasks.heads import Head
 from tinyplm.train import StageIO, get_accelerator, train
 from tinyplm.train.objective import Batch
+from tinyplm.train.prediction import PredictionObjective
 
 
 def run_family(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:

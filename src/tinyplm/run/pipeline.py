@@ -18,7 +18,7 @@ import yaml
 
 from tinyplm.config.load import dump_resolved
 from tinyplm.config.schema import FinalSpec, RunConfig, student_name
-from tinyplm.distill import PredictionObjective, default_cache_dir
+from tinyplm.distill import default_cache_dir
 from tinyplm.errors import RunDirError
 from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
 from tinyplm.evaluate.speed import protocol
@@ -45,6 +45,7 @@ from tinyplm.run.tracking import tracked
 from tinyplm.tasks.encoding import encode_split
 from tinyplm.track import check_available
 from tinyplm.train import StageIO, get_accelerator, train
+from tinyplm.train.prediction import PredictionObjective
 
 RESULTS = "results.json"
 

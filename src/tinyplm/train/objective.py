@@ -1,6 +1,6 @@
 """The one contract between the training loop and every kind of training.
 
-Fine-tuning and prediction-layer KD (``distill.losses.PredictionObjective``), layer-wise and
+Fine-tuning and prediction-layer KD (``train.prediction.PredictionObjective``), layer-wise and
 masked-LM distillation (``distill.objective.DistillObjective``), pre-training
 (``pretrain.objective.PretrainObjective``) and fitting a masked-LM head on a frozen encoder
 (``pretrain.mlm_head.HeadMLMObjective``) all implement :class:`Objective`; the loop knows nothing

@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 
 from tinyplm.config.base import ObjectiveSpec
-from tinyplm.distill.losses import PredictionObjective
 from tinyplm.tasks.heads import Head
+from tinyplm.train.prediction import PredictionObjective
 
 
 def test_logit_mse_is_the_mean_squared_logit_difference() -> None:

@@ -17,10 +17,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from tinyplm.distill import head_losses as hl
-from tinyplm.distill.kd import hard_label_loss, logit_mse, regression_kd, soft_target_kd
 from tinyplm.models.infer import output_logits
 from tinyplm.tasks.heads import Head
+from tinyplm.train import head_losses as hl
+from tinyplm.train.kd import hard_label_loss, logit_mse, regression_kd, soft_target_kd
 from tinyplm.train.objective import Batch, supervised_batch
 
 
@@ -30,7 +30,7 @@ class PredictionObjective:
     Fine-tuning is kd_weight=0, hard_weight=1.
 
     ``head`` picks the losses: ``sequence`` (above), ``span`` (start/end KD and cross-entropy over
-    positions, ``distill.head_losses``) or ``token`` (per-piece KD and cross-entropy at labelled
+    positions, ``train.head_losses``) or ``token`` (per-piece KD and cross-entropy at labelled
     pieces). Per-token teacher logits may be wider than the batch; they are cut to its width.
     ``class_weights`` (one per class, sequence classification) weigh the hard cross-entropy.
     Raises ``ValueError`` for ``logit_mse`` with a span or token head.

@@ -1,4 +1,5 @@
-"""Named intermediate features of a Hugging Face encoder forward, for layer-wise distillation.
+"""Named intermediate features of a Hugging Face encoder forward: what layer-wise distillation
+compares, and what layer probes and attention-head analysis read.
 
 :func:`forward_features` runs one forward of any ``transformers`` encoder of a family in the role
 table (:mod:`tinyplm.models.roles`: a bare ``BertModel`` or a task / masked-LM model holding one)

@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tinyplm.distill.kd import hard_label_loss, regression_kd, soft_target_kd
-from tinyplm.distill.losses import PredictionObjective
+from tinyplm.train.kd import hard_label_loss, regression_kd, soft_target_kd
+from tinyplm.train.prediction import PredictionObjective
 
 # Two examples, three classes; small integers so the softmaxes are easy to check by hand.
 STUDENT = [[1.0, 2.0, 0.0], [0.0, 0.0, 0.0]]

@@ -6,7 +6,9 @@ import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassification, BertModel
 
-from tinyplm.distill.features import (
+from tinyplm.models import roles
+from tinyplm.models.factorized import share_layers
+from tinyplm.models.features import (
     FEATURES,
     Features,
     forward_features,
@@ -14,8 +16,6 @@ from tinyplm.distill.features import (
     num_heads,
     num_layers,
 )
-from tinyplm.models import roles
-from tinyplm.models.factorized import share_layers
 
 B, S, H, HEADS, L = 2, 5, 32, 4, 2
 

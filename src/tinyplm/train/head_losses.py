@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
-from tinyplm.distill.kd import soft_target_kd
+from tinyplm.train.kd import soft_target_kd
 
 IGNORE = -100
 _NEG = -1e4  # masked positions: no probability mass (bf16-safe, unlike -inf in mixed sums)

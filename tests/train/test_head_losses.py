@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from tinyplm.distill.head_losses import IGNORE, span_hard, span_kd, token_hard, token_kd
+from tinyplm.train.head_losses import IGNORE, span_hard, span_kd, token_hard, token_kd
 
 
 def test_span_kd_is_zero_for_equal_logits_and_ignores_padding() -> None:
