@@ -13,21 +13,18 @@ from __future__ import annotations
 import time
 import unicodedata
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from tinyplm.evaluate.encoder import OpenedModel, batches
+from tinyplm.evaluate.encoder import batches
 from tinyplm.evaluate.heads import KINDS, THRESHOLD, HeadAccumulator, TokenMarks, pattern_heads, rarest_positions
-from tinyplm.evaluate.probe_data import EncodedItems, Level, ProbeTask, encode_items
+from tinyplm.evaluate.probe_data import EncodedItems, Level, encode_items
 from tinyplm.models import roles
 from tinyplm.models.features import forward_features
 from tinyplm.models.widths import attention_heads
-from tinyplm.tasks import get as get_task
-from tinyplm.tasks.encoding import encode_split
 
 
 @dataclass(frozen=True)
@@ -249,23 +246,3 @@ def analyse_heads(model: nn.Module, tokenizer, level: Level, texts: list, counts
     return StageHeads(name=name, heads_per_layer=heads_per_layer(model), stats=stats, sentences=len(texts),
                       tokens=tokens, example=example, seconds=time.perf_counter() - start)
 
-
-def head_importance(opened: OpenedModel, task: ProbeTask, data_dir: str | Path | None,
-                    settings: HeadSettings) -> tuple[list[list[float]] | None, str | None]:
-    """(Taylor importance per layer and head, normalised per layer as pruning ranks them; None)
-    when the model's head was trained for ``task``'s tinyplm task, else (None, why not). The
-    scores come from :func:`tinyplm.compress.importance.importance` on training batches."""
-    from tinyplm.compress.importance import importance
-
-    target = get_task(task.task, data_dir)
-    if task.level == Level.WORD and task.column != "tags":
-        return None, f"no trained head predicts {task.name} labels (importance needs the task loss)"
-    if not opened.trained_head or opened.head != target.head or len(opened.labels) != len(target.labels):
-        return None, (f"the model has no trained {target.head} head with {len(target.labels)} labels for "
-                      f"{target.name} (importance needs the task loss)")
-    limit = settings.importance_batches * settings.batch_size * 4
-    enc = encode_split(target.read("train"), opened.tokenizer, settings.max_length, limit=limit)
-    scores = importance(opened.model, enc, batches=settings.importance_batches, batch_size=settings.batch_size,
-                        seed=settings.seed, head=opened.head)
-    opened.model.eval()
-    return [s.tolist() for s in scores.normalised().heads], None

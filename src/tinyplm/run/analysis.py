@@ -20,18 +20,21 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from tinyplm.compress.importance import importance
 from tinyplm.errors import TinyplmError, did_you_mean
-from tinyplm.evaluate.encoder import not_analysable, open_model
-from tinyplm.evaluate.head_run import HeadSettings, HeadsReport, analyse_heads, head_importance
+from tinyplm.evaluate.encoder import OpenedModel, not_analysable, open_model
+from tinyplm.evaluate.head_run import HeadSettings, HeadsReport, analyse_heads
 from tinyplm.evaluate.heads import piece_counts
 from tinyplm.evaluate.probe import ProbeReport, ProbeSettings, probe_model
-from tinyplm.evaluate.probe_data import ProbeTask, encode_items, load_probe_data, read_split
+from tinyplm.evaluate.probe_data import Level, ProbeTask, encode_items, load_probe_data, read_split
 from tinyplm.files import RunDirLock, write_json_atomic
 from tinyplm.models import check_model_dir, resolve_model_dir
 from tinyplm.models.loading import ALIASES
 from tinyplm.report import RESULTS, load_record, rebuild
 from tinyplm.report.analysis import analysis_path, read_heads, read_probe, write_analysis_page
 from tinyplm.report.records import RunRecord
+from tinyplm.tasks import get as get_task
+from tinyplm.tasks.encoding import encode_split
 
 Say = Callable[[str], None]
 
@@ -170,6 +173,26 @@ def training_counts(task: ProbeTask, tokenizer, data_dir: str | None, max_length
     texts, _ = read_split(task, "train", data_dir)
     items = encode_items(task.level, texts, tokenizer, max_length)
     return piece_counts(items.enc.input_ids, len(tokenizer))
+
+
+def head_importance(opened: OpenedModel, task: ProbeTask, data_dir: str | Path | None,
+                    settings: HeadSettings) -> tuple[list[list[float]] | None, str | None]:
+    """(Taylor importance per layer and head, normalised per layer as pruning ranks them; None)
+    when the model's head was trained for ``task``'s tinyplm task, else (None, why not). The
+    scores come from :func:`tinyplm.compress.importance.importance` on training batches (the
+    analysis in ``evaluate`` measures no importance itself: pruning's scores are compress's)."""
+    target = get_task(task.task, data_dir)
+    if task.level == Level.WORD and task.column != "tags":
+        return None, f"no trained head predicts {task.name} labels (importance needs the task loss)"
+    if not opened.trained_head or opened.head != target.head or len(opened.labels) != len(target.labels):
+        return None, (f"the model has no trained {target.head} head with {len(target.labels)} labels for "
+                      f"{target.name} (importance needs the task loss)")
+    limit = settings.importance_batches * settings.batch_size * 4
+    enc = encode_split(target.read("train"), opened.tokenizer, settings.max_length, limit=limit)
+    scores = importance(opened.model, enc, batches=settings.importance_batches, batch_size=settings.batch_size,
+                        seed=settings.seed, head=opened.head)
+    opened.model.eval()
+    return [s.tolist() for s in scores.normalised().heads], None
 
 
 def heads_target(target: Target, task: ProbeTask, settings: HeadSettings, data_dir: str | None = None,
