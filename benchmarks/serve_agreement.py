@@ -56,9 +56,9 @@ def stage_models(run_dir: Path) -> list[tuple[str, Path, dict]]:
 
 def evaluate_labels(model_dir: Path, split) -> list[int]:
     """Label ids as ``tinyplm evaluate`` computes them."""
+    from tinyplm.inference.model_info import model_info
     from tinyplm.models import load_classifier
     from tinyplm.models.infer import logits_to_predictions, predict_logits
-    from tinyplm.serve.model_info import model_info
     from tinyplm.tasks.encoding import encode_split
 
     info = model_info(model_dir)
@@ -69,10 +69,10 @@ def evaluate_labels(model_dir: Path, split) -> list[int]:
 
 def predict_labels(model_dir: Path, split, task: str) -> list[str]:
     """Label names as ``tinyplm predict`` writes them for the dev file itself."""
-    from tinyplm.serve.model_info import model_info
-    from tinyplm.serve.predict import PredictJob, predict_file
-    from tinyplm.serve.predictor import Predictor
-    from tinyplm.serve.sources import Source
+    from tinyplm.inference.model_info import model_info
+    from tinyplm.inference.predictor import Predictor
+    from tinyplm.predict.predict import PredictJob, predict_file
+    from tinyplm.predict.sources import Source
 
     info = model_info(model_dir)
     with tempfile.TemporaryDirectory() as tmp:
@@ -112,8 +112,8 @@ def main() -> None:
     args = p.parse_args()
     from tinyplm import tasks
     from tinyplm.files import write_json_atomic
+    from tinyplm.inference.model_info import model_info
     from tinyplm.report import load_record
-    from tinyplm.serve.model_info import model_info
 
     record = load_record(args.run_dir / "results.json")
     split = tasks.get(record.task, args.data_dir).read("dev")

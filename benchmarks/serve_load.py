@@ -294,12 +294,12 @@ def agreement(model_dir: str, split, served: list[str | None]) -> dict:
     code path: encode the split, ``predict_logits`` in batches of 64, arg-max)."""
     import tempfile
 
+    from tinyplm.inference.model_info import model_info
+    from tinyplm.inference.predictor import Predictor
     from tinyplm.models import load_classifier
     from tinyplm.models.infer import logits_to_predictions, predict_logits
-    from tinyplm.serve.model_info import model_info
-    from tinyplm.serve.predict import PredictJob, predict_file
-    from tinyplm.serve.predictor import Predictor
-    from tinyplm.serve.sources import Source
+    from tinyplm.predict.predict import PredictJob, predict_file
+    from tinyplm.predict.sources import Source
     from tinyplm.tasks.encoding import encode_split
 
     info = model_info(Path(model_dir))
@@ -321,8 +321,8 @@ def in_process_speed(model_dir: str, split, batch: int) -> dict:
     """The model's batch throughput in this process (``measure_speed``, batches sorted by length)."""
     from tinyplm.config import MeasureSpec
     from tinyplm.evaluate.speed import measure_speed
+    from tinyplm.inference.model_info import model_info
     from tinyplm.models import load_classifier
-    from tinyplm.serve.model_info import model_info
     from tinyplm.tasks.encoding import encode_split
 
     info = model_info(Path(model_dir))

@@ -78,10 +78,10 @@ def teacher_rows(teacher: Path, lines: list[int], gap_logodds: np.ndarray, data_
     trained with, as ``evaluate`` uses), alone and with the gap regression's log-odds added, and
     how many of ``raw`` its tokenizer splits otherwise than their ``closed`` form."""
     from tinyplm.config.schema import TaskSpec
+    from tinyplm.inference.model_info import model_info
     from tinyplm.models import load_classifier
     from tinyplm.models.infer import predict_logits
     from tinyplm.run import load_task
-    from tinyplm.serve.model_info import model_info
     from tinyplm.tasks.encoding import encode_split
 
     info = model_info(teacher)

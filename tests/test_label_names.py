@@ -13,10 +13,10 @@ from conftest import make_tiny_glue, make_tiny_model_dir, tiny_recipe
 from helpers_cli import cli
 from tinyplm import tasks
 from tinyplm.config import validate_recipe
+from tinyplm.inference.model_info import model_info
+from tinyplm.inference.predictor import Predictor
+from tinyplm.inference.records import TextInput
 from tinyplm.run import run_or_reuse
-from tinyplm.serve.model_info import model_info
-from tinyplm.serve.predictor import Predictor
-from tinyplm.serve.records import TextInput
 from tinyplm.tasks.glue import GLUE_SPECS
 
 NAMES = {"sst2": ("negative", "positive"), "cola": ("unacceptable", "acceptable"),

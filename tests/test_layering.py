@@ -1,5 +1,6 @@
 """Imports go one way (DESIGN.md): config <- tasks <- models <- train <- pretrain, distill <- compress
-<- evaluate <- report <- track <- run <- serve <- cli; errors and files are the base every layer may use.
+<- evaluate <- report <- track <- run <- inference <- predict, serve <- cli; errors and files are the base
+every layer may use.
 (track, experiment tracking, reads the report's records and is opened by the run.)
 
 Every module under src/tinyplm is parsed with ``ast``; every ``tinyplm.X`` import, at module level or
@@ -17,7 +18,7 @@ PACKAGE = SRC / "tinyplm"
 #: First component under ``tinyplm`` -> layer; -1 is importable by every layer.
 LAYERS: dict[str, int] = {
     "": -1,  # tinyplm/__init__.py
-    "__main__": 12,
+    "__main__": 13,
     "errors": -1,
     "files": -1,
     "config": 0,
@@ -31,12 +32,14 @@ LAYERS: dict[str, int] = {
     "report": 8,
     "track": 9,
     "run": 10,
-    "serve": 11,
-    "cli": 12,
+    "inference": 11,
+    "predict": 12,
+    "serve": 12,
+    "cli": 13,
 }
 
 #: Packages that sit beside each other in the design and must not import each other either way.
-SIBLINGS = (("pretrain", "distill"),)
+SIBLINGS = (("pretrain", "distill"), ("predict", "serve"))
 
 
 def module_name(path: Path) -> str:
@@ -116,14 +119,15 @@ def test_imports_point_only_to_earlier_layers() -> None:
     assert ("tinyplm.run.preflight", "tinyplm.tasks") in edges  # `from tinyplm import tasks`
     bad = violations(edges)
     assert not bad, "imports against the layer order (config <- tasks <- models <- train <- pretrain <- " \
-        "distill <- compress <- evaluate <- report <- track <- run <- serve <- cli):\n  " + "\n  ".join(bad)
+        "distill <- compress <- evaluate <- report <- track <- run <- inference <- predict, serve <- cli):\n  " + \
+        "\n  ".join(bad)
 
 
-def test_pretrain_and_distill_do_not_import_each_other() -> None:
+def test_siblings_do_not_import_each_other() -> None:
     top = lambda m: m.split(".")[1] if m.count(".") else ""  # noqa: E731
     crossing = [f"{a} -> {b}" for a, b in import_edges() for x, y in SIBLINGS
                 if {top(a), top(b)} == {x, y}]
-    assert not crossing, "pretrain and distill both build on train and must not import each other:\n  " + \
+    assert not crossing, "siblings (pretrain and distill; predict and serve) must not import each other:\n  " + \
         "\n  ".join(crossing)
 
 

@@ -199,7 +199,7 @@ def test_conll_run_learns_tags_and_exports_with_parity(tmp_path: Path) -> None:
     assert set(teacher.metrics) >= {"f1", "precision", "recall", "f1_test", "precision_test", "recall_test"}
     assert teacher.metrics["f1"] > 0.5 and teacher.metrics["f1_test"] > 0.5  # the toy rule is learnable
 
-    from tinyplm.serve import export_run
+    from tinyplm.run.export import export_run
 
     parity = export_run(tmp_path / "runs" / "tiny", ["s1"])
     assert parity[0].examples > 0 and parity[0].agreement >= 0.99

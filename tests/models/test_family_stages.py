@@ -23,12 +23,12 @@ from tinyplm.errors import ModelError
 from tinyplm.evaluate.head_run import accumulate, heads_per_layer, vocabulary
 from tinyplm.evaluate.probe import layer_features
 from tinyplm.evaluate.probe_data import Level, encode_items
+from tinyplm.inference.predictor import Predictor
+from tinyplm.inference.records import TextInput
 from tinyplm.models import build_student, load_classifier, roles, save_model
 from tinyplm.models.features import forward_features
 from tinyplm.models.infer import logits_to_predictions, predict_logits
 from tinyplm.models.shape import params_from_config
-from tinyplm.serve.predictor import Predictor
-from tinyplm.serve.records import TextInput
 from tinyplm.tasks.base import Example, Split
 from tinyplm.tasks.encoding import encode_split
 from tinyplm.train import PredictionObjective, StageIO, train

@@ -16,9 +16,9 @@ from conftest import TINY_TRAIN, make_tiny_glue, make_tiny_mlm_dir, make_tiny_mo
 from helpers_cli import cli
 from tinyplm.config import load_recipe
 from tinyplm.errors import RecipeError
+from tinyplm.inference.predictor import Predictor
+from tinyplm.inference.records import TextInput
 from tinyplm.run import run
-from tinyplm.serve.predictor import Predictor
-from tinyplm.serve.records import TextInput
 
 pytestmark = pytest.mark.slow
 

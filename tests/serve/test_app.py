@@ -13,9 +13,9 @@ from fastapi.testclient import TestClient
 
 from conftest import make_tiny_model_dir
 from helpers_serve import CountingModel, make_tiny_head_dir, post_all, serving
+from tinyplm.inference.predictor import Predictor
 from tinyplm.serve.api import Limits
 from tinyplm.serve.app import ServeSettings, create_app
-from tinyplm.serve.predictor import Predictor
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,9 @@ from conftest import make_tiny_model_dir
 from helpers_cli import assert_bad_input, cli
 from helpers_live import LiveServer
 from tinyplm.errors import TinyplmError
+from tinyplm.inference.predictor import Predictor
 from tinyplm.serve.app import ServeSettings, create_app
 from tinyplm.serve.auth import is_loopback, resolve_api_key
-from tinyplm.serve.predictor import Predictor
 
 KEY = "s3cret-KEY_0123456789"
 RIGHT = {"Authorization": f"Bearer {KEY}"}

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
+from tinyplm.inference.records import TextInput
 from tinyplm.serve.batcher import MicroBatcher, QueueFull, Stopped
-from tinyplm.serve.records import TextInput
 
 
 class Recorder:

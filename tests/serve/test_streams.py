@@ -11,10 +11,10 @@ import pytest
 from conftest import make_tiny_model_dir
 from helpers_serve import post_all, serving
 from tinyplm.compress.openvino import openvino_float
+from tinyplm.inference.predictor import Predictor
+from tinyplm.inference.records import TextInput
 from tinyplm.models import load_classifier, save_model
 from tinyplm.serve.app import ServeSettings, create_app
-from tinyplm.serve.predictor import Predictor
-from tinyplm.serve.records import TextInput
 
 pytest.importorskip("openvino")
 

@@ -30,8 +30,8 @@ def test_warm_shapes_runs_each_once_within_its_budget() -> None:
 
 
 def test_only_openvino_models_need_it_and_torch_keeps_its_pass_weight(tiny_model_dir) -> None:
+    from tinyplm.inference.predictor import PASS_OVERHEAD_TOKENS, Predictor
     from tinyplm.serve.app import create_app
-    from tinyplm.serve.predictor import PASS_OVERHEAD_TOKENS, Predictor
 
     predictor = Predictor.load(tiny_model_dir, split_by_length=True)
     assert not needs_shape_warm_up(predictor.model)

@@ -28,7 +28,7 @@ def export_cmd(
 
     Example: tinyplm export runs/sst2_demo --onnx
     """
-    from tinyplm.serve import MIN_AGREEMENT, export_run
+    from tinyplm.run.export import MIN_AGREEMENT, export_run
 
     if not onnx:
         raise TinyplmError("export: choose a format; --onnx is the one there is (models are saved in "

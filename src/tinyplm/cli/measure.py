@@ -96,7 +96,7 @@ def _as_trained(model_dir: Path, task: str, max_length: int | None, context: int
     """``(max length, context sentences before, after)`` to read ``task`` with for ``model_dir``:
     the given ones, else those the model was trained with (its run's recipe or its config's stamp;
     128, 0 and 0 when nothing records them). Context applies to the tasks that take it only."""
-    from tinyplm.serve.model_info import DEFAULT_MAX_LENGTH, trained_task
+    from tinyplm.inference.model_info import DEFAULT_MAX_LENGTH, trained_task
     from tinyplm.tasks import canonical
     from tinyplm.tasks.spoilers import CONTEXT_TASKS
 

@@ -83,9 +83,9 @@ def predict_cmd(
     Example: tinyplm predict runs/tvtropes_family/students/bilstm-kd-s1 -i sentences.csv --no-header --text-column 2
     """
     from tinyplm.errors import TinyplmError
-    from tinyplm.serve.predict import PredictJob, check_job, predict_file
-    from tinyplm.serve.predictor import Predictor
-    from tinyplm.serve.writers import output_format
+    from tinyplm.inference.predictor import Predictor
+    from tinyplm.predict.predict import PredictJob, check_job, predict_file
+    from tinyplm.predict.writers import output_format
 
     if batch_size < 1:
         raise TinyplmError(f"--batch-size: expected at least 1, got {batch_size}")
@@ -114,7 +114,7 @@ def _source(info, path: str, input_format: str | None, text_column: str | None, 
     and the model's head, task and review context. Raises ``TinyplmError`` for --header/--no-header
     on an input that is not a table."""
     from tinyplm.errors import TinyplmError
-    from tinyplm.serve.sources import Source, detect_format
+    from tinyplm.predict.sources import Source, detect_format
 
     fmt = detect_format(path, info.head, input_format, info.task)
     if header is not None and fmt not in ("csv", "tsv"):
@@ -183,10 +183,10 @@ def serve_cmd(
     Example: curl -s localhost:8000/predict -H 'content-type: application/json' -d '{"text": "a gripping film"}'
     Example: TINYPLM_API_KEY=$(cat key.txt) tinyplm serve runs/sst2_demo --host 0.0.0.0
     """
+    from tinyplm.inference.predictor import Predictor
     from tinyplm.serve.api import Limits
     from tinyplm.serve.app import ServeSettings, create_app
     from tinyplm.serve.auth import is_loopback, resolve_api_key
-    from tinyplm.serve.predictor import Predictor
     from tinyplm.serve.server import bind, run, stack
 
     key = resolve_api_key(api_key, api_key_file)

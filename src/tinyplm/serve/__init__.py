@@ -1,7 +1,4 @@
-"""Deployment: ONNX export of a run's models with a parity check against PyTorch (``export``); using a
-model: the one inference path (``predictor``), prediction on files (``predict``) and the HTTP service
-(``app``, ``batcher``, ``server``)."""
-
-from tinyplm.serve.export import MIN_AGREEMENT, Parity, export_run
-
-__all__ = ["MIN_AGREEMENT", "Parity", "export_run"]
+"""The HTTP service of ``tinyplm serve``: the FastAPI app (``app``) answering through the one
+:class:`~tinyplm.inference.predictor.Predictor`, micro-batching (``batcher``), request limits and
+parsing (``api``, ``endpoint``), auth, Prometheus metrics, shape warm-up and the uvicorn server
+(``server``)."""

@@ -26,7 +26,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError, model_validator
 
-from tinyplm.serve.records import Input, QAInput, TextInput, TokensInput
+from tinyplm.inference.records import Input, QAInput, TextInput, TokensInput
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.json_layout import EXPECTED, json_path, shown
 

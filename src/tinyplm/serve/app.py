@@ -46,6 +46,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from tinyplm.errors import TinyplmError
+from tinyplm.inference.predictor import Predictor
 from tinyplm.serve.api import Limits
 from tinyplm.serve.auth import check_api_key
 from tinyplm.serve.batcher import MicroBatcher
@@ -53,7 +54,6 @@ from tinyplm.serve.endpoint import JSON, Dispatch, PredictEndpoint, error_body
 from tinyplm.serve.metrics import ServeMetrics
 from tinyplm.serve.middleware import OPEN_PATHS, Accounting, BearerAuth, BodyLimit, Tally
 from tinyplm.serve.openapi import openapi_document
-from tinyplm.serve.predictor import Predictor
 from tinyplm.serve.warmup import needs_shape_warm_up, pass_overhead_tokens, warm_shapes
 
 log = logging.getLogger("tinyplm.serve")

@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from tinyplm.serve.records import Input, Prediction
+from tinyplm.inference.records import Input, Prediction
 
 
 class QueueFull(Exception):

@@ -11,10 +11,10 @@ ready, :func:`warm_shapes` runs each of those shapes once (largest batches first
 budget: 256 shapes (batch 32, max length 64) take a few seconds.
 
 A batch of random requests runs in length groups that weigh a forward pass as so many padded
-tokens (:func:`~tinyplm.serve.predictor.length_groups`): a pass's fixed cost over its cost per
+tokens (:func:`~tinyplm.inference.predictor.length_groups`): a pass's fixed cost over its cost per
 token, which depends on the runtime far more than on the model's depth (both grow with it).
 Fitting ``time = fixed + per_token * batch * width`` on warm shapes gave 60 tokens for MiniLM-L6
-in PyTorch (:data:`~tinyplm.serve.predictor.PASS_OVERHEAD_TOKENS`, 64, was measured there) and
+in PyTorch (:data:`~tinyplm.inference.predictor.PASS_OVERHEAD_TOKENS`, 64, was measured there) and
 70-210 for 2- and 3-layer int8 OpenVINO students, whose passes cost little per token (the fit is
 too noisy on a shared machine to run at start-up). Random SST-2 batches of 32 on those students
 ran 0-24% faster (12% the median of 8 paired rounds, never slower) with
@@ -27,8 +27,8 @@ import time
 
 import torch
 
+from tinyplm.inference.predictor import PASS_OVERHEAD_TOKENS
 from tinyplm.models.openvino import OvClassifier
-from tinyplm.serve.predictor import PASS_OVERHEAD_TOKENS
 from tinyplm.tasks.encoding import padded_width
 
 #: The weight of a forward pass of an OpenVINO model, in padded tokens (see the module docstring).

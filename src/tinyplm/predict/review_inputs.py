@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from functools import partial
 from typing import BinaryIO
 
-from tinyplm.serve.fields import RowError, check_text
-from tinyplm.serve.records import TextInput
-from tinyplm.serve.sources import Row, Source, read_json_lines
+from tinyplm.inference.records import TextInput
+from tinyplm.predict.fields import RowError, check_text
+from tinyplm.predict.sources import Row, Source, read_json_lines
 from tinyplm.tasks.json_layout import shown
 from tinyplm.tasks.spoilers import page_context
 

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import TextIO
 
 from tinyplm.errors import TinyplmError
-from tinyplm.serve.model_info import ModelInfo
-from tinyplm.serve.records import Prediction
-from tinyplm.serve.sources import Row
+from tinyplm.inference.model_info import ModelInfo
+from tinyplm.inference.records import Prediction
+from tinyplm.predict.sources import Row
 from tinyplm.tasks.heads import Head
 
 OUTPUT_FORMATS = ("jsonl", "csv", "tsv")

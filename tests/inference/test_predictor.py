@@ -10,10 +10,10 @@ import pytest
 from conftest import make_tiny_model_dir
 from helpers_serve import TAGS, make_regression_dir, make_tiny_head_dir, sentences, write_conll, write_squad
 from tinyplm.evaluate.model_eval import span_prediction_texts
+from tinyplm.inference.predictor import Predictor, length_groups
+from tinyplm.inference.records import QAInput, TextInput, TokensInput
 from tinyplm.models import load_classifier
 from tinyplm.models.infer import logits_to_predictions, predict_logits
-from tinyplm.serve.predictor import Predictor, length_groups
-from tinyplm.serve.records import QAInput, TextInput, TokensInput
 from tinyplm.tasks.base import Example, Split
 from tinyplm.tasks.conll import read_conll
 from tinyplm.tasks.encoding import encode_split, padded_width
@@ -142,7 +142,7 @@ def test_model_family_students_predict_as_evaluate_does(tmp_path: Path, arch: st
 def test_a_spoiler_model_is_given_its_text_as_the_task_reader_gives_it(tmp_path: Path, monkeypatch) -> None:
     """Markup gaps are closed (tasks.spoilers.text_cleanup) in text and pair for a spoiler task's
     model, as training and evaluate read them; another task's model gets the text as given."""
-    import tinyplm.serve.predictor as predictor
+    import tinyplm.inference.predictor as predictor
 
     seen: list[tuple[str, str | None]] = []
 

@@ -1,6 +1,6 @@
 """Where prediction inputs come from: the :class:`Source` (file or stdin, format, columns), the
 :class:`Row` each reader yields, format detection and line-by-line decoding; the readers are in
-:mod:`tinyplm.serve.inputs` (formats) and :mod:`tinyplm.serve.table_inputs`."""
+:mod:`tinyplm.predict.inputs` (formats) and :mod:`tinyplm.predict.table_inputs`."""
 
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tinyplm.errors import DataError, TinyplmError
-from tinyplm.serve.fields import RowError
-from tinyplm.serve.records import Input
+from tinyplm.inference.records import Input
+from tinyplm.predict.fields import RowError
 from tinyplm.tasks.heads import Head
 
 FORMATS = ("text", "csv", "tsv", "jsonl", "squad", "conll", "reviews")
@@ -46,7 +46,7 @@ class Source:
     """What to read: ``path`` (``-`` for stdin), its ``format``, the columns the user named, and the
     model's ``head`` and ``task`` (the run's task picks GLUE's columns). ``header``: whether a
     CSV/TSV file starts with a header line (None: decide as
-    :func:`~tinyplm.serve.table_inputs.table_columns` says). ``context_sentences`` and
+    :func:`~tinyplm.predict.table_inputs.table_columns` says). ``context_sentences`` and
     ``context_after``: the sentences before and after (of a review; the rows around, for one text
     per row) each sentence gets as its text pair (the model's own settings)."""
 

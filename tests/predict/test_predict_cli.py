@@ -174,8 +174,8 @@ def test_goodreads_reviews_are_predicted_per_sentence_with_the_models_context(tm
     give one record per sentence (review_id, sentence number), each scored on (sentence, the one before)."""
     from transformers import AutoConfig
 
-    from tinyplm.serve.predictor import Predictor
-    from tinyplm.serve.records import TextInput
+    from tinyplm.inference.predictor import Predictor
+    from tinyplm.inference.records import TextInput
 
     model_dir = make_tiny_model_dir(tmp_path / "m")
     cfg = AutoConfig.from_pretrained(model_dir)
@@ -208,8 +208,8 @@ def test_a_tvtropes_context_model_scores_each_line_with_the_lines_before(tmp_pat
     scored on (line, the two lines before), as the task's reader gives it in training."""
     from transformers import AutoConfig
 
-    from tinyplm.serve.predictor import Predictor
-    from tinyplm.serve.records import TextInput
+    from tinyplm.inference.predictor import Predictor
+    from tinyplm.inference.records import TextInput
 
     model_dir = make_tiny_model_dir(tmp_path / "m")
     cfg = AutoConfig.from_pretrained(model_dir)

@@ -1,7 +1,7 @@
 """One record's named fields (a CSV/TSV row, a JSON object) -> one prediction input, checked.
 
 :class:`Columns` says which fields hold what for the model's head; :func:`build_input` makes the
-:mod:`~tinyplm.serve.records` input or raises :class:`RowError` with a message naming the field
+:mod:`~tinyplm.inference.records` input or raises :class:`RowError` with a message naming the field
 (the caller adds the file and line). :func:`default_columns` picks the columns of a table from its
 header: the run's GLUE task's own columns when known, else the first known layout present.
 :func:`headerless_layout` names the columns of the tasks whose files have no header line (CoLA,
@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tinyplm.errors import DataError
-from tinyplm.serve.records import Input, QAInput, TextInput, TokensInput
+from tinyplm.inference.records import Input, QAInput, TextInput, TokensInput
 from tinyplm.tasks.glue import GLUE_SPECS
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.io import encodable

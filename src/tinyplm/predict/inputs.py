@@ -3,9 +3,9 @@
 Formats (``--input-format``, default from the file name, see :func:`detect_format`):
 
 - ``text``: one example per line (a tagger's line is split into words on whitespace);
-- ``csv`` / ``tsv``: a header line naming the columns (:func:`~tinyplm.serve.fields.default_columns`),
+- ``csv`` / ``tsv``: a header line naming the columns (:func:`~tinyplm.predict.fields.default_columns`),
   or none (``--no-header``, or a file of a header-less task such as CoLA or TV Tropes: its columns
-  then have the task's names or numbers from 1; :func:`~tinyplm.serve.table_inputs.table_columns`);
+  then have the task's names or numbers from 1; :func:`~tinyplm.predict.table_inputs.table_columns`);
   CSV with normal quoting, TSV as GLUE writes it (no quoting: a ``"`` is an ordinary character);
 - ``jsonl``: one JSON object per line (``text``/``text_pair``; ``question``/``context``/``id``;
   ``tokens``), or a bare JSON string as the text;
@@ -14,7 +14,7 @@ Formats (``--input-format``, default from the file name, see :func:`detect_forma
 - ``conll``: CoNLL-style tokenised sentences, a word per line (its first column), a blank line
   between sentences, ``-DOCSTART-`` lines dropped;
 - ``reviews``: Goodreads reviews as JSON lines (``review_sentences``), one input per sentence
-  (:mod:`tinyplm.serve.review_inputs`).
+  (:mod:`tinyplm.predict.review_inputs`).
 
 A model trained with ``context_sentences: N`` (and ``context_after: M``) on a task whose context
 is the lines around (``tvtropes_spoilers``: a show's page, in order) gets the same here: in a
@@ -36,11 +36,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import BinaryIO
 
-from tinyplm.serve.fields import RowError, build_input, check_text, head_columns
-from tinyplm.serve.records import Input, TextInput, TokensInput
-from tinyplm.serve.review_inputs import read_reviews
-from tinyplm.serve.sources import Row, Source, decoded_lines, read_json_lines
-from tinyplm.serve.table_inputs import read_squad_json, read_table
+from tinyplm.inference.records import Input, TextInput, TokensInput
+from tinyplm.predict.fields import RowError, build_input, check_text, head_columns
+from tinyplm.predict.review_inputs import read_reviews
+from tinyplm.predict.sources import Row, Source, decoded_lines, read_json_lines
+from tinyplm.predict.table_inputs import read_squad_json, read_table
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.spoilers import page_context
 

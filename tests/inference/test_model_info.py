@@ -11,7 +11,7 @@ import yaml
 from conftest import make_tiny_model_dir
 from helpers_serve import TAGS, make_regression_dir, make_tiny_head_dir
 from tinyplm.errors import ModelError, TinyplmError
-from tinyplm.serve.model_info import DEFAULT_MAX_LENGTH, model_info
+from tinyplm.inference.model_info import DEFAULT_MAX_LENGTH, model_info
 from tinyplm.tasks.heads import Head
 
 

@@ -1,4 +1,4 @@
-"""The typed seams of prediction: what goes into a :class:`~tinyplm.serve.predictor.Predictor` and
+"""The typed seams of prediction: what goes into a :class:`~tinyplm.inference.predictor.Predictor` and
 what comes out, one pair per head (:class:`~tinyplm.tasks.heads.Head`).
 
 - ``sequence``: :class:`TextInput` (a text, optionally with a second text) -> :class:`LabelPrediction`
@@ -8,8 +8,8 @@ what comes out, one pair per head (:class:`~tinyplm.tasks.heads.Head`).
 - ``token``: :class:`TokensInput` (a sentence split into words) -> :class:`TagsPrediction` (one tag
   per word).
 
-File readers (``serve.inputs``) and the HTTP API (``serve.api``) build inputs; the writers
-(``serve.writers``) and the API turn predictions into records with :meth:`as_dict`.
+File readers (``predict.inputs``) and the HTTP API (``serve.api``) build inputs; the writers
+(``predict.writers``) and the API turn predictions into records with :meth:`as_dict`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``tinyplm predict``: stream a file of inputs through a :class:`~tinyplm.serve.predictor.Predictor`
+"""``tinyplm predict``: stream a file of inputs through a :class:`~tinyplm.inference.predictor.Predictor`
 into a file of predictions.
 
 Rows are read one at a time and gathered into windows of ``window`` examples; each window is
@@ -8,7 +8,7 @@ fits in one window is batched exactly as ``tinyplm evaluate`` batches it.
 
 Output goes to a temporary sibling renamed onto ``output`` only when every row is done: an error
 or an interrupt leaves no half-written file (and an older file of that name untouched). On stdout
-records stream as they are made. A bad row (see :mod:`tinyplm.serve.inputs`) stops the run with a
+records stream as they are made. A bad row (see :mod:`tinyplm.predict.inputs`) stops the run with a
 ``DataError`` naming it, or, with ``on_error="skip"``, is left out and listed in the side file
 (JSON lines: ``line``, ``where``, ``error``; written the same atomic way).
 """
@@ -26,11 +26,11 @@ from typing import TextIO
 
 from tinyplm.errors import DataError, TinyplmError
 from tinyplm.files import atomic_open
-from tinyplm.serve.inputs import read_inputs
-from tinyplm.serve.predictor import Predictor
-from tinyplm.serve.review_inputs import REVIEW_KEYS
-from tinyplm.serve.sources import STDIN, Row, Source, open_binary
-from tinyplm.serve.writers import Writer
+from tinyplm.inference.predictor import Predictor
+from tinyplm.predict.inputs import read_inputs
+from tinyplm.predict.review_inputs import REVIEW_KEYS
+from tinyplm.predict.sources import STDIN, Row, Source, open_binary
+from tinyplm.predict.writers import Writer
 
 ON_ERROR = ("raise", "skip")
 #: Examples predicted at once by default: large enough to sort well by length (and to hold all of

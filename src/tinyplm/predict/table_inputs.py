@@ -1,5 +1,5 @@
 """Prediction inputs from tables (CSV, TSV) and from the official SQuAD JSON; see
-:mod:`tinyplm.serve.inputs` for the formats and the :class:`~tinyplm.serve.sources.Row` contract."""
+:mod:`tinyplm.predict.inputs` for the formats and the :class:`~tinyplm.predict.sources.Row` contract."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from tinyplm.errors import DataError
-from tinyplm.serve.fields import Columns, RowError, build_input, default_columns, head_columns, headerless_layout
-from tinyplm.serve.sources import Row, Source, decoded_lines
+from tinyplm.predict.fields import Columns, RowError, build_input, default_columns, head_columns, headerless_layout
+from tinyplm.predict.sources import Row, Source, decoded_lines
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.json_layout import Layout, validate
 
@@ -76,9 +76,9 @@ def table_columns(source: Source, first: list[str]) -> tuple[list[str], bool]:
     """(column names, whether ``first``, the first record, is a header line naming them).
 
     ``source.header`` decides when the user set it (``--header``/``--no-header``). Left unset, a
-    file of a task whose files have no header (:func:`~tinyplm.serve.fields.headerless_layout`:
+    file of a task whose files have no header (:func:`~tinyplm.predict.fields.headerless_layout`:
     CoLA, TV Tropes) is read as one when its first record reads as that layout's data (its width, a
-    label in its label column, no column name; :meth:`~tinyplm.serve.fields.HeaderlessLayout.is_data`);
+    label in its label column, no column name; :meth:`~tinyplm.predict.fields.HeaderlessLayout.is_data`);
     every other file has a header. Without a header the columns are the task layout's names (when
     the width fits) or numbers from 1, as ``cut -f`` counts them."""
     layout = headerless_layout(source.task)

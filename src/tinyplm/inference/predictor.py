@@ -1,5 +1,5 @@
 """The one inference path of ``tinyplm predict`` and ``tinyplm serve``: a model, its tokenizer and
-its :class:`~tinyplm.serve.model_info.ModelInfo` turn a list of inputs into predictions.
+its :class:`~tinyplm.inference.model_info.ModelInfo` turn a list of inputs into predictions.
 
 It is ``tinyplm evaluate``'s path, not a copy of it: inputs become a task ``Split`` and are
 tokenised by :func:`tinyplm.tasks.encoding.encode_split` (same truncation, same max length, same
@@ -43,10 +43,8 @@ import torch
 from tinyplm.errors import TinyplmError
 from tinyplm.evaluate.model_eval import span_answers
 from tinyplm.evaluate.squad import answers_with_threshold
-from tinyplm.models import load_classifier
-from tinyplm.models.infer import logits_to_predictions, predict_logits
-from tinyplm.serve.model_info import ModelInfo, model_info
-from tinyplm.serve.records import (
+from tinyplm.inference.model_info import ModelInfo, model_info
+from tinyplm.inference.records import (
     INPUT_OF,
     AnswerPrediction,
     Input,
@@ -58,6 +56,8 @@ from tinyplm.serve.records import (
     TokensInput,
     ValuePrediction,
 )
+from tinyplm.models import load_classifier
+from tinyplm.models.infer import logits_to_predictions, predict_logits
 from tinyplm.tasks import canonical
 from tinyplm.tasks.base import Example, Split
 from tinyplm.tasks.conll import Sentence
@@ -118,7 +118,7 @@ class Predictor:
     @classmethod
     def load(cls, target: Path, batch_size: int = BATCH_SIZE, split_by_length: bool = False,
              **settings) -> Predictor:
-        """Load a model dir or run dir (``settings``: :func:`~tinyplm.serve.model_info.model_info`'s
+        """Load a model dir or run dir (``settings``: :func:`~tinyplm.inference.model_info.model_info`'s
         explicit choices). Raises ``ModelError``/``TinyplmError`` naming the file at fault."""
         info = model_info(Path(target), **settings)
         model, tokenizer = load_classifier(info.path, info.labels, info.is_regression, info.head)

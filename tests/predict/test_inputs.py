@@ -10,9 +10,9 @@ import pytest
 
 from helpers_serve import squad_doc
 from tinyplm.errors import DataError, TinyplmError
-from tinyplm.serve.inputs import read_inputs
-from tinyplm.serve.records import QAInput, TextInput, TokensInput
-from tinyplm.serve.sources import Source, detect_format
+from tinyplm.inference.records import QAInput, TextInput, TokensInput
+from tinyplm.predict.inputs import read_inputs
+from tinyplm.predict.sources import Source, detect_format
 from tinyplm.tasks.heads import Head
 
 
@@ -195,8 +195,8 @@ def test_a_model_with_context_after_gets_the_rows_after_each_in_file_order(tmp_p
     """context_after: the rows after each, as the training reader builds them, every row still
     in file order; bad rows and rows bringing their own pair are errors that take no part in
     anyone's context; a file shorter than the look-ahead is finished all the same."""
-    from tinyplm.serve.inputs import with_file_context
-    from tinyplm.serve.sources import Row
+    from tinyplm.predict.inputs import with_file_context
+    from tinyplm.predict.sources import Row
     from tinyplm.tasks.spoilers import read_tvtropes_csv
 
     path = tmp_path / "dev.csv"
