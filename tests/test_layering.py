@@ -1,45 +1,77 @@
-"""Imports go one way (DESIGN.md): config <- tasks <- models <- train <- pretrain, distill <- compress
-<- evaluate <- report <- track <- run <- inference <- predict, serve <- cli; errors and files are the base
-every layer may use.
-(track, experiment tracking, reads the report's records and is opened by the run.)
+"""Which top-level package of tinyplm may import which: :data:`ALLOWED` below is the one table, and the
+only place the order of the layers is written (DESIGN.md's "Layout" describes it, docs point here).
 
 Every module under src/tinyplm is parsed with ``ast``; every ``tinyplm.X`` import, at module level or
-inside a function, must point at the same or an earlier layer.
+inside a function, is checked against the table both ways: each import is an edge of the table, and
+each edge of the table is an import somewhere, so the table is exactly what the code does. The table
+has no cycle, and the packages that sit side by side (:data:`SIBLINGS`) never import each other.
 """
 
 from __future__ import annotations
 
 import ast
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
 PACKAGE = SRC / "tinyplm"
 
-#: First component under ``tinyplm`` -> layer; -1 is importable by every layer.
-LAYERS: dict[str, int] = {
-    "": -1,  # tinyplm/__init__.py
-    "__main__": 13,
-    "errors": -1,
-    "files": -1,
-    "config": 0,
-    "tasks": 1,
-    "models": 2,
-    "train": 3,
-    "pretrain": 4,
-    "distill": 5,
-    "compress": 6,
-    "evaluate": 7,
-    "report": 8,
-    "track": 9,
-    "run": 10,
-    "inference": 11,
-    "predict": 12,
-    "serve": 12,
-    "cli": 13,
+#: The base: every package outside it may import these, and the table does not repeat them.
+BASE = frozenset({"errors", "files"})
+
+#: Top-level package (or module) -> the packages it imports, besides :data:`BASE` and itself.
+#: ``__init__`` is tinyplm/__init__.py (the version), ``__main__`` is ``python -m tinyplm``.
+ALLOWED: dict[str, frozenset[str]] = {
+    "errors": frozenset(),
+    "files": frozenset({"errors"}),
+    "__init__": frozenset(),
+    "config": frozenset(),
+    "tasks": frozenset(),
+    "models": frozenset({"config", "tasks"}),
+    "train": frozenset({"config", "tasks", "models"}),
+    "pretrain": frozenset({"config", "tasks", "models", "train"}),
+    "distill": frozenset({"config", "tasks", "models", "train"}),
+    "compress": frozenset({"config", "tasks", "models", "train"}),
+    "evaluate": frozenset({"config", "tasks", "models"}),
+    "report": frozenset({"__init__", "models", "evaluate"}),
+    "track": frozenset({"config", "report"}),
+    "run": frozenset({"config", "tasks", "models", "train", "pretrain", "distill", "compress", "evaluate", "report",
+                      "track"}),
+    "inference": frozenset({"config", "tasks", "models", "evaluate"}),
+    "predict": frozenset({"tasks", "inference"}),
+    "serve": frozenset({"tasks", "models", "inference"}),
+    "cli": frozenset({"config", "tasks", "models", "train", "pretrain", "distill", "evaluate", "report", "track",
+                      "run", "inference", "predict", "serve"}),
+    "__main__": frozenset({"cli"}),
 }
 
-#: Packages that sit beside each other in the design and must not import each other either way.
-SIBLINGS = (("pretrain", "distill"), ("predict", "serve"))
+#: Packages that sit beside each other on one layer and import each other in neither direction (a
+#: name here that src/tinyplm lacks, ``sweep`` until it is there, constrains nothing).
+SIBLINGS: tuple[frozenset[str], ...] = (frozenset({"pretrain", "distill"}), frozenset({"predict", "serve", "sweep"}))
+
+
+@dataclass(frozen=True)
+class Import:
+    """One ``tinyplm`` import: ``where`` (path:line), the importing module and the imported one."""
+
+    where: str
+    importer: str
+    imported: str
+
+    @property
+    def edge(self) -> tuple[str, str]:
+        return package_of(self.importer), package_of(self.imported)
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.importer} imports {self.imported}"
+
+
+def package_of(dotted: str) -> str:
+    """tinyplm.a.b -> a; tinyplm -> __init__; tinyplm.__main__ -> __main__."""
+    parts = dotted.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
 
 
 def module_name(path: Path) -> str:
@@ -56,19 +88,13 @@ def is_module(dotted: str) -> bool:
     return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
 
 
-def layer_of(dotted: str) -> int | None:
-    """Layer of a tinyplm module, or None when it is not in the table."""
-    parts = dotted.split(".")
-    return LAYERS.get(parts[1] if len(parts) > 1 else "")
-
-
-def imported_modules(source: str, module: str, is_package: bool) -> set[str]:
-    """Every tinyplm module that ``source`` (the text of ``module``) imports, anywhere in it."""
-    found: set[str] = set()
+def imported_modules(source: str, module: str, is_package: bool) -> list[tuple[int, str]]:
+    """(line, tinyplm module) for every tinyplm import in ``source`` (the text of ``module``), anywhere."""
+    found: list[tuple[int, str]] = []
     package = module if is_package else module.rpartition(".")[0]
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.split(".")[0] == "tinyplm")
+            found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "tinyplm"]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
@@ -80,75 +106,156 @@ def imported_modules(source: str, module: str, is_package: bool) -> set[str]:
                 continue
             for alias in node.names:  # `from tinyplm import tasks` imports tinyplm.tasks
                 sub = f"{target}.{alias.name}"
-                found.add(sub if is_module(sub) else target)
-    return found
+                found.append((node.lineno, sub if is_module(sub) else target))
+    return sorted(set(found))
 
 
-def import_edges() -> list[tuple[str, str]]:
-    """(importer, imported) for every tinyplm import in src/tinyplm."""
-    edges = []
+def scan() -> list[Import]:
+    """Every tinyplm import in src/tinyplm."""
+    imports = []
     for path in sorted(PACKAGE.rglob("*.py")):
         module = module_name(path)
         source = path.read_text(encoding="utf-8")
-        for target in sorted(imported_modules(source, module, path.name == "__init__.py")):
-            edges.append((module, target))
-    return edges
+        for line, target in imported_modules(source, module, path.name == "__init__.py"):
+            imports.append(Import(f"{path.relative_to(ROOT)}:{line}", module, target))
+    return imports
 
 
-def violations(edges: list[tuple[str, str]]) -> list[str]:
-    """Edges that point at a later layer, written 'a (layer) -> b (layer)'."""
+def may_import(importer: str, imported: str, table: dict[str, frozenset[str]]) -> bool:
+    """Whether package ``importer`` may import package ``imported`` under ``table``."""
+    return importer == imported or imported in table.get(importer, ()) or (
+        imported in BASE and importer not in BASE)
+
+
+def disallowed(imports: list[Import], table: dict[str, frozenset[str]]) -> list[str]:
+    """Each import the table does not allow, with what its package may import."""
     bad = []
-    for src, dst in edges:
-        a, b = layer_of(src), layer_of(dst)
-        if a is not None and b is not None and b > a:
-            bad.append(f"{src} (layer {a}) -> {dst} (layer {b})")
+    for imp in imports:
+        a, b = imp.edge
+        if not may_import(a, b, table):
+            may = ", ".join(sorted(table.get(a, frozenset()) | (BASE if a not in BASE else frozenset()))) or "nothing"
+            bad.append(f"{imp}, but {a} may import only: {may}")
     return bad
 
 
-def test_every_module_has_a_layer() -> None:
-    modules = [module_name(p) for p in PACKAGE.rglob("*.py")]
-    unknown = sorted(m for m in modules if layer_of(m) is None)
-    assert not unknown, f"modules with no layer in tests/test_layering.py LAYERS: {unknown}"
+def unused(imports: list[Import], table: dict[str, frozenset[str]]) -> list[str]:
+    """Each edge of the table that no import makes."""
+    used = {imp.edge for imp in imports}
+    return [f"ALLOWED[{a!r}] lists {b!r}, but no module of tinyplm.{a} imports tinyplm.{b}"
+            for a, targets in sorted(table.items()) for b in sorted(targets) if (a, b) not in used]
 
 
-def test_imports_point_only_to_earlier_layers() -> None:
-    edges = import_edges()
-    # The scan sees real edges (from function bodies too), so an empty result means something.
+def cycle(table: dict[str, frozenset[str]]) -> list[str] | None:
+    """One cycle of ``table`` (with the base edges) as [a, b, ..., a], or None when there is none."""
+    edges = {a: set(t) | (set(BASE) if a not in BASE else set()) for a, t in table.items()}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt):], nxt]
+            if nxt not in state and (found := visit(nxt, [*path, nxt])):
+                return found
+        state[node] = 2
+        return None
+
+    for start in sorted(edges):
+        if start not in state and (found := visit(start, [start])):
+            return found
+    return None
+
+
+def crossings(imports: list[Import], siblings=SIBLINGS) -> list[str]:
+    """Each import between two siblings."""
+    return [f"{imp}: {a} and {b} are siblings and must not import each other"
+            for imp in imports for a, b in [imp.edge] if a != b and any({a, b} <= group for group in siblings)]
+
+
+# -- the real code against the table ------------------------------------------------------------------
+
+def test_the_scan_sees_imports_inside_functions_and_from_package_imports() -> None:
+    edges = {(imp.importer, imp.imported) for imp in scan()}
     assert ("tinyplm.run.pipeline", "tinyplm.report") in edges
     assert ("tinyplm.cli.run", "tinyplm.run") in edges  # imported inside a function
     assert ("tinyplm.run.preflight", "tinyplm.tasks") in edges  # `from tinyplm import tasks`
-    bad = violations(edges)
-    assert not bad, "imports against the layer order (config <- tasks <- models <- train <- pretrain <- " \
-        "distill <- compress <- evaluate <- report <- track <- run <- inference <- predict, serve <- cli):\n  " + \
-        "\n  ".join(bad)
+
+
+def test_the_table_names_every_package_and_only_those() -> None:
+    present = {package_of(module_name(p)) for p in PACKAGE.rglob("*.py")}
+    assert not present - ALLOWED.keys(), \
+        f"packages of src/tinyplm missing from ALLOWED in tests/test_layering.py: {sorted(present - ALLOWED.keys())}"
+    assert not ALLOWED.keys() - present, \
+        f"ALLOWED in tests/test_layering.py names packages src/tinyplm lacks: {sorted(ALLOWED.keys() - present)}"
+    targets = {b for t in ALLOWED.values() for b in t}
+    assert targets <= ALLOWED.keys(), f"ALLOWED lists targets that are no package: {sorted(targets - ALLOWED.keys())}"
+
+
+def test_every_import_is_allowed_by_the_table() -> None:
+    bad = disallowed(scan(), ALLOWED)
+    assert not bad, "imports that tests/test_layering.py ALLOWED does not allow:\n  " + "\n  ".join(bad)
+
+
+def test_every_edge_of_the_table_is_an_import() -> None:
+    stale = unused(scan(), ALLOWED)
+    assert not stale, "edges of tests/test_layering.py ALLOWED that the code does not use (drop them):\n  " + \
+        "\n  ".join(stale)
+
+
+def test_the_table_has_no_cycle() -> None:
+    found = cycle(ALLOWED)
+    assert found is None, "tests/test_layering.py ALLOWED has a cycle: " + " -> ".join(found or [])
 
 
 def test_siblings_do_not_import_each_other() -> None:
-    top = lambda m: m.split(".")[1] if m.count(".") else ""  # noqa: E731
-    crossing = [f"{a} -> {b}" for a, b in import_edges() for x, y in SIBLINGS
-                if {top(a), top(b)} == {x, y}]
-    assert not crossing, "siblings (pretrain and distill; predict and serve) must not import each other:\n  " + \
-        "\n  ".join(crossing)
+    in_table = [f"ALLOWED[{a!r}] lists {b!r}" for group in SIBLINGS for a in sorted(group)
+                for b in sorted(ALLOWED.get(a, frozenset()) & group)]
+    assert not in_table, "siblings allowed to import each other:\n  " + "\n  ".join(in_table)
+    crossing = crossings(scan())
+    assert not crossing, "imports between siblings:\n  " + "\n  ".join(crossing)
 
 
-def test_distill_pretrain_and_train_are_separate_layers() -> None:
-    assert len({LAYERS["train"], LAYERS["pretrain"], LAYERS["distill"]}) == 3
+def test_the_order_is_written_only_in_this_file() -> None:
+    arrow = re.compile(rf"\b({'|'.join(ALLOWED)})\s*<-\s*({'|'.join(ALLOWED)})\b")
+    pages = [*PACKAGE.rglob("*.py"), *(ROOT / "docs").rglob("*.md"), ROOT / "README.md"]
+    found = [f"{p.relative_to(ROOT)}:{n}: {line.strip()}" for p in pages if p.is_file()
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if arrow.search(line)]
+    assert not found, "the layer order is written outside tests/test_layering.py (point here instead):\n  " + \
+        "\n  ".join(found)
 
+
+# -- the checker itself -------------------------------------------------------------------------------
 
 def test_checker_catches_a_backward_import_inside_a_function() -> None:
     source = "def f():\n    from tinyplm.report import write_all\n    import tinyplm.run\n"
     found = imported_modules(source, "tinyplm.models.io", is_package=False)
-    assert found == {"tinyplm.report", "tinyplm.run"}
-    assert violations([("tinyplm.models.io", t) for t in sorted(found)]) == [
-        "tinyplm.models.io (layer 2) -> tinyplm.report (layer 8)",
-        "tinyplm.models.io (layer 2) -> tinyplm.run (layer 10)",
+    assert found == [(2, "tinyplm.report"), (3, "tinyplm.run")]
+    imports = [Import(f"io.py:{line}", "tinyplm.models.io", target) for line, target in found]
+    assert disallowed(imports, ALLOWED) == [
+        "io.py:2: tinyplm.models.io imports tinyplm.report, but models may import only: config, errors, files, tasks",
+        "io.py:3: tinyplm.models.io imports tinyplm.run, but models may import only: config, errors, files, tasks",
     ]
 
 
 def test_checker_resolves_relative_imports() -> None:
-    source = "from .losses import x\nfrom ..evaluate import size\nfrom .. import errors\n"
+    source = "from .matching import x\nfrom ..evaluate import size\nfrom .. import errors\n"
     found = imported_modules(source, "tinyplm.distill.objective", is_package=False)
-    assert found == {"tinyplm.distill.losses", "tinyplm.evaluate.size", "tinyplm.errors"}
-    assert violations([("tinyplm.distill.objective", t) for t in sorted(found)]) == [
-        "tinyplm.distill.objective (layer 5) -> tinyplm.evaluate.size (layer 7)",
+    assert {target for _, target in found} == {"tinyplm.distill.matching", "tinyplm.evaluate.size", "tinyplm.errors"}
+    imports = [Import("objective.py", "tinyplm.distill.objective", target) for _, target in found]
+    assert [b for imp in imports for a, b in [imp.edge] if not may_import(a, b, ALLOWED)] == ["evaluate"]
+
+
+def test_checker_finds_unused_edges_cycles_and_sibling_imports() -> None:
+    table = {"errors": frozenset(), "files": frozenset({"errors"}), "a": frozenset({"b"}), "b": frozenset({"c"}),
+             "c": frozenset({"a"})}
+    assert cycle(table) == ["a", "b", "c", "a"]
+    assert cycle({**table, "c": frozenset()}) is None
+    assert cycle({**table, "errors": frozenset({"a"})}) is not None  # a base that imports a layer
+    imports = [Import("a.py:1", "tinyplm.a", "tinyplm.b.x"), Import("b.py:1", "tinyplm.b", "tinyplm.errors")]
+    assert unused(imports, table) == [
+        "ALLOWED['b'] lists 'c', but no module of tinyplm.b imports tinyplm.c",
+        "ALLOWED['c'] lists 'a', but no module of tinyplm.c imports tinyplm.a",
+        "ALLOWED['files'] lists 'errors', but no module of tinyplm.files imports tinyplm.errors",
     ]
+    assert crossings(imports, (frozenset({"a", "b"}),)) == [
+        "a.py:1: tinyplm.a imports tinyplm.b.x: a and b are siblings and must not import each other"]
