@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from tinyplm.evaluate.head_run import StageHeads
 from tinyplm.evaluate.probe import ProbeReport
-from tinyplm.report.plots import DPI, _new_figure, _save
+from tinyplm.report.plots import DPI, new_figure, save_figure
 
 #: Titles of the head statistics, in panel order (those a stage lacks are left out).
 STAT_TITLES: dict[str, str] = {
@@ -34,7 +34,7 @@ def probe_plot(report: ProbeReport, path: Path) -> Path | None:
     colour) and the majority class (grey dotted); None (nothing written) without curves."""
     if not report.curves:
         return None
-    fig, ax = _new_figure(7.0, 4.6)
+    fig, ax = new_figure(7.0, 4.6)
     colors = colormaps["tab10"]
     for i, curve in enumerate(report.curves):
         x = np.arange(len(curve.accuracy))
@@ -50,7 +50,7 @@ def probe_plot(report: ProbeReport, path: Path) -> Path | None:
     ax.set_ylabel("dev accuracy of a linear probe")
     ax.set_title(f"Probing {report.task}: {report.description}", fontsize=10)
     ax.legend(fontsize=7, loc="lower right", ncol=2 if len(report.curves) > 3 else 1)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _grid(stage: StageHeads, values: list[list[float]]) -> tuple[np.ndarray, np.ndarray]:
@@ -92,7 +92,7 @@ def heatmaps_plot(stage: StageHeads, path: Path) -> Path:
         fig.colorbar(image, ax=ax, shrink=0.8).ax.tick_params(labelsize=6)
     pruned = " (x: removed by head pruning)" if stage.original else ""
     fig.suptitle(f"{stage.name}: head statistics over {stage.sentences} dev sentences{pruned}", fontsize=11)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def attention_plot(stage: StageHeads, path: Path) -> Path | None:
@@ -120,5 +120,5 @@ def attention_plot(stage: StageHeads, path: Path) -> Path | None:
         ax.grid(False)
     fig.suptitle(f"{stage.name}: attention on dev sentence {example.sentence} (row: query, column: key)",
                  fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)
 

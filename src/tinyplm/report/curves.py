@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tinyplm.report.plots import GRID, TEACHER_COLOR, _new_figure, _save
+from tinyplm.report.plots import GRID, TEACHER_COLOR, new_figure, save_figure
 from tinyplm.report.records import RunRecord
 
 
@@ -40,7 +40,7 @@ def training_curves(record: RunRecord, path: Path) -> Path | None:
     lines = histories(record)
     if not lines:
         return None
-    fig, ax = _new_figure(7.5, 4.2)
+    fig, ax = new_figure(7.5, 4.2)
     for label, history in lines:
         x = [float(h.get("elapsed_s", 0.0)) / 60 for h in history]
         y = [float(h[record.metric]) for h in history]
@@ -51,4 +51,4 @@ def training_curves(record: RunRecord, path: Path) -> Path | None:
     ax.set_title(f"{record.task}: dev {record.metric} during training", fontsize=12, fontweight="bold", loc="left")
     ax.grid(True, **GRID)
     ax.legend(fontsize=8, frameon=False, loc="lower right")
-    return _save(fig, path)
+    return save_figure(fig, path)

@@ -28,7 +28,7 @@ STUDENT_COLOR = "#3d5a80"
 GRID = {"alpha": 0.3, "linestyle": ":", "linewidth": 0.8}
 
 
-def _new_figure(width: float, height: float) -> tuple[Figure, Axes]:
+def new_figure(width: float, height: float) -> tuple[Figure, Axes]:
     """A figure on an Agg canvas with one axes, top/right spines hidden."""
     fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
@@ -39,7 +39,7 @@ def _new_figure(width: float, height: float) -> tuple[Figure, Axes]:
     return fig, ax
 
 
-def _save(fig: Figure, path: Path) -> Path:
+def save_figure(fig: Figure, path: Path) -> Path:
     """Write ``fig`` as PNG to ``path`` atomically (parent created); returns ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -89,7 +89,7 @@ def accuracy_vs_latency(record: RunRecord, path: Path) -> Path:
     teacher. The x axis is logarithmic when latencies span more than 10x. Stages without a
     latency or the primary metric are left out. Writes a PNG to ``path`` and returns it.
     """
-    fig, ax = _new_figure(7.5, 4.8)
+    fig, ax = new_figure(7.5, 4.8)
     best = final_stage(record)
     best_name = best.name if best else None
     rows = [r for r in stage_rows(record) if r["latency_p50_ms"] > 0 and r["metric"] is not None]
@@ -97,7 +97,7 @@ def accuracy_vs_latency(record: RunRecord, path: Path) -> Path:
     ax.set_title(title, fontsize=12, fontweight="bold", loc="left")
     if not rows:
         _empty(ax, "latency")
-        return _save(fig, path)
+        return save_figure(fig, path)
     rightmost = max(r["latency_p50_ms"] for r in rows)
     for row in rows:
         teacher = row["is_teacher"]
@@ -120,7 +120,7 @@ def accuracy_vs_latency(record: RunRecord, path: Path) -> Path:
     ax.set_ylabel(f"{record.metric} (dev) — higher is better")
     ax.legend(handles=_legend_handles(rows, best_name), loc="lower right", ncols=3, fontsize=8.5,
               frameon=False, bbox_to_anchor=(1.0, 1.0), borderaxespad=0.2, handletextpad=0.3)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _legend_handles(rows: list[dict[str, Any]], best_name: str | None) -> list[Line2D]:
@@ -138,13 +138,13 @@ def throughput_bar(record: RunRecord, path: Path) -> Path:
     throughput and its speed-up over the teacher (when there is one). Writes a PNG and returns it.
     """
     rows = stage_rows(record)
-    fig, ax = _new_figure(max(6.0, 1.15 * len(rows) + 2.5), 4.6)
+    fig, ax = new_figure(max(6.0, 1.15 * len(rows) + 2.5), 4.6)
     ax.grid(False, axis="x")
     ax.set_title(f"{record.task}: throughput at batch 32", fontsize=12, fontweight="bold",
                  loc="left")
     if not rows or all(r["throughput"] <= 0 for r in rows):
         _empty(ax, "throughput")
-        return _save(fig, path)
+        return save_figure(fig, path)
     best = final_stage(record)
     best_name = best.name if best else None
     names = [r["name"] for r in rows]
@@ -160,4 +160,4 @@ def throughput_bar(record: RunRecord, path: Path) -> Path:
                   ha="right" if len(rows) > 3 else "center", fontsize=9)
     ax.set_ylim(0, max(values) * 1.2)
     ax.set_ylabel("Throughput, batch 32 (sentences/s)")
-    return _save(fig, path)
+    return save_figure(fig, path)

@@ -20,7 +20,7 @@ from pathlib import Path
 from matplotlib import colormaps
 
 from tinyplm.report.html import Section, figures_html
-from tinyplm.report.plots import _new_figure, _save
+from tinyplm.report.plots import new_figure, save_figure
 from tinyplm.report.records import RunRecord, StageKind, StageRecord
 
 FLOOR_ARCH = "tfidf_lr"
@@ -74,7 +74,7 @@ def roc_plot(record: RunRecord, path: Path) -> Path | None:
     stages = [s for s in record.stages if (s.info or {}).get("roc")]
     if not stages:
         return None
-    fig, ax = _new_figure(6.4, 5.6)
+    fig, ax = new_figure(6.4, 5.6)
     colors = colormaps["tab10"]
     ax.plot([0, 1], [0, 1], linestyle="--", color="0.6", linewidth=1)
     def mean_auc(g: PlotGroup) -> float:
@@ -94,7 +94,7 @@ def roc_plot(record: RunRecord, path: Path) -> Path | None:
     split = stages[0].info["roc"].get("split", "dev")
     ax.set_title(f"{record.task}: ROC on {split}", fontsize=12, fontweight="bold", loc="left")
     ax.legend(loc="lower right", fontsize=8, frameon=False)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def metric_latency_plot(record: RunRecord, path: Path) -> Path | None:
@@ -103,7 +103,7 @@ def metric_latency_plot(record: RunRecord, path: Path) -> Path | None:
     stages = [s for s in record.stages if s.latency_ms_p50_b1 > 0 and record.metric in s.metrics]
     if not stages:
         return None
-    fig, ax = _new_figure(7.5, 4.8)
+    fig, ax = new_figure(7.5, 4.8)
     largest = max(s.disk_bytes for s in stages) or 1
     colors = colormaps["tab10"]
     labels = []
@@ -129,7 +129,7 @@ def metric_latency_plot(record: RunRecord, path: Path) -> Path | None:
     ax.set_ylabel(f"{record.metric} (dev)")
     ax.set_title(f"{record.task}: {record.metric} per millisecond", fontsize=12, fontweight="bold", loc="left")
     _unstack(fig, labels)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def spread_labels(boxes: list[tuple[float, float, float, float]], gap: float = 1.0) -> list[float]:
