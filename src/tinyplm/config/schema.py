@@ -153,7 +153,8 @@ class StudentSpec(Section):
     shape: ShapeSpec | None = None
     teacher_layers: list[int] | None = Field(None, description="copy these teacher layers (0-based)")
     init_from: str | None = Field(None, description="start from a saved model dir (e.g. a general student), "
-                                  "an alias (minilm-l6, mpnet-base), 'teacher' (the run's teacher) or the name of an earlier student of the recipe")
+                                  "an alias (minilm-l6, mpnet-base), 'teacher' (the run's teacher) or the name "
+                                  "of an earlier student of the recipe")
     objective: ObjectiveSpec = ObjectiveSpec()
     train: TrainSpec = TrainSpec()
     stages: list[StageSpec] | None = Field(None, description="several stages; replaces objective/train; [] = none")

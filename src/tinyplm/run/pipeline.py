@@ -87,7 +87,7 @@ def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, fo
             claim.release()
 
 
-def run_or_reuse(cfg: RunConfig, run_dir: Path | None = None) -> RunRecord:
+def run_or_reuse(cfg: RunConfig, run_dir: Path | None = None, *, parent_run_id: str | None = None) -> RunRecord:
     """The record of a finished run of exactly this recipe in ``run_dir`` if there is one; else
     the run, continued from its checkpoints if an unfinished one is there. The one rule for
     benchmarks that reuse runs: a finished run of *another* recipe is refused (``RunDirError``).
@@ -95,7 +95,8 @@ def run_or_reuse(cfg: RunConfig, run_dir: Path | None = None) -> RunRecord:
     A run reached through another path to the same directory (a linked folder) is the same run:
     its stored ``output_dir`` is not a difference. A recipe names its teacher by path, so the same
     recipe over a teacher whose weights changed since (fine-tuned again into the same folder) is
-    another run: refused too, when the finished run recorded its teacher's fingerprint."""
+    another run: refused too, when the finished run recorded its teacher's fingerprint. A run that
+    does run is tracked as a child of ``parent_run_id`` when given (a sweep's trial)."""
     run_dir = Path(run_dir or run_dir_of(cfg))
     if reuse_finished(run_dir, dump_resolved(_as_stored(cfg, run_dir))):
         record = RunRecord.load(run_dir / RESULTS)
@@ -105,7 +106,7 @@ def run_or_reuse(cfg: RunConfig, run_dir: Path | None = None) -> RunRecord:
                               f"{cfg.teacher.model} has other weights now (sha256 differs from the run's); "
                               "choose another output dir (or remove it) to run again")
         return record
-    return run(cfg, run_dir, resume=True)
+    return run(cfg, run_dir, resume=True, parent_run_id=parent_run_id)
 
 
 def _as_stored(cfg: RunConfig, run_dir: Path) -> RunConfig:

@@ -19,7 +19,7 @@ from typing import Any
 
 from tinyplm.report import RunRecord
 from tinyplm.track.base import Backend, RunStatus
-from tinyplm.track.points import event_points, record_points, record_tags, run_artifacts
+from tinyplm.track.points import Artifact, event_points, record_points, record_tags, run_artifacts
 
 log = logging.getLogger("tinyplm.track")
 
@@ -54,6 +54,10 @@ class Tracker:
         points, tags = record_points(record, int(time.time() * 1000)), record_tags(record)
         artifacts = run_artifacts(Path(run_dir))
         self._each(lambda b: (b.log_points(points), b.set_tags(tags), b.log_artifacts(artifacts)))
+
+    def log_files(self, artifacts: Sequence[Artifact]) -> None:
+        """Files that are not a run's report (a sweep's table and plots, on its parent run)."""
+        self._each(lambda b: b.log_artifacts(artifacts))
 
     def close(self, status: RunStatus) -> None:
         """End the run in every backend (those that failed earlier too, quietly)."""
