@@ -42,8 +42,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "inference": frozenset({"config", "tasks", "models", "evaluate"}),
     "predict": frozenset({"tasks", "inference"}),
     "serve": frozenset({"tasks", "models", "inference"}),
+    "sweep": frozenset({"config", "train", "report", "track", "run"}),
     "cli": frozenset({"config", "tasks", "models", "train", "pretrain", "distill", "evaluate", "report", "track",
-                      "run", "inference", "predict", "serve"}),
+                      "run", "inference", "predict", "serve", "sweep"}),
     "__main__": frozenset({"cli"}),
 }
 

@@ -4,7 +4,7 @@ them; ``main`` is the entry point."""
 
 # The import order is the order of the commands in --help.
 # isort: off
-from tinyplm.cli import run, measure, analysis, prep, pretrain, deploy, serve  # noqa: F401
+from tinyplm.cli import run, measure, analysis, prep, pretrain, deploy, serve, sweep  # noqa: F401
 # isort: on
 from tinyplm.cli.app import app, main
 

@@ -1,0 +1,61 @@
+"""``tinyplm sweep``: a search over recipe keys, each trial an ordinary run, on Ray Tune."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tinyplm.cli.app import Resume, app, out
+
+
+def print_sweep(rows, path: Path) -> None:
+    """The sweep's table on stdout, then the path of its JSON (the last line)."""
+    from rich.table import Table
+
+    table = Table(title=f"{sum(r.status == 'finished' for r in rows)} of {len(rows)} trials finished")
+    for col in ("trial", "values", "status", "metric", "of teacher", "sent/s", "MB", "Pareto"):
+        table.add_column(col, justify="right" if col in ("metric", "of teacher", "sent/s", "MB") else "left")
+    for r in rows:
+        res = r.result
+        cells = [f"{res.primary:.4f}", f"{res.retention:.1%}" if res.retention is not None else "-",
+                 f"{res.throughput:,.0f}", f"{res.disk_bytes / 1e6:.1f}"] if res else ["-"] * 4
+        table.add_row(r.key, r.label, r.status if res or not r.error else f"failed: {r.error[-80:]}", *cells,
+                      "yes" if r.pareto else "")
+    out.print(table)
+    out.print(str(path), highlight=False, soft_wrap=True)
+
+
+@app.command("sweep")
+def sweep_cmd(
+    recipe: Annotated[Path, typer.Argument(help="YAML recipe every trial runs")],
+    space: Annotated[Path, typer.Option("--space", help="YAML search space over the recipe's keys")],
+    max_concurrent: Annotated[int, typer.Option(min=1, help="trials running at once")] = 1,
+    address: Annotated[str | None, typer.Option(
+        help="an existing Ray cluster (ray start --head prints it); default: Ray on this machine")] = None,
+    cpus_per_trial: Annotated[float | None, typer.Option(
+        min=0.5, help="CPUs each trial asks Ray for (default: the cluster's CPUs / --max-concurrent)")] = None,
+    resume: Resume = False,
+    track: Annotated[bool, typer.Option(
+        "--track", help="track in MLflow: the sweep as a parent run, one child run per trial")] = False,
+) -> None:
+    """Run a search space over a recipe's keys on Ray Tune: each trial is an ordinary run in its
+    own run dir; one table and two Pareto plots across the trials.
+
+    Example: tinyplm sweep recipes/glue/sst2_demo.yaml --space sweeps/sst2_lr.yaml --max-concurrent 2
+    """
+    from tinyplm.config import load_recipe
+    from tinyplm.config.sweep import SweepSpace
+    from tinyplm.sweep import SweepJob, run_sweep, sweep_dir_of
+    from tinyplm.track import mlflow_uri
+
+    spec = load_recipe(space, schema=SweepSpace)
+    sweep_dir = sweep_dir_of(spec)
+    job = SweepJob(recipe, spec, sweep_dir, address=address, max_concurrent=max_concurrent,
+                   cpus_per_trial=cpus_per_trial, resume=resume,
+                   mlflow=mlflow_uri(True, sweep_dir / "trials") if track else None)
+    rows, path = run_sweep(job)
+    print_sweep(rows, path)
+    if any(r.status != "finished" for r in rows):
+        raise typer.Exit(1)

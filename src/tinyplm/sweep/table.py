@@ -1,0 +1,128 @@
+"""The sweep's one table across trials (``sweep.json``, ``summary.md``) and its Pareto plots: the
+main metric against throughput and against size, the dominated trials greyed."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from tinyplm.config.sweep import Objective, SweepSpace
+from tinyplm.files import write_atomic, write_json_atomic
+from tinyplm.sweep.space import TrialPlan
+from tinyplm.sweep.trial import TrialResult
+
+Status = Literal["finished", "failed", "not run"]
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    """One planned trial and how it ended: its result, or the error that failed it (after its
+    retries), or ``not run`` (the sweep's budget ran out first); never left out."""
+
+    key: str
+    label: str
+    values: dict[str, Any]
+    status: Status
+    result: TrialResult | None = None
+    error: str | None = None
+    pareto: bool = False  # no other finished trial is at least as good on every objective and better on one
+
+
+def dominated(a: TrialResult, b: TrialResult, objectives: list[Objective]) -> bool:
+    """Whether ``b`` dominates ``a``: at least as good on every objective, better on one."""
+    better = False
+    for o in objectives:
+        x, y = getattr(a, o.metric), getattr(b, o.metric)
+        if x is None or y is None or (isinstance(x, float) and math.isnan(x)):
+            return y is not None and x is None
+        sign = 1 if o.mode == "max" else -1
+        if sign * (y - x) < 0:
+            return False
+        better = better or sign * (y - x) > 0
+    return better
+
+
+def with_front(rows: list[TrialRow], objectives: list[Objective]) -> list[TrialRow]:
+    """``rows`` with ``pareto`` set on the finished trials no other finished trial dominates."""
+    done = [r.result for r in rows if r.result is not None]
+    out = []
+    for r in rows:
+        front = r.result is not None and not any(dominated(r.result, o, objectives) for o in done if o is not r.result)
+        out.append(TrialRow(**{**r.__dict__, "pareto": front}))
+    return out
+
+
+def rows_of(plans: list[TrialPlan], results: dict[str, TrialResult], errors: dict[str, str],
+            objectives: list[Objective]) -> list[TrialRow]:
+    """One row per planned trial, in plan order (a trial both failed and then finished on a retry
+    counts as finished)."""
+    rows = []
+    for p in plans:
+        if p.key in results:
+            rows.append(TrialRow(p.key, p.label, p.values, "finished", result=results[p.key]))
+        elif p.key in errors:
+            rows.append(TrialRow(p.key, p.label, p.values, "failed", error=errors[p.key]))
+        else:
+            rows.append(TrialRow(p.key, p.label, p.values, "not run"))
+    return with_front(rows, objectives)
+
+
+def _cell(r: TrialRow) -> list[str]:
+    res = r.result
+    if res is None:
+        return [r.key, r.label, r.status, "", "", "", "", "", (r.error or "")[:120]]
+    retention = f"{res.retention:.1%}" if res.retention is not None else ""
+    return [r.key, r.label, r.status + (" (Pareto)" if r.pareto else ""), f"{res.primary:.4f}", retention,
+            f"{res.throughput:,.1f}", f"{res.latency_ms:.2f}", f"{res.disk_bytes / 1e6:.2f}", res.stage]
+
+
+def summary_markdown(space: SweepSpace, rows: list[TrialRow], metric: str) -> str:
+    """The table as markdown, one line per trial."""
+    head = ["trial", "values", "status", metric, "of teacher", "sent/s", "p50 ms (b1)", "MB", "stage / error"]
+    lines = [f"# Sweep {space.name}", "",
+             f"{sum(r.status == 'finished' for r in rows)} of {len(rows)} trials finished; "
+             f"{sum(r.status == 'failed' for r in rows)} failed; {sum(r.status == 'not run' for r in rows)} not run.",
+             "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in _cell(r)) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def write_table(space: SweepSpace, rows: list[TrialRow], sweep_dir: Path, metric: str) -> Path:
+    """Write ``sweep.json``, ``summary.md`` and the two Pareto plots; returns the JSON's path."""
+    data = {"schema": SCHEMA, "name": space.name, "metric": metric, "space": space.model_dump(mode="json"),
+            "trials": [{**asdict(r), "result": asdict(r.result) if r.result else None} for r in rows]}
+    path = sweep_dir / "sweep.json"
+    write_json_atomic(path, data)
+    write_atomic(sweep_dir / "summary.md", summary_markdown(space, rows, metric))
+    for x, label, name in (("throughput", "sentences/s, batch 32 (log)", "pareto_throughput.png"),
+                           ("disk_bytes", "size on disk, MB (log)", "pareto_size.png")):
+        pareto_plot(rows, x, label, metric, sweep_dir / name)
+    return path
+
+
+def pareto_plot(rows: list[TrialRow], x: str, xlabel: str, metric: str, path: Path) -> Path:
+    """The main metric against ``x`` (a :class:`TrialResult` field): trials on the front (over
+    the main metric and ``x``) in colour and labelled, the dominated ones grey."""
+    from tinyplm.report.plots import new_figure, save_figure
+
+    done = [r.result for r in rows if r.result is not None]
+    pair = [Objective(metric="primary", mode="max"),
+            Objective(metric=x, mode="max" if x == "throughput" else "min")]  # type: ignore[arg-type]
+    scale = 1e6 if x == "disk_bytes" else 1.0
+    fig, ax = new_figure(8.0, 5.0)
+    for res in done:
+        front = not any(dominated(res, o, pair) for o in done if o is not res)
+        ax.scatter(getattr(res, x) / scale, res.primary, s=36 if front else 20, zorder=3,
+                   color="#2a7f62" if front else "#bbbbbb")
+        if front:
+            ax.annotate(res.key, (getattr(res, x) / scale, res.primary), fontsize=7, xytext=(4, 2),
+                        textcoords="offset points")
+    if done:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(f"dev {metric}")
+    ax.set_title(f"{len(done)} finished trials: {metric} against {xlabel.split(',')[0]} (grey: dominated)")
+    return save_figure(fig, path)

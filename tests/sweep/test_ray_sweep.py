@@ -1,0 +1,106 @@
+"""A real sweep on a real Ray cluster: ``ray start --head`` in a subprocess, ``tinyplm sweep
+--address`` against it, one trial's worker killed mid-training (the trial is retried and finishes
+from its checkpoint), then ``--resume`` runs nothing again."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import make_tiny_glue, make_tiny_model_dir, tiny_recipe, write_recipe
+from helpers_cli import cli
+from tinyplm.files import lock_state
+
+pytestmark = pytest.mark.slow
+ray = pytest.importorskip("ray", reason="the cluster extra (ray[tune]) is not installed")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def ray_head(tmp_path: Path) -> Iterator[str]:
+    """A Ray head started as a user would (``ray start --head``), stopped at the end."""
+    exe = Path(sys.executable).with_name("ray")
+    port = _free_port()
+    temp = Path("/tmp") / f"ray-{os.getpid()}"  # Ray's socket paths must stay short
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    subprocess.run([str(exe), "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+                    f"--temp-dir={temp}", "--disable-usage-stats"], check=True, env=env, capture_output=True,
+                   timeout=120)
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([str(exe), "stop", "--force"], env=env, capture_output=True, timeout=120)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _sweep_files(tmp_path: Path) -> tuple[Path, Path]:
+    teacher = make_tiny_model_dir(tmp_path / "teacher")
+    # Trials train for a few seconds each (a time budget, not steps), long enough to kill one mid-way.
+    train = {"epochs": 500, "budget_minutes": 0.12, "batch_size": 16, "lr": 3.0e-3, "precision": "fp32",
+             "eval_every": 0, "checkpoint_every": 20}
+    recipe = tiny_recipe(tmp_path, teacher, make_tiny_glue(tmp_path / "glue", n_train=64, n_dev=16),
+                         students=[{"name": "st", "teacher_layers": [0], "train": train}])
+    recipe["teacher"]["finetune"] = {**train, "budget_minutes": 0.05}
+    space = {"name": "tiny", "output_dir": str(tmp_path / "sweep"), "stage": "last", "max_failures": 2,
+             "params": {"students.0.train.lr": {"grid": [1.0e-3, 3.0e-3]},
+                        "students.0.train.seed": {"grid": [1, 2]}}}
+    return write_recipe(tmp_path / "r.yaml", recipe), write_recipe(tmp_path / "space.yaml", space)
+
+
+def _kill_one_training_worker(trials: Path, deadline: float) -> Path:
+    """SIGKILL the Ray worker of the first trial seen training its student past a checkpoint (its
+    run dir locked by the worker); returns that trial's run dir."""
+    while time.monotonic() < deadline:
+        for run_dir in sorted(trials.glob("t-*")) if trials.is_dir() else []:
+            live, holder = lock_state(run_dir)
+            log = run_dir / "logs" / "train.jsonl"
+            started = log.is_file() and any('"stage": "st"' in line and '"event": "checkpoint"' in line
+                                            for line in log.read_text(encoding="utf-8").splitlines())
+            if live and holder is not None and started:
+                os.kill(holder.pid, signal.SIGKILL)
+                return run_dir
+        time.sleep(0.2)
+    raise AssertionError(f"no trial was seen training in {trials}")
+
+
+def test_a_sweep_on_a_ray_cluster_survives_a_killed_worker_and_resumes(tmp_path: Path, ray_head: str) -> None:
+    recipe, space = _sweep_files(tmp_path)
+    cmd = [sys.executable, "-m", "tinyplm", "sweep", str(recipe), "--space", str(space), "--address", ray_head,
+           "--max-concurrent", "2", "--cpus-per-trial", "1"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killed = _kill_one_training_worker(tmp_path / "sweep" / "trials", time.monotonic() + 240)
+    stdout, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 0, stderr[-3000:]
+    table = json.loads((tmp_path / "sweep" / "sweep.json").read_text())
+    assert [t["status"] for t in table["trials"]] == ["finished"] * 4
+    assert {t["values"]["students.0.train.seed"] for t in table["trials"]} == {1, 2}
+    events = [json.loads(line) for line in (killed / "logs" / "train.jsonl").read_text().splitlines()]
+    assert any(e.get("event") == "resume" and e.get("stage") == "st" for e in events), \
+        "the killed trial's run did not continue from its checkpoint"
+    assert stdout.strip().splitlines()[-1].endswith("sweep.json")
+    done = {t["key"]: (killed.parent / t["key"] / "results.json").stat().st_mtime_ns for t in table["trials"]}
+
+    again = cli(["sweep", str(recipe), "--space", str(space), "--address", ray_head, "--resume"], cwd=tmp_path,
+                subprocess=True)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert {k: (killed.parent / k / "results.json").stat().st_mtime_ns for k in done} == done  # nothing re-ran
+    assert json.loads((tmp_path / "sweep" / "sweep.json").read_text())["trials"] == table["trials"]
+
+    refused = cli(["sweep", str(recipe), "--space", str(space), "--address", ray_head], cwd=tmp_path,
+                  subprocess=True)
+    assert refused.returncode == 2 and "--resume continues it" in refused.stderr

@@ -1,0 +1,128 @@
+"""The sweep's space file, its trials as runs (keys, overrides), the checks before Ray starts, and
+the table across trials: no Ray needed."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from conftest import make_tiny_glue, make_tiny_model_dir, tiny_recipe, write_recipe
+from tinyplm.config import load_recipe
+from tinyplm.config.sweep import Objective, SweepSpace
+from tinyplm.errors import RecipeError, RunDirError
+from tinyplm.report.records import RunRecord, StageKind, StageRecord
+from tinyplm.sweep.space import trial_plan
+from tinyplm.sweep.table import dominated, rows_of, summary_markdown, write_table
+from tinyplm.sweep.trial import TrialResult, result_of, trial_stage
+from tinyplm.sweep.tuner import SweepJob, check_job, grid_plans
+
+GRID = {"name": "s", "params": {"students.0.train.lr": {"grid": [1e-4, 3e-4]},
+                                "students.0.compress": {"grid": [[], [{"kind": "trim_vocab"}]]}}}
+
+
+def _space(path: Path, body: dict) -> SweepSpace:
+    return load_recipe(write_recipe(path, body), schema=SweepSpace)
+
+
+def test_a_space_file_is_checked_with_the_key_and_what_was_expected(tmp_path: Path) -> None:
+    space = _space(tmp_path / "s.yaml", GRID)
+    assert space.trial_count() == 4 and space.search == "grid"
+    bad = {"name": "s", "params": {"students.0.train.lr": {"grid": [1e-4], "choice": [1e-3]}}}
+    with pytest.raises(RecipeError, match="exactly one of grid, choice"):
+        _space(tmp_path / "b.yaml", bad)
+    with pytest.raises(RecipeError, match=r"s2.yaml:\d+: unknown key 'parms'"):
+        _space(tmp_path / "s2.yaml", {"name": "s", "parms": {}})
+    with pytest.raises(RecipeError, match="grid takes only grid keys; students.0.train.lr is loguniform"):
+        _space(tmp_path / "b.yaml", {"name": "s", "params": {"students.0.train.lr": {"loguniform": [1e-5, 1e-3]}}})
+    with pytest.raises(RecipeError, match="low < high"):
+        _space(tmp_path / "b.yaml", {"name": "s", "search": "random",
+                                    "params": {"students.0.train.lr": {"uniform": [1e-3, 1e-5]}}})
+    with pytest.raises(RecipeError, match="the sweep's to choose"):
+        _space(tmp_path / "b.yaml", {"name": "s", "params": {"output_dir": {"grid": ["a"]}}})
+    with pytest.raises(RecipeError, match="num_samples: a grid runs each combination once"):
+        _space(tmp_path / "b.yaml", {**GRID, "num_samples": 2})
+
+
+def test_a_trial_is_a_run_named_by_its_values(tmp_path: Path) -> None:
+    space = _space(tmp_path / "s.yaml", {**GRID, "fixed": {"teacher.finetune.epochs": 1}})
+    a = trial_plan(space, {"students.0.compress": [{"kind": "trim_vocab"}], "students.0.train.lr": 1e-4}, "T")
+    b = trial_plan(space, {"students.0.train.lr": 1e-4, "students.0.compress": [{"kind": "trim_vocab"}]}, "T")
+    assert a.key == b.key and a.key.startswith("t-")  # the values' order does not matter
+    assert a.overrides == ["teacher.finetune.epochs=1", "students.0.train.lr=0.0001",
+                           "students.0.compress=[{kind: trim_vocab}]", f"name=s-{a.key}", f"output_dir=T/{a.key}"]
+    other = trial_plan(space, {"students.0.train.lr": 3e-4, "students.0.compress": [{"kind": "trim_vocab"}]}, "T")
+    assert other.key != a.key
+    refixed = _space(tmp_path / "s2.yaml", {**GRID, "fixed": {"teacher.finetune.epochs": 2}})
+    assert trial_plan(refixed, a.values, "T").key != a.key  # other fixed keys: another run
+
+
+def _tiny_job(tmp_path: Path, space: SweepSpace, **kw) -> SweepJob:
+    teacher = make_tiny_model_dir(tmp_path / "teacher")
+    student = {"name": "st", "teacher_layers": [0], "train": {"epochs": 1}}
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(tmp_path, teacher, make_tiny_glue(tmp_path / "glue"),
+                                                           students=[student]))
+    return SweepJob(recipe, space, tmp_path / "sweep", **kw)
+
+
+def test_every_trial_recipe_is_checked_before_anything_runs(tmp_path: Path) -> None:
+    job = _tiny_job(tmp_path, _space(tmp_path / "s.yaml", GRID))
+    plans = check_job(job)
+    assert [p.values for p in plans] == [dict(zip(GRID["params"], c, strict=True)) for c in
+                                         [(1e-4, []), (1e-4, [{"kind": "trim_vocab"}]), (3e-4, []),
+                                          (3e-4, [{"kind": "trim_vocab"}])]]
+    bad = {"name": "s", "params": {"students.0.train.lr": {"grid": [1e-4, -1.0]}}}
+    with pytest.raises(RecipeError, match="a trial's recipe is not valid: override 'students.0.train.lr=-1.0'"):
+        check_job(_tiny_job(tmp_path, _space(tmp_path / "b.yaml", bad)))
+    drawn = {"name": "s", "search": "random", "num_samples": 3,
+             "params": {"students.0.train.lr": {"loguniform": [1e-5, 1e-3]},
+                        "students.0.train.batch_size": {"choice": [8, 0]}}}
+    with pytest.raises(RecipeError, match="students.0.train.batch_size=0"):
+        check_job(_tiny_job(tmp_path, _space(tmp_path / "d.yaml", drawn)))
+    assert grid_plans(_tiny_job(tmp_path, _space(tmp_path / "d.yaml", {**drawn, "params": {
+        "students.0.train.lr": {"loguniform": [1e-5, 1e-3]}}}))) is None
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "sweep" / "sweep.json").write_text("{}")
+    with pytest.raises(RunDirError, match="--resume continues it"):
+        check_job(job)
+    assert check_job(SweepJob(job.recipe, job.space, job.sweep_dir, resume=True))
+
+
+def _result(key: str, primary: float, throughput: float, size: int) -> TrialResult:
+    return TrialResult(key, "st", primary, throughput, 1.0, size, 10, primary / 0.9, f"/r/{key}")
+
+
+def test_the_front_and_the_table_keep_every_planned_trial(tmp_path: Path) -> None:
+    space = _space(tmp_path / "s.yaml", GRID)
+    plans = grid_plans(SweepJob(tmp_path / "r.yaml", space, tmp_path / "sw"))
+    objectives = [Objective(metric="primary", mode="max"), Objective(metric="throughput", mode="max")]
+    fast, accurate, worse = _result("a", 0.80, 900.0, 5), _result("b", 0.88, 300.0, 9), _result("c", 0.79, 800.0, 5)
+    assert dominated(worse, fast, objectives) and not dominated(fast, accurate, objectives)
+    assert not dominated(fast, fast, objectives)
+    results = {plans[0].key: fast, plans[1].key: accurate, plans[2].key: worse}
+    rows = rows_of(plans, results, {plans[3].key: "RayActorError: the worker died"}, objectives)
+    assert [r.status for r in rows] == ["finished", "finished", "finished", "failed"]
+    assert [r.pareto for r in rows] == [True, True, False, False]
+    text = summary_markdown(space, rows, "accuracy")
+    assert "3 of 4 trials finished; 1 failed; 0 not run." in text and "the worker died" in text
+    assert rows_of(plans, {}, {}, objectives)[0].status == "not run"
+    path = write_table(space, rows, tmp_path / "sw", "accuracy")
+    assert path.name == "sweep.json" and (tmp_path / "sw" / "pareto_throughput.png").stat().st_size > 0
+    assert (tmp_path / "sw" / "pareto_size.png").is_file()
+
+
+def test_the_stage_that_stands_for_a_trial(tmp_path: Path) -> None:
+    record = RunRecord(task="sst2", metric="accuracy", stages=[
+        StageRecord("teacher", {"accuracy": 0.9}, disk_bytes=100, throughput_sent_per_s=10.0, kind=StageKind.TEACHER),
+        StageRecord("st", {"accuracy": 0.85}, disk_bytes=20, throughput_sent_per_s=50.0),
+        StageRecord("st.trim_vocab", {"accuracy": 0.84}, disk_bytes=10, throughput_sent_per_s=55.0)],
+        info={"final_model": "st"})
+    assert trial_stage(record, "final").name == "st" and trial_stage(record, "last").name == "st.trim_vocab"
+    with pytest.raises(RecipeError, match="names no stage of the trial's run \\(stages: teacher, st, st.trim_vocab\\)"):
+        trial_stage(record, "nope")
+    space = _space(tmp_path / "s.yaml", GRID)
+    plan = grid_plans(SweepJob(tmp_path / "r.yaml", space, tmp_path / "sw"))[0]
+    res = result_of(record, plan, "last", tmp_path)
+    assert (res.primary, res.throughput, res.disk_bytes) == (0.84, 55.0, 10)
+    assert math.isclose(res.retention, 0.84 / 0.9)
