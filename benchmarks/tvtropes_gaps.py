@@ -113,7 +113,7 @@ def main() -> None:
 
     from tinyplm.errors import TinyplmError
     from tinyplm.files import write_json_atomic
-    from tinyplm.models.family.words import words
+    from tinyplm.models.classic.words import words
     from tinyplm.tasks import resolve_data_root
     from tinyplm.tasks.spoilers import TVTROPES_DIR, close_markup_gaps
 

@@ -194,16 +194,16 @@ DOC_LINES: dict[str, Way] = {
         None, "cheap check only: needs the demo's teacher; tests/models/test_student_families_bench.py runs the "
         "script on a tiny teacher"),
     "tinyplm run recipes/spoilers/goodreads_family.yaml": Way(
-        None, "cheap check only: a 40-minute run; tests/run/test_family_run.py runs every family student on a "
+        None, "cheap check only: a 40-minute run; tests/run/test_classic_run.py runs every classic student on a "
         "tiny BERT"),
     "tinyplm run recipes/spoilers/tvtropes_family.yaml": Way(
-        None, "cheap check only: hours on a 2-core CPU; tests/run/test_family_run.py runs every family student on a "
+        None, "cheap check only: hours on a 2-core CPU; tests/run/test_classic_run.py runs every classic student on a "
         "tiny BERT"),
     "tinyplm run recipes/spoilers/tvtropes_context.yaml": Way(
-        None, "cheap check only: a 40-minute fine-tune; tests/run/test_family_run.py runs a TV Tropes recipe "
+        None, "cheap check only: a 40-minute fine-tune; tests/run/test_classic_run.py runs a TV Tropes recipe "
         "with page context on a tiny BERT"),
     "tinyplm evaluate runs/tvtropes_context/teacher --task tvtropes_spoilers": Way(
-        None, "cheap check only: needs the context run's teacher; tests/run/test_family_run.py evaluates a tiny "
+        None, "cheap check only: needs the context run's teacher; tests/run/test_classic_run.py evaluates a tiny "
         "one the same way"),
     "python benchmarks/nlm_family.py --task goodreads_spoilers": Way(
         None, "cheap check only: 40 minutes on a 2-core CPU; tests/test_nlm_family_bench.py runs main() on a tiny "

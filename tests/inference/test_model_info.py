@@ -107,7 +107,7 @@ def test_review_context_comes_from_the_run_or_the_stamp_of_the_model(tmp_path: P
 def test_a_feature_bilstm_is_held_to_its_encoders_positions(tmp_path: Path) -> None:
     from transformers import AutoModel, AutoTokenizer
 
-    from tinyplm.models.family.features import feature_bilstm
+    from tinyplm.models.classic.features import feature_bilstm
     from tinyplm.models.io import save_model
 
     src = make_tiny_model_dir(tmp_path / "bert")  # 64 positions

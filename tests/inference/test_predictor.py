@@ -108,8 +108,8 @@ def test_model_family_students_predict_as_evaluate_does(tmp_path: Path, arch: st
     """TF-IDF, (Bi)LSTM and ELMo students keep a word vocabulary, not a transformer tokenizer."""
     import torch
 
-    from tinyplm.models.family import FamilyConfig, WordTokenizer, build_module
-    from tinyplm.models.family.tfidf import fit_tfidf
+    from tinyplm.models.classic import FamilyConfig, WordTokenizer, build_module
+    from tinyplm.models.classic.tfidf import fit_tfidf
     from tinyplm.models.io import save_model
 
     texts = sentences(40)
@@ -117,7 +117,7 @@ def test_model_family_students_predict_as_evaluate_does(tmp_path: Path, arch: st
     if arch == "tfidf_lr":
         model, tok, _ = fit_tfidf(texts, [i % 2 for i in range(len(texts))], 2)
     elif arch == "elmo_bilstm":
-        from tinyplm.models.family.elmo import ElmoBiLstm
+        from tinyplm.models.classic.elmo import ElmoBiLstm
 
         tok = WordTokenizer.build(texts, 200)
         bilm = {"hidden": 8, "char_dim": 4, "filters": [[1, 4], [2, 4]], "max_chars": 8}

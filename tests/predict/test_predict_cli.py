@@ -140,7 +140,7 @@ def test_tagging_conll_and_plain_text(tmp_path: Path) -> None:
 def test_a_family_student_predicts_a_headerless_tvtropes_file(tmp_path: Path) -> None:
     """A TF-IDF student of a TV Tropes run: its word vocabulary is its tokenizer, and the run's
     header-less layout (id, sentence, label) is read without losing the first row."""
-    from tinyplm.models.family.tfidf import fit_tfidf
+    from tinyplm.models.classic.tfidf import fit_tfidf
     from tinyplm.models.io import save_model
 
     texts = sentences(30)

@@ -148,7 +148,7 @@ def test_context_is_refused_for_a_task_without_preceding_sentences(tmp_path: Pat
 def test_closing_markup_gaps_keeps_words_and_marks(raw: str, closed: str) -> None:
     assert close_markup_gaps(raw) == closed
     assert close_markup_gaps(closed) == closed  # idempotent: clean text is left as it is
-    from tinyplm.models.family.words import words
+    from tinyplm.models.classic.words import words
     assert words(closed) == words(raw)  # the word tokenizer sees the same tokens either way
 
 

@@ -21,8 +21,8 @@ from tinyplm.config.base import (  # noqa: F401  (re-exported: the recipe's sche
     Section,
     TrainSpec,
 )
+from tinyplm.config.classic import FamilySpec, check_family_student
 from tinyplm.config.compress import AFTER_TRIM, TERMINAL_KINDS, CompressStep, step_name
-from tinyplm.config.family import FamilySpec, check_family_student
 from tinyplm.config.finetune import unsaved_form_error
 from tinyplm.config.tracking import TrackingSpec
 
@@ -173,7 +173,7 @@ class StudentSpec(Section):
     def _shape_or_layers(self) -> StudentSpec:
         if self.family is not None:
             if self.arch is not None or self.word_embeddings:
-                raise ValueError("'arch' and 'word_embeddings' are for transformer students; a family student "
+                raise ValueError("'arch' and 'word_embeddings' are for transformer students; a classic student "
                                  "is described by family.arch")
             check_family_student(self)
             return self
@@ -318,7 +318,7 @@ class RunConfig(Section):
                 raise ValueError(f"student {student_name(spec)}: its {where} are trained on a corpus: give "
                                  f"family.{where}.corpus or a 'corpus' section")
             if spec.init_from in family:
-                raise ValueError(f"student {student_name(spec)}: init_from names the model-family student "
+                raise ValueError(f"student {student_name(spec)}: init_from names the classic student "
                                  f"{spec.init_from}, which no transformer student can start from")
         return self
 

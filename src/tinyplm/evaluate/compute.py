@@ -87,7 +87,7 @@ def flops_per_token(shape: dict, hidden: int, seq_len: float) -> float:
 def effective_rate(shape: dict | None, hidden: int | None, mean_tokens: float, sent_per_s: float,
                    precision: str, threads: int) -> dict[str, float | str] | None:
     """GFLOP/s of useful work and its share of the peak for ``precision``; None without a
-    transformer shape (none, or no attention heads: a model-family LSTM or TF-IDF)."""
+    transformer shape (none, or no attention heads: a classic LSTM or TF-IDF)."""
     if not shape or not shape.get("heads") or not hidden or sent_per_s <= 0 or mean_tokens <= 0:
         return None
     flops = flops_per_token(shape, hidden, mean_tokens) * mean_tokens * sent_per_s

@@ -193,7 +193,7 @@ def _max_length(asked: int | None, run: RunTask | None, cfg: dict, path: Path) -
 
 
 def _positions(cfg: dict) -> int | None:
-    """The model's position embeddings: its own, or (a feature-based family student) its frozen
+    """The model's position embeddings: its own, or (a feature-based classic student) its frozen
     encoder's, recorded under ``encoder``; None when it has none (a word-level model)."""
     for source in (cfg, cfg.get("encoder")):
         if isinstance(source, dict) and isinstance(source.get("max_position_embeddings"), int):

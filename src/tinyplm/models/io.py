@@ -14,7 +14,7 @@ from pathlib import Path
 from transformers import PreTrainedModel
 
 from tinyplm.models import roles
-from tinyplm.models.family.io import is_family, save_family
+from tinyplm.models.classic.io import is_family, save_family
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
 from tinyplm.models.openvino import OV_XML, RUNTIME_KEY, OvClassifier, runtime_record, save_openvino
 from tinyplm.models.quantized import is_quantized, quantized_state
@@ -33,7 +33,7 @@ def save_model(model: PreTrainedModel, tokenizer, path: Path) -> Path:
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    if is_family(model):  # a model-family student (LSTM, TF-IDF ...): its own config and weights
+    if is_family(model):  # a classic student (LSTM, TF-IDF ...): its own config and weights
         save_family(model, tmp)
     elif isinstance(model, OrtClassifier):  # an ONNX model: the graph file, its config, the tokenizer
         shutil.copyfile(model.path, tmp / ONNX_FILE)

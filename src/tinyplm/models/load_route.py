@@ -23,7 +23,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from tinyplm.errors import ModelError
-from tinyplm.models.family.io import MODEL_TYPE as CLASSIC_TYPE
+from tinyplm.models.classic.io import MODEL_TYPE as CLASSIC_TYPE
 from tinyplm.models.onnx import FORMAT_KEY
 from tinyplm.models.quantized import QUANT_KEY
 from tinyplm.models.shape import SHAPE_KEY

@@ -15,7 +15,7 @@ from pydantic import Field
 from safetensors import SafetensorError
 
 from tinyplm.errors import ModelError, TinyplmError, did_you_mean
-from tinyplm.models.family.io import family_tokenizer_files, is_family_dir, load_family
+from tinyplm.models.classic.io import family_tokenizer_files, is_family_dir, load_family
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
 from tinyplm.models.quantized import QUANT_KEY, load_quantized
 from tinyplm.models.roles import ROLES
@@ -263,7 +263,7 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
         raise ValueError(f"unknown head {head!r}; expected one of {', '.join(Head)}")
     head = Head(head)
     quiet_transformers()
-    if is_family_dir(path):  # a model-family student (LSTM, TF-IDF ...): models.family.io
+    if is_family_dir(path):  # a classic student (LSTM, TF-IDF ...): models.classic.io
         return load_family(path, labels, is_regression, head)
     cfg = check_model_dir(path)
     num_labels = 2 if head == Head.SPAN else 1 if is_regression else len(labels)

@@ -29,7 +29,7 @@ FORMAT_KEY = "tinyplm_format"
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 OPSET = 17
 #: config key of [parameters, parameters outside embedding tables] where the shape alone does not
-#: give them (model-family students: LSTMs, TF-IDF), so their graphs report the same counts.
+#: give them (classic students: LSTMs, TF-IDF), so their graphs report the same counts.
 PARAMS_KEY = "tinyplm_params"
 
 
@@ -153,7 +153,7 @@ def graph_num_parameters(config, exclude_embeddings: bool = False) -> int:
     (quantization changes their bytes, not their number); optionally without the embedding tables."""
     from tinyplm.models.shape import embedding_params, params_from_config
 
-    counted = getattr(config, PARAMS_KEY, None)  # a model-family student records its own counts
+    counted = getattr(config, PARAMS_KEY, None)  # a classic student records its own counts
     if counted:
         return int(counted[1] if exclude_embeddings else counted[0])
     total = params_from_config(config)

@@ -132,7 +132,7 @@ class StageData:
 
     def split(self, kind: DataKind) -> Split:
         """The examples behind :meth:`get` (``task`` or ``augmented``), in the same order, for a
-        student with its own tokenizer (a model-family student): row i of its encoding and of the
+        student with its own tokenizer (a classic student): row i of its encoding and of the
         teacher's logits on ``get(kind)`` are the same example."""
         if kind == "augmented":
             self.get("augmented")

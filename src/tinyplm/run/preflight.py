@@ -149,7 +149,7 @@ def _check_augment(cfg: RunConfig) -> None:
 
 
 def _check_families(cfg: RunConfig, data: TaskData) -> None:
-    """Model-family students: a single-label sentence task, and every corpus and saved biLM they
+    """Classic students: a single-label sentence task, and every corpus and saved biLM they
     read exists (corpora default to the recipe's ``corpus`` section, checked like it)."""
     for spec in cfg.students:
         fam = spec.family
@@ -158,7 +158,7 @@ def _check_families(cfg: RunConfig, data: TaskData) -> None:
         where = f"student {student_name(spec)}"
         if data.is_regression or data.head != Head.SEQUENCE:
             kind = "regression" if data.is_regression else f"a {data.head} task"
-            raise RecipeError(f"{where}: model-family students classify sentences; task {data.task} is {kind}")
+            raise RecipeError(f"{where}: classic students classify sentences; task {data.task} is {kind}")
         if fam.corpus_needed:  # word vectors or a biLM trained here, on its own corpus or the recipe's
             key = f"family.{'bilm' if fam.arch == 'elmo_bilstm' else 'embeddings'}.corpus"
             paths, key = (fam.own_corpus, key) if fam.own_corpus else (cfg.corpus.paths, "corpus.paths")

@@ -24,7 +24,7 @@ from tinyplm.models import build_student, load_classifier, resolve_model_dir, sa
 from tinyplm.models.infer import precision_name, use_bf16
 from tinyplm.models.token_ids import token_id_mismatch
 from tinyplm.report.records import StageKind
-from tinyplm.run.family import run_family
+from tinyplm.run.classic import run_classic
 from tinyplm.run.inputs import RunInputs, stamp_task
 from tinyplm.run.results import StageResult, StudentOutcome, TrainedStage
 from tinyplm.tasks.heads import Head
@@ -64,10 +64,10 @@ def initial_student(spec: StudentSpec, inp: RunInputs) -> tuple[torch.nn.Module,
 
 
 def run_student(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
-    """Build (or reload) one student and run its stages in order (a model-family student:
-    :func:`tinyplm.run.family.run_family`)."""
+    """Build (or reload) one student and run its stages in order (a classic student:
+    :func:`tinyplm.run.classic.run_classic`)."""
     if spec.family is not None:
-        return run_family(spec, inp)
+        return run_classic(spec, inp)
     name = student_name(spec)
     model, init, inp = initial_student(spec, inp)
     if spec.compress_only:  # a copy of its source, not saved or reported on its own

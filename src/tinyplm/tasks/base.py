@@ -100,7 +100,7 @@ class Task:
     ``metrics`` are names understood by ``tinyplm.evaluate.metrics.compute``; the first is primary.
     ``eval_splits`` are the split names evaluated (MNLI: matched and mismatched).
     ``metric_suffix`` maps an eval split to a suffix for its metric keys (MNLI mismatched: "_mm").
-    ``family`` names the collection in messages ("GLUE", "custom").
+    ``collection`` names the collection it belongs to, in messages ("GLUE", "custom").
     ``head`` is a :class:`~tinyplm.tasks.heads.Head`; ``options`` go to every split (see :class:`Split`).
     ``class_weights`` is a rule of :data:`CLASS_WEIGHTS`; ``info`` describes the data for reports.
     """
@@ -114,7 +114,7 @@ class Task:
     eval_splits: tuple[str, ...] = ("dev",)
     metric_suffix: dict[str, str] = field(default_factory=dict)
     description: str = ""
-    family: str = ""
+    collection: str = ""
     head: Head = Head.SEQUENCE
     options: dict = field(default_factory=dict)
     class_weights: str = "none"
@@ -137,7 +137,7 @@ class Task:
             raise TinyplmError(f"task '{self.name}' has no split '{split}'{hint} Splits: {known}")
         path = self.files[split]
         if not path.is_file():
-            what = f"{self.family} {self.name}".strip()
+            what = f"{self.collection} {self.name}".strip()
             raise DataError(f"{path}: file not found (expected the {what} {split} split)")
         return Split(name=split, examples=self.reader(path, split), source=path, head=self.head,
                      options=dict(self.options))

@@ -91,4 +91,4 @@ def conll_task(data_root: Path):
                 files={split: folder / name for split, name in CONLL_FILES.items()},
                 reader=lambda path, split: read_conll(path), eval_splits=("dev", "test"),
                 metric_suffix={"test": "_test"}, description="CoNLL-2003 named entities (IOB2), entity-level F1",
-                family="CoNLL-2003", head=Head.TOKEN, options={"tags": TAGS})
+                collection="CoNLL-2003", head=Head.TOKEN, options={"tags": TAGS})

@@ -104,7 +104,7 @@ def custom_task(
             labels_from=None if labels is not None or regression else train,
         ),
         description=f"custom task from {train.name} and {dev.name}",
-        family="custom",
+        collection="custom",
     )
 
 

@@ -142,7 +142,7 @@ def glue_task(name: str, glue_dir: Path) -> Task:
         eval_splits=spec.eval_splits,
         metric_suffix=dict(spec.metric_suffix),
         description=spec.description,
-        family="GLUE",
+        collection="GLUE",
     )
 
 

@@ -257,14 +257,14 @@ def spoiler_task(name: str, data_root: Path, context_sentences: int = 0, context
     if name == "goodreads_spoilers":
         path = root / GOODREADS_CSV
         return Task(name, SPOILER_NAMES, False, GOODREADS_METRICS, {"train": path, "dev": path}, read_goodreads_csv,
-                    description="is a Goodreads review sentence a spoiler (dev split by book)", family="spoilers",
+                    description="is a Goodreads review sentence a spoiler (dev split by book)", collection="spoilers",
                     class_weights="balanced", info={"dev_split": SPLIT_NOTE})
     if name == "goodreads_spoilers_reviews":
         path = root / GOODREADS_JSONL
         reader = partial(read_goodreads_jsonl, context_sentences=context_sentences, context_after=context_after)
         return Task(name, SPOILER_NAMES, False, GOODREADS_METRICS, {"train": path, "dev": path}, reader,
                     description="spoiler sentences of whole Goodreads reviews (dev split by book_id)",
-                    family="spoilers", class_weights="balanced",
+                    collection="spoilers", class_weights="balanced",
                     info={"dev_split": SPLIT_NOTE, **context})
     if name == "tvtropes_spoilers":
         folder = root / TVTROPES_DIR
@@ -272,7 +272,7 @@ def spoiler_task(name: str, data_root: Path, context_sentences: int = 0, context
         files = {"train": folder / "train.csv", "dev": folder / "dev.csv"}
         return Task(name, SPOILER_NAMES, False, TVTROPES_METRICS, files,
                     partial(read_tvtropes_csv, context_sentences=context_sentences, context_after=context_after),
-                    description="is a TV Tropes sentence a spoiler", family="spoilers", info=info)
+                    description="is a TV Tropes sentence a spoiler", collection="spoilers", info=info)
     raise KeyError(name)
 
 

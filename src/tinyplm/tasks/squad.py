@@ -223,4 +223,4 @@ def squad_task(data_root: Path, *, version: str = "1.1", train_file: str | None 
         what = f"SQuAD v1.1 dev split by article: {train_articles} to train, the rest to evaluate"
     return Task(name="squad_v2" if v2 else "squad", labels=(), is_regression=False,
                 metrics=("f1", "exact" if v2 else "exact_match"), files=files, reader=reader,
-                description=what, family="SQuAD", head=Head.SPAN, options=options)
+                description=what, collection="SQuAD", head=Head.SPAN, options=options)

@@ -3,7 +3,7 @@ logits, for sequence, span and token heads. Fine-tuning is ``kd_weight=0, hard_w
 al. (2019)'s distillation into a BiLSTM is ``kd_weight=0, logit_mse=1`` (sequence heads).
 
 It runs any model that answers ``model(**inputs)`` with logits (a ``transformers`` classifier or a
-model-family student of ``tinyplm.models.family``), so one objective trains both.
+classic student of ``tinyplm.models.classic``), so one objective trains both.
 
 :class:`PredictionObjective` is a pure loss on logits (``__call__``, also used to score pruning
 importance) and a training :class:`~tinyplm.train.objective.Objective` for the one loop.

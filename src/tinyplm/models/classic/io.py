@@ -1,4 +1,4 @@
-"""Save and load model-family students: config.json + model.safetensors + their tokenizer.
+"""Save and load classic students: config.json + model.safetensors + their tokenizer.
 
 A saved dir holds ``config.json`` (``model_type: tinyplm_family``, the shape and labels),
 ``model.safetensors`` (every tensor, the TF-IDF idf and coefficients included; nothing pickled)
@@ -17,8 +17,8 @@ from pathlib import Path
 from torch import nn
 
 from tinyplm.errors import ModelError
-from tinyplm.models.family.config import MODEL_TYPE, STATIC_ARCHS, TEACHER_TOKENIZED, FamilyConfig
-from tinyplm.models.family.words import TOKENIZER_FILE, WordTokenizer
+from tinyplm.models.classic.config import MODEL_TYPE, STATIC_ARCHS, TEACHER_TOKENIZED, FamilyConfig
+from tinyplm.models.classic.words import TOKENIZER_FILE, WordTokenizer
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
 
 WEIGHTS = "model.safetensors"
@@ -26,39 +26,39 @@ WEIGHTS = "model.safetensors"
 
 def build_module(config: FamilyConfig) -> nn.Module:
     """The (untrained) module of ``config.arch``, its parameter counts recorded in its config."""
-    from tinyplm.models.family.lstm import LstmClassifier
-    from tinyplm.models.family.tfidf import TfidfClassifier
+    from tinyplm.models.classic.lstm import LstmClassifier
+    from tinyplm.models.classic.tfidf import TfidfClassifier
 
     if config.arch == "tfidf_lr":
         model = TfidfClassifier(config)
     elif config.arch in ("lstm", "bilstm"):
         model = LstmClassifier(config)
     elif config.arch == "elmo_bilstm":
-        from tinyplm.models.family.elmo import ElmoBiLstm
+        from tinyplm.models.classic.elmo import ElmoBiLstm
 
         model = ElmoBiLstm(config)
     elif config.arch == "feature_bilstm":
-        from tinyplm.models.family.features import FeatureBiLstm
+        from tinyplm.models.classic.features import FeatureBiLstm
 
         model = FeatureBiLstm(config)
     elif config.arch in STATIC_ARCHS:
-        from tinyplm.models.family.static import StaticBag, StaticCnn
+        from tinyplm.models.classic.static import StaticBag, StaticCnn
 
         model = StaticBag(config) if config.arch == "static" else StaticCnn(config)
     else:
-        raise ModelError(f"family arch {config.arch!r} cannot be built by this version of tinyplm")
+        raise ModelError(f"classic arch {config.arch!r} cannot be built by this version of tinyplm")
     model.record_params()
     return model
 
 
 def is_family(model) -> bool:
-    """True for a model-family student in PyTorch (its config's ``model_type``; an ONNX graph of
+    """True for a classic student in PyTorch (its config's ``model_type``; an ONNX graph of
     one is an ``OrtClassifier``)."""
     return isinstance(model, nn.Module) and getattr(getattr(model, "config", None), "model_type", None) == MODEL_TYPE
 
 
 def is_family_dir(path: Path) -> bool:
-    """True when ``path/config.json`` names a model-family student (False for anything else, a
+    """True when ``path/config.json`` names a classic student (False for anything else, a
     damaged file included: the ordinary checks report those)."""
     try:
         doc = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
@@ -68,7 +68,7 @@ def is_family_dir(path: Path) -> bool:
 
 
 def family_tokenizer_files(cfg: dict) -> tuple[str, ...]:
-    """The tokenizer file a model-family student's dir holds instead of a transformer's (its word
+    """The tokenizer file a classic student's dir holds instead of a transformer's (its word
     vocabulary), given its config.json; none for any other model."""
     return (TOKENIZER_FILE,) if cfg.get("model_type") == MODEL_TYPE else ()
 
@@ -86,9 +86,9 @@ def save_family(model: nn.Module, folder: Path) -> None:
 
 
 def load_family(path: Path, labels: tuple[str, ...], is_regression: bool = False, head: str = "sequence"):
-    """A saved model-family student and its tokenizer -> (model in eval mode, tokenizer).
+    """A saved classic student and its tokenizer -> (model in eval mode, tokenizer).
 
-    Raises ``ModelError`` naming the file when config.json cannot be read as a family config, the
+    Raises ``ModelError`` naming the file when config.json cannot be read as a classic-model config, the
     weights are missing or do not fit it, the tokenizer is missing or larger than the model's
     vocabulary, or the task is not sentence classification with the model's number of labels."""
     from safetensors import SafetensorError
@@ -96,13 +96,13 @@ def load_family(path: Path, labels: tuple[str, ...], is_regression: bool = False
 
     path = Path(path)
     if str(head) != "sequence" or is_regression:
-        raise ModelError(f"{path}: a model-family student classifies sentences; this task needs a {head} "
+        raise ModelError(f"{path}: a classic student classifies sentences; this task needs a {head} "
                          f"{'regression ' if is_regression else ''}head")
     try:
         config = FamilyConfig.from_pretrained(str(path))
     except (OSError, ValueError, TypeError) as exc:
         why = f"{exc.__class__.__name__}: {exc}"
-        raise ModelError(f"{path / 'config.json'}: not a model-family config ({why})") from None
+        raise ModelError(f"{path / 'config.json'}: not a classic-model config ({why})") from None
     if config.num_labels != len(labels):
         raise ModelError(f"{path}: its classifier has {config.num_labels} outputs but the task needs {len(labels)}")
     if getattr(config, FORMAT_KEY, None) == "onnx":  # exported: run by ONNX Runtime
@@ -122,7 +122,7 @@ def load_family(path: Path, labels: tuple[str, ...], is_regression: bool = False
 
 
 def load_family_tokenizer(path: Path, config: FamilyConfig):
-    """The tokenizer saved with a family student: its word vocabulary, or (feature_bilstm, static,
+    """The tokenizer saved with a classic student: its word vocabulary, or (feature_bilstm, static,
     static_cnn) the transformer's tokenizer. Raises ``ModelError``, also when a static student's
     tokenizer gives ids past the model's ``vocab_size``."""
     if config.arch in TEACHER_TOKENIZED and not (path / TOKENIZER_FILE).is_file():

@@ -13,8 +13,8 @@ import torch
 from torch import nn
 from transformers.modeling_outputs import SequenceClassifierOutput
 
-from tinyplm.models.family.config import FamilyConfig
-from tinyplm.models.family.lstm import FamilyModule, LstmHead
+from tinyplm.models.classic.config import FamilyConfig
+from tinyplm.models.classic.lstm import FamilyModule, LstmHead
 
 
 def encoder_from_config(d: dict) -> nn.Module:

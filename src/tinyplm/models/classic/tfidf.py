@@ -1,7 +1,7 @@
 """The TF-IDF + logistic-regression floor: fitted by scikit-learn, run as a small torch module.
 
 :func:`fit_tfidf` fits scikit-learn's ``TfidfVectorizer`` (l2-normalised, smoothed idf) and
-``LogisticRegression`` on the n-grams of :class:`~tinyplm.models.family.words.WordTokenizer` (our
+``LogisticRegression`` on the n-grams of :class:`~tinyplm.models.classic.words.WordTokenizer` (our
 analyzer, so the model and its tokenizer agree by construction), then copies the fitted numbers
 (idf, coefficients, intercept) into :class:`TfidfClassifier`. That module computes exactly what
 scikit-learn's ``decision_function`` does, from the n-gram ids of each sentence:
@@ -24,9 +24,9 @@ import torch
 from torch import nn
 from transformers.modeling_outputs import SequenceClassifierOutput
 
-from tinyplm.models.family.config import FamilyConfig
-from tinyplm.models.family.lstm import FamilyModule
-from tinyplm.models.family.words import SPECIALS, WordTokenizer
+from tinyplm.models.classic.config import FamilyConfig
+from tinyplm.models.classic.lstm import FamilyModule
+from tinyplm.models.classic.words import SPECIALS, WordTokenizer
 
 #: n-gram ids kept per text: every n-gram of a long sentence, as scikit-learn saw when fitting.
 MAX_NGRAMS = 4096

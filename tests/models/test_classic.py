@@ -1,4 +1,4 @@
-"""Model-family students on tiny data: word tokenizer, (Bi)LSTM pooling and masking, TF-IDF +
+"""Classic students on tiny data: word tokenizer, (Bi)LSTM pooling and masking, TF-IDF +
 logistic regression against scikit-learn, GloVe's loss, and save -> reload identity."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from tinyplm.models.family import FamilyConfig, WordTokenizer, build_module, load_family
-from tinyplm.models.family.lstm import LstmClassifier, reverse_within
-from tinyplm.models.family.tfidf import documents, fit_tfidf
-from tinyplm.models.family.vectors import WordVectors, cooccurrence, fit_glove, glove_loss
+from tinyplm.models.classic import FamilyConfig, WordTokenizer, build_module, load_family
+from tinyplm.models.classic.lstm import LstmClassifier, reverse_within
+from tinyplm.models.classic.tfidf import documents, fit_tfidf
+from tinyplm.models.classic.vectors import WordVectors, cooccurrence, fit_glove, glove_loss
 from tinyplm.models.io import save_model
 from tinyplm.models.loading import load_classifier
 from tinyplm.tasks.base import Example, Split
@@ -142,14 +142,14 @@ def _any_model(arch: str, tmp_path):
         from transformers import AutoModel, AutoTokenizer
 
         from conftest import make_tiny_model_dir
-        from tinyplm.models.family.features import feature_bilstm
+        from tinyplm.models.classic.features import feature_bilstm
 
         src = make_tiny_model_dir(tmp_path / "bert")
         return feature_bilstm(AutoModel.from_pretrained(str(src)), 2, hidden=4, feature_layers=2).eval(), \
             AutoTokenizer.from_pretrained(str(src))
     tok = WordTokenizer.build(TEXTS, 50)
     if arch == "elmo_bilstm":
-        from tinyplm.models.family.elmo import ElmoBiLstm
+        from tinyplm.models.classic.elmo import ElmoBiLstm
 
         bilm = {"hidden": 8, "char_dim": 4, "filters": [[1, 4], [2, 4]], "max_chars": 8}
         model = ElmoBiLstm(FamilyConfig(arch=arch, vocab_size=len(tok), hidden=4, bilm=bilm, num_labels=2), tok.vocab)
@@ -178,7 +178,7 @@ def test_feature_bilstm_trains_only_its_head_and_reloads(tmp_path):
     from transformers import AutoModel, AutoTokenizer
 
     from conftest import make_tiny_model_dir
-    from tinyplm.models.family.features import feature_bilstm
+    from tinyplm.models.classic.features import feature_bilstm
 
     src = make_tiny_model_dir(tmp_path / "bert")
     encoder, tok = AutoModel.from_pretrained(str(src)), AutoTokenizer.from_pretrained(str(src))
@@ -197,7 +197,7 @@ def test_feature_bilstm_trains_only_its_head_and_reloads(tmp_path):
 
 
 def test_scalar_mix_weights_sum_to_one_and_get_gradients():
-    from tinyplm.models.family.elmo import ScalarMix
+    from tinyplm.models.classic.elmo import ScalarMix
 
     mix = ScalarMix(3)
     with torch.no_grad():
@@ -213,7 +213,7 @@ def test_scalar_mix_weights_sum_to_one_and_get_gradients():
 
 
 def test_bilm_learns_and_its_frozen_layers_feed_the_classifier(tmp_path):
-    from tinyplm.models.family.elmo import BiLM, ElmoBiLstm, char_table
+    from tinyplm.models.classic.elmo import BiLM, ElmoBiLstm, char_table
 
     assert char_table(["[PAD]", "[UNK]", "ab"], 5).tolist() == [[0] * 5, [1, 2, 0, 0, 0], [1, 97 + 3, 98 + 3, 2, 0]]
     small = {"hidden": 8, "char_dim": 4, "filters": [[1, 4], [2, 4]], "max_chars": 8}
@@ -241,7 +241,7 @@ def test_bilm_learns_and_its_frozen_layers_feed_the_classifier(tmp_path):
 
 
 def test_char_cnn_normalises_real_words_over_the_batch_and_leaves_padding_out():
-    from tinyplm.models.family.elmo import CharCnn, char_table
+    from tinyplm.models.classic.elmo import CharCnn, char_table
 
     torch.manual_seed(0)
     cnn = CharCnn(4, [[1, 8], [2, 8]], 6)
@@ -257,7 +257,7 @@ def test_char_cnn_normalises_real_words_over_the_batch_and_leaves_padding_out():
 
 
 def test_char_cnn_trains_on_a_batch_of_one_real_word_with_its_running_statistics():
-    from tinyplm.models.family.elmo import CharCnn, char_table
+    from tinyplm.models.classic.elmo import CharCnn, char_table
 
     torch.manual_seed(0)
     cnn = CharCnn(4, [[1, 8], [2, 8]], 6)
@@ -272,7 +272,7 @@ def test_char_cnn_trains_on_a_batch_of_one_real_word_with_its_running_statistics
 
 def test_a_saved_family_student_passes_the_model_dir_check_only_with_its_vocabulary(tmp_path):
     from tinyplm.errors import ModelError
-    from tinyplm.models.family.words import TOKENIZER_FILE
+    from tinyplm.models.classic.words import TOKENIZER_FILE
     from tinyplm.models.loading import check_model_dir
 
     tok = WordTokenizer.build(TEXTS, 50)
@@ -286,7 +286,7 @@ def test_a_saved_family_student_passes_the_model_dir_check_only_with_its_vocabul
 
 
 def test_tfidf_norm_sums_each_ids_occurrences_first():
-    from tinyplm.models.family.tfidf import tfidf_norm
+    from tinyplm.models.classic.tfidf import tfidf_norm
 
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, 6, (5, 40), generator=gen)  # many repeats, id 0 as padding too

@@ -2,7 +2,7 @@
 
 Both read the teacher tokenizer's ids. ``row_of`` ``(vocab_size,)`` maps each id to a row of the
 table ``(table_rows, dims)`` (a table of the pieces the training data uses sends the others to
-``[UNK]``'s row); the table is made from the teacher by :mod:`tinyplm.models.family.static_init`
+``[UNK]``'s row); the table is made from the teacher by :mod:`tinyplm.models.classic.static_init`
 and trains with the classifier unless frozen.
 
 - :class:`StaticBag` (``static``): the sentence is ``(1 / n) sum_i w(t_i) v(t_i)`` over its ``n``
@@ -29,8 +29,8 @@ import torch
 from torch import nn
 from transformers.modeling_outputs import SequenceClassifierOutput
 
-from tinyplm.models.family.config import FamilyConfig
-from tinyplm.models.family.lstm import FamilyModule
+from tinyplm.models.classic.config import FamilyConfig
+from tinyplm.models.classic.lstm import FamilyModule
 
 TABLE = "table.weight"
 QWEIGHT, SCALE = "table.qweight", "table.scale"

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from tinyplm.models.family.words import PAD_ID, words
+from tinyplm.models.classic.words import PAD_ID, words
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 The biLM reads each word as its UTF-8 bytes (``[BOW] bytes [EOW]``, cut to ``max_chars``): a
 character CNN (filters of several widths, max over positions, a highway layer, a projection to
 ``hidden``) gives a context-free word vector; a 2-layer forward LSTM and a 2-layer backward LSTM
-(:class:`~tinyplm.models.family.lstm.StackedLstm`, each direction on its own as in ELMo) read
+(:class:`~tinyplm.models.classic.lstm.StackedLstm`, each direction on its own as in ELMo) read
 them. The forward LM predicts word t+1 from its state at t, the backward LM word t-1, through
 one softmax over the ``vocab_size`` most frequent corpus words (the rest are ``[UNK]``).
 
@@ -22,8 +22,8 @@ import torch
 from torch import nn
 from transformers.modeling_outputs import SequenceClassifierOutput
 
-from tinyplm.models.family.config import FamilyConfig
-from tinyplm.models.family.lstm import FamilyModule, LstmHead, StackedLstm, reverse_within
+from tinyplm.models.classic.config import FamilyConfig
+from tinyplm.models.classic.lstm import FamilyModule, LstmHead, StackedLstm, reverse_within
 
 PAD_CHAR, BOW, EOW, BYTE0 = 0, 1, 2, 3  # byte b is char id b + 3
 CHAR_VOCAB = 256 + BYTE0

@@ -1,9 +1,9 @@
-"""The config of a model-family student: the only input its constructor takes, saved as config.json.
+"""The config of a classic student: the only input its constructor takes, saved as config.json.
 
 It is a ``transformers`` ``PretrainedConfig`` (so ``num_labels``/``id2label``, ``save_pretrained``
 and extra keys such as ``tinyplm_task`` behave as for the transformer models), with
 ``model_type: tinyplm_family``, which ``transformers``' Auto classes do not know: loading goes
-through :func:`tinyplm.models.family.io.load_family` only.
+through :func:`tinyplm.models.classic.io.load_family` only.
 
 ``arch`` picks the model (see ``ARCHS``); the other keys are the shape of that model.
 """
@@ -25,7 +25,7 @@ ARCHS = {
 }
 #: The archs that read the teacher's own tokenizer (and are saved with its files, not a word vocabulary).
 TEACHER_TOKENIZED = ("feature_bilstm", "static", "static_cnn")
-#: The archs over a static word-piece table (:mod:`tinyplm.models.family.static`).
+#: The archs over a static word-piece table (:mod:`tinyplm.models.classic.static`).
 STATIC_ARCHS = ("static", "static_cnn")
 POOLINGS = ("max", "mean", "attention")
 #: How a static table is stored in model.safetensors: float32, float16, or int8 with one scale per row.
@@ -34,7 +34,7 @@ WEIGHTINGS = ("mean", "sif", "zipf")
 
 
 class FamilyConfig(PretrainedConfig):
-    """Shape of a model-family student.
+    """Shape of a classic student.
 
     ``vocab_size``: word (or n-gram) ids; ``embed_dim``: word-vector width; ``hidden``: LSTM width
     per direction; ``layers``: stacked LSTM layers; ``bidirectional``; ``pooling``: max, mean or
@@ -70,7 +70,7 @@ class FamilyConfig(PretrainedConfig):
                  bilm: dict | None = None, table_rows: int = 0, table_dtype: str = "fp32",
                  weighting: str = "mean", filters: list | None = None, **kwargs) -> None:
         if arch not in ARCHS:
-            raise ValueError(f"family arch {arch!r} is not one of {', '.join(ARCHS)}")
+            raise ValueError(f"classic arch {arch!r} is not one of {', '.join(ARCHS)}")
         if pooling not in POOLINGS:
             raise ValueError(f"pooling {pooling!r} is not one of {', '.join(POOLINGS)}")
         if table_dtype not in TABLE_DTYPES:
@@ -86,7 +86,7 @@ class FamilyConfig(PretrainedConfig):
 
 
 def family_shape(config: FamilyConfig) -> dict:
-    """What reports show as a family student's shape: its arch and the sizes that apply to it."""
+    """What reports show as a classic student's shape: its arch and the sizes that apply to it."""
     if config.arch == "tfidf_lr":
         return {"arch": config.arch, "n-grams": config.vocab_size - 3, "ngram_max": getattr(config, "ngram_max", 1)}
     if config.arch in STATIC_ARCHS:

@@ -1,5 +1,5 @@
-"""The recipe section of a model-family student: the classic members of the neural-LM family
-(``students[].family``), trained and measured in the same run as the BERT students.
+"""The recipe section of a classic student (``students[].family``: the recipe key keeps its name), the
+pre-transformer models trained and measured in the same run as the BERT students.
 
 =================  ======================================================================================
 ``arch``           the model
@@ -94,7 +94,7 @@ class BiLMSpec(Section):
 
 
 class StaticSpec(Section):
-    """The word-piece table of a static student (``models.family.static_init``) and its classifier."""
+    """The word-piece table of a static student (``models.classic.static_init``) and its classifier."""
 
     dims: int = Field(256, ge=2, le=4096, description="table width: the teacher's piece vectors reduced by PCA "
                       "to this many components (at most the encoder's hidden size)")
@@ -121,7 +121,7 @@ class StaticSpec(Section):
 
 
 class FamilySpec(Section):
-    """One model-family student (see the module docstring)."""
+    """One classic student (see the module docstring)."""
 
     arch: Arch
     hidden: int = Field(128, ge=4, le=2048, description="classifier LSTM width per direction")
@@ -202,7 +202,7 @@ def check_family_student(spec: Section) -> None:
         given = sorted(k for k in {"objective", "train", "stages"} & spec.model_fields_set
                        if getattr(spec, k) != fields[k].get_default(call_default_factory=True))
         if given:
-            raise ValueError(f"family arch tfidf_lr is fitted by scikit-learn in one step: drop '{given[0]}' "
+            raise ValueError(f"family.arch tfidf_lr is fitted by scikit-learn in one step: drop '{given[0]}' "
                              "(its options are family.tfidf)")
         return
     for stage in spec.stage_specs():

@@ -1,6 +1,6 @@
-"""Model-family students in a tiny run: TF-IDF, a BiLSTM over GloVe trained alone and distilled
+"""Classic students in a tiny run: TF-IDF, a BiLSTM over GloVe trained alone and distilled
 (logit MSE) from the teacher, and a feature-based BiLSTM; trained by the one loop, saved, scored
-and timed beside the teacher, and reused on resume. Recipe errors for family students."""
+and timed beside the teacher, and reused on resume. Recipe errors for classic students."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def test_family_students_run_beside_the_teacher(tmp_path: Path, monkeypatch) -> 
     assert len(list((tmp_path / "cache" / "family").glob("bilm-*/bilm.safetensors"))) == 1
     logged = {json.loads(line)["stage"] for line in (run_dir / "logs" / "train.jsonl").read_text().splitlines()}
     assert {"bilstm-alone", "bilstm-kd", "bilm", "elmo", "features"} <= logged
-    for name in ("tfidf", "bilstm-kd", "elmo"):  # tinyplm evaluate scores a saved family model as the run did
+    for name in ("tfidf", "bilstm-kd", "elmo"):  # tinyplm evaluate scores a saved classic model as the run did
         got = cli(["evaluate", run_dir / stages[name].model_dir, "--task", "sst2", "--data-dir", tmp_path / "glue",
                    "--max-length", "32", "--json"], cwd=tmp_path)
         assert got.returncode == 0, got.output
@@ -186,7 +186,7 @@ def test_a_family_student_on_a_regression_task_is_refused_before_the_teacher_tra
                       "dev_file": str(tmp_path / "dev.csv"), "text_column": "text", "label_column": "score",
                       "regression": True, "max_length": 32}
     cfg = load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
-    with pytest.raises(RecipeError, match="student tfidf: model-family students classify sentences; .* is regression"):
+    with pytest.raises(RecipeError, match="student tfidf: classic students classify sentences; .* is regression"):
         run(cfg)
     assert not (tmp_path / "runs").exists()
 

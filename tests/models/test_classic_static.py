@@ -13,11 +13,11 @@ import torch
 
 from conftest import make_tiny_model_dir, tiny_recipe, write_recipe
 from tinyplm.config import load_recipe
-from tinyplm.config.family import StaticSpec
+from tinyplm.config.classic import StaticSpec
 from tinyplm.errors import ModelError, RecipeError
-from tinyplm.models.family import load_family
-from tinyplm.models.family.static import pack_table, unpack_table
-from tinyplm.models.family.static_init import (
+from tinyplm.models.classic import load_family
+from tinyplm.models.classic.static import pack_table, unpack_table
+from tinyplm.models.classic.static_init import (
     TrainingPieces,
     frame,
     passthrough_vectors,
@@ -199,7 +199,7 @@ def test_a_damaged_or_foreign_dir_is_refused_naming_the_file(teacher, tmp_path):
         load_family(folder, ("0", "1"))
     cfg = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**cfg, "table_dtype": "int4"}))
-    with pytest.raises(ModelError, match="config.json: not a model-family config .*table_dtype 'int4'"):
+    with pytest.raises(ModelError, match="config.json: not a classic-model config .*table_dtype 'int4'"):
         load_family(folder, ("0", "1"))
 
 

@@ -1,4 +1,4 @@
-"""A model-family student in the run: built, trained by the one loop (or fitted), saved, measured.
+"""A classic student in the run: built, trained by the one loop (or fitted), saved, measured.
 
 ``tfidf_lr`` is fitted by scikit-learn on the task's training set (balanced class weights when
 the task weighs its classes). The LSTM-based ones take their vocabulary from the training texts
@@ -25,14 +25,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from tinyplm.config.family import BiLMSpec, EmbeddingSpec, FamilySpec
+from tinyplm.config.classic import BiLMSpec, EmbeddingSpec, FamilySpec
 from tinyplm.config.schema import StageSpec, StudentSpec, student_name
 from tinyplm.errors import RecipeError
 from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
 from tinyplm.files import atomic_path, write_json_atomic
 from tinyplm.models import load_classifier, save_model
-from tinyplm.models.family import FamilyConfig, WordTokenizer, build_module, family_shape
-from tinyplm.models.family.vectors import WordVectors, train_glove, train_word2vec
+from tinyplm.models.classic import FamilyConfig, WordTokenizer, build_module, family_shape
+from tinyplm.models.classic.vectors import WordVectors, train_glove, train_word2vec
 from tinyplm.models.infer import precision_name, use_bf16
 from tinyplm.report.records import StageKind
 from tinyplm.run.inputs import RunInputs, stamp_task
@@ -45,8 +45,8 @@ from tinyplm.train.objective import Batch
 from tinyplm.train.prediction import PredictionObjective
 
 
-def run_family(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
-    """Build, train (or fit) and save one model-family student -> its outcome (reloaded when a
+def run_classic(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
+    """Build, train (or fit) and save one classic student -> its outcome (reloaded when a
     finished one is in the run dir). The task is a sentence classification (``run.preflight``
     checks it before anything trains)."""
     name, acc = student_name(spec), get_accelerator()
@@ -74,7 +74,7 @@ def _outcome(name: str, model: nn.Module, tok, inp: RunInputs, info: dict) -> St
 
 
 def _fit_tfidf(fam: FamilySpec, inp: RunInputs) -> tuple[nn.Module, WordTokenizer, dict]:
-    from tinyplm.models.family.tfidf import fit_tfidf
+    from tinyplm.models.classic.tfidf import fit_tfidf
 
     ex, t = fam.tfidf, time.perf_counter()
     examples = inp.stage_data.split("task").examples
@@ -105,7 +105,7 @@ def _train_stages(spec: StudentSpec, inp: RunInputs) -> tuple[nn.Module, object,
             model, _ = load_classifier(stage_dir, inp.data.labels, False, inp.data.head)
             infos.append({**finished, "reused": True})
             continue
-        model, info = train_family_stage(model, tok, stage, inp, evals, f"{name}/{label}" if label else name,
+        model, info = train_classic_stage(model, tok, stage, inp, evals, f"{name}/{label}" if label else name,
                                          f"{name}.stage-{k}")
         infos.append({"stage": label, "data": stage.data, **info})
         if not last and get_accelerator().is_main_process:
@@ -114,7 +114,7 @@ def _train_stages(spec: StudentSpec, inp: RunInputs) -> tuple[nn.Module, object,
     return model, tok, {**init, **(infos[-1] if len(infos) == 1 else {"stages": infos})}
 
 
-def train_family_stage(model: nn.Module, tok, stage: StageSpec, inp: RunInputs, evals: dict, log_name: str,
+def train_classic_stage(model: nn.Module, tok, stage: StageSpec, inp: RunInputs, evals: dict, log_name: str,
                        ckpt_name: str) -> tuple[nn.Module, dict]:
     """One stage by the one training loop -> (trained model, info for the report)."""
     teacher_enc = inp.stage_data.get(stage.data)
@@ -148,7 +148,7 @@ def initial_model(fam: FamilySpec, inp: RunInputs, data: tuple[str, ...] = ("tas
     if fam.arch in ("static", "static_cnn"):
         return _static_model(fam, encoder, labels, inp, data)
     if fam.arch == "feature_bilstm":
-        from tinyplm.models.family.features import feature_bilstm
+        from tinyplm.models.classic.features import feature_bilstm
 
         model = feature_bilstm(encoder, len(labels), hidden=fam.hidden, layers=fam.lstm_layers,
                                feature_layers=fam.feature_layers, pooling=fam.pooling, dropout=fam.dropout,
@@ -179,9 +179,9 @@ def initial_model(fam: FamilySpec, inp: RunInputs, data: tuple[str, ...] = ("tas
 def _static_model(fam: FamilySpec, encoder: nn.Module, labels: dict, inp: RunInputs,
                   data: tuple[str, ...]) -> tuple[nn.Module, object, dict]:
     """A static student whose table ``fam.encoder`` makes from the pieces of the data it trains on
-    (``models.family.static_init``); raises ``RecipeError`` when fewer pieces are kept than
+    (``models.classic.static_init``); raises ``RecipeError`` when fewer pieces are kept than
     ``family.static.dims``."""
-    from tinyplm.models.family.static_init import TrainingPieces, static_student
+    from tinyplm.models.classic.static_init import TrainingPieces, static_student
 
     extra = [ids for kind in data if kind != "task" for ids in inp.stage_data.get(kind).input_ids]
     pieces = TrainingPieces(inp.stage_data.get("task").input_ids, extra)
@@ -196,7 +196,7 @@ def _static_model(fam: FamilySpec, encoder: nn.Module, labels: dict, inp: RunInp
 
 def _elmo_model(fam: FamilySpec, tok: WordTokenizer, labels: dict, inp: RunInputs) -> tuple[nn.Module, object, dict]:
     """A BiLSTM over the frozen biLM (pre-trained here, or the cached or named one)."""
-    from tinyplm.models.family.elmo import ElmoBiLstm
+    from tinyplm.models.classic.elmo import ElmoBiLstm
 
     paths = fam.bilm.corpus or (inp.stage_data.corpus.paths if inp.stage_data.corpus else [])
     settings, state, made = pretrained_bilm(fam.bilm, paths, inp.stage_data.cache_dir, inp.paths.log)
@@ -225,7 +225,7 @@ class BiLMObjective:
     needs_teacher = False
 
     def check(self, model: nn.Module, teacher: nn.Module | None) -> None:
-        """Any :class:`~tinyplm.models.family.elmo.BiLM` trains with it."""
+        """Any :class:`~tinyplm.models.classic.elmo.BiLM` trains with it."""
 
     def prepare(self, batch: dict[str, torch.Tensor]) -> Batch:
         return Batch({"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}, None,
@@ -244,7 +244,7 @@ def pretrained_bilm(b: BiLMSpec, paths: list[str], cache_dir: Path, log: Path) -
     scored on held-out paragraphs (perplexity of both LMs against a unigram model's)."""
     from safetensors.torch import load_file, save_file
 
-    from tinyplm.models.family.elmo import BILM_VERSION, BiLM
+    from tinyplm.models.classic.elmo import BILM_VERSION, BiLM
     from tinyplm.pretrain.corpus import read_corpus, split_holdout
 
     if b.model is None:

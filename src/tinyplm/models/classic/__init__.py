@@ -1,4 +1,4 @@
-"""The classic members of the neural-LM family, as students measured beside the transformers.
+"""The classic models (pre-transformer language models), as students measured beside the transformers.
 
 TF-IDF + logistic regression (:mod:`.tfidf`), LSTM/BiLSTM classifiers over word embeddings that
 are random, word2vec or GloVe (:mod:`.lstm`, :mod:`.vectors`), a BiLSTM over a frozen
@@ -10,9 +10,9 @@ pieces, a weighted bag or a 1-D CNN over a table made from the teacher (:mod:`.s
 and saves as config.json + model.safetensors + its vocabulary (:mod:`.io`).
 """
 
-from tinyplm.models.family.config import ARCHS, MODEL_TYPE, FamilyConfig, family_shape
-from tinyplm.models.family.io import build_module, is_family, is_family_dir, load_family, save_family
-from tinyplm.models.family.words import WordTokenizer
+from tinyplm.models.classic.config import ARCHS, MODEL_TYPE, FamilyConfig, family_shape
+from tinyplm.models.classic.io import build_module, is_family, is_family_dir, load_family, save_family
+from tinyplm.models.classic.words import WordTokenizer
 
 __all__ = ["ARCHS", "MODEL_TYPE", "FamilyConfig", "WordTokenizer", "build_module", "family_shape", "is_family",
            "is_family_dir", "load_family", "save_family"]

@@ -31,10 +31,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from tinyplm.config.family import StaticSpec
-from tinyplm.models.family.config import FamilyConfig
-from tinyplm.models.family.io import build_module
-from tinyplm.models.family.static import StaticModule
+from tinyplm.config.classic import StaticSpec
+from tinyplm.models.classic.config import FamilyConfig
+from tinyplm.models.classic.io import build_module
+from tinyplm.models.classic.static import StaticModule
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ reaches a real token's state. That is what ``pack_padded_sequence`` computes, wr
 gather instead: the TorchScript ONNX exporter handles it, and ONNX Runtime gives the same logits.
 (States at padded positions are computed and then ignored by the pooling.)
 
-:class:`LstmHead` is the part every LSTM-based family member shares: LSTM layers, pooling (max,
+:class:`LstmHead` is the part every LSTM-based classic model shares: LSTM layers, pooling (max,
 mean, or attention: a learned score per position, softmax over real tokens), dropout and a linear
 classifier. :class:`LstmClassifier` puts a word-embedding table in front of it.
 """
@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from transformers.modeling_outputs import SequenceClassifierOutput
 
-from tinyplm.models.family.config import FamilyConfig
+from tinyplm.models.classic.config import FamilyConfig
 
 
 def reverse_within(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -98,7 +98,7 @@ class LstmHead(nn.Module):
 
 
 class FamilyModule(nn.Module):
-    """What the model-family students share: their config, ``num_parameters`` like a
+    """What the classic students share: their config, ``num_parameters`` like a
     ``transformers`` model (``exclude_embeddings`` leaves out ``nn.Embedding`` tables), and the
     ``transformers`` calling convention (``model(input_ids, attention_mask, token_type_ids)`` ->
     an output with ``.logits``)."""
@@ -112,7 +112,7 @@ class FamilyModule(nn.Module):
         setattr(self.config, PARAMS_KEY, [self.num_parameters(), self.num_parameters(exclude_embeddings=True)])
 
     def saved_state(self) -> dict[str, torch.Tensor]:
-        """The tensors model.safetensors holds (``models.family.io.save_family``): the state dict,
+        """The tensors model.safetensors holds (``models.classic.io.save_family``): the state dict,
         unless a model stores some tensor otherwise (a static table in fp16 or int8)."""
         return {k: v.detach().contiguous() for k, v in self.state_dict().items()}
 

@@ -1,4 +1,4 @@
-"""Word tokenisation and the vocabulary of a model-family student, saved beside its weights.
+"""Word tokenisation and the vocabulary of a classic student, saved beside its weights.
 
 :class:`WordTokenizer` splits text into lower-cased words and punctuation marks (``WORD_RE``) and,
 for the TF-IDF model, adds the word n-grams up to ``ngram_max`` (joined by a space, the way
@@ -122,7 +122,7 @@ class WordTokenizer:
         try:
             doc = json.loads(file.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise ModelError(f"{path}: no {TOKENIZER_FILE} (where a model-family student keeps its words)") from None
+            raise ModelError(f"{path}: no {TOKENIZER_FILE} (where a classic student keeps its words)") from None
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             raise ModelError(f"{file}: not a JSON word vocabulary ({exc.__class__.__name__}: {exc})") from None
         vocab = doc.get("vocab") if isinstance(doc, dict) else None
