@@ -54,13 +54,13 @@ class StageIO:
     show_progress: bool = True
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TrainResult:
     """The trained model (best dev checkpoint if ``keep_best``) and what happened: dev
     evaluations (``history``) and the mean training loss at each log step (``losses``, pairs of
     step and loss); the parameters that trained (at the last step) and all of them, and the
     stage's peak resident memory (``rss_scope``: ``stage``, or ``process`` where it could not be
-    reset at the stage's start)."""
+    reset at the stage's start). Built by keyword only (twelve fields, most of one type)."""
 
     model: torch.nn.Module
     history: list[dict[str, Any]] = field(default_factory=list)
@@ -195,9 +195,10 @@ def train(
     s, student = loop.state, loop.student
     counts, peak = param_counts(student), read_peak(stage_rss)
     acc.free_memory()  # drop the accelerator's references to this stage's model and optimiser
-    return TrainResult(finish(student, spec), s.history, s.best_metric, s.best_step, s.step, s.elapsed, stopped_by,
-                       [(int(a), float(b)) for a, b in s.losses], counts.trainable, counts.total, peak.mib,
-                       peak.scope)
+    return TrainResult(model=finish(student, spec), history=s.history, best_metric=s.best_metric,
+                       best_step=s.best_step, steps=s.step, seconds=s.elapsed, stopped_by=stopped_by,
+                       losses=[(int(a), float(b)) for a, b in s.losses], trainable_params=counts.trainable,
+                       total_params=counts.total, peak_rss_mib=peak.mib, rss_scope=peak.scope)
 
 
 def _check_method(spec: TrainSpec, io: StageIO, acc: Accelerator) -> None:
