@@ -59,8 +59,8 @@ def corpus() -> list[Path]:
     return [DATA / "corpus" / "books", DATA / "corpus" / "wikitext"]
 
 
-def pretrain_one(args, name: str, tok: Path, out: Path) -> dict:
-    """Pre-train one objective (reusing a finished run) -> its pretrain.json record."""
+def pretrain_one(args, name: str, tok: Path, out: Path):
+    """Pre-train one objective (reusing a finished run) -> its ``PretrainResult`` (pretrain.json)."""
     from tinyplm.config.pretrain import PretrainRecipe
     from tinyplm.pretrain.run import pretrain_or_reuse
 
@@ -108,13 +108,15 @@ def finetune(args, model_dir: Path, task: str, out: Path) -> dict[str, float]:
     return run_or_reuse(validate_recipe(raw, source=f"pretrain_objectives:{task}")).teacher.metrics
 
 
-def row(name: str, record: dict | None, metrics: dict[str, dict]) -> dict:
-    after = (record or {}).get("after", {})
+def row(name: str, record, metrics: dict[str, dict]) -> dict:
+    """One table row: ``record`` is the objective's ``PretrainResult`` (None for the random 'none' row)."""
+    after = record.after if record is not None else {}
     out = {"objective": name,
            "heldout_mlm_loss": after.get("mlm_loss", after.get("generator_mlm_loss")),
            "heldout_mlm_accuracy": after.get("mlm_accuracy", after.get("generator_mlm_accuracy")),
            "unigram_loss": after.get("unigram_loss"),
-           "steps": (record or {}).get("steps", 0), "pretrain_seconds": (record or {}).get("train_seconds", 0.0)}
+           "steps": record.steps if record is not None else 0,
+           "pretrain_seconds": record.train_seconds if record is not None else 0.0}
     if "rtd_accuracy" in after:
         out["rtd_accuracy"] = after["rtd_accuracy"]
     for key in ("nsp_accuracy", "sop_accuracy"):

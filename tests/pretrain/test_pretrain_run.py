@@ -58,7 +58,7 @@ def _recipe(tmp: Path, **objective) -> PretrainRecipe:
 def test_mlm_objectives_learn_and_save(tmp_path: Path, objective: dict) -> None:
     recipe = _recipe(tmp_path, **objective)
     record = pretrain(recipe)
-    before, after = record["before"], record["after"]
+    before, after = record.before, record.after
     assert after["mlm_loss"] < before["mlm_loss"] - 0.5
     assert after["mlm_loss"] < after["unigram_loss"]  # the doubled words are learnable from context
     assert after["pseudo_perplexity"] > 1.0
@@ -76,7 +76,7 @@ def test_electra_trains_the_discriminator(tmp_path: Path) -> None:
     recipe = _recipe(tmp_path, kind="electra", masking={"split": [1.0, 0.0, 0.0]},
                      electra={"generator_fraction": 0.5, "disc_weight": 50.0})
     record = pretrain(recipe)
-    before, after = record["before"], record["after"]
+    before, after = record.before, record.after
     assert after["generator_mlm_loss"] < before["generator_mlm_loss"]
     assert after["rtd_loss"] < before["rtd_loss"]
     assert 0.0 < after["replaced_share"] < 0.15  # only masked positions can be replaced
@@ -131,7 +131,7 @@ def test_resume_continues_and_refuses_to_overwrite(tmp_path: Path, monkeypatch: 
     with pytest.raises(TinyplmError, match="recipe changed"):
         pretrain(changed, resume=True)
     record = pretrain(recipe, resume=True)
-    assert record["steps"] == 120
+    assert record.steps == 120
     log = [json.loads(x) for x in (tmp_path / "run" / "logs" / "train.jsonl").read_text().splitlines()]
     assert any(e["event"] == "resume" and e["step"] == 60 for e in log)
     with pytest.raises(TinyplmError, match="finished"):
@@ -147,7 +147,7 @@ def test_continued_pretraining_fits_a_head_first(tmp_path: Path, tiny_model_dir:
     })
     record = pretrain(recipe)
     assert (tmp_path / "run" / "mlm_head" / "model.safetensors").is_file()
-    assert record["after"]["pseudo_perplexity"] < record["before"]["pseudo_perplexity"]
+    assert record.after["pseudo_perplexity"] < record.before["pseudo_perplexity"]
 
 
 @pytest.mark.parametrize("objective", [{"kind": "mlm", "pairs": "sop"}, {"kind": "electra"}], ids=["sop", "electra"])

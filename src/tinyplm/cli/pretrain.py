@@ -56,13 +56,13 @@ def pretrain_cmd(
 
     cfg = load_recipe(recipe, overrides, schema=PretrainRecipe)
     record = pretrain(cfg, resume=resume, force=force)
-    table = Table(title=f"pre-training '{cfg.name}' ({record['steps']} steps, {record['train_seconds']:.0f} s)")
+    table = Table(title=f"pre-training '{cfg.name}' ({record.steps} steps, {record.train_seconds:.0f} s)")
     table.add_column("held-out")
     table.add_column("before", justify="right")
     table.add_column("after", justify="right")
-    for key in record["after"]:
-        b = record["before"].get(key)
-        table.add_row(key, "" if b is None else f"{b:.4f}", f"{record['after'][key]:.4f}")
+    for key, after in record.after.items():
+        b = record.before.get(key)
+        table.add_row(key, "" if b is None else f"{b:.4f}", f"{after:.4f}")
     out.print(table)
     out.print(f"model: {output_dir(cfg) / 'model'}")
     out.print(f"results: {output_dir(cfg) / 'pretrain.json'}")

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import torch
 import yaml
@@ -53,6 +54,44 @@ class PretrainData:
     train: Encoded
     held: Encoded
     unigram: torch.Tensor
+
+
+@dataclass(kw_only=True)
+class PretrainResult:
+    """What one pre-training run did: ``pretrain.json`` is :meth:`to_dict`.
+
+    ``objective``: the recipe's objective section as run; ``init``: the checkpoint it continued
+    (None: from scratch, in ``shape``); ``params``: the saved model's parameters; ``train_texts`` /
+    ``held_texts``: training and held-out texts (or pairs); ``steps``, ``train_seconds`` and
+    ``stopped_by`` (epochs, max_steps, budget) of the loop; ``before`` / ``after``: the held-out
+    figures before and after training (``tinyplm.pretrain.evaluate``: MLM loss and accuracy, the
+    unigram loss, pseudo-perplexity, NSP/SOP or replaced-token accuracy); ``history``: the dev
+    evaluations during training; ``seconds``: the whole run, data preparation included.
+    """
+
+    name: str
+    objective: dict[str, Any]
+    init: str | None = None
+    shape: dict[str, Any] | None = None
+    params: int = 0
+    train_texts: int = 0
+    held_texts: int = 0
+    steps: int = 0
+    train_seconds: float = 0.0
+    stopped_by: str = "epochs"
+    before: dict[str, float] = field(default_factory=dict)
+    after: dict[str, float] = field(default_factory=dict)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PretrainResult:
+        """A result from ``pretrain.json``; keys this version does not know are left out."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
 
 
 def output_dir(recipe: PretrainRecipe) -> Path:
@@ -198,8 +237,8 @@ def preflight(recipe: PretrainRecipe) -> Texts:
     return texts
 
 
-def pretrain(recipe: PretrainRecipe, *, resume: bool = False, force: bool = False) -> dict:
-    """Run ``recipe`` (see module docstring) and return what ``pretrain.json`` holds.
+def pretrain(recipe: PretrainRecipe, *, resume: bool = False, force: bool = False) -> PretrainResult:
+    """Run ``recipe`` (see module docstring) -> what it did (``pretrain.json`` holds it).
 
     The run dir is claimed like any run's (``files.claim_run_dir``): refused while another process
     holds it; a finished run is replaced only with ``force``; an unfinished one continues with
@@ -213,12 +252,12 @@ def pretrain(recipe: PretrainRecipe, *, resume: bool = False, force: bool = Fals
         return _pretrain_claimed(recipe, run_dir, texts, claim.resumed, started)
 
 
-def pretrain_or_reuse(recipe: PretrainRecipe) -> dict:
+def pretrain_or_reuse(recipe: PretrainRecipe) -> PretrainResult:
     """The record of a finished pre-training run of exactly this recipe if its run dir holds one
     (``files.reuse_finished``: one of another recipe is refused); else the run, continued from
     its checkpoints when an unfinished one is there."""
     if reuse_finished(output_dir(recipe), resolved_text(recipe), finished=RESULT_FILE):
-        return json.loads((output_dir(recipe) / RESULT_FILE).read_text(encoding="utf-8"))
+        return PretrainResult.from_dict(json.loads((output_dir(recipe) / RESULT_FILE).read_text(encoding="utf-8")))
     return pretrain(recipe, resume=True)
 
 
@@ -227,7 +266,8 @@ def resolved_text(recipe: PretrainRecipe) -> str:
     return yaml.safe_dump(recipe.model_dump(mode="json"), sort_keys=False)
 
 
-def _pretrain_claimed(recipe: PretrainRecipe, run_dir: Path, texts: Texts, resume: bool, started: float) -> dict:
+def _pretrain_claimed(recipe: PretrainRecipe, run_dir: Path, texts: Texts, resume: bool,
+                      started: float) -> PretrainResult:
     model, tok = build_model(recipe, run_dir, texts.train)
     vocab = model.config.vocab_size
     data = prepare_data(recipe, tok, texts, vocab)
@@ -239,14 +279,14 @@ def _pretrain_claimed(recipe: PretrainRecipe, run_dir: Path, texts: Texts, resum
                    evaluate=lambda m: held_out_metrics(recipe, m, objective, data, pppl=False))
     after = held_out_metrics(recipe, result.model, objective, data, pppl=True)
     save_model(result.model, tok, run_dir / "model")
-    record = {
-        "name": recipe.name, "objective": recipe.objective.model_dump(mode="json"),
-        "init": recipe.init, "shape": recipe.shape.model_dump() if recipe.shape else None,
-        "params": sum(p.numel() for p in result.model.parameters()),
-        "train_texts": len(data.train), "held_texts": len(data.held),
-        "steps": result.steps, "train_seconds": round(result.seconds, 1), "stopped_by": result.stopped_by,
-        "before": before, "after": after, "history": result.history,
-        "seconds": round(time.perf_counter() - started, 1),
-    }
-    write_json_atomic(run_dir / RESULT_FILE, record)
+    record = PretrainResult(
+        name=recipe.name, objective=recipe.objective.model_dump(mode="json"),
+        init=recipe.init, shape=recipe.shape.model_dump() if recipe.shape else None,
+        params=sum(p.numel() for p in result.model.parameters()),
+        train_texts=len(data.train), held_texts=len(data.held),
+        steps=result.steps, train_seconds=round(result.seconds, 1), stopped_by=result.stopped_by,
+        before=before, after=after, history=result.history,
+        seconds=round(time.perf_counter() - started, 1),
+    )
+    write_json_atomic(run_dir / RESULT_FILE, record.to_dict())
     return record
