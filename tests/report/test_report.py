@@ -91,16 +91,16 @@ def check_html(text: str) -> TagChecker:
 
 
 def test_stage_rows_retention_speedup_compression() -> None:
-    rows = {r["name"]: r for r in stage_rows(make_record())}
+    rows = {r.name: r for r in stage_rows(make_record())}
     a, b, t = rows["student-L4-H312"], rows["student-L2-H128"], rows["teacher"]
-    assert a["retention"] == pytest.approx(98.0)
-    assert b["retention"] == pytest.approx(95.0)
-    assert t["retention"] == pytest.approx(100.0) and t["is_teacher"]
-    assert a["speedup"] == pytest.approx(2.0) and b["speedup"] == pytest.approx(4.0)
-    assert a["compression"] == pytest.approx(2.0) and b["compression"] == pytest.approx(4.0)
-    assert a["size_mb"] == pytest.approx(44.0) and a["params_m"] == pytest.approx(11.0)
-    assert a["latency_p90_ms"] == pytest.approx(9.0 * 1.3)
-    assert a["metric"] == pytest.approx(0.882) and a["metrics"] == {"accuracy": 0.882}
+    assert a.retention == pytest.approx(98.0)
+    assert b.retention == pytest.approx(95.0)
+    assert t.retention == pytest.approx(100.0) and t.is_teacher
+    assert a.speedup == pytest.approx(2.0) and b.speedup == pytest.approx(4.0)
+    assert a.compression == pytest.approx(2.0) and b.compression == pytest.approx(4.0)
+    assert a.size_mb == pytest.approx(44.0) and a.params_m == pytest.approx(11.0)
+    assert a.latency_p90_ms == pytest.approx(9.0 * 1.3)
+    assert a.metric == pytest.approx(0.882) and a.metrics == {"accuracy": 0.882}
 
 
 def test_ratios_are_none_without_teacher_or_zero_divisor() -> None:
@@ -108,9 +108,9 @@ def test_ratios_are_none_without_teacher_or_zero_divisor() -> None:
     record.stages[0].metrics["accuracy"] = 0.0
     record.stages[0].throughput_sent_per_s = 0.0
     rows = stage_rows(record)
-    assert rows[1]["retention"] is None and rows[1]["speedup"] is None
+    assert rows[1].retention is None and rows[1].speedup is None
     no_teacher = RunRecord("sst2", "accuracy", make_record().stages[1:])
-    assert all(r["retention"] is None and r["compression"] is None for r in stage_rows(no_teacher))
+    assert all(r.retention is None and r.compression is None for r in stage_rows(no_teacher))
 
 
 def test_best_student_highest_metric_then_throughput() -> None:

@@ -43,11 +43,11 @@ def make_record() -> RunRecord:
 def test_teacher_best_is_the_fastest_runtime_variant_of_the_teacher() -> None:
     record = make_record()
     assert teacher_best(record).name == "teacher-best.openvino_int8"
-    rows = {r["name"]: r for r in stage_rows(record)}
+    rows = {r.name: r for r in stage_rows(record)}
     final = rows["student.openvino_int8"]
-    assert final["speedup"] == pytest.approx(12.0) and final["speedup_vs_best"] == pytest.approx(4.0)
-    assert final["compression"] == pytest.approx(11.25)
-    assert (final["runtime"], final["precision"]) == ("openvino", "int8")
+    assert final.speedup == pytest.approx(12.0) and final.speedup_vs_best == pytest.approx(4.0)
+    assert final.compression == pytest.approx(11.25)
+    assert (final.runtime, final.precision) == ("openvino", "int8")
     assert "× teacher best" in markdown_table(record) and "openvino int8" in markdown_table(record)
     record.stages[1].compress_step = "prune_heads"  # not a runtime step: not a form of the teacher
     assert teacher_best(record).name == "teacher"
@@ -122,8 +122,8 @@ def test_trained_column_covers_recovery_training_and_leaves_untrained_stages_bla
         stage("student.openvino_int8", 0.883, 1200.0, 8_000_000, kind=StageKind.COMPRESSED,
               parent="student.pruned", step="openvino_int8", runtime="openvino", precision="int8"),
     ])
-    rows = {r["name"]: r for r in stage_rows(record)}
-    assert rows["teacher"]["trained_m"] == pytest.approx(22.0)
-    assert rows["student.pruned"]["trained_m"] == pytest.approx(3.0) and rows["student.pruned"]["trained_share"] == 0.5
-    assert rows["student.openvino_int8"]["trained_m"] is None  # quantization trains nothing
+    rows = {r.name: r for r in stage_rows(record)}
+    assert rows["teacher"].trained_m == pytest.approx(22.0)
+    assert rows["student.pruned"].trained_m == pytest.approx(3.0) and rows["student.pruned"].trained_share == 0.5
+    assert rows["student.openvino_int8"].trained_m is None  # quantization trains nothing
     assert "Trained (M)" in markdown_table(record)

@@ -64,11 +64,11 @@ def print_stages(record) -> None:
                 "x best"):
         table.add_column(col, justify="right")
     for row in stage_rows(record):
-        table.add_row(row["name"], f"{row['runtime']} {row['precision']}", _fmt(row["metric"], "{:.4f}"),
-                      _fmt(row["retention"], "{:.1f}"), _fmt(row["params_m"], "{:.2f}"), _fmt(row["size_mb"], "{:.1f}"),
-                      _fmt(row["compression"], "{:.1f}x"), _fmt(row["latency_p50_ms"], "{:.2f}"),
-                      _fmt(row["throughput"], "{:.0f}"), _fmt(row["speedup"], "{:.2f}x"),
-                      _fmt(row["speedup_vs_best"], "{:.2f}x"))
+        table.add_row(row.name, f"{row.runtime} {row.precision}", _fmt(row.metric, "{:.4f}"),
+                      _fmt(row.retention, "{:.1f}"), _fmt(row.params_m, "{:.2f}"), _fmt(row.size_mb, "{:.1f}"),
+                      _fmt(row.compression, "{:.1f}x"), _fmt(row.latency_p50_ms, "{:.2f}"),
+                      _fmt(row.throughput, "{:.0f}"), _fmt(row.speedup, "{:.2f}x"),
+                      _fmt(row.speedup_vs_best, "{:.2f}x"))
     out.print(table)
     final = record.info.get("final_model")
     if final:

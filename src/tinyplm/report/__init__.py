@@ -24,13 +24,14 @@ from tinyplm.report.plots import accuracy_vs_latency, throughput_bar
 from tinyplm.report.records import RunRecord, StageKind, StageRecord
 from tinyplm.report.roc import roc_section
 from tinyplm.report.summary import render_summary
-from tinyplm.report.tables import best_student, final_stage, headline, markdown_table, stage_rows
+from tinyplm.report.tables import StageRow, best_student, final_stage, headline, markdown_table, stage_rows
 
 __all__ = [
     "OPTIONAL_SECTIONS",
     "RunRecord",
     "Section",
     "StageRecord",
+    "StageRow",
     "accuracy_vs_latency",
     "best_student",
     "headline",

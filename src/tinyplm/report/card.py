@@ -194,13 +194,13 @@ def _results(record: RunRecord, stage: StageRecord) -> list[str]:
     speed = [f"| Model | Runtime | p50 ms (b1) | p90 ms (b1) | Sent/s (b{stage.throughput_batch}) | × teacher |",
              "|:---|:---|---:|---:|---:|---:|"]
     for row in rows:
-        name = row["name"].replace("|", "\\|")
-        metrics = " | ".join(fmt_metric(row["metrics"].get(m)) for m in names)
-        res.append(f"| {name} | {metrics} | {fmt_retention(row['retention'])} | "
-                   f"{fmt_num(row['params_m'], 2)} | {fmt_num(row['size_mb'], 1)} |")
-        speed.append(f"| {name} | {row['runtime']} {row['precision']} | {fmt_num(row['latency_p50_ms'], 2)} | "
-                     f"{fmt_num(row['latency_p90_ms'], 2)} | {fmt_num(row['throughput'], 1)} | "
-                     f"{fmt_num(row['speedup'], 2, '×')} |")
+        name = row.name.replace("|", "\\|")
+        metrics = " | ".join(fmt_metric(row.metrics.get(m)) for m in names)
+        res.append(f"| {name} | {metrics} | {fmt_retention(row.retention)} | "
+                   f"{fmt_num(row.params_m, 2)} | {fmt_num(row.size_mb, 1)} |")
+        speed.append(f"| {name} | {row.runtime} {row.precision} | {fmt_num(row.latency_p50_ms, 2)} | "
+                     f"{fmt_num(row.latency_p90_ms, 2)} | {fmt_num(row.throughput, 1)} | "
+                     f"{fmt_num(row.speedup, 2, '×')} |")
     machine = record.info.get("machine")
     where = [f"- **{k}:** {fmt_value(v)}" for k, v in machine.items()] if isinstance(
         machine, dict) else ([f"- **machine:** {machine}"] if machine else [])

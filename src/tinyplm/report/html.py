@@ -111,16 +111,16 @@ def _table(record: RunRecord) -> str:
     for row in stage_rows(record):
         cells = [escape(c) for c in table_cells(record, row)]
         classes = ["" for _ in cells]
-        if row["is_teacher"]:
+        if row.is_teacher:
             cells[0] += '<span class="tag t">reference</span>'
-        elif best is not None and row["name"] == best.name:
+        elif best is not None and row.name == best.name:
             cells[0] += '<span class="tag">best</span>'
         if below_target(row):
             cells[ret_idx] += " ⚠"
             classes[ret_idx] = ' class="low"'
             tip = f"below {RETENTION_TARGET:.0f}% of teacher"
             cells[ret_idx] = f'<span title="{tip}">{cells[ret_idx]}</span>'
-        tr = "teacher" if row["is_teacher"] else "best" if best and row["name"] == best.name else ""
+        tr = "teacher" if row.is_teacher else "best" if best and row.name == best.name else ""
         tds = "".join(f"<td{c}>{v}</td>" for c, v in zip(classes, cells, strict=True))
         body.append(f'<tr class="{tr}">{tds}</tr>' if tr else f"<tr>{tds}</tr>")
     note = (f"Highlighted row: the final model (the best student when the run names none). Retention = stage "

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -19,7 +18,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from tinyplm.files import tmp_sibling
 from tinyplm.report.records import RunRecord
-from tinyplm.report.tables import RETENTION_TARGET, final_stage, primary, stage_rows
+from tinyplm.report.tables import RETENTION_TARGET, StageRow, final_stage, primary, stage_rows
 
 DPI = 120
 TEACHER_COLOR = "#d1495b"
@@ -53,11 +52,11 @@ def save_figure(fig: Figure, path: Path) -> Path:
     return path
 
 
-def _color(row: dict[str, Any], best_name: str | None) -> str:
+def _color(row: StageRow, best_name: str | None) -> str:
     """Teacher red, best student teal, other students blue."""
-    if row["is_teacher"]:
+    if row.is_teacher:
         return TEACHER_COLOR
-    return BEST_COLOR if row["name"] == best_name else STUDENT_COLOR
+    return BEST_COLOR if row.name == best_name else STUDENT_COLOR
 
 
 def _empty(ax: Axes, what: str) -> None:
@@ -92,30 +91,30 @@ def accuracy_vs_latency(record: RunRecord, path: Path) -> Path:
     fig, ax = new_figure(7.5, 4.8)
     best = final_stage(record)
     best_name = best.name if best else None
-    rows = [r for r in stage_rows(record) if r["latency_p50_ms"] > 0 and r["metric"] is not None]
+    rows = [r for r in stage_rows(record) if r.latency_p50_ms > 0 and r.metric is not None]
     title = f"{record.task}: {record.metric} vs latency"
     ax.set_title(title, fontsize=12, fontweight="bold", loc="left")
     if not rows:
         _empty(ax, "latency")
         return save_figure(fig, path)
-    rightmost = max(r["latency_p50_ms"] for r in rows)
+    rightmost = max(r.latency_p50_ms for r in rows)
     for row in rows:
-        teacher = row["is_teacher"]
-        flip = len(rows) > 1 and row["latency_p50_ms"] == rightmost  # keep the label inside
-        ax.scatter(row["latency_p50_ms"], row["metric"], s=190 if teacher else 70,
+        teacher = row.is_teacher
+        flip = len(rows) > 1 and row.latency_p50_ms == rightmost  # keep the label inside
+        ax.scatter(row.latency_p50_ms, row.metric, s=190 if teacher else 70,
                    marker="*" if teacher else "o", color=_color(row, best_name),
                    edgecolor="white", linewidth=0.8, zorder=3)
-        ax.annotate(row["name"], (row["latency_p50_ms"], row["metric"]),
+        ax.annotate(row.name, (row.latency_p50_ms, row.metric),
                     xytext=(-7 if flip else 7, 5), textcoords="offset points", fontsize=8.5,
                     color="0.15", ha="right" if flip else "left",
-                    fontweight="bold" if teacher or row["name"] == best_name else "normal")
-    if rightmost / min(r["latency_p50_ms"] for r in rows) > 10:
+                    fontweight="bold" if teacher or row.name == best_name else "normal")
+    if rightmost / min(r.latency_p50_ms for r in rows) > 10:
         ax.set_xscale("log")
         ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
         ax.xaxis.set_minor_formatter(NullFormatter())
     ax.margins(x=0.18)
-    _target_line(ax, record, [r["metric"] for r in rows])
+    _target_line(ax, record, [r.metric for r in rows])
     ax.set_xlabel("Latency, batch 1, p50 (ms) — lower is better")
     ax.set_ylabel(f"{record.metric} (dev) — higher is better")
     ax.legend(handles=_legend_handles(rows, best_name), loc="lower right", ncols=3, fontsize=8.5,
@@ -123,12 +122,12 @@ def accuracy_vs_latency(record: RunRecord, path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def _legend_handles(rows: list[dict[str, Any]], best_name: str | None) -> list[Line2D]:
+def _legend_handles(rows: list[StageRow], best_name: str | None) -> list[Line2D]:
     """Legend entries for the kinds of point present (teacher, best student, students)."""
-    kinds = [("teacher", "*", TEACHER_COLOR, 13, any(r["is_teacher"] for r in rows)),
-             ("final model", "o", BEST_COLOR, 8, any(r["name"] == best_name for r in rows)),
+    kinds = [("teacher", "*", TEACHER_COLOR, 13, any(r.is_teacher for r in rows)),
+             ("final model", "o", BEST_COLOR, 8, any(r.name == best_name for r in rows)),
              ("student", "o", STUDENT_COLOR, 8,
-              any(not r["is_teacher"] and r["name"] != best_name for r in rows))]
+              any(not r.is_teacher and r.name != best_name for r in rows))]
     return [Line2D([], [], marker=m, color=c, linestyle="", markersize=s, label=label)
             for label, m, c, s, present in kinds if present]
 
@@ -142,18 +141,18 @@ def throughput_bar(record: RunRecord, path: Path) -> Path:
     ax.grid(False, axis="x")
     ax.set_title(f"{record.task}: throughput at batch 32", fontsize=12, fontweight="bold",
                  loc="left")
-    if not rows or all(r["throughput"] <= 0 for r in rows):
+    if not rows or all(r.throughput <= 0 for r in rows):
         _empty(ax, "throughput")
         return save_figure(fig, path)
     best = final_stage(record)
     best_name = best.name if best else None
-    names = [r["name"] for r in rows]
-    values = [r["throughput"] for r in rows]
+    names = [r.name for r in rows]
+    values = [r.throughput for r in rows]
     bars = ax.bar(range(len(rows)), values, color=[_color(r, best_name) for r in rows], width=0.62)
     for bar, row in zip(bars, rows, strict=True):
-        label = f"{row['throughput']:,.0f}/s"
-        if row["speedup"] is not None and not row["is_teacher"]:
-            label += f"\n{row['speedup']:.1f}×"
+        label = f"{row.throughput:,.0f}/s"
+        if row.speedup is not None and not row.is_teacher:
+            label += f"\n{row.speedup:.1f}×"
         ax.annotate(label, (bar.get_x() + bar.get_width() / 2, bar.get_height()), xytext=(0, 3),
                     textcoords="offset points", ha="center", va="bottom", fontsize=8.5)
     ax.set_xticks(range(len(rows)), names, rotation=20 if len(rows) > 3 else 0,

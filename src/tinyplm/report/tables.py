@@ -7,6 +7,7 @@ speed-up, compression) are ``None`` when there is no teacher stage or the diviso
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from tinyplm.report.records import RunRecord, StageKind, StageRecord
@@ -44,8 +45,48 @@ def teacher_best(record: RunRecord) -> StageRecord | None:
     return max([teacher, *variants], key=lambda s: s.throughput_sent_per_s)
 
 
-def stage_row(record: RunRecord, stage: StageRecord) -> dict[str, Any]:
-    """The derived numbers of one stage (see :func:`stage_rows` for the keys)."""
+@dataclass(frozen=True, kw_only=True)
+class StageRow:
+    """The derived numbers of one stage, as every report shows them (ratios are None when they
+    cannot be formed: no teacher, a zero divisor, a stage not timed).
+
+    ``name``; ``is_teacher``; ``metric``: the run's primary metric (None when not measured) and
+    ``metrics`` all of them; ``retention``: % of the teacher's primary metric; ``params_m`` and
+    ``params_no_emb_m``: parameters in millions (with and without embeddings); ``size_mb``: bytes on
+    disk / 1e6; ``latency_p50_ms`` / ``latency_p90_ms``: batch 1; ``throughput``: sentences/s at
+    batch ``throughput_batch``; ``speedup``: x the teacher's throughput as saved (fp32 PyTorch) and
+    ``speedup_vs_best`` x the teacher on its fastest runtime (:func:`teacher_best`); ``compression``:
+    teacher disk bytes / stage disk bytes; ``runtime`` and ``precision`` that ran; ``gflops``: useful
+    GFLOP/s and ``share_of_peak`` of this CPU's peak for that precision; ``trained_m`` and
+    ``trained_share``: parameters its own training updated, in millions and as a share of its
+    parameters (None for a stage that did not train).
+    """
+
+    name: str
+    is_teacher: bool
+    metric: float | None
+    metrics: dict[str, float]
+    retention: float | None
+    params_m: float
+    params_no_emb_m: float
+    size_mb: float
+    latency_p50_ms: float
+    latency_p90_ms: float
+    throughput: float
+    throughput_batch: int
+    speedup: float | None
+    speedup_vs_best: float | None
+    compression: float | None
+    runtime: str
+    precision: str
+    gflops: float | None
+    share_of_peak: float | None
+    trained_m: float | None
+    trained_share: float | None
+
+
+def stage_row(record: RunRecord, stage: StageRecord) -> StageRow:
+    """The derived numbers of one stage (:class:`StageRow`)."""
     teacher, best = record.teacher, teacher_best(record)
     value = primary(record, stage)
     t_value = primary(record, teacher) if teacher else None
@@ -54,45 +95,25 @@ def stage_row(record: RunRecord, stage: StageRecord) -> dict[str, Any]:
     vs_best = ratio(stage.throughput_sent_per_s, best.throughput_sent_per_s if best else None)
     compression = ratio(float(teacher.disk_bytes) if teacher else None, float(stage.disk_bytes))
     compute, trained = stage.compute or {}, trained_info(stage)
-    return {
-        "name": stage.name,
-        "is_teacher": stage.name == TEACHER,
-        "metric": value,
-        "metrics": dict(stage.metrics),
-        "retention": retention * 100 if retention is not None else None,
-        "params_m": stage.params / 1e6,
-        "params_no_emb_m": stage.params_no_embeddings / 1e6,
-        "size_mb": stage.disk_bytes / 1e6,
-        "latency_p50_ms": stage.latency_ms_p50_b1,
-        "latency_p90_ms": stage.latency_ms_p90_b1,
-        "throughput": stage.throughput_sent_per_s,
-        "throughput_batch": stage.throughput_batch,
-        "speedup": speedup if stage.throughput_sent_per_s > 0 else None,
-        "speedup_vs_best": vs_best if stage.throughput_sent_per_s > 0 else None,
-        "compression": compression if stage.disk_bytes > 0 else None,
-        "runtime": stage.runtime,
-        "precision": stage.precision,
-        "gflops": compute.get("gflops_per_s"),
-        "share_of_peak": compute.get("share_of_peak"),
-        "trained_m": trained["trainable_params"] / 1e6 if trained.get("trainable_params") else None,
-        "trained_share": trained.get("trainable_share"),
-    }
+    timed = stage.throughput_sent_per_s > 0
+    return StageRow(
+        name=stage.name, is_teacher=stage.name == TEACHER, metric=value, metrics=dict(stage.metrics),
+        retention=retention * 100 if retention is not None else None,
+        params_m=stage.params / 1e6, params_no_emb_m=stage.params_no_embeddings / 1e6,
+        size_mb=stage.disk_bytes / 1e6,
+        latency_p50_ms=stage.latency_ms_p50_b1, latency_p90_ms=stage.latency_ms_p90_b1,
+        throughput=stage.throughput_sent_per_s, throughput_batch=stage.throughput_batch,
+        speedup=speedup if timed else None, speedup_vs_best=vs_best if timed else None,
+        compression=compression if stage.disk_bytes > 0 else None,
+        runtime=stage.runtime, precision=stage.precision,
+        gflops=compute.get("gflops_per_s"), share_of_peak=compute.get("share_of_peak"),
+        trained_m=trained["trainable_params"] / 1e6 if trained.get("trainable_params") else None,
+        trained_share=trained.get("trainable_share"),
+    )
 
 
-def stage_rows(record: RunRecord) -> list[dict[str, Any]]:
-    """One dict per stage, in record order, with these keys:
-
-    ``name``, ``is_teacher``, ``metric`` (primary metric value or None), ``metrics`` (all),
-    ``retention`` (% of the teacher's primary metric or None), ``params_m``, ``params_no_emb_m``
-    (millions), ``size_mb`` (disk_bytes / 1e6), ``latency_p50_ms``, ``latency_p90_ms`` (batch 1),
-    ``throughput`` (sentences/s at batch ``throughput_batch``), ``speedup`` (x the teacher's throughput
-    as saved, fp32 PyTorch) and ``speedup_vs_best`` (x the teacher on its fastest runtime,
-    :func:`teacher_best`), ``compression`` (teacher disk bytes / stage disk bytes), ``runtime``,
-    ``precision``, ``gflops`` (useful GFLOP/s) and ``share_of_peak`` (of this CPU's peak for that
-    precision), ``trained_m`` and ``trained_share`` (parameters its training stage trained, in
-    millions and as a share of its parameters; None for a stage that did not train); ratios are None
-    when they cannot be formed.
-    """
+def stage_rows(record: RunRecord) -> list[StageRow]:
+    """One :class:`StageRow` per stage, in record order."""
     return [stage_row(record, s) for s in record.stages]
 
 
@@ -125,7 +146,7 @@ def select_final(record: RunRecord, rule: str = "fastest",
     if not students:
         return record.teacher, "no students: the teacher"
     rows = {s.name: stage_row(record, s) for s in students}
-    keep = [s for s in students if (rows[s.name]["retention"] or 0.0) >= min_retention * 100]
+    keep = [s for s in students if (rows[s.name].retention or 0.0) >= min_retention * 100]
     if not keep:
         best = best_student(record)
         return best, (f"no stage kept {min_retention:.0%} of the teacher's {record.metric}: "
@@ -177,30 +198,30 @@ def fmt_seconds(seconds: float | None) -> str:
     return f"{seconds:.1f} s"
 
 
-def below_target(row: dict[str, Any]) -> bool:
+def below_target(row: StageRow) -> bool:
     """True for a student whose retention is known and below :data:`RETENTION_TARGET`."""
-    retention = row["retention"]
-    return not row["is_teacher"] and retention is not None and retention < RETENTION_TARGET
+    retention = row.retention
+    return not row.is_teacher and retention is not None and retention < RETENTION_TARGET
 
 
-def table_cells(record: RunRecord, row: dict[str, Any]) -> list[str]:
+def table_cells(record: RunRecord, row: StageRow) -> list[str]:
     """The formatted cells of one row, in the order of :func:`table_header`."""
-    extra = [fmt_metric(row["metrics"].get(m)) for m in metric_names(record)[1:]]
+    extra = [fmt_metric(row.metrics.get(m)) for m in metric_names(record)[1:]]
     return [
-        row["name"],
-        fmt_metric(row["metric"]),
+        row.name,
+        fmt_metric(row.metric),
         *extra,
-        fmt_retention(row["retention"]),
-        fmt_num(row["params_m"], 2),
+        fmt_retention(row.retention),
+        fmt_num(row.params_m, 2),
         *([_fmt_trained(row)] if shows_trained(record) else []),
-        fmt_num(row["size_mb"], 1),
-        fmt_num(row["latency_p50_ms"], 2),
-        fmt_num(row["latency_p90_ms"], 2),
-        fmt_num(row["throughput"], 1),
-        fmt_num(row["speedup"], 2, "×"),
-        fmt_num(row["speedup_vs_best"], 2, "×"),
-        fmt_num(row["compression"], 2, "×"),
-        f"{row['runtime']} {row['precision']}",
+        fmt_num(row.size_mb, 1),
+        fmt_num(row.latency_p50_ms, 2),
+        fmt_num(row.latency_p90_ms, 2),
+        fmt_num(row.throughput, 1),
+        fmt_num(row.speedup, 2, "×"),
+        fmt_num(row.speedup_vs_best, 2, "×"),
+        fmt_num(row.compression, 2, "×"),
+        f"{row.runtime} {row.precision}",
         _fmt_compute(row),
     ]
 
@@ -219,18 +240,18 @@ def shows_trained(record: RunRecord) -> bool:
     return any(trained_info(s).get("trainable_params") for s in record.stages)
 
 
-def _fmt_trained(row: dict[str, Any]) -> str:
-    if row["trained_m"] is None:
+def _fmt_trained(row: StageRow) -> str:
+    if row.trained_m is None:
         return "—"
-    share = row["trained_share"]
-    return f"{row['trained_m']:.3g}" + (f" ({share:.1%})" if share is not None else "")
+    share = row.trained_share
+    return f"{row.trained_m:.3g}" + (f" ({share:.1%})" if share is not None else "")
 
 
-def _fmt_compute(row: dict[str, Any]) -> str:
-    if row["gflops"] is None:
+def _fmt_compute(row: StageRow) -> str:
+    if row.gflops is None:
         return "—"
-    share = row["share_of_peak"]
-    return f"{row['gflops']:,.1f}" + (f" ({share:.1%})" if share is not None else "")
+    share = row.share_of_peak
+    return f"{row.gflops:,.1f}" + (f" ({share:.1%})" if share is not None else "")
 
 
 def table_header(record: RunRecord) -> list[str]:
@@ -289,7 +310,7 @@ def markdown_table(record: RunRecord) -> str:
     ]
     for row in stage_rows(record):
         cells = [_md_cell(c) for c in table_cells(record, row)]
-        if best is not None and row["name"] == best.name:
+        if best is not None and row.name == best.name:
             cells[0] = f"**{cells[0]}**"
         if below_target(row):
             idx = header.index("Retention")
@@ -312,17 +333,17 @@ def headline(record: RunRecord) -> str:
         value = fmt_metric(primary(record, teacher))
         return f"Only the teacher was measured: {record.metric} {value}."
     row = stage_row(record, best)
-    if row["retention"] is None:
-        text = f"{_who(record, best)} {best.name} reaches {record.metric} {fmt_metric(row['metric'])}"
-        if row["throughput"] > 0:
-            text += f" at {row['throughput']:,.1f} sentences/s"
+    if row.retention is None:
+        text = f"{_who(record, best)} {best.name} reaches {record.metric} {fmt_metric(row.metric)}"
+        if row.throughput > 0:
+            text += f" at {row.throughput:,.1f} sentences/s"
         return text + " (no teacher to compare with)."
-    text = (f"{_who(record, best)} {best.name} keeps {row['retention']:.1f}% "
+    text = (f"{_who(record, best)} {best.name} keeps {row.retention:.1f}% "
             f"of the teacher's {record.metric}")
-    if row["speedup"] is not None:
-        text += f" at {row['speedup']:.1f}× its throughput"
-    if row["compression"] is not None:
-        ratio = row["compression"]
+    if row.speedup is not None:
+        text += f" at {row.speedup:.1f}× its throughput"
+    if row.compression is not None:
+        ratio = row.compression
         text += f", {ratio:.1f}× smaller" if ratio >= 1 else f", {1 / ratio:.1f}× larger"
     return text + "."
 

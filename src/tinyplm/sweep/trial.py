@@ -57,7 +57,7 @@ def result_of(record: RunRecord, plan: TrialPlan, which: str, run_dir: Path) -> 
     return TrialResult(
         key=plan.key, stage=stage.name, primary=float(value) if value is not None else float("nan"),
         throughput=stage.throughput_sent_per_s, latency_ms=stage.latency_ms_p50_b1, disk_bytes=stage.disk_bytes,
-        params=stage.params, retention=row["retention"] / 100 if row["retention"] is not None else None,
+        params=stage.params, retention=row.retention / 100 if row.retention is not None else None,
         run_dir=str(run_dir),
     )
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tinyplm.report import RunRecord, StageRecord, stage_rows
-from tinyplm.report.tables import final_stage
+from tinyplm.report.tables import StageRow, final_stage
 
 #: MLflow's longest parameter value (characters) and key.
 MAX_PARAM_VALUE = 6000
@@ -38,7 +38,7 @@ MAX_PARAM_KEY = 250
 TRAIN_CURVES = ("loss", "lr", "examples_per_s")
 SIZE_FIELDS = ("params", "params_no_embeddings", "disk_bytes")
 SPEED_FIELDS = ("latency_ms_p50_b1", "latency_ms_p90_b1", "throughput_sent_per_s")
-#: stage_rows() column -> the name it is logged under below ``vs_teacher/``.
+#: StageRow field -> the name it is logged under below ``vs_teacher/``.
 VS_TEACHER = {"retention": "retention_pct", "speedup": "speedup", "compression": "compression"}
 #: Files and folders of a finished run dir sent as artifacts (those present).
 ARTIFACTS = ("summary.md", "report.html", "results.json", "config.resolved.yaml", "logs/train.jsonl", "plots",
@@ -113,11 +113,11 @@ def event_points(event: Mapping[str, Any]) -> list[Point]:
             if (v := _number(raw)) is not None]
 
 
-def _stage_values(stage: StageRecord, row: Mapping[str, Any]) -> dict[str, float | None]:
+def _stage_values(stage: StageRecord, row: StageRow) -> dict[str, float | None]:
     values: dict[str, float | None] = {f"final/{k}": _number(v) for k, v in stage.metrics.items()}
     values.update({f"size/{k}": _number(getattr(stage, k)) for k in SIZE_FIELDS})
     values.update({f"speed/{k}": _number(getattr(stage, k)) for k in SPEED_FIELDS})
-    values.update({f"vs_teacher/{name}": _number(row.get(col)) for col, name in VS_TEACHER.items()})
+    values.update({f"vs_teacher/{name}": _number(getattr(row, col)) for col, name in VS_TEACHER.items()})
     return values
 
 
