@@ -97,15 +97,15 @@ def test_labels_of_models_at_one_spot_do_not_overlap(tmp_path: Path, monkeypatch
     import tinyplm.report.roc as roc
 
     boxes: dict = {}
-    real_save = roc._save
+    real_save = roc.save_figure
 
-    def save(fig, path):  # the label boxes as drawn, before _save releases the figure
+    def save(fig, path):  # the label boxes as drawn, before save_figure releases the figure
         fig.canvas.draw()
         renderer = fig.canvas.get_renderer()
         boxes.update({t.get_text(): t.get_window_extent(renderer) for t in fig.axes[0].texts})
         return real_save(fig, path)
 
-    monkeypatch.setattr(roc, "_save", save)
+    monkeypatch.setattr(roc, "save_figure", save)
     stages = [_stage("teacher", 0.80, 20.0, None), _stage("bilstm-kd", 0.712, 4.4, "bilstm"),
               _stage("bilstm-kd-aug", 0.711, 4.5, "bilstm"), _stage("tfidf", 0.6, 0.3, "tfidf_lr")]
     roc.metric_latency_plot(RunRecord(task="tvtropes_spoilers", metric="roc_auc", stages=stages),
