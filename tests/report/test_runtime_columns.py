@@ -1,5 +1,5 @@
 """The report's runtime columns: the teacher on its best runtime, ratios against it, precision and
-runtime, effective compute, the final-model rule, training curves, and schema-1 results.json."""
+runtime, effective compute, training curves, and schema-1 results.json."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tinyplm.evaluate import compute
 from tinyplm.report import write_all
 from tinyplm.report.curves import histories
 from tinyplm.report.records import RunRecord, StageKind, StageRecord
-from tinyplm.report.tables import markdown_table, select_final, stage_rows, teacher_best
+from tinyplm.report.tables import markdown_table, stage_rows, teacher_best
 
 SHAPE = {"layers": 2, "hidden": 32, "heads": 4, "ffn": 64}
 
@@ -51,18 +51,6 @@ def test_teacher_best_is_the_fastest_runtime_variant_of_the_teacher() -> None:
     assert "× teacher best" in markdown_table(record) and "openvino int8" in markdown_table(record)
     record.stages[1].compress_step = "prune_heads"  # not a runtime step: not a form of the teacher
     assert teacher_best(record).name == "teacher"
-
-
-@pytest.mark.parametrize("rule, expected", [("fastest", "student.openvino_int8"), ("smallest", "student.openvino_int8"),
-                                            ("most_accurate", "teacher-best.openvino_int8")])
-def test_final_rule(rule: str, expected: str) -> None:
-    chosen, why = select_final(make_record(), rule, 0.98)  # 0.98 * 0.90 = 0.882: too-lossy (0.80) is out
-    assert chosen.name == expected and "0.98" not in why and "98%" in why
-
-
-def test_final_rule_falls_back_to_the_most_accurate_when_nothing_keeps_enough() -> None:
-    chosen, why = select_final(make_record(), "fastest", 1.0)
-    assert chosen.name == "teacher-best.openvino_int8" and "no stage kept 100%" in why
 
 
 def test_flops_per_token_by_hand() -> None:

@@ -139,26 +139,6 @@ def final_stage(record: RunRecord) -> StageRecord | None:
     return named if named is not None and named.kind is not StageKind.TEACHER else best_student(record)
 
 
-def select_final(record: RunRecord, rule: str = "fastest",
-                 min_retention: float = 0.98) -> tuple[StageRecord | None, str]:
-    """The final model by ``rule`` (see ``config.schema.FinalSpec``) and a sentence saying why."""
-    students = [s for s in record.stages if s.kind is not StageKind.TEACHER]
-    if not students:
-        return record.teacher, "no students: the teacher"
-    rows = {s.name: stage_row(record, s) for s in students}
-    keep = [s for s in students if (rows[s.name].retention or 0.0) >= min_retention * 100]
-    if not keep:
-        best = best_student(record)
-        return best, (f"no stage kept {min_retention:.0%} of the teacher's {record.metric}: "
-                      "the most accurate one")
-    key = {"fastest": lambda s: s.throughput_sent_per_s, "smallest": lambda s: -s.disk_bytes,
-           "most_accurate": lambda s: primary(record, s) or 0.0}[rule]
-    pick = max(keep, key=key)
-    what = {"fastest": "the fastest", "smallest": "the smallest", "most_accurate": "the most accurate"}[rule]
-    return pick, (f"{what} of the {len(keep)} stage(s) keeping >= {min_retention:.0%} of the teacher's "
-                  f"{record.metric}")
-
-
 def metric_names(record: RunRecord) -> list[str]:
     """The primary metric first, then every other metric any stage reports (sorted)."""
     others = sorted({m for s in record.stages for m in s.metrics} - {record.metric})

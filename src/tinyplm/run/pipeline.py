@@ -9,7 +9,6 @@ continues an interrupted one from its last checkpoint.
 from __future__ import annotations
 
 import platform
-import shutil
 import time
 from pathlib import Path
 
@@ -34,8 +33,8 @@ from tinyplm.models import (
 from tinyplm.models.infer import precision_facts, use_bf16
 from tinyplm.report import RunRecord, write_all
 from tinyplm.report.records import StageKind
-from tinyplm.report.tables import select_final
 from tinyplm.run.compress import run_compress
+from tinyplm.run.final import place_final
 from tinyplm.run.inputs import RunInputs, RunPaths, StageData, Teachers, stamp_task
 from tinyplm.run.measure import measure_stages
 from tinyplm.run.preflight import Preflight, preflight
@@ -209,16 +208,8 @@ def run_info(cfg: RunConfig, run_dir: Path, started: float, teacher_dir: Path) -
 
 
 def finish(record: RunRecord, run_dir: Path, final: FinalSpec | None = None) -> None:
-    """Copy the final model (``final``'s rule) to ``model/`` and write every report; results.json
-    marks the run done."""
-    final = final or FinalSpec()
+    """Copy the final model (``final``'s rule, :func:`tinyplm.run.final.place_final`) to ``model/``
+    and write every report; results.json marks the run done."""
     record.info["seconds"] = round(time.time() - record.info["started_unix"], 1)
-    chosen, why = select_final(record, final.rule, final.min_retention)
-    if chosen is not None and chosen.model_dir:
-        dst = run_dir / "model"
-        if dst.exists():
-            shutil.rmtree(dst)
-        shutil.copytree(run_dir / chosen.model_dir, dst)
-        record.info["final_model"] = chosen.name
-        record.info["final_rule"] = why
+    place_final(record, run_dir, final or FinalSpec())
     write_all(record, run_dir)

@@ -1,0 +1,53 @@
+"""Which of a run's models becomes its ``model/``: the recipe's ``final`` rule over the measured stages.
+
+The report only shows the choice (``report.tables.final_stage`` reads the name the run recorded);
+the choice itself is the run's.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tinyplm.config.schema import FinalSpec
+from tinyplm.report.records import RunRecord, StageKind, StageRecord
+from tinyplm.report.tables import best_student, primary, stage_row
+
+RULES = {"fastest": "the fastest", "smallest": "the smallest", "most_accurate": "the most accurate"}
+
+
+def select_final(record: RunRecord, rule: str = "fastest",
+                 min_retention: float = 0.98) -> tuple[StageRecord | None, str]:
+    """The final model by ``rule`` (see ``config.schema.FinalSpec``) among the stages that keep at
+    least ``min_retention`` of the teacher's primary metric, and a sentence saying why; the most
+    accurate student when none keeps that much, the teacher when there is no student."""
+    students = [s for s in record.stages if s.kind is not StageKind.TEACHER]
+    if not students:
+        return record.teacher, "no students: the teacher"
+    rows = {s.name: stage_row(record, s) for s in students}
+    keep = [s for s in students if (rows[s.name].retention or 0.0) >= min_retention * 100]
+    if not keep:
+        best = best_student(record)
+        return best, (f"no stage kept {min_retention:.0%} of the teacher's {record.metric}: "
+                      "the most accurate one")
+    key = {"fastest": lambda s: s.throughput_sent_per_s, "smallest": lambda s: -s.disk_bytes,
+           "most_accurate": lambda s: primary(record, s) or 0.0}[rule]
+    pick = max(keep, key=key)
+    return pick, (f"{RULES[rule]} of the {len(keep)} stage(s) keeping >= {min_retention:.0%} of the teacher's "
+                  f"{record.metric}")
+
+
+def place_final(record: RunRecord, run_dir: Path, final: FinalSpec) -> StageRecord | None:
+    """Copy the stage ``final``'s rule picks to ``run_dir/model`` (replacing what is there) and
+    record its name and the reason in ``record.info`` -> the stage, or None when no stage has a
+    saved model dir."""
+    chosen, why = select_final(record, final.rule, final.min_retention)
+    if chosen is None or not chosen.model_dir:
+        return None
+    dst = run_dir / "model"
+    if dst.exists():
+        shutil.rmtree(dst)
+    shutil.copytree(run_dir / chosen.model_dir, dst)
+    record.info["final_model"] = chosen.name
+    record.info["final_rule"] = why
+    return chosen

@@ -1,0 +1,38 @@
+"""run.final: the recipe's final rule picks the model that becomes ``model/`` (the report only shows it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.report.test_runtime_columns import make_record
+
+from tinyplm.config.schema import FinalSpec
+from tinyplm.run.final import place_final, select_final
+
+
+@pytest.mark.parametrize("rule, expected", [("fastest", "student.openvino_int8"), ("smallest", "student.openvino_int8"),
+                                            ("most_accurate", "teacher-best.openvino_int8")])
+def test_final_rule(rule: str, expected: str) -> None:
+    chosen, why = select_final(make_record(), rule, 0.98)  # 0.98 * 0.90 = 0.882: too-lossy (0.80) is out
+    assert chosen.name == expected and "0.98" not in why and "98%" in why
+
+
+def test_final_rule_falls_back_to_the_most_accurate_when_nothing_keeps_enough() -> None:
+    chosen, why = select_final(make_record(), "fastest", 1.0)
+    assert chosen.name == "teacher-best.openvino_int8" and "no stage kept 100%" in why
+
+
+def test_place_final_copies_the_chosen_stage_and_records_why(tmp_path: Path) -> None:
+    record = make_record()
+    for stage in record.stages:
+        stage.model_dir = f"students/{stage.name}"
+        (tmp_path / stage.model_dir).mkdir(parents=True)
+        (tmp_path / stage.model_dir / "config.json").write_text(stage.name)
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "stale.bin").write_text("from an earlier try")
+    chosen = place_final(record, tmp_path, FinalSpec(rule="smallest"))
+    assert chosen.name == "student.openvino_int8" == record.info["final_model"]
+    assert "the smallest" in record.info["final_rule"]
+    assert sorted(p.name for p in (tmp_path / "model").iterdir()) == ["config.json"]
+    assert (tmp_path / "model" / "config.json").read_text() == "student.openvino_int8"
