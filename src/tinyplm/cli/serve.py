@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from tinyplm.cli.app import app, err
+from tinyplm.cli.app import app, err, out
 
 ModelDir = Annotated[Path, typer.Argument(help="a saved model dir, or a run dir (its model/ is used)")]
 MaxLength = Annotated[int | None, typer.Option(
@@ -50,6 +50,14 @@ def _threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
+UseRay = Annotated[bool, typer.Option(
+    "--ray", help="--input is a folder or glob of shards, --output a folder: one output shard per input shard, "
+    "predicted by a pool of Ray actors (Ray Data); pip install 'tinyplm[cluster]'")]
+Workers = Annotated[int, typer.Option(help="--ray: actors, each loading the model once")]
+RayAddress = Annotated[str | None, typer.Option(
+    "--address", help="--ray: an existing Ray cluster (ray start --head prints it); default: Ray on this machine")]
+
+
 @app.command("predict")
 def predict_cmd(
     model_dir: ModelDir,
@@ -73,6 +81,9 @@ def predict_cmd(
     batch_size: Annotated[int, typer.Option(help="examples per forward pass")] = 64,
     window: Annotated[int, typer.Option(help="examples read, sorted by length and predicted at once")] = 1024,
     threads: Threads = None,
+    ray: UseRay = False,
+    workers: Workers = 2,
+    address: RayAddress = None,
 ) -> None:
     """Predict every example of a file with a saved model (any head): one record per input, in
     input order, written atomically (the output appears only when every row is done).
@@ -81,22 +92,33 @@ def predict_cmd(
     Example: tinyplm predict runs/sst2_demo/model -i ../shared/data/glue/SST-2/dev.tsv -o dev.csv
     Example: tinyplm predict runs/squad_v1_demo -i questions.jsonl --on-error skip -o answers.jsonl
     Example: tinyplm predict runs/tvtropes_family/students/bilstm-kd-s1 -i sentences.csv --no-header --text-column 2
+    Example: tinyplm predict runs/sst2_demo/model -i 'reviews/part-*.tsv' -o predictions/ --ray --workers 2
     """
     from tinyplm.errors import TinyplmError
-    from tinyplm.inference.predictor import Predictor
-    from tinyplm.predict.predict import PredictJob, check_job, predict_file
-    from tinyplm.predict.writers import output_format
+    from tinyplm.predict.shards import ShardOptions
 
     if batch_size < 1:
         raise TinyplmError(f"--batch-size: expected at least 1, got {batch_size}")
     _threads(threads)
-    if skipped is None and on_error == "skip" and output not in (None, "-"):
+    options = ShardOptions(fmt, input_format, text_column, pair_column, header, on_error, window, batch_size,
+                           _settings(max_length, doc_stride, max_query_length, null_threshold))
+    if ray:
+        return _predict_ray(model_dir, input_file, output, options, workers, threads, address)
+    _predict_plain(model_dir, input_file, output, options, skipped)
+
+
+def _predict_plain(model_dir: Path, input_file: str, output: str | None, o, skipped: Path | None) -> None:
+    """``predict`` in this process: one input file (or stdin) into one output file (or stdout)."""
+    from tinyplm.inference.predictor import Predictor
+    from tinyplm.predict.predict import PredictJob, check_job, predict_file, source_for
+    from tinyplm.predict.writers import output_format
+
+    if skipped is None and o.on_error == "skip" and output not in (None, "-"):
         skipped = Path(f"{output}.skipped.jsonl")
-    predictor = Predictor.load(model_dir, batch_size=batch_size,
-                               **_settings(max_length, doc_stride, max_query_length, null_threshold))
+    predictor = Predictor.load(model_dir, batch_size=o.batch_size, **o.settings)
     info = predictor.info
-    source = _source(info, input_file, input_format, text_column, pair_column, header)
-    job = PredictJob(source, output, output_format(output, fmt), on_error, skipped, window)
+    source = source_for(info, input_file, o.input_format, o.text_column, o.pair_column, o.header)
+    job = PredictJob(source, output, output_format(output, o.fmt), o.on_error, skipped, o.window)
     check_job(job)
     with _progress() as advance:
         summary = predict_file(predictor, job, advance)
@@ -108,20 +130,30 @@ def predict_cmd(
     err.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
-def _source(info, path: str, input_format: str | None, text_column: str | None, pair_column: str | None,
-            header: bool | None):
-    """What ``predict`` reads: the input's format (asked, or from its name and the model's task)
-    and the model's head, task and review context. Raises ``TinyplmError`` for --header/--no-header
-    on an input that is not a table."""
-    from tinyplm.errors import TinyplmError
-    from tinyplm.predict.sources import Source, detect_format
+def _predict_ray(model_dir: Path, inputs: str, output: str | None, options, workers: int, threads: int | None,
+                 address: str | None) -> None:
+    """``predict --ray``: every shard of ``inputs`` into the folder ``output`` (see predict/shards.py)."""
+    from dataclasses import replace
 
-    fmt = detect_format(path, info.head, input_format, info.task)
-    if header is not None and fmt not in ("csv", "tsv"):
-        flag = "--header" if header else "--no-header"
-        raise TinyplmError(f"{flag}: only for CSV/TSV input; {path} is read as {fmt}")
-    return Source(path, fmt, info.head, text_column, pair_column, info.task, header, info.context_sentences,
-                  info.context_after)
+    from tinyplm.errors import TinyplmError
+    from tinyplm.predict.shards import MANIFEST, ShardJob, list_shards, run_shards
+
+    if output in (None, "-"):
+        raise TinyplmError("--ray writes one output shard per input shard: name the output folder with --output")
+    if options.fmt not in (None, "jsonl", "csv", "tsv"):
+        raise TinyplmError(f"--format: expected jsonl, csv or tsv, got {options.fmt!r}")
+    options = replace(options, fmt=options.fmt or "jsonl")
+    job = ShardJob(Path(model_dir), list_shards(inputs), Path(output), options, workers, float(threads or 1), address)
+    done, timing = run_shards(job)
+    predicted, seconds = sum(d.predicted for d in done), timing["predict_s"]
+    line = (f"{predicted} predictions in {len(done)} shards -> {output} ({seconds:.1f} s in the pool, "
+            f"{predicted / seconds if seconds else 0:.0f} examples/s; Ray up in {timing['start_s']:.1f} s; "
+            f"{workers} workers)")
+    skipped = sum(d.skipped for d in done)
+    if skipped:
+        line += f"; {skipped} rows skipped, listed beside their output shards"
+    err.print(line, markup=False, highlight=False, soft_wrap=True)
+    out.print(str(Path(output) / MANIFEST), highlight=False, soft_wrap=True)
 
 
 class _progress:

@@ -29,7 +29,7 @@ from tinyplm.files import atomic_open
 from tinyplm.inference.predictor import Predictor
 from tinyplm.predict.inputs import read_inputs
 from tinyplm.predict.review_inputs import REVIEW_KEYS
-from tinyplm.predict.sources import STDIN, Row, Source, open_binary
+from tinyplm.predict.sources import STDIN, Row, Source, detect_format, open_binary
 from tinyplm.predict.writers import Writer
 
 ON_ERROR = ("raise", "skip")
@@ -68,6 +68,19 @@ class PredictSummary:
     @property
     def per_second(self) -> float:
         return self.predicted / self.seconds if self.seconds > 0 else 0.0
+
+
+def source_for(info, path: str, input_format: str | None = None, text_column: str | None = None,
+               pair_column: str | None = None, header: bool | None = None) -> Source:
+    """What ``predict`` reads from ``path`` for the model ``info`` describes: the input's format
+    (asked, or from its name and the model's task) and the model's head, task and review context.
+    Raises ``TinyplmError`` for --header/--no-header on an input that is not a table."""
+    fmt = detect_format(path, info.head, input_format, info.task)
+    if header is not None and fmt not in ("csv", "tsv"):
+        flag = "--header" if header else "--no-header"
+        raise TinyplmError(f"{flag}: only for CSV/TSV input; {path} is read as {fmt}")
+    return Source(path, fmt, info.head, text_column, pair_column, info.task, header, info.context_sentences,
+                  info.context_after)
 
 
 def check_job(job: PredictJob) -> None:

@@ -195,7 +195,16 @@ def run_sweep(job: SweepJob) -> tuple[list[TrialRow], Path]:
     """Check, run every trial on Ray, write the table; returns its rows and ``sweep.json``'s path.
     Raises ``RecipeError``/``RunDirError`` before anything runs, ``ClusterError`` when Ray cannot."""
     planned = check_job(job)
+    ours = not import_ray().is_initialized()
     ray = start_ray(job.address)
+    try:
+        return _sweep(job, ray, planned)
+    finally:
+        if ours:
+            ray.shutdown()  # this process connected (or started) Ray: let go of it, trials' workers included
+
+
+def _sweep(job: SweepJob, ray, planned: list[TrialPlan] | None) -> tuple[list[TrialRow], Path]:
     job.sweep_dir.mkdir(parents=True, exist_ok=True)
     parent = _open_parent(job)
     status = "FAILED"

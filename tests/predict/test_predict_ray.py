@@ -1,0 +1,130 @@
+"""`tinyplm predict --ray`: shards in, shards out, the same records as plain `predict`, and a
+killed actor changes nothing in the output."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import make_tiny_glue, make_tiny_model_dir
+from helpers_cli import cli
+from helpers_serve import sentences
+from tinyplm.errors import TinyplmError
+from tinyplm.predict.shards import MANIFEST, ShardJob, check_shard_job, list_shards, output_of
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> Path:
+    """A fake run dir beside tiny SST-2 dev (64 rows) cut into 8 TSV shards with their header."""
+    root = tmp_path_factory.mktemp("predict_ray")
+    glue = make_tiny_glue(root / "glue", n_train=8, n_dev=64)
+    run = root / "run"
+    run.mkdir()
+    (run / "config.resolved.yaml").write_text(yaml.safe_dump(
+        {"name": "tiny", "task": {"name": "sst2", "max_length": 32, "data_dir": str(glue)}}))
+    make_tiny_model_dir(run / "model", seed=3)
+    rows = (glue / "SST-2" / "dev.tsv").read_text(encoding="utf-8").splitlines()
+    (root / "shards").mkdir()
+    for i in range(8):
+        part = [rows[0], *rows[1 + 8 * i: 1 + 8 * (i + 1)]]
+        (root / "shards" / f"part-{i}.tsv").write_text("\n".join(part) + "\n", encoding="utf-8")
+    return root
+
+
+def _records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_shards_are_listed_and_checked_before_ray_starts(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    for name in ("b.tsv", "a.tsv", ".hidden", "_manifest.json"):
+        (tmp_path / "in" / name).write_text("x\n")
+    assert [p.name for p in list_shards(str(tmp_path / "in"))] == ["a.tsv", "b.tsv"]
+    assert [p.name for p in list_shards(str(tmp_path / "in" / "*.tsv"))] == ["a.tsv", "b.tsv"]
+    with pytest.raises(TinyplmError, match="no file matches it"):
+        list_shards(str(tmp_path / "in" / "*.csv"))
+    (tmp_path / "in" / "a.csv").write_text("x\n")
+    clash = ShardJob(tmp_path / "m", list_shards(str(tmp_path / "in" / "a.*")), tmp_path / "out")
+    with pytest.raises(TinyplmError, match="a.csv and .*a.tsv would both write .*a.jsonl"):
+        check_shard_job(clash)
+    with pytest.raises(TinyplmError, match="holds the input shards"):
+        check_shard_job(ShardJob(tmp_path / "m", [tmp_path / "in" / "a.tsv"], tmp_path / "in"))
+    assert output_of(Path("x/part-3.tsv"), Path("o"), "csv") == Path("o/part-3.csv")
+
+
+def test_ray_needs_an_output_folder(world: Path) -> None:
+    result = cli(["predict", "run", "-i", "shards", "--ray"], cwd=world)
+    assert result.returncode == 2 and "name the output folder with --output" in result.stderr
+
+
+@pytest.mark.slow
+def test_shards_through_ray_equal_plain_predict(world: Path) -> None:
+    pytest.importorskip("ray", reason="the cluster extra (ray[data]) is not installed")
+    result = cli(["predict", "run", "-i", "shards", "-o", "out", "--ray", "--workers", "2"], cwd=world,
+                 subprocess=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1].endswith(MANIFEST)
+    manifest = json.loads((world / "out" / MANIFEST).read_text())
+    assert [Path(s["shard"]).name for s in manifest["shards"]] == [f"part-{i}.tsv" for i in range(8)]
+    assert sum(s["predicted"] for s in manifest["shards"]) == 64
+    whole = cli(["predict", "run", "-i", "glue/SST-2/dev.tsv", "-o", "dev.jsonl"], cwd=world)
+    assert whole.returncode == 0, whole.stderr
+    plain = _records(world / "dev.jsonl")
+    sharded = [r for i in range(8) for r in _records(world / "out" / f"part-{i}.jsonl")]
+    assert [r["label"] for r in sharded] == [r["label"] for r in plain]
+    assert all(r["line"] == 2 + k % 8 for k, r in enumerate(sharded))  # each record's line in its shard
+    for i in range(8):  # each output shard is plain predict on its input shard, record for record
+        one = cli(["predict", "run", "-i", f"shards/part-{i}.tsv", "-o", f"one-{i}.jsonl"], cwd=world)
+        assert one.returncode == 0 and _records(world / f"one-{i}.jsonl") == _records(world / "out" / f"part-{i}.jsonl")
+
+
+def _actor_pids() -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and b"MapWorker" in (proc / "cmdline").read_bytes():
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+@pytest.mark.slow
+def test_a_killed_actor_leaves_the_output_complete_and_identical(tmp_path: Path, world: Path) -> None:
+    pytest.importorskip("ray", reason="the cluster extra (ray[data]) is not installed")
+    (tmp_path / "in").mkdir()
+    texts = sentences(12000)
+    for i in range(8):
+        (tmp_path / "in" / f"part-{i}.txt").write_text("\n".join(texts[1500 * i: 1500 * (i + 1)]) + "\n")
+    cmd = [sys.executable, "-m", "tinyplm", "predict", str(world / "run"), "-i", str(tmp_path / "in"), "-o",
+           str(tmp_path / "out"), "--ray", "--workers", "2", "--window", "64"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline, killed = time.monotonic() + 300, None
+    while killed is None and time.monotonic() < deadline and proc.poll() is None:
+        done = list((tmp_path / "out").glob("part-*.jsonl")) if (tmp_path / "out").is_dir() else []
+        pids = _actor_pids()
+        if done and pids:
+            assert len(done) < 8, "the job finished before an actor could be killed: make the shards larger"
+            killed = pids[0]
+            os.kill(killed, signal.SIGKILL)
+        time.sleep(0.05)
+    stdout, stderr = proc.communicate(timeout=600)
+    assert killed is not None, f"no actor was seen working: {stderr[-2000:]}"
+    assert proc.returncode == 0, stderr[-3000:]
+    manifest = json.loads((tmp_path / "out" / MANIFEST).read_text())
+    assert sum(s["predicted"] for s in manifest["shards"]) == 12000
+    plain = cli(["predict", "run", "-i", str(tmp_path / "in" / "part-5.txt"), "-o", str(tmp_path / "p5.jsonl"),
+                 "--window", "64"], cwd=world)
+    assert plain.returncode == 0
+    assert _records(tmp_path / "p5.jsonl") == _records(tmp_path / "out" / "part-5.jsonl")
+    for i in range(8):
+        assert [r["line"] for r in _records(tmp_path / "out" / f"part-{i}.jsonl")] == list(range(1, 1501))
+    assert not list((tmp_path / "out").glob("*.tmp")) and not list((tmp_path / "out").glob(".*"))
