@@ -13,6 +13,7 @@ from tinyplm.config import load_recipe
 from tinyplm.config.sweep import Objective, SweepSpace
 from tinyplm.errors import RecipeError, RunDirError
 from tinyplm.report.records import RunRecord, StageKind, StageRecord
+from tinyplm.report.run_info import RunInfo
 from tinyplm.sweep.space import trial_plan
 from tinyplm.sweep.table import dominated, rows_of, summary_markdown, write_table
 from tinyplm.sweep.trial import TrialResult, result_of, trial_stage
@@ -117,7 +118,7 @@ def test_the_stage_that_stands_for_a_trial(tmp_path: Path) -> None:
         StageRecord("teacher", {"accuracy": 0.9}, disk_bytes=100, throughput_sent_per_s=10.0, kind=StageKind.TEACHER),
         StageRecord("st", {"accuracy": 0.85}, disk_bytes=20, throughput_sent_per_s=50.0),
         StageRecord("st.trim_vocab", {"accuracy": 0.84}, disk_bytes=10, throughput_sent_per_s=55.0)],
-        info={"final_model": "st"})
+        info=RunInfo(final_model="st"))
     assert trial_stage(record, "final").name == "st" and trial_stage(record, "last").name == "st.trim_vocab"
     with pytest.raises(RecipeError, match="names no stage of the trial's run \\(stages: teacher, st, st.trim_vocab\\)"):
         trial_stage(record, "nope")
@@ -126,3 +127,18 @@ def test_the_stage_that_stands_for_a_trial(tmp_path: Path) -> None:
     res = result_of(record, plan, "last", tmp_path)
     assert (res.primary, res.throughput, res.disk_bytes) == (0.84, 55.0, 10)
     assert math.isclose(res.retention, 0.84 / 0.9)
+
+
+SWEEPS = sorted((Path(__file__).resolve().parents[2] / "sweeps").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.name)
+def test_every_shipped_space_opens_with_its_command_and_its_trials_validate(path: Path) -> None:
+    """The first line is the launch command; the space loads; the recipe it names loads with every
+    trial's overrides (every grid trial; for a drawn search, each listed value and bound)."""
+    repo = path.parents[1]
+    words = path.read_text(encoding="utf-8").splitlines()[0].split()
+    assert words[:3] == ["#", "tinyplm", "sweep"] and words[4:6] == ["--space", f"sweeps/{path.name}"], words
+    space = load_recipe(path, schema=SweepSpace)
+    plans = check_job(SweepJob(repo / words[3], space, path.parent / "no-such-sweep-dir"))
+    assert plans is None or len(plans) == space.trial_count()
