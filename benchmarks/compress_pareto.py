@@ -124,7 +124,7 @@ def pareto(points: list[tuple[float, float]]) -> list[int]:
 
 def final_stages(record) -> list:
     """The stages no other stage continues from: the teacher, the student and each variant's last step."""
-    continued = {s.info.get("from") for s in record.stages}
+    continued = {s.parent for s in record.stages}
     return [s for s in record.stages if s.name not in continued or s.name in ("teacher", "student")]
 
 
@@ -191,6 +191,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
 
     from tinyplm.config import validate_recipe
+    from tinyplm.report.run_info import BenchmarkInfo
     from tinyplm.run import run_or_reuse
 
     record = run_or_reuse(validate_recipe(recipe(args, out), source="compress_pareto"))
@@ -206,7 +207,7 @@ def main() -> None:
                "latency_ms_p50_b1": round(s.latency_ms_p50_b1, 2)}
         rows.append(row)
         print(json.dumps(row), flush=True)
-    record.info["benchmark"] = "compress_pareto"
+    record.info.benchmark = BenchmarkInfo(name="compress_pareto")
     path = out / "results.json"
     record.save(path)
     plot(record, out)

@@ -158,12 +158,15 @@ def summarise(args, out: Path, teacher: str, results: dict[str, list]):
     """One stage per variant: seed means, seed_std, speed measured side by side with the teacher."""
     from tinyplm.config import TaskSpec
     from tinyplm.report import RunRecord, StageRecord
+    from tinyplm.report.info import StageInfo
+    from tinyplm.report.run_info import BenchmarkInfo, RunInfo
     from tinyplm.run import bench
 
     dirs = [Path(teacher)] + [out / f"{v}-seed0" / "students" / v for v in results]
     measured = bench(dirs, TaskSpec(name=args.task, max_length=args.max_length), rounds=3)
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
-    record = RunRecord(task=measured.task, metric=measured.metric, info={"benchmark": "distill_ablation", **settings})
+    record = RunRecord(task=measured.task, metric=measured.metric,
+                       info=RunInfo(benchmark=BenchmarkInfo(name="distill_ablation", settings=settings)))
     record.stages.append(measured.stages[0])
     for (variant, stages), speed in zip(results.items(), measured.stages[1:], strict=True):
         keys = stages[0].metrics.keys()
@@ -174,7 +177,7 @@ def summarise(args, out: Path, teacher: str, results: dict[str, list]):
             disk_bytes=speed.disk_bytes, latency_ms_p50_b1=speed.latency_ms_p50_b1,
             latency_ms_p90_b1=speed.latency_ms_p90_b1, throughput_sent_per_s=speed.throughput_sent_per_s,
             throughput_batch=speed.throughput_batch, model_dir=speed.model_dir, kind=speed.kind, shape=speed.shape,
-            info={"seeds": [s.metrics for s in stages], "seed_std": std},
+            info=StageInfo(seeds=[s.metrics for s in stages], seed_std=std),
         ))
     return record
 
@@ -188,11 +191,11 @@ def write(record, out: Path) -> Path:
     path = out / "results.json"
     data = record.to_dict()
     for stage in data["stages"]:
-        stage["seed_std"] = stage["info"].get("seed_std", {})
+        stage["seed_std"] = stage["info"].get("seed_std", {})  # results.json as written, a plain dict
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     names = [s.name for s in record.stages]
     values = [s.metrics.get(record.metric, 0.0) for s in record.stages]
-    errs = [s.info.get("seed_std", {}).get(record.metric, 0.0) for s in record.stages]
+    errs = [(s.info.seed_std or {}).get(record.metric, 0.0) for s in record.stages]
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.bar(names, values, yerr=errs, capsize=4, color=["#c0392b"] + ["#2a7f62"] * (len(names) - 1))
     ax.set_ylabel(f"{record.task} dev {record.metric}")
@@ -242,7 +245,7 @@ def main() -> None:
         print(json.dumps({"teacher": teacher, "mlm": mlm, "general": general}))
         return
     record = summarise(args, out, teacher, run_variants(args, out, teacher, mlm, general))
-    record.info["seconds"] = round(time.time() - start, 1)
+    record.info.seconds = round(time.time() - start, 1)
     print(json.dumps({s.name: s.metrics for s in record.stages}), flush=True)
     print(write(record, out))
 

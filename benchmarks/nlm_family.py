@@ -75,20 +75,20 @@ def prepare_mlm(args: argparse.Namespace) -> None:
 
 
 def add_roc_curves(record, cfg) -> None:
-    """Each stage's dev ROC curve into ``stage.info["roc"]`` (its saved model, its own tokenizer)."""
+    """Each stage's dev ROC curve into ``stage.info.roc`` (its saved model, its own tokenizer)."""
     from tinyplm.evaluate.model_eval import encode_evals
     from tinyplm.evaluate.roc import model_roc
     from tinyplm.models import load_classifier
     from tinyplm.run import load_task
 
-    data, root = load_task(cfg.task), Path(record.info["run_dir"])
+    data, root = load_task(cfg.task), Path(record.info.run_dir)
     for stage in record.stages:
-        if stage.info.get("roc") or not stage.model_dir:
+        if stage.info.roc is not None or not stage.model_dir:
             continue
         model, tok = load_classifier(root / stage.model_dir, data.labels, data.is_regression, data.head)
         curve = model_roc(model, data, encode_evals(data, tok, cfg.task.max_length, cfg.task.max_eval_examples))
         if curve:
-            stage.info["roc"] = curve
+            stage.info.roc = curve
 
 
 def rows(record) -> list[dict]:
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> Path:
     record = run_or_reuse(cfg)
     add_roc_curves(record, cfg)
     # results.json now holds the curves; report.html draws them (report.roc.roc_section)
-    written = write_all(record, Path(record.info["run_dir"]))
+    written = write_all(record, Path(record.info.run_dir))
     plots = {k: written[k] for k in ("roc", "metric_vs_latency") if k in written}
     table = rows(record)
     for row in table:

@@ -44,15 +44,14 @@ def overrides(args: argparse.Namespace) -> list[str]:
 def run_recipe(args: argparse.Namespace, benchmark: str):
     """Run (or resume, or read back) the recipe; return its RunRecord."""
     from tinyplm.config import load_recipe
+    from tinyplm.report.run_info import BenchmarkInfo
     from tinyplm.run import run_or_reuse
 
     if args.fresh and args.out.exists():
         shutil.rmtree(args.out)
     args.out.mkdir(parents=True, exist_ok=True)
     record = run_or_reuse(load_recipe(args.recipe, overrides(args)))
-    record.info["benchmark"] = benchmark
-    record.info["recipe"] = str(args.recipe)
-    record.info["overrides"] = overrides(args)
+    record.info.benchmark = BenchmarkInfo(name=benchmark, recipe=str(args.recipe), overrides=overrides(args))
     return record
 
 

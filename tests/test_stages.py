@@ -53,11 +53,11 @@ def test_three_stage_student(tmp_path: Path) -> None:
     record = run(cfg)
     run_dir = Path(cfg.output_dir)
     stage = next(s for s in record.stages if s.name == "tiny-student")
-    infos = stage.info["stages"]
-    assert [i["stage"] for i in infos] == ["general", "intermediate", "prediction"]
+    infos = stage.info.training
+    assert [i.stage for i in infos] == ["general", "intermediate", "prediction"]
     # 40 originals + 2 copies each, and the other 24 once
-    assert infos[0]["teacher"] == "base" and infos[1]["examples"] == 40 * 3 + 24
-    assert all(i["steps"] == 4 for i in infos)
+    assert infos[0].teacher == "base" and infos[1].examples == 40 * 3 + 24
+    assert all(i.steps == 4 for i in infos)
     for k in (0, 1):
         assert (run_dir / "students" / f"tiny-student.stage-{k}" / "model.safetensors").is_file()
     logged = {json.loads(line)["stage"] for line in (run_dir / "logs" / "train.jsonl").read_text().splitlines()}
@@ -87,9 +87,9 @@ def test_a_run_killed_in_the_last_stage_resumes_without_redoing_the_others(tmp_p
     monkeypatch.setattr(students, "train", real_train)
 
     record = run(cfg, resume=True)
-    infos = next(s for s in record.stages if s.name == "tiny-student").info["stages"]
-    assert [i.get("reused", False) for i in infos] == [True, True, False]
-    assert [i["steps"] for i in infos] == [4, 4, 4]  # a reused stage is reported as the run that made it did
+    infos = next(s for s in record.stages if s.name == "tiny-student").info.training
+    assert [i.reused for i in infos] == [True, True, False]
+    assert [i.steps for i in infos] == [4, 4, 4]  # a reused stage is reported as the run that made it did
     after = [json.loads(x) for x in log.read_text().splitlines()[lines_before:]]
     trained = {e["stage"] for e in after if e["event"] == "train"}
     assert trained == {"tiny-student/prediction"}  # the teacher and the first two stages were reused

@@ -46,9 +46,9 @@ def test_compress_steps_are_stages(tmp_path: Path) -> None:
     assert all(by[a].params > by[b].params for a, b in zip(chain, chain[1:], strict=False))
     assert all(by[a].disk_bytes > by[b].disk_bytes for a, b in zip(chain, chain[1:], strict=False))
     assert by["small.prune_heads"].shape["heads_per_layer"] == [2, 2]
-    assert by["small.prune_heads"].info["recover"]["steps"] == 3
-    assert by["small.prune_ffn"].info["ffn_after"] == [18, 18]
-    assert by["small.drop_layers"].info["layers_after"] == 1
+    assert by["small.prune_heads"].info.compress.recover.steps == 3
+    assert by["small.prune_ffn"].info.compress.details["ffn_after"] == [18, 18]
+    assert by["small.drop_layers"].info.compress.details["layers_after"] == 1
     assert by["teacher-pruned.prune_heads"].parent == "teacher"
     assert sum(by["teacher-pruned.prune_heads"].shape["heads_per_layer"]) == 6
     # branching from an earlier student: a copy of the distilled model, not of its pruned steps
@@ -68,9 +68,9 @@ def test_compress_steps_are_stages(tmp_path: Path) -> None:
     again = run(cfg, resume=True)
     for a, b in zip(record.stages, again.stages, strict=True):
         assert a.name == b.name and a.metrics == b.metrics
-    assert again.stage("small.prune_ffn").info.get("reused") is True
-    assert again.stage("small.prune_ffn").info["ffn_after"] == [18, 18]  # reported as when it was made
-    assert "reused" not in again.stage("small.drop_layers").info
+    assert again.stage("small.prune_ffn").info.reused is True
+    assert again.stage("small.prune_ffn").info.compress.details["ffn_after"] == [18, 18]  # as when it was made
+    assert again.stage("small.drop_layers").info.reused is False
 
 
 def test_missing_init_from_is_refused_before_writing(tmp_path: Path) -> None:
@@ -105,32 +105,34 @@ def test_sparsity_is_learnt_during_recovery(tmp_path: Path) -> None:
     run_dir = Path(cfg.output_dir)
     for name, target in (("sparse.movement", 0.6), ("sparse.magnitude", 0.8)):
         stage = record.stage(name)
-        assert stage.info["sparsity"] == pytest.approx(target, abs=0.01)
-        assert stage.info["recover"]["steps"] == 6
+        assert stage.info.compress.sparsity == pytest.approx(target, abs=0.01)
+        assert stage.info.compress.recover.steps == 6
         csr = run_dir / "students" / name / "sparse" / "model.csr.safetensors"
-        assert stage.info["sparse_bytes"] == csr.stat().st_size
+        assert stage.info.compress.sparse_bytes == csr.stat().st_size
         model, _ = load_classifier(run_dir / "students" / name, LABELS, False)
         from tinyplm.compress.sparse import sparsity_of
 
         assert sparsity_of(model) == pytest.approx(target, abs=0.01)  # the zeros were saved
-    assert record.stage("sparse.magnitude").info["sparse_bytes"] < record.stage("sparse.magnitude").disk_bytes
+    assert record.stage("sparse.magnitude").info.compress.sparse_bytes < record.stage("sparse.magnitude").disk_bytes
 
 
 def test_report_says_plainly_what_sparsity_did(tmp_path: Path) -> None:
     from tinyplm.report import RunRecord, StageRecord
+    from tinyplm.report.info import CompressInfo, StageInfo
     from tinyplm.report.notes import compression_notes
     from tinyplm.report.records import StageKind
 
     def stage(name, **kw):
         base = dict(metrics={"accuracy": 0.9}, params=10, params_no_embeddings=5, disk_bytes=4_000_000,
-                    latency_ms_p50_b1=1.0, latency_ms_p90_b1=1.2, throughput_sent_per_s=100.0, info={})
+                    latency_ms_p50_b1=1.0, latency_ms_p90_b1=1.2, throughput_sent_per_s=100.0)
         base.update(kw)
         return StageRecord(name=name, **base)
 
     record = RunRecord(task="sst2", metric="accuracy", stages=[
         stage("teacher"), stage("s"),
         stage("s.magnitude", throughput_sent_per_s=98.0, metrics={"accuracy": 0.88}, kind=StageKind.COMPRESSED,
-              parent="s", compress_step="magnitude", info={"sparsity": 0.8, "sparse_bytes": 1_500_000}),
+              parent="s", compress_step="magnitude",
+              info=StageInfo(compress=CompressInfo(sparsity=0.8, sparse_bytes=1_500_000))),
         stage("s.onnx_dynamic_int8", throughput_sent_per_s=210.0, disk_bytes=1_000_000, kind=StageKind.COMPRESSED,
               parent="s", compress_step="onnx_dynamic_int8"),
     ])
@@ -148,12 +150,13 @@ def test_trimmed_vocabulary_is_measured_with_its_own_tokenizer(tmp_path: Path) -
     cfg = load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
     record = run(cfg)
     trimmed = record.stage("t.trim_vocab")
-    assert trimmed.info["vocab_after"] < trimmed.info["vocab_before"] == 99
+    vocab = trimmed.info.compress.details
+    assert vocab["vocab_after"] < vocab["vocab_before"] == 99
     assert trimmed.metrics == record.stage("teacher").metrics  # same pieces, same predictions
     assert trimmed.params < record.stage("teacher").params
     run_dir = Path(cfg.output_dir)
     _, tok = load_classifier(run_dir / "students" / "t.onnx_dynamic_int8", LABELS, False)
-    assert len(tok) == trimmed.info["vocab_after"]  # the remapped tokenizer travels with each later step
+    assert len(tok) == vocab["vocab_after"]  # the remapped tokenizer travels with each later step
     assert record.stage("t.onnx_dynamic_int8").metrics["accuracy"] > 0
 
 

@@ -146,8 +146,8 @@ def test_bench_runs_each_model_in_each_runtime_and_names_the_fastest(tmp_path: P
     assert [s.runtime for s in record.stages] == ["torch", "onnxruntime", "openvino"]
     accuracy = {s.metrics["accuracy"] for s in record.stages}
     assert len(accuracy) == 1  # fp32 graphs (f32 or bf16 on this CPU) predict the same
-    fastest = record.info["fastest"]["teacher"]
-    speeds = {name: c["sent_per_s"] for name, c in fastest["candidates"].items()}
-    assert fastest["fastest"] == max(speeds, key=speeds.get)
+    fastest = record.info.fastest["teacher"]
+    speeds = {name: c["sent_per_s"] for name, c in fastest.candidates.items()}
+    assert fastest.fastest == max(speeds, key=speeds.get)
     with pytest.raises(TinyplmError, match="unknown tensorrt"):
         bench([model], task, runtimes=["torch", "tensorrt"])

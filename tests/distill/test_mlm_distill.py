@@ -157,10 +157,10 @@ def test_distilbert_general_then_task(tmp_path: Path) -> None:
     assert not torch.equal(saved.bert.encoder.layer[0].output.dense.weight,
                            base.bert.encoder.layer[1].output.dense.weight)
     stage = next(s for s in record.stages if s.name == "distil")
-    assert "base teacher" in stage.info["init"]
-    infos = stage.info["stages"]
-    assert infos[0]["steps"] == 4 and set(infos[0]["objective"]) >= {"mlm_soft", "mlm_hard", "cosine", "mask_rate"}
-    assert "mask_rate" not in infos[1]["objective"]
+    assert "base teacher" in stage.info.init
+    infos = stage.info.training
+    assert infos[0].steps == 4 and set(infos[0].objective) >= {"mlm_soft", "mlm_hard", "cosine", "mask_rate"}
+    assert "mask_rate" not in infos[1].objective
     assert 0.0 <= stage.metrics["accuracy"] <= 1.0
     losses = [json.loads(line) for line in (run_dir / "logs" / "train.jsonl").read_text().splitlines()]
     assert any(e["stage"] == "distil/general" and e.get("event") == "train" and e["loss"] > 0 for e in losses)

@@ -30,20 +30,22 @@ def test_a_lora_teacher_is_saved_merged_and_distilled_from(tmp_path: Path) -> No
     cfg = load_recipe(_recipe(tmp_path, {"method": "lora", "method_options": {"r": 2}}, [student]))
     record = run(cfg)
     teacher = next(s for s in record.stages if s.name == "teacher")
-    assert teacher.info["finetune_method"] == "lora"
-    assert 0 < teacher.info["trainable_params"] < teacher.info["total_params"]
-    assert teacher.info["peak_rss_mib"] > 0 and teacher.info["train_seconds"] >= 0
+    tuned = teacher.info.training[0]
+    assert tuned.finetune_method == "lora"
+    assert 0 < tuned.trainable_params < tuned.total_params
+    assert tuned.peak_rss_mib > 0 and tuned.train_seconds >= 0
     run_dir = tmp_path / "runs" / "tiny"
     model, _ = load_classifier(run_dir / "teacher", ("0", "1"), False)
     assert not any("lora" in name for name, _ in model.named_parameters())
     saved = json.loads((run_dir / "results.json").read_text())
     distilled = next(s for s in saved["stages"] if s["name"] == "s")
-    assert distilled["info"]["finetune_method"] == "bitfit"  # a student's stage records its method and cost too
-    assert 0 < distilled["info"]["trainable_params"] < distilled["info"]["total_params"]
+    trained = distilled["info"]["training"][0]  # results.json as written: a student's stage records its method
+    assert trained["finetune_method"] == "bitfit"  # and cost too
+    assert 0 < trained["trainable_params"] < trained["total_params"]
     header, cells = table_header(record), table_cells(record, stage_rows(record)[0])
-    share = teacher.info["trainable_params"] / teacher.info["total_params"]
+    share = tuned.trainable_params / tuned.total_params
     assert "Trained (M) = parameters the stage's own training updated" in column_note(record)
-    assert cells[header.index("Trained (M)")] == f"{teacher.info['trainable_params'] / 1e6:.3g} ({share:.1%})"
+    assert cells[header.index("Trained (M)")] == f"{tuned.trainable_params / 1e6:.3g} ({share:.1%})"
 
 
 @pytest.mark.parametrize(("train", "form"), [({"method": "prompt_tuning"}, "method: prompt_tuning"),

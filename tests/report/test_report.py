@@ -24,22 +24,24 @@ from tinyplm.report import (
     write_all,
     write_model_card,
 )
+from tinyplm.report.info import StageInfo, TrainingInfo
 from tinyplm.report.plots import accuracy_vs_latency, throughput_bar
 from tinyplm.report.records import StageKind
+from tinyplm.report.run_info import BenchmarkInfo, Machine, RunInfo, RunPrecision
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def stage(
     name: str, acc: float, throughput: float, disk: int, p50: float, model_dir: str | None = None,
-    shape: dict | None = None, **info: object
+    shape: dict | None = None, info: StageInfo | None = None
 ) -> StageRecord:
     """A stage with made-up numbers; params scale with disk size."""
     kind = StageKind.TEACHER if name == "teacher" else StageKind.STUDENT
     return StageRecord(name=name, metrics={"accuracy": acc}, params=disk // 4,
                        params_no_embeddings=disk // 16, disk_bytes=disk, latency_ms_p50_b1=p50,
                        latency_ms_p90_b1=p50 * 1.3, throughput_sent_per_s=throughput, model_dir=model_dir,
-                       kind=kind, shape=shape, info=dict(info))
+                       kind=kind, shape=shape, info=info or StageInfo())
 
 
 def make_record() -> RunRecord:
@@ -50,12 +52,14 @@ def make_record() -> RunRecord:
         stages=[
             stage("teacher", 0.90, 100.0, 88_000_000, 20.0, model_dir="teacher"),
             stage("student-L4-H312", 0.882, 200.0, 44_000_000, 9.0, model_dir="students/a",
-                  shape={"layers": 4, "hidden": 312, "heads": 12, "ffn": 1200}, init="random",
-                  train_seconds=480.0, objective={"kd": "logits", "temperature": 2.0}),
+                  shape={"layers": 4, "hidden": 312, "heads": 12, "ffn": 1200}, info=StageInfo(
+                      init="random", training=[TrainingInfo(train_seconds=480.0,
+                                                            objective={"kd": "logits", "temperature": 2.0})])),
             stage("student-L2-H128", 0.855, 400.0, 22_000_000, 1.5),
         ],
-        info={"run_name": "demo", "created": "2025-01-02T03:04:05",
-              "machine": {"cpu": "Test CPU", "threads": 2, "torch": "2.13.0"}, "precision": "fp32"},
+        info=RunInfo(run_name="demo", created="2025-01-02T03:04:05",
+                     machine=Machine(cpu="Test CPU", threads=2, torch="2.13.0"),
+                     precision=RunPrecision(metrics="fp32")),
     )
 
 
@@ -208,7 +212,7 @@ def test_html_is_self_contained_and_valid(tmp_path: Path) -> None:
 def test_text_is_escaped() -> None:
     record = make_record()
     record.stages[2].name = "<b>x</b>"
-    record.info["recipe"] = "<script>alert(1)</script>"
+    record.info.benchmark = BenchmarkInfo(name="b", recipe="<script>alert(1)</script>")
     text = render_html(record, {})
     check_html(text)
     assert "&lt;b&gt;x&lt;/b&gt;" in text and "<b>x</b>" not in text

@@ -1,15 +1,17 @@
-"""The family plots: ROC curves from the record's stages, metric vs latency with the TF-IDF floor."""
+"""The ROC and floor plots: ROC curves from the record's stages, metric vs latency with the TF-IDF floor."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from tinyplm.evaluate.roc import RocCurve
+from tinyplm.report.info import StageInfo
 from tinyplm.report.records import RunRecord, StageKind, StageRecord
-from tinyplm.report.roc import family_plots, floor_stage
+from tinyplm.report.roc import floor_stage, roc_floor_plots
 
 
 def _stage(name: str, auc: float, p50: float, arch: str | None, roc: bool = True) -> StageRecord:
-    info = {"roc": {"split": "dev", "fpr": [0.0, 0.5, 1.0], "tpr": [0.0, auc, 1.0], "auc": auc}} if roc else {}
+    info = StageInfo(roc=RocCurve(split="dev", fpr=[0.0, 0.5, 1.0], tpr=[0.0, auc, 1.0], auc=auc) if roc else None)
     return StageRecord(name=name, metrics={"roc_auc": auc}, params=10, params_no_embeddings=5, disk_bytes=1000,
                        latency_ms_p50_b1=p50, latency_ms_p90_b1=p50, throughput_sent_per_s=100.0, model_dir=name,
                        kind=StageKind.TEACHER if name == "teacher" else StageKind.STUDENT,
@@ -21,7 +23,7 @@ def test_family_plots_are_drawn_from_the_record(tmp_path: Path):
                        stages=[_stage("teacher", 0.75, 20.0, None), _stage("tfidf", 0.6, 0.3, "tfidf_lr"),
                                _stage("bilstm", 0.65, 2.0, "bilstm", roc=False)])
     assert floor_stage(record).name == "tfidf"
-    made = family_plots(record, tmp_path)
+    made = roc_floor_plots(record, tmp_path)
     assert set(made) == {"roc", "metric_vs_latency"}
     for path in made.values():
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -29,7 +31,7 @@ def test_family_plots_are_drawn_from_the_record(tmp_path: Path):
 
 def test_no_curves_no_roc_plot(tmp_path: Path):
     record = RunRecord(task="sst2", metric="roc_auc", stages=[_stage("teacher", 0.9, 5.0, None, roc=False)])
-    assert set(family_plots(record, tmp_path)) == {"metric_vs_latency"}
+    assert set(roc_floor_plots(record, tmp_path)) == {"metric_vs_latency"}
     assert not (tmp_path / "plots" / "roc.png").exists()
 
 
@@ -71,7 +73,7 @@ def test_seeded_stages_are_drawn_as_one_model(tmp_path: Path, monkeypatch):
         return real_plot(self, *args, **kwargs)
 
     monkeypatch.setattr(matplotlib.axes.Axes, "plot", spy)
-    family_plots(RunRecord(task="tvtropes_spoilers", metric="roc_auc", stages=stages), tmp_path)
+    roc_floor_plots(RunRecord(task="tvtropes_spoilers", metric="roc_auc", stages=stages), tmp_path)
     labels = {label: tpr for tpr, label in drawn if label}
     assert "bilstm-kd, 3 seeds: AUC 0.720 (0.700-0.740)" in labels
     assert labels["bilstm-kd, 3 seeds: AUC 0.720 (0.700-0.740)"] == [0.0, 0.72, 1.0]  # median seed

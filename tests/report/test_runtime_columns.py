@@ -1,5 +1,5 @@
 """The report's runtime columns: the teacher on its best runtime, ratios against it, precision and
-runtime, effective compute, training curves, and schema-1 results.json."""
+runtime, effective compute, training curves, and the trained-parameters column."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from tinyplm.evaluate import compute
 from tinyplm.report import write_all
 from tinyplm.report.curves import histories
+from tinyplm.report.info import CompressInfo, StageInfo, TrainingInfo
 from tinyplm.report.records import RunRecord, StageKind, StageRecord
 from tinyplm.report.tables import markdown_table, stage_rows, teacher_best
 
@@ -17,11 +18,11 @@ SHAPE = {"layers": 2, "hidden": 32, "heads": 4, "ffn": 64}
 
 
 def stage(name: str, acc: float, sent_s: float, disk: int, *, kind=StageKind.STUDENT, parent=None, step=None,
-          runtime="torch", precision="fp32", **info) -> StageRecord:
+          runtime="torch", precision="fp32", info: StageInfo | None = None) -> StageRecord:
     return StageRecord(name=name, metrics={"accuracy": acc}, params=disk // 4, params_no_embeddings=disk // 8,
                        disk_bytes=disk, latency_ms_p50_b1=1.0, latency_ms_p90_b1=1.2, throughput_sent_per_s=sent_s,
                        throughput_batch=32, kind=kind, parent=parent, compress_step=step, shape=SHAPE,
-                       runtime=runtime, precision=precision, info=info)
+                       runtime=runtime, precision=precision, info=info or StageInfo())
 
 
 def make_record() -> RunRecord:
@@ -74,10 +75,11 @@ def test_peak_follows_the_cpu_flags(monkeypatch) -> None:
 
 def test_training_histories_of_stages_substages_and_recovery(tmp_path: Path) -> None:
     record = make_record()
-    record.stages[0].info["history"] = [{"step": 10, "elapsed_s": 60.0, "accuracy": 0.8}]
-    record.stages[2].info["stages"] = [{"stage": "general", "history": []},
-                                       {"stage": "task", "history": [{"step": 5, "elapsed_s": 6.0, "accuracy": 0.7}]}]
-    record.stages[3].info["recover"] = {"history": [{"step": 1, "elapsed_s": 1.0, "accuracy": 0.88}]}
+    record.stages[0].info.training = [TrainingInfo(history=[{"step": 10, "elapsed_s": 60.0, "accuracy": 0.8}])]
+    record.stages[2].info.training = [TrainingInfo(stage="general"), TrainingInfo(
+        stage="task", history=[{"step": 5, "elapsed_s": 6.0, "accuracy": 0.7}])]
+    record.stages[3].info.compress = CompressInfo(
+        recover=TrainingInfo(history=[{"step": 1, "elapsed_s": 1.0, "accuracy": 0.88}]))
     assert [label for label, _ in histories(record)] == ["teacher", "student/task", "student.pruned/recover"]
     written = write_all(record, tmp_path)
     assert written["training"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -85,28 +87,13 @@ def test_training_histories_of_stages_substages_and_recovery(tmp_path: Path) -> 
     assert "Dev metric over training time" in html and "'step': 10" not in html  # drawn, not dumped
 
 
-def test_schema_1_results_still_load() -> None:
-    v1 = {"task": "sst2", "metric": "accuracy", "stages": [
-        {"name": "teacher", "metrics": {"accuracy": 0.9}, "params": 1, "params_no_embeddings": 1, "disk_bytes": 4,
-         "latency_ms_p50_b1": 1.0, "latency_ms_p90_b1": 1.0, "throughput_b32": 50.0,
-         "info": {"model_dir": "teacher", "shape": SHAPE}},
-        {"name": "s.onnx_dynamic_int8", "metrics": {"accuracy": 0.88}, "params": 1, "params_no_embeddings": 1,
-         "disk_bytes": 1, "latency_ms_p50_b1": 1.0, "latency_ms_p90_b1": 1.0, "throughput_b32": 150.0,
-         "info": {"model_dir": "students/x", "from": "s", "kind": "onnx_dynamic_int8", "steps": 3}}]}
-    record = RunRecord.from_dict(v1)
-    teacher, onnx = record.stages
-    assert teacher.kind is StageKind.TEACHER and teacher.throughput_sent_per_s == 50.0 and teacher.shape == SHAPE
-    assert (onnx.kind, onnx.parent, onnx.compress_step, onnx.model_dir) == (
-        StageKind.COMPRESSED, "s", "onnx_dynamic_int8", "students/x")
-    assert onnx.info == {"steps": 3} and record.to_dict()["schema_version"] == 2
-
-
 def test_trained_column_covers_recovery_training_and_leaves_untrained_stages_blank() -> None:
     record = RunRecord("sst2", "accuracy", [
-        stage("teacher", 0.90, 100.0, 90_000_000, kind=StageKind.TEACHER, trainable_params=22_000_000,
-              trainable_share=1.0),
+        stage("teacher", 0.90, 100.0, 90_000_000, kind=StageKind.TEACHER,
+              info=StageInfo(training=[TrainingInfo(trainable_params=22_000_000, trainable_share=1.0)])),
         stage("student.pruned", 0.884, 500.0, 20_000_000, kind=StageKind.COMPRESSED, parent="teacher",
-              step="prune_ffn", recover={"steps": 10, "trainable_params": 3_000_000, "trainable_share": 0.5}),
+              step="prune_ffn", info=StageInfo(compress=CompressInfo(recover=TrainingInfo(
+                  steps=10, trainable_params=3_000_000, trainable_share=0.5)))),
         stage("student.openvino_int8", 0.883, 1200.0, 8_000_000, kind=StageKind.COMPRESSED,
               parent="student.pruned", step="openvino_int8", runtime="openvino", precision="int8"),
     ])

@@ -19,6 +19,7 @@ from tinyplm.models.shape import head_size, keep_heads
 from tinyplm.report import write_all
 from tinyplm.report.analysis import analysis_path, read_heads, read_probe
 from tinyplm.report.analysis_plots import _grid
+from tinyplm.report.info import CompressInfo, StageInfo
 from tinyplm.report.records import RunRecord, StageKind, StageRecord
 from tinyplm.run.analysis import head_lineage, heads_target, probe_target, resolve_target
 
@@ -39,7 +40,7 @@ def tiny_run(tmp: Path) -> Path:
         StageRecord("teacher", {"accuracy": 0.5}, model_dir="teacher", kind=StageKind.TEACHER, shape=shape),
         StageRecord("pruned", {"accuracy": 0.5}, model_dir="students/pruned", kind=StageKind.COMPRESSED,
                     parent="teacher", compress_step="prune_heads", shape={**shape, "heads_per_layer": [3, 2]},
-                    info={"kept": KEPT}),
+                    info=StageInfo(compress=CompressInfo(kept=KEPT))),
     ])
     write_all(record, run)
     return run

@@ -5,6 +5,7 @@ and timed beside the teacher, and reused on resume. Recipe errors for classic st
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from helpers_cli import cli
 from tinyplm.config import load_recipe
 from tinyplm.errors import DataError, ModelError, RecipeError
 from tinyplm.models import load_classifier
+from tinyplm.report.info import StageInfo
 from tinyplm.run import run
 
 pytestmark = pytest.mark.slow
@@ -85,21 +87,22 @@ def test_family_students_run_beside_the_teacher(tmp_path: Path, monkeypatch) -> 
         assert 0.0 <= s.metrics["accuracy"] <= 1.0
         model, tok = load_classifier(run_dir / s.model_dir, ("0", "1"), False, "sequence")
         assert model.config.tinyplm_task["name"] == "sst2"
-    assert stages["bilstm-kd"].info["objective"] == {"logit_mse": 1.0} and stages["bilstm-kd"].info["steps"] == 6
-    assert stages["bilstm-alone"].info["vectors"]["kind"] == "glove"
-    aug = stages["bilstm-kd-aug"].info  # 20 originals + 2 copies each, the other 44 once
-    assert aug["data"] == "augmented" and aug["examples"] == 20 * 3 + 44
+    kd = stages["bilstm-kd"].info.training[0]
+    assert kd.objective == {"logit_mse": 1.0} and kd.steps == 6
+    assert stages["bilstm-alone"].info.classic.vectors.kind == "glove"
+    aug = stages["bilstm-kd-aug"].info.training[0]  # 20 originals + 2 copies each, the other 44 once
+    assert aug.data == "augmented" and aug.examples == 20 * 3 + 44
     # the teacher ran on the 64 training examples, then on the 40 copies only: the 64 again are known
     assert teacher_rows[0] == 64 and 0 < sum(teacher_rows[1:]) <= 40
-    assert stages["bilstm-kd"].info["vectors"]["cached"]  # the second BiLSTM reuses the GloVe vectors
-    assert stages["tfidf"].info["features"] > 10
-    trained = {n: (stages[n].info["trainable_params"], stages[n].info["total_params"])
+    assert stages["bilstm-kd"].info.classic.vectors.cached  # the second BiLSTM reuses the GloVe vectors
+    assert stages["tfidf"].info.classic.features > 10
+    trained = {n: (stages[n].info.training[0].trainable_params, stages[n].info.training[0].total_params)
                for n in ("tfidf", "bilstm-kd", "elmo", "features")}  # the report's Trained (M) column
     assert trained["tfidf"][0] == trained["tfidf"][1] > 0 and trained["bilstm-kd"][0] > 0
     assert 0 < trained["features"][0] < trained["features"][1]  # the encoder stays frozen
     assert 0 < trained["elmo"][0] < trained["elmo"][1]  # so does the biLM
-    bilm = stages["elmo"].info["bilm"]
-    assert bilm["steps"] == 4 and bilm["perplexity"] > 1 and bilm["unigram_perplexity"] > 1
+    bilm = stages["elmo"].info.classic.bilm
+    assert bilm.steps == 4 and bilm.perplexity > 1 and bilm.unigram_perplexity > 1
     assert len(list((tmp_path / "cache" / "family").glob("bilm-*/bilm.safetensors"))) == 1
     logged = {json.loads(line)["stage"] for line in (run_dir / "logs" / "train.jsonl").read_text().splitlines()}
     assert {"bilstm-alone", "bilstm-kd", "bilm", "elmo", "features"} <= logged
@@ -123,10 +126,10 @@ def test_family_students_run_beside_the_teacher(tmp_path: Path, monkeypatch) -> 
         assert benched[name]["throughput_sent_per_s"] > 0
     (run_dir / "results.json").unlink()  # as if the run died while measuring
     again = run(cfg, resume=True)  # finished students are reloaded, not trained again
-    assert all(again.stage(n).info.get("reused") for n in ("tfidf", "bilstm-kd"))
+    assert all(again.stage(n).info.reused for n in ("tfidf", "bilstm-kd"))
     for n in ("tfidf", "bilstm-kd"):  # reported as the run that made them did (as results.json holds it)
-        assert {k: v for k, v in again.stage(n).info.items() if k != "reused"} == \
-            json.loads(json.dumps(stages[n].info))
+        assert replace(again.stage(n).info, reused=False) == \
+            StageInfo.from_dict(json.loads(json.dumps(stages[n].info.to_dict())))
 
 
 @pytest.mark.parametrize(("student", "message"), [

@@ -49,14 +49,15 @@ def test_static_students_run_predict_and_evaluate_alike(tmp_path: Path) -> None:
     stages = {s["name"]: s for s in json.loads((run_dir / "results.json").read_text())["stages"]}
     assert {"teacher", "static", "static-cnn"} <= set(stages)
     bag, cnn = stages["static"], stages["static-cnn"]
-    assert bag["shape"] == {"arch": "static", "dims": 16, "rows": bag["info"]["table"]["pieces"], "table": "int8",
+    tables = {s["name"]: s["info"]["classic"]["table"] for s in (bag, cnn)}  # results.json as written
+    assert bag["shape"] == {"arch": "static", "dims": 16, "rows": tables["static"]["pieces"], "table": "int8",
                             "weighting": "sif", "hidden": 8}
     assert cnn["shape"]["widths"] == [2, 3] and cnn["shape"]["table"] == "fp16"
-    assert cnn["info"]["data"] == "augmented" and cnn["info"]["examples"] == 20 * 3 + 44
-    assert cnn["info"]["table"]["pieces"] >= bag["info"]["table"]["pieces"]  # the copies' pieces are kept too
+    assert cnn["info"]["training"][0]["data"] == "augmented" and cnn["info"]["training"][0]["examples"] == 20 * 3 + 44
+    assert tables["static-cnn"]["pieces"] >= tables["static"]["pieces"]  # the copies' pieces are kept too
     for s in (bag, cnn):
         assert s["throughput_sent_per_s"] > 0 and s["disk_bytes"] > 0 and s["params"] > 0
-        assert 0 < s["info"]["trainable_params"] <= s["info"]["total_params"]
+        assert 0 < s["info"]["training"][0]["trainable_params"] <= s["info"]["training"][0]["total_params"]
     rows = {line.split("|")[1].strip(" *") for line in (run_dir / "summary.md").read_text().splitlines()
             if line.startswith("| ")}
     assert {"teacher", "static", "static-cnn"} <= rows  # a row each in the report's table

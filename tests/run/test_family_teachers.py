@@ -37,7 +37,7 @@ def test_a_student_of_teacher_layers_is_of_the_teachers_family(tmp_path: Path, f
     saved = json.loads((Path(cfg.output_dir) / "students" / "s" / "config.json").read_text())
     assert saved["model_type"] == family
     assert record.stage("s").shape["layers"] == 2
-    assert record.stage("s").info["init"].startswith(family)
+    assert record.stage("s").info.init.startswith(family)
 
 
 def test_naming_another_arch_for_teacher_layers_is_refused(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ def test_place_final_copies_the_chosen_stage_and_records_why(tmp_path: Path) -> 
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "stale.bin").write_text("from an earlier try")
     chosen = place_final(record, tmp_path, FinalSpec(rule="smallest"))
-    assert chosen.name == "student.openvino_int8" == record.info["final_model"]
-    assert "the smallest" in record.info["final_rule"]
+    assert chosen.name == "student.openvino_int8" == record.info.final_model
+    assert "the smallest" in record.info.final_rule
     assert sorted(p.name for p in (tmp_path / "model").iterdir()) == ["config.json"]
     assert (tmp_path / "model" / "config.json").read_text() == "student.openvino_int8"

@@ -31,7 +31,7 @@ def test_stage_metrics_and_roc_come_from_one_pass(tmp_path: Path, metrics: tuple
     (record,) = measure_stages([stage], tmp_path, data, evals, SPEC)
     assert record.metrics == pytest.approx(evaluate_model(model, data, evals))
     if "roc_auc" in metrics:
-        assert record.info["roc"] == model_roc(model, data, evals)
-        assert record.info["roc"]["auc"] == pytest.approx(record.metrics["roc_auc"])
+        assert record.info.roc == model_roc(model, data, evals)
+        assert record.info.roc.auc == pytest.approx(record.metrics["roc_auc"])
     else:
-        assert "roc" not in record.info  # no extra curve where the task is not scored by ROC AUC
+        assert record.info.roc is None  # no extra curve where the task is not scored by ROC AUC

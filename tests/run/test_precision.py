@@ -17,6 +17,7 @@ from tinyplm.models import load_classifier, shape_of
 from tinyplm.models.infer import BF16_SWITCH, cpu_supports_bf16, forced_bf16, precision_facts, use_bf16
 from tinyplm.report import RunRecord
 from tinyplm.report.records import StageKind
+from tinyplm.report.run_info import RunPrecision
 from tinyplm.run import run_or_reuse
 from tinyplm.run.measure import measure_stages
 from tinyplm.run.results import StageResult
@@ -91,10 +92,10 @@ def test_results_json_records_every_precision(tmp_path: Path, monkeypatch: pytes
     cfg = validate_recipe(raw, source="test")
     run_or_reuse(cfg)
     record = RunRecord.load(Path(cfg.output_dir) / "results.json")
-    assert record.info["precision"] == {"metrics": "fp32", "teacher_logits": "fp32"}
-    assert record.info["machine"]["bf16_switch"] == "on" and record.info["machine"]["auto_means"] == "bf16"
+    assert record.info.precision == RunPrecision(metrics="fp32", teacher_logits="fp32")
+    assert record.info.machine.bf16_switch == "on" and record.info.machine.auto_means == "bf16"
     teacher = record.teacher
-    assert teacher.info["precision"] == "bf16" and teacher.info["eval_precision"] == "fp32"
+    assert teacher.info.training[0].precision == "bf16" and teacher.info.training[0].eval_precision == "fp32"
     assert teacher.metric_precision == "fp32"
     data = tasks.get("sst2", str(tmp_path / "g")).load()
     model, tok = load_classifier(Path(cfg.output_dir) / "teacher", data.labels, False)

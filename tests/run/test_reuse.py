@@ -21,8 +21,8 @@ def test_a_teacher_with_new_weights_is_not_reused_from_a_finished_run(tmp_path: 
     first = run_or_reuse(cfg)
     results = Path(cfg.output_dir) / "results.json"
     written = results.read_bytes()
-    assert len(first.info["teacher_fingerprint"]) == 64
-    assert run_or_reuse(cfg).info["started_unix"] == first.info["started_unix"]  # the same run, reused
+    assert len(first.info.teacher_fingerprint) == 64
+    assert run_or_reuse(cfg).info.started_unix == first.info.started_unix  # the same run, reused
 
     make_tiny_model_dir(teacher, seed=1)  # fine-tuned again into the same folder
     with pytest.raises(RunDirError, match="other weights"):

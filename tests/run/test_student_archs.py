@@ -40,10 +40,10 @@ def test_students_of_each_arch_run_side_by_side(tmp_path: Path) -> None:
     for name, model_type in (("student-L1-H32", "bert"), ("student-roberta-L1-H32", "roberta"),
                              ("student-deberta-L1-H32", "deberta-v2")):
         stage = record.stage(name)
-        assert stage.info["steps"] == 3 and stage.throughput_sent_per_s > 0
+        assert stage.info.training[0].steps == 3 and stage.throughput_sent_per_s > 0
         model, _ = load_classifier(run_dir / stage.model_dir, ("0", "1"), False)
         assert model.config.model_type == model_type
-    assert record.stage("student-roberta-L1-H32").info["init"].startswith("roberta, random, the teacher's word table")
+    assert record.stage("student-roberta-L1-H32").info.init.startswith("roberta, random, the teacher's word table")
 
 
 @pytest.mark.parametrize(("student", "message"), [

@@ -134,7 +134,7 @@ def test_a_student_of_its_own_tokenizer_learns_from_the_teachers_predictions(tmp
     run = Path(cfg.output_dir)
     data = tasks.get("sst2", glue).load()
     teacher_tok = load_classifier(run / "teacher", data.labels, False)[1]
-    assert record.stage("s").info["init"].endswith("its own tokenizer")
+    assert record.stage("s").info.init.endswith("its own tokenizer")
     for stage in ("s", "s.prune_ffn"):
         model, tok = load_classifier(run / "students" / stage, data.labels, False)
         assert tok.get_vocab() == _tokenizer(_shifted()).get_vocab()  # saved with its own tokenizer

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from tinyplm.report import RunRecord, StageRecord
 from tinyplm.report.records import StageKind
+from tinyplm.report.run_info import RunInfo
 from tinyplm.track.points import (
     MAX_PARAM_VALUE,
     event_points,
@@ -54,7 +55,7 @@ def _record() -> RunRecord:
                           latency_ms_p50_b1=1.0, latency_ms_p90_b1=1.5, throughput_sent_per_s=250.0,
                           model_dir="students/small")
     return RunRecord("sst2", "accuracy", [teacher, student],
-                     {"seconds": 12.5, "final_model": "small", "final_rule": "fastest", "run_dir": "runs/t"})
+                     RunInfo(seconds=12.5, final_model="small", final_rule="fastest", run_dir="runs/t"))
 
 
 def test_every_stage_reports_its_final_metric_size_speed_and_ratios() -> None:

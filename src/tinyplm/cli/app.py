@@ -70,9 +70,9 @@ def print_stages(record) -> None:
                       _fmt(row.throughput, "{:.0f}"), _fmt(row.speedup, "{:.2f}x"),
                       _fmt(row.speedup_vs_best, "{:.2f}x"))
     out.print(table)
-    final = record.info.get("final_model")
+    final = record.info.final_model
     if final:
-        out.print(f"final model: {final} ({record.info.get('final_rule', '')})", highlight=False)
+        out.print(f"final model: {final} ({record.info.final_rule or ''})", highlight=False)
 
 
 def int_list(text: str, flag: str) -> list[int]:

@@ -185,8 +185,8 @@ def bench_cmd(
         record = bench(model_dirs, spec, rounds, runtimes=wanted, work=out_dir or Path(scratch), tolerance=tolerance,
                        precision=precision)
         print_stages(record)
-        for model, best in record.info.get("fastest", {}).items():
-            out.print(f"{model}: fastest within {tolerance} {record.metric}: {best['fastest']} ({best['runtime']})",
+        for model, best in (record.info.fastest or {}).items():
+            out.print(f"{model}: fastest within {tolerance} {record.metric}: {best.fastest} ({best.runtime})",
                       highlight=False)
     if out_dir:
         from tinyplm.report import write_all

@@ -8,6 +8,8 @@ the full one closely.
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 import numpy as np
 import torch
 
@@ -16,6 +18,26 @@ from tinyplm.models.infer import predict_logits
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.encoding import Encoded
 from tinyplm.tasks.heads import Head
+
+
+@dataclass(frozen=True, kw_only=True)
+class RocCurve:
+    """A model's ROC curve on one eval ``split``: false and true positive rates (at most a few
+    hundred points, both ends kept) and the area under the full curve."""
+
+    split: str
+    fpr: list[float]
+    tpr: list[float]
+    auc: float
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> RocCurve:
+        """A curve from results.json (schema 2 and 3 alike; ``split`` absent in a hand-made one: dev)."""
+        return cls(split=str(data.get("split", "dev")), fpr=list(data["fpr"]), tpr=list(data["tpr"]),
+                   auc=float(data["auc"]))
 
 
 def roc_points(labels: np.ndarray, scores: np.ndarray, max_points: int = 200) -> dict[str, list[float] | float]:
@@ -36,16 +58,16 @@ def _binary_sentence(data: TaskData) -> bool:
     return not data.is_regression and data.head == Head.SEQUENCE and len(data.labels) == 2
 
 
-def logits_roc(data: TaskData, evals: dict[str, Encoded], logits: dict[str, torch.Tensor]) -> dict | None:
+def logits_roc(data: TaskData, evals: dict[str, Encoded], logits: dict[str, torch.Tensor]) -> RocCurve | None:
     """The ROC curve on the first eval split from logits already computed (split name -> logits);
     None for a task that is not binary sentence classification."""
     if not _binary_sentence(data):
         return None
     name, enc = next(iter(evals.items()))
-    return {"split": name, **roc_points(enc.labels.numpy(), positive_scores(logits[name].numpy()))}
+    return RocCurve(split=name, **roc_points(enc.labels.numpy(), positive_scores(logits[name].numpy())))
 
 
-def model_roc(model: torch.nn.Module, data: TaskData, evals: dict[str, Encoded]) -> dict | None:
+def model_roc(model: torch.nn.Module, data: TaskData, evals: dict[str, Encoded]) -> RocCurve | None:
     """The ROC curve of ``model`` on the first eval split of a binary sentence task; None for any
     other task (regression, span, token, more than two classes)."""
     if not _binary_sentence(data):

@@ -12,7 +12,7 @@ dev order. :func:`protocol` states all of it for the report.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -39,14 +39,42 @@ def _batches(enc: Encoded, count: int, batch_size: int, by_length: bool = False)
     return [model_inputs(collate(enc, order[i:i + batch_size])) for i in range(0, n, batch_size)]
 
 
-def protocol(spec: MeasureSpec, threads: int) -> dict[str, object]:
+@dataclass(frozen=True, kw_only=True)
+class Measurement:
+    """How speed was measured, for the report: what ``latency`` and ``throughput`` timed, the
+    ``threads``, ``warmup_batches`` and ``rounds``, how the models shared their batches
+    (``same_batches``) and the ``statistic`` reported."""
+
+    latency: str
+    throughput: str
+    threads: int
+    warmup_batches: int
+    rounds: int
+    same_batches: str
+    statistic: str
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> Measurement:
+        return cls(**data)
+
+    @classmethod
+    def from_v2(cls, data: dict[str, object]) -> Measurement:
+        """The dict results.json schema 2 held (``same batches`` with a space)."""
+        return cls(**{k.replace(" ", "_"): v for k, v in data.items()})
+
+
+def protocol(spec: MeasureSpec, threads: int) -> Measurement:
     """How speed was measured, for the report."""
-    return {"latency": f"batch 1, {spec.latency_sentences} dev sentences per round, p50 and p90",
-            "throughput": f"batches of {spec.throughput_batch}, {spec.throughput_sentences} dev sentences per round"
-                          + (", sorted by length (as deployed)" if spec.sort_by_length else ", in dev order"),
-            "threads": threads, "warmup_batches": spec.warmup, "rounds": spec.rounds,
-            "same batches": "every model is timed on the same sentences, interleaved, order rotating each round",
-            "statistic": "median over rounds (throughput), percentiles over all timed sentences (latency)"}
+    return Measurement(
+        latency=f"batch 1, {spec.latency_sentences} dev sentences per round, p50 and p90",
+        throughput=f"batches of {spec.throughput_batch}, {spec.throughput_sentences} dev sentences per round"
+                   + (", sorted by length (as deployed)" if spec.sort_by_length else ", in dev order"),
+        threads=threads, warmup_batches=spec.warmup, rounds=spec.rounds,
+        same_batches="every model is timed on the same sentences, interleaved, order rotating each round",
+        statistic="median over rounds (throughput), percentiles over all timed sentences (latency)")
 
 
 @torch.inference_mode()

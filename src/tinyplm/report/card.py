@@ -74,7 +74,7 @@ def front_matter(record: RunRecord, stage: StageRecord) -> str:
 
 def _description(record: RunRecord, stage: StageRecord) -> list[str]:
     """Bullets of the model description section."""
-    info, teacher = stage.info, record.teacher
+    teacher = record.teacher
     lines = []
     if stage.shape:
         lines.append(f"- **Shape:** {fmt_shape(stage.shape)}")
@@ -84,12 +84,10 @@ def _description(record: RunRecord, stage: StageRecord) -> list[str]:
     if stage.name == TEACHER:
         lines.append("- **Role:** the run's teacher, the reference the students are compared with")
     elif teacher is not None:
-        base = teacher.info.get("base_model") or teacher.info.get("model_name")
-        what = f"`{base}` fine-tuned on {record.task}" if base else f"fine-tuned on {record.task}"
-        lines.append(f"- **Distilled from:** the run's teacher ({what}, "
+        lines.append(f"- **Distilled from:** the run's teacher (fine-tuned on {record.task}, "
                      f"{fmt_num(teacher.params / 1e6, 2)} M parameters)")
-    if "init" in info:
-        lines.append(f"- **Initialisation:** {fmt_value(info['init'])}")
+    if stage.info.init:
+        lines.append(f"- **Initialisation:** {stage.info.init}")
     return lines
 
 
@@ -201,29 +199,27 @@ def _results(record: RunRecord, stage: StageRecord) -> list[str]:
         speed.append(f"| {name} | {row.runtime} {row.precision} | {fmt_num(row.latency_p50_ms, 2)} | "
                      f"{fmt_num(row.latency_p90_ms, 2)} | {fmt_num(row.throughput, 1)} | "
                      f"{fmt_num(row.speedup, 2, '×')} |")
-    machine = record.info.get("machine")
-    where = [f"- **{k}:** {fmt_value(v)}" for k, v in machine.items()] if isinstance(
-        machine, dict) else ([f"- **machine:** {machine}"] if machine else [])
-    if "precision" in record.info:
-        where.append(f"- **precision:** {fmt_value(record.info['precision'])}")
+    machine = record.info.machine.to_dict() if record.info.machine else {}
+    where = [f"- **{k}:** {fmt_value(v)}" for k, v in machine.items()]
+    if record.info.precision is not None:
+        where.append(f"- **precision:** {fmt_value(record.info.precision.to_dict())}")
     return ["## Results (dev split)", "", *res, "", "## Speed", "", *speed, "", MEASUREMENT_NOTE,
             "", "Measured on:" if where else "The machine was not recorded.", "", *where]
 
 
 def _training(stage: StageRecord) -> list[str]:
-    """Bullets of training details found in the stage info (objective, temperature, budget)."""
-    info = stage.info
-    objective = info.get("objective")
-    lines = []
-    if isinstance(objective, dict):
-        lines += [f"- **objective {k}:** {fmt_value(v)}" for k, v in objective.items()]
-    elif objective is not None:
-        lines.append(f"- **objective:** {fmt_value(objective)}")
-    for key in ("temperature", "budget", "epochs", "steps", "learning_rate", "batch_size"):
-        if key in info:
-            lines.append(f"- **{key.replace('_', ' ')}:** {fmt_value(info[key])}")
-    if "train_seconds" in info:
-        lines.append(f"- **training time:** {fmt_seconds(info['train_seconds'])}")
+    """Bullets of the training that made the stage (its last training stage): objective terms,
+    steps, budget, time."""
+    last = stage.info.training[-1] if stage.info.training else None
+    if last is None:
+        return ["No training details were recorded for this model."]
+    lines = [f"- **objective {k}:** {fmt_value(v)}" for k, v in last.objective.items()]
+    if last.steps is not None:
+        lines.append(f"- **steps:** {last.steps}")
+    if last.budget_minutes is not None:
+        lines.append(f"- **budget:** {fmt_value(last.budget_minutes)} minutes")
+    if last.train_seconds is not None:
+        lines.append(f"- **training time:** {fmt_seconds(last.train_seconds)}")
     return lines or ["No training details were recorded for this model."]
 
 

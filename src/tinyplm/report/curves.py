@@ -1,8 +1,9 @@
 """The dev metric over training time of every trained stage, in one plot.
 
-Training stages record their dev evaluations in ``info["history"]`` (``step``, ``elapsed_s`` and the
-metrics), also inside ``info["stages"]`` (multi-stage students) and ``info["recover"]`` (recovery
-after a compress step). Each history is one line: the primary metric against minutes of training.
+Training stages record their dev evaluations in their ``TrainingInfo.history`` (``step``,
+``elapsed_s`` and the metrics): a stage's ``info.training`` (one per training stage) and a compressed
+stage's ``info.compress.recover`` (recovery after the step). Each history is one line: the
+primary metric against minutes of training.
 """
 
 from __future__ import annotations
@@ -10,28 +11,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tinyplm.report.info import TrainingInfo
 from tinyplm.report.plots import GRID, TEACHER_COLOR, new_figure, save_figure
 from tinyplm.report.records import RunRecord
 
 
 def histories(record: RunRecord) -> list[tuple[str, list[dict[str, Any]]]]:
-    """(label, evaluations) of every trained stage with at least one dev evaluation, in run order."""
+    """(label, evaluations) of every trained stage with at least one dev evaluation, in run order:
+    a stage's one training under its name, several as ``name/stage``, a recovery as ``name/recover``."""
     found: list[tuple[str, list[dict[str, Any]]]] = []
 
-    def visit(label: str, info: Any) -> None:
-        if not isinstance(info, dict):
-            return
-        history = info.get("history")
-        if isinstance(history, list) and any(record.metric in h for h in history if isinstance(h, dict)):
-            found.append((label, [h for h in history if isinstance(h, dict) and record.metric in h]))
-        for i, part in enumerate(info.get("stages") or []):  # a multi-stage student, stage by stage
-            name = part.get("stage") if isinstance(part, dict) else None
-            visit(f"{label}/{name or i}", part)
-        if isinstance(info.get("recover"), dict):  # recovery training after a compress step
-            visit(f"{label}/recover", info["recover"])
+    def visit(label: str, training: TrainingInfo) -> None:
+        shown = [h for h in training.history if record.metric in h]
+        if shown:
+            found.append((label, shown))
 
     for stage in record.stages:
-        visit(stage.name, stage.info)
+        training = stage.info.training
+        for i, part in enumerate(training):
+            visit(stage.name if len(training) == 1 else f"{stage.name}/{part.stage or i}", part)
+        if stage.info.compress is not None and stage.info.compress.recover is not None:
+            visit(f"{stage.name}/recover", stage.info.compress.recover)
     return found
 
 

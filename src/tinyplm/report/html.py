@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tinyplm import __version__
+from tinyplm.report.info import StageInfo
 from tinyplm.report.notes import compression_notes
 from tinyplm.report.records import RunRecord, StageRecord
 from tinyplm.report.tables import (
@@ -163,25 +164,51 @@ def _plots(plots: dict[str, Path]) -> str:
 
 
 def stage_details(stage: StageRecord) -> list[tuple[str, str]]:
-    """(label, text) pairs describing one stage: shape, init, training time, metrics, extras."""
-    info = dict(stage.info)
+    """(label, text) pairs describing one stage: shape, init, training time, metrics, then how it
+    was made (:func:`info_fields`)."""
+    info, training = stage.info, stage.info.training
     metrics = ", ".join(f"{k} {fmt_metric(v)}" for k, v in stage.metrics.items())
     items = [("metrics", metrics or "—")]
     if stage.shape:
         items.append(("shape", fmt_shape(stage.shape)))
     if stage.parent:
         items.append(("made from", stage.parent + (f" by {stage.compress_step}" if stage.compress_step else "")))
-    if "init" in info:
-        items.append(("init", fmt_value(info.pop("init"))))
-    if "train_seconds" in info:
-        items.append(("training time", fmt_seconds(info.pop("train_seconds"))))
+    if info.init:
+        items.append(("init", info.init))
+    if len(training) == 1 and training[0].train_seconds is not None:
+        items.append(("training time", fmt_seconds(training[0].train_seconds)))
     items += [
         ("params", f"{fmt_num(stage.params / 1e6, 2)} M "
                    f"({fmt_num(stage.params_no_embeddings / 1e6, 2)} M without embeddings)"),
         ("size on disk", f"{fmt_num(stage.disk_bytes / 1e6, 1)} MB"),
     ]
-    items += [(str(k).replace("_", " "), fmt_value(_without_history(v))) for k, v in info.items() if k != "history"]
+    items += [(k.replace("_", " "), fmt_value(_without_history(v))) for k, v in info_fields(info).items()]
     return items
+
+
+def info_fields(info: StageInfo) -> dict[str, Any]:
+    """A stage's info as one flat list of facts for the page: its one training stage's fields
+    (several: ``stages``), its classic-model facts, its compress step's fields and what the step
+    reported, and the rest; ``init`` and a single training time are shown above, the training
+    history is drawn in the training plot, and a ROC curve is its area."""
+    flat = info.to_dict()
+    flat.pop("init", None)
+    source = {"source": flat.pop("source")} if "source" in flat else {}
+    training = flat.pop("training", [])
+    if len(training) == 1:
+        training[0].pop("train_seconds", None)
+        flat = {**training[0], **flat}
+    elif training:
+        flat["stages"] = training
+    compress = flat.pop("compress", {})
+    compress.update(compress.pop("details", {}))
+    if "agreement" in compress:
+        compress["agreement_with_parent"] = compress.pop("agreement")
+    flat = {**source, **compress, **flat.pop("classic", {}), **flat}
+    if info.roc is not None:
+        flat["roc"] = f"AUC {info.roc.auc:.4f} on {info.roc.split}"
+    flat.pop("history", None)
+    return flat
 
 
 def _without_history(value: Any) -> Any:
@@ -201,23 +228,23 @@ def _details(record: RunRecord) -> str:
 
 
 def run_details(record: RunRecord) -> list[tuple[str, str]]:
-    """(label, text) pairs about the run: name, recipe, date, machine, torch, precision, extras."""
-    info = dict(record.info)
-    machine = info.pop("machine", None)
-    machine = dict(machine) if isinstance(machine, dict) else ({"cpu": machine} if machine else {})
+    """(label, text) pairs about the run: name, benchmark, date, machine, torch, precision, the rest."""
+    info = record.info.to_dict()
+    machine = info.pop("machine", {})
     items = [("task", record.task), ("primary metric", record.metric)]
-    for key, label in (("run_name", "run name"), ("recipe", "recipe"), ("created", "date")):
-        if key in info:
-            items.append((label, fmt_value(info.pop(key))))
+    if "run_name" in info:
+        items.append(("run name", fmt_value(info.pop("run_name"))))
+    benchmark = info.pop("benchmark", {})
+    items += [(k if k != "name" else "benchmark", fmt_value(v)) for k, v in benchmark.items()]
+    if "created" in info:
+        items.append(("date", fmt_value(info.pop("created"))))
     for key in ("cpu", "threads", "torch"):
         if key in machine:
             items.append((key if key != "cpu" else "machine", fmt_value(machine.pop(key))))
-    if "torch" in info:
-        items.append(("torch", fmt_value(info.pop("torch"))))
     if "precision" in info:
         items.append(("precision", fmt_value(info.pop("precision"))))
     items += [(str(k).replace("_", " "), fmt_value(v)) for k, v in machine.items()]
-    items += [(str(k).replace("_", " "), fmt_value(_without_history(v))) for k, v in info.items() if k != "history"]
+    items += [(str(k).replace("_", " "), fmt_value(v)) for k, v in info.items()]
     return items
 
 
@@ -236,7 +263,7 @@ def render_html(record: RunRecord, plots: dict[str, Path], sections: Sequence[Se
     existing file is embedded inline, so the page needs no other file. ``sections`` (optional
     parts such as the analysis of layers and heads) follow the plots, in order.
     """
-    name = str(record.info.get("run_name") or record.task)
+    name = record.info.run_name or record.task
     title = f"tinyplm report — {name}"
     parts = [
         f"<h1>{escape(title)}</h1>",

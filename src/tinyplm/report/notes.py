@@ -26,10 +26,10 @@ def _note(record: RunRecord, stage: StageRecord, parent: StageRecord) -> str:
         parts.append(f"throughput {speed:.2f}× the parent's{' (not faster)' if speed < FASTER else ''},")
     if value is not None and before is not None:
         parts.append(f"{record.metric} {value:.4f} ({value - before:+.4f}).")
-    if "sparsity" in stage.info:
-        sparse = stage.info.get("sparse_bytes")
-        csr = f"; in CSR form {sparse / 1e6:.1f} MB" if sparse else ""
-        parts.append(f"{stage.info['sparsity']:.0%} of the encoder's Linear weights are zero, but the model is stored "
+    made = stage.info.compress
+    if made is not None and made.sparsity is not None:
+        csr = f"; in CSR form {made.sparse_bytes / 1e6:.1f} MB" if made.sparse_bytes else ""
+        parts.append(f"{made.sparsity:.0%} of the encoder's Linear weights are zero, but the model is stored "
                      f"dense{csr}, and dense CPU kernels do not skip zeros"
                      + (": it is not faster." if not speed or speed < FASTER else "."))
     if kind == "int4_weight":

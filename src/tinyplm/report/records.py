@@ -7,18 +7,23 @@ from it without rerunning anything.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from tinyplm.files import write_json_atomic
+from tinyplm.report.info import StageInfo
+from tinyplm.report.run_info import RunInfo
 
-#: results.json layout. 2: typed stage fields (model_dir, kind, parent, compress_step, shape) instead of
-#: keys inside ``info``, and ``throughput_sent_per_s`` + ``throughput_batch`` instead of
-#: ``throughput_b32`` (which said batch 32 whatever the batch measured). Version-1 files (no
-#: ``schema_version``) still load: :meth:`StageRecord.from_dict` maps their keys.
-SCHEMA_VERSION = 2
+#: results.json layout (its ``schema_version``). 2: typed stage fields (model_dir, kind, parent,
+#: compress_step, shape) instead of keys inside ``info``, and ``throughput_sent_per_s`` +
+#: ``throughput_batch`` instead of ``throughput_b32`` (which said batch 32 whatever the batch
+#: measured). 3: a stage's ``info`` is a :class:`~tinyplm.report.info.StageInfo` and the run's a
+#: :class:`~tinyplm.report.run_info.RunInfo` (typed, nested records) instead of free dicts.
+#: Older files still load, upgraded one version at a time: 1 -> 2 (:func:`stage_v1_to_v2`),
+#: 2 -> 3 (:func:`stage_v2_to_v3`, :func:`run_v2_to_v3`).
+SCHEMA_VERSION = 3
 
 # The keys every stage carries in results.json.
 STAGE_KEYS = (
@@ -61,7 +66,8 @@ class StageRecord:
     the run's ``measure.precision``; None in files written before it was recorded). ``compute``:
     useful GFLOP/s and its share of this CPU's peak for that precision (``evaluate.compute``), when
     the shape is known.
-    ``info``: free-form extras (training time, objective, notes) shown in reports.
+    ``info``: how it was made (:class:`~tinyplm.report.info.StageInfo`: its training, its compress
+    step, its ROC curve ...).
     """
 
     name: str
@@ -82,18 +88,19 @@ class StageRecord:
     precision: str = "fp32"
     compute: dict[str, Any] | None = None
     metric_precision: str | None = None
-    info: dict[str, Any] = field(default_factory=dict)
+    info: StageInfo = field(default_factory=StageInfo)
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["kind"] = str(self.kind)
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["kind"], out["info"] = str(self.kind), self.info.to_dict()
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> StageRecord:
-        """A stage from results.json, of schema 2 or (keys mapped) 1. Raises ``ValueError``
-        naming missing keys or an unknown kind."""
-        data = _from_v1(data) if _V1_THROUGHPUT in data else dict(data)
+    def from_dict(cls, data: dict[str, Any], schema: int = SCHEMA_VERSION) -> StageRecord:
+        """A stage from results.json of ``schema`` (1 and 2 upgraded first). Raises ``ValueError``
+        naming missing keys, an unknown kind or an info key schema 3 does not have."""
+        if schema < SCHEMA_VERSION:
+            data = stage_v2_to_v3(stage_v1_to_v2(data) if _V1_THROUGHPUT in data else data)
         missing = [k for k in STAGE_KEYS if k not in data]
         if missing:
             raise ValueError(f"stage record lacks keys {missing}; expected {list(STAGE_KEYS)}")
@@ -103,10 +110,26 @@ class StageRecord:
             known["kind"] = StageKind(known.get("kind", StageKind.STUDENT))
         except ValueError:
             raise ValueError(f"stage kind {data.get('kind')!r} is not one of {[k.value for k in StageKind]}") from None
+        known["info"] = StageInfo.from_dict(known.get("info") or {})
         return cls(**known)
 
 
-def _from_v1(data: dict[str, Any]) -> dict[str, Any]:
+def stage_v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
+    """A schema-2 stage dict in schema 3: its free ``info`` dict read into a :class:`StageInfo`
+    (:meth:`StageInfo.from_v2`; a compressed stage's keys are its step's)."""
+    info = StageInfo.from_v2(data.get("info") or {}, compressed=bool(data.get("compress_step")))
+    return {**data, "info": info.to_dict()}
+
+
+def run_v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
+    """A schema-1 or -2 results.json in schema 3: every stage (a schema-1 one through schema 2) and
+    the run's ``info`` (:meth:`RunInfo.from_v2`)."""
+    stages = [stage_v2_to_v3(stage_v1_to_v2(s) if _V1_THROUGHPUT in s else s) for s in data["stages"]]
+    info = RunInfo.from_v2(data.get("info") or {})
+    return {**data, "schema_version": SCHEMA_VERSION, "stages": stages, "info": info.to_dict()}
+
+
+def stage_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     """A schema-1 stage dict in schema-2 keys (``throughput_b32`` and the typed keys in ``info``)."""
     out = {k: v for k, v in data.items() if k != _V1_THROUGHPUT}
     out["throughput_sent_per_s"], out["throughput_batch"] = data[_V1_THROUGHPUT], 32
@@ -127,13 +150,14 @@ class RunRecord:
     """A whole run: the task, its primary metric and one StageRecord per model.
 
     The stage named ``teacher`` (if any) is the reference for retention and speed-up.
-    ``info``: run-level extras (run name, recipe, machine, torch version, timings).
+    ``info``: what the run records about itself (:class:`~tinyplm.report.run_info.RunInfo`: its
+    name, machine, timings, final model ...).
     """
 
     task: str
     metric: str
     stages: list[StageRecord] = field(default_factory=list)
-    info: dict[str, Any] = field(default_factory=dict)
+    info: RunInfo = field(default_factory=RunInfo)
 
     def stage(self, name: str) -> StageRecord | None:
         return next((s for s in self.stages if s.name == name), None)
@@ -148,19 +172,28 @@ class RunRecord:
             "task": self.task,
             "metric": self.metric,
             "stages": [s.to_dict() for s in self.stages],
-            "info": self.info,
+            "info": self.info.to_dict(),
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunRecord:
+        """A record from results.json of schema 3, or of schema 1 or 2 (no ``schema_version``: 1,
+        whose stages say ``throughput_b32``) upgraded first (:func:`run_v2_to_v3`). Raises
+        ``ValueError`` for a missing key, a schema newer than this tinyplm reads, or (schema 3) an
+        info key it does not have."""
         for key in ("task", "metric", "stages"):
             if key not in data:
                 raise ValueError(f"results.json lacks key '{key}'")
+        schema = data.get("schema_version", 1)
+        if not isinstance(schema, int) or schema > SCHEMA_VERSION:
+            raise ValueError(f"schema_version {schema!r}: this tinyplm reads schema 1 to {SCHEMA_VERSION}")
+        if schema < SCHEMA_VERSION:
+            data = run_v2_to_v3(data)
         return cls(
             task=data["task"],
             metric=data["metric"],
             stages=[StageRecord.from_dict(s) for s in data["stages"]],
-            info=dict(data.get("info", {})),
+            info=RunInfo.from_dict(data.get("info") or {}),
         )
 
     def save(self, path: Path) -> None:

@@ -1,8 +1,8 @@
 """Plots of a run's models side by side for a binary task: ROC curves, and the primary metric
 against batch-1 latency with the TF-IDF floor.
 
-Both read the :class:`RunRecord` only: a stage's curve is ``stage.info["roc"]``
-(:func:`tinyplm.evaluate.roc.model_roc`: ``fpr``, ``tpr``, ``auc``); the floor is the stage whose
+Both read the :class:`RunRecord` only: a stage's curve is ``stage.info.roc``
+(:class:`tinyplm.evaluate.roc.RocCurve`: ``fpr``, ``tpr``, ``auc``); the floor is the stage whose
 shape has ``arch: tfidf_lr``. Stages that differ only by seed (``bilstm-kd-s1``, ``-s2``, ...:
 :func:`plot_groups`) are drawn as one model: the metric's mean with the seeds' range as an error
 bar, and the ROC curve of the median seed with the range of areas in the legend; sixteen labels
@@ -71,27 +71,27 @@ def floor_stage(record: RunRecord) -> StageRecord | None:
 def roc_plot(record: RunRecord, path: Path) -> Path | None:
     """Every stage's ROC curve with its area in the legend, the chance diagonal dashed; None (and
     nothing written) when no stage has a curve."""
-    stages = [s for s in record.stages if (s.info or {}).get("roc")]
+    stages = [s for s in record.stages if s.info.roc is not None]
     if not stages:
         return None
     fig, ax = new_figure(6.4, 5.6)
     colors = colormaps["tab10"]
     ax.plot([0, 1], [0, 1], linestyle="--", color="0.6", linewidth=1)
     def mean_auc(g: PlotGroup) -> float:
-        return statistics.mean(s.info["roc"]["auc"] for s in g.stages)
+        return statistics.mean(s.info.roc.auc for s in g.stages)
 
     for i, g in enumerate(sorted(plot_groups(stages), key=lambda g: -mean_auc(g))):
-        ranked = sorted(g.stages, key=lambda s: s.info["roc"]["auc"])
-        roc = ranked[(len(ranked) - 1) // 2].info["roc"]  # the median seed's curve
-        low, high = ranked[0].info["roc"]["auc"], ranked[-1].info["roc"]["auc"]
+        ranked = sorted(g.stages, key=lambda s: s.info.roc.auc)
+        roc = ranked[(len(ranked) - 1) // 2].info.roc  # the median seed's curve
+        low, high = ranked[0].info.roc.auc, ranked[-1].info.roc.auc
         area = f"AUC {low:.3f}" if len(ranked) == 1 else f"AUC {mean_auc(g):.3f} ({low:.3f}-{high:.3f})"
-        ax.plot(roc["fpr"], roc["tpr"], color=colors(i % 10), linewidth=2.4 if g.teacher else 1.5,
+        ax.plot(roc.fpr, roc.tpr, color=colors(i % 10), linewidth=2.4 if g.teacher else 1.5,
                 label=f"{g.label}: {area}")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1.01)
     ax.set_xlabel("false positive rate")
     ax.set_ylabel("true positive rate")
-    split = stages[0].info["roc"].get("split", "dev")
+    split = stages[0].info.roc.split
     ax.set_title(f"{record.task}: ROC on {split}", fontsize=12, fontweight="bold", loc="left")
     ax.legend(loc="lower right", fontsize=8, frameon=False)
     return save_figure(fig, path)
@@ -166,7 +166,7 @@ def _unstack(fig, labels: list) -> None:
             t.xyann = (x, y + dy * 72.0 / fig.dpi)  # display pixels -> offset points
 
 
-def family_plots(record: RunRecord, run_dir: Path) -> dict[str, Path]:
+def roc_floor_plots(record: RunRecord, run_dir: Path) -> dict[str, Path]:
     """Both plots under ``run_dir/plots`` -> {"roc": path, "metric_vs_latency": path} (those drawn)."""
     made = {"roc": roc_plot(record, Path(run_dir) / "plots" / "roc.png"),
             "metric_vs_latency": metric_latency_plot(record, Path(run_dir) / "plots" / "metric_vs_latency.png")}
@@ -183,12 +183,12 @@ CAPTIONS = {
 
 
 def roc_section(record: RunRecord, run_dir: Path) -> Section | None:
-    """The report.html part showing :func:`family_plots` for a run that has ROC curves (a binary
+    """The report.html part showing :func:`roc_floor_plots` for a run that has ROC curves (a binary
     task scored by ROC AUC) or a TF-IDF floor; None (nothing drawn) for any other run, whose
     accuracy-vs-latency plot already says the same."""
-    if floor_stage(record) is None and not any((s.info or {}).get("roc") for s in record.stages):
+    if floor_stage(record) is None and not any(s.info.roc is not None for s in record.stages):
         return None
-    plots = family_plots(record, run_dir)
+    plots = roc_floor_plots(record, run_dir)
     if not plots:
         return None
     return Section("ROC curves and the TF-IDF floor", figures_html(plots, CAPTIONS), plots)

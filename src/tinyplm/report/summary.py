@@ -21,9 +21,9 @@ def _compression(record: RunRecord) -> list[str]:
 
 def render_summary(record: RunRecord) -> str:
     """The text of ``summary.md`` for ``record`` (links are relative to the run directory)."""
-    name = record.info.get("run_name")
+    name = record.info.run_name
     title = f"# tinyplm run: {name}" if name else f"# tinyplm run: {record.task}"
-    machine = record.info.get("machine")
+    machine = record.info.machine.to_dict() if record.info.machine else {}
     lines = [
         title,
         "",
@@ -45,11 +45,9 @@ def render_summary(record: RunRecord) -> str:
         "",
         MEASUREMENT_NOTE,
     ]
-    if isinstance(machine, dict) and machine:
+    if machine:
         desc = ", ".join(f"{k}: {v}" for k, v in machine.items())
         lines += ["", f"Machine: {desc}."]
-    elif machine:
-        lines += ["", f"Machine: {machine}."]
     lines += [
         "",
         "## Files",

@@ -8,7 +8,6 @@ speed-up, compression) are ``None`` when there is no teacher stage or the diviso
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from tinyplm.report.records import RunRecord, StageKind, StageRecord
 
@@ -94,7 +93,7 @@ def stage_row(record: RunRecord, stage: StageRecord) -> StageRow:
     speedup = ratio(stage.throughput_sent_per_s, teacher.throughput_sent_per_s if teacher else None)
     vs_best = ratio(stage.throughput_sent_per_s, best.throughput_sent_per_s if best else None)
     compression = ratio(float(teacher.disk_bytes) if teacher else None, float(stage.disk_bytes))
-    compute, trained = stage.compute or {}, trained_info(stage)
+    compute, trained = stage.compute or {}, stage.info.trained
     timed = stage.throughput_sent_per_s > 0
     return StageRow(
         name=stage.name, is_teacher=stage.name == TEACHER, metric=value, metrics=dict(stage.metrics),
@@ -107,8 +106,8 @@ def stage_row(record: RunRecord, stage: StageRecord) -> StageRow:
         compression=compression if stage.disk_bytes > 0 else None,
         runtime=stage.runtime, precision=stage.precision,
         gflops=compute.get("gflops_per_s"), share_of_peak=compute.get("share_of_peak"),
-        trained_m=trained["trainable_params"] / 1e6 if trained.get("trainable_params") else None,
-        trained_share=trained.get("trainable_share"),
+        trained_m=trained.trainable_params / 1e6 if trained is not None else None,
+        trained_share=trained.trainable_share if trained is not None else None,
     )
 
 
@@ -135,7 +134,7 @@ def best_student(record: RunRecord) -> StageRecord | None:
 
 def final_stage(record: RunRecord) -> StageRecord | None:
     """The run's final model (``info.final_model``, chosen by the recipe's rule), else the best student."""
-    named = record.stage(str(record.info.get("final_model", "")))
+    named = record.stage(record.info.final_model) if record.info.final_model else None
     return named if named is not None and named.kind is not StageKind.TEACHER else best_student(record)
 
 
@@ -206,18 +205,10 @@ def table_cells(record: RunRecord, row: StageRow) -> list[str]:
     ]
 
 
-def trained_info(stage: StageRecord) -> dict[str, Any]:
-    """What the stage's own training recorded: its training's info, or for a compressed stage the
-    info of its recovery training ({} when it did not train)."""
-    if stage.info.get("trainable_params"):
-        return stage.info
-    recover = stage.info.get("recover")
-    return recover if isinstance(recover, dict) else {}
-
-
 def shows_trained(record: RunRecord) -> bool:
-    """Whether the table has the trained-parameters column: some stage recorded what it trained."""
-    return any(trained_info(s).get("trainable_params") for s in record.stages)
+    """Whether the table has the trained-parameters column: some stage recorded what it trained
+    (``StageInfo.trained``)."""
+    return any(s.info.trained is not None for s in record.stages)
 
 
 def _fmt_trained(row: StageRow) -> str:
@@ -329,4 +320,4 @@ def headline(record: RunRecord) -> str:
 
 
 def _who(record: RunRecord, stage: StageRecord) -> str:
-    return "Final model" if record.info.get("final_model") == stage.name else "Best student"
+    return "Final model" if record.info.final_model == stage.name else "Best student"

@@ -157,12 +157,12 @@ def head_lineage(record: RunRecord, name: str) -> tuple[list[list[int]], list[in
     heads = list(root.get("heads_per_layer") or [root.get("heads")] * root["layers"])
     original, pruned = [list(range(int(h))) for h in heads], False
     for step in reversed(chain[:-1]):
-        info = step.info
-        if step.compress_step == "prune_heads" and isinstance(info.get("kept"), list):
-            original = [[row[k] for k in kept] for row, kept in zip(original, info["kept"], strict=True)]
+        made = step.info.compress
+        if step.compress_step == "prune_heads" and made is not None and made.kept is not None:
+            original = [[row[k] for k in kept] for row, kept in zip(original, made.kept, strict=True)]
             pruned = True
-        elif step.compress_step == "drop_layers" and isinstance(info.get("dropped"), list):
-            gone = set(info["dropped"])
+        elif step.compress_step == "drop_layers" and made is not None and made.dropped is not None:
+            gone = set(made.dropped)
             original = [row for i, row in enumerate(original) if i not in gone]
             heads = [h for i, h in enumerate(heads) if i not in gone]
     return (original, [int(h) for h in heads]) if pruned else None

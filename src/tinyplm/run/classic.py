@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -33,10 +34,19 @@ from tinyplm.files import atomic_path, write_json_atomic
 from tinyplm.models import load_classifier, save_model
 from tinyplm.models.classic import FamilyConfig, WordTokenizer, build_module, family_shape
 from tinyplm.models.classic.vectors import WordVectors, train_glove, train_word2vec
-from tinyplm.models.infer import precision_name, use_bf16
+from tinyplm.models.infer import use_bf16
+from tinyplm.report.info import (
+    BiLMInfo,
+    ClassicInfo,
+    StageInfo,
+    StaticTableInfo,
+    TrainingInfo,
+    WordVectorsInfo,
+    training_from_saved,
+)
 from tinyplm.report.records import StageKind
 from tinyplm.run.inputs import RunInputs, stamp_task
-from tinyplm.run.results import StageResult, StudentOutcome
+from tinyplm.run.results import StageResult, StudentOutcome, train_info
 from tinyplm.tasks.base import Example, Split
 from tinyplm.tasks.encoding import encode_split
 from tinyplm.tasks.heads import Head
@@ -53,7 +63,7 @@ def run_classic(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
     out = inp.paths.student(name)
     if (finished := inp.paths.finished(out)) is not None:
         model, tok = load_classifier(out, inp.data.labels, False, inp.data.head)
-        return _outcome(name, model, tok, inp, {**finished, "reused": True})
+        return _outcome(name, model, tok, inp, replace(StageInfo.from_saved(finished), reused=True))
     if spec.family.arch == "tfidf_lr":
         model, tok, info = _fit_tfidf(spec.family, inp)
     else:
@@ -66,14 +76,14 @@ def run_classic(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
     return _outcome(name, model, tok, inp, info)
 
 
-def _outcome(name: str, model: nn.Module, tok, inp: RunInputs, info: dict) -> StudentOutcome:
+def _outcome(name: str, model: nn.Module, tok, inp: RunInputs, info: StageInfo) -> StudentOutcome:
     own = None if tok is inp.tokenizer else encode_evals(inp.data, tok, inp.task.max_length, inp.task.max_eval_examples)
     result = StageResult(name, model, f"students/{name}", StageKind.STUDENT, family_shape(model.config),
                          info=info, evals=own)
     return StudentOutcome(model, result, name)
 
 
-def _fit_tfidf(fam: FamilySpec, inp: RunInputs) -> tuple[nn.Module, WordTokenizer, dict]:
+def _fit_tfidf(fam: FamilySpec, inp: RunInputs) -> tuple[nn.Module, WordTokenizer, StageInfo]:
     from tinyplm.models.classic.tfidf import fit_tfidf
 
     ex, t = fam.tfidf, time.perf_counter()
@@ -83,17 +93,17 @@ def _fit_tfidf(fam: FamilySpec, inp: RunInputs) -> tuple[nn.Module, WordTokenize
                                  max_features=ex.max_features, c=ex.c, max_iter=ex.max_iter,
                                  balanced=inp.data.class_weights is not None, id2label=dict(enumerate(inp.data.labels)))
     fitted = model.weight.numel() + model.bias.numel()  # the coefficients; the idf is counted, not trained
-    return model, tok, {"init": "scikit-learn fit", "fit_seconds": round(time.perf_counter() - t, 1),
-                        "examples": len(examples), "trainable_params": fitted,
-                        "total_params": sum(p.numel() for p in model.parameters()), **info}
+    fit = TrainingInfo(train_seconds=round(time.perf_counter() - t, 1), examples=len(examples),
+                       trainable_params=fitted, total_params=sum(p.numel() for p in model.parameters()))
+    return model, tok, StageInfo(init="scikit-learn fit", training=[fit], classic=ClassicInfo(**info))
 
 
-def _train_stages(spec: StudentSpec, inp: RunInputs) -> tuple[nn.Module, object, dict]:
+def _train_stages(spec: StudentSpec, inp: RunInputs) -> tuple[nn.Module, object, StageInfo]:
     """The student's stages in order (each saved as ``students/<name>.stage-<k>`` when there are
     several, so a resumed run skips finished ones) -> (model, tokenizer, info)."""
     name, stages = student_name(spec), spec.stage_specs()
     torch.manual_seed(stages[0].train.seed)
-    model, tok, init = initial_model(spec.family, inp, tuple(dict.fromkeys(s.data for s in stages)))
+    model, tok, made = initial_model(spec.family, inp, tuple(dict.fromkeys(s.data for s in stages)))
     evals = inp.evals if tok is inp.tokenizer else encode_evals(inp.data, tok, inp.task.max_length,
                                                                 inp.task.max_eval_examples)
     infos = []
@@ -103,19 +113,19 @@ def _train_stages(spec: StudentSpec, inp: RunInputs) -> tuple[nn.Module, object,
         stage_dir = inp.paths.student(f"{name}.stage-{k}")
         if not last and (finished := inp.paths.finished(stage_dir)) is not None:
             model, _ = load_classifier(stage_dir, inp.data.labels, False, inp.data.head)
-            infos.append({**finished, "reused": True})
+            infos.append(replace(training_from_saved(finished), reused=True))
             continue
         model, info = train_classic_stage(model, tok, stage, inp, evals, f"{name}/{label}" if label else name,
                                          f"{name}.stage-{k}")
-        infos.append({"stage": label, "data": stage.data, **info})
+        infos.append(replace(info, stage=label, data=stage.data))
         if not last and get_accelerator().is_main_process:
             save_model(model, tok, stage_dir)
             inp.paths.save_info(stage_dir, infos[-1])
-    return model, tok, {**init, **(infos[-1] if len(infos) == 1 else {"stages": infos})}
+    return model, tok, replace(made, training=infos)
 
 
 def train_classic_stage(model: nn.Module, tok, stage: StageSpec, inp: RunInputs, evals: dict, log_name: str,
-                       ckpt_name: str) -> tuple[nn.Module, dict]:
+                       ckpt_name: str) -> tuple[nn.Module, TrainingInfo]:
     """One stage by the one training loop -> (trained model, info for the report)."""
     teacher_enc = inp.stage_data.get(stage.data)
     enc = teacher_enc if tok is inp.tokenizer else encode_split(inp.stage_data.split(stage.data), tok,
@@ -129,15 +139,11 @@ def train_classic_stage(model: nn.Module, tok, stage: StageSpec, inp: RunInputs,
                    evaluate=lambda m: evaluate_model(m, inp.data, evals, bf16=bf16, batch_size=spec.eval_batch_size),
                    teacher_logits=inp.teachers.logits(teacher_enc) if objective.needs_teacher_logits else None)
     shown = {k: v for k, v in o.model_dump(include={"kd_weight", "hard_weight", "logit_mse"}).items() if v}
-    # the fields of students.train_info (not imported: students dispatches to this module)
-    return result.model, {**result.resources(), "steps": result.steps,
-                          "stopped_by": result.stopped_by, "best_step": result.best_step,
-                          "budget_minutes": spec.budget_minutes,
-                          "precision": precision_name(use_bf16(spec.precision)), "eval_precision": spec.eval_precision,
-                          "objective": shown, "history": result.history, "examples": len(enc)}
+    return result.model, replace(train_info(result, spec, shown, method=False), examples=len(enc))
 
 
-def initial_model(fam: FamilySpec, inp: RunInputs, data: tuple[str, ...] = ("task",)) -> tuple[nn.Module, object, dict]:
+def initial_model(fam: FamilySpec, inp: RunInputs,
+                  data: tuple[str, ...] = ("task",)) -> tuple[nn.Module, object, StageInfo]:
     """The untrained student, its tokenizer and how it was initialised (``data``: the kinds of
     training data its stages read; a static student's table keeps the pieces they use)."""
     labels = dict(enumerate(inp.data.labels))
@@ -153,7 +159,7 @@ def initial_model(fam: FamilySpec, inp: RunInputs, data: tuple[str, ...] = ("tas
         model = feature_bilstm(encoder, len(labels), hidden=fam.hidden, layers=fam.lstm_layers,
                                feature_layers=fam.feature_layers, pooling=fam.pooling, dropout=fam.dropout,
                                id2label=labels)
-        return model, inp.tokenizer, {"init": f"frozen {fam.encoder} encoder, last {fam.feature_layers} layers"}
+        return model, inp.tokenizer, StageInfo(init=f"frozen {fam.encoder} encoder, last {fam.feature_layers} layers")
     examples = inp.stage_data.split("task").examples
     tok = WordTokenizer.build([t for e in examples for t in (e.text, e.text_pair) if t], fam.vocab_size,
                               fam.min_count)
@@ -164,20 +170,20 @@ def initial_model(fam: FamilySpec, inp: RunInputs, data: tuple[str, ...] = ("tas
                           layers=fam.lstm_layers, bidirectional=fam.arch == "bilstm", pooling=fam.pooling,
                           dropout=fam.dropout, embeddings=e.kind, num_labels=len(labels), id2label=labels)
     model = build_module(config)
-    info: dict = {"init": f"{e.kind} embeddings", "words": len(tok) - 3}
+    words = ClassicInfo(words=len(tok) - 3)
     if e.kind != "random":
         corpus = e.corpus or inp.stage_data.corpus.paths
         vectors, made = word_vectors(e, corpus, inp.stage_data.cache_dir)
         table, found = vectors.table_for(tok.vocab, seed=e.seed)
         with torch.no_grad():
             model.embeddings.weight.copy_(table)
-        info.update(vectors=made, vocabulary_found=round(found, 4))
+        words = replace(words, vectors=made, vocabulary_found=round(found, 4))
     model.embeddings.weight.requires_grad_(not e.freeze)
-    return model, tok, info
+    return model, tok, StageInfo(init=f"{e.kind} embeddings", classic=words)
 
 
 def _static_model(fam: FamilySpec, encoder: nn.Module, labels: dict, inp: RunInputs,
-                  data: tuple[str, ...]) -> tuple[nn.Module, object, dict]:
+                  data: tuple[str, ...]) -> tuple[nn.Module, object, StageInfo]:
     """A static student whose table ``fam.encoder`` makes from the pieces of the data it trains on
     (``models.classic.static_init``); raises ``RecipeError`` when fewer pieces are kept than
     ``family.static.dims``."""
@@ -190,11 +196,12 @@ def _static_model(fam: FamilySpec, encoder: nn.Module, labels: dict, inp: RunInp
                                      dropout=fam.dropout, id2label=labels)
     except ValueError as exc:
         raise RecipeError(f"family.static.dims: {exc} (fewer dims, or static.tokens: all)") from None
-    return model, inp.tokenizer, {"init": f"{fam.encoder} encoder's piece vectors, PCA {fam.static.dims}",
-                                  "table": made}
+    return model, inp.tokenizer, StageInfo(init=f"{fam.encoder} encoder's piece vectors, PCA {fam.static.dims}",
+                                           classic=ClassicInfo(table=StaticTableInfo(**made)))
 
 
-def _elmo_model(fam: FamilySpec, tok: WordTokenizer, labels: dict, inp: RunInputs) -> tuple[nn.Module, object, dict]:
+def _elmo_model(fam: FamilySpec, tok: WordTokenizer, labels: dict,
+                inp: RunInputs) -> tuple[nn.Module, object, StageInfo]:
     """A BiLSTM over the frozen biLM (pre-trained here, or the cached or named one)."""
     from tinyplm.models.classic.elmo import ElmoBiLstm
 
@@ -206,7 +213,8 @@ def _elmo_model(fam: FamilySpec, tok: WordTokenizer, labels: dict, inp: RunInput
     model = ElmoBiLstm(config, tok.vocab)
     model.bilm.load_state_dict(state)
     model.record_params()
-    return model, tok, {"init": "frozen biLM, scalar mix", "words": len(tok) - 3, "bilm": made}
+    return model, tok, StageInfo(init="frozen biLM, scalar mix",
+                                 classic=ClassicInfo(words=len(tok) - 3, bilm=BiLMInfo(**made)))
 
 
 def _corpus_key(settings: dict, texts: list[str]) -> str:
@@ -300,7 +308,7 @@ def held_out_perplexity(lm: nn.Module, train_enc, held_enc) -> dict[str, float]:
             "unigram_perplexity": round(float(np.exp(uni / max(count, 1))), 2), "predictions": int(count)}
 
 
-def word_vectors(e: EmbeddingSpec, paths: list[str], cache_dir: Path) -> tuple[WordVectors, dict]:
+def word_vectors(e: EmbeddingSpec, paths: list[str], cache_dir: Path) -> tuple[WordVectors, WordVectorsInfo]:
     """word2vec or GloVe vectors of the corpus at ``paths`` under ``e``'s settings, trained once
     and cached (``cache_dir/family/<kind>-<key>.npz``: words and vectors, no pickles) -> (vectors,
     how they were made)."""
@@ -310,7 +318,8 @@ def word_vectors(e: EmbeddingSpec, paths: list[str], cache_dir: Path) -> tuple[W
     file = Path(cache_dir) / "family" / f"{e.kind}-{_corpus_key(e.model_dump(exclude={'corpus', 'freeze'}), texts)}.npz"
     if file.is_file():
         with np.load(file, allow_pickle=False) as z:
-            return WordVectors([str(w) for w in z["words"]], z["vectors"]), {"kind": e.kind, "cached": str(file)}
+            return WordVectors([str(w) for w in z["words"]], z["vectors"]), WordVectorsInfo(kind=e.kind,
+                                                                                            cached=str(file))
     t0 = time.perf_counter()
     if e.kind == "word2vec":
         vec = train_word2vec(texts, e.dim, e.window, e.min_count, e.epochs or 5, e.seed)
@@ -318,5 +327,5 @@ def word_vectors(e: EmbeddingSpec, paths: list[str], cache_dir: Path) -> tuple[W
         vec = train_glove(texts, e.dim, e.window, e.vocab_size, e.min_count, e.epochs or 25, seed=e.seed)
     with atomic_path(file) as tmp, tmp.open("wb") as fh:
         np.savez(fh, words=np.asarray(vec.words), vectors=vec.vectors)
-    return vec, {"kind": e.kind, "paragraphs": len(texts), "words": len(vec.words),
-                 "train_seconds": round(time.perf_counter() - t0, 1)}
+    return vec, WordVectorsInfo(kind=e.kind, paragraphs=len(texts), words=len(vec.words),
+                                train_seconds=round(time.perf_counter() - t0, 1))

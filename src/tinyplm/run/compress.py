@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from torch import nn
@@ -22,6 +23,7 @@ from tinyplm.evaluate.agreement import prediction_agreement
 from tinyplm.evaluate.model_eval import encode_evals
 from tinyplm.evaluate.speed import measure_speed
 from tinyplm.models import load_classifier, save_model, shape_of
+from tinyplm.report.info import CompressInfo, StageInfo
 from tinyplm.report.records import StageKind
 from tinyplm.run.inputs import RunInputs, stamp_task
 from tinyplm.run.results import StageResult
@@ -45,13 +47,13 @@ def run_compress(spec: StudentSpec, model: nn.Module, inp: RunInputs, parent: st
             if len(tok) != len(ctx.tokenizer):  # a trimmed vocabulary: its own encodings from here on
                 ctx.tokenizer = tok
                 ctx.train, ctx.evals = ctx.reencode(tok)
-            info: dict = {**finished, "reused": True}
+            info = replace(StageInfo.from_saved(finished, compressed=True), reused=True)
         else:
             parent_model = model
             model, info = _compress_step(copy.deepcopy(model), step, stage, out, ctx, inp)
             if step.kind in TERMINAL_KINDS:  # another runtime or precision: how often it predicts the same
-                info["agreement_with_parent"] = prediction_agreement(
-                    parent_model, model, ctx.evals, inp.data.is_regression, inp.data.head).to_dict()
+                info.compress.agreement = prediction_agreement(
+                    parent_model, model, ctx.evals, inp.data.is_regression, inp.data.head)
             if get_accelerator().is_main_process:
                 inp.paths.save_info(out, info)
         own = ctx.evals if ctx.tokenizer is not inp.tokenizer else None
@@ -98,13 +100,12 @@ def _text_pair(example) -> tuple[str, str | None]:
 
 
 def _compress_step(model: nn.Module, step: CompressStep, stage: str, out: Path, ctx: CompressContext,
-                   inp: RunInputs) -> tuple[nn.Module, dict]:
+                   inp: RunInputs) -> tuple[nn.Module, StageInfo]:
     """Apply one compress step (with its recovery), save it -> (model, info for the report)."""
     acc = get_accelerator()
     t0 = time.perf_counter()
     model, done = apply_step(model, step, ctx)
-    info = {"step": step.model_dump(exclude={"recover"}, exclude_none=True), **done}
-    info["step_seconds"] = round(time.perf_counter() - t0, 1)
+    seconds = round(time.perf_counter() - t0, 1)  # the step itself, its recovery not counted
     during = controller(model, step, ctx) if step.kind in SCHEDULED_KINDS else None
     if step.recover is not None:
         r = step.recover  # a step acting during training must end at its final state: no best-checkpoint restore
@@ -112,15 +113,19 @@ def _compress_step(model: nn.Module, step: CompressStep, stage: str, out: Path, 
         recovery = StageSpec(name="recover", data=r.data, objective=r.objective, train=train_spec)
         trained = train_stage(model, recovery, inp, f"{stage}/recover", f"{stage}.recover",
                               during.on_step if during else None)
-        model, info["recover"] = trained.model, trained.info
+        model, recovered = trained.model, trained.info
+    else:
+        recovered = None
     if during is not None:  # sparsity made permanent (saved dense) / QAT converted to int8
-        model, done = during.finish(model)
-        info.update(done)
+        model, finished = during.finish(model)
+        done = {**done, **finished}
+    made = CompressInfo.from_step(step.model_dump(exclude={"recover"}, exclude_none=True), done,
+                                  step_seconds=seconds, recover=recovered)
     if acc.is_main_process:
         stamp_task(model, inp.task)
         save_model(model, ctx.tokenizer, out)
         shutil.rmtree(ctx.work_dir, ignore_errors=True)
-        if "sparsity" in info:  # the CSR form, written beside the model to measure sparse storage
-            info["sparse_bytes"] = csr_bytes(model, out / "sparse" / "model.csr.safetensors")
+        if made.sparsity is not None:  # the CSR form, written beside the model to measure sparse storage
+            made.sparse_bytes = csr_bytes(model, out / "sparse" / "model.csr.safetensors")
     acc.wait_for_everyone()
-    return model, info
+    return model, StageInfo(compress=made)

@@ -48,6 +48,5 @@ def place_final(record: RunRecord, run_dir: Path, final: FinalSpec) -> StageReco
     if dst.exists():
         shutil.rmtree(dst)
     shutil.copytree(run_dir / chosen.model_dir, dst)
-    record.info["final_model"] = chosen.name
-    record.info["final_rule"] = why
+    record.info.final_model, record.info.final_rule = chosen.name, why
     return chosen

@@ -23,6 +23,7 @@ from tinyplm.distill.cache import KnownRows
 from tinyplm.files import write_json_atomic
 from tinyplm.models import fingerprint, is_complete
 from tinyplm.models.infer import use_bf16
+from tinyplm.report.info import SAVED_MARK, StageInfo, TrainingInfo
 from tinyplm.tasks.base import Example, Split, TaskData
 from tinyplm.tasks.encoding import Encoded, encode_split
 from tinyplm.train import get_accelerator
@@ -54,14 +55,17 @@ class RunPaths:
     def _info(self, model_dir: Path) -> Path:
         return self.root / "checkpoints" / Path(model_dir).name / "stage.json"
 
-    def save_info(self, model_dir: Path, info: dict[str, Any]) -> None:
-        """Keep what the report shows about the stage just saved in ``model_dir`` (its training,
-        its step), so a resumed run reports a stage it reloads as the run that made it did."""
-        write_json_atomic(self._info(model_dir), info)
+    def save_info(self, model_dir: Path, info: StageInfo | TrainingInfo) -> None:
+        """Keep what the report shows about the stage just saved in ``model_dir`` (how it was
+        made, or the one training stage it is), so a resumed run reports a stage it reloads as the
+        run that made it did. Written as results.json's schema 3, marked so
+        (``report.info.SAVED_MARK``): a file of an earlier tinyplm is read as schema 2."""
+        write_json_atomic(self._info(model_dir), {SAVED_MARK: 3, **info.to_dict()})
 
     def finished(self, model_dir: Path) -> dict[str, Any] | None:
         """The report's facts of the stage saved in ``model_dir`` (see :meth:`save_info`) when it
-        finished, else None: its dir is whole and those facts were written after it."""
+        finished, else None: its dir is whole and those facts were written after it. The caller
+        reads them as what it saved (``StageInfo.from_saved``, ``report.info.training_from_saved``)."""
         path = self._info(model_dir)
         if not is_complete(model_dir) or not path.is_file():
             return None

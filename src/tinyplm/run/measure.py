@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -18,6 +19,7 @@ from tinyplm.models import load_classifier, shape_of
 from tinyplm.models.infer import precision_name
 from tinyplm.report import RunRecord, StageRecord
 from tinyplm.report.records import StageKind
+from tinyplm.report.run_info import FastestRuntime, RunInfo, RunPrecision
 from tinyplm.run.preflight import load_task
 from tinyplm.run.results import StageResult
 from tinyplm.tasks.base import TaskData
@@ -56,8 +58,7 @@ def measure_stages(stages: list[StageResult], root: Path, data: TaskData, evals:
             model_dir=s.model_dir, kind=s.kind, parent=s.parent, compress_step=s.compress_step, shape=s.shape,
             runtime=ran.runtime, precision=ran.precision, compute=rate,
             metric_precision=precision_name(True) if bf16 else ran.precision,
-            info={**s.info, **({"runtime_detail": ran.detail} if ran.detail else {}),
-                  **({"roc": roc} if roc else {})},
+            info=replace(s.info, runtime_detail=ran.detail or None, roc=roc),
         ))
     return records
 
@@ -69,7 +70,7 @@ def bench(model_dirs: list[Path], task: TaskSpec, rounds: int = 3, runtimes: lis
           work: Path | None = None, tolerance: float = 0.005, precision: str = "fp32") -> RunRecord:
     """Saved models (the first is the reference, named ``teacher``) measured side by side; with
     ``runtimes``, each PyTorch model also converted to each of them (ONNX Runtime fp32, OpenVINO in
-    its default precision; graphs written under ``work``) and ``record.info["fastest"]`` names, per
+    its default precision; graphs written under ``work``) and ``record.info.fastest`` names, per
     model, the fastest runtime whose primary metric is within ``tolerance`` of its PyTorch form.
 
     Each model is scored and timed on its own encoding of the same dev sentences, so models with
@@ -91,12 +92,12 @@ def bench(model_dirs: list[Path], task: TaskSpec, rounds: int = 3, runtimes: lis
             kind = StageKind.TEACHER if name == "teacher" else StageKind.MODEL
             stages.append(StageResult(name, variant, str(where.resolve()), kind, shape_of(model), evals=enc))
             groups.setdefault(base, []).append(name)
-    record = RunRecord(task=data.task, metric=data.primary_metric, info={"bench": [str(d) for d in model_dirs],
-                                                                          "precision": {"metrics": precision}})
+    record = RunRecord(task=data.task, metric=data.primary_metric,
+                       info=RunInfo(bench=[str(d) for d in model_dirs], precision=RunPrecision(metrics=precision)))
     record.stages = measure_stages(stages, Path("/"), data, stages[0].evals,
                                    MeasureSpec(rounds=rounds, precision=precision))
     if runtimes:
-        record.info["fastest"] = fastest_runtimes(record, groups, tolerance)
+        record.info.fastest = fastest_runtimes(record, groups, tolerance)
     return record
 
 
@@ -126,7 +127,7 @@ def _variants(base: str, model, source: Path, runtimes: list[str] | None, work: 
     return out
 
 
-def fastest_runtimes(record: RunRecord, groups: dict[str, list[str]], tolerance: float) -> dict[str, dict]:
+def fastest_runtimes(record: RunRecord, groups: dict[str, list[str]], tolerance: float) -> dict[str, FastestRuntime]:
     """Per model: its fastest runtime whose primary metric is within ``tolerance`` (absolute) of the
     model's first runtime's, with every runtime's throughput and metric."""
     out = {}
@@ -135,7 +136,8 @@ def fastest_runtimes(record: RunRecord, groups: dict[str, list[str]], tolerance:
         ref = rows[0].metrics.get(record.metric) or 0.0
         ok = [s for s in rows if (s.metrics.get(record.metric) or 0.0) >= ref - tolerance]
         pick = max(ok or rows, key=lambda s: s.throughput_sent_per_s)
-        out[base] = {"fastest": pick.name, "runtime": f"{pick.runtime} {pick.precision}", "tolerance": tolerance,
-                     "candidates": {s.name: {"sent_per_s": round(s.throughput_sent_per_s, 1),
-                                             record.metric: s.metrics.get(record.metric)} for s in rows}}
+        out[base] = FastestRuntime(
+            fastest=pick.name, runtime=f"{pick.runtime} {pick.precision}", tolerance=tolerance,
+            candidates={s.name: {"sent_per_s": round(s.throughput_sent_per_s, 1),
+                                 record.metric: s.metrics.get(record.metric)} for s in rows})
     return out

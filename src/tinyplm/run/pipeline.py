@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import platform
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -32,14 +33,16 @@ from tinyplm.models import (
 )
 from tinyplm.models.infer import precision_facts, use_bf16
 from tinyplm.report import RunRecord, write_all
+from tinyplm.report.info import StageInfo
 from tinyplm.report.records import StageKind
+from tinyplm.report.run_info import Machine, RunInfo, RunPrecision
 from tinyplm.run.compress import run_compress
 from tinyplm.run.final import place_final
 from tinyplm.run.inputs import RunInputs, RunPaths, StageData, Teachers, stamp_task
 from tinyplm.run.measure import measure_stages
 from tinyplm.run.preflight import Preflight, preflight
-from tinyplm.run.results import StageResult
-from tinyplm.run.students import run_student, train_info
+from tinyplm.run.results import StageResult, train_info
+from tinyplm.run.students import run_student
 from tinyplm.run.tracking import tracked
 from tinyplm.tasks.encoding import encode_split
 from tinyplm.track import check_available
@@ -99,7 +102,7 @@ def run_or_reuse(cfg: RunConfig, run_dir: Path | None = None, *, parent_run_id: 
     run_dir = Path(run_dir or run_dir_of(cfg))
     if reuse_finished(run_dir, dump_resolved(_as_stored(cfg, run_dir))):
         record = RunRecord.load(run_dir / RESULTS)
-        recorded = record.info.get("teacher_fingerprint")
+        recorded = record.info.teacher_fingerprint
         if recorded is not None and recorded != fingerprint(resolve_model_dir(cfg.teacher.model)):
             raise RunDirError(f"{run_dir}: a finished run of this recipe is there, but its teacher "
                               f"{cfg.teacher.model} has other weights now (sha256 differs from the run's); "
@@ -144,7 +147,7 @@ def _run_claimed(cfg: RunConfig, paths: RunPaths, checked: Preflight, resumed: b
                        info=run_info(cfg, paths.root, started, checked.teacher_dir))
     if acc.is_main_process:
         record.stages = measure_stages(stages, paths.root, inp.data, inp.evals, cfg.measure)
-        record.info["measurement"] = protocol(cfg.measure, cfg.measure.threads or torch.get_num_threads())
+        record.info.measurement = protocol(cfg.measure, cfg.measure.threads or torch.get_num_threads())
         finish(record, paths.root, cfg.final)
     acc.wait_for_everyone()
     return record
@@ -170,9 +173,9 @@ def prepare_teacher(cfg: RunConfig, checked: Preflight, train_enc, evals, paths:
     out, data = paths.root / "teacher", checked.data
     if resumed and (done := paths.finished(out)) is not None:
         model, tok = load_classifier(out, data.labels, data.is_regression, data.head)
-        return model, tok, {**done, "reused": True}
+        return model, tok, replace(StageInfo.from_saved(done), reused=True)
     model, tok = load_classifier(checked.teacher_dir, data.labels, data.is_regression, data.head)
-    info: dict = {"source": str(cfg.teacher.model)}
+    info = StageInfo(source=str(cfg.teacher.model))
     if cfg.teacher.finetune is not None:
         spec = cfg.teacher.finetune
         objective = PredictionObjective(kd_weight=0.0, hard_weight=1.0, is_regression=data.is_regression,
@@ -182,7 +185,7 @@ def prepare_teacher(cfg: RunConfig, checked: Preflight, train_enc, evals, paths:
         result = train(model, train_enc, objective, spec=spec, io=io, primary=data.primary_metric,
                        evaluate=lambda m: evaluate_model(m, data, evals, bf16=bf16, batch_size=spec.eval_batch_size))
         model = result.model
-        info.update(train_info(result, spec, {"hard_weight": 1.0}))
+        info.training = [train_info(result, spec, {"hard_weight": 1.0})]
     if get_accelerator().is_main_process:
         stamp_task(model, cfg.task)
         save_model(model, tok, out)
@@ -191,25 +194,25 @@ def prepare_teacher(cfg: RunConfig, checked: Preflight, train_enc, evals, paths:
     return model, tok, info
 
 
-def run_info(cfg: RunConfig, run_dir: Path, started: float, teacher_dir: Path) -> dict:
+def run_info(cfg: RunConfig, run_dir: Path, started: float, teacher_dir: Path) -> RunInfo:
     """Run-level facts for the report: name, dir, date, machine, processes, and the sha256 of the
     teacher's weights as read (what makes a finished run reusable, see :func:`run_or_reuse`)."""
-    return {
-        "run_name": cfg.name,
-        "run_dir": str(run_dir),
-        "created": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
-        "started_unix": round(started, 3),
-        "machine": {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
-                    "torch": torch.__version__, **precision_facts()},
-        "precision": {"metrics": cfg.measure.precision, "teacher_logits": cfg.teacher.logits_precision},
-        "processes": get_accelerator().num_processes,
-        "teacher_fingerprint": fingerprint(teacher_dir),
-    }
+    return RunInfo(
+        run_name=cfg.name,
+        run_dir=str(run_dir),
+        created=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
+        started_unix=round(started, 3),
+        machine=Machine(cpu=platform.processor() or platform.machine(), threads=torch.get_num_threads(),
+                        torch=torch.__version__, **precision_facts()),
+        precision=RunPrecision(metrics=cfg.measure.precision, teacher_logits=cfg.teacher.logits_precision),
+        processes=get_accelerator().num_processes,
+        teacher_fingerprint=fingerprint(teacher_dir),
+    )
 
 
 def finish(record: RunRecord, run_dir: Path, final: FinalSpec | None = None) -> None:
     """Copy the final model (``final``'s rule, :func:`tinyplm.run.final.place_final`) to ``model/``
     and write every report; results.json marks the run done."""
-    record.info["seconds"] = round(time.time() - record.info["started_unix"], 1)
+    record.info.seconds = round(time.time() - record.info.started_unix, 1)
     place_final(record, run_dir, final or FinalSpec())
     write_all(record, run_dir)

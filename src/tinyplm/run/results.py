@@ -1,4 +1,5 @@
-"""The seams between the run's stages: a trained stage, and a stage ready to be measured."""
+"""The seams between the run's stages: a trained stage, and a stage ready to be measured; what the
+report keeps of a training stage (:func:`train_info`)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
+from tinyplm.config.schema import TrainSpec
+from tinyplm.models.infer import precision_name, use_bf16
+from tinyplm.report.info import StageInfo, TrainingInfo
 from tinyplm.report.records import StageKind
 from tinyplm.tasks.encoding import Encoded
+from tinyplm.train import TrainResult
 
 if TYPE_CHECKING:
     from tinyplm.run.inputs import RunInputs
@@ -21,7 +26,7 @@ class TrainedStage:
 
     model: nn.Module
     saved: nn.Module
-    info: dict[str, Any]
+    info: TrainingInfo
 
 
 @dataclass
@@ -30,7 +35,8 @@ class StageResult:
 
     ``model_dir`` is relative to the run dir. ``parent`` is the reported stage it was made from
     (compressed stages; a compress-only student's source). ``evals`` are its own encodings of the
-    eval splits when it has its own tokenizer (a trimmed vocabulary), else None.
+    eval splits when it has its own tokenizer (a trimmed vocabulary), else None. ``info``: how it
+    was made (its training, its compress step), for the report.
     """
 
     name: str
@@ -40,7 +46,7 @@ class StageResult:
     shape: dict[str, Any]
     parent: str | None = None
     compress_step: str | None = None
-    info: dict[str, Any] = field(default_factory=dict)
+    info: StageInfo = field(default_factory=StageInfo)
     evals: dict[str, Encoded] | None = None
 
 
@@ -56,3 +62,18 @@ class StudentOutcome:
     result: StageResult | None
     parent: str | None
     inputs: RunInputs | None = None
+
+
+def train_info(result: TrainResult, spec: TrainSpec, objective: dict[str, Any],
+               method: bool = True) -> TrainingInfo:
+    """What the report shows about one training stage: its non-zero objective terms, its
+    fine-tuning method (unless ``method`` is False: a classic student has none) and what it cost
+    (trainable parameters, peak RSS, seconds)."""
+    return TrainingInfo(
+        **result.resources(), finetune_method=spec.method.value if method else None,
+        steps=result.steps, stopped_by=result.stopped_by,
+        best_step=result.best_step, budget_minutes=spec.budget_minutes,
+        precision=precision_name(use_bf16(spec.precision)), eval_precision=spec.eval_precision,
+        objective={k: v for k, v in objective.items() if v not in (0, 0.0, None)},
+        history=result.history,
+    )

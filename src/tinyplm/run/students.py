@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 import torch
 
@@ -21,14 +20,15 @@ from tinyplm.distill.mlm import with_mlm_head
 from tinyplm.distill.objective import build_objective
 from tinyplm.evaluate.model_eval import evaluate_model
 from tinyplm.models import build_student, load_classifier, resolve_model_dir, save_model, shape_of
-from tinyplm.models.infer import precision_name, use_bf16
+from tinyplm.models.infer import use_bf16
 from tinyplm.models.token_ids import token_id_mismatch
+from tinyplm.report.info import StageInfo, training_from_saved
 from tinyplm.report.records import StageKind
 from tinyplm.run.classic import run_classic
 from tinyplm.run.inputs import RunInputs, stamp_task
-from tinyplm.run.results import StageResult, StudentOutcome, TrainedStage
+from tinyplm.run.results import StageResult, StudentOutcome, TrainedStage, train_info
 from tinyplm.tasks.heads import Head
-from tinyplm.train import StageIO, TrainResult, get_accelerator, train
+from tinyplm.train import StageIO, get_accelerator, train
 
 
 def initial_student(spec: StudentSpec, inp: RunInputs) -> tuple[torch.nn.Module, str, RunInputs]:
@@ -79,19 +79,18 @@ def run_student(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
         stage_dir = inp.paths.student(name if k == len(stages) - 1 else f"{name}.stage-{k}")
         if (finished := inp.paths.finished(stage_dir)) is not None:
             model, _ = load_classifier(stage_dir, inp.data.labels, inp.data.is_regression, inp.data.head)
-            infos.append({**finished, "reused": True})
+            infos.append(replace(training_from_saved(finished), reused=True))
             continue
         done = train_stage(model, stage, inp, f"{name}/{label}" if label else name, f"{name}.stage-{k}")
         model = done.model
-        infos.append({"stage": label, "data": stage.data, "teacher": stage.teacher, **done.info})
+        infos.append(replace(done.info, stage=label, data=stage.data, teacher=stage.teacher))
         if acc.is_main_process:
             stamp_task(done.saved, inp.task)
             save_model(done.saved, inp.student_tokenizer, stage_dir)
             inp.paths.save_info(stage_dir, infos[-1])
         acc.wait_for_everyone()
-    info = {"init": init, **(infos[-1] if len(infos) == 1 else {"stages": infos})}
-    result = StageResult(name, model, f"students/{name}", StageKind.STUDENT, shape_of(model), info=info,
-                         evals=inp.own.evals if inp.own else None)
+    result = StageResult(name, model, f"students/{name}", StageKind.STUDENT, shape_of(model),
+                         info=StageInfo(init=init, training=infos), evals=inp.own.evals if inp.own else None)
     return StudentOutcome(model, result, name, inp)
 
 
@@ -118,21 +117,8 @@ def train_stage(model, stage: StageSpec, inp: RunInputs, log_name: str, ckpt_nam
                    teacher_logits=inp.teachers.logits(teacher_enc) if objective.needs_teacher_logits else None,
                    teacher=teacher if objective.needs_teacher else None, step_hook=step_hook)
     shown = stage.objective.model_dump(exclude=None if masked_lm else {"mask_rate"})
-    info = {**train_info(result, stage.train, shown), "examples": len(enc)}
+    info = replace(train_info(result, stage.train, shown), examples=len(enc))
     return TrainedStage(model if masked_lm else result.model, result.model, info)
-
-
-def train_info(result: TrainResult, spec: TrainSpec, objective: dict[str, Any]) -> dict[str, Any]:
-    """What the report shows about one training stage: its non-zero objective terms, its
-    fine-tuning method and what it cost (trainable parameters, peak RSS, seconds)."""
-    return {
-        **result.resources(), "finetune_method": spec.method.value,
-        "train_seconds": round(result.seconds, 1), "steps": result.steps, "stopped_by": result.stopped_by,
-        "best_step": result.best_step, "budget_minutes": spec.budget_minutes,
-        "precision": precision_name(use_bf16(spec.precision)), "eval_precision": spec.eval_precision,
-        "objective": {k: v for k, v in objective.items() if v not in (0, 0.0, None)},
-        "history": result.history,
-    }
 
 
 def evaluator(inp: RunInputs, spec: TrainSpec) -> Callable[[torch.nn.Module], dict[str, float]]:

@@ -41,7 +41,7 @@ def trial_stage(record: RunRecord, which: str) -> StageRecord:
     stages there are when ``which`` names none."""
     if which == "last":
         return record.stages[-1]
-    name = record.info.get("final_model") if which == "final" else which
+    name = record.info.final_model if which == "final" else which
     stage = record.stage(name) if name else None
     if stage is None:
         have = ", ".join(s.name for s in record.stages)

@@ -125,7 +125,7 @@ def record_points(record: RunRecord, timestamp_ms: int) -> list[Point]:
     """Every measured stage's final metrics, size, speed and ratios to the teacher, the final
     model's again under ``final_model/``, and the run's seconds; all at step 0."""
     final = final_stage(record)
-    values: dict[str, float | None] = {"run/seconds": _number(record.info.get("seconds"))}
+    values: dict[str, float | None] = {"run/seconds": _number(record.info.seconds)}
     for stage, row in zip(record.stages, stage_rows(record), strict=True):
         own = _stage_values(stage, row)
         values.update({f"{stage.name}/{k}": v for k, v in own.items()})
@@ -138,12 +138,12 @@ def record_tags(record: RunRecord) -> dict[str, str]:
     """Searchable facts of a finished run: task, primary metric, run dir, the final model and why."""
     final = final_stage(record)
     tags = {"tinyplm.task": record.task, "tinyplm.metric": record.metric}
-    if record.info.get("run_dir"):
-        tags["tinyplm.run_dir"] = str(record.info["run_dir"])
+    if record.info.run_dir:
+        tags["tinyplm.run_dir"] = record.info.run_dir
     if final is not None:
         tags["tinyplm.final_model"] = final.name
-    if record.info.get("final_rule"):
-        tags["tinyplm.final_rule"] = str(record.info["final_rule"])[:MAX_PARAM_VALUE]
+    if record.info.final_rule:
+        tags["tinyplm.final_rule"] = record.info.final_rule[:MAX_PARAM_VALUE]
     return tags
 
 
