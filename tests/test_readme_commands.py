@@ -224,6 +224,16 @@ DOC_LINES: dict[str, Way] = {
     "tinyplm heads runs/sst2_demo --task sst2 --show 1:3,2:0": Way(
         None, "cheap check only: needs the demo run; tests/run/test_analysis.py runs heads (with --show) on tiny "
         "models and a pruned stage"),
+    "tinyplm sweep recipes/glue/sst2_demo.yaml --space sweeps/sst2_student_optuna.yaml --max-concurrent 2": Way(
+        None, "cheap check only: 12 trials of the demo's student on Ray; tests/sweep/test_ray_sweep.py runs a "
+        "sweep of tiny trials on a real Ray head (a worker killed, then --resume)"),
+    "tinyplm sweep recipes/glue/sst2_demo.yaml --space sweeps/sst2_student_optuna.yaml --address HEAD_IP:6379 "
+    "--max-concurrent 8": Way(
+        None, "cheap check only: needs a Ray cluster; tests/sweep/test_ray_sweep.py runs tinyplm sweep --address "
+        "against a head started with ray start --head"),
+    "tinyplm predict runs/sst2_demo/model -i 'reviews/part-*.tsv' -o predictions/ --ray --workers 2": Way(
+        None, "cheap check only: needs the demo run and Ray; tests/predict/test_predict_ray.py runs predict --ray "
+        "over 8 shards (and with an actor killed) and compares it with plain predict"),
     "python benchmarks/serve_agreement.py runs/sst2_demo": Way(
         None, "cheap check only: starts a server per stage of the demo run; tests/serve/test_serve_agreement.py "
         "runs it on a tiny run of two stages"),
