@@ -144,3 +144,26 @@ def test_a_student_of_its_own_tokenizer_learns_from_the_teachers_predictions(tmp
     # would leave it at chance on this balanced toy task)
     assert record.teacher.metrics["accuracy"] >= 0.9
     assert record.stage("s").metrics["accuracy"] >= 0.8
+
+
+@pytest.mark.parametrize(("family", "student", "said"), [
+    ("mpnet", {"teacher_layers": [0, 2], "compress": [{"kind": "prune_heads", "keep": 0.5}]},
+     "student s: compress step prune_heads is not possible for a mpnet model: its relative-position bias"),
+    ("mpnet", {"name": "later", "init_from": "s0", "stages": [], "compress": [{"kind": "prune_heads", "keep": 0.5}]},
+     "student later: compress step prune_heads is not possible for a mpnet model"),
+    ("modernbert", {"teacher_layers": [0, 2], "objective": {"kd_weight": 1.0, "attention_kl": 1.0}},
+     "student s: distilling attention scores (attention_kl) is not possible for a modernbert model"),
+])
+def test_a_step_the_students_family_cannot_take_is_refused_before_the_run(tmp_path: Path, family, student,
+                                                                          said) -> None:
+    """The role table's ``cannot`` is checked by validate for each student's family (the teacher's
+    for teacher_layers, an earlier student's for init_from), not only when the step is reached."""
+    from helpers_families import make_family_dir
+
+    teacher = make_family_dir(tmp_path / "teacher", family)
+    students = [{"name": "s", **student}] if "name" not in student else \
+        [{"name": "s0", "teacher_layers": [0, 2]}, student]
+    recipe = tiny_recipe(tmp_path, teacher, make_tiny_glue(tmp_path / "glue", n_train=16, n_dev=8), students=students)
+    result = cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path)
+    assert result.returncode == 2 and said in result.stderr, result.stderr
+    assert not (tmp_path / "runs").exists()

@@ -17,7 +17,7 @@ from tinyplm.config.schema import (
     student_name,
 )
 from tinyplm.errors import DataError, ModelError, RecipeError
-from tinyplm.models import check_model_dir, load_tokenizer, resolve_model_dir
+from tinyplm.models import check_model_dir, load_tokenizer, resolve_model_dir, roles
 from tinyplm.models.roles import ROLES
 from tinyplm.models.student import model_type_of
 from tinyplm.models.token_ids import token_id_mismatch
@@ -73,6 +73,7 @@ def preflight(cfg: RunConfig) -> Preflight:
                           f"has a {data.head} head whose labels are tied to word positions")
     teacher = _Teacher(src, int(model_cfg["vocab_size"]), tok)
     _check_inits(cfg, teacher)
+    _check_student_families(cfg, model_cfg["model_type"])
     _check_augment(cfg)
     _check_families(cfg, data)
     _check_feature_encoders(cfg, model_cfg, teacher)
@@ -113,6 +114,48 @@ def _check_inits(cfg: RunConfig, teacher: _Teacher) -> None:
             raise RecipeError(f"student {name}: {problem}; {blocker} needs the teacher's token positions: distil "
                               "across tokenizers with prediction-level terms only (kd_weight, hard_weight, "
                               "logit_mse) from the fine-tuned teacher, or start from a checkpoint of its tokenizer")
+
+
+#: Objective terms computed from attention scores or probabilities (``models.features``): a family
+#: whose scores are not recomputed from Q and K (the role table's ATTENTION_FEATURES) cannot give them.
+ATTENTION_TERMS = ("attention_scores", "attention_kl")
+
+
+def student_model_type(cfg: RunConfig, spec: StudentSpec, teacher_type: str) -> str | None:
+    """The ``config.model_type`` a transformer student will have (None for a classic student):
+    the teacher's for ``teacher_layers`` (unless ``arch`` says otherwise) or ``init_from: teacher``,
+    an earlier student's, a checkpoint's, or ``arch`` (default bert) for a student of ``shape``."""
+    if spec.family is not None:
+        return None
+    if spec.init_from == "teacher" or (spec.teacher_layers and spec.arch is None):
+        return teacher_type
+    earlier = cfg.earlier_student(spec) if spec.init_from else None
+    if earlier is not None:
+        return student_model_type(cfg, earlier, teacher_type)
+    if spec.init_from:
+        return str(check_model_dir(resolve_model_dir(spec.init_from))["model_type"])
+    return model_type_of(spec.arch or "bert")
+
+
+def _check_student_families(cfg: RunConfig, teacher_type: str) -> None:
+    """A compress step or a training term a student's encoder family cannot take (the role
+    table's ``cannot``: MPNet's per-layer head pruning, ModernBERT's attention-score features) is
+    refused before anything runs, naming the student, the step and why."""
+    for spec in cfg.students:
+        model_type = student_model_type(cfg, spec, teacher_type)
+        if model_type is None or model_type not in ROLES:
+            continue
+        name = student_name(spec)
+        for step in spec.compress:
+            if step.kind == "prune_heads":
+                roles.require(model_type, roles.Stage.PRUNE_HEADS, f"student {name}: compress step {step_name(step)}")
+        trained = [st.objective for st in spec.stage_specs()]
+        trained += [c.recover.objective for c in spec.compress if c.recover is not None]
+        terms = sorted({t for o in trained for t in ATTENTION_TERMS if getattr(o, t) > 0})
+        for who in dict.fromkeys((model_type, teacher_type)) if terms else ():
+            if who in ROLES:
+                roles.require(who, roles.Stage.ATTENTION_FEATURES,
+                              f"student {name}: distilling attention scores ({', '.join(terms)})")
 
 
 def _needs_shared_ids(spec: StudentSpec) -> str | None:
