@@ -279,7 +279,7 @@ def test_evaluate_and_bench_read_a_tvtropes_model_as_it_was_trained(tmp_path: Pa
 
     from conftest import make_tiny_model_dir
     from helpers_cli import cli
-    from tinyplm.cli.measure import _as_trained
+    from tinyplm.cli.evaluate import as_trained
     from tinyplm.config import TaskSpec
     from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
     from tinyplm.models import load_classifier
@@ -304,11 +304,11 @@ def test_evaluate_and_bench_read_a_tvtropes_model_as_it_was_trained(tmp_path: Pa
     got = json.loads(result.stdout)
     assert got["context_sentences"] == 2 and got["metrics"] == pytest.approx(expected(2, 24))
     assert expected(0, 24) != expected(2, 24)
-    assert _as_trained(model_dir, "tvtropes_spoilers", None, None, None) == (24, 2, 0)
-    assert _as_trained(model_dir, "tvtropes_spoilers", 64, 0, 1) == (64, 0, 1)
-    assert _as_trained(model_dir, "sst2", None, None, None) == (24, 0, 0)  # context only for the tasks taking it
-    assert _as_trained(tmp_path / "not-a-model", "tvtropes_spoilers", None, None, None) == (128, 0, 0)
+    assert as_trained(model_dir, "tvtropes_spoilers", None, None, None) == (24, 2, 0)
+    assert as_trained(model_dir, "tvtropes_spoilers", 64, 0, 1) == (64, 0, 1)
+    assert as_trained(model_dir, "sst2", None, None, None) == (24, 0, 0)  # context only for the tasks taking it
+    assert as_trained(tmp_path / "not-a-model", "tvtropes_spoilers", None, None, None) == (128, 0, 0)
     cfg.tinyplm_task = {"name": "tvtropes_spoilers", "max_length": 24, "context_sentences": 1, "context_after": 3}
     cfg.save_pretrained(model_dir)
-    assert _as_trained(model_dir, "tvtropes_spoilers", None, None, None) == (24, 1, 3)
-    assert _as_trained(model_dir, "tvtropes_spoilers", None, 2, None) == (24, 2, 3)  # each setting on its own
+    assert as_trained(model_dir, "tvtropes_spoilers", None, None, None) == (24, 1, 3)
+    assert as_trained(model_dir, "tvtropes_spoilers", None, 2, None) == (24, 2, 3)  # each setting on its own

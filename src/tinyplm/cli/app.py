@@ -8,6 +8,7 @@ only parse arguments, call one stage function and print. Bad input raises ``Tiny
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -39,6 +40,31 @@ DataRoot = Annotated[str | None, typer.Option(
     "--data-dir", help="data root: a GLUE folder, or the folder holding squad/ and conll2003/")]
 EvalPrecision = Annotated[str, typer.Option(
     "--precision", help="fp32 | bf16: what the metrics are computed in (fp32: the same on every CPU)")]
+#: ``--track`` on the commands that run a recipe: MLflow on at its default place (config/tracking.py).
+Track = Annotated[bool, typer.Option(
+    "--track", help="track the run in MLflow (recipe tracking.mlflow: true unless it names a URI; needs "
+    "pip install 'tinyplm[track]')")]
+
+# predict and serve: the model and how its inputs are cut.
+ModelDir = Annotated[Path, typer.Argument(help="a saved model dir, or a run dir (its model/ is used)")]
+MaxLength = Annotated[int | None, typer.Option(
+    help="max tokens per example (SQuAD: per window); default: the run's task.max_length, else 128")]
+DocStride = Annotated[int | None, typer.Option(help="SQuAD: tokens shared by consecutive windows (default: the "
+                                                    "run's, else 128 or half a window's context room)")]
+MaxQueryLength = Annotated[int | None, typer.Option(help="SQuAD: question tokens kept (default: the run's, else 64)")]
+NullThreshold = Annotated[float | None, typer.Option(
+    help="SQuAD v2.0: answer empty when the no-answer score beats the best span by more (default: 0 for a "
+         "squad_v2 run, else always answer)")]
+Threads = Annotated[int | None, typer.Option(help="torch threads (default: all cores)")]
+
+# probe and heads: what is analysed, on which task, and where the pages go.
+AnalysisTarget = Annotated[str, typer.Argument(
+    help="a run dir (every float PyTorch stage), a model dir or an alias")]
+AnalysisTask = Annotated[str, typer.Option("--task", help="conll2003-pos, conll2003-chunk, conll2003-ner or sst2")]
+Stages = Annotated[str | None, typer.Option("--stages", help="run dir: only these stages, comma-separated")]
+AnalysisOut = Annotated[Path | None, typer.Option(
+    "--out", help="model dir: where analysis/ and analysis.html go (default runs/analysis/NAME)")]
+Seed = Annotated[int, typer.Option(help="sampling (and random-encoder) seed")]
 
 
 def exact_precision(value: str, flag: str = "--precision") -> str:
@@ -81,6 +107,32 @@ def int_list(text: str, flag: str) -> list[int]:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise TinyplmError(f"{flag}: expected comma-separated integers like 1,3,5, got '{text}'") from None
+
+
+def names(text: str | None) -> list[str] | None:
+    """``"a, b"`` -> ``["a", "b"]``; ``None`` or empty -> ``None``."""
+    return [s.strip() for s in text.split(",") if s.strip()] if text else None
+
+
+def note(text: str) -> None:
+    """One dim line on stdout (what was skipped, what is being done)."""
+    out.print(f"[dim]{text}[/dim]", highlight=False)
+
+
+def model_settings(max_length, doc_stride, max_query_length, null_threshold) -> dict:
+    """predict's and serve's input settings, as Predictor.load takes them."""
+    return {"max_length": max_length, "doc_stride": doc_stride, "max_query_length": max_query_length,
+            "null_threshold": null_threshold}
+
+
+def set_threads(threads: int | None) -> None:
+    """``--threads``: torch's thread count (unchanged when ``None``); below 1 is a ``TinyplmError``."""
+    if threads is not None:
+        import torch
+
+        if threads < 1:
+            raise TinyplmError(f"--threads: expected at least 1, got {threads}")
+        torch.set_num_threads(threads)
 
 
 def main() -> None:

@@ -1,4 +1,5 @@
-"""Pre-training subcommands: ``tinyplm pretrain RECIPE`` and ``tinyplm tokenizer train``."""
+"""``tinyplm pretrain RECIPE``: pre-train a BERT encoder (``tinyplm tokenizer train`` makes its
+tokenizer: cli/tokenizer.py)."""
 
 from __future__ import annotations
 
@@ -10,31 +11,6 @@ from rich.table import Table
 
 from tinyplm.cli.app import Force, Resume, app, out
 
-tokenizer_app = typer.Typer(help="Train subword tokenizers.", no_args_is_help=True, rich_markup_mode=None)
-app.add_typer(tokenizer_app, name="tokenizer")
-
-@tokenizer_app.command("train")
-def tokenizer_train_cmd(
-    files: Annotated[list[Path], typer.Argument(help="text files or folders (*.txt); Gutenberg headers are cut")],
-    out_dir: Annotated[Path, typer.Option("--out", "-o", help="where to save the tokenizer (HF format)")],
-    kind: Annotated[str, typer.Option(help="wordpiece | bpe | bytelevel-bpe")] = "wordpiece",
-    vocab_size: Annotated[int, typer.Option(help="vocabulary size, specials included")] = 30000,
-    min_frequency: Annotated[int, typer.Option(help="drop merges seen fewer times")] = 2,
-    cased: Annotated[bool, typer.Option("--cased", help="keep case (byte-level BPE always does)")] = False,
-    max_docs: Annotated[int | None, typer.Option(help="use at most this many paragraphs")] = None,
-) -> None:
-    """Train a WordPiece, BPE or byte-level BPE tokenizer on text files.
-
-    Example: tinyplm tokenizer train ../shared/data/corpus/wikitext --kind wordpiece --vocab-size 8000 --out runs/tok
-    """
-    from tinyplm.pretrain.tokenizer import train_tokenizer
-
-    path = train_tokenizer(files, kind, vocab_size, out_dir, lowercase=not cased, min_frequency=min_frequency,
-                           max_items=max_docs)
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(str(path))
-    out.print(f"{kind} tokenizer, {len(tok)} tokens -> {path}")
 
 @app.command("pretrain")
 def pretrain_cmd(

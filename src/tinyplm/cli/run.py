@@ -1,4 +1,5 @@
-"""Commands that run recipes: run, validate, finetune, distill."""
+"""``tinyplm run`` and ``tinyplm validate``; :func:`run_and_report` and :func:`run_flags`, which
+``finetune`` and ``distill`` (cli/finetune.py, cli/distill.py) use to run the recipe their flags make."""
 
 from __future__ import annotations
 
@@ -7,15 +8,11 @@ from typing import Annotated
 
 import typer
 
-from tinyplm.cli.app import DataDir, Force, Overrides, Resume, app, int_list, out, print_stages
-
-#: ``--track`` on the commands that run a recipe: MLflow on at its default place (config/tracking.py).
-Track = Annotated[bool, typer.Option(
-    "--track", help="track the run in MLflow (recipe tracking.mlflow: true unless it names a URI; needs "
-    "pip install 'tinyplm[track]')")]
+from tinyplm.cli.app import Force, Overrides, Resume, Track, app, out, print_stages
 
 
-def _run_and_report(cfg, run_dir: Path | None, resume: bool, force: bool, track: bool = False) -> None:
+def run_and_report(cfg, run_dir: Path | None, resume: bool, force: bool, track: bool = False) -> None:
+    """Run ``cfg`` (a RunConfig) into ``run_dir`` (default: its output_dir), then print its table."""
     from tinyplm.run import run, run_dir_of
 
     if track:
@@ -45,7 +42,7 @@ def run_cmd(
     """
     from tinyplm.config import load_recipe
 
-    _run_and_report(load_recipe(recipe, overrides), run_dir, resume, force, track)
+    run_and_report(load_recipe(recipe, overrides), run_dir, resume, force, track)
 
 
 @app.command("validate")
@@ -88,79 +85,11 @@ def validate_cmd(
     out.print(f"{recipe}: ok (task {cfg.task.name}{counts}; teacher {teacher}; students: {students})", soft_wrap=True)
 
 
-@app.command("finetune")
-def finetune_cmd(
-    task: Annotated[str, typer.Option("--task", help="task name, e.g. sst2")],
-    out_dir: Annotated[Path, typer.Option("--out", "-o", help="run directory")],
-    model: Annotated[str, typer.Option("--model", help="alias or local HF model dir")] = "minilm-l6",
-    epochs: Annotated[float, typer.Option(help="training epochs")] = 3.0,
-    budget_minutes: Annotated[float | None, typer.Option(help="stop after this many minutes")] = None,
-    lr: Annotated[float, typer.Option(help="peak learning rate")] = 5e-5,
-    batch_size: Annotated[int, typer.Option(help="batch size")] = 32,
-    max_length: Annotated[int, typer.Option(help="max tokens per example")] = 128,
-    precision: Annotated[str, typer.Option(help="training: auto | bf16 | fp32")] = "auto",
-    eval_precision: Annotated[str, typer.Option(
-        help="dev checks and reported metrics: fp32 | bf16 (fp32: the same on every CPU)")] = "fp32",
-    data_dir: DataDir = None,
-    overrides: Overrides = None,
-    force: Force = False,
-    resume: Resume = False,
-    track: Track = False,
-) -> None:
-    """Fine-tune a teacher on a task, then measure and report it.
-
-    Example: tinyplm finetune --task rte --model minilm-l6 --out runs/rte-teacher --budget-minutes 5
-    """
-    train = {"epochs": epochs, "budget_minutes": budget_minutes, "lr": lr, "batch_size": batch_size,
-             "precision": precision, "eval_precision": eval_precision}
-    raw = {"name": out_dir.name, "output_dir": str(out_dir),
-           "task": {"name": task, "data_dir": data_dir, "max_length": max_length},
-           "teacher": {"model": model, "finetune": train}, "measure": {"precision": eval_precision}}
-    _run_and_report(_validated(raw, overrides), out_dir, resume, force, track)
-
-
-@app.command("distill")
-def distill_cmd(
-    teacher: Annotated[str, typer.Option("--teacher", help="fine-tuned teacher dir (e.g. RUN_DIR/teacher)")],
-    task: Annotated[str, typer.Option("--task", help="task name, e.g. sst2")],
-    out_dir: Annotated[Path, typer.Option("--out", "-o", help="run directory")],
-    layers: Annotated[int | None, typer.Option(help="student layers")] = None,
-    hidden: Annotated[int | None, typer.Option(help="student hidden size")] = None,
-    heads: Annotated[int | None, typer.Option(help="student attention heads")] = None,
-    ffn: Annotated[int | None, typer.Option(help="student FFN width")] = None,
-    teacher_layers: Annotated[str | None, typer.Option(help="init from these teacher layers, e.g. 1,3,5")] = None,
-    temperature: Annotated[float, typer.Option(help="KD temperature")] = 2.0,
-    kd_weight: Annotated[float, typer.Option(help="weight of the soft-target loss")] = 1.0,
-    hard_weight: Annotated[float, typer.Option(help="weight of the hard-label loss")] = 0.0,
-    epochs: Annotated[float, typer.Option(help="training epochs")] = 3.0,
-    budget_minutes: Annotated[float | None, typer.Option(help="stop after this many minutes")] = None,
-    lr: Annotated[float, typer.Option(help="peak learning rate")] = 1e-4,
-    max_length: Annotated[int, typer.Option(help="max tokens per example")] = 128,
-    data_dir: DataDir = None,
-    overrides: Overrides = None,
-    force: Force = False,
-    resume: Resume = False,
-    track: Track = False,
-) -> None:
-    """Distil a fine-tuned teacher into one student (prediction-layer KD), measure both.
-
-    Example: tinyplm distill --teacher runs/sst2/teacher --task sst2 --teacher-layers 1,3,5 --out runs/sst2-l3
-    """
-    student: dict = {"objective": {"temperature": temperature, "kd_weight": kd_weight, "hard_weight": hard_weight},
-                     "train": {"epochs": epochs, "budget_minutes": budget_minutes, "lr": lr}}
-    if any(v is not None for v in (layers, hidden, heads, ffn)):
-        student["shape"] = {"layers": layers, "hidden": hidden, "heads": heads, "ffn": ffn}
-    if teacher_layers:
-        student["teacher_layers"] = int_list(teacher_layers, "--teacher-layers")
-    raw = {"name": out_dir.name, "output_dir": str(out_dir),
-           "task": {"name": task, "data_dir": data_dir, "max_length": max_length},
-           "teacher": {"model": teacher}, "students": [student]}
-    _run_and_report(_validated(raw, overrides), out_dir, resume, force, track)
-
-
-def _validated(raw: dict, overrides: list[str] | None):
+def run_flags(raw: dict, overrides: list[str] | None, run_dir: Path, resume: bool, force: bool, track: bool) -> None:
+    """Run the recipe a command's flags made (``raw``, a recipe dict) with ``overrides`` applied;
+    a bad key or value is a ``TinyplmError`` naming it, as in a recipe file."""
     from tinyplm.config import apply_override, validate_recipe
 
     for item in overrides or []:
         apply_override(raw, item)
-    return validate_recipe(raw, source="command line")
+    run_and_report(validate_recipe(raw, source="command line"), run_dir, resume, force, track)

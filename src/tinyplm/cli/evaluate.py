@@ -1,4 +1,5 @@
-"""Subcommands that look at models and runs: evaluate, evaluate-squad, bench, report, tasks."""
+"""``tinyplm evaluate`` (a saved model on a task's dev split) and ``tinyplm evaluate-squad`` (a SQuAD
+predictions file); :func:`as_trained`, the settings a model is read with, which ``bench`` uses too."""
 
 from __future__ import annotations
 
@@ -7,9 +8,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from tinyplm.cli.app import EvalPrecision, app, exact_precision, out, print_stages
+from tinyplm.cli.app import EvalPrecision, app, exact_precision, out
 from tinyplm.errors import TinyplmError
 from tinyplm.files import write_json_atomic
 from tinyplm.tasks.heads import Head
@@ -52,7 +52,7 @@ def evaluate_cmd(
     from tinyplm.tasks.spoilers import CONTEXT_TASKS
 
     bf16 = exact_precision(precision) == "bf16"
-    max_length, context_sentences, context_after = _as_trained(model_dir, task, max_length, context_sentences,
+    max_length, context_sentences, context_after = as_trained(model_dir, task, max_length, context_sentences,
                                                                context_after)
     spec = validate_recipe({"task": {"name": task, "data_dir": data_dir, "max_length": max_length,
                                      "doc_stride": doc_stride, "max_query_length": max_query_length,
@@ -91,7 +91,7 @@ def _print_evaluation(model, model_dir: Path, data, metrics: dict, context: dict
         out.print(f"{k}: {v:.4f}" if isinstance(v, float) else f"{k}: {v}")
 
 
-def _as_trained(model_dir: Path, task: str, max_length: int | None, context: int | None,
+def as_trained(model_dir: Path, task: str, max_length: int | None, context: int | None,
                 after: int | None) -> tuple[int, int, int]:
     """``(max length, context sentences before, after)`` to read ``task`` with for ``model_dir``:
     the given ones, else those the model was trained with (its run's recipe or its config's stamp;
@@ -140,88 +140,3 @@ def evaluate_squad_cmd(
     scores = squad_scores(gold, preds, v2=data.v2)
     scores["unknown_ids"] = len(unknown)
     out.print_json(json.dumps(scores))
-
-@app.command("bench")
-def bench_cmd(
-    model_dirs: Annotated[list[Path], typer.Argument(help="teacher dir first, then the students")],
-    task: Annotated[str, typer.Option("--task", help="task whose dev sentences are used")],
-    out_dir: Annotated[Path | None, typer.Option("--out", "-o", help="write results.json + reports here")] = None,
-    data_dir: Annotated[str | None, typer.Option("--data-dir", help="GLUE folder")] = None,
-    max_length: Annotated[int | None, typer.Option(
-        help="max tokens per example; default: what the first model was trained with (its config or run), "
-             "else 128")] = None,
-    context_sentences: Annotated[int | None, typer.Option(
-        help="goodreads_spoilers_reviews, tvtropes_spoilers: preceding sentences given with each sentence "
-             "(default: what the first model was trained with; else 0)")] = None,
-    context_after: Annotated[int | None, typer.Option(
-        help="goodreads_spoilers_reviews, tvtropes_spoilers: following sentences also given with each sentence "
-             "(default: what the first model was trained with; else 0)")] = None,
-    rounds: Annotated[int, typer.Option(help="interleaved timing rounds")] = 3,
-    runtimes: Annotated[str | None, typer.Option(
-        "--runtimes", help="also run each PyTorch model in these runtimes, e.g. torch,onnxruntime,openvino")] = None,
-    tolerance: Annotated[float, typer.Option(help="--runtimes: accuracy a runtime may lose and still win")] = 0.005,
-    precision: EvalPrecision = "fp32",
-) -> None:
-    """Measure models side by side: metrics, size, batch-1 latency, batch throughput; with
-    --runtimes, each model in each runtime, and which runtime is fastest within --tolerance.
-
-    Example: tinyplm bench runs/sst2_demo/teacher runs/sst2_demo/model --task sst2 --out runs/bench
-    Example: tinyplm bench runs/sst2_demo/teacher --task sst2 --runtimes torch,onnxruntime,openvino --out runs/rt
-    """
-    if out_dir and (out_dir / "results.json").exists():
-        raise TinyplmError(f"{out_dir}: already holds results.json; choose another --out")
-    import tempfile
-
-    from tinyplm.config import TaskSpec
-    from tinyplm.run import bench
-
-    wanted = [r.strip() for r in runtimes.split(",") if r.strip()] if runtimes else None
-    exact_precision(precision)
-    max_length, context_sentences, context_after = _as_trained(model_dirs[0], task, max_length, context_sentences,
-                                                               context_after)
-    spec = TaskSpec(name=task, data_dir=data_dir, max_length=max_length, context_sentences=context_sentences,
-                    context_after=context_after)
-    with tempfile.TemporaryDirectory(prefix="tinyplm-bench-") as scratch:
-        record = bench(model_dirs, spec, rounds, runtimes=wanted, work=out_dir or Path(scratch), tolerance=tolerance,
-                       precision=precision)
-        print_stages(record)
-        for model, best in (record.info.fastest or {}).items():
-            out.print(f"{model}: fastest within {tolerance} {record.metric}: {best.fastest} ({best.runtime})",
-                      highlight=False)
-    if out_dir:
-        from tinyplm.report import write_all
-
-        out_dir.mkdir(parents=True, exist_ok=True)
-        write_all(record, out_dir)
-        out.print(f"report: {out_dir / 'report.html'}")
-
-@app.command("report")
-def report_cmd(run_dir: Annotated[Path, typer.Argument(help="a finished run dir (holds results.json)")]) -> None:
-    """Rebuild summary.md, report.html, plots and model cards from results.json.
-
-    Example: tinyplm report runs/sst2_demo
-    """
-    from tinyplm.report import rebuild
-
-    written = rebuild(run_dir)
-    out.print(f"report: {written.get('report.html', run_dir / 'report.html')}")
-
-@app.command("tasks")
-def tasks_cmd(data_dir: Annotated[str | None, typer.Option(
-        "--data-dir", help="data root: a GLUE folder, or the folder holding squad/ and conll2003/")] = None) -> None:
-    """List the tasks, their metrics and whether their data files are present.
-
-    Example: tinyplm tasks --data-dir ../shared/data/glue
-    """
-    from tinyplm import tasks
-
-    table = Table(title="tasks")
-    for col in ("task", "metrics", "labels", "files present"):
-        table.add_column(col)
-    for name in tasks.names():
-        t = tasks.get(name, data_dir)
-        present = t.data_present()
-        shown = ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in present.items())
-        labels = "answer span in the context" if t.head == Head.SPAN else ", ".join(t.labels) or "regression"
-        table.add_row(name, ", ".join(t.metrics), labels, shown)
-    out.print(table)

@@ -1,4 +1,4 @@
-"""Subcommands that ship models: export (ONNX, with a parity check)."""
+"""``tinyplm export``: a run's models to ONNX, with a parity check."""
 
 from __future__ import annotations
 
