@@ -11,15 +11,14 @@ without a cache (candidate search with the MLM, neighbours, drawing the copies).
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
+import _harness as harness
 from tinyplm import tasks
 from tinyplm.config.schema import AugmentSpec
 from tinyplm.distill.augment import EmbeddingNeighbours, augment
@@ -27,21 +26,17 @@ from tinyplm.models import resolve_model_dir
 from tinyplm.models.infer import precision_name, use_bf16
 from tinyplm.pretrain import fit_mlm_head, load_mlm, read_corpus
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = harness.parser(__doc__, threads=True)
     ap.add_argument("--n", type=int, default=200, help="SST-2 train sentences to augment")
     ap.add_argument("--copies", type=int, default=20)
     ap.add_argument("--mlm-dir", type=Path, default=None, help="teacher with a fitted MLM head")
     ap.add_argument("--head-steps", type=int, default=10, help="steps of the throw-away head fit")
-    ap.add_argument("--corpus", type=Path, default=SHARED / "corpus" / "wikitext")
+    ap.add_argument("--corpus", type=Path, default=harness.DATA / "corpus" / "wikitext")
     ap.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"])
-    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
     args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    harness.set_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         head_seconds = None
         mlm_dir = args.mlm_dir
@@ -68,4 +63,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -29,88 +29,30 @@ Its last line of output is the JSON's path.
 
 from __future__ import annotations
 
-import argparse
-import json
-import shutil
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+import _harness as harness
 
 TEACHER_MINUTES = {"sst2": 12.0, "mrpc": 8.0}
-VARIANTS = ("student-pruned", "student-sparse", "student-shared", "student-svd", "student-embed128", "student-qat",
-            "student-ort-dyn", "student-ort-static", "student-torch-int8", "student-int4", "student-bf16",
-            "student-ov", "student-ov-int8", "student-trimmed", "student-combined", "student-combined-ov",
-            "teacher-ort-dyn", "teacher-ort-static", "teacher-ov", "teacher-ov-int8", "teacher-half", "teacher-small",
-            "teacher-small-ov")
 MAX_LENGTH = {"sst2": 64, "mrpc": 128}
-
-
-def _train(minutes: float, lr: float, eval_every: int = 200) -> dict:
-    return {"epochs": 20, "budget_minutes": minutes, "lr": lr, "eval_every": eval_every, "checkpoint_every": 400}
-
-
-def _recover(minutes: float) -> dict:
-    return {"objective": {"kd_weight": 1.0, "temperature": 2.0}, "train": _train(minutes, 5e-5, 100)}
+#: The recipe, its variable parts written $name (benchmarks/recipes/compress_pareto.yaml).
+RECIPE = harness.recipes("compress_pareto")["recipe"]
+#: Every variant besides the teacher and the student, in the recipe's order.
+VARIANTS = tuple(s["name"] for s in RECIPE["students"][1:])
 
 
 def recipe(args, out: Path) -> dict:
-    """The whole benchmark as one tinyplm recipe."""
-    m, r = args.budget_minutes, args.recover_minutes
-    prune = [{"kind": "prune_ffn", "keep": 0.5, "scope": "layer", "recover": _recover(r)},
-             {"kind": "prune_heads", "keep": 0.75, "recover": _recover(r)}]
-    variants = {
-        "student-pruned": prune,
-        "student-sparse": [{"kind": "magnitude", "sparsity": 0.7, "recover": _recover(r)}],
-        "student-shared": [{"kind": "share", "mode": "all", "groups": [[0, 1], [2]], "recover": _recover(r)}],
-        "student-svd": [{"kind": "svd", "energy": 0.9, "roles": ["ffn_in", "ffn_out"], "recover": _recover(r)}],
-        "student-embed128": [{"kind": "factorize_embeddings", "rank": 128, "recover": _recover(r)}],
-        "student-qat": [{"kind": "qat", "recover": _recover(r)}],
-        "student-ort-dyn": [{"kind": "onnx_dynamic_int8"}],
-        "student-ort-static": [{"kind": "onnx_static_int8"}],
-        "student-torch-int8": [{"kind": "dynamic_int8"}],
-        "student-int4": [{"kind": "int4_weight", "group_size": 64}],
-        "student-bf16": [{"kind": "bf16"}],
-        "student-ov": [{"kind": "openvino"}],
-        "student-ov-int8": [{"kind": "openvino_int8"}],
-        "student-trimmed": [{"kind": "trim_vocab"}],
-        # No factorized embeddings here: on SST-2, E=128 cost 2.9 points after a 2-minute recovery
-        # (0.889 -> 0.860); trimming the vocabulary shrinks the table without changing a logit.
-        "student-combined": prune + [
-            {"kind": "trim_vocab"},
-            {"kind": "onnx_dynamic_int8", "embeddings": True}],
-        "student-combined-ov": prune + [{"kind": "trim_vocab"}, {"kind": "openvino_int8", "embeddings": True}],
-    }
-    students = [{"name": "student", "teacher_layers": [1, 3, 5],
-                 "objective": {"temperature": 2.0, "kd_weight": 1.0, "hard_weight": 0.5},
-                 "train": _train(m, 1e-4)}]
-    half = [{"kind": "prune_heads", "keep": 0.5, "scope": "layer", "recover": _recover(r)},
-            {"kind": "prune_ffn", "keep": 0.5, "scope": "layer", "recover": _recover(r)}]
-    from_teacher = {
-        "teacher-ort-dyn": [{"kind": "onnx_dynamic_int8"}],
-        "teacher-ort-static": [{"kind": "onnx_static_int8"}],
-        "teacher-ov": [{"kind": "openvino"}],
-        "teacher-ov-int8": [{"kind": "openvino_int8"}],
-        "teacher-half": half,
-        # all six layers kept: for small tasks, where a 3-layer student loses more than pruning does
-        "teacher-small": half + [{"kind": "trim_vocab"}, {"kind": "onnx_dynamic_int8", "embeddings": True}],
-        "teacher-small-ov": half + [{"kind": "trim_vocab"}, {"kind": "openvino_int8", "embeddings": True}],
-    }
+    """The whole benchmark as one tinyplm recipe: the student and the variants ``args.variants``
+    chooses (``all``: every one), the budgets and the teacher from the command line."""
+    raw = harness.fill(RECIPE, name=f"pareto-{args.task}", output_dir=str(out / "run"), task=args.task,
+               max_length=MAX_LENGTH.get(args.task, 128), teacher=args.teacher or "minilm-l6",
+               teacher_minutes=args.teacher_minutes or TEACHER_MINUTES.get(args.task, 8.0),
+               student_minutes=args.budget_minutes, recover_minutes=args.recover_minutes)
+    if args.teacher:  # a fine-tuned teacher is used as it is
+        raw["teacher"]["finetune"] = None
     chosen = set(VARIANTS) if "all" in args.variants else set(args.variants)
-    students += [{"name": name, "init_from": "student", "stages": [], "compress": steps}
-                 for name, steps in variants.items() if name in chosen]
-    students += [{"name": name, "init_from": "teacher", "stages": [], "compress": steps}
-                 for name, steps in from_teacher.items() if name in chosen]
-    return {
-        "name": f"pareto-{args.task}",
-        "output_dir": str(out / "run"),
-        "task": {"name": args.task, "max_length": MAX_LENGTH.get(args.task, 128)},
-        "teacher": {"model": args.teacher or "minilm-l6",
-                    "finetune": None if args.teacher
-                    else _train(args.teacher_minutes or TEACHER_MINUTES.get(args.task, 8.0), 1e-4)},
-        "students": students,
-        "measure": {"rounds": 3},
-    }
+    raw["students"] = [s for s in raw["students"] if s["name"] == "student" or s["name"] in chosen]
+    return raw
 
 
 def pareto(points: list[tuple[float, float]]) -> list[int]:
@@ -174,45 +116,35 @@ def plot(record, out: Path) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.parser(__doc__, out="default: runs/pareto/<task>", fresh=True, budget_minutes=6.0,
+                       budget_help="the student's distillation budget")
     p.add_argument("--task", required=True, choices=["sst2", "mrpc"])
-    p.add_argument("--budget-minutes", type=float, default=6.0, help="the student's distillation budget")
     p.add_argument("--recover-minutes", type=float, default=2.0, help="each recovery distillation's budget")
     p.add_argument("--teacher", help="a fine-tuned teacher dir (default: fine-tune the packaged MiniLM here)")
     p.add_argument("--teacher-minutes", type=float, default=None)
     p.add_argument("--variants", nargs="+", default=["all"], choices=["all", *VARIANTS],
                    help="which variants besides the teacher and the student (default all)")
-    p.add_argument("--out", type=Path, default=None)
-    p.add_argument("--fresh", action="store_true", help="delete an earlier run of this benchmark first")
     args = p.parse_args()
-    out = args.out or REPO / "runs" / "pareto" / args.task
-    if args.fresh and out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = harness.prepare_out(args.out or harness.REPO / "runs" / "pareto" / args.task, args.fresh)
 
-    from tinyplm.config import validate_recipe
     from tinyplm.report.run_info import BenchmarkInfo
-    from tinyplm.run import run_or_reuse
 
-    record = run_or_reuse(validate_recipe(recipe(args, out), source="compress_pareto"))
-    teacher = record.teacher
-    rows = []
-    for s in record.stages:
-        row = {"stage": s.name, record.metric: s.metrics.get(record.metric), "disk_mb": round(s.disk_bytes / 1e6, 2),
-               "smaller": round(teacher.disk_bytes / s.disk_bytes, 2),
-               "throughput_sent_per_s": round(s.throughput_sent_per_s, 1), "throughput_batch": s.throughput_batch,
-               "speedup": round(s.throughput_sent_per_s / teacher.throughput_sent_per_s, 2),
-               "runtime": f"{s.runtime} {s.precision}",
-               "retention": round(s.metrics.get(record.metric, 0) / teacher.metrics[record.metric], 4),
-               "latency_ms_p50_b1": round(s.latency_ms_p50_b1, 2)}
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+    record = harness.run_recipe(recipe(args, out), source="compress_pareto")
+    harness.print_rows([row(s, record) for s in record.stages])
     record.info.benchmark = BenchmarkInfo(name="compress_pareto")
     path = out / "results.json"
     record.save(path)
     plot(record, out)
-    print(path)
+    harness.finish(path)
 
+
+def row(stage, record) -> dict:
+    """One stage against the teacher: metric, size, speed, runtime and retention."""
+    teacher, metric = record.teacher, record.metric
+    return {"stage": stage.name, metric: stage.metrics.get(metric), **harness.size_speed(stage),
+            "smaller": round(teacher.disk_bytes / stage.disk_bytes, 2), "throughput_batch": stage.throughput_batch,
+            "speedup": harness.x_teacher(stage, teacher), "runtime": f"{stage.runtime} {stage.precision}",
+            "retention": harness.retention(stage.metrics.get(metric, 0), teacher.metrics[metric])}
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -12,12 +12,8 @@ JSON's path.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from recipe_bench import REPO, main  # noqa: E402
+from _harness import REPO, recipe_benchmark
 
 if __name__ == "__main__":
-    sys.exit(main(__doc__, REPO / "recipes" / "conll" / "ner_demo.yaml", "conll",
-                  ("f1_test", "precision_test", "recall_test")))
+    recipe_benchmark(__doc__, REPO / "recipes" / "conll" / "ner_demo.yaml", "conll",
+                     ("f1_test", "precision_test", "recall_test"))

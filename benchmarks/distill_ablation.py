@@ -27,62 +27,39 @@ all models side by side) and ``<out>/ablation.png``. Its last line of output is 
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data"
-SHAPE = {"layers": 4, "hidden": 312, "heads": 12, "ffn": 1200}
-GENERAL_LAYERS = [0, 2, 4, 5]
-VARIANTS = ("kd", "tinybert", "minilm", "augment", "two-stage")
+import _harness as harness
 
-
-def _train(minutes: float, lr: float, seed: int, eval_every: int = 100) -> dict:
-    return {"epochs": 50, "budget_minutes": minutes, "lr": lr, "batch_size": 32, "eval_every": eval_every,
-            "checkpoint_every": 500, "seed": seed}
+#: The recipes, their variable parts written $name (benchmarks/recipes/distill_ablation.yaml).
+RECIPES = harness.recipes("distill_ablation")
+SHAPE, GENERAL_LAYERS = RECIPES["shape"], RECIPES["general_layers"]
+VARIANTS = tuple(RECIPES["variants"])
 
 
 def variant_stages(name: str, minutes: float, seed: int, share: float = 0.6) -> list[dict]:
     """The student's stages for one variant: ``share`` of the budget goes to the intermediate stage
     (for every variant that has one), the rest to the prediction layer."""
-    kd = {"kd_weight": 1.0, "temperature": 1.0}
-    inter = {"kd_weight": 0.0, "embedding": 1.0, "hidden": 1.0, "attention_scores": 1.0, "layer_map": "uniform"}
-    if name in ("minilm", "augment", "two-stage"):
-        inter = {**inter, "qkv_relation": 1.0, "relation_heads": 12}
-    data = "augmented" if name in ("augment", "two-stage") else "task"
-    if name == "kd":
-        return [{"name": "prediction", "data": "task", "objective": kd, "train": _train(minutes, 1e-4, seed)}]
-    # a general-distilled student starts from useful weights: a lower rate keeps them (TinyBERT's
-    # task distillation uses 5e-5 over many epochs; these budgets are minutes, hence higher rates)
-    lr = 1e-4 if name == "two-stage" else 5e-4
-    return [
-        {"name": "intermediate", "data": data, "objective": inter, "train": _train(minutes * share, lr, seed, 0)},
-        {"name": "prediction", "data": data, "objective": kd, "train": _train(minutes * (1 - share), 1e-4, seed)},
-    ]
+    stages = RECIPES["variants"][name]
+    split = any(s["name"] == "intermediate" for s in stages)
+    return harness.fill(stages, seed=seed, intermediate_minutes=minutes * share,
+                        prediction_minutes=minutes * (1 - share) if split else minutes)
 
 
-def base_recipe(args, teacher: str, name: str, out: Path) -> dict:
-    return {
-        "name": name,
-        "output_dir": str(out / name),
-        "task": {"name": args.task, "max_length": args.max_length},
-        "teacher": {"model": teacher},
-        "students": [],
-        "measure": {"latency_sentences": 4, "throughput_sentences": 32, "rounds": 1, "warmup": 1},
-    }
+def base_recipe(args, teacher: str, name: str, out: Path, part: str = "run", **values) -> dict:
+    """The recipe ``part`` of the YAML (run, teacher, general, variant) for ``args.task``, named
+    ``name``, run in ``out/name``; ``values`` fill its other holes."""
+    return harness.fill(RECIPES[part], name=name, output_dir=str(out / name), task=args.task,
+                        max_length=args.max_length, teacher=teacher, **values)
 
 
 def run_recipe(raw: dict):
     """A rerun of the benchmark reuses finished pieces only if they ran this recipe (also through a
     linked _shared); a finished run of another budget, share or teacher is refused by name."""
-    from tinyplm.config import validate_recipe
-    from tinyplm.run import run_or_reuse
-
-    return run_or_reuse(validate_recipe(raw, source=f"ablation:{raw['name']}"))
+    return harness.run_recipe(raw, source=f"ablation:{raw['name']}")
 
 
 def prepare(args, out: Path, shared: Path) -> tuple[str, str | None, str | None]:
@@ -97,57 +74,45 @@ def prepare(args, out: Path, shared: Path) -> tuple[str, str | None, str | None]
     from tinyplm.pretrain import fit_mlm_head, read_corpus
 
     shared.mkdir(parents=True, exist_ok=True)
-    corpus = [DATA / "corpus" / "books", DATA / "corpus" / "wikitext"]
     mlm = shared / "mlm"
     general = None
     # Two tasks' benchmarks may run at once: the first prepares the shared pieces, the other waits.
     with open(shared / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (mlm / "model.safetensors").is_file():
-            fit_mlm_head(resolve_model_dir("minilm-l6"), read_corpus(corpus, max_docs=20000), mlm, steps=args.mlm_steps)
+            fit_mlm_head(resolve_model_dir("minilm-l6"), read_corpus(list(harness.CORPUS), max_docs=20000), mlm,
+                         steps=args.mlm_steps)
         if "two-stage" in args.variants:
-            narrowed = args.general_init == "teacher-layers"
-            name = "general" if narrowed else "general-random"  # each start is its own reusable run
-            # TinyBERT: the pre-trained, not fine-tuned, teacher. The student learns from the corpus only;
-            # the task merely names the dev set its finished run is scored on, and is pinned so that
-            # every task's benchmark asks for the same shared run.
-            general_args = argparse.Namespace(**{**vars(args), "task": "mrpc"})
-            raw = base_recipe(general_args, "minilm-l6", name, shared)
-            raw["corpus"] = {"paths": [str(p) for p in corpus], "max_docs": 50000, "max_length": 64}
-            # a narrowed copy of the teacher starts near it: a lower rate keeps what it copied
-            lr = 2e-4 if narrowed else 5e-4
-            raw["students"] = [{"name": "general", "shape": SHAPE, "stages": [
-                {"name": "general", "data": "corpus", "teacher": "base",
-                 "objective": {"kd_weight": 0.0, "hidden": 1.0, "attention_scores": 1.0, "embedding": 1.0,
-                               "qkv_relation": 1.0, "relation_heads": 12, "layer_map": "uniform"},
-                 "train": {**_train(args.general_minutes, lr, 0, 0), "epochs": 5}}]}]
-            if narrowed:  # the copied layers are the ones 'uniform' matches the student's layers with
-                raw["students"][0]["teacher_layers"] = GENERAL_LAYERS
-            run_recipe(raw)
-            general = str(shared / name / "students" / "general")
+            general = prepare_general(args, shared)
     teacher = args.teacher
     if teacher is None:
-        raw = base_recipe(args, "minilm-l6", "teacher", out)
-        raw["teacher"]["finetune"] = {"epochs": 10, "budget_minutes": args.teacher_minutes, "lr": 5e-5,
-                                      "eval_every": 100}
-        run_recipe(raw)
+        run_recipe(base_recipe(args, "minilm-l6", "teacher", out, "teacher", minutes=args.teacher_minutes))
         teacher = str(out / "teacher" / "teacher")
     return teacher, str(mlm), general
+
+
+def prepare_general(args, shared: Path) -> str:
+    """The general-distilled student (run once in ``shared``, for every task) -> its model dir."""
+    narrowed = args.general_init == "teacher-layers"
+    name = "general" if narrowed else "general-random"  # each start is its own reusable run
+    # a narrowed copy of the teacher starts near it: a lower rate keeps what it copied
+    raw = base_recipe(args, "minilm-l6", name, shared, "general", minutes=args.general_minutes,
+                      lr=2e-4 if narrowed else 5e-4, corpus=[str(p) for p in harness.CORPUS])
+    if narrowed:  # the copied layers are the ones 'uniform' matches the student's layers with
+        raw["students"][0]["teacher_layers"] = GENERAL_LAYERS
+    run_recipe(raw)
+    return str(shared / name / "students" / "general")
 
 
 def run_variants(args, out: Path, teacher: str, mlm: str, general: str | None) -> dict[str, list]:
     results: dict[str, list] = {}
     for seed in range(args.seeds):  # seed-major: a slow spell of a shared machine hits every variant
         for variant in args.variants:
-            raw = base_recipe(args, teacher, f"{variant}-seed{seed}", out)
             student = {"name": variant,
                        "stages": variant_stages(variant, args.budget_minutes, seed, args.intermediate_share)}
-            if variant == "two-stage":
-                student["init_from"] = general
-            else:
-                student["shape"] = SHAPE
-            raw["students"] = [student]
-            raw["augment"] = {"mlm": mlm, "copies": args.copies, "max_examples": args.augment_examples, "seed": 42}
+            student.update({"init_from": general} if variant == "two-stage" else {"shape": SHAPE})
+            raw = base_recipe(args, teacher, f"{variant}-seed{seed}", out, "variant", student=student, mlm=mlm,
+                              copies=args.copies, augment_examples=args.augment_examples)
             record = run_recipe(raw)
             results.setdefault(variant, []).append(record.stage(variant))
             print(json.dumps({"variant": variant, "seed": seed, "metrics": record.stage(variant).metrics}), flush=True)
@@ -183,16 +148,16 @@ def summarise(args, out: Path, teacher: str, results: dict[str, list]):
 
 
 def write(record, out: Path) -> Path:
+    """``<out>/results.json`` (each stage with its ``seed_std``) and ``<out>/ablation.png``; -> the JSON's path."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    path = out / "results.json"
     data = record.to_dict()
     for stage in data["stages"]:
         stage["seed_std"] = stage["info"].get("seed_std", {})  # results.json as written, a plain dict
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    path = harness.save(out / "results.json", data)
     names = [s.name for s in record.stages]
     values = [s.metrics.get(record.metric, 0.0) for s in record.stages]
     errs = [(s.info.seed_std or {}).get(record.metric, 0.0) for s in record.stages]
@@ -209,11 +174,10 @@ def write(record, out: Path) -> Path:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.parser(__doc__, out=harness.REPO / "runs" / "ablation", seeds=3, budget_minutes=4.0,
+                       budget_help="task-distillation budget per variant", threads=True)
     p.add_argument("--task", required=True,
                    choices=["sst2", "mrpc", "rte", "cola", "stsb", "wnli", "qnli", "mnli", "qqp"])
-    p.add_argument("--budget-minutes", type=float, default=4.0, help="task-distillation budget per variant")
-    p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     p.add_argument("--teacher", help="a fine-tuned teacher dir (default: fine-tune the packaged MiniLM)")
     p.add_argument("--teacher-minutes", type=float, default=8.0)
@@ -226,19 +190,13 @@ def main() -> None:
     p.add_argument("--intermediate-share", type=float, default=0.6,
                    help="share of the task budget for the intermediate stage (every variant but kd)")
     p.add_argument("--max-length", type=int, default=128)
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
     p.add_argument("--prepare-only", action="store_true",
                    help="only prepare the shared MLM head and general student and the task's teacher, then stop")
-    p.add_argument("--out", type=Path, default=REPO / "runs" / "ablation")
     args = p.parse_args()
     if not 0.0 < args.intermediate_share < 1.0:
         p.error(f"--intermediate-share must be between 0 and 1 (exclusive), got {args.intermediate_share}")
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    out = args.out / args.task
-    out.mkdir(parents=True, exist_ok=True)
+    harness.set_threads(args.threads)
+    out = harness.prepare_out(args.out / args.task)
     start = time.time()
     teacher, mlm, general = prepare(args, out, args.out / "_shared")
     if args.prepare_only:
@@ -247,8 +205,8 @@ def main() -> None:
     record = summarise(args, out, teacher, run_variants(args, out, teacher, mlm, general))
     record.info.seconds = round(time.time() - start, 1)
     print(json.dumps({s.name: s.metrics for s in record.stages}), flush=True)
-    print(write(record, out))
+    harness.finish(write(record, out))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

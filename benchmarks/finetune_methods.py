@@ -34,9 +34,9 @@ import sys
 import time
 from pathlib import Path
 
+import _harness as harness
 from tinyplm.files import write_json_atomic
 
-REPO = Path(__file__).resolve().parents[1]
 METHODS = ("full", "frozen", "ulmfit", "bitfit", "lora", "ia3", "prompt_tuning", "prefix_tuning")
 #: Peak learning rate per method (common choices in each method's paper or the peft examples; LoRA's
 #: chosen on held-out training examples, see LORA_TARGETS).
@@ -48,8 +48,8 @@ LR = {"full": 1e-4, "frozen": 2e-3, "ulmfit": 2e-4, "bitfit": 1e-3, "lora": 1e-3
 LORA_R, LORA_TARGETS = 8, ("query", "key", "value", "attn_out", "ffn_in", "ffn_out")
 #: Parameter-efficient methods whose model is a plain checkpoint a run can distil from.
 DISTILLABLE = ("frozen", "bitfit", "lora", "ia3")
-STUDENT = {"name": "student-L3", "teacher_layers": [1, 3, 5],
-           "objective": {"temperature": 2.0, "kd_weight": 1.0, "hard_weight": 0.5}}
+#: The distillation run, its variable parts written $name (benchmarks/recipes/finetune_methods.yaml).
+DISTIL = harness.recipes("finetune_methods")["distil"]
 
 
 def task_spec(args) -> dict:
@@ -228,9 +228,7 @@ def plot(rows: list[dict], metric: str, path: Path) -> Path:
 def distil(args, rows: list[dict]) -> dict | None:
     """The demo's 3-layer student distilled from the best distillable PEFT teacher and from the
     full teacher (seed 0's models), through the run pipeline."""
-    from tinyplm.config import validate_recipe
     from tinyplm.models import fingerprint
-    from tinyplm.run import run_or_reuse
 
     done = {r["method"]: r for r in rows}
     candidates = [r for r in rows if r["method"] in DISTILLABLE]
@@ -240,16 +238,13 @@ def distil(args, rows: list[dict]) -> dict | None:
     teachers, trained = distil_teachers(args, best)
     students = {}
     for method in ("full", best):
-        train = {"epochs": 1000, "budget_minutes": args.distill_minutes, "batch_size": 32, "lr": 1e-4,
-                 "eval_every": args.eval_every, "checkpoint_every": 500}
         teacher = teachers[method]
         # keyed by the teacher's weights: a teacher trained again (other settings) gets its own run
         run_dir = args.out / "distil" / f"{method}-{fingerprint(teacher)[:12]}"
-        raw = {"name": f"distil-from-{method}", "output_dir": str(run_dir),
-               "task": task_spec(args), "teacher": {"model": str(teacher)},
-               "students": [{**STUDENT, "teacher_layers": args.student_layers, "train": train}],
-               "measure": {"latency_sentences": 8, "throughput_sentences": 64, "rounds": 1, "warmup": 1}}
-        record = run_or_reuse(validate_recipe(raw, source=f"finetune_methods:{method}"))
+        raw = harness.fill(DISTIL, name=f"distil-from-{method}", output_dir=str(run_dir), task=task_spec(args),
+                           teacher=str(teacher), teacher_layers=args.student_layers, minutes=args.distill_minutes,
+                           eval_every=args.eval_every)
+        record = harness.run_recipe(raw, source=f"finetune_methods:{method}")
         students[method] = {"teacher": record.stage("teacher").metrics, "student": record.stage("student-L3").metrics}
     metric = args.metric
     gap = students[best]["student"][metric] - students["full"]["student"][metric]
@@ -284,12 +279,11 @@ def parse_lrs(text: str) -> dict[str, float]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.parser(__doc__, out=harness.REPO / "runs" / "finetune_methods", seeds=3, budget_minutes=10.0,
+                       budget_help="training time per method and seed", threads=True)
     p.add_argument("--task", required=True, choices=["sst2", "mrpc", "rte"])
     p.add_argument("--methods", type=lambda s: s.split(","), default=list(METHODS),
                    help=f"comma-separated, from {','.join(METHODS)}")
-    p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--budget-minutes", type=float, default=10.0, help="training time per method and seed")
     p.add_argument("--distill-minutes", type=float, default=6.0, help="student distillation budget per teacher")
     p.add_argument("--student-layers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 3, 5],
                    help="teacher layers the student starts from (0-based; the demo's 1,3,5)")
@@ -313,16 +307,13 @@ def main() -> None:
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--model", default="minilm-l6", help="teacher source: an alias or a model dir")
     p.add_argument("--data-dir", default=None, help="GLUE folder (default: TINYPLM_DATA or ../shared/data)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
-    p.add_argument("--out", type=Path, default=REPO / "runs" / "finetune_methods")
     args = p.parse_args()
     unknown = [m for m in [*args.methods, *args.lr] if m not in METHODS]
     if unknown:
         p.error(f"--methods: unknown {', '.join(unknown)}; choose from {', '.join(METHODS)}")
     import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    harness.set_threads(args.threads)
     args.out = args.out / args.task
     cells = run_cells(args)
     args.metric = cells[0]["primary"]
@@ -335,10 +326,9 @@ def main() -> None:
               "lora": {"r": args.lora_r, "targets": list(args.lora_targets)}, "holdout": args.holdout,
               "rows": rows, "cells": cells, "distillation": distilled, "figure": str(figure),
               "python": sys.version.split()[0], "torch": torch.__version__}
-    path = args.out / f"finetune_methods_{args.task}.json"
-    write_json_atomic(path, result)
+    path = harness.save(args.out / f"finetune_methods_{args.task}.json", result)
     print(json.dumps({"rows": rows, "distillation": distilled}, indent=1))
-    print(path)
+    harness.finish(path)
 
 
 if __name__ == "__main__":

@@ -18,19 +18,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data"
+import _harness as harness
+
 TASKS = ("goodreads_spoilers", "tvtropes_spoilers")
 #: The BiLSTM trained alone, and the groups distilled from the teacher compared with it.
 ALONE, DISTILLED = "bilstm-alone", ("bilstm-kd", "bilstm-kd-aug")
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.parser(__doc__, out="default: runs/nlm_family_<task>", fresh=True)
     p.add_argument("--task", choices=TASKS, default="goodreads_spoilers")
     p.add_argument("--recipe", type=Path, default=None, help="default: recipes/spoilers/<task>_family.yaml")
     p.add_argument("--teacher-minutes", type=float, default=None, help="override the teacher's fine-tuning budget")
@@ -39,11 +38,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--mlm-steps", type=int, default=300, help="steps to fit MiniLM's masked-LM head (augmentation)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="any other recipe override (repeatable)")
-    p.add_argument("--out", type=Path, default=None, help="default: runs/nlm_family_<task>")
-    p.add_argument("--fresh", action="store_true", help="delete an earlier run of this benchmark first")
     args = p.parse_args(argv)
-    args.recipe = args.recipe or REPO / "recipes" / "spoilers" / f"{args.task.split('_')[0]}_family.yaml"
-    args.out = args.out or REPO / "runs" / f"nlm_family_{args.task}"
+    args.recipe = args.recipe or harness.REPO / "recipes" / "spoilers" / f"{args.task.split('_')[0]}_family.yaml"
+    args.out = args.out or harness.REPO / "runs" / f"nlm_family_{args.task}"
     return args
 
 
@@ -70,7 +67,7 @@ def prepare_mlm(args: argparse.Namespace) -> None:
     from tinyplm.pretrain import fit_mlm_head, read_corpus
 
     if not (args.out / "mlm" / "model.safetensors").is_file():
-        corpus = read_corpus([DATA / "corpus" / "books", DATA / "corpus" / "wikitext"], max_docs=20000)
+        corpus = read_corpus(list(harness.CORPUS), max_docs=20000)
         fit_mlm_head(resolve_model_dir("minilm-l6"), corpus, args.out / "mlm", steps=args.mlm_steps)
 
 
@@ -91,7 +88,7 @@ def add_roc_curves(record, cfg) -> None:
             stage.info.roc = curve
 
 
-def rows(record) -> list[dict]:
+def model_rows(record) -> list[dict]:
     """One row per stage (see the module docstring)."""
     from tinyplm.report.roc import floor_stage
 
@@ -104,10 +101,8 @@ def rows(record) -> list[dict]:
             "model": s.name, "arch": (s.shape or {}).get("arch", "transformer"), record.metric: value,
             **{k: round(v, 4) for k, v in s.metrics.items() if k != record.metric and isinstance(v, float)},
             "above_floor_points": round(100 * (value - base), 2) if value is not None and base is not None else None,
-            "params_m": round(s.params / 1e6, 3), "disk_mb": round(s.disk_bytes / 1e6, 2),
-            "latency_ms_p50_b1": round(s.latency_ms_p50_b1, 2),
-            "throughput_sent_per_s": round(s.throughput_sent_per_s, 1),
-            "x_teacher_throughput": round(s.throughput_sent_per_s / teacher.throughput_sent_per_s, 1),
+            "params_m": round(s.params / 1e6, 3), **harness.size_speed(s),
+            "x_teacher_throughput": harness.x_teacher(s, teacher, 1),
         })
     return out
 
@@ -139,34 +134,25 @@ def summary(table: list[dict], metric: str) -> dict:
 def main(argv: list[str] | None = None) -> Path:
     from tinyplm.config import load_recipe
     from tinyplm.report import write_all
-    from tinyplm.run import run_or_reuse
 
     args = parse(argv)
-    if args.fresh and args.out.exists():
-        shutil.rmtree(args.out)
-    args.out.mkdir(parents=True, exist_ok=True)
+    harness.prepare_out(args.out, args.fresh)
     base = load_recipe(args.recipe)
     cfg = load_recipe(args.recipe, overrides(args, base))
     if cfg.augment is not None:
         prepare_mlm(args)
-    record = run_or_reuse(cfg)
+    record = harness.run_recipe(cfg)
     add_roc_curves(record, cfg)
     # results.json now holds the curves; report.html draws them (report.roc.roc_section)
     written = write_all(record, Path(record.info.run_dir))
     plots = {k: written[k] for k in ("roc", "metric_vs_latency") if k in written}
-    table = rows(record)
-    for row in table:
-        print(json.dumps(row), flush=True)
+    table = model_rows(record)
+    harness.print_rows(table)
     result = {"benchmark": "nlm_family", "task": args.task, "recipe": str(args.recipe),
               "overrides": overrides(args, base), "rows": table, "summary": summary(table, record.metric),
               "plots": {k: str(v) for k, v in plots.items()}}
     print(json.dumps(result["summary"]), flush=True)
-    path = args.out / "nlm_family.json"
-    from tinyplm.files import write_json_atomic
-
-    write_json_atomic(path, result)
-    print(path)
-    return path
+    return harness.finish(args.out / "nlm_family.json", result)
 
 
 if __name__ == "__main__":

@@ -25,24 +25,15 @@ Its last line of output is the JSON's path. Finished pieces are reused on a reru
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data"
-SHAPE = {"layers": 4, "hidden": 256, "heads": 4, "ffn": 1024}
-OBJECTIVES = {
-    "mlm-static": {"kind": "mlm", "masking": {"static_copies": 10}},
-    "mlm-dynamic": {"kind": "mlm"},
-    "whole-word": {"kind": "mlm", "masking": {"strategy": "whole_word"}},
-    "span": {"kind": "mlm", "masking": {"strategy": "span"}},
-    "mlm-nsp": {"kind": "mlm", "pairs": "nsp"},
-    "mlm-sop": {"kind": "mlm", "pairs": "sop"},
-    "electra": {"kind": "electra", "masking": {"split": [1.0, 0.0, 0.0]}},
-}
+import _harness as harness
+
+#: The recipes, their variable parts written $name (benchmarks/recipes/pretrain_objectives.yaml).
+RECIPES = harness.recipes("pretrain_objectives")
+SHAPE, OBJECTIVES = RECIPES["shape"], RECIPES["objectives"]
 TASKS = {"sst2": ("accuracy", 64), "mrpc": ("f1", 128)}
 
 
@@ -51,12 +42,8 @@ def tokenizer(args, out: Path) -> Path:
 
     path = out / "_tokenizer"
     if not (path / "tokenizer.json").is_file():
-        train_tokenizer(corpus(), "wordpiece", args.vocab_size, path, max_items=args.max_docs)
+        train_tokenizer(list(harness.CORPUS), "wordpiece", args.vocab_size, path, max_items=args.max_docs)
     return path
-
-
-def corpus() -> list[Path]:
-    return [DATA / "corpus" / "books", DATA / "corpus" / "wikitext"]
 
 
 def pretrain_one(args, name: str, tok: Path, out: Path):
@@ -64,17 +51,10 @@ def pretrain_one(args, name: str, tok: Path, out: Path):
     from tinyplm.config.pretrain import PretrainRecipe
     from tinyplm.pretrain.run import pretrain_or_reuse
 
-    run_dir = out / name
-    recipe = PretrainRecipe.model_validate({
-        "name": name, "output_dir": str(run_dir), "shape": SHAPE, "tokenizer": str(tok),
-        "corpus": {"paths": [str(p) for p in corpus()], "max_docs": args.max_docs, "max_length": args.max_length,
-                   "holdout": 0.01},
-        "objective": OBJECTIVES[name],
-        "train": {"epochs": 20, "budget_minutes": args.budget_minutes, "lr": args.lr, "batch_size": 64,
-                  "warmup_ratio": 0.06, "eval_every": 0, "checkpoint_every": 500, "keep_best": False, "seed": 0},
-        "eval": {"max_texts": 1000, "pppl_texts": 50},
-    })
-    return pretrain_or_reuse(recipe)
+    raw = harness.fill(RECIPES["pretrain"], name=name, output_dir=str(out / name), tokenizer=str(tok),
+                       corpus=[str(p) for p in harness.CORPUS], max_docs=args.max_docs, max_length=args.max_length,
+                       objective=OBJECTIVES[name], minutes=args.budget_minutes, lr=args.lr)
+    return pretrain_or_reuse(PretrainRecipe.model_validate(raw))
 
 
 def scratch_model(tok: Path, out: Path) -> Path:
@@ -97,15 +77,9 @@ def scratch_model(tok: Path, out: Path) -> Path:
 
 def finetune(args, model_dir: Path, task: str, out: Path) -> dict[str, float]:
     """Fine-tune ``model_dir`` on ``task`` with the budget (reusing a finished run) -> dev metrics."""
-    from tinyplm.config import validate_recipe
-    from tinyplm.run import run_or_reuse
-
-    run_dir = out / task
-    raw = {"name": task, "output_dir": str(run_dir), "task": {"name": task, "max_length": TASKS[task][1]},
-           "teacher": {"model": str(model_dir), "finetune": {"epochs": 20, "budget_minutes": args.finetune_minutes,
-                                                            "lr": args.finetune_lr, "eval_every": 100, "seed": 0}},
-           "students": [], "measure": {"latency_sentences": 4, "throughput_sentences": 32, "rounds": 1, "warmup": 1}}
-    return run_or_reuse(validate_recipe(raw, source=f"pretrain_objectives:{task}")).teacher.metrics
+    raw = harness.fill(RECIPES["finetune"], task=task, output_dir=str(out / task), max_length=TASKS[task][1],
+                       model=str(model_dir), minutes=args.finetune_minutes, lr=args.finetune_lr)
+    return harness.run_recipe(raw, source=f"pretrain_objectives:{task}").teacher.metrics
 
 
 def row(name: str, record, metrics: dict[str, dict]) -> dict:
@@ -150,8 +124,8 @@ def plot(rows: list[dict], out: Path) -> Path:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--budget-minutes", type=float, default=10.0, help="pre-training budget per objective")
+    p = harness.parser(__doc__, out=harness.REPO / "runs" / "pretrain_objectives", budget_minutes=10.0,
+                       budget_help="pre-training budget per objective")
     p.add_argument("--finetune-minutes", type=float, default=3.0, help="fine-tuning budget per model and task")
     p.add_argument("--objectives", nargs="+", default=list(OBJECTIVES) + ["none"], choices=list(OBJECTIVES) + ["none"])
     p.add_argument("--lr", type=float, default=5e-4)
@@ -159,9 +133,8 @@ def main() -> None:
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--max-docs", type=int, default=None, help="use at most this many corpus paragraphs")
     p.add_argument("--vocab-size", type=int, default=16000)
-    p.add_argument("--out", type=Path, default=REPO / "runs" / "pretrain_objectives")
     args = p.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
+    harness.prepare_out(args.out)
     start = time.time()
     tok = tokenizer(args, args.out)
     rows = []
@@ -171,13 +144,12 @@ def main() -> None:
         metrics = {task: finetune(args, model, task, args.out / name) for task in TASKS}
         rows.append(row(name, record, metrics))
         print(json.dumps(rows[-1]), flush=True)
-    path = args.out / "results.json"
     info = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
-    path.write_text(json.dumps({"benchmark": "pretrain_objectives", "shape": SHAPE, "args": info,
-                                "seconds": round(time.time() - start, 1), "rows": rows}, indent=2) + "\n")
+    path = harness.save(args.out / "results.json", {"benchmark": "pretrain_objectives", "shape": SHAPE, "args": info,
+                                                    "seconds": round(time.time() - start, 1), "rows": rows})
     plot(rows, args.out)
-    print(path)
+    harness.finish(path)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -21,24 +21,14 @@ Prints the JSON; its last output line is the JSON's path.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import importlib.util
 import json
 import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _serve_load():
-    """The load benchmark's server wrapper and client (one implementation of both)."""
-    spec = importlib.util.spec_from_file_location("serve_load", REPO / "benchmarks" / "serve_load.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["serve_load"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+import _harness as harness
+from serve_load import Server, drive  # the load benchmark's server wrapper and client
 
 
 def stage_models(run_dir: Path) -> list[tuple[str, Path, dict]]:
@@ -82,13 +72,13 @@ def predict_labels(model_dir: Path, split, task: str) -> list[str]:
         return [json.loads(line)["label"] for line in out.read_text(encoding="utf-8").splitlines()]
 
 
-def serve_labels(bench, model_dir: Path, texts: list[str], max_batch: int, threads: int | None) -> tuple[list, dict]:
+def serve_labels(model_dir: Path, texts: list[str], max_batch: int, threads: int | None) -> tuple[list, dict]:
     """Label names from a real ``tinyplm serve`` (batched), every text once from 32 clients."""
     args = ["--max-batch", str(max_batch), "--max-wait-ms", "5", "--max-queue", "4096"]
-    server = bench.Server(str(model_dir), args + (["--threads", str(threads)] if threads else []))
+    server = Server(str(model_dir), args + (["--threads", str(threads)] if threads else []))
     try:
         server.wait_ready()
-        records = asyncio.run(bench.drive(server.url, texts, len(texts), 32))
+        records = asyncio.run(drive(server.url, texts, len(texts), 32))
     finally:
         stopped = server.stop()
     return [r.label for r in records], {"exit_code": stopped["exit_code"],
@@ -103,37 +93,33 @@ def compare(names: list[str], evaluated: list[int], labels: list) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.parser(__doc__, out="default: RUN_DIR/serve_agreement.json")
     p.add_argument("run_dir", type=Path, help="a finished run (results.json, saved stages)")
     p.add_argument("--max-batch", type=int, default=32, help="the server's dynamic batch limit")
     p.add_argument("--threads", type=int, default=None, help="the servers' torch threads (default: all cores)")
     p.add_argument("--data-dir", default=None, help="data folder (default TINYPLM_DATA or ../shared/data)")
-    p.add_argument("--out", type=Path, default=None, help="default RUN_DIR/serve_agreement.json")
     args = p.parse_args()
     from tinyplm import tasks
-    from tinyplm.files import write_json_atomic
     from tinyplm.inference.model_info import model_info
     from tinyplm.report import load_record
 
     record = load_record(args.run_dir / "results.json")
     split = tasks.get(record.task, args.data_dir).read("dev")
     texts = [ex.text for ex in split.examples]
-    bench = _serve_load()
     result: dict = {"run_dir": str(args.run_dir), "task": record.task, "split": str(split.source),
                     "examples": len(texts), "max_batch": args.max_batch, "stages": {}}
     for name, model_dir, runtime in stage_models(args.run_dir):
         print(f"# {name}: {model_dir}", file=sys.stderr, flush=True)
         labels = model_info(model_dir).labels
         evaluated = evaluate_labels(model_dir, split)
-        served, server = serve_labels(bench, model_dir, texts, args.max_batch, args.threads)
+        served, server = serve_labels(model_dir, texts, args.max_batch, args.threads)
         result["stages"][name] = {**runtime, "model_dir": str(model_dir), "server": server,
                                   "predict_vs_evaluate": compare(labels, evaluated, predict_labels(model_dir, split,
                                                                                                    record.task)),
                                   "serve_vs_evaluate": compare(labels, evaluated, served)}
-    out = args.out or args.run_dir / "serve_agreement.json"
-    write_json_atomic(out, result)
+    out = harness.save(args.out or args.run_dir / "serve_agreement.json", result)
     print(json.dumps(result, indent=1))
-    print(out)
+    harness.finish(out)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,6 @@ Prints the JSON; its last output line is the JSON's path.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -48,7 +47,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+import _harness as harness
+
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -419,7 +419,7 @@ def checks(runs: list[dict], result: dict) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.parser(__doc__, out=harness.REPO / "runs" / "serve_load")
     p.add_argument("model_dirs", nargs="+", help="the served model, then optionally the teacher (model or run dirs)")
     p.add_argument("--requests", type=int, default=1000, help="requests per concurrency level and server")
     p.add_argument("--levels", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8, 32, 128],
@@ -435,7 +435,6 @@ def main() -> None:
     p.add_argument("--flood-queue", type=int, default=32)
     p.add_argument("--sigterm-requests", type=int, default=2000)
     p.add_argument("--data-dir", default=None, help="GLUE folder (default TINYPLM_DATA or ../shared/data/glue)")
-    p.add_argument("--out", type=Path, default=REPO / "runs" / "serve_load")
     args = p.parse_args()
     if len(args.model_dirs) > 2:
         p.error("give the served model and at most one teacher")
@@ -457,14 +456,9 @@ def main() -> None:
     result["flood"] = flood(args.model_dirs[0], texts, args.flood_requests, args.flood_queue, args)
     result["sigterm"] = sigterm(args.model_dirs[0], texts, args.sigterm_requests, 32, args.sigterm_requests // 10, args)
     result["checks"] = checks(result["runs"], result)
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "serve_load.json"
-    from tinyplm.files import write_json_atomic
-
-    write_json_atomic(path, result)
+    path = harness.save(harness.prepare_out(args.out) / "serve_load.json", result)
     print(json.dumps(result, indent=1))
-    print(path)
-
+    harness.finish(path)
 
 if __name__ == "__main__":
     main()

@@ -11,11 +11,7 @@ EM, its retention of the teacher's F1, size and speed. Its last line of output i
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from recipe_bench import REPO, main  # noqa: E402
+from _harness import REPO, recipe_benchmark
 
 if __name__ == "__main__":
-    sys.exit(main(__doc__, REPO / "recipes" / "squad" / "v1_demo.yaml", "squad", ("exact_match",)))
+    recipe_benchmark(__doc__, REPO / "recipes" / "squad" / "v1_demo.yaml", "squad", ("exact_match",))

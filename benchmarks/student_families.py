@@ -27,14 +27,13 @@ import sys
 import time
 from pathlib import Path
 
-from tinyplm.files import write_json_atomic
+import _harness as harness
 
-REPO = Path(__file__).resolve().parents[1]
 ARCHS = ("bert", "roberta", "deberta")
 
 
 def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.parser(__doc__, out=harness.REPO / "runs" / "student_families", threads=True)
     p.add_argument("--teacher", type=Path, required=True, help="a fine-tuned teacher dir (any arch in the role table)")
     p.add_argument("--task", default="sst2")
     p.add_argument("--archs", type=lambda s: s.split(","), default=list(ARCHS), help="comma-separated student archs")
@@ -54,9 +53,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--word-embeddings", action=argparse.BooleanOptionalAction, default=True,
                    help="start every student's word table from the teacher's (PCA to the student's width)")
     p.add_argument("--data-dir", default=None)
-    p.add_argument("--threads", type=int, default=None)
     p.add_argument("--cache-dir", type=Path, default=None, help="teacher-logit cache (default: tinyplm's)")
-    p.add_argument("--out", type=Path, default=REPO / "runs" / "student_families")
     return p.parse_args()
 
 
@@ -167,8 +164,7 @@ def main() -> None:
     args = parse_args()
     import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    harness.set_threads(args.threads)
     args.out = args.out / args.task
     inputs = load_inputs(args)
     data = inputs[0]
@@ -191,9 +187,7 @@ def main() -> None:
                         "max_train_examples": args.max_train_examples, "max_length": args.max_length,
                         "seed": args.seed},
               "rows": rows, "python": sys.version.split()[0], "torch": torch.__version__}
-    path = args.out / f"student_families_{args.task}.json"
-    write_json_atomic(path, result)
-    print(path)
+    harness.finish(args.out / f"student_families_{args.task}.json", result)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ why, on the raw files, fitting on train and scoring dev only:
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -33,7 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+import _harness as harness
+
 GAP_PATTERNS = {"double_space": r"\S  \S", "three_spaces": r"   ", "space_before_closing": r" [.,;:!?)\]}]",
                 "space_after_opening": r"[(\[{] ", "space_at_ends": r"^\s|\s$"}
 
@@ -103,16 +103,14 @@ def teacher_rows(teacher: Path, lines: list[int], gap_logodds: np.ndarray, data_
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.parser(__doc__, out=harness.REPO / "runs" / "tvtropes_gaps.json")
     p.add_argument("--data-dir", type=Path, default=None, help="data root (default: tinyplm's, ../shared/data)")
     p.add_argument("--teacher", type=Path, default=None, help="a fine-tuned tvtropes_spoilers classifier")
-    p.add_argument("--out", type=Path, default=REPO / "runs" / "tvtropes_gaps.json")
     args = p.parse_args()
 
     from sklearn.linear_model import LogisticRegression
 
     from tinyplm.errors import TinyplmError
-    from tinyplm.files import write_json_atomic
     from tinyplm.models.classic.words import words
     from tinyplm.tasks import resolve_data_root
     from tinyplm.tasks.spoilers import TVTROPES_DIR, close_markup_gaps
@@ -144,9 +142,9 @@ def main() -> None:
             result.update(teacher_rows(args.teacher, dev_lines, gap_logodds, args.data_dir, raw_all, closed_all))
         except TinyplmError as exc:
             sys.exit(f"tvtropes_gaps: {exc}")
-    write_json_atomic(args.out, result)
+    harness.save(args.out, result)
     print(json.dumps(result, indent=1))
-    print(args.out)
+    harness.finish(args.out)
 
 
 if __name__ == "__main__":

@@ -3,27 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+import compress_pareto as cp
+import distill_ablation as ab
 from tinyplm.config import validate_recipe
 from tinyplm.errors import RunDirError
-
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("task", ["sst2", "mrpc"])
 def test_compress_pareto_recipe_validates(task: str, tmp_path: Path) -> None:
-    cp = _load("compress_pareto")
     args = argparse.Namespace(task=task, budget_minutes=6, recover_minutes=2, teacher=None, teacher_minutes=None,
                               variants=["all"])
     cfg = validate_recipe(cp.recipe(args, tmp_path), source="compress_pareto")
@@ -34,7 +25,6 @@ def test_compress_pareto_recipe_validates(task: str, tmp_path: Path) -> None:
 
 
 def test_compress_pareto_variant_choice(tmp_path: Path) -> None:
-    cp = _load("compress_pareto")
     args = argparse.Namespace(task="mrpc", budget_minutes=6, recover_minutes=2, teacher=None, teacher_minutes=None,
                               variants=["student-combined", "teacher-half"])
     names = [s.name for s in validate_recipe(cp.recipe(args, tmp_path), source="compress_pareto").students]
@@ -42,14 +32,12 @@ def test_compress_pareto_variant_choice(tmp_path: Path) -> None:
 
 
 def test_pareto_front() -> None:
-    cp = _load("compress_pareto")
     # (latency, accuracy): the second point is dominated by the first
     assert cp.pareto([(1.0, 0.9), (2.0, 0.8), (3.0, 0.95), (0.5, 0.5)]) == [3, 0, 2]
 
 
 @pytest.mark.parametrize("variant", ["kd", "tinybert", "minilm", "augment", "two-stage"])
 def test_distill_ablation_recipes_validate(variant: str, tmp_path: Path) -> None:
-    ab = _load("distill_ablation")
     args = argparse.Namespace(task="mrpc", max_length=128)
     raw = ab.base_recipe(args, "minilm-l6", f"{variant}-seed0", tmp_path)
     student = {"name": variant, "stages": ab.variant_stages(variant, 3.0, 0)}
@@ -70,7 +58,6 @@ def _ablation_raw(ab, tmp_path: Path, minutes: float, share: float) -> dict:
 
 
 def test_distill_ablation_intermediate_share(tmp_path: Path) -> None:
-    ab = _load("distill_ablation")
     cfg = validate_recipe(_ablation_raw(ab, tmp_path, 5.0, 0.3), source="distill_ablation")
     inter, pred = cfg.students[0].stages
     assert (inter.name, pred.name) == ("intermediate", "prediction")
@@ -82,7 +69,6 @@ def test_distill_ablation_refuses_a_finished_run_of_another_recipe(tmp_path: Pat
     """Reusing a finished variant run is only right when it ran the same recipe (budget, share, teacher)."""
     from tinyplm.config import dump_resolved
 
-    ab = _load("distill_ablation")
     old = validate_recipe(_ablation_raw(ab, tmp_path, 2.0, 0.6), source="old")
     run_dir = tmp_path / "tinybert-seed0"
     run_dir.mkdir()
@@ -98,7 +84,6 @@ def test_distill_ablation_reuses_the_same_run_through_a_linked_dir(tmp_path: Pat
     from tinyplm.config import dump_resolved
     from tinyplm.report import RunRecord, StageRecord
 
-    ab = _load("distill_ablation")
     (tmp_path / "a").mkdir()
     done = validate_recipe(_ablation_raw(ab, tmp_path / "a", 2.0, 0.6), source="done")
     run_dir = tmp_path / "a" / "tinybert-seed0"
@@ -113,7 +98,6 @@ def test_distill_ablation_reuses_the_same_run_through_a_linked_dir(tmp_path: Pat
 
 def test_distill_ablation_every_task_asks_for_the_same_general_student(tmp_path: Path, monkeypatch) -> None:
     """The general student is task-free and shared: the recipe asked for must not depend on --task."""
-    ab = _load("distill_ablation")
     asked = []
     monkeypatch.setattr(ab, "run_recipe", lambda raw: asked.append(raw))
     shared = tmp_path / "_shared"

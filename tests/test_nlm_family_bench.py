@@ -3,28 +3,18 @@ prints one JSON row per model, the seeds' summary and, last, the path of the JSO
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+import nlm_family as nf
 from conftest import TINY_TRAIN, make_tiny_glue, make_tiny_model_dir, tiny_recipe, write_recipe
 from tinyplm.config import load_recipe
-
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("nlm_family", BENCH / "nlm_family.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("task", ["goodreads_spoilers", "tvtropes_spoilers"])
 def test_recipe_validates_with_the_benchmark_overrides(task: str, tmp_path: Path) -> None:
-    nf = _load()
     args = nf.parse(["--task", task, "--out", str(tmp_path), "--student-minutes", "1", "--teacher-minutes", "3"])
     cfg = load_recipe(args.recipe, nf.overrides(args, load_recipe(args.recipe)))
     assert cfg.task.name == task and cfg.teacher.finetune.budget_minutes == 3
@@ -36,7 +26,6 @@ def test_recipe_validates_with_the_benchmark_overrides(task: str, tmp_path: Path
 
 
 def test_summary_compares_distilled_seeds_with_the_bilstm_alone() -> None:
-    nf = _load()
     table = [{"model": m, "roc_auc": v, "x_teacher_throughput": 20.0} for m, v in
              [("bilstm-alone-s1", 0.60), ("bilstm-alone-s2", 0.62), ("bilstm-kd-s1", 0.65), ("bilstm-kd-s2", 0.67),
               ("tfidf", 0.58)]]
@@ -59,7 +48,7 @@ def test_a_tiny_run_prints_rows_summary_and_its_path(tmp_path: Path, capsys) -> 
     recipe = tiny_recipe(tmp_path, make_tiny_model_dir(tmp_path / "bert"), make_tiny_glue(tmp_path / "glue", 64, 32),
                          students=students)
     recipe["teacher"]["finetune"]["max_steps"] = 3
-    path = _load().main(["--recipe", str(write_recipe(tmp_path / "r.yaml", recipe)), "--out", str(tmp_path / "b")])
+    path = nf.main(["--recipe", str(write_recipe(tmp_path / "r.yaml", recipe)), "--out", str(tmp_path / "b")])
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1] == str(path)
     rows = [json.loads(x) for x in lines[:6]]

@@ -4,25 +4,17 @@ printed is the path of the JSON written."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
 
+import tvtropes_gaps as gaps
 from conftest import make_tiny_model_dir
 from tinyplm.tasks.spoilers import TVTROPES_DIR
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 WORDS = ["the hero", "a villain", "the ship", "her father", "the town", "a robot", "the king", "his sister"]
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("tvtropes_gaps", BENCH / "tvtropes_gaps.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _folder(root: Path) -> None:
@@ -39,7 +31,6 @@ def _folder(root: Path) -> None:
 
 
 def test_the_gaps_alone_find_the_label_and_word_ngrams_cannot(tmp_path: Path, monkeypatch, capsys) -> None:
-    gaps = _load()
     _folder(tmp_path / "data")
     teacher = make_tiny_model_dir(tmp_path / "teacher")
     out = tmp_path / "gaps.json"
@@ -60,7 +51,6 @@ def test_the_gaps_alone_find_the_label_and_word_ngrams_cannot(tmp_path: Path, mo
 
 
 def test_a_missing_folder_is_named(tmp_path: Path, monkeypatch) -> None:
-    gaps = _load()
     out = tmp_path / "o.json"
     monkeypatch.setattr(sys, "argv", ["tvtropes_gaps.py", "--data-dir", str(tmp_path), "--out", str(out)])
     with pytest.raises(SystemExit, match=r"spoilers/tvtropes/train\.csv: file not found"):
@@ -73,7 +63,6 @@ def test_a_teacher_trained_with_page_context_is_scored_with_it(tmp_path: Path, m
     the sentences around each one, not the sentence alone."""
     from helpers_cli import cli
 
-    gaps = _load()
     _folder(tmp_path / "data")
     teacher = make_tiny_model_dir(tmp_path / "teacher")
     cfg = json.loads((teacher / "config.json").read_text())

@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, make_tiny_glue, make_tiny_model_dir
+import serve_agreement
+from conftest import make_tiny_glue, make_tiny_model_dir
 from tinyplm.report import RunRecord, StageRecord
 from tinyplm.report.records import StageKind
 
 pytestmark = pytest.mark.slow
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("serve_agreement", REPO / "benchmarks" / "serve_agreement.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["serve_agreement"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_every_saved_stage_is_compared_and_agrees(tmp_path: Path, monkeypatch) -> None:
@@ -35,7 +27,7 @@ def test_every_saved_stage_is_compared_and_agrees(tmp_path: Path, monkeypatch) -
     glue = make_tiny_glue(tmp_path / "glue", n_train=8, n_dev=24)
     monkeypatch.setattr(sys, "argv", ["serve_agreement.py", str(run), "--data-dir", str(glue), "--max-batch", "4",
                                       "--threads", "1"])
-    _bench().main()
+    serve_agreement.main()
     result = json.loads((run / "serve_agreement.json").read_text())
     assert set(result["stages"]) == {"teacher", "s"}  # 'gone' has no saved model
     assert result["examples"] == 24
@@ -46,5 +38,5 @@ def test_every_saved_stage_is_compared_and_agrees(tmp_path: Path, monkeypatch) -
 
 
 def test_compare_counts_disagreements_by_label_name() -> None:
-    got = _bench().compare(["negative", "positive"], [0, 1, 1, 0], ["negative", "negative", "positive", None])
+    got = serve_agreement.compare(["negative", "positive"], [0, 1, 1, 0], ["negative", "negative", "positive", None])
     assert got["disagree"] == 2 and got["first"] == [1, 3] and got["agree_share"] == 0.5

@@ -4,33 +4,23 @@ accepted request and exits 0; a flood past the queue gets only 2xx and 503; a po
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import socket
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, make_tiny_model_dir
+import serve_load as bench
+from conftest import make_tiny_model_dir
 from helpers_cli import assert_bad_input, cli
 from helpers_serve import sentences
 
 pytestmark = pytest.mark.slow
 
 
-def _bench():
-    spec = importlib.util.spec_from_file_location("serve_load", REPO / "benchmarks" / "serve_load.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["serve_load"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 ARGS = argparse.Namespace(max_batch=8, max_wait_ms=2.0, max_queue=64, threads=1)
 
 
 def test_sigterm_mid_load_answers_every_accepted_request_and_exits_0(tmp_path: Path) -> None:
-    bench = _bench()
     model = make_tiny_model_dir(tmp_path / "m")
     result = bench.sigterm(str(model), sentences(64), count=400, concurrency=8, after=40, args=ARGS)
     assert result["exit_code_0"], result
@@ -40,7 +30,6 @@ def test_sigterm_mid_load_answers_every_accepted_request_and_exits_0(tmp_path: P
 
 
 def test_flood_gets_only_2xx_or_503(tmp_path: Path) -> None:
-    bench = _bench()
     model = make_tiny_model_dir(tmp_path / "m")
     result = bench.flood(str(model), sentences(64), count=120, queue=4, args=ARGS)
     assert result["all_2xx_or_503"] and result["no_answer"] == 0, result
