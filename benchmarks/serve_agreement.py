@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 import _harness as harness
-from serve_load import Server, drive  # the load benchmark's server wrapper and client
+from _serving import Server, drive  # the load benchmark's server wrapper and client
 
 
 def stage_models(run_dir: Path) -> list[tuple[str, Path, dict]]:
