@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SHARED_DATA, make_tiny_mlm_dir, write_tiny_corpus
+from conftest import REPO, SHARED_DATA, make_tiny_mlm_dir, make_tiny_model_dir, write_tiny_corpus
 from helpers_cli import Result, cli
 
 RECIPES = sorted((REPO / "recipes").rglob("*.yaml"))
@@ -47,21 +47,31 @@ def tiny_tokenizer(tmp_path_factory) -> Path:
     return tmp / "tok"
 
 
-def prior_artefacts(path: Path, tokenizer: Path, mlm: Path) -> list[str]:
+def prior_artefacts(path: Path, tokenizer: Path, mlm: Path, classifier: Path | None = None) -> list[str]:
     """Overrides standing in for what a recipe reads that the README's previous command makes.
 
     recipes/pretrain/mlm_small.yaml reads ``tokenizer: runs/tok16k``, which the README's
     ``tinyplm tokenizer train ... --out runs/tok16k`` makes in the repository, and the spoiler
     family recipes read ``augment.mlm: runs/minilm-mlm`` (``tinyplm fit-mlm-head``), which
     preflight checks; these tests write nothing into the repository, so they point at a tokenizer
-    made in tmp (same command, tiny corpus) and a tiny masked-LM dir. No other shipped recipe reads
-    an artefact of an earlier command.
+    made in tmp (same command, tiny corpus) and a tiny masked-LM dir. recipes/glue/sst2_pareto_variant.yaml
+    reads the teacher and student recipes/glue/sst2_pareto.yaml makes (``runs/sst2_pareto/``): a tiny
+    classifier stands in for both. No other shipped recipe reads an artefact of an earlier command.
     """
+    if rel(path) == "recipes/glue/sst2_pareto_variant.yaml" and classifier is not None:
+        return [f"teacher.model={classifier}", f"students.0.init_from={classifier}"]
     if rel(path) == "recipes/pretrain/mlm_small.yaml":
         return [f"tokenizer={tokenizer}"]
     if rel(path).startswith("recipes/spoilers/") and rel(path).endswith("_family.yaml"):
         return [f"augment.mlm={mlm}"]
     return []
+
+
+@pytest.fixture(scope="module")
+def tiny_classifier(tmp_path_factory) -> Path:
+    """A tiny random BERT classifier, standing in for a fine-tuned teacher and a student made by
+    an earlier recipe."""
+    return make_tiny_model_dir(tmp_path_factory.mktemp("clf") / "clf")
 
 
 @pytest.fixture(scope="module")
@@ -93,8 +103,8 @@ def test_recipes_were_found() -> None:
 @pytest.mark.integration
 @pytest.mark.parametrize("path", RECIPES, ids=rel)
 def test_validate_checks_inputs_and_exits_0(path: Path, shared_data: Path, tiny_tokenizer: Path, tiny_mlm: Path,
-                                            tmp_path: Path) -> None:
-    overrides = prior_artefacts(path, tiny_tokenizer, tiny_mlm)
+                                            tiny_classifier: Path, tmp_path: Path) -> None:
+    overrides = prior_artefacts(path, tiny_tokenizer, tiny_mlm, tiny_classifier)
     missing = missing_inputs(path, overrides)
     if missing:
         pytest.skip(f"{rel(path)} reads data that {shared_data} does not hold: {', '.join(missing)}")
