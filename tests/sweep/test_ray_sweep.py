@@ -78,11 +78,30 @@ def _kill_one_training_worker(trials: Path, deadline: float) -> Path:
     raise AssertionError(f"no trial was seen training in {trials}")
 
 
+def _check_tracked(sweep: Path, keys: list[str]) -> None:
+    """MLflow holds the sweep as a finished parent run (the space as parameters, the table as an
+    artifact) with one finished child run per trial, the trial's curves and results in it."""
+    from helpers_track import mlflow_client, tracking_info
+
+    parent = tracking_info(sweep)["mlflow"]
+    client = mlflow_client(parent["tracking_uri"])
+    run = client.get_run(parent["run_id"])
+    assert run.info.status == "FINISHED" and run.data.params["search"] == "grid"
+    assert "sweep.json" in {a.path for a in client.list_artifacts(parent["run_id"])}
+    children = client.search_runs([run.info.experiment_id],
+                                  filter_string=f"tags.mlflow.parentRunId = '{parent['run_id']}'")
+    assert sorted(c.info.run_name for c in children) == sorted(f"tiny-{k}" for k in keys)
+    assert all(c.info.status == "FINISHED" for c in children)
+    trial = tracking_info(sweep / "trials" / keys[0])["mlflow"]["run_id"]
+    assert client.get_metric_history(trial, next(k for k in client.get_run(trial).data.metrics if "loss" in k))
+
+
 def test_a_sweep_on_a_ray_cluster_survives_a_killed_worker_and_resumes(tmp_path: Path, ray_head: str) -> None:
     recipe, space = _sweep_files(tmp_path)
     cmd = [sys.executable, "-m", "tinyplm", "sweep", str(recipe), "--space", str(space), "--address", ray_head,
-           "--max-concurrent", "2", "--cpus-per-trial", "1"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+           "--max-concurrent", "2", "--cpus-per-trial", "1", "--track"]
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     killed = _kill_one_training_worker(tmp_path / "sweep" / "trials", time.monotonic() + 240)
     stdout, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 0, stderr[-3000:]
@@ -94,6 +113,7 @@ def test_a_sweep_on_a_ray_cluster_survives_a_killed_worker_and_resumes(tmp_path:
         "the killed trial's run did not continue from its checkpoint"
     assert stdout.strip().splitlines()[-1].endswith("sweep.json")
     done = {t["key"]: (killed.parent / t["key"] / "results.json").stat().st_mtime_ns for t in table["trials"]}
+    _check_tracked(tmp_path / "sweep", [t["key"] for t in table["trials"]])
 
     again = cli(["sweep", str(recipe), "--space", str(space), "--address", ray_head, "--resume"], cwd=tmp_path,
                 subprocess=True)
