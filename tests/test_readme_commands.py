@@ -224,6 +224,9 @@ DOC_LINES: dict[str, Way] = {
     "tinyplm heads runs/sst2_demo --task sst2 --show 1:3,2:0": Way(
         None, "cheap check only: needs the demo run; tests/run/test_analysis.py runs heads (with --show) on tiny "
         "models and a pruned stage"),
+    "tinyplm run recipes/glue/sst2_base.yaml": Way(
+        None, "cheap check only: fetches all-mpnet-base-v2 (438 MB) and runs an hour; tests/run/test_token_ids.py "
+        "distils across tokenizers and tests/compress/test_family_contract.py runs every stage on a tiny MPNet"),
     "tinyplm sweep recipes/glue/sst2_demo.yaml --space sweeps/sst2_student_optuna.yaml --max-concurrent 2": Way(
         None, "cheap check only: 12 trials of the demo's student on Ray; tests/sweep/test_ray_sweep.py runs a "
         "sweep of tiny trials on a real Ray head (a worker killed, then --resume)"),
