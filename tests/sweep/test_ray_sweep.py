@@ -33,10 +33,13 @@ def _free_port() -> int:
 
 @pytest.fixture
 def ray_head(tmp_path: Path) -> Iterator[str]:
-    """A Ray head started as a user would (``ray start --head``), stopped at the end."""
+    """A Ray head started as a user would (``ray start --head``), stopped at the end. Ray 2.59+
+    starts it with token authentication; RAY_AUTH_MODE=token (set here for this process and the
+    commands it starts) makes a client send the token ``ray start`` keeps in ~/.ray/auth_token."""
     exe = Path(sys.executable).with_name("ray")
     port = _free_port()
     temp = Path("/tmp") / f"ray-{os.getpid()}"  # Ray's socket paths must stay short
+    os.environ["RAY_AUTH_MODE"] = "token"
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     subprocess.run([str(exe), "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
                     f"--temp-dir={temp}", "--disable-usage-stats"], check=True, env=env, capture_output=True,
@@ -46,6 +49,7 @@ def ray_head(tmp_path: Path) -> Iterator[str]:
     finally:
         subprocess.run([str(exe), "stop", "--force"], env=env, capture_output=True, timeout=120)
         shutil.rmtree(temp, ignore_errors=True)
+        os.environ.pop("RAY_AUTH_MODE", None)
 
 
 def _sweep_files(tmp_path: Path) -> tuple[Path, Path]:

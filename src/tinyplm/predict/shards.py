@@ -185,6 +185,10 @@ def _ray(address: str | None):
             ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             where = f"the Ray cluster at {address}" if address else "a local Ray"
+            if address and not os.environ.get("RAY_AUTH_MODE"):  # Ray 2.59+: `ray start` clusters ask for a token
+                where += (" (a cluster started by `ray start` on Ray 2.59+ asks for its token: set RAY_AUTH_MODE=token "
+                          "here, with its token in ~/.ray/auth_token or RAY_AUTH_TOKEN)")
             raise TinyplmError(f"cannot start or reach {where}: {' '.join(str(exc).split())[:300]}") from None
     ray.data.DataContext.get_current().enable_progress_bars = False
     return ray, ours
+

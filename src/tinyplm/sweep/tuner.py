@@ -124,6 +124,9 @@ def start_ray(address: str | None):
         ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = f"the Ray cluster at {address}" if address else "a local Ray"
+        if address and not os.environ.get("RAY_AUTH_MODE"):  # Ray 2.59+: `ray start` clusters ask for a token
+            where += (" (a cluster started by `ray start` on Ray 2.59+ asks for its token: set RAY_AUTH_MODE=token "
+                      "here, with its token in ~/.ray/auth_token or RAY_AUTH_TOKEN)")
         raise ClusterError(f"cannot start or reach {where}: {' '.join(str(exc).split())[:300]}") from None
     return ray
 
@@ -251,3 +254,4 @@ def _open_parent(job: SweepJob):
     check_available(spec)
     params = flatten_params({"recipe": str(job.recipe), **job.space.model_dump(mode="json")})
     return open_tracker(spec, job.sweep_dir, run_name=job.space.name, params=params, resume=job.resume)
+
