@@ -14,7 +14,14 @@ def tracking_info(run_dir: Path) -> dict:
 
 
 def mlflow_client(uri: str):
+    """A client of the store at ``uri``; a file store is opted in as the tracking backend does
+    (MLflow 3 refuses one unless MLFLOW_ALLOW_FILE_STORE is set)."""
+    import os
+
     from mlflow.tracking import MlflowClient
+
+    if uri.startswith("file:"):
+        os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
 
     return MlflowClient(tracking_uri=uri)
 

@@ -161,6 +161,8 @@ def _run(job: ShardJob, ray, t0: float) -> tuple[list[ShardDone], dict[str, floa
         max_restarts=-1, max_task_retries=-1)
     rows = ds.take_all()
     done_at = time.perf_counter()
+    for stale in job.out_dir.glob(".*.*.tmp"):  # a killed actor's half-written shard (atomic_open's .NAME.PID.tmp),
+        stale.unlink(missing_ok=True)          # written again whole by the actor that took its shard over
     by_shard = {r["shard"]: ShardDone(**{k: r[k] for k in ShardDone.__dataclass_fields__}) for r in rows}
     done = [by_shard[str(s.resolve())] for s in job.shards]
     timing = {"start_s": round(started - t0, 3), "predict_s": round(done_at - started, 3),
