@@ -22,11 +22,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tinyplm.cluster import connect
 from tinyplm.errors import TinyplmError
 from tinyplm.files import write_json_atomic
 
 MANIFEST = "_manifest.json"
-RAY_EXTRA = "pip install 'tinyplm[cluster]'"
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,8 @@ def run_shards(job: ShardJob) -> tuple[list[ShardDone], dict[str, float]]:
     missing or cannot be reached; a shard's bad row stops the job as it stops plain ``predict``."""
     check_shard_job(job)
     t0 = time.perf_counter()
-    ray, ours = _ray(job.address)
+    ray, ours = connect(job.address, "ray.data", "tinyplm predict --ray")
+    ray.data.DataContext.get_current().enable_progress_bars = False
     try:
         return _run(job, ray, t0)
     finally:
@@ -170,27 +171,3 @@ def _run(job: ShardJob, ray, t0: float) -> tuple[list[ShardDone], dict[str, floa
     write_json_atomic(job.out_dir / MANIFEST, {"model": str(job.model_dir), "shards": [asdict(d) for d in done],
                                               "timing": timing, "workers": job.workers})
     return done, timing
-
-
-def _ray(address: str | None):
-    """(the ``ray`` module connected to ``address`` or to a Ray started here, whether this call
-    connected it)."""
-    try:
-        import ray
-        import ray.data  # noqa: F401
-    except ImportError as exc:
-        raise TinyplmError(f"--ray needs Ray Data, which cannot be imported ({exc}); install it with: "
-                           f"{RAY_EXTRA}") from None
-    ours = not ray.is_initialized()
-    if ours:
-        try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            where = f"the Ray cluster at {address}" if address else "a local Ray"
-            if address and not os.environ.get("RAY_AUTH_MODE"):  # Ray 2.59+: `ray start` clusters ask for a token
-                where += (" (a cluster started by `ray start` on Ray 2.59+ asks for its token: set RAY_AUTH_MODE=token "
-                          "here, with its token in ~/.ray/auth_token or RAY_AUTH_TOKEN)")
-            raise TinyplmError(f"cannot start or reach {where}: {' '.join(str(exc).split())[:300]}") from None
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    return ray, ours
-

@@ -6,8 +6,9 @@ Pareto plots across the trials.
     rows, path = run_sweep(job)          # path: sweep.json beside summary.md and the Pareto plots
 """
 
+from tinyplm.cluster import ClusterError
 from tinyplm.sweep.table import TrialRow
 from tinyplm.sweep.trial import TrialResult
-from tinyplm.sweep.tuner import ClusterError, SweepJob, run_sweep, sweep_dir_of
+from tinyplm.sweep.tuner import SweepJob, run_sweep, sweep_dir_of
 
 __all__ = ["ClusterError", "SweepJob", "TrialResult", "TrialRow", "run_sweep", "sweep_dir_of"]

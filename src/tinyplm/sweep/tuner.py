@@ -17,18 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tinyplm.cluster import connect
 from tinyplm.config import load_recipe
 from tinyplm.config.sweep import SweepSpace
-from tinyplm.errors import RecipeError, RunDirError, TinyplmError
+from tinyplm.errors import RecipeError, RunDirError
 from tinyplm.sweep.space import TrialPlan, search_alg, trial_plan, tune_space
 from tinyplm.sweep.table import TrialRow, rows_of, write_table
 from tinyplm.sweep.trial import TrialResult, run_trial
-
-RAY_EXTRA = "pip install 'tinyplm[cluster]' (ray[tune,data], optuna)"
-
-
-class ClusterError(TinyplmError):
-    """Ray is missing or cannot be reached (exit 2, with what to install or check)."""
 
 
 @dataclass(frozen=True)
@@ -103,34 +98,6 @@ def _first(d) -> Any:
     return (d.choice or d.grid or [None])[0] if (d.choice or d.grid) else (d.uniform or d.loguniform or d.randint)[0]
 
 
-def import_ray():
-    """The ``ray`` module, or ``ClusterError`` saying what to install."""
-    try:
-        import ray
-        from ray import tune  # noqa: F401
-    except ImportError as exc:
-        raise ClusterError(f"tinyplm sweep needs Ray Tune, which cannot be imported ({exc}); install it with: "
-                           f"{RAY_EXTRA}") from None
-    return ray
-
-
-def start_ray(address: str | None):
-    """Connect to the cluster at ``address`` or start Ray on this machine; ``ClusterError`` when
-    the address cannot be reached."""
-    ray = import_ray()
-    if ray.is_initialized():
-        return ray
-    try:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        where = f"the Ray cluster at {address}" if address else "a local Ray"
-        if address and not os.environ.get("RAY_AUTH_MODE"):  # Ray 2.59+: `ray start` clusters ask for a token
-            where += (" (a cluster started by `ray start` on Ray 2.59+ asks for its token: set RAY_AUTH_MODE=token "
-                      "here, with its token in ~/.ray/auth_token or RAY_AUTH_TOKEN)")
-        raise ClusterError(f"cannot start or reach {where}: {' '.join(str(exc).split())[:300]}") from None
-    return ray
-
-
 def make_trainable(job: SweepJob, parent_run_id: str | None) -> Callable[[dict[str, Any]], None]:
     """The Tune function trainable of this sweep: one trial's run, its result reported once."""
     recipe, space, cwd, out = job.recipe.resolve(), job.space, Path.cwd(), str(trials_dir(job))
@@ -198,8 +165,7 @@ def run_sweep(job: SweepJob) -> tuple[list[TrialRow], Path]:
     """Check, run every trial on Ray, write the table; returns its rows and ``sweep.json``'s path.
     Raises ``RecipeError``/``RunDirError`` before anything runs, ``ClusterError`` when Ray cannot."""
     planned = check_job(job)
-    ours = not import_ray().is_initialized()
-    ray = start_ray(job.address)
+    ray, ours = connect(job.address, "ray.tune", "tinyplm sweep")
     try:
         return _sweep(job, ray, planned)
     finally:
