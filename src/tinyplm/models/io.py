@@ -16,7 +16,7 @@ from transformers import PreTrainedModel
 from tinyplm.models import roles
 from tinyplm.models.classic.io import is_family, save_family
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
-from tinyplm.models.openvino import OV_XML, RUNTIME_KEY, OvClassifier, runtime_record, save_openvino
+from tinyplm.models.openvino import OV_BIN, OV_XML, RUNTIME_KEY, OvClassifier, runtime_record, save_openvino
 from tinyplm.models.quantized import is_quantized, quantized_state
 from tinyplm.models.shape import SHAPE_KEY, record_shape, unique_state
 
@@ -82,9 +82,10 @@ def is_complete(path: Path) -> bool:
 
 
 def fingerprint(path: Path) -> str:
-    """sha256 over the weight and config files of a model dir (identifies a teacher for caches)."""
+    """sha256 over the weight and config files of a model dir (identifies a teacher for caches),
+    in whichever form it is saved: PyTorch, ONNX or OpenVINO IR (graph and weights)."""
     h = hashlib.sha256()
-    for name in ("config.json", "model.safetensors", "pytorch_model.bin", ONNX_FILE):
+    for name in ("config.json", "model.safetensors", "pytorch_model.bin", ONNX_FILE, OV_XML, OV_BIN):
         f = Path(path) / name
         if f.is_file():
             h.update(name.encode())

@@ -38,7 +38,8 @@ class Machine:
 @dataclass(kw_only=True)
 class RunPrecision:
     """The precisions the run measured in: ``metrics`` (the stages' scores) and ``teacher_logits``
-    (the distillation targets; None for ``tinyplm bench``, which computes none)."""
+    (the distillation targets: the PyTorch teacher's precision, or the name of the stage that
+    computed them, ``teacher.logits_from``; None for ``tinyplm bench``, which computes none)."""
 
     metrics: str
     teacher_logits: str | None = None

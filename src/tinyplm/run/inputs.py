@@ -20,8 +20,9 @@ from torch import nn
 from tinyplm.config.schema import AugmentSpec, CorpusSpec, MeasureSpec, TaskSpec
 from tinyplm.distill import cached_teacher_logits
 from tinyplm.distill.cache import KnownRows
+from tinyplm.errors import RecipeError
 from tinyplm.files import write_json_atomic
-from tinyplm.models import fingerprint, is_complete
+from tinyplm.models import fingerprint, is_complete, load_classifier
 from tinyplm.models.infer import use_bf16
 from tinyplm.report.info import SAVED_MARK, StageInfo, TrainingInfo
 from tinyplm.tasks.base import Example, Split, TaskData
@@ -72,6 +73,17 @@ class RunPaths:
         return json.loads(path.read_text(encoding="utf-8"))
 
 
+@dataclass(frozen=True)
+class LogitsSource:
+    """A saved stage of the run that computes the teacher's logits (``teacher.logits_from``):
+    its ``stage`` name, its ``model_dir``, and the ``task`` it is loaded for (labels,
+    is_regression, head: :func:`tinyplm.models.load_classifier`'s arguments)."""
+
+    stage: str
+    model_dir: Path
+    task: tuple
+
+
 class Teachers:
     """The run's teachers: ``finetuned`` (the task teacher, already loaded), ``base`` (its source
     checkpoint before fine-tuning) or a model dir/alias, each loaded once; and the fine-tuned
@@ -79,11 +91,12 @@ class Teachers:
     example whose logits were computed for one set is not run through the teacher again for the next)."""
 
     def __init__(self, finetuned: nn.Module, finetuned_dir: Path, source_dir: Path, precision: str,
-                 cache_dir: Path) -> None:
+                 cache_dir: Path, logits_from: LogitsSource | None = None) -> None:
         self.finetuned, self.finetuned_dir, self.source_dir = finetuned, finetuned_dir, source_dir
-        self.precision, self.cache_dir = precision, cache_dir
+        self.precision, self.cache_dir, self.logits_from = precision, cache_dir, logits_from
         self._loaded: dict[tuple[str, bool], nn.Module] = {}
         self._fingerprint: str | None = None
+        self._logits_model: nn.Module | None = None
         self._known = KnownRows()
 
     def get(self, which: str, masked_lm: bool = False) -> nn.Module:
@@ -102,13 +115,28 @@ class Teachers:
         return self._loaded[key]
 
     def logits(self, enc: Encoded) -> torch.Tensor:
-        """Fine-tuned teacher logits on ``enc`` ``(examples, ...)``, from the cache when present."""
+        """Fine-tuned teacher logits on ``enc`` ``(examples, ...)``, from the cache when present:
+        computed by the PyTorch teacher, or by the stage ``logits_from`` names (the teacher on
+        another runtime), which must be saved by then."""
         if self._fingerprint is None:  # hashing the teacher's weights once per run is enough
-            self._fingerprint = fingerprint(self.finetuned_dir)
+            self._logits_model, self._fingerprint = self._logits_source()
+        bf16 = use_bf16(self.precision) if self.logits_from is None else False
         with get_accelerator().main_process_first():
-            logits, _ = cached_teacher_logits(self.finetuned, self._fingerprint, enc, self.cache_dir,
-                                              bf16=use_bf16(self.precision), known=self._known)
+            logits, _ = cached_teacher_logits(self._logits_model, self._fingerprint, enc, self.cache_dir,
+                                              bf16=bf16, known=self._known)
         return logits
+
+    def _logits_source(self) -> tuple[nn.Module, str]:
+        """(the model that computes the teacher's logits, its fingerprint for the cache)."""
+        source = self.logits_from
+        if source is None:
+            return self.finetuned, fingerprint(self.finetuned_dir)
+        if not is_complete(source.model_dir):
+            raise RecipeError(f"teacher.logits_from names {source.stage}, which is not saved when the teacher's "
+                              f"logits are first needed ({source.model_dir} is missing or incomplete): list its "
+                              "student before every student that learns from the teacher")
+        model, _ = load_classifier(source.model_dir, *source.task)
+        return model, fingerprint(source.model_dir)
 
 
 class StageData:

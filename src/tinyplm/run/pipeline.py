@@ -38,7 +38,7 @@ from tinyplm.report.records import StageKind
 from tinyplm.report.run_info import Machine, RunInfo, RunPrecision
 from tinyplm.run.compress import run_compress
 from tinyplm.run.final import place_final
-from tinyplm.run.inputs import RunInputs, RunPaths, StageData, Teachers, stamp_task
+from tinyplm.run.inputs import LogitsSource, RunInputs, RunPaths, StageData, Teachers, stamp_task
 from tinyplm.run.measure import measure_stages
 from tinyplm.run.preflight import Preflight, preflight
 from tinyplm.run.results import StageResult, train_info
@@ -161,7 +161,11 @@ def _inputs(cfg: RunConfig, paths: RunPaths, checked: Preflight, resumed: bool) 
     evals = encode_evals(data, tok, task.max_length, task.max_eval_examples)
     cache = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_dir()
     teacher, tok, info = prepare_teacher(cfg, checked, train_enc, evals, paths, resumed)
-    teachers = Teachers(teacher, paths.root / "teacher", checked.teacher_dir, cfg.teacher.logits_precision, cache)
+    source = cfg.teacher.logits_from
+    logits_from = (None if source is None else
+                   LogitsSource(source, paths.student(source), (data.labels, data.is_regression, data.head)))
+    teachers = Teachers(teacher, paths.root / "teacher", checked.teacher_dir, cfg.teacher.logits_precision, cache,
+                        logits_from)
     stage_data = StageData(task, data, tok, train_enc, cfg.augment, cfg.corpus, paths, cache)
     inp = RunInputs(task, data, tok, train_enc, evals, teachers, stage_data, paths, cfg.measure)
     return inp, StageResult("teacher", teacher, "teacher", StageKind.TEACHER, shape_of(teacher), info=info)
@@ -204,7 +208,8 @@ def run_info(cfg: RunConfig, run_dir: Path, started: float, teacher_dir: Path) -
         started_unix=round(started, 3),
         machine=Machine(cpu=platform.processor() or platform.machine(), threads=torch.get_num_threads(),
                         torch=torch.__version__, **precision_facts()),
-        precision=RunPrecision(metrics=cfg.measure.precision, teacher_logits=cfg.teacher.logits_precision),
+        precision=RunPrecision(metrics=cfg.measure.precision,
+                               teacher_logits=cfg.teacher.logits_from or cfg.teacher.logits_precision),
         processes=get_accelerator().num_processes,
         teacher_fingerprint=fingerprint(teacher_dir),
     )
