@@ -102,8 +102,8 @@ def check_shard_job(job: ShardJob) -> None:
     if any(s.resolve().parent == job.out_dir.resolve() for s in job.shards):
         raise TinyplmError(f"--output {job.out_dir}: the output folder holds the input shards; choose another")
     if job.workers < 1 or job.cpus_per_worker <= 0:
-        raise TinyplmError(f"--workers {job.workers}, --cpus-per-worker {job.cpus_per_worker}: expected at least 1 "
-                           "worker and more than 0 CPUs each")
+        raise TinyplmError(f"--workers {job.workers}, --threads {job.cpus_per_worker:g}: expected at least 1 "
+                           "worker and more than 0 threads (CPUs) each")
 
 
 class ShardPredictor:
