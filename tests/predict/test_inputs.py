@@ -35,7 +35,7 @@ def test_tsv_is_read_as_glue_writes_it_and_finds_glue_columns() -> None:
     got = rows(data, "tsv")
     assert got[0].item == TextInput('it "was" good')  # a quote is an ordinary character
     assert "expected 2 tab-separated fields, got 3" in got[1].error and got[1].line == 3
-    assert "empty text in 'sentence'" in got[2].error
+    assert "empty text in column 'sentence'" in got[2].error
     pairs = rows(b"index\tsentence1\tsentence2\tlabel\n0\ta b\tc d\t1\n", "tsv")
     assert pairs[0].item == TextInput("a b", "c d")
 
@@ -57,19 +57,19 @@ def test_jsonl_objects_strings_and_mistakes() -> None:
     errors = {r.line: r.error for r in got if r.error}
     assert "'text' holds a number (3), expected a string" in errors[4]
     assert "not valid JSON" in errors[5] and "expected a JSON object, got list" in errors[6]
-    assert "missing 'text'" in errors[7]
+    assert "missing key 'text'" in errors[7]
 
 
 def test_question_answering_rows_from_jsonl_csv_and_official_json() -> None:
     got = rows(b'{"question": "who", "context": "the actor", "id": 7}\n{"question": "who"}\n', "jsonl", Head.SPAN)
-    assert got[0].item == QAInput("who", "the actor", "7") and "missing 'context'" in got[1].error
+    assert got[0].item == QAInput("who", "the actor", "7") and "missing key 'context'" in got[1].error
     table = rows(b"question,context\nwho,the actor\n", "csv", Head.SPAN)
     assert table[0].item == QAInput("who", "the actor")
     doc = squad_doc(3)
     doc["data"][0]["paragraphs"][1]["qas"][0]["question"] = " "
     got = rows(json.dumps(doc).encode(), "squad", Head.SPAN)
     assert [r.item.id for r in got if r.item] == ["q0", "q2"]
-    assert got[1].error == "in: data[0].paragraphs[1].qas[0]: empty text in 'question'"
+    assert got[1].error == "in: data[0].paragraphs[1].qas[0].question: empty text"
     with pytest.raises(DataError, match="data: expected a list"):
         rows(b'{"data": 3}', "squad", Head.SPAN)
 
@@ -99,7 +99,8 @@ TVTROPES = b'1,"He dies  at the end.",1\n2,A fun show,0\n'
 
 def test_a_headerless_task_file_is_read_in_its_own_layout() -> None:
     got = rows(TVTROPES, "csv", task="tvtropes_spoilers")  # the run's task has no header line
-    assert [(r.line, r.item) for r in got] == [(1, TextInput("He dies  at the end.")), (2, TextInput("A fun show"))]
+    # its markup gaps closed, as the training reader gives the text
+    assert [(r.line, r.item) for r in got] == [(1, TextInput("He dies at the end.")), (2, TextInput("A fun show"))]
     by_number = rows(TVTROPES, "csv", task="tvtropes_spoilers", header=False, text_column="2")
     assert [r.item for r in by_number] == [r.item for r in got]
     named = rows(b"id,sentence,label\n1,A fun show,0\n", "csv", task="tvtropes_spoilers")  # a header after all
@@ -145,10 +146,10 @@ def test_reviews_give_one_input_per_sentence_with_the_training_context() -> None
                   (1, {"review_id": "r1", "sentence": 2}, TextInput("Read it.", "I loved it. He dies.")),
                   (3, {"review_id": None, "sentence": 0}, TextInput("A bare sentence."))]
     errors = [r.error for r in got if r.error]
-    assert errors[0] == "in:3: review_sentences[1]: empty text in 'sentence'"
-    assert errors[1].startswith("in:3: review_sentences[2]: holds [0, 5], expected [label, sentence]")
+    assert errors[0] == "in:3: review_sentences[1]: empty sentence"
+    assert errors[1].startswith("in:3: review_sentences[2] should be [label, sentence] or a sentence, got '[0, 5]'")
     assert errors[2].startswith("in:4: not valid JSON")
-    assert errors[3] == "in:5: 'review_sentences' holds nothing, expected a non-empty list of [label, sentence]"
+    assert errors[3] == "in:5: missing key 'review_sentences'; found keys: 'review_id'"
     assert rows(REVIEWS[:REVIEWS.index(b"\n")], "reviews")[1].item == TextInput("He dies.")  # no context asked
 
 

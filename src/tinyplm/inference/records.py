@@ -8,7 +8,8 @@ what comes out, one pair per head (:class:`~tinyplm.tasks.heads.Head`).
 - ``token``: :class:`TokensInput` (a sentence split into words) -> :class:`TagsPrediction` (one tag
   per word).
 
-File readers (``predict.inputs``) and the HTTP API (``serve.api``) build inputs; the writers
+File readers (``predict.inputs``, over the readers training uses: ``tasks.readers``) and the HTTP
+API (``serve.api``) build inputs; the writers
 (``predict.writers``) and the API turn predictions into records with :meth:`as_dict`.
 """
 

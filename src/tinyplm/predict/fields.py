@@ -1,8 +1,14 @@
-"""One record's named fields (a CSV/TSV row, a JSON object) -> one prediction input, checked.
+"""Which fields of a record (a CSV/TSV row, a JSON object) the model's head reads, and the records
+as items (:func:`item_rows`).
 
-:class:`Columns` says which fields hold what for the model's head; :func:`build_input` makes the
-:mod:`~tinyplm.inference.records` input or raises :class:`RowError` with a message naming the field
-(the caller adds the file and line). :func:`default_columns` picks the columns of a table from its
+:func:`head_columns` and :func:`default_columns` say which fields
+(:class:`~tinyplm.tasks.readers.fields.Fields`, as the training readers name them) hold what for
+the model's head: ``text`` (sequence: the text; span: the question; token: the words, a list or a
+space-separated string), ``pair`` (sequence: the second text; span: the context; ``pair_required``
+False: a record without it is a single text), ``id`` (span: echoed when present). A sequence model's text and pair
+are read by the training readers' own :func:`~tinyplm.tasks.readers.fields.sequence_rows`, a
+question or a sentence by :func:`build_input`, which raises :class:`RowError` naming the field (the
+caller adds the file and line). :func:`default_columns` picks the columns of a table from its
 header: the run's GLUE task's own columns when known, else the first known layout present.
 :func:`headerless_layout` names the columns of the tasks whose files have no header line (CoLA,
 TV Tropes), so such a file can be predicted as it is.
@@ -10,33 +16,18 @@ TV Tropes), so such a file can be predicted as it is.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from tinyplm.errors import DataError
-from tinyplm.inference.records import Input, QAInput, TextInput, TokensInput
+from tinyplm.inference.records import Input, QAInput, TokensInput
 from tinyplm.tasks.glue import GLUE_SPECS
 from tinyplm.tasks.heads import Head
-from tinyplm.tasks.io import encodable
 from tinyplm.tasks.json_layout import shown
+from tinyplm.tasks.readers.fields import Fields, check_text, record_rows, sequence_rows, text_value
+from tinyplm.tasks.readers.rows import Row, RowError
+from tinyplm.tasks.readers.table import require_columns
 from tinyplm.tasks.spoilers import BINARY, TVTROPES_COLUMNS
-
-
-class RowError(ValueError):
-    """One record cannot be an input (the message names the field and what was expected)."""
-
-
-@dataclass(frozen=True)
-class Columns:
-    """Field names: ``text`` (sequence: the text; span: the question; token: the words, a list or a
-    space-separated string), ``pair`` (sequence: the second text; span: the context), ``pair_required``
-    (False: a record without ``pair`` is a single text), ``id`` (span: echoed when present)."""
-
-    text: str
-    pair: str | None = None
-    pair_required: bool = False
-    id: str | None = None
-
 
 #: Text/pair layouts tried on a table header, pairs first (GLUE's own, then the generic names).
 TABLE_LAYOUTS: tuple[tuple[str, str | None], ...] = (
@@ -75,27 +66,27 @@ def headerless_layout(task: str | None) -> HeaderlessLayout | None:
     return None
 
 
-def head_columns(head: Head, text: str | None, pair: str | None) -> Columns:
+def head_columns(head: Head, text: str | None, pair: str | None) -> Fields:
     """The fields of a JSON object for ``head``: the user's names, else ``text``/``text_pair``
     (sequence), ``question``/``context``/``id`` (span) or ``tokens`` (token)."""
     if head == Head.SPAN:
-        return Columns(text or "question", pair or "context", True, "id")
+        return Fields(text or "question", pair or "context", pair_required=True, id="id")
     if head == Head.TOKEN:
-        return Columns(text or "tokens")
-    return Columns(text or "text", pair or "text_pair", pair is not None)
+        return Fields(text or "tokens")
+    return Fields(text or "text", pair or "text_pair", pair_required=pair is not None)
 
 
 def default_columns(header: Sequence[str], head: Head, task: str | None, text: str | None,
-                    pair: str | None, where: str) -> Columns:
+                    pair: str | None, where: str) -> Fields:
     """The columns of a table whose header is ``header`` (see the module docstring). Raises
     ``DataError`` at ``where`` when a named column is missing or no known layout is present."""
     found = set(header)
     if head != Head.SEQUENCE:
         cols = head_columns(head, text, pair)
         if head == Head.TOKEN and text is None and "tokens" not in found and "text" in found:
-            cols = Columns("text")
+            cols = Fields("text")
     elif text is not None:
-        cols = Columns(text, pair, pair is not None)
+        cols = Fields(text, pair, pair_required=pair is not None)
     else:
         spec = GLUE_SPECS.get(task or "")
         layouts = ([(spec.text, spec.pair)] if spec and not spec.columns else []) + list(TABLE_LAYOUTS)
@@ -103,60 +94,41 @@ def default_columns(header: Sequence[str], head: Head, task: str | None, text: s
         if first is None:
             raise DataError(f"{where}: no text column found among {', '.join(map(repr, header)) or 'none'}; "
                             "name it with --text-column (and --pair-column for pairs)")
-        cols = Columns(first[0], pair or first[1], (pair or first[1]) is not None)
-    needed = [cols.text] + ([cols.pair] if cols.pair and cols.pair_required else [])
-    missing = [name for name in needed if name not in found]
-    if missing:
-        raise DataError(f"{where}: missing column {missing[0]!r}; found columns: "
-                        f"{', '.join(map(repr, header)) or 'none'}")
+        cols = Fields(first[0], pair or first[1], pair_required=(pair or first[1]) is not None)
+    require_columns(list(header), [cols.text, cols.pair if cols.pair_required else None], where)
     return cols
 
 
-def build_input(head: Head, values: Mapping[str, object], cols: Columns) -> Input:
-    """The input ``values`` describe; raises :class:`RowError`."""
+def item_rows(rows: Iterable[Row], head: Head, cols: Fields, name: str) -> Iterator[Row]:
+    """``rows`` of records (a table row's dict, a parsed JSON line) as rows of items for ``head``: a
+    sequence model's by the training readers' own :func:`~tinyplm.tasks.readers.fields.sequence_rows`
+    (no label read), a question's or a sentence's by :func:`build_input`."""
+    if head == Head.SEQUENCE:
+        return sequence_rows(rows, cols, None, name)
+    return record_rows(rows, lambda values, line: build_input(head, values, cols))
+
+
+def build_input(head: Head, values: Mapping[str, object], cols: Fields) -> Input:
+    """The question (span) or the sentence (token) ``values`` describe; raises :class:`RowError`."""
     if head == Head.SPAN:
         ident = values.get(cols.id) if cols.id else None
         if ident is not None and not isinstance(ident, str | int):
             raise RowError(f"'{cols.id}' holds {shown(ident)}, expected a string")
-        return QAInput(text_field(values, cols.text), text_field(values, cols.pair),
+        return QAInput(text_value(values, cols.text), text_value(values, cols.pair),
                        None if ident is None else str(ident))
-    if head == Head.TOKEN:
-        return TokensInput(_words(values, cols.text))
-    pair = None
-    if cols.pair and (cols.pair_required or values.get(cols.pair) is not None):
-        pair = text_field(values, cols.pair)
-    return TextInput(text_field(values, cols.text), pair)
-
-
-def text_field(values: Mapping[str, object], key: str) -> str:
-    """``values[key]`` as a non-empty text (unchanged); raises :class:`RowError`."""
-    if key not in values:
-        raise RowError(f"missing '{key}'; found {', '.join(map(repr, values)) or 'nothing'}")
-    value = values[key]
-    if not isinstance(value, str):
-        raise RowError(f"'{key}' holds {shown(value)}, expected a string")
-    return check_text(value, key)
-
-
-def check_text(value: str, key: str) -> str:
-    """``value`` unless it is empty, only whitespace or not UTF-8; raises :class:`RowError`."""
-    if not value.strip():
-        raise RowError(f"empty text in '{key}'")
-    if not encodable(value):
-        raise RowError(f"'{key}' is not valid UTF-8 text (undecodable bytes or an unpaired surrogate escape)")
-    return value
+    return TokensInput(_words(values, cols.text))
 
 
 def _words(values: Mapping[str, object], key: str) -> tuple[str, ...]:
     """A sentence's words: a list of strings, or a string split on whitespace."""
     value = values.get(key)
     if isinstance(value, str):
-        return tuple(check_text(value, key).split())
+        return tuple(check_text(value, f"column '{key}'").split())
     if not isinstance(value, list) or not value:
         got = "nothing" if key not in values else shown(value)
         raise RowError(f"'{key}' holds {got}, expected a non-empty list of words or a text")
     for i, word in enumerate(value):
         if not isinstance(word, str) or not word.strip() or any(c.isspace() for c in word):
             raise RowError(f"'{key}'[{i}] holds {shown(word)}, expected a word (a non-empty string without spaces)")
-        check_text(word, f"{key}[{i}]")
+        check_text(word, f"'{key}'[{i}]")
     return tuple(value)

@@ -10,7 +10,8 @@ Output goes to a temporary sibling renamed onto ``output`` only when every row i
 or an interrupt leaves no half-written file (and an older file of that name untouched). On stdout
 records stream as they are made. A bad row (see :mod:`tinyplm.predict.inputs`) stops the run with a
 ``DataError`` naming it, or, with ``on_error="skip"``, is left out and listed in the side file
-(JSON lines: ``line``, ``where``, ``error``; written the same atomic way).
+(JSON lines: ``line``, ``where``, ``error``; written the same atomic way): the ``on_error`` of the
+readers' :class:`~tinyplm.tasks.readers.rows.Policy`, the one difference from how training reads.
 """
 
 from __future__ import annotations
@@ -28,11 +29,13 @@ from tinyplm.errors import DataError, TinyplmError
 from tinyplm.files import atomic_open
 from tinyplm.inference.predictor import Predictor
 from tinyplm.predict.inputs import read_inputs
-from tinyplm.predict.review_inputs import REVIEW_KEYS
 from tinyplm.predict.sources import STDIN, Row, Source, detect_format, open_binary
 from tinyplm.predict.writers import Writer
+from tinyplm.tasks.readers.reviews import REVIEW_KEYS
+from tinyplm.tasks.readers.rows import ON_ERROR, Policy
 
-ON_ERROR = ("raise", "skip")
+#: Added to the message of a bad row that stops a run (``--on-error raise``).
+SKIP_HINT = " (--on-error skip leaves such rows out and lists them)"
 #: Examples predicted at once by default: large enough to sort well by length (and to hold all of
 #: SST-2 dev, so its batches are evaluate's), small enough that memory does not grow with the file.
 WINDOW = 1024
@@ -116,9 +119,9 @@ def predict_file(predictor: Predictor, job: PredictJob, progress: Callable[[int]
         keys = REVIEW_KEYS if job.source.format == "reviews" else ()
         writer = Writer(fh, job.fmt, predictor.info, with_line=job.source.format != "squad", keys=keys)
         window: list[Row] = []
-        for row in read_inputs(job.source, stream):
-            if row.error is not None:
-                skipped += _bad_row(row, job, side)
+        for row in read_inputs(job.source, stream, Policy(job.on_error, labels=False, hint=SKIP_HINT)):
+            if row.error is not None:  # on_error "skip": the reader handed the row on to be recorded
+                skipped += _skipped(row, side)
                 continue
             window.append(row)
             if len(window) >= job.window:
@@ -139,10 +142,10 @@ def _opened(path: str | Path | None, stream: TextIO | None) -> Iterator[TextIO |
         yield fh
 
 
-def _bad_row(row: Row, job: PredictJob, side: TextIO | None) -> int:
-    """Stop on ``row`` (``raise``) or list it in the side file (``skip``) -> 1."""
-    if job.on_error == "raise" or side is None:
-        raise DataError(f"{row.error} (--on-error skip leaves such rows out and lists them)")
+def _skipped(row: Row, side: TextIO | None) -> int:
+    """List a skipped ``row`` in the side file -> 1."""
+    if side is None:  # check_job asks for a side file with --on-error skip
+        raise DataError(row.error + SKIP_HINT)
     side.write(json.dumps({"line": row.line, "where": row.where, "error": row.error}, ensure_ascii=False) + "\n")
     return 1
 

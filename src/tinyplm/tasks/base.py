@@ -29,15 +29,16 @@ CLASS_WEIGHTS: tuple[str, ...] = ("balanced", "none")
 
 @dataclass(frozen=True)
 class Example:
-    """One labelled example.
+    """One example.
 
-    ``label`` is a class index (``int``) for classification or a float score for regression.
+    ``label`` is a class index (``int``) for classification or a float score for regression (None
+    where the reader was asked for no label: an input read for prediction).
     ``line`` is the 1-based line number in ``source`` file, for error messages.
     """
 
     text: str
     text_pair: str | None
-    label: int | float
+    label: int | float | None
     line: int = 0
 
 

@@ -7,12 +7,13 @@ must have exactly four space-separated columns and a tag from :data:`TAGS`; othe
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from tinyplm.errors import DataError
 from tinyplm.tasks.heads import Head
-from tinyplm.tasks.io import text_lines
+from tinyplm.tasks.readers.rows import Line, Row, file_lines, items
 
 ENTITY_TYPES = ("PER", "ORG", "LOC", "MISC")
 TAGS: tuple[str, ...] = ("O",) + tuple(f"{p}-{t}" for t in ENTITY_TYPES for p in ("B", "I"))
@@ -39,41 +40,59 @@ def read_conll(path: Path, tags: tuple[str, ...] = TAGS) -> list[Sentence]:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: CoNLL file not found")
-    known = set(tags)
-    out: list[Sentence] = []
-    rows: list[list[str]] = []  # the current sentence's lines: token POS chunk NER
-    first = 0
-    for n, line in text_lines(path):
-        parts = line.split()
-        if not parts or parts[0] == "-DOCSTART-":
-            if rows:
-                out.append(_sentence(rows, first))
-                rows = []
-            continue
-        _check_line(parts, known, tags, path, n, line)
-        if not rows:
-            first = n
-        rows.append(parts)
-    if rows:
-        out.append(_sentence(rows, first))
+    out = items(conll_rows(file_lines(path), path, tags))
     if not out:
         raise DataError(f"{path}: no sentences found (expected lines of 'token POS chunk NER')")
     return out
 
 
-def _sentence(rows: list[list[str]], first: int) -> Sentence:
-    """A Sentence from its checked lines' columns (token POS chunk NER)."""
-    token, pos, chunk, ner = (tuple(column) for column in zip(*rows, strict=True))
-    return Sentence(token, ner, first, pos, chunk)
+def conll_rows(lines: Iterable[Line], name: Path | str, tags: tuple[str, ...] | None) -> Iterator[Row]:
+    """One row per sentence of CoNLL-style ``lines`` (a blank line ends a sentence; ``-DOCSTART-``
+    lines are dropped), located at its first line. With ``tags`` (labels required) every line must be
+    ``token POS chunk NER`` with a tag of ``tags``; without, a line's first column is its word, and
+    its tags are read where the line has all four columns. A sentence with a bad line is an error
+    row naming that line."""
+    known = set(tags or ())
+    words: list[list[str]] = []  # the current sentence's lines, split
+    first, problem = 0, None
+    for n, line, error in lines:
+        parts = line.split()
+        if not parts or parts[0] == "-DOCSTART-":
+            if words or problem:
+                yield _sentence_row(words, first, problem, name, tags is not None)
+            words, problem = [], None
+            continue
+        if not words and not problem:
+            first = n
+        if problem is None:  # a sentence is located by its first bad line
+            problem = f"{name}:{n}: {error}" if error else _line_problem(parts, known, tags, name, n, line)
+        words.append(parts)
+    if words or problem:
+        yield _sentence_row(words, first, problem, name, tags is not None)
 
 
-def _check_line(parts: list[str], known: set[str], tags: tuple[str, ...], path: Path, n: int, line: str) -> None:
-    """Raise ``DataError`` (file:line) unless ``parts`` are four columns ending in a known tag."""
+def _sentence_row(rows: list[list[str]], first: int, problem: str | None, name: Path | str, labels: bool) -> Row:
+    """A row of one sentence from its lines' columns (token POS chunk NER), or its first problem."""
+    where = f"{name}:{first}"
+    if problem:
+        return Row(first, where, error=problem)
+    if labels or all(len(parts) == COLUMNS for parts in rows):
+        token, pos, chunk, ner = (tuple(column) for column in zip(*rows, strict=True))
+        return Row(first, where, Sentence(token, ner, first, pos, chunk))
+    return Row(first, where, Sentence(tuple(parts[0] for parts in rows), (), first))
+
+
+def _line_problem(parts: list[str], known: set[str], tags: tuple[str, ...] | None, name: Path | str, n: int,
+                  line: str) -> str | None:
+    """What is wrong with one labelled line (not four columns ending in a known tag), else None."""
+    if tags is None:
+        return None
     if len(parts) != COLUMNS:
-        raise DataError(f"{path}:{n}: expected {COLUMNS} space-separated columns (token POS chunk NER), "
-                        f"got {len(parts)}: {line.strip()[:80]!r}")
+        return (f"{name}:{n}: expected {COLUMNS} space-separated columns (token POS chunk NER), "
+                f"got {len(parts)}: {line.strip()[:80]!r}")
     if parts[3] not in known:
-        raise DataError(f"{path}:{n}: unknown NER tag {parts[3][:40]!r}; expected one of {', '.join(tags)}")
+        return f"{name}:{n}: unknown NER tag {parts[3][:40]!r}; expected one of {', '.join(tags)}"
+    return None
 
 
 CONLL_DIR = "conll2003"

@@ -1,7 +1,8 @@
 """Custom tasks from your own CSV or JSONL files.
 
-A ``.csv`` file is read with ``csv.DictReader`` (normal quoting, a header line); a ``.jsonl``
-(or ``.ndjson``) file holds one JSON object per line. Columns/keys are named by the caller::
+A ``.csv`` file has a header line and normal quoting; a ``.jsonl`` (or ``.ndjson``) file holds one
+JSON object per line. Both are read by the one reader of their format (:mod:`tinyplm.tasks.readers`),
+as ``tinyplm predict`` reads them. Columns/keys are named by the caller::
 
     task = custom_task("reviews", Path("train.csv"), Path("dev.csv"),
                        text_column="review", label_column="stars")
@@ -9,9 +10,8 @@ A ``.csv`` file is read with ``csv.DictReader`` (normal quoting, a header line);
 
 from __future__ import annotations
 
-import csv
-import json
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -22,41 +22,12 @@ from tinyplm.tasks.base import (
     Example,
     Task,
 )
-from tinyplm.tasks.io import (
-    at,
-    check_columns,
-    no_examples,
-    parse_label,
-    parse_score,
-    read_text,
-    require_text,
-)
-
-FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
-
-
-@dataclass(frozen=True)
-class Columns:
-    """Which columns (CSV) or keys (JSONL) hold the text, the optional pair and the label."""
-
-    text: str
-    label: str
-    pair: str | None = None
-
-    @property
-    def required(self) -> list[str]:
-        """The names every row must have."""
-        return [self.text, self.label] + ([self.pair] if self.pair else [])
-
-
-@dataclass(frozen=True)
-class Record:
-    """One row before its label is mapped: the label is still the raw string."""
-
-    line: int
-    text: str
-    pair: str | None
-    label: str
+from tinyplm.tasks.io import at, no_examples
+from tinyplm.tasks.readers.fields import Fields, Labels, missing, sequence_rows
+from tinyplm.tasks.readers.formats import format_of
+from tinyplm.tasks.readers.jsonl import read_json_lines
+from tinyplm.tasks.readers.rows import Row, file_lines, items
+from tinyplm.tasks.readers.table import read_table, require_columns
 
 
 def custom_task(
@@ -82,7 +53,7 @@ def custom_task(
     for path in (train, dev):
         _format(path)
     chosen = _check_metrics(metrics, regression)
-    columns = Columns(text=text_column, label=label_column, pair=text_pair_column)
+    columns = Fields(text=text_column, pair=text_pair_column, label=label_column)
     if regression:
         label_names: tuple[str, ...] = ()
     elif labels is not None:
@@ -108,9 +79,24 @@ def custom_task(
     )
 
 
-def infer_labels(path: Path, columns: Columns) -> tuple[str, ...]:
-    """The sorted unique label strings of ``path`` (raises ``DataError`` if fewer than two)."""
-    found = {record.label.strip() for record in read_records(path, columns)}
+@dataclass(frozen=True)
+class _Found(Labels):
+    """A label rule that takes every label as it is and collects it (to infer the label set)."""
+
+    found: set[str] = field(default_factory=set)
+
+    def parse(self, raw: str, path: Path | str | None = None) -> int:
+        self.found.add(raw.strip())
+        return 0
+
+
+def infer_labels(path: Path, columns: Fields) -> tuple[str, ...]:
+    """The sorted unique label strings of ``path`` (raises ``DataError`` if fewer than two, or for a
+    bad row)."""
+    rule = _Found()
+    if not items(sequence_rows(_records(path, columns), columns, rule, path)):
+        raise no_examples(path)
+    found = rule.found
     if len(found) < 2:
         raise DataError(f"{path}: a classifier needs two or more labels, found only {found}")
     if all(_is_int(label) for label in found):
@@ -118,101 +104,45 @@ def infer_labels(path: Path, columns: Columns) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
-def read_custom_file(
-    path: Path, split: str, columns: Columns, labels: tuple[str, ...], regression: bool,
-    labels_from: Path | None = None,
-) -> list[Example]:
+def read_custom_file(path: Path, split: str, columns: Fields, labels: tuple[str, ...], regression: bool,
+                     labels_from: Path | None = None) -> list[Example]:
     """Read one custom file into examples; labels become indices into ``labels`` (or floats).
 
     ``labels_from`` is the file ``labels`` were inferred from (named when a label is unknown).
     Raises ``DataError`` naming the file and line of a bad row."""
-    examples = []
-    for record in read_records(path, columns):
-        label: int | float
-        if regression:
-            label = parse_score(record.label, path, record.line)
-        else:
-            label = parse_label(record.label, labels, path, record.line, labels_from)
-        examples.append(Example(record.text, record.pair, label, record.line))
+    rule = Labels(labels, regression, source=labels_from)
+    examples = items(sequence_rows(_records(path, columns), columns, rule, path))
+    if not examples:
+        raise no_examples(path)
     return examples
 
 
-def read_records(path: Path, columns: Columns) -> list[Record]:
-    """Read a CSV or JSONL file into records; raises ``DataError`` (file:line) on bad input."""
-    reader = _read_csv if _format(path) == "csv" else _read_jsonl
-    records = reader(path, columns)
-    if not records:
-        raise no_examples(path)
-    return records
+def _records(path: Path, columns: Fields) -> Iterator[Row]:
+    """The records of a CSV (a header line naming the columns) or JSON-lines file, as rows of dicts
+    (a JSON line that is no object is passed on, for :func:`sequence_rows` to refuse)."""
+    kind = _format(path)
+    if kind == "jsonl":
+        rows = read_json_lines(file_lines(path), str(path))
+        return (_with_keys(row, columns) for row in rows)
+    table = read_table(file_lines(path), str(path), tsv=False)
+    require_columns(table.names, columns.required(labels=True), at(path, table.header_line or 1))
+    return table.rows
 
 
-def _read_csv(path: Path, columns: Columns) -> list[Record]:
-    """Records of a CSV file with a header line (``csv.DictReader``, normal quoting)."""
-    # lines end at "\n" only (as in the TSV reader), so a stray "\r" does not shift line numbers
-    lines = [line + "\n" for line in read_text(path).split("\n")]
-    reader = csv.DictReader(lines)
-    try:
-        found = list(reader.fieldnames or [])
-        if not found:
-            raise no_examples(path, "the file is empty")
-        check_columns(path, found, columns.required)
-        reader.fieldnames = [name.strip() for name in found]  # " label" in the header is "label"
-        records = []
-        for row in reader:
-            line = reader.line_num  # the record's last line (its only line unless quoted)
-            if None in row or None in row.values():
-                got = len(found) + len(row.get(None) or []) - list(row.values()).count(None)
-                raise DataError(f"{at(path, line)}: expected {len(found)} fields, got {got}")
-            records.append(_record(row, columns, path, line))
-    except csv.Error as err:
-        raise DataError(f"{at(path, max(reader.reader.line_num, 1))}: cannot parse CSV ({err})") from None
-    return records
-
-
-def _read_jsonl(path: Path, columns: Columns) -> list[Record]:
-    """Records of a JSON-lines file: one object per non-blank line."""
-    records = []
-    for line, text in enumerate(read_text(path).split("\n"), start=1):
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise DataError(f"{at(path, line)}: not valid JSON ({err.msg})") from None
-        if not isinstance(obj, dict):
-            raise DataError(f"{at(path, line)}: expected a JSON object, got {type(obj).__name__}")
-        for key in columns.required:
-            if key not in obj:
-                shown = ", ".join(repr(k) for k in obj) or "none"
-                raise DataError(f"{at(path, line)}: missing key '{key}'; found keys: {shown}")
-        row = {key: _jsonl_value(obj[key], key, path, line) for key in columns.required}
-        records.append(_record(row, columns, path, line))
-    return records
-
-
-def _record(row: dict[str, str], columns: Columns, path: Path, line: int) -> Record:
-    """A :class:`Record` from one row, checking the texts are not empty."""
-    text = require_text(row[columns.text], columns.text, path, line)
-    pair = require_text(row[columns.pair], columns.pair, path, line) if columns.pair else None
-    return Record(line=line, text=text, pair=pair, label=row[columns.label])
-
-
-def _jsonl_value(value: object, key: str, path: Path, line: int) -> str:
-    """A JSON value as the string the CSV reader would see (true -> "true", 1 -> "1")."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    kind = "null" if value is None else type(value).__name__
-    raise DataError(f"{at(path, line)}: key '{key}' holds {kind}, expected a string or number")
+def _with_keys(row: Row, columns: Fields) -> Row:
+    """A JSON-lines row, refused (naming what it has) when its object lacks a key ``columns`` needs."""
+    if row.error is None and isinstance(row.item, dict):
+        lacking = [key for key in columns.required(labels=True) if key not in row.item]
+        if lacking:
+            return Row(row.line, row.where, error=f"{row.where}: {missing(lacking[0], row.item)}")
+    return row
 
 
 def _format(path: Path) -> str:
-    """"csv" or "jsonl" from the file suffix; raises ``TinyplmError`` for anything else."""
-    kind = FORMATS.get(path.suffix.lower())
-    if kind is None:
+    """"csv" or "jsonl" from the file suffix (:data:`~tinyplm.tasks.readers.formats.SUFFIXES`); raises
+    ``TinyplmError`` for anything else."""
+    kind = format_of(path)
+    if kind not in ("csv", "jsonl"):
         raise TinyplmError(f"{path}: unknown file type '{path.suffix}'; expected .csv or .jsonl")
     return kind
 

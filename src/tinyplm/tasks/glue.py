@@ -10,22 +10,15 @@ into a :class:`~tinyplm.tasks.base.Task` whose files are resolved against a GLUE
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from tinyplm.errors import DataError
 from tinyplm.tasks.base import Example, Task
-from tinyplm.tasks.io import (
-    at,
-    check_columns,
-    no_examples,
-    parse_label,
-    parse_score,
-    require_text,
-    tsv_rows,
-)
+from tinyplm.tasks.io import at, no_examples
+from tinyplm.tasks.readers.fields import Fields, Labels, sequence_rows
+from tinyplm.tasks.readers.rows import file_lines, items
+from tinyplm.tasks.readers.table import first_is_header, fixed_columns, read_table, require_columns
 
 BINARY = ("0", "1")
 NLI2 = ("entailment", "not_entailment")
@@ -147,44 +140,17 @@ def glue_task(name: str, glue_dir: Path) -> Task:
 
 
 def read_glue_file(path: Path, split: str, spec: GlueSpec) -> list[Example]:
-    """Read the examples of one GLUE TSV file.
+    """Read the examples of one GLUE TSV file (:func:`~tinyplm.tasks.readers.table.read_table`).
 
     Columns are found by name in the header line (or in ``spec.columns`` for header-less CoLA).
     Raises ``DataError`` naming ``path`` (and the 1-based line) for a missing column, a row with
     the wrong number of fields, an empty text, an unknown label or a bad score, or no rows.
     """
-    rows = tsv_rows(path)
-    columns = list(spec.columns) if spec.columns is not None else _header(path, rows)
-    required = [spec.text, spec.label] + ([spec.pair] if spec.pair else [])
-    index = check_columns(path, columns, required)
-    examples = [_example(fields, line, len(columns), index, path, spec) for line, fields in rows]
+    header = fixed_columns(spec.columns) if spec.columns is not None else first_is_header
+    table = read_table(file_lines(path), str(path), tsv=True, header=header)
+    require_columns(table.names, [spec.text, spec.label, spec.pair], at(path, table.header_line or 1))
+    labels = Labels(spec.labels, spec.is_regression, spec.score_bounds)
+    examples = items(sequence_rows(table.rows, Fields(spec.text, spec.pair, spec.label), labels, path))
     if not examples:
         raise no_examples(path, "only a header line" if spec.columns is None else "")
     return examples
-
-
-def _header(path: Path, rows: Iterator[tuple[int, list[str]]]) -> list[str]:
-    """The first row of ``rows`` (the header), or a ``DataError`` for an empty file."""
-    first = next(rows, None)
-    if first is None:
-        raise no_examples(path, "the file is empty")
-    return list(first[1])
-
-
-def _example(
-    fields: list[str], line: int, width: int, index: dict[str, int], path: Path, spec: GlueSpec
-) -> Example:
-    """One :class:`Example` from the fields of one line (raises ``DataError``)."""
-    if len(fields) != width:
-        raise DataError(
-            f"{at(path, line)}: expected {width} tab-separated fields, got {len(fields)}"
-        )
-    text = require_text(fields[index[spec.text]], spec.text, path, line)
-    pair = require_text(fields[index[spec.pair]], spec.pair, path, line) if spec.pair else None
-    raw = fields[index[spec.label]]
-    label: int | float
-    if spec.score_bounds is not None:
-        label = parse_score(raw, path, line, spec.score_bounds)
-    else:
-        label = parse_label(raw, spec.labels, path, line)
-    return Example(text=text, text_pair=pair, label=label, line=line)

@@ -48,22 +48,38 @@ class Layout(BaseModel):
 def load_json(path: Path, error: type[TinyplmError] = DataError) -> Any:
     """The parsed JSON of ``path``; raises ``error`` naming the file (and line:column of a syntax
     error) when it is missing, not UTF-8 or not JSON."""
-    text = read_text(path, error)
+    return parse_json(read_text(path, error), path, error)
+
+
+def parse_json(text: str, name: Path | str, error: type[TinyplmError] = DataError) -> Any:
+    """The parsed JSON of ``text`` (the file ``name``); raises ``error`` naming ``name`` and the
+    line:column of a syntax error."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        raise error(f"{path}:{err.lineno}:{err.colno}: not valid JSON ({err.msg})") from None
+        raise error(f"{name}:{err.lineno}:{err.colno}: not valid JSON ({err.msg})") from None
     except (ValueError, RecursionError) as err:  # an integer of 4300+ digits; nesting deeper than the stack
-        raise error(f"{path}: not valid JSON ({str(err)[:120]})") from None
+        raise error(f"{name}: not valid JSON ({str(err)[:120]})") from None
 
 
-def validate(layout: type[M], raw: Any, path: Path, error: type[TinyplmError] = DataError) -> M:
+def validate(layout: type[M], raw: Any, path: Path | str, error: type[TinyplmError] = DataError) -> M:
     """``raw`` checked against ``layout``; raises ``error`` naming the file, the JSON path of the
     first bad value, what was expected there and what was found."""
     try:
         return layout.model_validate(raw)
     except ValidationError as exc:
         raise error(f"{path}: {describe_error(exc.errors()[0])}") from None
+
+
+def problem(layout: type[Layout], raw: Any, at: tuple = ()) -> str | None:
+    """None when ``raw`` fits ``layout``, else its first problem as ``json.path: expected ...``, the
+    path starting at ``at`` (where ``raw`` sits in its document)."""
+    try:
+        layout.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        return describe_error({**err, "loc": (*at, *err["loc"])})
+    return None
 
 
 def describe_error(err: dict) -> str:

@@ -13,13 +13,17 @@ files, they are used as they are.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tinyplm.errors import DataError
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.io import encodable
-from tinyplm.tasks.json_layout import Layout, load_json, validate
+from tinyplm.tasks.json_layout import Layout, json_path, problem, validate
+from tinyplm.tasks.readers.jsonl import read_json_document
+from tinyplm.tasks.readers.rows import Line, Row, RowError, file_lines, items
 
 TRAIN_ARTICLES = 38
 
@@ -79,7 +83,16 @@ class _Answer(Layout):
     answer_start: int
 
 
+class _Query(Layout):
+    """A question read for prediction: answers, if any, are not read."""
+
+    id: str | int | None = None
+    question: str
+
+
 class _Question(Layout):
+    """A question read for training: its id and answers are required."""
+
     id: str
     question: str
     answers: list[_Answer]
@@ -88,7 +101,7 @@ class _Question(Layout):
 
 class _Paragraph(Layout):
     context: str
-    qas: list[_Question]
+    qas: list[Any]  # each question is checked on its own (:func:`squad_articles`)
 
 
 class _Article(Layout):
@@ -104,6 +117,13 @@ class _Squad(Layout):
     data: list[_Article]
 
 
+def read_squad_document(lines: Iterable[Line], name: Path | str) -> _Squad:
+    """The skeleton of an official SQuAD document (``data[].paragraphs[].context/qas``); raises
+    ``DataError`` naming ``name`` (and line:column, or the JSON path) when it is not UTF-8 JSON in
+    that layout."""
+    return validate(_Squad, read_json_document(lines, str(name)), name)
+
+
 def read_squad(path: Path) -> SquadFile:
     """Parse an official SQuAD JSON file (v1.1 or v2.0 layout).
 
@@ -115,50 +135,82 @@ def read_squad(path: Path) -> SquadFile:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: SQuAD file not found")
-    layout = validate(_Squad, load_json(path), path)
-    seen: dict[str, str] = {}
-    articles = []
-    for a, article in enumerate(layout.data):
-        title = article.title if article.title is not None else f"article-{a}"
-        exs = []
-        for p, para in enumerate(article.paragraphs):
-            where = f"data[{a}].paragraphs[{p}]"
-            _require(para.context, f"{where}.context", path)
-            for q, qa in enumerate(para.qas):
-                exs.append(_example(qa, para.context, title, path, f"{where}.qas[{q}]", seen))
-        articles.append((title, exs))
-    if not seen:
+    doc = read_squad_document(file_lines(path), path)
+    articles = [(title, items(rows)) for title, rows in squad_articles(doc, path, labels=True)]
+    if not any(exs for _, exs in articles):
         raise DataError(f"{path}: holds no questions (expected data[].paragraphs[].qas[])")
-    return SquadFile(path, layout.version, articles)
+    return SquadFile(path, doc.version, articles)
 
 
-def _require(text: str, where: str, path: Path) -> None:
-    """Raise ``DataError`` at ``where`` for an empty text or one no tokenizer can take."""
+def squad_articles(doc: _Squad, name: Path | str, labels: bool) -> Iterator[tuple[str, list[Row]]]:
+    """``(title, rows)`` per article of ``doc``: one row per question (``line`` 0, ``where`` its JSON
+    path), its item a :class:`QAExample`; with ``labels`` its id and answers are required and
+    checked. A bad question, or one of an empty context, is an error row naming its JSON path."""
+    seen: dict[str, str] = {}
+    for a, article in enumerate(doc.data):
+        title = article.title if article.title is not None else f"article-{a}"
+        rows = []
+        for p, para in enumerate(article.paragraphs):
+            problem_of_context = _text_problem(para.context, f"data[{a}].paragraphs[{p}].context")
+            for q, raw in enumerate(para.qas):
+                loc = ("data", a, "paragraphs", p, "qas", q)
+                where = f"{name}: {json_path(loc)}"
+                try:
+                    if problem_of_context:
+                        raise RowError(problem_of_context)
+                    item = _question(raw, para.context, title, loc, seen, labels)
+                except RowError as exc:
+                    rows.append(Row(0, where, error=f"{name}: {exc}"))
+                else:
+                    rows.append(Row(0, where, item))
+        yield title, rows
+
+
+def _text_problem(text: str, where: str) -> str | None:
+    """What is wrong with a text at ``where`` (empty, or one no tokenizer can take), else None."""
     if not text.strip():
-        raise DataError(f"{path}: {where}: empty text")
+        return f"{where}: empty text"
     if not encodable(text):
-        raise DataError(f"{path}: {where}: holds an unpaired surrogate escape (\\ud800-\\udfff); fix the escape")
+        return f"{where}: holds an unpaired surrogate escape (\\ud800-\\udfff); fix the escape"
+    return None
 
 
-def _example(qa: _Question, context: str, title: str, path: Path, where: str, seen: dict[str, str]) -> QAExample:
-    """One checked question (its id unique in the file, its answers inside the context)."""
-    _require(qa.id, f"{where}.id", path)
-    _require(qa.question, f"{where}.question", path)
-    if qa.id in seen:
-        raise DataError(f"{path}: {where}.id: question id {qa.id!r} is used twice (first at {seen[qa.id]})")
-    seen[qa.id] = where
+def _question(raw: Any, context: str, title: str, loc: tuple, seen: dict[str, str], labels: bool) -> QAExample:
+    """One checked question at ``loc`` (its id unique in the file; with ``labels`` its answers inside
+    the context); raises :class:`RowError` naming the JSON path."""
+    layout, where = (_Question if labels else _Query), json_path(loc)
+    wrong = problem(layout, raw, loc)
+    if wrong:
+        raise RowError(wrong)
+    qa = layout.model_validate(raw)
+    ident = None if qa.id is None else str(qa.id)
+    for text, at in ((ident, f"{where}.id"), (qa.question, f"{where}.question")):
+        wrong = _text_problem(text, at) if text is not None else None
+        if wrong:
+            raise RowError(wrong)
+    if ident is not None and ident in seen:
+        raise RowError(f"{where}.id: question id {ident!r} is used twice (first at {seen[ident]})")
+    if ident is not None:
+        seen[ident] = where
+    answers = _answers(qa, context, where) if labels else ()
+    return QAExample(ident or "", qa.question, context, answers, title)
+
+
+def _answers(qa: _Question, context: str, where: str) -> tuple[Answer, ...]:
+    """The answers of ``qa``, each checked to stand at its ``answer_start`` in ``context``."""
     answers = []
     for k, ans in enumerate(qa.answers):
-        _require(ans.text, f"{where}.answers[{k}].text", path)
+        wrong = _text_problem(ans.text, f"{where}.answers[{k}].text")
+        if wrong:
+            raise RowError(wrong)
         found = context[ans.answer_start : ans.answer_start + len(ans.text)] if ans.answer_start >= 0 else ""
         if found != ans.text:
-            raise DataError(f"{path}: {where}.answers[{k}]: answer {ans.text[:60]!r} is not at answer_start "
-                            f"{ans.answer_start} of its context (found {found[:60]!r}; question {qa.id})")
+            raise RowError(f"{where}.answers[{k}]: answer {ans.text[:60]!r} is not at answer_start "
+                           f"{ans.answer_start} of its context (found {found[:60]!r}; question {qa.id})")
         answers.append(Answer(ans.text, ans.answer_start))
     if qa.is_impossible and answers:
-        raise DataError(f"{path}: {where}: is_impossible is true but it has {len(answers)} answer(s) "
-                        f"(question {qa.id})")
-    return QAExample(qa.id, qa.question, context, tuple(answers), title)
+        raise RowError(f"{where}: is_impossible is true but it has {len(answers)} answer(s) (question {qa.id})")
+    return tuple(answers)
 
 
 def split_by_article(data: SquadFile, train_articles: int = TRAIN_ARTICLES) -> tuple[SquadFile, SquadFile]:
