@@ -11,7 +11,7 @@ reviews        :func:`.jsonl.read_json_lines`                  ``goodreads_spoil
                -> :func:`.reviews.read_review`                 ``predict`` (reviews)
 SQuAD JSON     :func:`tinyplm.tasks.squad.squad_articles`      SQuAD tasks and ``predict`` (squad)
 CoNLL          :func:`tinyplm.tasks.conll.conll_rows`          CoNLL-2003 and ``predict`` (conll)
-plain text     :func:`.text_lines.read_text_lines`             ``predict`` (text)
+plain text     :func:`.plain.read_text_lines`                  ``predict`` (text)
 =============  ==============================================  =========================================
 
 Every reader takes decoded lines (:func:`.rows.decoded_lines`: a file, stdin, any byte stream) and
