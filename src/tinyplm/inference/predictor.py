@@ -16,10 +16,9 @@ of requests has random lengths, and one forward pass pads every example to the l
 examples are then sorted by length and cut into the groups that minimise padded tokens plus
 ``pass_overhead_tokens`` per forward pass (:func:`length_groups`, an exact DP over <= a few
 dozen examples; :data:`PASS_OVERHEAD_TOKENS` unless the server measured the model's own,
-:func:`tinyplm.serve.warmup.pass_overhead_tokens`). On SST-2 dev, random batches of 32 ran at
-122 sentences/s in one pass and 192 in groups on MiniLM-L6 (222 -> 371 on a 3-layer student; 2
-cores). Files need none of this: a window sorted by length already makes batches of like lengths,
-exactly as evaluate's.
+:func:`tinyplm.serve.warmup.pass_overhead_tokens`): fewer padded tokens for a pass or two more
+(what it gained on SST-2 dev: docs/results/serve-load.md, "Figures measured earlier"). Files need
+none of this: a window sorted by length already makes batches of like lengths, exactly as evaluate's.
 
 **Several threads** may call :meth:`Predictor.predict` at once (a server running batches on
 OpenVINO streams, :attr:`Predictor.streams`): tokenising is serialised by a lock (a fast

@@ -14,17 +14,14 @@ streams, :mod:`tinyplm.models.openvino`) that many batches are in flight togethe
 own inference thread: a batch is formed as soon as a worker is free, and what is queued is
 shared among the free workers (a worker takes at most its share, ``ceil(queued / free)``), since
 with as many clients as ``max_batch`` one full batch would leave the other workers nothing to run.
-Measured on a 2-core AMD EPYC with the demo's 3-layer int8 OpenVINO student, one sentence per
-request from 32 clients: 2 streams served 838 and 962 sentences/s where 1 stream served 1,096 and
-1,184 (batches of 16 on one core each lose to batches of 32 on both); without batching
-(``--max-batch 1``) 2 streams served 575 and 381 against 228 and 297. So one stream is the default.
+On 2 cores, batches of 16 on one core each lost to batches of 32 on both, and streams helped only
+without batching, so one stream is the default (the figures: docs/results/serve-load.md).
 
 A batch just answered is usually followed by its clients' next requests within a few
 milliseconds, so the wait for a batch to fill also runs from the last answer: otherwise, when a
 slow model's answers go out over more than ``max_wait_s``, the first returning clients form a
 part batch, the rest wait a whole forward pass and form the next, and the two groups keep
-alternating (measured: the fine-tuned MiniLM teacher at 32 clients fell into batches of 23 and 9,
-138 sentences/s against 172 with full batches).
+alternating (as the fine-tuned MiniLM teacher did: docs/results/serve-load.md).
 
 Back-pressure: a request that would take the queue past ``max_queue`` examples is refused at once
 (:class:`QueueFull`, the server's 503 with ``Retry-After``) rather than left to hang, and every

@@ -1,14 +1,14 @@
 """``POST /predict`` as a plain ASGI app, and the JSON answers every part of the server sends.
 
 Why not a FastAPI route: FastAPI's request path (its exception middlewares, the router, dependency
-solving, reading the body into a ``Request``, validating a ``dict`` and encoding the answer) cost
-~105 us of CPU per request before our handler ran (measured with an empty handler, uvloop, this
-2-core machine), which is a third of what one request may cost in all when a 3-layer int8 student
-is served at half its in-process batch throughput. Here one request is: the body bytes (already
-buffered by :class:`~tinyplm.serve.middleware.BodyLimit`) parsed and validated in one pass by
-pydantic-core (:func:`~tinyplm.serve.api.parse_body`, the same type the OpenAPI document shows), the
-examples queued on the :class:`~tinyplm.serve.batcher.MicroBatcher`, and the answer encoded by
-orjson and sent in two ASGI messages with its ``Server-Timing`` and ``X-Batch-Size`` headers.
+solving, reading the body into a ``Request``, validating a ``dict`` and encoding the answer) cost a
+large share of what one request may cost in all when a small int8 student is served (measured with
+an empty handler: docs/results/serve-load.md, "Figures measured earlier"). Here one request is: the
+body bytes (already buffered by :class:`~tinyplm.serve.middleware.BodyLimit`) parsed and validated
+in one pass by pydantic-core (:func:`~tinyplm.serve.api.parse_body`, the same type the OpenAPI
+document shows), the examples queued on the :class:`~tinyplm.serve.batcher.MicroBatcher`, and the
+answer encoded by orjson and sent in two ASGI messages with its ``Server-Timing`` and
+``X-Batch-Size`` headers.
 
 :class:`Dispatch` sends ``POST /predict`` here and everything else to the FastAPI app (``/health``,
 ``/ready``, ``/metrics``, the docs); another method on ``/predict`` is a 405 naming ``Allow: POST``.

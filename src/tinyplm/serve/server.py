@@ -10,25 +10,21 @@ handlers that ignore it, so a requested stop ends with exit code 0 and the summa
 
 The event loop and HTTP parser are chosen explicitly (:func:`stack`): uvloop and httptools (C,
 from ``uvicorn[standard]``) when installed, else asyncio and h11 (pure Python); the startup line
-says which run. uvloop alone took 27% off the CPU of a request through the app (245 -> 179 us,
-in-process, a stub model); with httptools and ``/predict`` on plain ASGI
-(:mod:`tinyplm.serve.endpoint`), a whole request costs the server ~95 us of CPU (a stub model at
-32 clients: 9,000 requests/s); with the tiny test model, tokenising and inference included, the
-server spent 0.6-0.9 ms per request against the old stack's 1.1-1.4 ms. Proxy
+says which run. uvloop, httptools and ``/predict`` on plain ASGI (:mod:`tinyplm.serve.endpoint`)
+each took CPU off a request through the app (what each saved: docs/results/serve-load.md,
+"Figures measured earlier"). Proxy
 headers are not read (``X-Forwarded-For`` from a client is not trusted, and the app never uses
 the client's address).
 
 Two threads share the GIL: the event loop's and the inference thread's, which holds it between
 forward passes (grouping, padding, reading logits back). Python hands the GIL over only every
 ``sys.getswitchinterval()`` (5 ms by default), so each hand-over could leave both cores idle for
-milliseconds; the server sets :data:`SWITCH_INTERVAL_S` (0.5 ms) while it runs. A 2-layer int8
-student at 32 clients served 930 sentences/s on the mean of 10 runs with it, 778 without
-(0.2 ms: 760, 1 ms: 763; runs alternated on this 2-core machine).
+milliseconds; the server sets :data:`SWITCH_INTERVAL_S` (0.5 ms) while it runs, which served
+more than the default or a shorter or longer interval (docs/results/serve-load.md).
 
 The tokenizer's own thread pool is off while serving (``TOKENIZERS_PARALLELISM=false`` unless the
-environment says otherwise): a batch of 32 sentences took 2.2 ms of CPU on one thread against
-3.0 ms on two, whose idle threads then spin beside the model's; the same student served 4-7% more
-(paired rounds, ratio to its in-process throughput 0.425 against 0.398 at the median).
+environment says otherwise): a batch took less CPU on one thread than on two, whose idle threads
+then spin beside the model's, and the server served more (docs/results/serve-load.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Encoding and collation in one place: examples -> token ids -> padded batches.
 
 Examples are tokenised once (fast tokenizer, whole split per call) and padded per batch to the
-longest sequence in it (dynamic padding, ~1.5x faster than fixed-length padding on SST-2).
+longest sequence in it (dynamic padding: a batch of short sentences is not padded to the max
+length; what it gained on SST-2: docs/results/serve-load.md, "Figures measured earlier").
 
 The split's head decides the labels: ``sequence`` one class id (or score) per example, ``span``
 the (start, end) token of the answer per SQuAD window (``tasks.squad_features``), ``token`` one

@@ -10,9 +10,9 @@
   the M sentences after it (see :func:`page_context`): the detector reads a whole review before
   anyone else does.
 * ``tvtropes_spoilers``: ``spoilers/tvtropes/{train,dev}.csv``, no header, ``id,sentence,label``.
-  The files list a show's sentences together, in the order of its page (on the shipped files a
-  sentence has the label of the one before it 70% of the time in train, 74% in dev, against 50%
-  by chance; train and dev hold different shows). With ``context_sentences: N`` each sentence
+  The files list a show's sentences together, in the order of its page (neighbouring sentences
+  share their label far more often than by chance, docs/tasks.md; train and dev hold different
+  shows). With ``context_sentences: N`` each sentence
   gets the N sentences before it in the file as its text pair, the page context a reader has;
   the first line of a file has none; ``context_after: M`` adds the M sentences after it. Nothing
   marks where one show's page ends, so the first (last) sentences of a page may get the end of
@@ -21,27 +21,24 @@
 Goodreads ships no dev file, so dev is split off the training file **by book**: a book (its title
 in the CSV, its ``book_id`` in the JSON lines) is in dev when the sha256 of ``DEV_SEED/<book>``,
 read as a fraction of 2^64, is below ``DEV_FRACTION`` (0.12). No book is on both sides and the
-split is the same on every machine and run. On the shipped CSV this puts 1,723 of the 15,000
-sentences (11.5%; 3.5% of them spoilers) and 11.5% of the 5,412 titles in dev. Spoilers are rare
-(3.6%), so ROC AUC is the primary metric (Wan et al. 2019) and the cross-entropy weighs the
-classes (``class_weights: balanced``).
+split is the same on every machine and run (what it puts in dev of the shipped CSV: docs/tasks.md).
+Spoilers are rare, so ROC AUC is the primary metric (Wan et al. 2019) and the cross-entropy weighs
+the classes (``class_weights: balanced``).
 
 **Markup gaps.** The sentences keep the spaces left where the sites' markup was cut out: spoiler
 tags and links leave runs of spaces and a space before the closing punctuation, as in TV Tropes'
-``"Dukat becomes this after   Ziyal's death ."``. Those gaps give the label away. On the shipped
-TV Tropes train file 88% of the sentences with three or more spaces in a row are spoilers (46% of
-the rest), and a logistic regression on gap counts alone reaches dev ROC AUC 0.71; on the
-Goodreads CSV 55% of the 58 sentences with a double space are spoilers (3.4% of the rest). Text a
-reader writes has no such gaps, so every reader here closes them (:func:`close_markup_gaps`, on
-each sentence and so on each review context) before any model sees the text, by the one function
-that ``predict`` calls too (:func:`~tinyplm.tasks.readers.text.prepared`, given
-:func:`text_cleanup`); the service's predictor applies :func:`text_cleanup` to every text it is given.
-WordPiece and the word tokenizer split every shipped sentence the same either way; a tokenizer
-that keeps spaces (a byte-level BPE, character n-grams) would otherwise learn the gaps: character
-1-5-gram TF-IDF reaches TV Tropes dev AUC 0.750 on the raw text and 0.733 on the closed text
-(``benchmarks/tvtropes_gaps.py`` measures all of this).
+``"Dukat becomes this after   Ziyal's death ."``. Those gaps give the label away (how much:
+docs/tasks.md, "Markup gaps"). Text a reader writes has no such gaps, so every reader here closes
+them (:func:`close_markup_gaps`, on each sentence and so on each review context) before any model
+sees the text, by the one function that ``predict`` calls too
+(:func:`~tinyplm.tasks.readers.text.prepared`, given :func:`text_cleanup`); the service's predictor
+applies :func:`text_cleanup` to every text it is given. WordPiece and the word tokenizer split every
+shipped sentence the same either way; a tokenizer that keeps spaces (a byte-level BPE, character
+n-grams) would otherwise learn the gaps (``benchmarks/tvtropes_gaps.py`` measures all of this;
+docs/tasks.md keeps the figures).
 
-Every bad row raises :class:`~tinyplm.errors.DataError` naming the file and line.
+Every bad row raises :class:`~tinyplm.errors.DataError` naming the file and line; the files are read
+by the one reader of their format (:mod:`tinyplm.tasks.readers`), as ``tinyplm predict`` reads them.
 """
 
 from __future__ import annotations
