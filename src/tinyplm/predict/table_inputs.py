@@ -41,7 +41,7 @@ def table_columns(source: Source, first: list[str]) -> tuple[list[str], bool]:
     if has_header is None:
         has_header = layout is None or not layout.is_data(first)
     if has_header:
-        return [name.strip() for name in first], True
+        return reader.first_is_header(first)
     if fits:
         return list(layout.columns), False
     return [str(i) for i in range(1, len(first) + 1)], False
