@@ -94,7 +94,8 @@ def test_misspelled_key_names_key_line_and_nearest(
 
 def test_unknown_key_lists_the_valid_keys_of_its_section(tmp_path: Path) -> None:
     path = write(tmp_path, replace_line(VALID, 6, "  modle: some/dir"))
-    with pytest.raises(RecipeError, match=r"did you mean 'model'\? Valid keys here: finetune, logits_precision, model"):
+    keys = "finetune, logits_from, logits_precision, model"
+    with pytest.raises(RecipeError, match=rf"did you mean 'model'\? Valid keys here: {keys}"):
         load_recipe(path)
 
 
