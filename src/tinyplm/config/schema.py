@@ -89,7 +89,7 @@ class TeacherSpec(Section):
         None, description="compute the teacher's logits that students learn from with this stage of the run "
         "instead of the PyTorch teacher: a compression step of a copy of the teacher (a student with "
         "init_from: teacher and stages: []), e.g. teacher-best.runtime, the teacher on its fastest runtime. "
-        "On a base-size teacher int8 OpenVINO computes them about 4x faster; they are the logits of that "
+        "On a base-size teacher int8 OpenVINO computes them several times faster; they are the logits of that "
         "stage as it runs (its dev agreement with the teacher is in the report)")
 
 
