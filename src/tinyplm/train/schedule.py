@@ -22,9 +22,9 @@ def epoch_batches(
 
     With ``lengths``, examples are grouped by length: a seeded permutation is cut into chunks
     of ``GROUP_CHUNK`` batches, each chunk is sorted by length and cut into batches, and the
-    batch order is shuffled. Batches then hold similar lengths and pad little (3.4x faster bf16
-    training on SST-2 here). A final batch smaller than ``world`` is dropped so every process
-    gets at least one example.
+    batch order is shuffled. Batches then hold similar lengths and pad little, so training runs
+    faster (the figure measured on SST-2: docs/results/demo.md). A final batch smaller than
+    ``world`` is dropped so every process gets at least one example.
     """
     gen = torch.Generator().manual_seed(seed * 1000 + epoch)
     order = torch.randperm(n, generator=gen).tolist()
