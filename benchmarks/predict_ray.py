@@ -6,8 +6,8 @@ The corpus is SST-2 dev (872 sentences) repeated ``--repeat`` times, written onc
 file and once cut into ``--shards`` shards. Each round runs, as a user would (one subprocess each,
 imports included, length-sorted windows as plain ``predict`` reads them):
 
-- plain: ``tinyplm predict MODEL corpus.jsonl --output plain.jsonl`` (one process, every core);
-- ray: ``tinyplm predict MODEL 'shards/*.jsonl' --ray --workers W --threads T --output ray/``
+- plain: ``tinyplm predict MODEL --input corpus.jsonl --output plain.jsonl`` (one process, every core);
+- ray: ``tinyplm predict MODEL --input 'shards/*.jsonl' --ray --workers W --threads T --output ray/``
   (Ray started on this machine for the job, ``W`` actors of ``T`` threads, each loading the model).
 
 Rounds alternate plain and ray; the medians are reported, with Ray's own overhead split out from
@@ -64,7 +64,7 @@ def _tinyplm(args: list[str]) -> tuple[float, str]:
 
 def plain_round(model: Path, whole: Path, out: Path) -> dict:
     """One plain ``predict`` -> wall, predicting seconds and sentences/s as it printed them."""
-    wall, printed = _tinyplm(["predict", model, whole, "--output", out])
+    wall, printed = _tinyplm(["predict", model, "--input", whole, "--output", out])
     found = PLAIN_RATE.search(printed)
     if found is None:
         raise SystemExit(f"plain predict printed no '(S s, N examples/s)':\n{printed[-1000:]}")
@@ -73,7 +73,7 @@ def plain_round(model: Path, whole: Path, out: Path) -> dict:
 
 def ray_round(model: Path, folder: Path, out: Path, workers: int, threads: int) -> dict:
     """One ``predict --ray`` -> wall, and Ray's start and pool seconds from its manifest."""
-    wall, _ = _tinyplm(["predict", model, str(folder / "*.jsonl"), "--ray", "--workers", workers,
+    wall, _ = _tinyplm(["predict", model, "--input", str(folder / "*.jsonl"), "--ray", "--workers", workers,
                         "--threads", threads, "--output", out])
     timing = json.loads((out / "_manifest.json").read_text(encoding="utf-8"))["timing"]
     return {"wall_s": wall, "start_s": timing["start_s"], "predict_s": timing["predict_s"]}

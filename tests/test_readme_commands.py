@@ -227,6 +227,9 @@ DOC_LINES: dict[str, Way] = {
     "tinyplm run recipes/glue/sst2_base.yaml": Way(
         None, "cheap check only: fetches all-mpnet-base-v2 (438 MB) and runs an hour; tests/run/test_token_ids.py "
         "distils across tokenizers and tests/compress/test_family_contract.py runs every stage on a tiny MPNet"),
+    "tinyplm run recipes/glue/mrpc_base.yaml": Way(
+        None, "cheap check only: fetches all-mpnet-base-v2 (438 MB) and runs half an hour; tests/run/"
+        "test_logits_from.py runs a tiny recipe whose students learn the logits of the teacher's runtime stage"),
     "tinyplm sweep recipes/glue/sst2_demo.yaml --space sweeps/sst2_student_optuna.yaml --max-concurrent 2": Way(
         None, "cheap check only: 12 trials of the demo's student on Ray; tests/sweep/test_ray_sweep.py runs a "
         "sweep of tiny trials on a real Ray head (a worker killed, then --resume)"),
@@ -237,6 +240,9 @@ DOC_LINES: dict[str, Way] = {
     "tinyplm predict runs/sst2_demo/model -i 'reviews/part-*.tsv' -o predictions/ --ray --workers 2": Way(
         None, "cheap check only: needs the demo run and Ray; tests/predict/test_predict_ray.py runs predict --ray "
         "over 8 shards (and with an actor killed) and compares it with plain predict"),
+    "python benchmarks/predict_ray.py runs/sst2_demo/model": Way(
+        None, "cheap check only: needs the demo run and Ray, minutes; tests/test_predict_ray_bench.py checks its "
+        "corpus and figures, tests/predict/test_predict_ray.py the labels of predict --ray against plain predict"),
     "python benchmarks/serve_agreement.py runs/sst2_demo": Way(
         None, "cheap check only: starts a server per stage of the demo run; tests/serve/test_serve_agreement.py "
         "runs it on a tiny run of two stages"),
