@@ -100,7 +100,7 @@ def summary(n: int, plain: list[dict], ray: list[dict], workers: int, threads: i
 
 
 def main() -> None:
-    p = harness.parser(__doc__, out=harness.REPO / "benchmarks" / "out" / "predict_ray", fresh=True)
+    p = harness.parser(__doc__, out=harness.REPO / "runs" / "predict_ray", fresh=True)
     p.add_argument("model", type=Path, help="a saved model dir (e.g. runs/sst2_demo/model)")
     p.add_argument("--repeat", type=int, default=20, help="copies of SST-2 dev in the corpus (default 20: 17,440)")
     p.add_argument("--shards", type=int, default=8)
