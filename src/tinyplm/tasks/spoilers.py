@@ -112,7 +112,9 @@ def _by_book(rows: list[Booked], path: Path, split: str) -> list[Example]:
 def csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
     """``(line, fields)`` of every non-blank record of a CSV file (normal quoting), as the one table
     reader splits it (:func:`~tinyplm.tasks.readers.table.read_table`); ``line`` is the record's first."""
-    table = read_table(file_lines(path), str(path), tsv=False, header=lambda first: (list(first), False))
+    # no header: the columns are named by position (the first record's own fields may repeat a value)
+    table = read_table(file_lines(path), str(path), tsv=False,
+                       header=lambda first: ([str(i) for i in range(len(first))], False))
     for row in TRAINING.apply(table.rows):
         yield row.line, list(row.item.values())
 
