@@ -30,14 +30,15 @@ from pathlib import Path
 
 import _harness as harness
 
-DEV = harness.DATA / "glue" / "SST-2" / "dev.tsv"
 PLAIN_RATE = re.compile(r"\(([\d.]+) s, (\d+) examples/s\)")
 
 
-def sentences(path: Path = DEV) -> list[str]:
-    """The sentences of a GLUE single-sentence TSV (header ``sentence<TAB>label``)."""
-    rows = path.read_text(encoding="utf-8").splitlines()[1:]
-    return [row.split("\t")[0] for row in rows if row.strip()]
+def sentences() -> list[str]:
+    """The SST-2 dev sentences, read by tinyplm's own task reader (``../shared/data`` or TINYPLM_DATA)."""
+    from tinyplm.config.schema import TaskSpec
+    from tinyplm.tasks import load_task
+
+    return [e.text for e in load_task(TaskSpec(name="sst2")).evals["dev"].examples]
 
 
 def write_corpus(texts: list[str], repeat: int, shards: int, out: Path) -> tuple[Path, Path, int]:
