@@ -36,6 +36,10 @@ class TaskSpec(Section):
     max_length: int = Field(128, ge=8, le=512, description="tokens per example after truncation")
     max_train_examples: int | None = Field(None, ge=1, description="use the first N training examples")
     max_eval_examples: int | None = Field(None, ge=1, description="use the first N examples of each eval split")
+    holdout: int | None = Field(None, ge=1, description="hold out N training examples (a seeded random draw), never "
+                                "trained on: every stage's kept checkpoint and the final model are chosen on them, "
+                                "and dev is only reported (sentence tasks; see tasks/holdout.py)")
+    holdout_seed: int = Field(0, description="seed of the held-out draw")
     # Custom CSV/JSONL tasks (name: custom)
     train_file: str | None = None
     dev_file: str | None = None

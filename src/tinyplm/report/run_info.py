@@ -97,7 +97,10 @@ class RunInfo:
     run; ``machine``; ``precision``: what it measured in; ``processes``: training processes;
     ``teacher_fingerprint``: sha256 of the teacher's weights as read (what makes a finished run
     reusable); ``measurement``: how speed was measured; ``final_model`` and ``final_rule``: the
-    stage copied to ``model/`` and why (``run.final``); ``bench``: the model dirs ``tinyplm bench``
+    stage copied to ``model/`` and why (``run.final``); ``selection_metric``: the metric key those
+    choices (and each stage's kept checkpoint) read when it is not the primary dev metric
+    (``accuracy_holdout``: on ``holdout`` training examples held out, ``tasks.holdout``), None
+    when they read dev; ``bench``: the model dirs ``tinyplm bench``
     measured and ``fastest`` its choice per model; ``benchmark``: the script that made the record.
     """
 
@@ -113,6 +116,8 @@ class RunInfo:
     measurement: Measurement | None = None
     final_model: str | None = None
     final_rule: str | None = None
+    selection_metric: str | None = None
+    holdout: int | None = None
     bench: list[str] | None = None
     fastest: dict[str, FastestRuntime] | None = None
     benchmark: BenchmarkInfo | None = None

@@ -50,6 +50,7 @@ from tinyplm.run.results import StageResult, StudentOutcome, train_info
 from tinyplm.tasks.base import Example, Split
 from tinyplm.tasks.encoding import encode_split
 from tinyplm.tasks.heads import Head
+from tinyplm.tasks.holdout import selection_evals, selection_metric
 from tinyplm.train import StageIO, get_accelerator, train
 from tinyplm.train.objective import Batch
 from tinyplm.train.prediction import PredictionObjective
@@ -133,10 +134,11 @@ def train_classic_stage(model: nn.Module, tok, stage: StageSpec, inp: RunInputs,
     o = stage.objective
     objective = PredictionObjective(o.kd_weight, o.hard_weight, o.temperature, False, Head.SEQUENCE, o.logit_mse,
                                     inp.data.class_weights)
-    bf16, spec = use_bf16(stage.train.eval_precision), stage.train
-    result = train(model, enc, objective, spec=spec, primary=inp.data.primary_metric,
+    bf16, spec, chosen_on = use_bf16(stage.train.eval_precision), stage.train, selection_evals(inp.data, evals)
+    result = train(model, enc, objective, spec=spec, primary=selection_metric(inp.data),
                    io=StageIO(log_name, inp.paths.checkpoints(ckpt_name), inp.paths.log, resume=True),
-                   evaluate=lambda m: evaluate_model(m, inp.data, evals, bf16=bf16, batch_size=spec.eval_batch_size),
+                   evaluate=lambda m: evaluate_model(m, inp.data, chosen_on, bf16=bf16,
+                                                     batch_size=spec.eval_batch_size),
                    teacher_logits=inp.teachers.logits(teacher_enc) if objective.needs_teacher_logits else None)
     shown = {k: v for k, v in o.model_dump(include={"kd_weight", "hard_weight", "logit_mse"}).items() if v}
     return result.model, replace(train_info(result, spec, shown, method=False), examples=len(enc))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tinyplm.config.schema import FinalSpec
 from tinyplm.report.records import RunRecord, StageKind, StageRecord
-from tinyplm.report.tables import best_student, primary, stage_row
+from tinyplm.report.tables import ratio
 
 RULES = {"fastest": "the fastest", "smallest": "the smallest", "most_accurate": "the most accurate"}
 
@@ -20,21 +20,33 @@ def select_final(record: RunRecord, rule: str = "fastest",
                  min_retention: float = 0.98) -> tuple[StageRecord | None, str]:
     """The final model by ``rule`` (see ``config.schema.FinalSpec``) among the stages that keep at
     least ``min_retention`` of the teacher's primary metric, and a sentence saying why; the most
-    accurate student when none keeps that much, the teacher when there is no student."""
+    accurate student when none keeps that much, the teacher when there is no student.
+
+    The metric is the one the run chooses on (``record.info.selection_metric``: on held-out
+    training examples, ``tasks.holdout``), else the primary dev metric."""
     students = [s for s in record.stages if s.kind is not StageKind.TEACHER]
     if not students:
         return record.teacher, "no students: the teacher"
-    rows = {s.name: stage_row(record, s) for s in students}
-    keep = [s for s in students if (rows[s.name].retention or 0.0) >= min_retention * 100]
+    metric = record.info.selection_metric or record.metric
+    on = (f" on {record.info.holdout} held-out training examples" if record.info.selection_metric
+          and record.info.holdout else "")
+    teacher = record.teacher.metrics.get(metric) if record.teacher is not None else None
+    keep = [s for s in students if (ratio(_value(s, metric), teacher) or 0.0) >= min_retention]
     if not keep:
-        best = best_student(record)
-        return best, (f"no stage kept {min_retention:.0%} of the teacher's {record.metric}: "
+        best = max(students, key=lambda s: (_value(s, metric) is not None, _value(s, metric) or 0.0,
+                                            s.throughput_sent_per_s))
+        return best, (f"no stage kept {min_retention:.0%} of the teacher's {record.metric}{on}: "
                       "the most accurate one")
     key = {"fastest": lambda s: s.throughput_sent_per_s, "smallest": lambda s: -s.disk_bytes,
-           "most_accurate": lambda s: primary(record, s) or 0.0}[rule]
+           "most_accurate": lambda s: _value(s, metric) or 0.0}[rule]
     pick = max(keep, key=key)
     return pick, (f"{RULES[rule]} of the {len(keep)} stage(s) keeping >= {min_retention:.0%} of the teacher's "
-                  f"{record.metric}")
+                  f"{record.metric}{on}")
+
+
+def _value(stage: StageRecord, metric: str) -> float | None:
+    value = stage.metrics.get(metric)
+    return float(value) if value is not None else None
 
 
 def place_final(record: RunRecord, run_dir: Path, final: FinalSpec) -> StageRecord | None:

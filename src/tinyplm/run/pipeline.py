@@ -44,7 +44,9 @@ from tinyplm.run.preflight import Preflight, preflight
 from tinyplm.run.results import StageResult, train_info
 from tinyplm.run.students import run_student
 from tinyplm.run.tracking import tracked
+from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.encoding import encode_split
+from tinyplm.tasks.holdout import HOLDOUT, selection_evals, selection_metric
 from tinyplm.track import check_available
 from tinyplm.train import StageIO, get_accelerator, train
 from tinyplm.train.prediction import PredictionObjective
@@ -144,7 +146,7 @@ def _run_claimed(cfg: RunConfig, paths: RunPaths, checked: Preflight, resumed: b
             stages.append(result)
             reported.add(result.name)
     record = RunRecord(task=checked.data.task, metric=checked.data.primary_metric,
-                       info=run_info(cfg, paths.root, started, checked.teacher_dir))
+                       info=run_info(cfg, paths.root, started, checked.teacher_dir, checked.data))
     if acc.is_main_process:
         record.stages = measure_stages(stages, paths.root, inp.data, inp.evals, cfg.measure)
         record.info.measurement = protocol(cfg.measure, cfg.measure.threads or torch.get_num_threads())
@@ -186,8 +188,9 @@ def prepare_teacher(cfg: RunConfig, checked: Preflight, train_enc, evals, paths:
                                         head=data.head, class_weights=data.class_weights)
         io = StageIO("teacher", paths.checkpoints("teacher"), paths.log, resume=True)
         bf16 = use_bf16(spec.eval_precision)
-        result = train(model, train_enc, objective, spec=spec, io=io, primary=data.primary_metric,
-                       evaluate=lambda m: evaluate_model(m, data, evals, bf16=bf16, batch_size=spec.eval_batch_size))
+        chosen_on, size = selection_evals(data, evals), spec.eval_batch_size
+        result = train(model, train_enc, objective, spec=spec, io=io, primary=selection_metric(data),
+                       evaluate=lambda m: evaluate_model(m, data, chosen_on, bf16=bf16, batch_size=size))
         model = result.model
         info.training = [train_info(result, spec, {"hard_weight": 1.0})]
     if get_accelerator().is_main_process:
@@ -198,9 +201,11 @@ def prepare_teacher(cfg: RunConfig, checked: Preflight, train_enc, evals, paths:
     return model, tok, info
 
 
-def run_info(cfg: RunConfig, run_dir: Path, started: float, teacher_dir: Path) -> RunInfo:
-    """Run-level facts for the report: name, dir, date, machine, processes, and the sha256 of the
-    teacher's weights as read (what makes a finished run reusable, see :func:`run_or_reuse`)."""
+def run_info(cfg: RunConfig, run_dir: Path, started: float, teacher_dir: Path, data: TaskData) -> RunInfo:
+    """Run-level facts for the report: name, dir, date, machine, processes, the sha256 of the
+    teacher's weights as read (what makes a finished run reusable, see :func:`run_or_reuse`), and
+    the held-out examples the run chooses on, if any (``tasks.holdout``)."""
+    held = data.evals.get(HOLDOUT)
     return RunInfo(
         run_name=cfg.name,
         run_dir=str(run_dir),
@@ -212,6 +217,8 @@ def run_info(cfg: RunConfig, run_dir: Path, started: float, teacher_dir: Path) -
                                teacher_logits=cfg.teacher.logits_from or cfg.teacher.logits_precision),
         processes=get_accelerator().num_processes,
         teacher_fingerprint=fingerprint(teacher_dir),
+        selection_metric=selection_metric(data) if held is not None else None,
+        holdout=len(held) if held is not None else None,
     )
 
 

@@ -28,6 +28,7 @@ from tinyplm.run.classic import run_classic
 from tinyplm.run.inputs import RunInputs, stamp_task
 from tinyplm.run.results import StageResult, StudentOutcome, TrainedStage, train_info
 from tinyplm.tasks.heads import Head
+from tinyplm.tasks.holdout import selection_evals, selection_metric
 from tinyplm.train import StageIO, get_accelerator, train
 
 
@@ -112,7 +113,7 @@ def train_stage(model, stage: StageSpec, inp: RunInputs, log_name: str, ckpt_nam
     predicts = stage.objective.kd_weight > 0 or stage.objective.hard_weight > 0 or stage.objective.logit_mse > 0
     spec = stage.train if predicts else stage.train.model_copy(update={"keep_best": False, "eval_every": 0})
     io = StageIO(log_name, inp.paths.checkpoints(ckpt_name), inp.paths.log, resume=True)
-    result = train(trained, enc, objective, spec=spec, io=io, primary=inp.data.primary_metric,
+    result = train(trained, enc, objective, spec=spec, io=io, primary=selection_metric(inp.data),
                    evaluate=evaluator(inp, stage.train) if predicts else None,
                    teacher_logits=inp.teachers.logits(teacher_enc) if objective.needs_teacher_logits else None,
                    teacher=teacher if objective.needs_teacher else None, step_hook=step_hook)
@@ -122,6 +123,9 @@ def train_stage(model, stage: StageSpec, inp: RunInputs, log_name: str, ckpt_nam
 
 
 def evaluator(inp: RunInputs, spec: TrainSpec) -> Callable[[torch.nn.Module], dict[str, float]]:
-    """Dev evaluation during training (in the stage's ``eval_precision``, fp32 by default)."""
+    """Evaluation during training, which keeps the best checkpoint: on the held-out training
+    examples when the task has them, else on dev (``tasks.holdout``); in the stage's
+    ``eval_precision``, fp32 by default."""
     bf16 = use_bf16(spec.eval_precision)
-    return lambda m: evaluate_model(m, inp.data, inp.student_evals, bf16=bf16, batch_size=spec.eval_batch_size)
+    evals = selection_evals(inp.data, inp.student_evals)
+    return lambda m: evaluate_model(m, inp.data, evals, bf16=bf16, batch_size=spec.eval_batch_size)

@@ -20,6 +20,7 @@ from tinyplm.tasks.base import METRIC_NAMES, Example, Split, Task, TaskData
 from tinyplm.tasks.conll import conll_task
 from tinyplm.tasks.custom import custom_task
 from tinyplm.tasks.glue import GLUE_SPECS, glue_task
+from tinyplm.tasks.holdout import hold_out
 from tinyplm.tasks.paths import resolve_data_root, resolve_glue_dir
 from tinyplm.tasks.spoilers import BINARY, CONTEXT_TASKS, SPOILER_NAMES, SPOILER_TASKS, spoiler_task
 from tinyplm.tasks.squad import squad_task
@@ -115,7 +116,8 @@ def load_task(spec) -> TaskData:
                               f"or pages); task '{task.name}' has no neighbouring sentences to take context from")
     if spec.class_weights is not None:
         task = replace(task, class_weights=spec.class_weights)
-    return task.load()
+    data = task.load()
+    return hold_out(data, spec.holdout, spec.holdout_seed) if spec.holdout else data
 
 
 def named_labels(task: str | None, labels: tuple[str, ...]) -> tuple[str, ...]:

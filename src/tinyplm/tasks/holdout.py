@@ -1,0 +1,69 @@
+"""Training examples held out of training, to choose on instead of the split that is reported.
+
+A run that keeps each stage's best checkpoint by its dev score, and picks its final model by the
+share of the teacher's dev score it keeps, reports a dev score it was chosen on: a few dev examples
+either way decide the headline. With ``task.holdout: N`` the run draws N training examples (a
+seeded random draw, so a resumed or repeated run draws the same ones), never trains on them, and
+makes every choice on them; the eval splits (dev) are then only measured and reported.
+
+The held-out examples become one more eval split, :data:`HOLDOUT`, whose metric keys end in
+``_holdout`` (``accuracy_holdout``); everything that measures eval splits measures it too.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from tinyplm.errors import RecipeError
+from tinyplm.tasks.base import TaskData
+from tinyplm.tasks.heads import Head
+
+#: The name of the held-out split among a task's eval splits, and its metric keys' suffix.
+HOLDOUT = "holdout"
+HOLDOUT_SUFFIX = "_holdout"
+
+
+def hold_out(data: TaskData, n: int, seed: int = 0) -> TaskData:
+    """``data`` with ``n`` training examples, drawn at random with ``seed``, moved from the
+    training split into the eval split :data:`HOLDOUT` (added last, so the first eval split is
+    still the one that is timed and reported first). The training examples keep their order.
+
+    Raises ``RecipeError`` naming ``task.holdout`` for a task that is not a sentence task (span
+    and token labels are scored by their own readers' dev layouts) or when ``n`` leaves fewer
+    training examples than it holds out."""
+    if data.head != Head.SEQUENCE:
+        raise RecipeError(f"task.holdout: held-out examples are for sentence tasks; task '{data.task}' has a "
+                          f"{data.head} head")
+    total = len(data.train)
+    if n * 2 > total:
+        raise RecipeError(f"task.holdout: {n} would hold out more than half of {data.task}'s {total} training "
+                          f"examples ({data.train.source}); give at most {total // 2}")
+    held = set(random.Random(seed).sample(range(total), n))
+    kept = [ex for i, ex in enumerate(data.train.examples) if i not in held]
+    out = [ex for i, ex in enumerate(data.train.examples) if i in held]
+    train = replace(data.train, examples=kept)
+    split = replace(data.train, name=HOLDOUT, examples=out)
+    info = {**data.info, "holdout": f"{n} training examples drawn with seed {seed}, never trained on: every "
+            "kept checkpoint and the final model are chosen on them"}
+    return replace(data, train=train, evals={**data.evals, HOLDOUT: split},
+                   metric_suffix={**data.metric_suffix, HOLDOUT: HOLDOUT_SUFFIX}, info=info)
+
+
+def selection_split(data: TaskData) -> str:
+    """The eval split that chooses checkpoints and the final model: :data:`HOLDOUT` when the task
+    holds examples out, else the first eval split (dev), as before held-out examples existed."""
+    return HOLDOUT if HOLDOUT in data.evals else next(iter(data.evals))
+
+
+def selection_metric(data: TaskData) -> str:
+    """The metric key the choices read: the primary metric on :func:`selection_split`
+    (``accuracy_holdout``, or ``accuracy`` on dev)."""
+    return data.primary_metric + data.metric_suffix.get(selection_split(data), "")
+
+
+def selection_evals(data: TaskData, evals: dict) -> dict:
+    """The encoded eval splits a training stage evaluates to keep its best checkpoint: only the
+    held-out one when the task has it (dev is not looked at during training), else all (as
+    before)."""
+    return {HOLDOUT: evals[HOLDOUT]} if HOLDOUT in evals else evals
