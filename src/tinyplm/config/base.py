@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
@@ -16,9 +16,24 @@ Exact = Literal["fp32", "bf16"]
 
 
 class Section(BaseModel):
-    """Base for recipe sections: frozen, unknown keys are errors."""
+    """Base for recipe sections: frozen, unknown keys are errors.
+
+    ``_unwritten_defaults`` names keys added after runs were made: a dump leaves each out while it
+    holds its default, so a resolved recipe (and the run dir claimed with it, which a finished run
+    is reused by) stays what it was before the key existed. A section with its own serializer
+    (``TrainSpec``, ``FamilySpec``) does the same its own way."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _unwritten_defaults: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _new_defaults_unwritten(self, handler):
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in self._unwritten_defaults:
+                if getattr(self, key) == type(self).model_fields[key].default:
+                    data.pop(key, None)
+        return data
 
 
 class TrainSpec(Section):

@@ -30,6 +30,8 @@ from tinyplm.config.tracking import TrackingSpec
 class TaskSpec(Section):
     """Which task to read and how to encode it."""
 
+    _unwritten_defaults = ("holdout", "holdout_seed")
+
     name: str = Field("sst2", description="GLUE task name (cola, sst2, ...), squad, squad_v2, conll2003, a spoiler "
                       "task (goodreads_spoilers, goodreads_spoilers_reviews, tvtropes_spoilers) or 'custom'")
     data_dir: str | None = Field(None, description="GLUE folder (or data root); default TINYPLM_DATA or ../shared/data")
@@ -84,6 +86,8 @@ class TaskSpec(Section):
 
 class TeacherSpec(Section):
     """The teacher: a local HF checkpoint dir or an alias, optionally fine-tuned here."""
+
+    _unwritten_defaults = ("logits_from",)
 
     model: str = Field("minilm-l6", description="alias (minilm-l6) or a local Hugging Face model dir")
     finetune: TrainSpec | None = Field(None, description="fine-tune on the task first; omit if already fine-tuned")
