@@ -34,12 +34,18 @@ demo: setup
 # without native bf16 hides neither path. Subprocesses inherit the switch; only tests run in-process
 # are listed for the second pass.
 AUTO_LOG := $(CURDIR)/.pytest_cache/tinyplm-auto-precision.txt
+# Two pytest-xdist workers: most tests use one core (one torch thread, or a subprocess waiting on
+# imports), so two keep a 2-core machine busy. A test file runs on one worker (its module fixtures
+# built once), the Ray tests on one worker one after another (tests/conftest.py). TEST_WORKERS=0 runs
+# them in this process, one after another.
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadgroup
 
 test: setup
 	$(BIN)/ruff check src tests benchmarks
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d $(CURDIR)/.pytest_cache/site
-	TINYPLM_BF16=on TINYPLM_AUTO_LOG=$(AUTO_LOG) $(BIN)/python -m pytest -q
-	TINYPLM_BF16=off $(BIN)/python -m pytest -q tests --auto-precision-only $(AUTO_LOG) || [ $$? -eq 5 ]
+	TINYPLM_BF16=on TINYPLM_AUTO_LOG=$(AUTO_LOG) $(BIN)/python -m pytest -q $(XDIST)
+	TINYPLM_BF16=off $(BIN)/python -m pytest -q $(XDIST) tests --auto-precision-only $(AUTO_LOG) || [ $$? -eq 5 ]
 
 clean-demo:
 	rm -rf $(DEMO_DIR)
