@@ -52,8 +52,8 @@ def prior_artefacts(path: Path, tokenizer: Path, mlm: Path, classifier: Path | N
 
     recipes/pretrain/mlm_small.yaml reads ``tokenizer: runs/tok16k``, which the README's
     ``tinyplm tokenizer train ... --out runs/tok16k`` makes in the repository, and the spoiler
-    family recipes read ``augment.mlm: runs/minilm-mlm`` (``tinyplm fit-mlm-head``), which
-    preflight checks; these tests write nothing into the repository, so they point at a tokenizer
+    family recipes and recipes/glue/mrpc_base.yaml read ``augment.mlm: runs/minilm-mlm`` (``tinyplm
+    fit-mlm-head``), which preflight checks; these tests write nothing into the repository, so they point at a tokenizer
     made in tmp (same command, tiny corpus) and a tiny masked-LM dir. recipes/glue/sst2_pareto_variant.yaml
     reads the teacher and student recipes/glue/sst2_pareto.yaml makes (``runs/sst2_pareto/``): a tiny
     classifier stands in for both. No other shipped recipe reads an artefact of an earlier command.
@@ -62,7 +62,7 @@ def prior_artefacts(path: Path, tokenizer: Path, mlm: Path, classifier: Path | N
         return [f"teacher.model={classifier}", f"students.0.init_from={classifier}"]
     if rel(path) == "recipes/pretrain/mlm_small.yaml":
         return [f"tokenizer={tokenizer}"]
-    if rel(path).startswith("recipes/spoilers/") and rel(path).endswith("_family.yaml"):
+    if "augment: {mlm: runs/minilm-mlm" in path.read_text(encoding="utf-8"):
         return [f"augment.mlm={mlm}"]
     return []
 
