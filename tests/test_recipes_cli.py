@@ -55,11 +55,17 @@ def prior_artefacts(path: Path, tokenizer: Path, mlm: Path, classifier: Path | N
     family recipes and recipes/glue/mrpc_base.yaml read ``augment.mlm: runs/minilm-mlm`` (``tinyplm
     fit-mlm-head``), which preflight checks; these tests write nothing into the repository, so they point at a tokenizer
     made in tmp (same command, tiny corpus) and a tiny masked-LM dir. recipes/glue/sst2_pareto_variant.yaml
-    reads the teacher and student recipes/glue/sst2_pareto.yaml makes (``runs/sst2_pareto/``): a tiny
-    classifier stands in for both. No other shipped recipe reads an artefact of an earlier command.
+    reads the teacher and student recipes/glue/sst2_pareto.yaml makes (``runs/sst2_pareto/``), and
+    recipes/glue/sst2_static.yaml the demo's teacher (``runs/sst2_demo/teacher``): a tiny classifier
+    stands in for them (and for the static tables' encoder, which must share the teacher's
+    vocabulary; its width 32 takes 16 table dimensions). No other shipped recipe reads an artefact of
+    an earlier command.
     """
     if rel(path) == "recipes/glue/sst2_pareto_variant.yaml" and classifier is not None:
         return [f"teacher.model={classifier}", f"students.0.init_from={classifier}"]
+    if rel(path) == "recipes/glue/sst2_static.yaml" and classifier is not None:  # the demo's teacher
+        return [f"teacher.model={classifier}", *(f"students.{i}.family.{key}" for i in (0, 1)
+                                                 for key in (f"encoder={classifier}", "static.dims=16"))]
     if rel(path) == "recipes/pretrain/mlm_small.yaml":
         return [f"tokenizer={tokenizer}"]
     if "augment: {mlm: runs/minilm-mlm" in path.read_text(encoding="utf-8"):
