@@ -36,15 +36,18 @@ demo: setup
 AUTO_LOG := $(CURDIR)/.pytest_cache/tinyplm-auto-precision.txt
 # Two pytest-xdist workers: most tests use one core (one torch thread, or a subprocess waiting on
 # imports), so two keep a 2-core machine busy. A test file runs on one worker (its module fixtures
-# built once), the Ray tests on one worker one after another (tests/conftest.py). TEST_WORKERS=0 runs
-# them in this process, one after another.
+# built once). The tests that start Ray (marked ray) run after, alone: a Ray cluster sized to the
+# machine beside another worker's tests slows both several times over. TEST_WORKERS=0 runs the
+# first pass in this process, one test after another.
 TEST_WORKERS ?= 2
 XDIST := -n $(TEST_WORKERS) --dist loadgroup
 
 test: setup
 	$(BIN)/ruff check src tests benchmarks
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d $(CURDIR)/.pytest_cache/site
-	TINYPLM_BF16=on TINYPLM_AUTO_LOG=$(AUTO_LOG) $(BIN)/python -m pytest -q $(XDIST)
+	rm -f $(AUTO_LOG)
+	TINYPLM_BF16=on TINYPLM_AUTO_LOG=$(AUTO_LOG) $(BIN)/python -m pytest -q $(XDIST) -m "not ray"
+	TINYPLM_BF16=on TINYPLM_AUTO_LOG=$(AUTO_LOG) $(BIN)/python -m pytest -q -m ray
 	TINYPLM_BF16=off $(BIN)/python -m pytest -q $(XDIST) tests --auto-precision-only $(AUTO_LOG) || [ $$? -eq 5 ]
 
 clean-demo:

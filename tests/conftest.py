@@ -148,29 +148,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 #: ``make test`` runs the tests on two pytest-xdist workers (``-n 2 --dist loadgroup``), a test file's
-#: tests on one worker, so a module's fixtures are built once. The files that start Ray (a local
-#: cluster or ``ray start --head``) share one worker too, one after another: ``ray stop --force`` at
-#: the end of one stops every Ray process on the machine.
-RAY_TESTS = ("tests/sweep/test_ray_sweep.py", "tests/predict/test_predict_ray.py", "tests/test_predict_ray_bench.py")
-
-
-def _xdist_worker() -> bool:
-    return "PYTEST_XDIST_WORKER" in os.environ
+#: tests on one worker, so a module's fixtures are built once; then the tests marked ``ray`` (they
+#: start Ray: a local cluster or ``ray start --head``) alone, one after another, with the machine to
+#: themselves. Run with the others on xdist, they share one worker: ``ray stop --force`` at the end
+#: of one stops every Ray process on the machine.
+def _group(item: pytest.Item) -> str:
+    return "ray" if item.get_closest_marker("ray") else item.nodeid.split("::", 1)[0]
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     log = os.environ.get(AUTO_LOG)
-    # Under pytest-xdist only the controller empties the list; the workers append to it.
-    if log and not _xdist_worker() and not session.config.getoption("--auto-precision-only"):
+    if log:  # appended to by every pass and xdist worker; ``make test`` removes it before the first
         Path(log).parent.mkdir(parents=True, exist_ok=True)
-        Path(log).write_text("", encoding="utf-8")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks (--dist loadgroup)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group("ray" if path in RAY_TESTS else path))
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
     listed = config.getoption("--auto-precision-only")
     if listed is None:
         return

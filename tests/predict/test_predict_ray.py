@@ -20,6 +20,8 @@ from helpers_serve import sentences
 from tinyplm.errors import TinyplmError
 from tinyplm.predict.shards import MANIFEST, ShardJob, check_shard_job, list_shards, output_of
 
+pytestmark = pytest.mark.ray
+
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> Path:

@@ -21,7 +21,7 @@ from conftest import make_tiny_glue, make_tiny_model_dir, tiny_recipe, write_rec
 from helpers_cli import cli
 from tinyplm.files import lock_state
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
 ray = pytest.importorskip("ray", reason="the cluster extra (ray[tune]) is not installed")
 
 
