@@ -243,6 +243,12 @@ DOC_LINES: dict[str, Way] = {
     "python benchmarks/predict_ray.py runs/sst2_demo/model": Way(
         None, "cheap check only: needs the demo run and Ray, minutes; tests/test_predict_ray_bench.py checks its "
         "corpus and figures, tests/predict/test_predict_ray.py the labels of predict --ray against plain predict"),
+    "tinyplm run recipes/glue/sst2_static.yaml": Way(
+        None, "cheap check only: reads the demo run's teacher; tests/run/test_classic_static_run.py runs "
+        "static students in a tiny run, tests/test_recipes_cli.py validates the recipe with a tiny teacher"),
+    "python benchmarks/pareto.py --if-finished --rounds 3": Way(
+        None, "cheap check only: needs the demo and static runs and model2vec[distill], minutes; "
+        "tests/test_pareto_bench.py runs it on a tiny run beside a fake peer"),
     "python benchmarks/serve_agreement.py runs/sst2_demo": Way(
         None, "cheap check only: starts a server per stage of the demo run; tests/serve/test_serve_agreement.py "
         "runs it on a tiny run of two stages"),
