@@ -16,9 +16,9 @@ TEACHER = "teacher"
 RETENTION_TARGET = 97.0
 
 
-def primary(record: RunRecord, stage: StageRecord) -> float | None:
-    """The stage's value of the run's primary metric, or None when it was not measured."""
-    value = stage.metrics.get(record.metric)
+def primary(record: RunRecord, stage: StageRecord, metric: str | None = None) -> float | None:
+    """The stage's value of the run's primary metric (or of ``metric``), or None when it was not measured."""
+    value = stage.metrics.get(metric or record.metric)
     return float(value) if value is not None else None
 
 
@@ -116,8 +116,8 @@ def stage_rows(record: RunRecord) -> list[StageRow]:
     return [stage_row(record, s) for s in record.stages]
 
 
-def best_student(record: RunRecord) -> StageRecord | None:
-    """The non-teacher stage with the highest primary metric (ties: higher throughput).
+def best_student(record: RunRecord, metric: str | None = None) -> StageRecord | None:
+    """The non-teacher stage with the highest primary metric (or ``metric``; ties: higher throughput).
 
     Stages without the primary metric rank last. Returns None when there is no student.
     """
@@ -126,7 +126,7 @@ def best_student(record: RunRecord) -> StageRecord | None:
         return None
 
     def key(stage: StageRecord) -> tuple[bool, float, float]:
-        value = primary(record, stage)
+        value = primary(record, stage, metric)
         return (value is not None, value if value is not None else 0.0, stage.throughput_sent_per_s)
 
     return max(students, key=key)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tinyplm.config.schema import FinalSpec
 from tinyplm.report.records import RunRecord, StageKind, StageRecord
-from tinyplm.report.tables import ratio
+from tinyplm.report.tables import best_student, primary, ratio
 
 RULES = {"fastest": "the fastest", "smallest": "the smallest", "most_accurate": "the most accurate"}
 
@@ -30,23 +30,16 @@ def select_final(record: RunRecord, rule: str = "fastest",
     metric = record.info.selection_metric or record.metric
     on = (f" on {record.info.holdout} held-out training examples" if record.info.selection_metric
           and record.info.holdout else "")
-    teacher = record.teacher.metrics.get(metric) if record.teacher is not None else None
-    keep = [s for s in students if (ratio(_value(s, metric), teacher) or 0.0) >= min_retention]
+    teacher = primary(record, record.teacher, metric) if record.teacher is not None else None
+    keep = [s for s in students if (ratio(primary(record, s, metric), teacher) or 0.0) >= min_retention]
     if not keep:
-        best = max(students, key=lambda s: (_value(s, metric) is not None, _value(s, metric) or 0.0,
-                                            s.throughput_sent_per_s))
-        return best, (f"no stage kept {min_retention:.0%} of the teacher's {record.metric}{on}: "
-                      "the most accurate one")
+        return best_student(record, metric), (f"no stage kept {min_retention:.0%} of the teacher's "
+                                              f"{record.metric}{on}: the most accurate one")
     key = {"fastest": lambda s: s.throughput_sent_per_s, "smallest": lambda s: -s.disk_bytes,
-           "most_accurate": lambda s: _value(s, metric) or 0.0}[rule]
+           "most_accurate": lambda s: primary(record, s, metric) or 0.0}[rule]
     pick = max(keep, key=key)
     return pick, (f"{RULES[rule]} of the {len(keep)} stage(s) keeping >= {min_retention:.0%} of the teacher's "
                   f"{record.metric}{on}")
-
-
-def _value(stage: StageRecord, metric: str) -> float | None:
-    value = stage.metrics.get(metric)
-    return float(value) if value is not None else None
 
 
 def place_final(record: RunRecord, run_dir: Path, final: FinalSpec) -> StageRecord | None:
