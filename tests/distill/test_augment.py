@@ -205,6 +205,18 @@ def test_throughput_is_logged(mlm_tok, tmp_path: Path) -> None:
     assert res.sentences_per_s == pytest.approx(8 / res.seconds)
 
 
+def test_augmented_share_picks_long_texts_up_to_max_examples_in_order() -> None:
+    ex = [Example(t, None, 0, i) for i, t in enumerate(["a b c", "a", "a b c d", "a b", "x y z", "p q r s"])]
+    chosen, rest = aug.augmented_share(ex, min_words=3)
+    assert [e.line for e in chosen] == [0, 2, 4, 5] and [e.line for e in rest] == [1, 3]
+    chosen, rest = aug.augmented_share(ex, min_words=3, max_examples=2)
+    assert [e.line for e in chosen] == [0, 2] and [e.line for e in rest] == [1, 3, 4, 5]
+    chosen, rest = aug.augmented_share(ex)
+    assert chosen == ex and rest == []
+    assert "min_words" not in AugmentSpec(mlm="m").model_dump()  # older resolved recipes stay as they were
+    assert AugmentSpec(mlm="m", min_words=3).model_dump()["min_words"] == 3
+
+
 def test_bad_spec_is_refused_by_the_one_augment_spec() -> None:
     with pytest.raises(ValidationError, match="less than or equal to 1"):
         AugmentSpec(p=1.5)

@@ -24,6 +24,7 @@ def augment_cmd(
     top_k: Annotated[int, typer.Option(help="MLM candidates per single-piece word")] = 15,
     neighbours: Annotated[int, typer.Option(help="embedding neighbours per multi-piece word")] = 15,
     max_examples: Annotated[int | None, typer.Option(help="augment only the first N examples")] = None,
+    min_words: Annotated[int, typer.Option(help="augment only examples of at least N words")] = 0,
     seed: Annotated[int, typer.Option(help="seed")] = 42,
     pair: Annotated[str, typer.Option(help="each example's second text: augment it too, or keep it")] = "augment",
     data_dir: Annotated[str | None, typer.Option("--data-dir", help="GLUE folder")] = None,
@@ -33,7 +34,7 @@ def augment_cmd(
     Example: tinyplm augment rte --mlm runs/minilm-mlm --out runs/rte-aug.jsonl --copies 30
     """
     from tinyplm import tasks
-    from tinyplm.distill.augment import EmbeddingNeighbours, augment
+    from tinyplm.distill.augment import EmbeddingNeighbours, augment, augmented_share
     from tinyplm.distill.cache import default_cache_dir
     from tinyplm.models import fingerprint
     from tinyplm.pretrain import load_mlm
@@ -41,10 +42,10 @@ def augment_cmd(
     if out_file.exists():
         raise TinyplmError(f"{out_file}: already exists; choose another --out")
     examples = tasks.get(task, data_dir).read("train").examples
-    examples = examples[:max_examples] if max_examples else examples
+    examples, _ = augmented_share(examples, min_words, max_examples)  # the file holds the augmented ones only
     mlm, tok = load_mlm(mlm_dir)
     spec = _augment_spec(mlm=str(mlm_dir), copies=copies, p=p, top_k=top_k, neighbours=neighbours, seed=seed,
-                         pair=pair)
+                         pair=pair, min_words=min_words)
     result = augment(examples, mlm, tok, spec, EmbeddingNeighbours(tok, mlm.get_input_embeddings().weight, neighbours),
                      default_cache_dir(), mlm_fingerprint=fingerprint(mlm_dir))
     with atomic_open(out_file) as fh:

@@ -248,6 +248,8 @@ class MeasureSpec(Section):
 class AugmentSpec(Section):
     """TinyBERT data augmentation of the task's training set (used by ``data: augmented`` stages)."""
 
+    _unwritten_defaults = ("min_words",)
+
     mlm: str | None = Field(None, description="a model dir with an MLM head (see `tinyplm fit-mlm-head`); "
                             "needed by data: augmented stages")
     copies: int = Field(20, ge=1, description="augmented copies per example (TinyBERT: 20 large, 30 small tasks)")
@@ -261,7 +263,11 @@ class AugmentSpec(Section):
                                               "corpus section's paths")
     word2vec_max_docs: int | None = Field(50000, ge=1, description="train word2vec on at most this many paragraphs")
     max_examples: int | None = Field(None, ge=1, description="augment only the first N training examples "
-                                     "(the rest are used as they are)")
+                                     "(of those min_words lets through; the rest are used as they are)")
+    min_words: int = Field(0, ge=0, description="augment only training examples of at least this many "
+                           "whitespace-separated words in their text (the others are used as they are): "
+                           "for a task whose training set holds short phrases besides the sentences "
+                           "(SST-2), the copies go where they vary most")
     seed: int = 42
     batch_size: int = Field(128, ge=1, description="sentences per masked-LM call")
     precision: Exact = Field("fp32", description="precision of the masked LM's candidates (bf16 is faster where "

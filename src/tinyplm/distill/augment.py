@@ -57,7 +57,8 @@ from tinyplm.train.progress import JsonlLog, make_progress
 
 __all__ = [  # the neighbour sources are defined in tinyplm.distill.neighbours; callers import them here too
     "AugmentResult", "AugmentSpec", "SHAPING", "EmbeddingNeighbours", "NeighbourSource", "Word2VecNeighbours",
-    "augment", "cache_key", "copy_rng", "draw", "model_fingerprint", "resolve_pair", "word2vec_neighbours",
+    "augment", "augmented_share", "cache_key", "copy_rng", "draw", "model_fingerprint", "resolve_pair",
+    "word2vec_neighbours",
 ]
 
 CACHE_VERSION = 1
@@ -166,6 +167,19 @@ def _finish(examples: list[Example], n_orig: int, start: float, rate: float, cac
                   sentences_per_s=round(result.sentences_per_s, 1), replacement_rate=rate, cached=cached,
                   mlm_rows=rows)
     return result
+
+
+def augmented_share(examples: list[Example], min_words: int = 0,
+                    max_examples: int | None = None) -> tuple[list[Example], list[Example]]:
+    """Split ``examples`` into (those to augment, the rest): the ones whose ``text`` has at least
+    ``min_words`` whitespace-separated words, the first ``max_examples`` of them where it is set;
+    both lists keep the examples' order."""
+    chosen: list[Example] = []
+    rest: list[Example] = []
+    for e in examples:
+        room = max_examples is None or len(chosen) < max_examples
+        (chosen if room and len(e.text.split()) >= min_words else rest).append(e)
+    return chosen, rest
 
 
 def augment(examples: list[Example], mlm, tokenizer, spec: AugmentSpec, neighbours: NeighbourSource,

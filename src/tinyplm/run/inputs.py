@@ -176,19 +176,19 @@ class StageData:
         return Split(self.data.train.name, examples, self.data.train.source)
 
     def _make_augmented(self) -> Encoded:
-        from tinyplm.distill.augment import augment, resolve_pair
+        from tinyplm.distill.augment import augment, augmented_share, resolve_pair
         from tinyplm.pretrain.mlm_head import load_mlm
 
         page_context = self.task.context_sentences > 0 or self.task.context_after > 0
         a, acc = resolve_pair(self.augment, page_context), get_accelerator()
         mlm, tok = load_mlm(Path(a.mlm))
-        examples = self.data.train.examples[: a.max_examples] if a.max_examples else self.data.train.examples
+        examples, rest = augmented_share(self.data.train.examples, a.min_words, a.max_examples)
         log = JsonlLog(self.paths.log, "augment", acc.is_main_process)
         with acc.main_process_first():
             result = augment(examples, mlm, tok, a, self._neighbours(mlm, tok), self.cache_dir, log,
                              progress=acc.is_main_process, max_length=self.task.max_length,
                              mlm_fingerprint=fingerprint(Path(a.mlm)))
-        rest = self.data.train.examples[len(examples):]  # the examples not augmented still train, once each
+        # the examples not augmented still train, once each
         split = Split("train-augmented", result.examples + rest, self.data.train.source)
         self._augmented_split = split
         return encode_split(split, self.tokenizer, self.task.max_length)
