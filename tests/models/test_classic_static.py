@@ -127,6 +127,24 @@ def test_padding_never_changes_a_logit(teacher, arch):
         torch.testing.assert_close(model(**_batch(tok, [text])).logits[0], together[i], atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize("arch", ["static", "static_cnn"])
+def test_word_dropout_varies_training_logits_only_and_is_saved(teacher, arch, tmp_path):
+    _, tok = teacher
+    model, _ = _student(teacher, arch, word_dropout=0.5, filters=[(2, 4)]) if arch == "static_cnn" else \
+        _student(teacher, arch, word_dropout=0.5)
+    batch = _batch(tok)
+    assert model.config.word_dropout == 0.5
+    evaluated = model(**batch).logits
+    torch.testing.assert_close(model(**batch).logits, evaluated, atol=0, rtol=0)  # eval: every piece read
+    model.train()
+    torch.manual_seed(1)
+    dropped = [model(**batch).logits for _ in range(3)]
+    assert not torch.allclose(dropped[0], dropped[1]) and not torch.allclose(dropped[0], evaluated)
+    model.eval()
+    save_model(model, tok, tmp_path / "m")
+    assert load_classifier(tmp_path / "m", ("0", "1"), False, "sequence")[0].config.word_dropout == 0.5
+
+
 def test_int8_packing_keeps_each_row_within_half_a_step():
     w = torch.tensor([[1.0, -0.5, 0.25], [0.0, 0.0, 0.0], [-3.0, 2.0, 0.001]])
     packed = pack_table(w, "int8")

@@ -96,6 +96,8 @@ class BiLMSpec(Section):
 class StaticSpec(Section):
     """The word-piece table of a static student (``models.classic.static_init``) and its classifier."""
 
+    _unwritten_defaults = ("word_dropout",)
+
     dims: int = Field(256, ge=2, le=4096, description="table width: the teacher's piece vectors reduced by PCA "
                       "to this many components (at most the encoder's hidden size)")
     tokens: Literal["used", "all"] = Field("used", description="rows for the pieces the training data uses and "
@@ -107,6 +109,9 @@ class StaticSpec(Section):
     filters: list[tuple[int, int]] = Field([(2, 100), (3, 100), (4, 100)], min_length=1,
                                            description="static_cnn: [width, channels] pairs")
     hidden: int = Field(0, ge=0, le=4096, description="a ReLU layer of this width before the classifier; 0: none")
+    word_dropout: float = Field(0.0, ge=0, lt=1, description="while training, leave each piece of a sentence out "
+                                "with this probability (Iyyer et al. 2015's word dropout): the student "
+                                "cannot lean on a few words")
     table_dtype: Literal["fp32", "fp16", "int8"] = Field("fp32", description="how model.safetensors stores the "
                                                          "table (int8: one scale per row); loading rebuilds floats")
     freeze: bool = Field(False, description="keep the table fixed while the classifier trains")

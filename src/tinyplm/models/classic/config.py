@@ -47,7 +47,8 @@ class FamilyConfig(PretrainedConfig):
     they read), ``table_rows`` the rows of their table (the pieces kept), ``embed_dim`` its width,
     ``table_dtype`` how it is stored (fp32, fp16, int8), ``hidden`` a ReLU layer before the
     classifier (0: none), ``weighting`` how the bag weighs its pieces (a record: the weights are a
-    saved buffer), ``filters`` the CNN's ``[width, channels]`` pairs.
+    saved buffer), ``filters`` the CNN's ``[width, channels]`` pairs, ``word_dropout`` the share of
+    pieces left out of each sentence while training.
     """
 
     model_type = MODEL_TYPE
@@ -68,7 +69,8 @@ class FamilyConfig(PretrainedConfig):
                  layers: int = 1, bidirectional: bool = True, pooling: str = "max", dropout: float = 0.1,
                  embeddings: str = "random", encoder: dict | None = None, feature_layers: int = 4,
                  bilm: dict | None = None, table_rows: int = 0, table_dtype: str = "fp32",
-                 weighting: str = "mean", filters: list | None = None, **kwargs) -> None:
+                 weighting: str = "mean", filters: list | None = None, word_dropout: float = 0.0,
+                 **kwargs) -> None:
         if arch not in ARCHS:
             raise ValueError(f"classic arch {arch!r} is not one of {', '.join(ARCHS)}")
         if pooling not in POOLINGS:
@@ -82,6 +84,7 @@ class FamilyConfig(PretrainedConfig):
         self.embeddings, self.encoder, self.feature_layers, self.bilm = embeddings, encoder, feature_layers, bilm
         self.table_rows, self.table_dtype, self.weighting = table_rows, table_dtype, weighting
         self.filters = [list(f) for f in filters] if filters else None
+        self.word_dropout = word_dropout
         super().__init__(**kwargs)
 
 

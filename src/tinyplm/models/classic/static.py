@@ -17,6 +17,10 @@ and trains with the classifier unless frozen.
   cores leaves most of a static model's speed unused), it exports to one ONNX graph of plain
   ops, and tinyplm already has BiLSTMs over word vectors (``bilstm``) to compare with.
 
+While training, ``word_dropout`` leaves each piece out of its sentence with that probability (Iyyer
+et al. 2015): the bag weighs it 0 and counts it out of ``n``, the CNN reads zeros in its place; in
+eval mode every piece is read.
+
 The table is stored as the recipe's ``table_dtype`` says: fp32, fp16, or int8 with one fp32 scale
 per row (``max |row| / 127``, rounded to nearest): :func:`pack_table` / :func:`unpack_table`.
 Saving rounds the table the model holds to the stored values first, so the model kept after a run
@@ -74,6 +78,15 @@ class StaticModule(FamilyModule):
         self.register_buffer("row_of", torch.zeros(config.vocab_size, dtype=torch.int32))
         self.table = nn.Embedding(config.table_rows, config.embed_dim)
 
+    def kept(self, mask: torch.Tensor) -> torch.Tensor:
+        """``mask`` ``(batch, seq)`` with each piece also dropped with probability ``word_dropout``
+        while training (unchanged in eval mode), as float."""
+        p = float(getattr(self.config, "word_dropout", 0.0) or 0.0)
+        keep = mask.float()
+        if self.training and p > 0:
+            keep = keep * (torch.rand(keep.shape, device=keep.device) >= p).float()
+        return keep
+
     def vectors(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Word-piece ids ``(batch, seq)`` -> their table rows' ids ``(batch, seq)`` and vectors
         ``(batch, seq, dims)``."""
@@ -116,7 +129,7 @@ class StaticBag(StaticModule):
                 token_type_ids: torch.Tensor | None = None, **_) -> SequenceClassifierOutput:
         mask = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
         rows, v = self.vectors(input_ids)
-        w = self.token_weights[rows] * mask.to(v.dtype)  # (batch, seq); specials and padding 0
+        w = self.token_weights[rows] * self.kept(mask).to(v.dtype)  # (batch, seq); specials, padding, dropped 0
         n = (w > 0).sum(dim=1, keepdim=True).clamp(min=1).to(v.dtype)  # (batch, 1)
         pooled = (w.unsqueeze(-1) * v).sum(dim=1) / n  # (batch, dims)
         return SequenceClassifierOutput(logits=self.head(pooled))
@@ -137,7 +150,7 @@ class StaticCnn(StaticModule):
                 token_type_ids: torch.Tensor | None = None, **_) -> SequenceClassifierOutput:
         mask = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
         _, v = self.vectors(input_ids)
-        x = (v * mask.unsqueeze(-1).to(v.dtype)).transpose(1, 2)  # (batch, dims, seq); padding as zeros
+        x = (v * self.kept(mask).unsqueeze(-1).to(v.dtype)).transpose(1, 2)  # (batch, dims, seq); padding 0
         lengths = mask.long().sum(dim=1, keepdim=True)  # (batch, 1)
         pooled = []
         for conv in self.convs:
