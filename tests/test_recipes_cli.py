@@ -59,13 +59,13 @@ def prior_artefacts(path: Path, tokenizer: Path, mlm: Path, classifier: Path | N
     recipes/glue/sst2_static.yaml the demo's teacher (``runs/sst2_demo/teacher``): a tiny classifier
     stands in for them (and for the static tables' encoder, which must share the teacher's
     vocabulary; its width 32 takes 16 table dimensions). No other shipped recipe reads an artefact of
-    an earlier command.
+    an earlier command (sst2_static's augmentation reads the masked LM too).
     """
     if rel(path) == "recipes/glue/sst2_pareto_variant.yaml" and classifier is not None:
         return [f"teacher.model={classifier}", f"students.0.init_from={classifier}"]
     if rel(path) == "recipes/glue/sst2_static.yaml" and classifier is not None:  # the demo's teacher
-        return [f"teacher.model={classifier}", *(f"students.{i}.family.{key}" for i in (0, 1)
-                                                 for key in (f"encoder={classifier}", "static.dims=16"))]
+        return [f"teacher.model={classifier}", f"augment.mlm={mlm}",
+                *(f"students.{i}.family.{key}" for i in (0, 1) for key in (f"encoder={classifier}", "static.dims=16"))]
     if rel(path) == "recipes/pretrain/mlm_small.yaml":
         return [f"tokenizer={tokenizer}"]
     if "augment: {mlm: runs/minilm-mlm" in path.read_text(encoding="utf-8"):
