@@ -249,6 +249,10 @@ DOC_LINES: dict[str, Way] = {
     "python benchmarks/pareto.py --if-finished --rounds 3": Way(
         None, "cheap check only: needs the demo and static runs and model2vec[distill], minutes; "
         "tests/test_pareto_bench.py runs it on a tiny run beside a fake peer"),
+    "python benchmarks/pareto.py --recipes --if-finished --runs runs/sst2_demo runs/sst2_static "
+    "--rounds 3 --fresh": Way(
+        None, "cheap check only: reads finished runs as they are, needs model2vec[distill], minutes; "
+        "tests/test_pareto_bench.py runs it on a tiny run beside a fake peer"),
     "python benchmarks/serve_agreement.py runs/sst2_demo": Way(
         None, "cheap check only: starts a server per stage of the demo run; tests/serve/test_serve_agreement.py "
         "runs it on a tiny run of two stages"),
