@@ -188,8 +188,7 @@ class StageData:
             result = augment(examples, mlm, tok, a, self._neighbours(mlm, tok), self.cache_dir, log,
                              progress=acc.is_main_process, max_length=self.task.max_length,
                              mlm_fingerprint=fingerprint(Path(a.mlm)))
-        # the examples not augmented still train, once each
-        split = Split("train-augmented", result.examples + rest, self.data.train.source)
+        split = Split("train-augmented", result.examples + rest, self.data.train.source)  # rest: trained once each
         self._augmented_split = split
         return encode_split(split, self.tokenizer, self.task.max_length)
 

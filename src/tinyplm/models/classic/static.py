@@ -81,10 +81,9 @@ class StaticModule(FamilyModule):
     def kept(self, mask: torch.Tensor) -> torch.Tensor:
         """``mask`` ``(batch, seq)`` with each piece also dropped with probability ``word_dropout``
         while training (unchanged in eval mode), as float."""
-        p = float(getattr(self.config, "word_dropout", 0.0) or 0.0)
         keep = mask.float()
-        if self.training and p > 0:
-            keep = keep * (torch.rand(keep.shape, device=keep.device) >= p).float()
+        if self.training and self.config.word_dropout > 0:
+            keep = keep * (torch.rand(keep.shape, device=keep.device) >= self.config.word_dropout).float()
         return keep
 
     def vectors(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
