@@ -145,6 +145,24 @@ def test_word_dropout_varies_training_logits_only_and_is_saved(teacher, arch, tm
     assert load_classifier(tmp_path / "m", ("0", "1"), False, "sequence")[0].config.word_dropout == 0.5
 
 
+@pytest.mark.parametrize("arch", ["static", "static_cnn"])
+def test_stacked_hidden_layers_are_built_saved_and_loaded_back(teacher, arch, tmp_path):
+    _, tok = teacher
+    model, _ = _student(teacher, arch, hidden=6, hidden_layers=3, filters=[(2, 4)])
+    linears = [m for m in model.head if isinstance(m, torch.nn.Linear)]
+    assert [(m.in_features, m.out_features) for m in linears] == [(8 if arch == "static" else 4, 6), (6, 6),
+                                                                  (6, 6), (6, 2)]
+    save_model(model, tok, tmp_path / "m")
+    loaded = load_classifier(tmp_path / "m", ("0", "1"), False, "sequence")[0].eval()
+    assert loaded.config.hidden_layers == 3
+    torch.testing.assert_close(loaded(**_batch(tok)).logits, model(**_batch(tok)).logits, atol=1e-6, rtol=0)
+    one, _ = _student(teacher, arch, hidden=6)  # the default: one layer, named as before the option existed
+    assert [k for k in one.state_dict() if k.startswith("head.")] == ["head.1.weight", "head.1.bias",
+                                                                      "head.4.weight", "head.4.bias"]
+    with pytest.raises(ValueError, match="family.static.hidden_layers: 2 layers of width 0"):
+        StaticSpec(hidden_layers=2)
+
+
 def test_int8_packing_keeps_each_row_within_half_a_step():
     w = torch.tensor([[1.0, -0.5, 0.25], [0.0, 0.0, 0.0], [-3.0, 2.0, 0.001]])
     packed = pack_table(w, "int8")

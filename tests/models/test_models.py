@@ -33,7 +33,7 @@ from tinyplm.models import (
     save_model,
     student_config,
 )
-from tinyplm.models.infer import predict_logits, use_bf16
+from tinyplm.models.infer import THREADS_ATTR, predict_logits, use_bf16
 from tinyplm.tasks.base import Example, Split
 from tinyplm.tasks.encoding import encode_split
 
@@ -371,6 +371,37 @@ def test_predict_logits_matches_unbatched_forward_in_order(teacher, tiny_model_d
         for i, ids in enumerate(enc.input_ids):
             one = teacher(input_ids=torch.tensor([ids]), token_type_ids=torch.tensor([enc.token_type_ids[i]])).logits
             torch.testing.assert_close(got[i], one[0], atol=1e-5, rtol=0)
+
+
+def test_predict_logits_runs_on_the_threads_the_model_asks_for_then_restores(teacher, tiny_model_dir: Path) -> None:
+    tok = word_tokenizer(tiny_model_dir)
+    enc = encode_split(Split("dev", [Example(t, None, 0) for t in SENTENCES], Path("mem")), tok, max_length=32)
+    seen: list[int] = []
+
+    class Counting(torch.nn.Module):
+        """The teacher, recording torch's threads at each forward pass."""
+
+        def __init__(self, wanted: int | None) -> None:
+            super().__init__()
+            self.inner = teacher
+            if wanted is not None:
+                setattr(self, THREADS_ATTR, wanted)
+
+        def forward(self, **inputs):
+            seen.append(torch.get_num_threads())
+            return self.inner(**inputs)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        expected = predict_logits(teacher, enc, batch_size=2)
+        for wanted, during in ((1, 1), (None, 2), (4, 2)):  # never more than the process's setting
+            seen.clear()
+            torch.testing.assert_close(predict_logits(Counting(wanted), enc, batch_size=2), expected,
+                                       atol=1e-5, rtol=0)
+            assert seen == [during] * 2 and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_use_bf16_explicit_choices() -> None:

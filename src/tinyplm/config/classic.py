@@ -96,7 +96,7 @@ class BiLMSpec(Section):
 class StaticSpec(Section):
     """The word-piece table of a static student (``models.classic.static_init``) and its classifier."""
 
-    _unwritten_defaults = ("word_dropout",)
+    _unwritten_defaults = ("word_dropout", "hidden_layers")
 
     dims: int = Field(256, ge=2, le=4096, description="table width: the teacher's piece vectors reduced by PCA "
                       "to this many components (at most the encoder's hidden size)")
@@ -109,6 +109,8 @@ class StaticSpec(Section):
     filters: list[tuple[int, int]] = Field([(2, 100), (3, 100), (4, 100)], min_length=1,
                                            description="static_cnn: [width, channels] pairs")
     hidden: int = Field(0, ge=0, le=4096, description="a ReLU layer of this width before the classifier; 0: none")
+    hidden_layers: int = Field(1, ge=1, le=4, description="how many such ReLU layers, stacked (Iyyer et al. "
+                               "2015's deep averaging network); only with hidden > 0")
     word_dropout: float = Field(0.0, ge=0, lt=1, description="while training, leave each piece of a sentence out "
                                 "with this probability (Iyyer et al. 2015's word dropout): the student "
                                 "cannot lean on a few words")
@@ -122,6 +124,9 @@ class StaticSpec(Section):
         bad = [f for f in self.filters if min(f) < 1]
         if bad:
             raise ValueError(f"family.static.filters: [width, channels] must both be at least 1, got {list(bad[0])}")
+        if self.hidden_layers > 1 and not self.hidden:
+            raise ValueError(f"family.static.hidden_layers: {self.hidden_layers} layers of width 0; set "
+                             "family.static.hidden to their width")
         return self
 
 

@@ -77,28 +77,52 @@ def autocast(bf16: bool) -> contextlib.AbstractContextManager:
     return torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
 
 
+#: The attribute a model class sets to the torch threads its forward passes run best on (see
+#: :func:`model_threads`); absent: the process's setting.
+THREADS_ATTR = "forward_threads"
+
+
+@contextlib.contextmanager
+def model_threads(model: object):
+    """Run the block on the torch threads ``model`` asks for (its :data:`THREADS_ATTR`, never more
+    than the process's setting), then restore the setting. A static student's forward pass takes
+    microseconds: spread over the cores it gains nothing, while torch's idle OpenMP workers keep
+    spinning on the cores that the tokenizer of the next batch needs (docs/results/pareto.md)."""
+    wanted, before = getattr(model, THREADS_ATTR, None), torch.get_num_threads()
+    if not wanted or wanted >= before:
+        yield
+        return
+    torch.set_num_threads(wanted)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 @torch.inference_mode()
 def predict_logits(model: torch.nn.Module, enc: Encoded, batch_size: int = 64, bf16: bool = False) -> torch.Tensor:
     """Logits for every example of ``enc`` in its original order -> float32 ``(N, num_labels)``;
     per-token heads give ``(N, width, K)``, zero past each example's end, ``width`` the longest
     example rounded up as :func:`collate` rounds (so any batch's logits fit).
 
-    Batches are formed from length-sorted examples so padding is minimal.
+    Batches are formed from length-sorted examples so padding is minimal; the passes run on the
+    threads the model asks for (:func:`model_threads`).
     """
     was_training = model.training
     model.eval()
     out: torch.Tensor | None = None
-    for idx in length_sorted_batches(enc, batch_size):
-        batch = collate(enc, idx)
-        with autocast(bf16):
-            logits = output_logits(model(**model_inputs(batch))).float()
-        if out is None:
-            shape = (len(enc),) if logits.dim() == 2 else (len(enc), padded_width(int(enc.lengths().max())))
-            out = torch.zeros((*shape, logits.shape[-1]), dtype=torch.float32)
-        if logits.dim() == 3:  # padding positions inside the batch are zeroed too
-            out[batch["index"], : logits.shape[1]] = logits * batch["attention_mask"][..., None].to(logits.dtype)
-        else:
-            out[batch["index"]] = logits
+    with model_threads(model):
+        for idx in length_sorted_batches(enc, batch_size):
+            batch = collate(enc, idx)
+            with autocast(bf16):
+                logits = output_logits(model(**model_inputs(batch))).float()
+            if out is None:
+                shape = (len(enc),) if logits.dim() == 2 else (len(enc), padded_width(int(enc.lengths().max())))
+                out = torch.zeros((*shape, logits.shape[-1]), dtype=torch.float32)
+            if logits.dim() == 3:  # padding positions inside the batch are zeroed too
+                out[batch["index"], : logits.shape[1]] = logits * batch["attention_mask"][..., None].to(logits.dtype)
+            else:
+                out[batch["index"]] = logits
     model.train(was_training)
     return out if out is not None else torch.empty((0, 0))
 

@@ -45,10 +45,11 @@ class FamilyConfig(PretrainedConfig):
 
     Static archs (``static``, ``static_cnn``): ``vocab_size`` is the teacher's word pieces (the ids
     they read), ``table_rows`` the rows of their table (the pieces kept), ``embed_dim`` its width,
-    ``table_dtype`` how it is stored (fp32, fp16, int8), ``hidden`` a ReLU layer before the
-    classifier (0: none), ``weighting`` how the bag weighs its pieces (a record: the weights are a
-    saved buffer), ``filters`` the CNN's ``[width, channels]`` pairs, ``word_dropout`` the share of
-    pieces left out of each sentence while training.
+    ``table_dtype`` how it is stored (fp32, fp16, int8), ``hidden`` the width of the ReLU layers
+    before the classifier (0: none), ``hidden_layers`` how many (configs saved before it read 1),
+    ``weighting`` how the bag weighs its pieces (a record: the weights are a saved buffer),
+    ``filters`` the CNN's ``[width, channels]`` pairs, ``word_dropout`` the share of pieces left out
+    of each sentence while training.
     """
 
     model_type = MODEL_TYPE
@@ -70,7 +71,7 @@ class FamilyConfig(PretrainedConfig):
                  embeddings: str = "random", encoder: dict | None = None, feature_layers: int = 4,
                  bilm: dict | None = None, table_rows: int = 0, table_dtype: str = "fp32",
                  weighting: str = "mean", filters: list | None = None, word_dropout: float = 0.0,
-                 **kwargs) -> None:
+                 hidden_layers: int = 1, **kwargs) -> None:
         if arch not in ARCHS:
             raise ValueError(f"classic arch {arch!r} is not one of {', '.join(ARCHS)}")
         if pooling not in POOLINGS:
@@ -84,7 +85,7 @@ class FamilyConfig(PretrainedConfig):
         self.embeddings, self.encoder, self.feature_layers, self.bilm = embeddings, encoder, feature_layers, bilm
         self.table_rows, self.table_dtype, self.weighting = table_rows, table_dtype, weighting
         self.filters = [list(f) for f in filters] if filters else None
-        self.word_dropout = word_dropout
+        self.word_dropout, self.hidden_layers = word_dropout, hidden_layers
         super().__init__(**kwargs)
 
 
@@ -98,7 +99,9 @@ def family_shape(config: FamilyConfig) -> dict:
             shape["weighting"] = config.weighting
         else:
             shape.update(widths=[w for w, _ in config.filters or []], channels=sum(c for _, c in config.filters or []))
-        return {**shape, "hidden": config.hidden} if config.hidden else shape
+        if config.hidden:
+            shape["hidden"] = [config.hidden] * config.hidden_layers if config.hidden_layers > 1 else config.hidden
+        return shape
     shape = {"arch": config.arch, "layers": config.layers, "hidden": config.hidden, "pooling": config.pooling}
     if config.arch in ("lstm", "bilstm"):
         shape.update(words=config.vocab_size, embeddings=f"{config.embeddings} {config.embed_dim}")

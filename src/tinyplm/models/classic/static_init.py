@@ -151,7 +151,8 @@ def static_student(encoder: nn.Module, tokenizer, arch: str, spec: StaticSpec, p
                           pooling="mean" if arch == "static" else "max", dropout=dropout, table_rows=len(kept),
                           table_dtype=spec.table_dtype, weighting=spec.weighting if arch == "static" else "mean",
                           filters=[list(f) for f in spec.filters] if arch == "static_cnn" else None,
-                          word_dropout=spec.word_dropout, num_labels=num_labels, id2label=id2label)
+                          word_dropout=spec.word_dropout, hidden_layers=spec.hidden_layers, num_labels=num_labels,
+                          id2label=id2label)
     model = build_module(config)
     with torch.no_grad():
         model.table.weight.copy_(torch.from_numpy(table))
