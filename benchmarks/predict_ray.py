@@ -8,7 +8,10 @@ imports included, length-sorted windows as plain ``predict`` reads them):
 
 - plain: ``tinyplm predict MODEL --input corpus.jsonl --output plain.jsonl`` (one process, every core);
 - ray: ``tinyplm predict MODEL --input 'shards/*.jsonl' --ray --workers W --threads T --output ray/``
-  (Ray started on this machine for the job, ``W`` actors of ``T`` threads, each loading the model).
+  (Ray started on this machine for the job, ``W`` actors of ``T`` threads, each loading the model);
+  with ``--cluster``, Ray runs as a cluster does, started before the rounds (``ray start --head``)
+  and stopped after them, and each round joins it (``--address auto``): Ray's start is then not
+  the job's.
 
 Rounds alternate plain and ray; the medians are reported, with Ray's own overhead split out from
 its manifest (``start_s``: Ray up, ``predict_s``: the actor pool's work, model loads included).
@@ -20,6 +23,7 @@ Needs the cluster extra (``pip install -e .[cluster]``). Prints the JSON; its la
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import statistics
@@ -72,12 +76,33 @@ def plain_round(model: Path, whole: Path, out: Path) -> dict:
     return {"wall_s": wall, "predict_s": float(found.group(1)), "per_s": float(found.group(2))}
 
 
-def ray_round(model: Path, folder: Path, out: Path, workers: int, threads: int) -> dict:
-    """One ``predict --ray`` -> wall, and Ray's start and pool seconds from its manifest."""
+def ray_round(model: Path, folder: Path, out: Path, workers: int, threads: int, address: str | None = None) -> dict:
+    """One ``predict --ray`` (joining the cluster at ``address``, if given) -> wall, and Ray's start
+    (or connection) and pool seconds from its manifest."""
     wall, _ = _tinyplm(["predict", model, "--input", str(folder / "*.jsonl"), "--ray", "--workers", workers,
-                        "--threads", threads, "--output", out])
+                        "--threads", threads, "--output", out, *(["--address", address] if address else [])])
     timing = json.loads((out / "_manifest.json").read_text(encoding="utf-8"))["timing"]
     return {"wall_s": wall, "start_s": timing["start_s"], "predict_s": timing["predict_s"]}
+
+
+def _ray_cli(args: list[str]) -> None:
+    ray = Path(sys.executable).with_name("ray")
+    done = subprocess.run([str(ray), *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"ray {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+
+
+@contextlib.contextmanager
+def local_cluster(on: bool):
+    """A Ray head on this machine for the rounds (``on``), stopped after them -> its address, or None."""
+    if not on:
+        yield None
+        return
+    _ray_cli(["start", "--head", "--include-dashboard=false", "--disable-usage-stats"])
+    try:
+        yield "auto"
+    finally:
+        _ray_cli(["stop", "--force"])
 
 
 def labels(paths: list[Path]) -> list[str]:
@@ -108,17 +133,21 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=2, help="Ray actors")
     p.add_argument("--threads", type=int, default=1, help="threads per Ray actor")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--cluster", action="store_true", help="run the ray rounds on a Ray head started before them "
+                   "(ray start --head), as on a cluster, rather than starting Ray for each job")
     args = p.parse_args()
     out = harness.prepare_out(args.out, args.fresh)
     whole, folder, n = write_corpus(sentences(), args.repeat, args.shards, out)
     plain, ray = [], []
-    for k in range(args.rounds):
-        plain.append(plain_round(args.model, whole, out / f"plain-{k}.jsonl"))
-        ray.append(ray_round(args.model, folder, out / f"ray-{k}", args.workers, args.threads))
+    with local_cluster(args.cluster) as address:
+        for k in range(args.rounds):
+            plain.append(plain_round(args.model, whole, out / f"plain-{k}.jsonl"))
+            ray.append(ray_round(args.model, folder, out / f"ray-{k}", args.workers, args.threads, address))
     same = labels([out / "plain-0.jsonl"]) == labels(sorted((out / "ray-0").glob("part-*.jsonl")))
     if not same:
         raise SystemExit("predict --ray gave other labels than plain predict on the same sentences")
-    result = {"model": str(args.model), **summary(n, plain, ray, args.workers, args.threads),
+    result = {"model": str(args.model), "ray_started": "before the rounds" if args.cluster else "by each job",
+              **summary(n, plain, ray, args.workers, args.threads),
               "same_labels": same, "plain_rounds": plain, "ray_rounds": ray}
     print(json.dumps(result, indent=1))
     harness.finish(out / "predict_ray.json", result)

@@ -45,3 +45,23 @@ def test_plain_predict_rate_is_read_as_the_cli_prints_it() -> None:
     line = "17440 predictions -> out.jsonl (6.2 s, 2813 examples/s); sequence head, max length 64 (run)"
     found = pr.PLAIN_RATE.search(line)
     assert found and (float(found.group(1)), float(found.group(2))) == (6.2, 2813.0)
+
+
+def test_a_ray_round_joins_the_cluster_it_is_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[list[str]] = []
+
+    def fake(args):
+        calls.append([str(a) for a in args])
+        out = Path(calls[-1][calls[-1].index("--output") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "_manifest.json").write_text(json.dumps({"timing": {"start_s": 0.5, "predict_s": 3.0}}))
+        return 4.0, ""
+
+    monkeypatch.setattr(pr, "_tinyplm", fake)
+    got = pr.ray_round(Path("m"), tmp_path / "shards", tmp_path / "ray-0", 1, 2, address="auto")
+    assert got == {"wall_s": 4.0, "start_s": 0.5, "predict_s": 3.0}
+    assert calls[0][-2:] == ["--address", "auto"] and calls[0][calls[0].index("--workers") + 1] == "1"
+    pr.ray_round(Path("m"), tmp_path / "shards", tmp_path / "ray-1", 2, 1)
+    assert "--address" not in calls[1]
+    with pr.local_cluster(False) as address:  # no head started: each job starts its own Ray
+        assert address is None

@@ -243,6 +243,16 @@ DOC_LINES: dict[str, Way] = {
     "python benchmarks/predict_ray.py runs/sst2_demo/model": Way(
         None, "cheap check only: needs the demo run and Ray, minutes; tests/test_predict_ray_bench.py checks its "
         "corpus and figures, tests/predict/test_predict_ray.py the labels of predict --ray against plain predict"),
+    "python benchmarks/predict_ray.py runs/sst2_demo/students/student-L3.runtime --workers 1 --threads 2": Way(
+        None, "cheap check only: as the line above, one actor of two threads"),
+    "python benchmarks/predict_ray.py runs/sst2_demo/students/student-L3.runtime --workers 1 --threads 2 "
+    "--cluster": Way(None, "cheap check only: as the line above, on a Ray head started before the rounds; "
+                     "tests/test_predict_ray_bench.py checks that each round joins it"),
+    "python benchmarks/predict_ray.py runs/sst2_demo/students/student-L3.runtime --workers 1 --threads 2 "
+    "--repeat 80 --rounds 2": Way(None, "cheap check only: as the line above, on 69,760 sentences"),
+    "python benchmarks/predict_ray.py runs/sst2_demo/students/student-L3.runtime --workers 1 --threads 2 "
+    "--repeat 80 --rounds 2 --cluster": Way(None, "cheap check only: as the line above, on a Ray head started "
+                                             "before the rounds"),
     "tinyplm run recipes/glue/sst2_static.yaml": Way(
         None, "cheap check only: reads the demo run's teacher; tests/run/test_classic_static_run.py runs "
         "static students in a tiny run, tests/test_recipes_cli.py validates the recipe with a tiny teacher"),
