@@ -270,3 +270,20 @@ def test_resolved_recipes_write_static_options_for_static_students_only(tmp_path
     assert families[0]["static"]["table_dtype"] == "fp16" and "static" not in families[1]
     (tmp_path / "resolved.yaml").write_text(resolved, encoding="utf-8")
     assert load_recipe(tmp_path / "resolved.yaml") == cfg  # loads back as it was
+
+
+def test_openvino_compresses_the_bags_table_and_leaves_its_piece_weights(teacher, tmp_path):
+    from tinyplm.compress.openvino import _compress_embeddings, _gathers_from_a_table
+    from tinyplm.models.openvino import OvClassifier, to_openvino
+
+    model, _ = _student(teacher, "static", weighting="sif")
+    graph = to_openvino(model, tmp_path / "ov")
+    gathers = [op for op in graph.get_ops() if op.get_type_name() == "Gather"]
+    tables = [op for op in gathers if _gathers_from_a_table(op)]
+    assert len(gathers) == 3  # row_of (int ids), token_weights (a vector), the table
+    assert [list(op.input_value(0).get_node().get_output_partial_shape(0).to_shape()) for op in tables] == \
+        [[model.config.table_rows, 8]]
+    compressed = OvClassifier(_compress_embeddings(graph), model.config, "f32", "int8 embeddings")
+    _, tok = teacher
+    batch = _batch(tok)
+    torch.testing.assert_close(torch.as_tensor(compressed(**batch).logits), model(**batch).logits, atol=0.05, rtol=0)

@@ -87,3 +87,52 @@ def test_more_pca_dims_than_the_encoders_width_is_refused_before_the_teacher_tra
     with pytest.raises(RecipeError, match="student wide: family.static.dims 64 is more than the hidden size 32"):
         run(cfg)
     assert not (tmp_path / "runs").exists()
+
+
+def test_static_students_on_other_runtimes_predict_as_they_measured(tmp_path: Path) -> None:
+    model = make_tiny_model_dir(tmp_path / "tiny-bert")
+    glue = make_tiny_glue(tmp_path / "glue", n_train=64, n_dev=32)
+    students = [{"name": "cnn", "family": {"arch": "static_cnn", "static": {"dims": 16, "filters": [[2, 8]]}},
+                 "objective": {"kd_weight": 1.0, "hard_weight": 0.5}, "train": SHORT,
+                 "compress": [{"kind": "runtime", "candidates": ["openvino", "onnx_dynamic_int8"], "max_drop": 0.99,
+                               "control_examples": 10, "calibration_examples": 8}]},
+                {"name": "bag", "family": {"arch": "static", "static": {"dims": 16, "table_dtype": "int8"}},
+                 "objective": {"kd_weight": 1.0}, "train": SHORT,
+                 "compress": [{"kind": "openvino", "embeddings": True}]}]
+    recipe = tiny_recipe(tmp_path, model, glue, students=students)
+    recipe["teacher"]["finetune"]["max_steps"] = 4
+    path = write_recipe(tmp_path / "r.yaml", recipe)
+    got = cli(["run", path], cwd=tmp_path)
+    assert got.returncode == 0, got.output
+    run_dir = Path(load_recipe(path).output_dir)
+    stages = {s["name"]: s for s in json.loads((run_dir / "results.json").read_text())["stages"]}
+    fast = stages["cnn.runtime"]
+    assert fast["parent"] == "cnn" and fast["runtime"] in ("openvino", "onnxruntime")
+    assert fast["shape"] == {**stages["cnn"]["shape"]}  # the student's own shape, on another runtime
+    chosen = fast["info"]["compress"]["details"]["chosen_by"]
+    assert set(chosen["candidates"]) == {"openvino", "onnx_dynamic_int8"}
+    assert fast["info"]["compress"]["agreement"]["agreement"] >= 0.9  # the same arithmetic on another runtime
+    bag = stages["bag.openvino"]  # its int8 table compressed by NNCF, its vector of piece weights left alone
+    assert bag["runtime"] == "openvino" and bag["info"]["compress"]["details"]["int8"] == "embeddings"
+    assert bag["info"]["compress"]["agreement"]["agreement"] >= 0.9
+    dev = tmp_path / "glue" / "SST-2" / "dev.tsv"
+    gold = [row.split("\t")[1] for row in dev.read_text().splitlines()[1:]]
+    for stage in (fast, bag):  # loaded back from their dirs (ONNX or OpenVINO) by tinyplm predict
+        out = tmp_path / f"{stage['name']}.jsonl"
+        predicted = cli(["predict", run_dir / stage["model_dir"], "-i", dev, "-o", out], cwd=tmp_path)
+        assert predicted.returncode == 0, predicted.output
+        rows = [json.loads(x) for x in out.read_text().splitlines()]
+        accuracy = sum(str(r["label_id"]) == g for r, g in zip(rows, gold, strict=True)) / len(gold)
+        assert stage["metrics"]["accuracy"] == pytest.approx(accuracy)
+
+
+def test_a_static_student_takes_only_runtime_steps(tmp_path: Path) -> None:
+    model = make_tiny_model_dir(tmp_path / "tiny-bert")
+    glue = make_tiny_glue(tmp_path / "glue", n_train=16, n_dev=8)
+    for arch, step, expected in (("static", {"kind": "prune_heads", "keep": 0.5}, "compress step prune_heads: a "
+                                  "'static' student takes only a runtime step"),
+                                 ("bilstm", {"kind": "openvino"}, "a 'bilstm' student takes no compress steps")):
+        students = [{"name": "s", "family": {"arch": arch}, "compress": [step]}]
+        path = write_recipe(tmp_path / f"{arch}.yaml", tiny_recipe(tmp_path, model, glue, students=students))
+        with pytest.raises(RecipeError, match=expected):
+            load_recipe(path)

@@ -116,8 +116,22 @@ def _validation_fn(is_regression: bool):
 
 
 def _compress_embeddings(ov_model):
-    """int8 weight compression of the embedding tables only (their ``Gather`` constants)."""
+    """int8 weight compression of the embedding tables only (their ``Gather`` constants). A gather
+    from anything but a float matrix is left alone: a static bag's per-piece weights (a vector),
+    on which NNCF's compression fails."""
     import nncf
 
+    others = [op.get_friendly_name() for op in ov_model.get_ops() if op.get_type_name() == "Gather"
+              and not _gathers_from_a_table(op)]
     return nncf.compress_weights(ov_model, mode=nncf.CompressWeightsMode.INT8_ASYM,
-                                 ignored_scope=nncf.IgnoredScope(types=["MatMul"]))
+                                 ignored_scope=nncf.IgnoredScope(types=["MatMul"], names=others))
+
+
+def _gathers_from_a_table(op) -> bool:
+    """Whether an OpenVINO ``Gather`` reads rows of a float matrix (an embedding table), directly
+    or through a conversion (an fp16 table)."""
+    source = op.input_value(0).get_node()
+    while source.get_type_name() == "Convert":
+        source = source.input_value(0).get_node()
+    return (source.get_type_name() == "Constant" and len(source.get_output_partial_shape(0)) == 2
+            and source.get_output_element_type(0).is_real())

@@ -197,16 +197,27 @@ class FamilySpec(Section):
         return self.bilm.corpus if self.arch == "elmo_bilstm" else self.embeddings.corpus
 
 
+#: The compress steps a static student takes: another runtime for the same arithmetic (its graph
+#: exports to ONNX as plain ops); the others reach into transformer layers.
+STATIC_COMPRESS = ("runtime", "openvino", "openvino_int8", "onnx_dynamic_int8", "onnx_static_int8")
+
+
 def check_family_student(spec: Section) -> None:
     """Raise ``ValueError`` when ``spec`` (a ``StudentSpec`` with ``family``) also asks for what only
-    a transformer student has (a shape, teacher layers, an init, compress steps, layer-wise or
-    masked-LM terms, corpus data), or gives ``tfidf_lr`` training settings."""
+    a transformer student has (a shape, teacher layers, an init, compress steps other than a static
+    student's runtimes, layer-wise or masked-LM terms, corpus data), or gives ``tfidf_lr`` training
+    settings."""
     fam = spec.family
     clash = [k for k in ("shape", "teacher_layers", "init_from") if getattr(spec, k)]
     if clash:
         raise ValueError(f"a 'family' student is built from its family section; drop '{clash[0]}'")
-    if spec.compress:
-        raise ValueError("a 'family' student takes no compress steps")
+    if spec.compress and fam.arch not in ("static", "static_cnn"):
+        raise ValueError(f"a '{fam.arch}' student takes no compress steps (static and static_cnn take a runtime: "
+                         f"{', '.join(STATIC_COMPRESS)})")
+    other = [s.kind for s in spec.compress if s.kind not in STATIC_COMPRESS]
+    if other:
+        raise ValueError(f"compress step {other[0]}: a '{fam.arch}' student takes only a runtime step "
+                         f"({', '.join(STATIC_COMPRESS)})")
     if fam.arch == "tfidf_lr":
         fields = type(spec).model_fields  # settings at their defaults (a resolved recipe writes them all) are no ask
         given = sorted(k for k in {"objective", "train", "stages"} & spec.model_fields_set

@@ -298,17 +298,10 @@ def _load_onnx(path: Path) -> OrtClassifier:
 
 
 def _load_openvino(path: Path):
-    """The OpenVINO model of an OpenVINO model dir, compiled in its recorded precision (raises
-    ``ModelError`` naming a missing ``model.xml``/``model.bin``)."""
-    from tinyplm.models.openvino import OV_BIN, OV_XML, RUNTIME_KEY, OvClassifier
+    """The OpenVINO model of an OpenVINO model dir (:func:`~tinyplm.models.openvino.load_openvino_dir`)."""
+    from tinyplm.models.openvino import load_openvino_dir
 
-    config = _config(path)
-    for name in (OV_XML, OV_BIN):
-        if not (path / name).is_file():
-            raise ModelError(f"{path / 'config.json'}: says {FORMAT_KEY}: openvino, but {path} holds no {name} "
-                             f"(an OpenVINO model is {OV_XML} and {OV_BIN} together)")
-    record = getattr(config, RUNTIME_KEY, None) or {}
-    return OvClassifier(path / OV_XML, config, record.get("precision", "auto"), record.get("quantization"))
+    return load_openvino_dir(path, _config(path))
 
 
 def _load_quantized(path: Path, head: Head, labelling: dict):

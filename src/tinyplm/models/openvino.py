@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from tinyplm.errors import ModelError
-from tinyplm.models.onnx import export_onnx, graph_feed, graph_num_parameters
+from tinyplm.models.onnx import FORMAT_KEY, export_onnx, graph_feed, graph_num_parameters
 
 OV_XML = "model.xml"
 OV_BIN = "model.bin"
@@ -183,3 +183,14 @@ class OvClassifier:
         """Parameters of the model the graph came from, as its config describes them."""
         return graph_num_parameters(self.config, exclude_embeddings)
 
+
+def load_openvino_dir(path: Path, config) -> OvClassifier:
+    """The model of an OpenVINO model dir (a transformer's or a static student's), compiled in its
+    recorded precision, with ``config`` (its config.json, read); raises ``ModelError`` naming a
+    missing ``model.xml``/``model.bin``."""
+    for name in (OV_XML, OV_BIN):
+        if not (path / name).is_file():
+            raise ModelError(f"{path / 'config.json'}: says {FORMAT_KEY}: openvino, but {path} holds no {name} "
+                             f"(an OpenVINO model is {OV_XML} and {OV_BIN} together)")
+    record = getattr(config, RUNTIME_KEY, None) or {}
+    return OvClassifier(path / OV_XML, config, record.get("precision", "auto"), record.get("quantization"))

@@ -23,6 +23,7 @@ from tinyplm.evaluate.agreement import prediction_agreement
 from tinyplm.evaluate.model_eval import encode_evals
 from tinyplm.evaluate.speed import measure_speed
 from tinyplm.models import load_classifier, save_model, shape_of
+from tinyplm.models.classic.config import FamilyConfig, family_shape
 from tinyplm.report.info import CompressInfo, StageInfo
 from tinyplm.report.records import StageKind
 from tinyplm.run.inputs import RunInputs, stamp_task
@@ -57,10 +58,16 @@ def run_compress(spec: StudentSpec, model: nn.Module, inp: RunInputs, parent: st
             if get_accelerator().is_main_process:
                 inp.paths.save_info(out, info)
         own = ctx.evals if ctx.tokenizer is not inp.tokenizer else None
-        results.append(StageResult(stage, model, f"students/{stage}", StageKind.COMPRESSED, shape_of(model),
+        results.append(StageResult(stage, model, f"students/{stage}", StageKind.COMPRESSED, _shape(model),
                                    parent=parent, compress_step=step.kind, info=info, evals=own))
         parent = stage
     return results
+
+
+def _shape(model) -> dict:
+    """The shape a report shows: a classic student's own (its arch and sizes; a static student on
+    another runtime), else the encoder's."""
+    return family_shape(model.config) if isinstance(model.config, FamilyConfig) else shape_of(model)
 
 
 def _context(inp: RunInputs, seed: int) -> CompressContext:

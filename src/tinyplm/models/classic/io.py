@@ -109,6 +109,10 @@ def load_family(path: Path, labels: tuple[str, ...], is_regression: bool = False
         if not (path / ONNX_FILE).is_file():
             raise ModelError(f"{path / 'config.json'}: says {FORMAT_KEY}: onnx, but {path} holds no {ONNX_FILE}")
         return OrtClassifier(path / ONNX_FILE, config), load_family_tokenizer(path, config)
+    if getattr(config, FORMAT_KEY, None) == "openvino":  # a static student on OpenVINO
+        from tinyplm.models.openvino import load_openvino_dir
+
+        return load_openvino_dir(path, config), load_family_tokenizer(path, config)
     weights = path / WEIGHTS
     if not weights.is_file():
         raise ModelError(f"{path}: no {WEIGHTS}")
