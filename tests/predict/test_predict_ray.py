@@ -18,7 +18,15 @@ from conftest import make_tiny_glue, make_tiny_model_dir
 from helpers_cli import cli
 from helpers_serve import sentences
 from tinyplm.errors import TinyplmError
-from tinyplm.predict.shards import MANIFEST, ShardJob, check_shard_job, list_shards, output_of
+from tinyplm.predict.shards import (
+    CLUSTER_WORKERS,
+    MANIFEST,
+    ShardJob,
+    check_shard_job,
+    list_shards,
+    output_of,
+    pool_shape,
+)
 
 pytestmark = pytest.mark.ray
 
@@ -43,6 +51,16 @@ def world(tmp_path_factory) -> Path:
 
 def _records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_the_pool_defaults_to_one_actor_with_every_core_on_this_machine() -> None:
+    assert pool_shape(None, None, None, cores=6) == (1, 6.0)  # Ray on this machine
+    assert pool_shape(None, 2, None, cores=6) == (1, 2.0)
+    assert pool_shape(None, None, "10.0.0.1:6379") == (CLUSTER_WORKERS, 1.0)  # a cluster: as before
+    assert pool_shape(3, None, None, cores=6) == (3, 1.0)  # what the user says stands
+    assert pool_shape(4, 2, "auto") == (4, 2.0)
+    workers, threads = pool_shape(None, None, None)
+    assert workers == 1 and threads == len(os.sched_getaffinity(0))
 
 
 def test_shards_are_listed_and_checked_before_ray_starts(tmp_path: Path) -> None:

@@ -34,7 +34,9 @@ Header = Annotated[bool | None, typer.Option(
 UseRay = Annotated[bool, typer.Option(
     "--ray", help="--input is a folder or glob of shards, --output a folder: one output shard per input shard, "
     "predicted by a pool of Ray actors (Ray Data); pip install 'tinyplm[cluster]'")]
-Workers = Annotated[int, typer.Option(help="--ray: actors, each loading the model once")]
+Workers = Annotated[int | None, typer.Option(
+    help="--ray: actors, each loading the model once (default: one with every core on this machine, "
+         "2 of one thread on a cluster)")]
 RayAddress = Annotated[str | None, typer.Option(
     "--address", help="--ray: an existing Ray cluster (ray start --head prints it); default: Ray on this machine")]
 
@@ -63,7 +65,7 @@ def predict_cmd(
     window: Annotated[int, typer.Option(help="examples read, sorted by length and predicted at once")] = 1024,
     threads: Threads = None,
     ray: UseRay = False,
-    workers: Workers = 2,
+    workers: Workers = None,
     address: RayAddress = None,
 ) -> None:
     """Predict every example of a file with a saved model (any head): one record per input, in
@@ -111,25 +113,26 @@ def _predict_plain(model_dir: Path, input_file: str, output: str | None, o, skip
     err.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
-def _predict_ray(model_dir: Path, inputs: str, output: str | None, options, workers: int, threads: int | None,
-                 address: str | None) -> None:
+def _predict_ray(model_dir: Path, inputs: str, output: str | None, options, workers: int | None,
+                 threads: int | None, address: str | None) -> None:
     """``predict --ray``: every shard of ``inputs`` into the folder ``output`` (see predict/shards.py)."""
     from dataclasses import replace
 
     from tinyplm.errors import TinyplmError
-    from tinyplm.predict.shards import MANIFEST, ShardJob, list_shards, run_shards
+    from tinyplm.predict.shards import MANIFEST, ShardJob, list_shards, pool_shape, run_shards
 
     if output in (None, "-"):
         raise TinyplmError("--ray writes one output shard per input shard: name the output folder with --output")
     if options.fmt not in (None, "jsonl", "csv", "tsv"):
         raise TinyplmError(f"--format: expected jsonl, csv or tsv, got {options.fmt!r}")
     options = replace(options, fmt=options.fmt or "jsonl")
-    job = ShardJob(Path(model_dir), list_shards(inputs), Path(output), options, workers, float(threads or 1), address)
+    workers, each = pool_shape(workers, threads, address)
+    job = ShardJob(Path(model_dir), list_shards(inputs), Path(output), options, workers, each, address)
     done, timing = run_shards(job)
     predicted, seconds = sum(d.predicted for d in done), timing["predict_s"]
     line = (f"{predicted} predictions in {len(done)} shards -> {output} ({seconds:.1f} s in the pool, "
             f"{predicted / seconds if seconds else 0:.0f} examples/s; Ray up in {timing['start_s']:.1f} s; "
-            f"{workers} workers)")
+            f"{workers} worker{'s' if workers > 1 else ''} of {each:g} thread{'s' if each > 1 else ''})")
     skipped = sum(d.skipped for d in done)
     if skipped:
         line += f"; {skipped} rows skipped, listed beside their output shards"

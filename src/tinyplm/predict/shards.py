@@ -69,6 +69,25 @@ class ShardDone:
     pid: int
 
 
+#: Actors of a job on a cluster (``--address``) when ``--workers`` is not given, one thread each.
+CLUSTER_WORKERS = 2
+
+
+def pool_shape(workers: int | None, threads: int | None, address: str | None,
+               cores: int | None = None) -> tuple[int, float]:
+    """The pool a job asks for -> (actors, threads each), from ``--workers`` and ``--threads`` as
+    given (None: not given). With Ray on this machine the default is one actor with every core
+    (``cores``, default this process's): each actor starts its own process and loads its own model,
+    so two actors of one thread pay that twice and predict no faster (docs/results/predict-ray.md).
+    On a cluster the default is :data:`CLUSTER_WORKERS` actors of one thread; say more with
+    ``--workers``."""
+    if workers is None:
+        if address is None:
+            return 1, float(threads or cores or len(os.sched_getaffinity(0)))
+        workers = CLUSTER_WORKERS
+    return workers, float(threads or 1)
+
+
 def list_shards(spec: str) -> list[Path]:
     """The input shards ``spec`` names: a folder (its files, not hidden ones, sorted) or a glob
     pattern (its matches, sorted). Raises ``TinyplmError`` when there are none."""
