@@ -39,3 +39,9 @@ def connect(address: str | None, library: str, command: str):
                       "here, with its token in ~/.ray/auth_token or RAY_AUTH_TOKEN)")
         raise ClusterError(f"cannot start or reach {where}: {' '.join(str(exc).split())[:300]}") from None
     return ray, True
+
+
+def cluster_cpus(ray) -> float:
+    """The CPUs the connected Ray cluster has (as Ray counts them: a container's limit, not the
+    host's cores), or this machine's count when Ray reports none."""
+    return float(ray.cluster_resources().get("CPU", os.cpu_count() or 1))

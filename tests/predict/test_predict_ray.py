@@ -17,6 +17,7 @@ import yaml
 from conftest import make_tiny_glue, make_tiny_model_dir
 from helpers_cli import cli
 from helpers_serve import sentences
+from tinyplm.cluster import cluster_cpus
 from tinyplm.errors import TinyplmError
 from tinyplm.predict.shards import (
     CLUSTER_WORKERS,
@@ -53,14 +54,22 @@ def _records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def test_the_pool_defaults_to_one_actor_with_every_core_on_this_machine() -> None:
-    assert pool_shape(None, None, None, cores=6) == (1, 6.0)  # Ray on this machine
-    assert pool_shape(None, 2, None, cores=6) == (1, 2.0)
+def test_the_pool_defaults_to_one_actor_with_every_cpu_on_this_machine() -> None:
+    assert pool_shape(None, None, None) == (1, None)  # Ray on this machine: every CPU it has, read once up
+    assert pool_shape(None, 2, None) == (1, 2.0)
     assert pool_shape(None, None, "10.0.0.1:6379") == (CLUSTER_WORKERS, 1.0)  # a cluster: as before
-    assert pool_shape(3, None, None, cores=6) == (3, 1.0)  # what the user says stands
+    assert pool_shape(3, None, None) == (3, 1.0)  # what the user says stands
     assert pool_shape(4, 2, "auto") == (4, 2.0)
-    workers, threads = pool_shape(None, None, None)
-    assert workers == 1 and threads == len(os.sched_getaffinity(0))
+
+    class Ray:  # what cluster_cpus reads of a connected ray module
+        def __init__(self, resources: dict) -> None:
+            self.resources = resources
+
+        def cluster_resources(self) -> dict:
+            return self.resources
+
+    assert cluster_cpus(Ray({"CPU": 3.0, "memory": 1e9})) == 3.0
+    assert cluster_cpus(Ray({})) == float(os.cpu_count() or 1)
 
 
 def test_shards_are_listed_and_checked_before_ray_starts(tmp_path: Path) -> None:
@@ -95,6 +104,7 @@ def test_shards_through_ray_equal_plain_predict(world: Path) -> None:
     manifest = json.loads((world / "out" / MANIFEST).read_text())
     assert [Path(s["shard"]).name for s in manifest["shards"]] == [f"part-{i}.tsv" for i in range(8)]
     assert sum(s["predicted"] for s in manifest["shards"]) == 64
+    assert (manifest["workers"], manifest["threads_per_worker"]) == (2, 1.0)  # --workers without --threads
     whole = cli(["predict", "run", "-i", "glue/SST-2/dev.tsv", "-o", "dev.jsonl"], cwd=world)
     assert whole.returncode == 0, whole.stderr
     plain = _records(world / "dev.jsonl")

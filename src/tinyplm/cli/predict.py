@@ -130,9 +130,9 @@ def _predict_ray(model_dir: Path, inputs: str, output: str | None, options, work
     job = ShardJob(Path(model_dir), list_shards(inputs), Path(output), options, workers, each, address)
     done, timing = run_shards(job)
     predicted, seconds = sum(d.predicted for d in done), timing["predict_s"]
+    pool = f"{workers} worker{'s' if workers > 1 else ''} of " + (f"{each:g} thread(s)" if each else "every CPU")
     line = (f"{predicted} predictions in {len(done)} shards -> {output} ({seconds:.1f} s in the pool, "
-            f"{predicted / seconds if seconds else 0:.0f} examples/s; Ray up in {timing['start_s']:.1f} s; "
-            f"{workers} worker{'s' if workers > 1 else ''} of {each:g} thread{'s' if each > 1 else ''})")
+            f"{predicted / seconds if seconds else 0:.0f} examples/s; Ray up in {timing['start_s']:.1f} s; {pool})")
     skipped = sum(d.skipped for d in done)
     if skipped:
         line += f"; {skipped} rows skipped, listed beside their output shards"

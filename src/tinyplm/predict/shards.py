@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tinyplm.cluster import connect
+from tinyplm.cluster import cluster_cpus, connect
 from tinyplm.errors import TinyplmError
 from tinyplm.files import write_json_atomic
 
@@ -53,7 +53,7 @@ class ShardJob:
     out_dir: Path
     options: ShardOptions = ShardOptions()
     workers: int = 2
-    cpus_per_worker: float = 1.0
+    cpus_per_worker: float | None = 1.0  # None: every CPU of the Ray the job connects to
     address: str | None = None  # an existing Ray cluster; None: Ray on this machine
 
 
@@ -73,17 +73,16 @@ class ShardDone:
 CLUSTER_WORKERS = 2
 
 
-def pool_shape(workers: int | None, threads: int | None, address: str | None,
-               cores: int | None = None) -> tuple[int, float]:
+def pool_shape(workers: int | None, threads: int | None, address: str | None) -> tuple[int, float | None]:
     """The pool a job asks for -> (actors, threads each), from ``--workers`` and ``--threads`` as
-    given (None: not given). With Ray on this machine the default is one actor with every core
-    (``cores``, default this process's): each actor starts its own process and loads its own model,
-    so two actors of one thread pay that twice and predict no faster (docs/results/predict-ray.md).
-    On a cluster the default is :data:`CLUSTER_WORKERS` actors of one thread; say more with
-    ``--workers``."""
+    given (None: not given). With Ray on this machine the default is one actor with every CPU of
+    that Ray (threads None: read once Ray is up, :func:`~tinyplm.cluster.cluster_cpus`): each actor
+    starts its own process and loads its own model, so two actors of one thread pay that twice and
+    predict no faster (docs/results/predict-ray.md). On a cluster the default is
+    :data:`CLUSTER_WORKERS` actors of one thread; say more with ``--workers``."""
     if workers is None:
         if address is None:
-            return 1, float(threads or cores or len(os.sched_getaffinity(0)))
+            return 1, float(threads) if threads else None
         workers = CLUSTER_WORKERS
     return workers, float(threads or 1)
 
@@ -120,8 +119,8 @@ def check_shard_job(job: ShardJob) -> None:
         raise TinyplmError(f"--output {job.out_dir}: with --ray the output is a folder, and this is a file")
     if any(s.resolve().parent == job.out_dir.resolve() for s in job.shards):
         raise TinyplmError(f"--output {job.out_dir}: the output folder holds the input shards; choose another")
-    if job.workers < 1 or job.cpus_per_worker <= 0:
-        raise TinyplmError(f"--workers {job.workers}, --threads {job.cpus_per_worker:g}: expected at least 1 "
+    if job.workers < 1 or (job.cpus_per_worker is not None and job.cpus_per_worker <= 0):
+        raise TinyplmError(f"--workers {job.workers}, --threads {job.cpus_per_worker}: expected at least 1 "
                            "worker and more than 0 threads (CPUs) each")
 
 
@@ -171,13 +170,14 @@ def run_shards(job: ShardJob) -> tuple[list[ShardDone], dict[str, float]]:
 
 def _run(job: ShardJob, ray, t0: float) -> tuple[list[ShardDone], dict[str, float]]:
     started = time.perf_counter()
+    cpus = job.cpus_per_worker or cluster_cpus(ray)
     job.out_dir.mkdir(parents=True, exist_ok=True)
     (job.out_dir / MANIFEST).unlink(missing_ok=True)  # a manifest says the folder is finished
     ds = ray.data.from_items([{"shard": str(s.resolve())} for s in job.shards], override_num_blocks=len(job.shards))
     ds = ds.map_batches(
-        ShardPredictor, batch_size=1, concurrency=job.workers, num_cpus=job.cpus_per_worker,
+        ShardPredictor, batch_size=1, concurrency=job.workers, num_cpus=cpus,
         fn_constructor_kwargs={"model_dir": str(Path(job.model_dir).resolve()), "out_dir": str(job.out_dir.resolve()),
-                               "options": job.options, "threads": int(max(1, job.cpus_per_worker))},
+                               "options": job.options, "threads": int(max(1, cpus))},
         max_restarts=-1, max_task_retries=-1)
     rows = ds.take_all()
     done_at = time.perf_counter()
@@ -188,5 +188,6 @@ def _run(job: ShardJob, ray, t0: float) -> tuple[list[ShardDone], dict[str, floa
     timing = {"start_s": round(started - t0, 3), "predict_s": round(done_at - started, 3),
               "total_s": round(done_at - t0, 3)}
     write_json_atomic(job.out_dir / MANIFEST, {"model": str(job.model_dir), "shards": [asdict(d) for d in done],
-                                              "timing": timing, "workers": job.workers})
+                                              "timing": timing, "workers": job.workers,
+                                              "threads_per_worker": cpus})
     return done, timing

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tinyplm.cluster import connect
+from tinyplm.cluster import cluster_cpus, connect
 from tinyplm.config import load_recipe
 from tinyplm.config.sweep import SweepSpace
 from tinyplm.errors import RecipeError, RunDirError
@@ -122,7 +122,7 @@ def _cpus(job: SweepJob, ray) -> float:
     concurrent trials."""
     if job.cpus_per_trial:
         return job.cpus_per_trial
-    return max(1.0, float(ray.cluster_resources().get("CPU", os.cpu_count() or 1)) // job.max_concurrent)
+    return max(1.0, cluster_cpus(ray) // job.max_concurrent)
 
 
 def _tuner(job: SweepJob, ray, parent_run_id: str | None):
