@@ -123,10 +123,9 @@ class StaticBag(StaticModule):
     ``forward(input_ids (batch, seq), attention_mask (batch, seq))`` -> ``.logits (batch, labels)``.
 
     Inference runs it on one torch thread (``forward_threads``,
-    :func:`tinyplm.models.infer.model_threads`): SST-2 dev text to label at batch 32, measured side
-    by side in one process on two cores, it read 1.4x the sentences/s it read on two threads (its
-    pass is a gather and a mean; the tokenizer gets the other core). The CNN keeps the process's
-    threads: on one it read 0.86x."""
+    :func:`tinyplm.models.infer.model_threads`): its pass is a gather and a mean, too small to gain
+    from more threads, and the tokenizer of the next batch gets the other cores. The CNN's
+    convolutions do gain from them, so it keeps the process's threads."""
 
     forward_threads = 1
 
