@@ -211,7 +211,7 @@ def check_family_student(spec: Section) -> None:
     clash = [k for k in ("shape", "teacher_layers", "init_from") if getattr(spec, k)]
     if clash:
         raise ValueError(f"a 'family' student is built from its family section; drop '{clash[0]}'")
-    if spec.compress and fam.arch not in ("static", "static_cnn"):
+    if spec.compress and fam.arch not in ARCH_OPTIONS["static"]:
         raise ValueError(f"a '{fam.arch}' student takes no compress steps (static and static_cnn take a runtime: "
                          f"{', '.join(STATIC_COMPRESS)})")
     other = [s.kind for s in spec.compress if s.kind not in STATIC_COMPRESS]
