@@ -30,6 +30,7 @@ def test_labels_equal_evaluates_in_any_batching(tmp_path: Path) -> None:
     expected = logits_to_predictions(predict_logits(model, encode_split(split, tok, 64)), False)
     for batch_size, grouped in ((64, False), (3, False), (32, True)):
         p = Predictor.load(model_dir, batch_size=batch_size, split_by_length=grouped)
+        assert p.pieces is not None  # single texts go through the piece memo, evaluate's through the tokenizer
         preds = p.predict([TextInput(t) for t in texts])
         assert [p.info.labels.index(x.label) for x in preds] == expected.tolist(), (batch_size, grouped)
         assert all(abs(sum(x.scores.values()) - 1) < 1e-5 for x in preds)
@@ -146,9 +147,9 @@ def test_a_spoiler_model_is_given_its_text_as_the_task_reader_gives_it(tmp_path:
 
     seen: list[tuple[str, str | None]] = []
 
-    def spy(split, tokenizer, max_length, limit=None):
+    def spy(split, tokenizer, max_length, limit=None, pieces=None):
         seen.extend((e.text, e.text_pair) for e in split.examples)
-        return encode_split(split, tokenizer, max_length, limit)
+        return encode_split(split, tokenizer, max_length, limit, pieces)
 
     monkeypatch.setattr(predictor, "encode_split", spy)
     for task, expected in (("tvtropes_spoilers", ("He dies at the end.", "A good read.")),

@@ -3,7 +3,9 @@ its :class:`~tinyplm.inference.model_info.ModelInfo` turn a list of inputs into 
 
 It is ``tinyplm evaluate``'s path, not a copy of it: inputs become a task ``Split`` and are
 tokenised by :func:`tinyplm.tasks.encoding.encode_split` (same truncation, same max length, same
-SQuAD windows and word alignment), run by :func:`tinyplm.models.infer.predict_logits` (length-sorted
+SQuAD windows and word alignment; single texts through a memo of the tokenizer's pieces per word,
+:mod:`tinyplm.tasks.piece_cache`: the same ids, checked against the tokenizer when loaded, and most
+of a static student's speed end to end), run by :func:`tinyplm.models.infer.predict_logits` (length-sorted
 batches, dynamic padding) and read back with evaluate's rules: arg-max class or regression output
 (:func:`~tinyplm.models.infer.logits_to_predictions`), SQuAD n-best spans
 (:func:`~tinyplm.evaluate.model_eval.span_answers`; v2.0's no-answer threshold as in
@@ -62,6 +64,7 @@ from tinyplm.tasks.base import Example, Split
 from tinyplm.tasks.conll import Sentence
 from tinyplm.tasks.encoding import encode_split, padded_width
 from tinyplm.tasks.heads import Head
+from tinyplm.tasks.piece_cache import PieceCache
 from tinyplm.tasks.spoilers import text_cleanup
 from tinyplm.tasks.squad import QAExample
 from tinyplm.tasks.tagging import tags_from_logits
@@ -112,6 +115,7 @@ class Predictor:
     split_by_length: bool = False
     forward_passes: int = 0
     pass_overhead_tokens: float = PASS_OVERHEAD_TOKENS
+    pieces: PieceCache | None = None
     _tokenizing: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
@@ -123,7 +127,8 @@ class Predictor:
         model, tokenizer = load_classifier(info.path, info.labels, info.is_regression, info.head)
         if info.head == Head.TOKEN and not getattr(tokenizer, "is_fast", False):
             raise TinyplmError(f"{info.path}: a tagger needs a fast tokenizer (tokenizer.json) to align words")
-        return cls(model, tokenizer, info, batch_size, split_by_length)
+        pieces = PieceCache.of(tokenizer) if info.head == Head.SEQUENCE else None
+        return cls(model, tokenizer, info, batch_size, split_by_length, pieces=pieces)
 
     @property
     def streams(self) -> int:
@@ -140,7 +145,7 @@ class Predictor:
 
     def _encode(self, split: Split):
         with self._tokenizing:  # see the module docstring
-            return encode_split(split, self.tokenizer, self.info.max_length)
+            return encode_split(split, self.tokenizer, self.info.max_length, pieces=self.pieces)
 
     @property
     def input_type(self) -> type:
