@@ -109,7 +109,8 @@ def predict_logits(model: torch.nn.Module, enc: Encoded, batch_size: int = 64, b
     threads the model asks for (:func:`model_threads`).
     """
     was_training = model.training
-    model.eval()
+    if was_training:  # each switch walks every submodule: a tenth of a static student's prediction
+        model.eval()
     out: torch.Tensor | None = None
     with model_threads(model):
         for idx in length_sorted_batches(enc, batch_size):
@@ -123,7 +124,8 @@ def predict_logits(model: torch.nn.Module, enc: Encoded, batch_size: int = 64, b
                 out[batch["index"], : logits.shape[1]] = logits * batch["attention_mask"][..., None].to(logits.dtype)
             else:
                 out[batch["index"]] = logits
-    model.train(was_training)
+    if was_training:
+        model.train()
     return out if out is not None else torch.empty((0, 0))
 
 

@@ -3,9 +3,9 @@ the tokenizer for single texts, without running it on words it has already seen.
 
 Why: once the model is a table lookup (the static students, ``models.classic.static``), the
 tokenizer is most of a prediction's time. The ``tokenizers`` library normalises, splits and
-matches every word of every text again, with offsets and alignments that a classifier never reads;
-on SST-2 sentences it read about 30,000 sentences/s here, while a dict lookup per word reads many
-times that (docs/results/pareto.md has the end-to-end figures and the command). So the library
+matches every word of every text again, with offsets and alignments that a classifier never reads,
+and took longer per sentence than the bag's whole forward pass (docs/results/pareto.md has the
+end-to-end figures with and without the memo, and the command). So the library
 still tokenises every chunk once, in one batched call per batch of texts, and the memo only
 remembers what it said. It is not a tokenizer of its own: nothing here knows a vocabulary.
 
