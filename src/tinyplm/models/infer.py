@@ -109,7 +109,7 @@ def predict_logits(model: torch.nn.Module, enc: Encoded, batch_size: int = 64, b
     threads the model asks for (:func:`model_threads`).
     """
     was_training = model.training
-    if was_training:  # each switch walks every submodule: a tenth of a static student's prediction
+    if was_training:  # each switch walks every submodule, which shows beside a static student's short pass
         model.eval()
     out: torch.Tensor | None = None
     with model_threads(model):
