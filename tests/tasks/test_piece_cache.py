@@ -101,6 +101,17 @@ def test_a_tokenizer_that_differs_on_the_probes_gets_no_memo(tokenizers) -> None
     assert PieceCache.of(Upper(tokenizers["bert"])) is None
 
 
+def test_a_tokenizer_that_fails_on_a_probe_gets_no_memo() -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.WordLevel({"film": 0, "[PAD]": 1}))  # no unknown token: "a" fails
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="[PAD]")
+    assert unfit_reason(tok) is None
+    assert PieceCache.of(tok) is None
+
+
 def test_no_room_beside_the_special_tokens_is_an_error(tokenizers) -> None:
     cache = PieceCache.of(tokenizers["bert"])
     with pytest.raises(ValueError, match="max_length 2 leaves no room"):
