@@ -53,15 +53,10 @@ def _kind(part: dict | None) -> str | None:
     return None if part is None else part.get("type")
 
 
-def _normalizer_kinds(part: dict | None) -> set[str | None]:
+def _kinds(part: dict | None, members: str) -> set[str | None]:
+    """The kinds of a ``tokenizer.json`` part, or of each member of a ``Sequence`` of them."""
     if _kind(part) == "Sequence":
-        return {_kind(p) for p in part.get("normalizers", [])}
-    return {_kind(part)}
-
-
-def _pre_tokenizer_kinds(part: dict | None) -> set[str | None]:
-    if _kind(part) == "Sequence":
-        return {_kind(p) for p in part.get("pretokenizers", [])}
+        return {_kind(p) for p in part.get(members, [])}
     return {_kind(part)}
 
 
@@ -73,9 +68,10 @@ def unfit_reason(tokenizer) -> str | None:
     if getattr(tokenizer, "truncation_side", "right") != "right":
         return "truncates on the left"
     spec = json.loads(backend.to_str())
-    if not _normalizer_kinds(spec.get("normalizer")) <= NORMALIZERS:
-        return f"normalizer {_normalizer_kinds(spec.get('normalizer'))}"
-    pre = _pre_tokenizer_kinds(spec.get("pre_tokenizer"))
+    normalizers = _kinds(spec.get("normalizer"), "normalizers")
+    if not normalizers <= NORMALIZERS:
+        return f"normalizer {normalizers}"
+    pre = _kinds(spec.get("pre_tokenizer"), "pretokenizers")
     if not pre or not pre <= PRE_TOKENIZERS:
         return f"pre-tokenizer {pre}"
     if _kind(spec.get("model")) not in MODELS:
@@ -89,7 +85,6 @@ def unfit_reason(tokenizer) -> str | None:
 class PieceCache:
     """The pieces of each chunk seen so far (see the module docstring). Make it with :meth:`of`."""
 
-    tokenizer: object  # the transformers tokenizer it stands for
     backend: Tokenizer  # a private copy of its backend: no truncation or padding left by other calls
     prefix: list[int]  # the special tokens' ids before and after a text's pieces
     suffix: list[int]
@@ -112,7 +107,7 @@ class PieceCache:
             at = next((i for i in range(len(probe.ids) - len(body) + 1) if probe.ids[i:i + len(body)] == body), None)
             if at is None or any(probe.type_ids) or probe.ids[:at] + probe.ids[at + len(body):] != empty.ids:
                 return None
-            cache = cls(tokenizer, backend, probe.ids[:at], probe.ids[at + len(body):], limit)
+            cache = cls(backend, probe.ids[:at], probe.ids[at + len(body):], limit)
             reference = tokenizer(list(PROBES), truncation=True, max_length=8)["input_ids"]
             if cache.encode(PROBES, 8) != [list(ids) for ids in reference]:
                 return None

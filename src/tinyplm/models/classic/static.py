@@ -124,8 +124,9 @@ class StaticBag(StaticModule):
 
     Inference runs it on one torch thread (``forward_threads``,
     :func:`tinyplm.models.infer.model_threads`): its pass is a gather and a mean, too small to gain
-    from more threads, and the tokenizer of the next batch gets the other cores. The CNN's
-    convolutions do gain from them, so it keeps the process's threads."""
+    from more threads, whose idle spinning slowed the tokenizer beside it (now mostly a memo,
+    ``tasks.piece_cache``). The CNN's convolutions do gain from them, so it keeps the process's
+    threads."""
 
     forward_threads = 1
 
