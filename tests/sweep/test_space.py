@@ -91,7 +91,7 @@ def test_every_trial_recipe_is_checked_before_anything_runs(tmp_path: Path) -> N
 
 
 def _result(key: str, primary: float, throughput: float, size: int) -> TrialResult:
-    return TrialResult(key, "st", primary, throughput, 1.0, size, 10, primary / 0.9, f"/r/{key}")
+    return TrialResult(key, "st", primary, throughput, 1.0, size, 10, primary / 0.9, f"/r/{key}", throughput / 100)
 
 
 def test_the_front_and_the_table_keep_every_planned_trial(tmp_path: Path) -> None:
@@ -107,6 +107,7 @@ def test_the_front_and_the_table_keep_every_planned_trial(tmp_path: Path) -> Non
     assert [r.pareto for r in rows] == [True, True, False, False]
     text = summary_markdown(space, rows, "accuracy")
     assert "3 of 4 trials finished; 1 failed; 0 not run." in text and "the worker died" in text
+    assert "| x teacher |" in text and "| 9.00x |" in text  # fast: 900 sent/s, its teacher 100
     assert rows_of(plans, {}, {}, objectives)[0].status == "not run"
     path = write_table(space, rows, tmp_path / "sw", "accuracy")
     assert path.name == "sweep.json" and (tmp_path / "sw" / "pareto_throughput.png").stat().st_size > 0
@@ -127,6 +128,7 @@ def test_the_stage_that_stands_for_a_trial(tmp_path: Path) -> None:
     res = result_of(record, plan, "last", tmp_path)
     assert (res.primary, res.throughput, res.disk_bytes) == (0.84, 55.0, 10)
     assert math.isclose(res.retention, 0.84 / 0.9)
+    assert math.isclose(res.speedup, 55.0 / 10.0)  # against the teacher timed in the same run
 
 
 SWEEPS = sorted((Path(__file__).resolve().parents[2] / "sweeps").glob("*.yaml"))

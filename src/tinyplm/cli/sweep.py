@@ -15,12 +15,14 @@ def print_sweep(rows, path: Path) -> None:
     from rich.table import Table
 
     table = Table(title=f"{sum(r.status == 'finished' for r in rows)} of {len(rows)} trials finished")
-    for col in ("trial", "values", "status", "metric", "of teacher", "sent/s", "MB", "Pareto"):
-        table.add_column(col, justify="right" if col in ("metric", "of teacher", "sent/s", "MB") else "left")
+    numbers = ("metric", "of teacher", "sent/s", "x teacher", "MB")
+    for col in ("trial", "values", "status", *numbers, "Pareto"):
+        table.add_column(col, justify="right" if col in numbers else "left")
     for r in rows:
         res = r.result
         cells = [f"{res.primary:.4f}", f"{res.retention:.1%}" if res.retention is not None else "-",
-                 f"{res.throughput:,.0f}", f"{res.disk_bytes / 1e6:.1f}"] if res else ["-"] * 4
+                 f"{res.throughput:,.0f}", f"{res.speedup:.2f}x" if res.speedup is not None else "-",
+                 f"{res.disk_bytes / 1e6:.1f}"] if res else ["-"] * len(numbers)
         table.add_row(r.key, r.label, r.status if res or not r.error else f"failed: {r.error[-80:]}", *cells,
                       "yes" if r.pareto else "")
     out.print(table)

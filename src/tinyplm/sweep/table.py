@@ -73,15 +73,17 @@ def rows_of(plans: list[TrialPlan], results: dict[str, TrialResult], errors: dic
 def _cell(r: TrialRow) -> list[str]:
     res = r.result
     if res is None:
-        return [r.key, r.label, r.status, "", "", "", "", "", (r.error or "")[:120]]
+        return [r.key, r.label, r.status, "", "", "", "", "", "", (r.error or "")[:120]]
     retention = f"{res.retention:.1%}" if res.retention is not None else ""
+    speedup = f"{res.speedup:.2f}x" if res.speedup is not None else ""
     return [r.key, r.label, r.status + (" (Pareto)" if r.pareto else ""), f"{res.primary:.4f}", retention,
-            f"{res.throughput:,.1f}", f"{res.latency_ms:.2f}", f"{res.disk_bytes / 1e6:.2f}", res.stage]
+            f"{res.throughput:,.1f}", speedup, f"{res.latency_ms:.2f}", f"{res.disk_bytes / 1e6:.2f}", res.stage]
 
 
 def summary_markdown(space: SweepSpace, rows: list[TrialRow], metric: str) -> str:
     """The table as markdown, one line per trial."""
-    head = ["trial", "values", "status", metric, "of teacher", "sent/s", "p50 ms (b1)", "MB", "stage / error"]
+    head = ["trial", "values", "status", metric, "of teacher", "sent/s", "x teacher", "p50 ms (b1)", "MB",
+            "stage / error"]
     lines = [f"# Sweep {space.name}", "",
              f"{sum(r.status == 'finished' for r in rows)} of {len(rows)} trials finished; "
              f"{sum(r.status == 'failed' for r in rows)} failed; {sum(r.status == 'not run' for r in rows)} not run.",

@@ -29,6 +29,9 @@ class TrialResult:
     params: int
     retention: float | None  # share (0-1) of the teacher's primary metric; None without a teacher
     run_dir: str
+    # x the throughput of the trial's own teacher, timed in the same run; None without one. Concurrent
+    # trials share the machine, so this ratio compares across trials better than ``throughput`` does
+    speedup: float | None = None
 
     def metrics(self) -> dict[str, Any]:
         """The numbers as Tune's reported metrics (every key, so any objective can name it)."""
@@ -58,7 +61,7 @@ def result_of(record: RunRecord, plan: TrialPlan, which: str, run_dir: Path) -> 
         key=plan.key, stage=stage.name, primary=float(value) if value is not None else float("nan"),
         throughput=stage.throughput_sent_per_s, latency_ms=stage.latency_ms_p50_b1, disk_bytes=stage.disk_bytes,
         params=stage.params, retention=row.retention / 100 if row.retention is not None else None,
-        run_dir=str(run_dir),
+        run_dir=str(run_dir), speedup=row.speedup,
     )
 
 
