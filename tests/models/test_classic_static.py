@@ -19,6 +19,7 @@ from tinyplm.models.classic import load_family
 from tinyplm.models.classic.static import pack_table, unpack_table
 from tinyplm.models.classic.static_init import (
     TrainingPieces,
+    contextual_vectors,
     frame,
     passthrough_vectors,
     pca_table,
@@ -114,6 +115,37 @@ def test_the_table_holds_the_used_pieces_reduced_by_pca(teacher):
     assert model.table.weight.requires_grad
     frozen, _ = _student(teacher, "static_cnn", freeze=True, tokens="all")
     assert frozen.config.table_rows == 99 and not frozen.table.weight.requires_grad
+
+
+def test_a_contextual_vector_is_the_mean_of_the_pieces_states_over_the_texts(teacher):
+    encoder, tok = teacher
+    texts = _pieces(tok).task
+    the, fun, unseen = (tok.convert_tokens_to_ids(t) for t in ("the", "fun", "hate"))
+    kept = [tok.cls_token_id, the, fun, unseen]
+    means, counts = contextual_vectors(encoder, texts, kept, batch_size=3)  # padded batches of 3 and 1
+    assert counts.tolist() == [4, 2, 2, 0] and means.shape == (4, 32) and means.dtype == np.float32
+    expected = np.zeros(32)
+    for ids in texts:  # each text alone, unpadded
+        with torch.no_grad():
+            states = encoder(input_ids=torch.tensor([ids])).last_hidden_state[0]
+        expected += sum(states[k].double().numpy() for k, i in enumerate(ids) if i == the)
+    np.testing.assert_allclose(means[1], expected / 2, atol=1e-5, rtol=0)
+    assert not means[3].any()
+    first, counted = contextual_vectors(encoder, texts, kept, max_texts=1)
+    assert counted.tolist() == [1, 1, 0, 0]
+
+
+def test_a_contextual_table_pools_the_used_pieces_and_keeps_the_rest_passthrough(teacher):
+    encoder, tok = teacher
+    model, info = _student(teacher, "static_cnn", vectors="contextual", tokens="all")
+    used = {i for ids in _pieces(tok).task for i in ids}
+    assert info["contextual_pieces"] == len(used) and model.config.table_rows == 99
+    means, counts = contextual_vectors(encoder, _pieces(tok).task, list(range(99)))
+    vectors = np.where((counts > 0)[:, None], means, passthrough_vectors(encoder, tok, list(range(99))))
+    expected, _ = pca_table(vectors, 8)
+    torch.testing.assert_close(model.table.weight.detach(), torch.from_numpy(expected), atol=1e-5, rtol=0)
+    plain, plain_info = _student(teacher, "static_cnn", tokens="all")
+    assert plain_info["contextual_pieces"] == 0 and not torch.allclose(plain.table.weight, model.table.weight)
 
 
 @pytest.mark.parametrize("arch", ["static", "static_cnn"])

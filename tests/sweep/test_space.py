@@ -3,6 +3,7 @@ the table across trials: no Ray needed."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from tinyplm.errors import RecipeError, RunDirError
 from tinyplm.report.records import RunRecord, StageKind, StageRecord
 from tinyplm.report.run_info import RunInfo
 from tinyplm.sweep.space import trial_plan
-from tinyplm.sweep.table import dominated, rows_of, summary_markdown, write_table
+from tinyplm.sweep.table import dominated, rows_of, settings_of, summary_markdown, write_table
 from tinyplm.sweep.trial import TrialResult, result_of, trial_stage
 from tinyplm.sweep.tuner import SweepJob, check_job, grid_plans
 
@@ -57,6 +58,14 @@ def test_a_trial_is_a_run_named_by_its_values(tmp_path: Path) -> None:
     assert other.key != a.key
     refixed = _space(tmp_path / "s2.yaml", {**GRID, "fixed": {"teacher.finetune.epochs": 2}})
     assert trial_plan(refixed, a.values, "T").key != a.key  # other fixed keys: another run
+    assert a.label == "students.0.train.lr=0.0001, students.0.compress=[{kind: trim_vocab}]"
+    steps = [{"kind": "prune_ffn", "keep": 0.5, "recover": {"train": {"budget_minutes": 2}}}, {"kind": "trim_vocab"}]
+    long = trial_plan(space, {"students.0.train.lr": 1e-4, "students.0.compress": steps}, "T")
+    assert long.label.endswith("...") and len(long.label.split(", ", 1)[1]) == len("students.0.compress=") + 48
+    assert "budget_minutes: 2" in long.overrides[2]  # the override keeps the whole value
+    student = trial_plan(_space(tmp_path / "s3.yaml", {"name": "s", "params": {"students.0": {"grid": [{}]}}}),
+                         {"students.0": {"name": "student-ov", "compress": steps}}, "T")
+    assert student.label == "students.0=student-ov"
 
 
 def _tiny_job(tmp_path: Path, space: SweepSpace, **kw) -> SweepJob:
@@ -112,6 +121,31 @@ def test_the_front_and_the_table_keep_every_planned_trial(tmp_path: Path) -> Non
     path = write_table(space, rows, tmp_path / "sw", "accuracy")
     assert path.name == "sweep.json" and (tmp_path / "sw" / "pareto_throughput.png").stat().st_size > 0
     assert (tmp_path / "sw" / "pareto_size.png").is_file()
+
+
+def test_repeats_are_averaged_per_setting(tmp_path: Path) -> None:
+    body = {"name": "s", "repeats": ["students.0.train.seed"],
+            "params": {"students.0.train.lr": {"grid": [1e-4, 3e-4]}, "students.0.train.seed": {"grid": [1, 2, 3]}}}
+    space = _space(tmp_path / "s.yaml", body)
+    plans = grid_plans(SweepJob(tmp_path / "r.yaml", space, tmp_path / "sw"))
+    lr1 = [p for p in plans if p.values["students.0.train.lr"] == 1e-4]
+    lr3 = [p for p in plans if p.values["students.0.train.lr"] == 3e-4]
+    results = {lr1[0].key: _result("a", 0.80, 100.0, 5), lr1[1].key: _result("b", 0.84, 300.0, 5),
+               lr1[2].key: _result("c", 0.82, 200.0, 5), lr3[0].key: _result("d", 0.70, 100.0, 5)}
+    objectives = [Objective(metric="primary", mode="max")]
+    rows = rows_of(plans, results, {lr3[1].key: "died"}, objectives)
+    first, second = settings_of(rows, space.repeats)
+    assert (first.label, first.planned, first.finished) == ("students.0.train.lr=0.0001", 3, 3)
+    assert math.isclose(first.primary_mean, 0.82) and math.isclose(first.primary_std, 0.02)
+    assert math.isclose(first.throughput_mean, 200.0) and math.isclose(first.speedup_mean, 2.0)
+    assert (second.finished, second.primary_mean, second.primary_std) == (1, 0.70, 0.0)
+    text = summary_markdown(space, rows, "accuracy")
+    assert "## By setting, over students.0.train.seed" in text and "| 0.8200 ± 0.0200 |" in text
+    assert "| students.0.train.lr=0.0003 | 1 of 3 |" in text
+    data = json.loads(write_table(space, rows, tmp_path / "sw", "accuracy").read_text())
+    assert [st["finished"] for st in data["settings"]] == [3, 1]
+    with pytest.raises(RecipeError, match="repeats: students.0.seed is not one of the params"):
+        _space(tmp_path / "bad.yaml", {**body, "repeats": ["students.0.seed"]})
 
 
 def test_the_stage_that_stands_for_a_trial(tmp_path: Path) -> None:

@@ -96,10 +96,16 @@ class BiLMSpec(Section):
 class StaticSpec(Section):
     """The word-piece table of a static student (``models.classic.static_init``) and its classifier."""
 
-    _unwritten_defaults = ("word_dropout", "hidden_layers")
+    _unwritten_defaults = ("word_dropout", "hidden_layers", "vectors", "contextual_texts")
 
     dims: int = Field(256, ge=2, le=4096, description="table width: the teacher's piece vectors reduced by PCA "
                       "to this many components (at most the encoder's hidden size)")
+    vectors: Literal["passthrough", "contextual"] = Field(
+        "passthrough", description="each piece's vector before PCA: the teacher's output for the piece alone "
+        "(passthrough, as Model2Vec), or the mean of the teacher's output states at the piece over the training "
+        "texts that use it (contextual; a piece they never use keeps its passthrough vector)")
+    contextual_texts: int | None = Field(None, ge=1, description="contextual: read only the first this many training "
+                                         "texts (the task's, then the augmented ones); default all")
     tokens: Literal["used", "all"] = Field("used", description="rows for the pieces the training data uses and "
                                            "the specials (others read [UNK]'s row), or for the whole vocabulary")
     weighting: Literal["mean", "sif", "zipf"] = Field("sif", description="static: the bag's piece weights: 1, "

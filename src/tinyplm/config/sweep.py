@@ -29,8 +29,9 @@ from tinyplm.config.schema import NAME_PATTERN
 
 #: What a trial reports and an objective may name: the chosen stage's primary dev metric, its
 #: batch throughput (sentences/s), batch-1 latency p50 (ms), bytes on disk, parameters, and its
-#: share of the teacher's primary metric.
-TRIAL_METRICS = ("primary", "throughput", "latency_ms", "disk_bytes", "params", "retention")
+#: share of the teacher's primary metric, and its throughput as a multiple of the teacher's timed in
+#: the same run (``speedup``: the speed to compare when trials run side by side on one machine).
+TRIAL_METRICS = ("primary", "throughput", "latency_ms", "disk_bytes", "params", "retention", "speedup")
 
 
 class Domain(Section):
@@ -66,7 +67,7 @@ class Domain(Section):
 class Objective(Section):
     """One thing the sweep compares: a trial metric (``TRIAL_METRICS``) and its direction."""
 
-    metric: Literal["primary", "throughput", "latency_ms", "disk_bytes", "params", "retention"]
+    metric: Literal["primary", "throughput", "latency_ms", "disk_bytes", "params", "retention", "speedup"]
     mode: Literal["max", "min"]
 
 
@@ -95,6 +96,9 @@ class SweepSpace(Section):
     budget_minutes: float | None = Field(None, gt=0, description="start no trial after the sweep ran this long")
     max_failures: int = Field(1, ge=0, description="times a failed trial (a dead worker, an error) is retried; "
                               "its run continues from its checkpoints")
+    repeats: list[str] = Field(default_factory=list, description="params whose values repeat a setting rather than "
+                               "change it (a seed): the table adds one row per setting, the mean and spread of "
+                               "its finished trials over these keys")
 
     @model_validator(mode="after")
     def _search_fits_params(self) -> SweepSpace:
@@ -110,6 +114,9 @@ class SweepSpace(Section):
         elif "grid" in kinds.values() and self.search == "optuna":
             key = next(k for k, kind in kinds.items() if kind == "grid")
             raise ValueError(f"search: optuna does not take grid keys ({key}): use choice")
+        stray = [k for k in self.repeats if k not in self.params]
+        if stray:
+            raise ValueError(f"repeats: {stray[0]} is not one of the params ({', '.join(self.params)})")
         clash = sorted(set(self.fixed) & set(self.params))
         if clash:
             raise ValueError(f"{clash[0]} is both fixed and a param")

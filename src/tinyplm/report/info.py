@@ -161,12 +161,14 @@ class BiLMInfo:
 @dataclass(kw_only=True)
 class StaticTableInfo:
     """The table of a static student: ``pieces`` kept of the tokenizer's ``vocabulary``, the share
-    of variance the PCA kept, and the seconds it took to make."""
+    of variance the PCA kept, the seconds it took to make, and how many rows are means of the
+    teacher's states in the training texts (``vectors: contextual``; 0 otherwise)."""
 
     pieces: int
     vocabulary: int
     pca_variance_kept: float | None = None
     table_seconds: float | None = None
+    contextual_pieces: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return to_plain(self)

@@ -33,13 +33,15 @@ def tune_space(space: SweepSpace) -> dict[str, Any]:
     return made
 
 
-def search_alg(space: SweepSpace):
-    """The search algorithm: Tune's default variant generator for grid and random (seeded), Optuna
-    (``ray.tune.search.optuna``, multi-objective over ``objectives``) for ``optuna``."""
+def search_alg(space: SweepSpace, max_concurrent: int = 1):
+    """The search algorithm: Tune's default variant generator for grid and random (seeded, at most
+    ``max_concurrent`` trials at once: it takes that limit itself, where Tune's
+    ``max_concurrent_trials`` would warn and ignore it), Optuna (``ray.tune.search.optuna``,
+    multi-objective over ``objectives``) for ``optuna``."""
     if space.search != "optuna":
         from ray.tune.search import BasicVariantGenerator
 
-        return BasicVariantGenerator(random_state=space.seed)
+        return BasicVariantGenerator(random_state=space.seed, max_concurrent=max_concurrent)
     try:
         import optuna
         from ray.tune.search.optuna import OptunaSearch
@@ -67,8 +69,22 @@ class TrialPlan:
 
     @property
     def label(self) -> str:
-        """The values in one line, for tables: ``students.0.train.lr=0.0001, ...``."""
-        return ", ".join(f"{k}={_flow(v)}" for k, v in self.values.items())
+        """The values in one short line, for tables: ``students.0.train.lr=0.0001, ...``, each as
+        :func:`short_value` writes it (``values`` and ``sweep.json`` hold each in full)."""
+        return ", ".join(f"{k}={short_value(v)}" for k, v in self.values.items())
+
+
+LABEL_WIDTH = 48
+
+
+def short_value(value: Any) -> str:
+    """One trial value for a table: a mapping's ``name`` (a student) or ``method`` (a training
+    section) when it has one, else its one-line YAML, cut at ``LABEL_WIDTH``."""
+    for key in ("name", "method"):
+        if isinstance(value, dict) and isinstance(value.get(key), str):
+            return value[key]
+    text = _flow(value)
+    return text if len(text) <= LABEL_WIDTH else text[:LABEL_WIDTH - 3] + "..."
 
 
 def _flow(value: Any) -> str:

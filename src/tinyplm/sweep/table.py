@@ -3,6 +3,7 @@ main metric against throughput and against size, the dominated trials greyed."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any, Literal
 
 from tinyplm.config.sweep import Objective, SweepSpace
 from tinyplm.files import write_atomic, write_json_atomic
-from tinyplm.sweep.space import TrialPlan
+from tinyplm.sweep.space import TrialPlan, short_value
 from tinyplm.sweep.trial import TrialResult
 
 Status = Literal["finished", "failed", "not run"]
@@ -70,6 +71,56 @@ def rows_of(plans: list[TrialPlan], results: dict[str, TrialResult], errors: dic
     return with_front(rows, objectives)
 
 
+@dataclass(frozen=True)
+class SettingRow:
+    """One setting of a sweep with ``repeats`` (the trials whose values differ only in those keys):
+    its finished trials' mean and sample standard deviation (0 for one trial) of the main metric,
+    their mean throughput and ``speedup`` (None where a trial had none), and how many of its
+    planned trials finished."""
+
+    label: str
+    values: dict[str, Any]
+    planned: int
+    finished: int
+    primary_mean: float | None
+    primary_std: float | None
+    throughput_mean: float | None
+    speedup_mean: float | None
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def settings_of(rows: list[TrialRow], repeats: list[str]) -> list[SettingRow]:
+    """The rows grouped by their values without the ``repeats`` keys, in first-seen order."""
+    groups: dict[str, list[TrialRow]] = {}
+    for r in rows:
+        values = {k: v for k, v in r.values.items() if k not in repeats}
+        groups.setdefault(json.dumps(values, sort_keys=True, default=str), []).append(r)
+    out = []
+    for members in groups.values():
+        values = {k: v for k, v in members[0].values.items() if k not in repeats}
+        done = [m.result for m in members if m.result is not None and not math.isnan(m.result.primary)]
+        primary = [d.primary for d in done]
+        mean = _mean(primary)
+        std = math.sqrt(sum((x - mean) ** 2 for x in primary) / (len(primary) - 1)) if len(primary) > 1 else \
+            (0.0 if primary else None)
+        speedups = [d.speedup for d in done if d.speedup is not None]
+        out.append(SettingRow(", ".join(f"{k}={short_value(v)}" for k, v in values.items()) or "(all)", values,
+                              len(members), len(done), mean, std, _mean([d.throughput for d in done]),
+                              _mean(speedups) if len(speedups) == len(done) else None))
+    return out
+
+
+def _setting_cell(s: SettingRow) -> list[str]:
+    if s.primary_mean is None:
+        return [s.label, f"{s.finished} of {s.planned}", "", "", ""]
+    speedup = f"{s.speedup_mean:.2f}x" if s.speedup_mean is not None else ""
+    return [s.label, f"{s.finished} of {s.planned}", f"{s.primary_mean:.4f} ± {s.primary_std:.4f}",
+            f"{s.throughput_mean:,.1f}", speedup]
+
+
 def _cell(r: TrialRow) -> list[str]:
     res = r.result
     if res is None:
@@ -89,13 +140,20 @@ def summary_markdown(space: SweepSpace, rows: list[TrialRow], metric: str) -> st
              f"{sum(r.status == 'failed' for r in rows)} failed; {sum(r.status == 'not run' for r in rows)} not run.",
              "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in _cell(r)) + " |" for r in rows]
+    if space.repeats:
+        head = ["setting", "finished", f"{metric} (mean ± std)", "sent/s (mean)", "x teacher (mean)"]
+        lines += ["", f"## By setting, over {', '.join(space.repeats)}", "",
+                  "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in _setting_cell(st)) + " |"
+                  for st in settings_of(rows, space.repeats)]
     return "\n".join(lines) + "\n"
 
 
 def write_table(space: SweepSpace, rows: list[TrialRow], sweep_dir: Path, metric: str) -> Path:
     """Write ``sweep.json``, ``summary.md`` and the two Pareto plots; returns the JSON's path."""
     data = {"schema": SCHEMA, "name": space.name, "metric": metric, "space": space.model_dump(mode="json"),
-            "trials": [{**asdict(r), "result": asdict(r.result) if r.result else None} for r in rows]}
+            "trials": [{**asdict(r), "result": asdict(r.result) if r.result else None} for r in rows],
+            "settings": [asdict(st) for st in settings_of(rows, space.repeats)] if space.repeats else []}
     path = sweep_dir / "sweep.json"
     write_json_atomic(path, data)
     write_atomic(sweep_dir / "summary.md", summary_markdown(space, rows, metric))

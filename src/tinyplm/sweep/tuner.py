@@ -134,8 +134,9 @@ def _tuner(job: SweepJob, ray, parent_run_id: str | None):
         tune.with_resources(trainable, {"cpu": cpus}),
         param_space=tune_space(space),
         tune_config=tune.TuneConfig(
-            search_alg=search_alg(space), num_samples=1 if space.search == "grid" else space.num_samples,
-            max_concurrent_trials=job.max_concurrent,
+            search_alg=search_alg(space, job.max_concurrent),
+            num_samples=1 if space.search == "grid" else space.num_samples,
+            max_concurrent_trials=job.max_concurrent if space.search == "optuna" else None,
             time_budget_s=space.budget_minutes * 60 if space.budget_minutes else None,
             trial_dirname_creator=lambda trial: trial.trial_id),
         run_config=tune.RunConfig(name="tune", storage_path=str(job.sweep_dir.resolve()), verbose=0,

@@ -4,7 +4,11 @@
 1. each word piece kept goes through the teacher encoder alone, framed by the tokenizer's own
    special tokens (``[CLS] piece [SEP]`` for BERT), in batches; its vector is the output state at
    the piece's position (:func:`passthrough_vectors`). (Model2Vec 0.4 frames a piece as
-   ``[SEP] piece [CLS]`` and averages all three output states.)
+   ``[SEP] piece [CLS]`` and averages all three output states.) With ``vectors: contextual`` a
+   piece's vector is instead the mean of the encoder's output states at that piece over the
+   training texts that use it (:func:`contextual_vectors`; Bommasani et al. 2020 pool a word's
+   contextual states the same way), so it carries what the teacher reads into the piece in this
+   task's sentences; a piece those texts never use keeps its passthrough vector.
 2. PCA (scikit-learn; centred, not whitened) to ``dims`` components (:func:`pca_table`).
 3. the bag's weight of each piece (:func:`piece_weights`): 1 (``mean``); ``a / (a + p(t))`` with
    ``p`` the piece's frequency in the task's training text (``sif``, Arora et al. 2017); or the
@@ -80,6 +84,43 @@ def passthrough_vectors(encoder: nn.Module, tokenizer, ids: Sequence[int], batch
     return np.concatenate(out) if out else np.zeros((0, encoder.config.hidden_size), np.float32)
 
 
+@torch.no_grad()
+def contextual_vectors(encoder: nn.Module, texts: Sequence[Sequence[int]], kept: Sequence[int],
+                       batch_size: int = 64, max_texts: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The mean output state of ``encoder`` at each piece of ``kept`` over ``texts`` (encoded ids,
+    the tokenizer's special tokens included, read whole in one pass each) -> (``(len(kept),
+    hidden)`` float32 means, ``(len(kept),)`` int64 counts; a piece no text uses has count 0 and a
+    zero row). ``max_texts``: only the first that many texts. Texts go through in batches of
+    similar length; the encoder runs in eval mode (its mode is restored after)."""
+    hidden, vocab = int(encoder.config.hidden_size), int(encoder.config.vocab_size)
+    row_of = torch.full((vocab,), -1, dtype=torch.long)  # piece id -> its row in kept, -1: not kept
+    row_of[torch.tensor(list(kept), dtype=torch.long)] = torch.arange(len(kept))
+    sums = torch.zeros(len(kept), hidden, dtype=torch.float64)
+    counts = torch.zeros(len(kept), dtype=torch.int64)
+    chosen = [list(t) for t in (texts[:max_texts] if max_texts else texts) if len(t)]
+    order = sorted(range(len(chosen)), key=lambda i: len(chosen[i]))
+    was_training = encoder.training
+    encoder.eval()
+    try:
+        for k in range(0, len(order), batch_size):
+            batch = [chosen[i] for i in order[k:k + batch_size]]
+            width = max(len(t) for t in batch)
+            ids = torch.zeros(len(batch), width, dtype=torch.long)
+            mask = torch.zeros(len(batch), width, dtype=torch.long)
+            for b, t in enumerate(batch):
+                ids[b, :len(t)] = torch.tensor(t, dtype=torch.long)
+                mask[b, :len(t)] = 1
+            states = encoder(input_ids=ids, attention_mask=mask).last_hidden_state.double()  # (b, width, hidden)
+            rows = row_of[ids]
+            take = (rows >= 0) & (mask > 0)
+            sums.index_add_(0, rows[take], states[take])
+            counts += torch.bincount(rows[take], minlength=len(kept))
+    finally:
+        encoder.train(was_training)
+    means = sums / counts.clamp(min=1).unsqueeze(1).double()
+    return means.float().numpy(), counts.numpy()
+
+
 def pca_table(vectors: np.ndarray, dims: int) -> tuple[np.ndarray, float]:
     """``vectors`` ``(n, hidden)`` -> (their first ``dims`` principal components ``(n, dims)``
     float32, the share of the variance they keep). Raises ``ValueError`` when ``dims`` exceeds
@@ -140,6 +181,11 @@ def static_student(encoder: nn.Module, tokenizer, arch: str, spec: StaticSpec, p
     kept = kept_pieces(tokenizer, vocab_size, spec.tokens, pieces)
     t0 = time.perf_counter()
     vectors = passthrough_vectors(encoder, tokenizer, kept, spec.batch_size)
+    pooled = 0
+    if spec.vectors == "contextual":
+        means, seen = contextual_vectors(encoder, [*pieces.task, *pieces.extra], kept, max_texts=spec.contextual_texts)
+        vectors = np.where((seen > 0)[:, None], means, vectors)
+        pooled = int((seen > 0).sum())
     table, kept_variance = pca_table(vectors, spec.dims)
     specials = set(tokenizer.all_special_ids)
     counts = piece_counts(pieces.task, vocab_size)
@@ -162,5 +208,5 @@ def static_student(encoder: nn.Module, tokenizer, arch: str, spec: StaticSpec, p
                                                                      spec.sif_a)))
     model.table.weight.requires_grad_(not spec.freeze)
     info = {"pieces": len(kept), "vocabulary": vocab_size, "pca_variance_kept": round(kept_variance, 4),
-            "table_seconds": round(time.perf_counter() - t0, 1)}
+            "table_seconds": round(time.perf_counter() - t0, 1), "contextual_pieces": pooled}
     return model, info
