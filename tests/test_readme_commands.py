@@ -230,6 +230,15 @@ DOC_LINES: dict[str, Way] = {
     "tinyplm run recipes/glue/mrpc_base.yaml": Way(
         None, "cheap check only: fetches all-mpnet-base-v2 (438 MB) and runs half an hour; tests/run/"
         "test_logits_from.py runs a tiny recipe whose students learn the logits of the teacher's runtime stage"),
+    "tinyplm run recipes/glue/sst2_pareto.yaml": Way(
+        None, "cheap check only: fine-tunes a teacher for 12 minutes and distils a student for 6; "
+        "tests/test_recipes_cli.py validates the recipe"),
+    "tinyplm sweep recipes/glue/sst2_pareto_variant.yaml --space sweeps/sst2_compress.yaml --max-concurrent 2": Way(
+        None, "cheap check only: 23 trials on Ray, 42 minutes, after the line before; tests/sweep/test_space.py "
+        "validates every trial's recipe and tests/sweep/test_ray_sweep.py runs a sweep of tiny trials on Ray"),
+    "python benchmarks/compress_pareto.py --task sst2 --teacher runs/sst2_pareto/teacher": Way(
+        None, "cheap check only: the run behind docs/results/compress-pareto.md's SST-2 table (53 minutes); "
+        "tests/test_benchmarks.py tests the script's parts"),
     "tinyplm sweep recipes/glue/sst2_demo.yaml --space sweeps/sst2_student_optuna.yaml --max-concurrent 2": Way(
         None, "cheap check only: 12 trials of the demo's student on Ray; tests/sweep/test_ray_sweep.py runs a "
         "sweep of tiny trials on a real Ray head (a worker killed, then --resume)"),
