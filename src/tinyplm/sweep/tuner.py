@@ -150,12 +150,13 @@ def _outcomes(job: SweepJob, grid) -> tuple[list[TrialPlan], dict[str, TrialResu
     from dataclasses import fields
 
     names = [f.name for f in fields(TrialResult)]
+    optional = ("retention", "speedup")  # None without a teacher: a metric Tune may leave out
     plans, results, errors = [], {}, {}
     for r in grid:
         plan = trial_plan(job.space, {k: r.config[k] for k in job.space.params}, str(trials_dir(job)))
         plans.append(plan)
-        if r.error is None and r.metrics and all(n in r.metrics for n in names):
-            results[plan.key] = TrialResult(**{n: r.metrics[n] for n in names})
+        if r.error is None and r.metrics and all(n in r.metrics for n in names if n not in optional):
+            results[plan.key] = TrialResult(**{n: r.metrics.get(n) for n in names})
         else:
             text = " ".join(str(r.error or "no result reported").split())
             errors[plan.key] = text[-400:]
