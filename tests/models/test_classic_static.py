@@ -1,4 +1,4 @@
-"""Static students over the teacher's word pieces (``static``, ``static_cnn``) on a tiny random
+"""Static students over the teacher's word pieces (``static``, ``static_cnn``, ``static_bilstm``) on a tiny random
 BERT: the table made the Model2Vec way (pass-through vectors, PCA, piece weights), padding never
 changing a logit, the table stored as fp32 / fp16 / int8 and loaded back, ONNX export, and the
 recipe's checks of the ``family.static`` options."""
@@ -18,6 +18,7 @@ from tinyplm.errors import ModelError, RecipeError
 from tinyplm.models.classic import load_family
 from tinyplm.models.classic.static import pack_table, unpack_table
 from tinyplm.models.classic.static_init import (
+    LstmShape,
     TrainingPieces,
     contextual_vectors,
     frame,
@@ -49,12 +50,18 @@ def _batch(tok, texts=TEXTS):
     return dict(tok(texts, padding=True, return_tensors="pt"))
 
 
-def _student(teacher, arch: str, **options):
+def _student(teacher, arch: str, lstm: LstmShape | None = None, **options):
     encoder, tok = teacher
     torch.manual_seed(0)
+    if arch == "static_bilstm":  # a BiLSTM's width is its LSTM's, not a ReLU layer's
+        options.pop("hidden", None), options.pop("hidden_layers", None), options.pop("filters", None)
     spec = StaticSpec(**{"dims": 8, **options})
-    model, info = static_student(encoder, tok, arch, spec, _pieces(tok), 2, dropout=0.0)
+    model, info = static_student(encoder, tok, arch, spec, _pieces(tok), 2, dropout=0.0,
+                                 lstm=lstm or LstmShape(hidden=6))
     return model.eval(), info
+
+
+ARCHS = ["static", "static_cnn", "static_bilstm"]
 
 
 def test_a_pieces_vector_is_the_teachers_output_at_its_position(teacher):
@@ -148,7 +155,7 @@ def test_a_contextual_table_pools_the_used_pieces_and_keeps_the_rest_passthrough
     assert plain_info["contextual_pieces"] == 0 and not torch.allclose(plain.table.weight, model.table.weight)
 
 
-@pytest.mark.parametrize("arch", ["static", "static_cnn"])
+@pytest.mark.parametrize("arch", ARCHS)
 def test_padding_never_changes_a_logit(teacher, arch):
     model, _ = _student(teacher, arch, hidden=6, filters=[(1, 4), (5, 4)]) if arch == "static_cnn" else \
         _student(teacher, arch, hidden=6)
@@ -159,7 +166,7 @@ def test_padding_never_changes_a_logit(teacher, arch):
         torch.testing.assert_close(model(**_batch(tok, [text])).logits[0], together[i], atol=1e-6, rtol=0)
 
 
-@pytest.mark.parametrize("arch", ["static", "static_cnn"])
+@pytest.mark.parametrize("arch", ARCHS)
 def test_word_dropout_varies_training_logits_only_and_is_saved(teacher, arch, tmp_path):
     _, tok = teacher
     model, _ = _student(teacher, arch, word_dropout=0.5, filters=[(2, 4)]) if arch == "static_cnn" else \
@@ -195,6 +202,37 @@ def test_stacked_hidden_layers_are_built_saved_and_loaded_back(teacher, arch, tm
         StaticSpec(hidden_layers=2)
 
 
+def test_a_bilstm_students_lstm_takes_its_shape_and_is_saved_and_loaded_back(teacher, tmp_path):
+    from tinyplm.models.classic.config import family_shape
+
+    _, tok = teacher
+    model, _ = _student(teacher, "static_bilstm", lstm=LstmShape(hidden=5, layers=2, pooling="attention"))
+    lstm = model.head.lstm
+    assert [(m.input_size, m.hidden_size) for m in lstm.forward_layers] == [(8, 5), (10, 5)]
+    assert [(m.input_size, m.hidden_size) for m in lstm.backward_layers] == [(8, 5), (10, 5)]
+    assert model.head.pool.kind == "attention" and model.head.classifier.in_features == 10
+    save_model(model, tok, tmp_path / "m")
+    loaded = load_classifier(tmp_path / "m", ("0", "1"), False, "sequence")[0].eval()
+    torch.testing.assert_close(loaded(**_batch(tok)).logits, model(**_batch(tok)).logits, atol=1e-6, rtol=0)
+    assert family_shape(loaded.config) == {"arch": "static_bilstm", "dims": 8, "rows": model.config.table_rows,
+                                           "table": "fp32", "layers": 2, "hidden": 5, "pooling": "attention"}
+    reversed_words = model(**_batch(tok, ["fun not bad"])).logits, model(**_batch(tok, ["bad not fun"])).logits
+    assert not torch.allclose(*reversed_words)  # it reads the order of the pieces, which a bag does not
+
+
+def test_a_bilstm_recipe_takes_the_lstm_options_and_refuses_the_relu_ones(tmp_path: Path) -> None:
+    family = {"arch": "static_bilstm", "hidden": 64, "layers": 2, "pooling": "mean", "static": {"dims": 16}}
+    recipe = tiny_recipe(tmp_path, tmp_path, tmp_path, students=[{"name": "s", "family": family}])
+    fam = load_recipe(write_recipe(tmp_path / "r.yaml", recipe)).students[0].family
+    assert (fam.hidden, fam.lstm_layers, fam.pooling, fam.static.dims) == (64, 2, "mean", 16)
+    for static, message in (({"hidden": 64}, "family.static.hidden is for arch static / static_cnn, not static_bilstm"),
+                            ({"filters": [[2, 8]]}, "family.static.filters is for arch static_cnn, not static_bilstm")):
+        recipe = tiny_recipe(tmp_path, tmp_path, tmp_path,
+                             students=[{"name": "s", "family": {"arch": "static_bilstm", "static": static}}])
+        with pytest.raises(RecipeError, match=message):
+            load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
+
+
 def test_int8_packing_keeps_each_row_within_half_a_step():
     w = torch.tensor([[1.0, -0.5, 0.25], [0.0, 0.0, 0.0], [-3.0, 2.0, 0.001]])
     packed = pack_table(w, "int8")
@@ -207,7 +245,7 @@ def test_int8_packing_keeps_each_row_within_half_a_step():
         unpack_table({"table.qweight": packed["table.qweight"]}, "int8")
 
 
-@pytest.mark.parametrize("arch", ["static", "static_cnn"])
+@pytest.mark.parametrize("arch", ARCHS)
 def test_save_and_load_round_trip_per_table_dtype(teacher, arch, tmp_path):
     _, tok = teacher
     sizes, batch = {}, _batch(tok, [*TEXTS, "words it never saw : hate love"])
@@ -230,7 +268,7 @@ def test_save_and_load_round_trip_per_table_dtype(teacher, arch, tmp_path):
     assert sizes["fp32"] - sizes["int8"] >= 3 * table - 99 * 4 - 256  # (less what the headers differ by)
 
 
-@pytest.mark.parametrize("arch", ["static", "static_cnn"])
+@pytest.mark.parametrize("arch", ARCHS)
 def test_onnx_export_matches_torch(teacher, arch, tmp_path):
     from tinyplm.compress.onnx_quant import onnx_fp32
 
@@ -276,7 +314,8 @@ def test_a_damaged_or_foreign_dir_is_refused_naming_the_file(teacher, tmp_path):
      r"students\[0\]\.family\.static\.table_dtype: Input should be 'fp32', 'fp16' or 'int8'"),
     ({"arch": "static", "static": {"filters": [[3, 50]]}}, "family.static.filters is for arch static_cnn, not static"),
     ({"arch": "static_cnn", "static": {"weighting": "zipf"}}, "family.static.weighting is for arch static, not"),
-    ({"arch": "bilstm", "static": {"dims": 64}}, "family.static is for arch static / static_cnn, not bilstm"),
+    ({"arch": "bilstm", "static": {"dims": 64}},
+     "family.static is for arch static / static_cnn / static_bilstm, not bilstm"),
     ({"arch": "static_cnn", "static": {"filters": [[0, 8]]}}, r"family.static.filters: \[width, channels\]"),
     ({"arch": "static", "hidden": 64}, r"family.hidden is the classifier LSTM's; .*family.static.hidden"),
     ({"arch": "static_cnn", "pooling": "attention"}, "family.pooling is the classifier LSTM's"),

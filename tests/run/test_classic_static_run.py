@@ -1,6 +1,6 @@
 """Static students in a tiny run through the real CLI: a SIF bag (int8 table) distilled from the
-teacher's logits on task data, and a CNN (fp16 table) with Tang et al.'s logit MSE on augmented
-data; both in results.json and summary.md beside the teacher, and `tinyplm predict` on a saved
+teacher's logits on task data, a CNN (fp16 table) with Tang et al.'s logit MSE on augmented
+data and a BiLSTM (int8 table); all in results.json and summary.md beside the teacher, and `tinyplm predict` on a saved
 one gives the labels `tinyplm evaluate` scores, with the run's accuracy, and the serving
 predictor the same labels. A recipe asking for more
 PCA components than the teacher's width is refused before the teacher trains."""
@@ -34,6 +34,9 @@ def _recipe(tmp_path: Path) -> Path:
         {"name": "static-cnn", "family": {"arch": "static_cnn", "encoder": "finetuned",
                                           "static": {"dims": 16, "filters": [[2, 8], [3, 8]], "table_dtype": "fp16"}},
          "stages": [{"data": "augmented", "objective": {"kd_weight": 0, "logit_mse": 1}, "train": SHORT}]},
+        {"name": "static-bilstm", "family": {"arch": "static_bilstm", "hidden": 8, "pooling": "mean",
+                                             "static": {"dims": 16, "table_dtype": "int8"}},
+         "objective": {"kd_weight": 1.0}, "train": SHORT},
     ]
     recipe = tiny_recipe(tmp_path, model, glue, students=students)
     recipe["teacher"]["finetune"]["max_steps"] = 4
@@ -47,23 +50,25 @@ def test_static_students_run_predict_and_evaluate_alike(tmp_path: Path) -> None:
     assert got.returncode == 0, got.output
     run_dir = Path(load_recipe(recipe).output_dir)
     stages = {s["name"]: s for s in json.loads((run_dir / "results.json").read_text())["stages"]}
-    assert {"teacher", "static", "static-cnn"} <= set(stages)
-    bag, cnn = stages["static"], stages["static-cnn"]
-    tables = {s["name"]: s["info"]["classic"]["table"] for s in (bag, cnn)}  # results.json as written
+    assert {"teacher", "static", "static-cnn", "static-bilstm"} <= set(stages)
+    bag, cnn, lstm = stages["static"], stages["static-cnn"], stages["static-bilstm"]
+    tables = {s["name"]: s["info"]["classic"]["table"] for s in (bag, cnn, lstm)}  # results.json as written
     assert bag["shape"] == {"arch": "static", "dims": 16, "rows": tables["static"]["pieces"], "table": "int8",
                             "weighting": "sif", "hidden": 8}
     assert cnn["shape"]["widths"] == [2, 3] and cnn["shape"]["table"] == "fp16"
+    assert lstm["shape"] == {"arch": "static_bilstm", "dims": 16, "rows": tables["static-bilstm"]["pieces"],
+                             "table": "int8", "layers": 1, "hidden": 8, "pooling": "mean"}
     assert cnn["info"]["training"][0]["data"] == "augmented" and cnn["info"]["training"][0]["examples"] == 20 * 3 + 44
     assert tables["static-cnn"]["pieces"] >= tables["static"]["pieces"]  # the copies' pieces are kept too
-    for s in (bag, cnn):
+    for s in (bag, cnn, lstm):
         assert s["throughput_sent_per_s"] > 0 and s["disk_bytes"] > 0 and s["params"] > 0
         assert 0 < s["info"]["training"][0]["trainable_params"] <= s["info"]["training"][0]["total_params"]
     rows = {line.split("|")[1].strip(" *") for line in (run_dir / "summary.md").read_text().splitlines()
             if line.startswith("| ")}
-    assert {"teacher", "static", "static-cnn"} <= rows  # a row each in the report's table
+    assert {"teacher", "static", "static-cnn", "static-bilstm"} <= rows  # a row each in the report's table
     dev = tmp_path / "glue" / "SST-2" / "dev.tsv"
     gold = [row.split("\t")[1] for row in dev.read_text().splitlines()[1:]]
-    for name in ("static", "static-cnn"):
+    for name in ("static", "static-cnn", "static-bilstm"):
         folder = run_dir / stages[name]["model_dir"]
         predicted = cli(["predict", folder, "-i", dev, "-o", tmp_path / f"{name}.jsonl"], cwd=tmp_path)
         assert predicted.returncode == 0, predicted.output
@@ -98,7 +103,11 @@ def test_static_students_on_other_runtimes_predict_as_they_measured(tmp_path: Pa
                                "control_examples": 10, "calibration_examples": 8}]},
                 {"name": "bag", "family": {"arch": "static", "static": {"dims": 16, "table_dtype": "int8"}},
                  "objective": {"kd_weight": 1.0}, "train": SHORT,
-                 "compress": [{"kind": "openvino", "embeddings": True}]}]
+                 "compress": [{"kind": "openvino", "embeddings": True}]},
+                {"name": "lstm", "family": {"arch": "static_bilstm", "hidden": 8, "static": {"dims": 16}},
+                 "objective": {"kd_weight": 1.0}, "train": SHORT,
+                 "compress": [{"kind": "runtime", "candidates": ["openvino", "onnx_dynamic_int8"], "max_drop": 0.99,
+                               "control_examples": 10, "calibration_examples": 8}]}]
     recipe = tiny_recipe(tmp_path, model, glue, students=students)
     recipe["teacher"]["finetune"]["max_steps"] = 4
     path = write_recipe(tmp_path / "r.yaml", recipe)
@@ -115,9 +124,12 @@ def test_static_students_on_other_runtimes_predict_as_they_measured(tmp_path: Pa
     bag = stages["bag.openvino"]  # its int8 table compressed by NNCF, its vector of piece weights left alone
     assert bag["runtime"] == "openvino" and bag["info"]["compress"]["details"]["int8"] == "embeddings"
     assert bag["info"]["compress"]["agreement"]["agreement"] >= 0.9
+    lstm = stages["lstm.runtime"]  # its LSTMs exported and converted like the CNN's convolutions
+    assert lstm["runtime"] in ("openvino", "onnxruntime") and lstm["shape"] == stages["lstm"]["shape"]
+    assert lstm["info"]["compress"]["agreement"]["agreement"] >= 0.9
     dev = tmp_path / "glue" / "SST-2" / "dev.tsv"
     gold = [row.split("\t")[1] for row in dev.read_text().splitlines()[1:]]
-    for stage in (fast, bag):  # loaded back from their dirs (ONNX or OpenVINO) by tinyplm predict
+    for stage in (fast, bag, lstm):  # loaded back from their dirs (ONNX or OpenVINO) by tinyplm predict
         out = tmp_path / f"{stage['name']}.jsonl"
         predicted = cli(["predict", run_dir / stage["model_dir"], "-i", dev, "-o", out], cwd=tmp_path)
         assert predicted.returncode == 0, predicted.output

@@ -14,6 +14,7 @@ pre-transformer models trained and measured in the same run as the BERT students
 ``static``         a bag of the teacher's word-piece vectors (mean, SIF- or Zipf-weighted) into a linear
                    classifier; the table made from ``encoder`` the Model2Vec way (``static`` options)
 ``static_cnn``     a 1-D CNN (Kim 2014) over the same table
+``static_bilstm``  a BiLSTM over the same table (``hidden``, ``layers``, ``pooling`` as the other LSTMs')
 =================  ======================================================================================
 
 A student with ``family`` trains with the student's ``objective``/``train`` (or ``stages``), like a
@@ -30,16 +31,21 @@ from pydantic import Field, model_serializer, model_validator
 
 from tinyplm.config.base import Section, TrainSpec
 
-Arch = Literal["tfidf_lr", "lstm", "bilstm", "elmo_bilstm", "feature_bilstm", "static", "static_cnn"]
+Arch = Literal["tfidf_lr", "lstm", "bilstm", "elmo_bilstm", "feature_bilstm", "static", "static_cnn",
+               "static_bilstm"]
 #: The option groups that belong to one arch only (setting one for another arch is an error).
 ARCH_OPTIONS: dict[str, tuple[str, ...]] = {
     "tfidf": ("tfidf_lr",), "embeddings": ("lstm", "bilstm"), "vocab_size": ("lstm", "bilstm", "elmo_bilstm"),
     "min_count": ("lstm", "bilstm", "elmo_bilstm"), "bilm": ("elmo_bilstm",),
-    "encoder": ("feature_bilstm", "static", "static_cnn"), "feature_layers": ("feature_bilstm",),
-    "static": ("static", "static_cnn"),
+    "encoder": ("feature_bilstm", "static", "static_cnn", "static_bilstm"), "feature_layers": ("feature_bilstm",),
+    "static": ("static", "static_cnn", "static_bilstm"),
 }
-#: The options of ``family.static`` that belong to one of the two static archs only.
-STATIC_OPTIONS: dict[str, str] = {"weighting": "static", "sif_a": "static", "filters": "static_cnn"}
+#: The options of ``family.static`` that belong to some of the static archs only (a BiLSTM's
+#: classifier is its LSTM's: its width is ``family.hidden``, not a ReLU layer's).
+STATIC_OPTIONS: dict[str, tuple[str, ...]] = {
+    "weighting": ("static",), "sif_a": ("static",), "filters": ("static_cnn",),
+    "hidden": ("static", "static_cnn"), "hidden_layers": ("static", "static_cnn"),
+}
 
 
 class TfidfSpec(Section):
@@ -114,7 +120,8 @@ class StaticSpec(Section):
     sif_a: float = Field(1e-3, gt=0, le=1, description="static: the a of a/(a+p)")
     filters: list[tuple[int, int]] = Field([(2, 100), (3, 100), (4, 100)], min_length=1,
                                            description="static_cnn: [width, channels] pairs")
-    hidden: int = Field(0, ge=0, le=4096, description="a ReLU layer of this width before the classifier; 0: none")
+    hidden: int = Field(0, ge=0, le=4096, description="static, static_cnn: a ReLU layer of this width before the "
+                        "classifier; 0: none (static_bilstm: its LSTM's width is family.hidden)")
     hidden_layers: int = Field(1, ge=1, le=4, description="how many such ReLU layers, stacked (Iyyer et al. "
                                "2015's deep averaging network); only with hidden > 0")
     word_dropout: float = Field(0.0, ge=0, lt=1, description="while training, leave each piece of a sentence out "
@@ -149,8 +156,9 @@ class FamilySpec(Section):
     embeddings: EmbeddingSpec = EmbeddingSpec()
     bilm: BiLMSpec = BiLMSpec()
     encoder: str = Field("base", min_length=1, description="feature_bilstm: the frozen transformer; static, "
-                         "static_cnn: the transformer whose piece vectors make the table: base (the teacher's "
-                         "checkpoint before fine-tuning), finetuned, or a model dir of the teacher's vocabulary")
+                         "static_cnn, static_bilstm: the transformer whose piece vectors make the table: base "
+                         "(the teacher's checkpoint before fine-tuning), finetuned, or a model dir of the "
+                         "teacher's vocabulary")
     feature_layers: int = Field(4, ge=1, le=24, description="feature_bilstm: last hidden layers concatenated")
     tfidf: TfidfSpec = TfidfSpec()
     static: StaticSpec = StaticSpec()
@@ -164,13 +172,13 @@ class FamilySpec(Section):
             if unused and getattr(self, option) != type(self).model_fields[option].default:
                 raise ValueError(f"family.{option} is for arch {' / '.join(archs)}, not {self.arch}")
         static = type(self.static).model_fields
-        for option, arch in STATIC_OPTIONS.items():
-            unused = option in self.static.model_fields_set and self.arch != arch
+        for option, archs in STATIC_OPTIONS.items():
+            unused = option in self.static.model_fields_set and self.arch not in archs
             if unused and getattr(self.static, option) != static[option].get_default():
-                raise ValueError(f"family.static.{option} is for arch {arch}, not {self.arch}")
+                raise ValueError(f"family.static.{option} is for arch {' / '.join(archs)}, not {self.arch}")
         lstm = [k for k in ("hidden", "layers", "pooling") if k in self.model_fields_set
                 and getattr(self, k) != type(self).model_fields[k].default]
-        if self.arch in ARCH_OPTIONS["static"] and lstm:
+        if self.arch in ("static", "static_cnn") and lstm:
             where = "family.static.hidden (a ReLU layer before the classifier)" if lstm[0] == "hidden" else "none"
             raise ValueError(f"family.{lstm[0]} is the classifier LSTM's; a {self.arch} student has no LSTM "
                              f"(its counterpart: {where})")
@@ -218,7 +226,7 @@ def check_family_student(spec: Section) -> None:
     if clash:
         raise ValueError(f"a 'family' student is built from its family section; drop '{clash[0]}'")
     if spec.compress and fam.arch not in ARCH_OPTIONS["static"]:
-        raise ValueError(f"a '{fam.arch}' student takes no compress steps (static and static_cnn take a runtime: "
+        raise ValueError(f"a '{fam.arch}' student takes no compress steps (the static archs take a runtime: "
                          f"{', '.join(STATIC_COMPRESS)})")
     other = [s.kind for s in spec.compress if s.kind not in STATIC_COMPRESS]
     if other:

@@ -4,7 +4,7 @@
 the task weighs its classes). The LSTM-based ones take their vocabulary from the training texts
 (``lstm``/``bilstm``: word vectors random, or word2vec / GloVe trained on the corpus and cached
 under ``cache_dir/family/``; ``feature_bilstm``: the teacher's tokenizer and a frozen encoder;
-``static``/``static_cnn``: the teacher's tokenizer and a table made from an encoder's outputs),
+``static``/``static_cnn``/``static_bilstm``: the teacher's tokenizer and a table made from an encoder's outputs),
 then train stage by stage with :func:`tinyplm.train.train` and a
 :class:`~tinyplm.train.prediction.PredictionObjective` (hard labels, soft-target KD or Tang et al.'s
 logit MSE against the fine-tuned teacher's cached logits). A word-tokenised student is trained on
@@ -33,6 +33,7 @@ from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
 from tinyplm.files import atomic_path, write_json_atomic
 from tinyplm.models import load_classifier, save_model
 from tinyplm.models.classic import FamilyConfig, WordTokenizer, build_module, family_shape
+from tinyplm.models.classic.config import STATIC_ARCHS, TEACHER_TOKENIZED
 from tinyplm.models.classic.vectors import WordVectors, train_glove, train_word2vec
 from tinyplm.models.infer import use_bf16
 from tinyplm.report.info import (
@@ -149,11 +150,11 @@ def initial_model(fam: FamilySpec, inp: RunInputs,
     """The untrained student, its tokenizer and how it was initialised (``data``: the kinds of
     training data its stages read; a static student's table keeps the pieces they use)."""
     labels = dict(enumerate(inp.data.labels))
-    if fam.arch in ("feature_bilstm", "static", "static_cnn"):
+    if fam.arch in TEACHER_TOKENIZED:
         from tinyplm.models.roles import base_model
 
         encoder = base_model(inp.teachers.finetuned) if fam.encoder == "finetuned" else inp.teachers.get(fam.encoder)
-    if fam.arch in ("static", "static_cnn"):
+    if fam.arch in STATIC_ARCHS:
         return _static_model(fam, encoder, labels, inp, data)
     if fam.arch == "feature_bilstm":
         from tinyplm.models.classic.features import feature_bilstm
@@ -189,13 +190,14 @@ def _static_model(fam: FamilySpec, encoder: nn.Module, labels: dict, inp: RunInp
     """A static student whose table ``fam.encoder`` makes from the pieces of the data it trains on
     (``models.classic.static_init``); raises ``RecipeError`` when fewer pieces are kept than
     ``family.static.dims``."""
-    from tinyplm.models.classic.static_init import TrainingPieces, static_student
+    from tinyplm.models.classic.static_init import LstmShape, TrainingPieces, static_student
 
     extra = [ids for kind in data if kind != "task" for ids in inp.stage_data.get(kind).input_ids]
     pieces = TrainingPieces(inp.stage_data.get("task").input_ids, extra)
     try:
         model, made = static_student(encoder, inp.tokenizer, fam.arch, fam.static, pieces, len(labels),
-                                     dropout=fam.dropout, id2label=labels)
+                                     dropout=fam.dropout, id2label=labels,
+                                     lstm=LstmShape(fam.hidden, fam.lstm_layers, fam.pooling))
     except ValueError as exc:
         raise RecipeError(f"family.static.dims: {exc} (fewer dims, or static.tokens: all)") from None
     return model, inp.tokenizer, StageInfo(init=f"{fam.encoder} encoder's piece vectors, PCA {fam.static.dims}",

@@ -18,6 +18,7 @@ from tinyplm.config.schema import (
 )
 from tinyplm.errors import DataError, ModelError, RecipeError
 from tinyplm.models import check_model_dir, load_tokenizer, resolve_model_dir, roles
+from tinyplm.models.classic.config import TEACHER_TOKENIZED
 from tinyplm.models.roles import ROLES
 from tinyplm.models.student import model_type_of
 from tinyplm.models.token_ids import token_id_mismatch
@@ -222,7 +223,7 @@ def _check_feature_encoders(cfg: RunConfig, teacher_cfg: dict, teacher: _Teacher
     student reads the teacher tokenizer's ids), found before the teacher is fine-tuned."""
     for spec in cfg.students:
         fam = spec.family
-        if fam is None or fam.arch not in ("feature_bilstm", "static", "static_cnn"):
+        if fam is None or fam.arch not in TEACHER_TOKENIZED:
             continue
         where = f"student {student_name(spec)}: family.encoder"
         if fam.encoder in ("base", "finetuned"):

@@ -22,11 +22,12 @@ ARCHS = {
     "feature_bilstm": "frozen transformer, last layers concatenated, BiLSTM",
     "static": "bag of the teacher's word-piece vectors (Model2Vec-style table), linear classifier",
     "static_cnn": "1-D CNN over the teacher's word-piece vectors (Model2Vec-style table)",
+    "static_bilstm": "BiLSTM over the teacher's word-piece vectors (Model2Vec-style table)",
 }
 #: The archs that read the teacher's own tokenizer (and are saved with its files, not a word vocabulary).
-TEACHER_TOKENIZED = ("feature_bilstm", "static", "static_cnn")
+TEACHER_TOKENIZED = ("feature_bilstm", "static", "static_cnn", "static_bilstm")
 #: The archs over a static word-piece table (:mod:`tinyplm.models.classic.static`).
-STATIC_ARCHS = ("static", "static_cnn")
+STATIC_ARCHS = ("static", "static_cnn", "static_bilstm")
 POOLINGS = ("max", "mean", "attention")
 #: How a static table is stored in model.safetensors: float32, float16, or int8 with one scale per row.
 TABLE_DTYPES = ("fp32", "fp16", "int8")
@@ -43,10 +44,12 @@ class FamilyConfig(PretrainedConfig):
     (feature_bilstm); ``feature_layers``: its last hidden layers concatenated. ``bilm``: the
     biLM's config dict (elmo_bilstm).
 
-    Static archs (``static``, ``static_cnn``): ``vocab_size`` is the teacher's word pieces (the ids
-    they read), ``table_rows`` the rows of their table (the pieces kept), ``embed_dim`` its width,
-    ``table_dtype`` how it is stored (fp32, fp16, int8), ``hidden`` the width of the ReLU layers
-    before the classifier (0: none), ``hidden_layers`` how many (configs saved before it read 1),
+    Static archs (``static``, ``static_cnn``, ``static_bilstm``): ``vocab_size`` is the teacher's
+    word pieces (the ids they read), ``table_rows`` the rows of their table (the pieces kept),
+    ``embed_dim`` its width, ``table_dtype`` how it is stored (fp32, fp16, int8), ``hidden`` the
+    width of the ReLU layers before the classifier (0: none; ``static_bilstm``: its LSTM's width per
+    direction, with ``layers`` and ``pooling`` as for ``bilstm``), ``hidden_layers`` how many
+    (configs saved before it read 1),
     ``weighting`` how the bag weighs its pieces (a record: the weights are a saved buffer),
     ``filters`` the CNN's ``[width, channels]`` pairs, ``word_dropout`` the share of pieces left out
     of each sentence while training.
@@ -95,6 +98,8 @@ def family_shape(config: FamilyConfig) -> dict:
         return {"arch": config.arch, "n-grams": config.vocab_size - 3, "ngram_max": getattr(config, "ngram_max", 1)}
     if config.arch in STATIC_ARCHS:
         shape = {"arch": config.arch, "dims": config.embed_dim, "rows": config.table_rows, "table": config.table_dtype}
+        if config.arch == "static_bilstm":
+            return {**shape, "layers": config.layers, "hidden": config.hidden, "pooling": config.pooling}
         if config.arch == "static":
             shape["weighting"] = config.weighting
         else:

@@ -3,7 +3,7 @@
 A saved dir holds ``config.json`` (``model_type: tinyplm_family``, the shape and labels),
 ``model.safetensors`` (every tensor, the TF-IDF idf and coefficients included; nothing pickled)
 and the tokenizer: ``word_tokenizer.json`` (word and n-gram models) or the transformer's own
-files (``feature_bilstm``, ``static``, ``static_cnn``). :func:`load_family` rebuilds the module from
+files (``feature_bilstm`` and the static archs). :func:`load_family` rebuilds the module from
 the config and loads the weights strictly, so a reloaded model gives identical logits. A model
 may store a tensor otherwise than it holds it (a static table in fp16 or int8:
 ``FamilyModule.saved_state`` / ``load_saved_state``); loading rebuilds the float tensor.
@@ -42,9 +42,9 @@ def build_module(config: FamilyConfig) -> nn.Module:
 
         model = FeatureBiLstm(config)
     elif config.arch in STATIC_ARCHS:
-        from tinyplm.models.classic.static import StaticBag, StaticCnn
+        from tinyplm.models.classic.static import StaticBag, StaticBiLstm, StaticCnn
 
-        model = StaticBag(config) if config.arch == "static" else StaticCnn(config)
+        model = {"static": StaticBag, "static_cnn": StaticCnn, "static_bilstm": StaticBiLstm}[config.arch](config)
     else:
         raise ModelError(f"classic arch {config.arch!r} cannot be built by this version of tinyplm")
     model.record_params()
@@ -126,8 +126,8 @@ def load_family(path: Path, labels: tuple[str, ...], is_regression: bool = False
 
 
 def load_family_tokenizer(path: Path, config: FamilyConfig):
-    """The tokenizer saved with a classic student: its word vocabulary, or (feature_bilstm, static,
-    static_cnn) the transformer's tokenizer. Raises ``ModelError``, also when a static student's
+    """The tokenizer saved with a classic student: its word vocabulary, or (feature_bilstm and the
+    static archs) the transformer's tokenizer. Raises ``ModelError``, also when a static student's
     tokenizer gives ids past the model's ``vocab_size``."""
     if config.arch in TEACHER_TOKENIZED and not (path / TOKENIZER_FILE).is_file():
         from transformers import AutoTokenizer

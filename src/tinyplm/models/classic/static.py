@@ -13,14 +13,19 @@ and trains with the classifier unless frozen.
 - :class:`StaticCnn` (``static_cnn``): Kim (2014)'s CNN over the vectors: wide 1-D convolutions of
   a few widths (zero padding ``width - 1`` on each side, so a sentence shorter than a filter is
   read too), ReLU, max over the positions that touch a real token, concatenated, a linear
-  classifier. We chose a CNN over a 1-layer BiLSTM for the next point up: every position of a
-  convolution runs at once (an LSTM steps through the sentence one piece at a time, which on two
-  cores leaves most of a static model's speed unused), it exports to one ONNX graph of plain
-  ops, and tinyplm already has BiLSTMs over word vectors (``bilstm``) to compare with.
+  classifier. Every position of a convolution runs at once, so it is the faster of the two
+  sequence students.
+- :class:`StaticBiLstm` (``static_bilstm``): a BiLSTM over the vectors (Tang et al. 2019's student,
+  here over the teacher's own pieces), the head of the word-vector ``bilstm``
+  (:class:`tinyplm.models.classic.lstm.LstmHead`: its backward direction reads each sentence
+  reversed within its length, max, mean or attention pooling). It steps through a sentence one
+  piece at a time, so it is slower than the CNN at the same width, but it reads the whole sentence
+  in order, which a CNN's few-piece windows do not (negation and "but" clauses of SST-2's whole
+  sentences).
 
 While training, ``word_dropout`` leaves each piece out of its sentence with that probability (Iyyer
-et al. 2015): the bag weighs it 0 and counts it out of ``n``, the CNN reads zeros in its place; in
-eval mode every piece is read.
+et al. 2015): the bag weighs it 0 and counts it out of ``n``, the CNN and the BiLSTM read zeros in
+its place; in eval mode every piece is read.
 
 The table is stored as the recipe's ``table_dtype`` says: fp32, fp16, or int8 with one fp32 scale
 per row (``max |row| / 127``, rounded to nearest): :func:`pack_table` / :func:`unpack_table`.
@@ -35,7 +40,7 @@ from torch import nn
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from tinyplm.models.classic.config import FamilyConfig
-from tinyplm.models.classic.lstm import FamilyModule
+from tinyplm.models.classic.lstm import FamilyModule, LstmHead
 
 TABLE = "table.weight"
 QWEIGHT, SCALE = "table.qweight", "table.scale"
@@ -170,3 +175,22 @@ class StaticCnn(StaticModule):
             # ReLU outputs are >= 0, so the zeros put past the sentence never beat a real position
             pooled.append(h.masked_fill(~reach.unsqueeze(1), 0.0).max(dim=-1).values)
         return SequenceClassifierOutput(logits=self.head(torch.cat(pooled, dim=-1)))
+
+
+class StaticBiLstm(StaticModule):
+    """A BiLSTM over the pieces' vectors, pooled -> classifier (see the module docstring).
+    ``forward`` as :class:`StaticBag`'s; ``config.hidden`` is the LSTM's width per direction,
+    ``config.layers`` its layers, ``config.pooling`` how its states become one vector."""
+
+    def __init__(self, config: FamilyConfig) -> None:
+        super().__init__(config)
+        if config.layers < 1:
+            raise ValueError(f"a static_bilstm config needs layers >= 1, got {config.layers}")
+        self.head = LstmHead(config, config.embed_dim)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, **_) -> SequenceClassifierOutput:
+        mask = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
+        _, v = self.vectors(input_ids)
+        x = v * self.kept(mask).unsqueeze(-1).to(v.dtype)  # (batch, seq, dims); dropped pieces read 0
+        return SequenceClassifierOutput(logits=self.head(x, mask))

@@ -171,12 +171,23 @@ def kept_pieces(tokenizer, vocab_size: int, tokens: str, pieces: TrainingPieces)
     return sorted(i for i in seen | set(tokenizer.all_special_ids) if 0 <= i < n)
 
 
+@dataclass(frozen=True)
+class LstmShape:
+    """The LSTM of a ``static_bilstm`` student: width per direction, layers, and how its states
+    are pooled (max, mean or attention)."""
+
+    hidden: int = 128
+    layers: int = 1
+    pooling: str = "max"
+
+
 def static_student(encoder: nn.Module, tokenizer, arch: str, spec: StaticSpec, pieces: TrainingPieces,
-                   num_labels: int, dropout: float = 0.1,
-                   id2label: dict[int, str] | None = None) -> tuple[StaticModule, dict]:
-    """A new ``static`` or ``static_cnn`` student over ``encoder``'s pieces (see the module
-    docstring) -> (model, how its table was made). Raises ``ValueError`` when ``spec.dims`` is more
-    than the pieces kept or the encoder's width."""
+                   num_labels: int, dropout: float = 0.1, id2label: dict[int, str] | None = None,
+                   lstm: LstmShape | None = None) -> tuple[StaticModule, dict]:
+    """A new ``static``, ``static_cnn`` or ``static_bilstm`` student over ``encoder``'s pieces (see
+    the module docstring; ``lstm``: the BiLSTM's shape, default :class:`LstmShape`) -> (model, how
+    its table was made). Raises ``ValueError`` when ``spec.dims`` is more than the pieces kept or
+    the encoder's width."""
     vocab_size = int(encoder.config.vocab_size)
     kept = kept_pieces(tokenizer, vocab_size, spec.tokens, pieces)
     t0 = time.perf_counter()
@@ -193,8 +204,13 @@ def static_student(encoder: nn.Module, tokenizer, arch: str, spec: StaticSpec, p
     unseen = row.get(tokenizer.unk_token_id, row.get(tokenizer.pad_token_id, 0))
     row_of = torch.full((vocab_size,), unseen, dtype=torch.int32)
     row_of[torch.tensor(kept, dtype=torch.long)] = torch.arange(len(kept), dtype=torch.int32)
-    config = FamilyConfig(arch=arch, vocab_size=vocab_size, embed_dim=spec.dims, hidden=spec.hidden, layers=0,
-                          pooling="mean" if arch == "static" else "max", dropout=dropout, table_rows=len(kept),
+    if arch == "static_bilstm":
+        shape = lstm or LstmShape()
+        hidden, layers, pooling = shape.hidden, shape.layers, shape.pooling
+    else:
+        hidden, layers, pooling = spec.hidden, 0, "mean" if arch == "static" else "max"
+    config = FamilyConfig(arch=arch, vocab_size=vocab_size, embed_dim=spec.dims, hidden=hidden, layers=layers,
+                          pooling=pooling, dropout=dropout, table_rows=len(kept),
                           table_dtype=spec.table_dtype, weighting=spec.weighting if arch == "static" else "mean",
                           filters=[list(f) for f in spec.filters] if arch == "static_cnn" else None,
                           word_dropout=spec.word_dropout, hidden_layers=spec.hidden_layers, num_labels=num_labels,
