@@ -36,6 +36,30 @@ def test_held_out_examples_leave_training_and_become_the_split_that_chooses(tmp_
     assert list(selection_evals(whole, {"dev": 1})) == ["dev"]  # without held-out examples: dev, as before
 
 
+def test_a_minimum_length_draws_only_long_examples_and_zero_draws_as_before(tmp_path: Path) -> None:
+    from tinyplm.tasks.holdout import words
+
+    glue = make_tiny_glue(tmp_path / "glue", n_train=100, n_dev=20)
+    whole = load_task(TaskSpec(name="sst2", data_dir=str(glue)))
+    lengths = [words(e) for e in whole.train.examples]
+    floor = min(v for v in set(lengths) if sum(n >= v for n in lengths) < 50)  # under the half a draw may take
+    long_enough = [e for e in whole.train.examples if words(e) >= floor]
+    assert 11 <= len(long_enough) < 50
+    data = load_task(TaskSpec(name="sst2", data_dir=str(glue), holdout=10, holdout_seed=3, holdout_min_words=floor))
+    held = data.evals[HOLDOUT].examples
+    assert len(held) == 10 and all(words(e) >= floor for e in held) and len(data.train) == 90
+    assert not {e.line for e in held} & {e.line for e in data.train.examples}
+    assert f"among those of {floor}+ words" in data.info["holdout"]
+    plain = load_task(TaskSpec(name="sst2", data_dir=str(glue), holdout=10, holdout_seed=3))
+    zero = load_task(TaskSpec(name="sst2", data_dir=str(glue), holdout=10, holdout_seed=3, holdout_min_words=0))
+    assert zero.evals[HOLDOUT].examples == plain.evals[HOLDOUT].examples  # the draw made before the option
+    with pytest.raises(RecipeError, match=rf"task.holdout_min_words: only {len(long_enough)} of sst2's training "
+                                          rf"examples .*have {floor} words or more, fewer than task.holdout 50"):
+        load_task(TaskSpec(name="sst2", data_dir=str(glue), holdout=50, holdout_min_words=floor))
+    with pytest.raises(ValueError, match="holdout_min_words 5 shapes a held-out draw, but task.holdout is not set"):
+        TaskSpec(name="sst2", holdout_min_words=5)
+
+
 def test_holding_out_more_than_half_names_the_key_and_the_most_allowed(tmp_path: Path) -> None:
     glue = make_tiny_glue(tmp_path / "glue", n_train=40, n_dev=10)
     with pytest.raises(RecipeError, match=r"task.holdout: 21 .* 40 training examples .*at most 20"):

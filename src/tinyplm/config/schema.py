@@ -30,7 +30,7 @@ from tinyplm.config.tracking import TrackingSpec
 class TaskSpec(Section):
     """Which task to read and how to encode it."""
 
-    _unwritten_defaults = ("holdout", "holdout_seed")
+    _unwritten_defaults = ("holdout", "holdout_seed", "holdout_min_words")
 
     name: str = Field("sst2", description="GLUE task name (cola, sst2, ...), squad, squad_v2, conll2003, a spoiler "
                       "task (goodreads_spoilers, goodreads_spoilers_reviews, tvtropes_spoilers) or 'custom'")
@@ -42,6 +42,9 @@ class TaskSpec(Section):
                                 "trained on: every stage's kept checkpoint and the final model are chosen on them, "
                                 "and dev is only reported (sentence tasks; see tasks/holdout.py)")
     holdout_seed: int = Field(0, description="seed of the held-out draw")
+    holdout_min_words: int = Field(0, ge=0, description="draw the held-out examples only among training examples "
+                                   "of at least this many words, so they look like the reported split where "
+                                   "training is phrases (SST-2: dev is whole sentences); 0: any")
     # Custom CSV/JSONL tasks (name: custom)
     train_file: str | None = None
     dev_file: str | None = None
@@ -76,6 +79,9 @@ class TaskSpec(Section):
             if self.doc_stride is not None and self.doc_stride >= room:
                 raise ValueError(f"doc_stride {self.doc_stride} must be smaller than a window's context room "
                                  f"(max_length - max_query_length - 3 = {room})")
+        if self.holdout_min_words and not self.holdout:
+            raise ValueError(f"holdout_min_words {self.holdout_min_words} shapes a held-out draw, but task.holdout "
+                             "is not set: give task.holdout (how many training examples to hold out)")
         return self
 
     def window_stride(self) -> int:

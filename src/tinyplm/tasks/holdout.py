@@ -24,14 +24,27 @@ HOLDOUT = "holdout"
 HOLDOUT_SUFFIX = "_holdout"
 
 
-def hold_out(data: TaskData, n: int, seed: int = 0) -> TaskData:
-    """``data`` with ``n`` training examples, drawn at random with ``seed``, moved from the
-    training split into the eval split :data:`HOLDOUT` (added last, so the first eval split is
-    still the one that is timed and reported first). The training examples keep their order.
+def words(example) -> int:
+    """Whitespace-separated words of an example, its second text included."""
+    return len(example.text.split()) + (len(example.text_pair.split()) if example.text_pair else 0)
+
+
+def hold_out(data: TaskData, n: int, seed: int = 0, min_words: int = 0) -> TaskData:
+    """``data`` with ``n`` training examples, drawn at random with ``seed`` among those of at
+    least ``min_words`` words, moved from the training split into the eval split :data:`HOLDOUT`
+    (added last, so the first eval split is still the one that is timed and reported first). The
+    training examples keep their order.
+
+    ``min_words`` makes the held-out examples look like the split that is reported where the
+    training split does not: SST-2's training set is mostly short phrases (median 7 words), its
+    dev set whole sentences (median 19), so a choice made on random training phrases can favour
+    a checkpoint that reads phrases well and sentences less so. With ``min_words: 0`` the draw is
+    the one made before the option existed.
 
     Raises ``RecipeError`` naming ``task.holdout`` for a task that is not a sentence task (span
-    and token labels are scored by their own readers' dev layouts) or when ``n`` leaves fewer
-    training examples than it holds out."""
+    and token labels are scored by their own readers' dev layouts), when ``n`` leaves fewer
+    training examples than it holds out, or (naming ``task.holdout_min_words``) when fewer than
+    ``n`` examples are that long."""
     if data.head != Head.SEQUENCE:
         raise RecipeError(f"task.holdout: held-out examples are for sentence tasks; task '{data.task}' has a "
                           f"{data.head} head")
@@ -39,13 +52,21 @@ def hold_out(data: TaskData, n: int, seed: int = 0) -> TaskData:
     if n * 2 > total:
         raise RecipeError(f"task.holdout: {n} would hold out more than half of {data.task}'s {total} training "
                           f"examples ({data.train.source}); give at most {total // 2}")
-    held = set(random.Random(seed).sample(range(total), n))
+    pool: range | list[int] = range(total)
+    if min_words:
+        pool = [i for i, ex in enumerate(data.train.examples) if words(ex) >= min_words]
+        if len(pool) < n:
+            raise RecipeError(f"task.holdout_min_words: only {len(pool)} of {data.task}'s training examples "
+                              f"({data.train.source}) have {min_words} words or more, fewer than task.holdout "
+                              f"{n}; hold out fewer or lower the minimum")
+    held = set(random.Random(seed).sample(pool, n))
     kept = [ex for i, ex in enumerate(data.train.examples) if i not in held]
     out = [ex for i, ex in enumerate(data.train.examples) if i in held]
     train = replace(data.train, examples=kept)
     split = replace(data.train, name=HOLDOUT, examples=out)
-    info = {**data.info, "holdout": f"{n} training examples drawn with seed {seed}, never trained on: every "
-            "kept checkpoint and the final model are chosen on them"}
+    among = f" among those of {min_words}+ words" if min_words else ""
+    info = {**data.info, "holdout": f"{n} training examples drawn with seed {seed}{among}, never trained on: "
+            "every kept checkpoint and the final model are chosen on them"}
     return replace(data, train=train, evals={**data.evals, HOLDOUT: split},
                    metric_suffix={**data.metric_suffix, HOLDOUT: HOLDOUT_SUFFIX}, info=info)
 
