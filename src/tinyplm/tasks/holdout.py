@@ -16,7 +16,7 @@ import random
 from dataclasses import replace
 
 from tinyplm.errors import RecipeError
-from tinyplm.tasks.base import TaskData
+from tinyplm.tasks.base import Example, TaskData
 from tinyplm.tasks.heads import Head
 
 #: The name of the held-out split among a task's eval splits, and its metric keys' suffix.
@@ -24,7 +24,7 @@ HOLDOUT = "holdout"
 HOLDOUT_SUFFIX = "_holdout"
 
 
-def words(example) -> int:
+def words(example: Example) -> int:
     """Whitespace-separated words of an example, its second text included."""
     return len(example.text.split()) + (len(example.text_pair.split()) if example.text_pair else 0)
 
