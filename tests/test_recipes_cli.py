@@ -64,8 +64,11 @@ def prior_artefacts(path: Path, tokenizer: Path, mlm: Path, classifier: Path | N
     if rel(path) == "recipes/glue/sst2_pareto_variant.yaml" and classifier is not None:
         return [f"teacher.model={classifier}", f"students.0.init_from={classifier}"]
     if rel(path) == "recipes/glue/sst2_static.yaml" and classifier is not None:  # the demo's teacher
+        import yaml
+
+        static = [i for i, s in enumerate(yaml.safe_load(path.read_text())["students"]) if "family" in s]
         return [f"teacher.model={classifier}", f"augment.mlm={mlm}",
-                *(f"students.{i}.family.{key}" for i in (0, 1) for key in (f"encoder={classifier}", "static.dims=16"))]
+                *(f"students.{i}.family.{key}" for i in static for key in (f"encoder={classifier}", "static.dims=16"))]
     if rel(path) == "recipes/pretrain/mlm_small.yaml":
         return [f"tokenizer={tokenizer}"]
     if "augment: {mlm: runs/minilm-mlm" in path.read_text(encoding="utf-8"):
