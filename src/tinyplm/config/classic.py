@@ -178,7 +178,7 @@ class FamilySpec(Section):
                 raise ValueError(f"family.static.{option} is for arch {' / '.join(archs)}, not {self.arch}")
         lstm = [k for k in ("hidden", "layers", "pooling") if k in self.model_fields_set
                 and getattr(self, k) != type(self).model_fields[k].default]
-        if self.arch in ("static", "static_cnn") and lstm:
+        if self.arch in STATIC_OPTIONS["hidden"] and lstm:  # the static archs with a ReLU head, no LSTM
             where = "family.static.hidden (a ReLU layer before the classifier)" if lstm[0] == "hidden" else "none"
             raise ValueError(f"family.{lstm[0]} is the classifier LSTM's; a {self.arch} student has no LSTM "
                              f"(its counterpart: {where})")
