@@ -4,6 +4,7 @@ final model; dev is only measured and reported."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from tinyplm.config.schema import TaskSpec
 from tinyplm.errors import RecipeError
 from tinyplm.run import run
 from tinyplm.tasks import load_task
+from tinyplm.tasks.base import Example
 from tinyplm.tasks.holdout import HOLDOUT, selection_evals, selection_metric
 
 
@@ -58,6 +60,48 @@ def test_a_minimum_length_draws_only_long_examples_and_zero_draws_as_before(tmp_
         load_task(TaskSpec(name="sst2", data_dir=str(glue), holdout=50, holdout_min_words=floor))
     with pytest.raises(ValueError, match="holdout_min_words 5 shapes a held-out draw, but task.holdout is not set"):
         TaskSpec(name="sst2", holdout_min_words=5)
+
+
+def test_dropping_parts_leaves_out_the_phrases_of_held_out_sentences_and_draws_the_same(tmp_path: Path) -> None:
+    """SST-2's training set holds its sentences' phrases as examples of their own: with
+    holdout_drop_parts, no training example is a run of a held-out example's words."""
+    from tinyplm.tasks.holdout import hold_out, parts_of
+
+    sentences = [f"the {a} film is {b} and {c}" for a, b, c in
+                 zip(["odd", "new", "long", "slow", "bright", "dark"], ["fun", "dull", "warm", "cold", "wise", "flat"],
+                     ["short", "loud", "kind", "sad", "true", "vain"], strict=True)]
+    rows = [(s, i % 2) for i, s in enumerate(sentences)]
+    rows += [(" ".join(s.split()[1:4]).upper(), 0) for s in sentences]  # a phrase of each, cased otherwise
+    rows += [("film", 1), ("and", 0), ("fun and short", 1), ("film is", 0), ("short and fun", 1)]
+    folder = tmp_path / "glue" / "SST-2"
+    folder.mkdir(parents=True)
+    dev = "sentence\tlabel\nok\t1\n"
+    (folder / "dev.tsv").write_text(dev, encoding="utf-8")
+    (folder / "train.tsv").write_text("sentence\tlabel\n" + "".join(f"{t}\t{y}\n" for t, y in rows), encoding="utf-8")
+    spec = {"name": "sst2", "data_dir": str(tmp_path / "glue"), "holdout": 2, "holdout_seed": 1,
+            "holdout_min_words": 7}
+    plain = load_task(TaskSpec(**spec))
+    data = load_task(TaskSpec(**spec, holdout_drop_parts=True))
+    held = data.evals[HOLDOUT].examples
+    assert held == plain.evals[HOLDOUT].examples and all(e.text in sentences for e in held)  # the same draw
+    words = [tuple(e.text.lower().split()) for e in held]
+
+    def inside(text: str) -> bool:
+        w = tuple(text.lower().split())
+        return any(h[i:i + len(w)] == w for h in words for i in range(len(h)))
+
+    gone = {e.text for e in plain.train.examples} - {e.text for e in data.train.examples}
+    assert gone and all(inside(t) for t in gone)  # "film", "and", "film is" and the held sentences' phrases
+    assert not any(inside(e.text) for e in data.train.examples)
+    assert ({"short and fun", "film is"} & {e.text for e in data.train.examples}) == {"short and fun"}  # runs, in order
+    assert f"({len(gone)} training examples that are parts of them not trained on either)" in data.info["holdout"]
+    pairs = [Example("a b c", "d e", 1), Example("a b", "d", 0), Example("a b", "x", 0), Example("b c", None, 1)]
+    assert parts_of(pairs[:1], pairs[1:]) == {0}  # a pair is a part where both its texts are runs
+    with pytest.raises(RecipeError, match="task.holdout_drop_parts: every training example"):
+        hold_out(replace(data, train=replace(data.train, examples=held + [Example("the", None, 0)] * 2)), 2,
+                 seed=1, min_words=7, drop_parts=True)
+    with pytest.raises(ValueError, match="holdout_drop_parts leaves out .*task.holdout is not set"):
+        TaskSpec(name="sst2", holdout_drop_parts=True)
 
 
 def test_holding_out_more_than_half_names_the_key_and_the_most_allowed(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from tinyplm.config.tracking import TrackingSpec
 class TaskSpec(Section):
     """Which task to read and how to encode it."""
 
-    _unwritten_defaults = ("holdout", "holdout_seed", "holdout_min_words")
+    _unwritten_defaults = ("holdout", "holdout_seed", "holdout_min_words", "holdout_drop_parts")
 
     name: str = Field("sst2", description="GLUE task name (cola, sst2, ...), squad, squad_v2, conll2003, a spoiler "
                       "task (goodreads_spoilers, goodreads_spoilers_reviews, tvtropes_spoilers) or 'custom'")
@@ -45,6 +45,10 @@ class TaskSpec(Section):
     holdout_min_words: int = Field(0, ge=0, description="draw the held-out examples only among training examples "
                                    "of at least this many words, so they look like the reported split where "
                                    "training is phrases (SST-2: dev is whole sentences); 0: any")
+    holdout_drop_parts: bool = Field(False, description="also leave out of training every training example that "
+                                     "is part of a held-out one (its words a contiguous run of the held-out "
+                                     "example's: SST-2's phrases of a held-out sentence), so the held-out "
+                                     "examples are as unseen as dev's")
     # Custom CSV/JSONL tasks (name: custom)
     train_file: str | None = None
     dev_file: str | None = None
@@ -82,6 +86,9 @@ class TaskSpec(Section):
         if self.holdout_min_words and not self.holdout:
             raise ValueError(f"holdout_min_words {self.holdout_min_words} shapes a held-out draw, but task.holdout "
                              "is not set: give task.holdout (how many training examples to hold out)")
+        if self.holdout_drop_parts and not self.holdout:
+            raise ValueError("holdout_drop_parts leaves out the parts of held-out examples, but task.holdout is not "
+                             "set: give task.holdout (how many training examples to hold out)")
         return self
 
     def window_stride(self) -> int:

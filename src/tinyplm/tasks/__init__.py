@@ -117,7 +117,9 @@ def load_task(spec) -> TaskData:
     if spec.class_weights is not None:
         task = replace(task, class_weights=spec.class_weights)
     data = task.load()
-    return hold_out(data, spec.holdout, spec.holdout_seed, spec.holdout_min_words) if spec.holdout else data
+    if not spec.holdout:
+        return data
+    return hold_out(data, spec.holdout, spec.holdout_seed, spec.holdout_min_words, spec.holdout_drop_parts)
 
 
 def named_labels(task: str | None, labels: tuple[str, ...]) -> tuple[str, ...]:

@@ -29,7 +29,30 @@ def words(example: Example) -> int:
     return len(example.text.split()) + (len(example.text_pair.split()) if example.text_pair else 0)
 
 
-def hold_out(data: TaskData, n: int, seed: int = 0, min_words: int = 0) -> TaskData:
+def _runs(text: str) -> set[tuple[str, ...]]:
+    """Every contiguous run of ``text``'s lower-cased whitespace-separated words."""
+    w = tuple(text.lower().split())
+    return {w[i:j] for i in range(len(w)) for j in range(i + 1, len(w) + 1)}
+
+
+def parts_of(held: list[Example], train: list[Example]) -> set[int]:
+    """Indices of the ``train`` examples that are part of a ``held`` example: their words (lower-
+    cased, whitespace-separated) a contiguous run of its words, and for text pairs the second text a
+    run of its second text too. SST-2's training examples are the phrases of its sentences' parse
+    trees, so a held-out sentence's phrases are training examples of their own."""
+    firsts: set[tuple[str, ...]] = set()
+    pairs: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
+    for ex in held:
+        if ex.text_pair is None:
+            firsts |= _runs(ex.text)
+        else:
+            pairs |= {(a, b) for a in _runs(ex.text) for b in _runs(ex.text_pair)}
+    return {i for i, ex in enumerate(train)
+            if (tuple(ex.text.lower().split()) in firsts if ex.text_pair is None
+                else (tuple(ex.text.lower().split()), tuple(ex.text_pair.lower().split())) in pairs)}
+
+
+def hold_out(data: TaskData, n: int, seed: int = 0, min_words: int = 0, drop_parts: bool = False) -> TaskData:
     """``data`` with ``n`` training examples, drawn at random with ``seed`` among those of at
     least ``min_words`` words, moved from the training split into the eval split :data:`HOLDOUT`
     (added last, so the first eval split is still the one that is timed and reported first). The
@@ -40,6 +63,11 @@ def hold_out(data: TaskData, n: int, seed: int = 0, min_words: int = 0) -> TaskD
     dev set whole sentences (median 19), so a choice made on random training phrases can favour
     a checkpoint that reads phrases well and sentences less so. With ``min_words: 0`` the draw is
     the one made before the option existed.
+
+    ``drop_parts`` also drops from training every training example that is part of a held-out one
+    (:func:`parts_of`): a held-out SST-2 sentence whose phrases are trained on is half seen, and
+    reads easier than a dev sentence, which no phrase of the training set comes from. The draw is
+    the same with or without it.
 
     Raises ``RecipeError`` naming ``task.holdout`` for a task that is not a sentence task (span
     and token labels are scored by their own readers' dev layouts), when ``n`` leaves fewer
@@ -60,12 +88,18 @@ def hold_out(data: TaskData, n: int, seed: int = 0, min_words: int = 0) -> TaskD
                               f"({data.train.source}) have {min_words} words or more, fewer than task.holdout "
                               f"{n}; hold out fewer or lower the minimum")
     held = set(random.Random(seed).sample(pool, n))
-    kept = [ex for i, ex in enumerate(data.train.examples) if i not in held]
     out = [ex for i, ex in enumerate(data.train.examples) if i in held]
+    rest = [ex for i, ex in enumerate(data.train.examples) if i not in held]
+    parts = parts_of(out, rest) if drop_parts else set()
+    kept = [ex for i, ex in enumerate(rest) if i not in parts]
+    if not kept:
+        raise RecipeError(f"task.holdout_drop_parts: every training example of {data.task} ({data.train.source}) "
+                          f"is part of one of the {n} held out; hold out fewer")
     train = replace(data.train, examples=kept)
     split = replace(data.train, name=HOLDOUT, examples=out)
     among = f" among those of {min_words}+ words" if min_words else ""
-    info = {**data.info, "holdout": f"{n} training examples drawn with seed {seed}{among}, never trained on: "
+    dropped = f" ({len(parts)} training examples that are parts of them not trained on either)" if drop_parts else ""
+    info = {**data.info, "holdout": f"{n} training examples drawn with seed {seed}{among}, never trained on{dropped}: "
             "every kept checkpoint and the final model are chosen on them"}
     return replace(data, train=train, evals={**data.evals, HOLDOUT: split},
                    metric_suffix={**data.metric_suffix, HOLDOUT: HOLDOUT_SUFFIX}, info=info)
