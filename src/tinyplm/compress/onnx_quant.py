@@ -5,7 +5,8 @@ Both export the PyTorch model to ONNX first and quantize the graph's MatMul weig
 layers: nearly all of a BERT's compute and bytes); embeddings, LayerNorm and softmax stay fp32.
 The result is an :class:`~tinyplm.models.onnx.OrtClassifier`, so it is measured, saved and
 reloaded like any other stage; it cannot be trained further, so an ONNX step ends a
-``compress`` list.
+``compress`` list. Weights are quantized to 7 bits (``reduce_range``) where this CPU's int8
+products would saturate (x86 without VNNI: ``tinyplm.models.int8_cpu``), unless the step says.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from tinyplm.models.int8_cpu import reduce_range as resolve_reduce_range
 from tinyplm.models.onnx import OrtClassifier, export_onnx, graph_feed
 from tinyplm.tasks.encoding import Encoded, collate, model_inputs
 
@@ -27,14 +29,16 @@ def onnx_fp32(model: torch.nn.Module, work: Path) -> OrtClassifier:
 
 
 def dynamic_int8(model: torch.nn.Module, work: Path, per_channel: bool = True,
-                 embeddings: bool = False) -> OrtClassifier:
+                 embeddings: bool = False, reduce_range: bool | None = None) -> OrtClassifier:
     """ONNX Runtime dynamic quantization: int8 MatMul weights (per output channel by default), and
-    with ``embeddings`` the embedding tables too (their Gather ops: most of a small model's bytes)."""
+    with ``embeddings`` the embedding tables too (their Gather ops: most of a small model's bytes).
+    ``reduce_range``: 7-bit weights (default: where this CPU saturates, see ``models.int8_cpu``)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     prepared = _prepared(model, Path(work))
     out = Path(work) / "model.onnx"
     quantize_dynamic(str(prepared), str(out), weight_type=QuantType.QInt8, per_channel=per_channel,
+                     reduce_range=resolve_reduce_range(reduce_range),
                      op_types_to_quantize=QUANTIZED_OPS + (["Gather"] if embeddings else []))
     prepared.unlink()
     return OrtClassifier(out, model.config)
@@ -78,9 +82,10 @@ class _Calibration:
 
 def static_int8(model: torch.nn.Module, enc: Encoded, work: Path, *, examples: int = 256, batch_size: int = 8,
                 method: str = "minmax", per_channel: bool = True, seed: int = 0,
-                embeddings: bool = False) -> OrtClassifier:
+                embeddings: bool = False, reduce_range: bool | None = None) -> OrtClassifier:
     """ONNX Runtime static quantization (QDQ): int8 weights and uint8 activations whose ranges are
-    calibrated on ``examples`` random training examples with ``method`` (minmax, entropy, percentile)."""
+    calibrated on ``examples`` random training examples with ``method`` (minmax, entropy, percentile);
+    ``reduce_range`` as in :func:`dynamic_int8`."""
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
     methods = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
@@ -90,7 +95,7 @@ def static_int8(model: torch.nn.Module, enc: Encoded, work: Path, *, examples: i
     quantize_static(
         str(prepared), str(out), _Calibration(enc, examples, batch_size, seed, _input_names(prepared)),
         quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-        per_channel=per_channel, calibrate_method=methods[method],
+        per_channel=per_channel, calibrate_method=methods[method], reduce_range=resolve_reduce_range(reduce_range),
         op_types_to_quantize=QUANTIZED_OPS + (["Gather"] if embeddings else []),
         calibration_providers=["CPUExecutionProvider"],
     )

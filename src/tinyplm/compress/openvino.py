@@ -8,6 +8,9 @@ sample, at its own length, as it is deployed). With ``max_drop`` it runs
 until the metric on *held-out training examples* (never the dev split we report) drops at most
 ``max_drop`` (absolute). ``embeddings`` compresses the word/position embedding tables to int8
 (``nncf.compress_weights``, int8 asymmetric, per row): most of a small model's bytes.
+``reduce_range`` turns on NNCF's overflow fix in every layer (7-bit weights), by default where this
+CPU's int8 products would saturate (x86 without VNNI: ``tinyplm.models.int8_cpu``); otherwise NNCF
+applies its default (the first layer only).
 
 Each returns an :class:`~tinyplm.models.openvino.OvClassifier`; it cannot be trained further, so an
 OpenVINO step ends a ``compress`` list.
@@ -25,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from tinyplm.models.int8_cpu import reduce_range as resolve_reduce_range
 from tinyplm.models.onnx import graph_feed
 from tinyplm.models.openvino import OvClassifier, to_openvino
 from tinyplm.tasks.encoding import Encoded, collate, model_inputs
@@ -63,11 +67,15 @@ def _quiet_nncf() -> Iterator[None]:
 
 def openvino_int8(model: torch.nn.Module, enc: Encoded, work: Path, *, examples: int = 300, seed: int = 0,
                   precision: str = "auto", embeddings: bool = False, max_drop: float | None = None,
-                  control_examples: int = 300, is_regression: bool = False) -> OvClassifier:
+                  control_examples: int = 300, is_regression: bool = False,
+                  reduce_range: bool | None = None) -> OvClassifier:
     """NNCF int8 post-training quantization of ``model`` (see the module docstring)."""
     ov_model = to_openvino(model, work)
+    seven = resolve_reduce_range(reduce_range)
     with _quiet_nncf():
-        quantized, how = _quantize(ov_model, enc, examples, seed, max_drop, control_examples, is_regression)
+        quantized, how = _quantize(ov_model, enc, examples, seed, max_drop, control_examples, is_regression, seven)
+        if seven:
+            how += ", 7-bit weights (overflow fix in every layer)"
         if embeddings:
             quantized = _compress_embeddings(quantized)
             how += ", int8 embeddings"
@@ -75,23 +83,25 @@ def openvino_int8(model: torch.nn.Module, enc: Encoded, work: Path, *, examples:
 
 
 def _quantize(ov_model, enc: Encoded, examples: int, seed: int, max_drop: float | None, control_examples: int,
-              is_regression: bool):
-    """NNCF quantization of ``ov_model`` -> (the quantized model, how it was done)."""
+              is_regression: bool, seven_bit: bool = False):
+    """NNCF quantization of ``ov_model`` -> (the quantized model, how it was done); ``seven_bit``:
+    the overflow fix in every layer."""
     import nncf
 
     calib, control = _split(len(enc), examples, control_examples if max_drop else 0, seed)
     names = {name for port in ov_model.inputs for name in port.get_names()}
     dataset = nncf.Dataset(_samples(enc, calib, names))
     kwargs = {"model_type": nncf.ModelType.TRANSFORMER, "subset_size": len(calib)}
+    advanced = nncf.AdvancedQuantizationParameters(overflow_fix=nncf.OverflowFix.ENABLE) if seven_bit else None
     if max_drop is None:
-        quantized = nncf.quantize(ov_model, dataset, **kwargs)
+        quantized = nncf.quantize(ov_model, dataset, advanced_parameters=advanced, **kwargs)
         how = f"NNCF post-training int8, {len(calib)} calibration examples"
     else:
         validation = nncf.Dataset([(s, int(enc.labels[i]) if not is_regression else float(enc.labels[i]))
                                    for s, i in zip(_samples(enc, control, names), control, strict=True)])
         quantized = nncf.quantize_with_accuracy_control(
             ov_model, dataset, validation, validation_fn=_validation_fn(is_regression), max_drop=max_drop,
-            drop_type=nncf.DropType.ABSOLUTE, **kwargs)
+            drop_type=nncf.DropType.ABSOLUTE, advanced_quantization_parameters=advanced, **kwargs)
         how = (f"NNCF accuracy-controlled int8 (max drop {max_drop} on {len(control)} held-out training "
                f"examples), {len(calib)} calibration examples")
     return quantized, how

@@ -23,15 +23,17 @@ from tinyplm.tasks.encoding import Encoded
 
 
 def candidate_step(kind: str, step: FastestRuntime):
-    """The default settings of one candidate, with the step's ``embeddings`` and calibration size."""
-    emb = step.embeddings
+    """The default settings of one candidate, with the step's ``embeddings``, calibration size and
+    ``reduce_range``."""
+    emb, rr = step.embeddings, step.reduce_range
     if kind == "onnx_dynamic_int8":
-        return OnnxDynamicInt8(kind=kind, embeddings=emb)
+        return OnnxDynamicInt8(kind=kind, embeddings=emb, reduce_range=rr)
     if kind == "onnx_static_int8":
-        return OnnxStaticInt8(kind=kind, embeddings=emb, calibration_examples=step.calibration_examples)
+        return OnnxStaticInt8(kind=kind, embeddings=emb, calibration_examples=step.calibration_examples,
+                              reduce_range=rr)
     if kind == "openvino":
         return OpenVino(kind=kind, embeddings=emb)
-    return OpenVinoInt8(kind=kind, embeddings=emb, calibration_examples=step.calibration_examples)
+    return OpenVinoInt8(kind=kind, embeddings=emb, calibration_examples=step.calibration_examples, reduce_range=rr)
 
 
 def sub_context(ctx, kind: str):

@@ -42,6 +42,7 @@ from tinyplm.config.compress import (
 )
 from tinyplm.models import roles
 from tinyplm.models.factorized import factorize_embeddings, factorize_roles, share_layers
+from tinyplm.models.int8_cpu import reduce_range
 from tinyplm.models.quantized import quantize_int4, quantize_int8_dynamic, to_bf16
 from tinyplm.tasks.encoding import Encoded
 from tinyplm.tasks.heads import Head
@@ -156,15 +157,18 @@ def _trim_vocab(model: nn.Module, step: TrimVocab, ctx: CompressContext) -> Resu
 
 
 def _onnx_dynamic(model: nn.Module, step: OnnxDynamicInt8, ctx: CompressContext) -> Result:
-    out = dynamic_int8(model, ctx.work_dir, per_channel=step.per_channel, embeddings=step.embeddings)
-    return out, {"runtime": "onnxruntime", "int8": "weights" + (" and embeddings" if step.embeddings else "")}
+    seven = reduce_range(step.reduce_range)
+    out = dynamic_int8(model, ctx.work_dir, per_channel=step.per_channel, embeddings=step.embeddings,
+                       reduce_range=seven)
+    return out, {"runtime": "onnxruntime", "int8": "weights" + (" and embeddings" if step.embeddings else "")
+                 + (" (7-bit weights)" if seven else "")}
 
 
 def _onnx_static(model: nn.Module, step: OnnxStaticInt8, ctx: CompressContext) -> Result:
     out = static_int8(model, ctx.train, ctx.work_dir, examples=step.calibration_examples,
                       method=step.calibration_method, per_channel=step.per_channel, seed=ctx.seed,
-                      embeddings=step.embeddings)
-    return out, {"runtime": "onnxruntime", "int8": "weights and activations"}
+                      embeddings=step.embeddings, reduce_range=(seven := reduce_range(step.reduce_range)))
+    return out, {"runtime": "onnxruntime", "int8": "weights and activations" + (" (7-bit weights)" if seven else "")}
 
 
 def _openvino(model: nn.Module, step: OpenVino, ctx: CompressContext) -> Result:
@@ -176,7 +180,8 @@ def _openvino(model: nn.Module, step: OpenVino, ctx: CompressContext) -> Result:
 def _openvino_int8(model: nn.Module, step: OpenVinoInt8, ctx: CompressContext) -> Result:
     out = openvino_int8(model, ctx.train, ctx.work_dir, examples=step.calibration_examples, seed=ctx.seed,
                         precision=step.precision, embeddings=step.embeddings, max_drop=step.max_drop,
-                        control_examples=step.control_examples, is_regression=ctx.is_regression)
+                        control_examples=step.control_examples, is_regression=ctx.is_regression,
+                        reduce_range=step.reduce_range)
     return out, {"runtime": "openvino", "precision": out.precision, "int8": out.quantization}
 
 

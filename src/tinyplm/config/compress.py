@@ -188,9 +188,17 @@ class Movement(_Sparse):
     kind: Literal["movement"]
 
 
+#: The description of ``reduce_range`` on the int8 steps (see ``tinyplm.models.int8_cpu``).
+REDUCE_RANGE = ("7-bit weights, which keep int8 products from saturating on x86 CPUs without VNNI; default: "
+                "on where this CPU has no VNNI (set true for a model deployed on such a CPU)")
+
+
 class _OnnxStep(_Final):
+    _unwritten_defaults = ("reduce_range",)
+
     per_channel: bool = Field(True, description="one int8 scale per output channel of each weight")
     embeddings: bool = Field(False, description="quantize the embedding tables too (int8 Gather)")
+    reduce_range: bool | None = Field(None, description=REDUCE_RANGE)
 
 
 class DynamicInt8(_Final):
@@ -241,6 +249,8 @@ class OpenVino(_Final):
 class OpenVinoInt8(_Final):
     """NNCF post-training int8 quantization, run by OpenVINO (the rest of the graph in ``precision``)."""
 
+    _unwritten_defaults = ("reduce_range",)
+
     kind: Literal["openvino_int8"]
     precision: OvPrecision = "auto"
     calibration_examples: int = Field(300, ge=1, description="training examples to calibrate on")
@@ -248,6 +258,7 @@ class OpenVinoInt8(_Final):
     max_drop: float | None = Field(None, gt=0, lt=1, description="accuracy-controlled quantization: at most "
                                    "this absolute drop on held-out training examples (never dev)")
     control_examples: int = Field(300, ge=10, description="held-out training examples max_drop is checked on")
+    reduce_range: bool | None = Field(None, description=REDUCE_RANGE + " (NNCF's overflow fix on every layer)")
 
 
 #: The final forms a ``runtime: fastest`` step chooses among.
@@ -267,6 +278,9 @@ class FastestRuntime(_Final):
     max_drop: float = Field(0.005, ge=0, lt=1, description="allowed accuracy drop on the held-out examples")
     control_examples: int = Field(500, ge=10)
     calibration_examples: int = Field(300, ge=1)
+    reduce_range: bool | None = Field(None, description=REDUCE_RANGE + " (every int8 candidate)")
+
+    _unwritten_defaults = ("reduce_range",)
 
 
 CompressStep = Annotated[
