@@ -262,6 +262,9 @@ DOC_LINES: dict[str, Way] = {
     "python benchmarks/predict_ray.py runs/sst2_demo/students/student-L3.runtime --workers 1 --threads 2 "
     "--repeat 80 --rounds 2 --cluster": Way(None, "cheap check only: as the line above, on a Ray head started "
                                              "before the rounds"),
+    "tinyplm run recipes/glue/sst2_demo_students.yaml": Way(
+        None, "cheap check only: three students of the demo beside each other (55 minutes); "
+        "tests/test_recipes_cli.py validates the recipe, and the demo's own run tests cover its steps"),
     "tinyplm run recipes/glue/sst2_static.yaml": Way(
         None, "cheap check only: reads the demo run's teacher; tests/run/test_classic_static_run.py runs "
         "static students in a tiny run, tests/test_recipes_cli.py validates the recipe with a tiny teacher"),
