@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from tinyplm.models.int8_cpu import cpu_flags
+
 #: FLOPs per cycle per core, best instructions first: (flag that must be present, FLOPs)
 PEAK_TABLE: dict[str, tuple[tuple[str, int], ...]] = {
     "fp32": (("avx512f", 64), ("fma", 32), ("avx", 16)),
@@ -43,18 +45,15 @@ def cpu_flags_and_clock() -> tuple[frozenset[str], float]:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return frozenset(), 0.0
-    flags: set[str] = set()
     mhz = 0.0
     for line in text.splitlines():
         key, _, value = line.partition(":")
-        if key.strip() == "flags" and not flags:
-            flags = set(value.split())
-        elif key.strip() == "cpu MHz" and not mhz:
+        if key.strip() == "cpu MHz" and not mhz:
             try:
                 mhz = float(value)
             except ValueError:
                 mhz = 0.0
-    return frozenset(flags), mhz / 1000
+    return cpu_flags(text), mhz / 1000
 
 
 def peak(precision: str, threads: int) -> Peak | None:
