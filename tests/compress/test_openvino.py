@@ -83,6 +83,43 @@ def test_nncf_int8_quantizes_and_mostly_agrees(tiny, tmp_path: Path) -> None:
     assert (saved / OV_BIN).stat().st_size < 0.5 * (f32 / OV_BIN).stat().st_size
 
 
+def test_int8_stored_weights_are_smaller_on_disk_and_widened_before_compiling(tiny, tmp_path: Path) -> None:
+    from tinyplm.models.openvino import widened
+
+    model, tok, enc = tiny
+    f32 = openvino_float(model, tmp_path / "f", precision="f32")
+    w8 = openvino_float(model, tmp_path / "w", precision="f32", weights="int8")
+    assert w8.widen and not f32.widen and not w8.int8_matmuls  # stored in int8, computed in float
+
+    def int8_constants(graph) -> int:
+        return sum(op.get_type_name() == "Constant" and op.get_output_element_type(0).get_type_name() == "i8"
+                   for op in graph.get_ops())
+
+    assert int8_constants(w8.model) >= 6  # every encoder Linear of the 2-layer model (4 + 2 FFN per layer)
+    assert int8_constants(widened(w8.model)) == 0 and int8_constants(w8.model) > 0  # folded on a copy only
+    # per-channel int8 weights: the logits stay close to float's, the predictions the same on nearly all
+    torch.testing.assert_close(predict_logits(w8, enc), predict_logits(f32, enc), atol=2e-2, rtol=0)
+    saved = save_model(w8, tok, tmp_path / "saved")
+    plain = save_model(f32, tok, tmp_path / "plain")
+    config = json.loads((saved / "config.json").read_text())[RUNTIME_KEY]
+    assert config["widen_weights"] is True and "int8-stored weights" in config["quantization"]
+    assert json.loads((plain / "config.json").read_text())[RUNTIME_KEY]["widen_weights"] is False
+    # the tiny model's weights are a small part of its file; the int8 ones still take fewer bytes
+    assert (saved / OV_BIN).stat().st_size < 0.6 * (plain / OV_BIN).stat().st_size
+    loaded, _ = load_classifier(saved, ("0", "1"), False)
+    assert isinstance(loaded, OvClassifier) and loaded.widen
+    assert torch.equal(predict_logits(loaded, enc), predict_logits(w8, enc))  # identical after the round trip
+    assert describe(loaded).precision == "f32" and "widened when compiled" in describe(loaded).detail
+
+
+def test_the_fastest_runtime_gives_its_openvino_candidate_int8_stored_weights() -> None:
+    from tinyplm.compress.runtime import candidate_step
+
+    step = FastestRuntime(kind="runtime", weights="int8")
+    assert candidate_step("openvino", step).weights == "int8"
+    assert candidate_step("openvino", FastestRuntime(kind="runtime")).weights == "float"  # the default
+
+
 def test_a_dir_without_its_bin_is_refused_by_name(tiny, tmp_path: Path) -> None:
     model, tok, _ = tiny
     out = save_model(openvino_float(model, tmp_path / "work", precision="f32"), tok, tmp_path / "saved")
@@ -96,6 +133,9 @@ def test_the_openvino_step_records_its_precision(tiny, tmp_path: Path) -> None:
     ctx = CompressContext(enc, None, False, tmp_path / "work", tokenizer=tok)
     out, info = apply_step(model, OpenVino(kind="openvino", precision="f32"), ctx)
     assert isinstance(out, OvClassifier) and info == {"runtime": "openvino", "precision": "f32"}
+    out, info = apply_step(model, OpenVino(kind="openvino", precision="f32", weights="int8", embeddings=True), ctx)
+    assert out.widen and info == {"runtime": "openvino", "precision": "f32",
+                                  "int8": "weights (stored; widened when compiled), embeddings"}
 
 
 class _Stub(torch.nn.Module):

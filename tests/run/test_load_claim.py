@@ -38,6 +38,8 @@ def _demo_shaped(tmp_path: Path) -> dict:
 
     students = [
         {"name": "teacher-best", "init_from": "teacher", "stages": [], "compress": [runtime("openvino_int8")]},
+        {"name": "teacher-w8", "init_from": "teacher", "stages": [],
+         "compress": [{"kind": "openvino", "weights": "int8", "embeddings": True}]},
         {"name": "student", "teacher_layers": [0, 1], "train": short, "compress": [
             {"kind": "prune_ffn", "keep": 0.5, "scope": "layer", "score_batches": 2},
             {"kind": "prune_heads", "keep": 0.75, "score_batches": 2},
@@ -96,6 +98,10 @@ def test_every_saved_stage_loads_as_its_card_says(tmp_path: Path) -> None:
     assert routes["student.trim_vocab"].loader == Loader.TINYPLM  # inherits the pruned heads
     assert routes["teacher-best.runtime"].loader == Loader.OPENVINO
     assert routes["student.runtime"].loader == Loader.ONNXRUNTIME
+    assert routes["teacher-w8.openvino"].loader == Loader.OPENVINO
+    widen = "manager.run_passes(graph)"  # the card folds int8-stored weights before compiling
+    assert widen in (folders["teacher-w8.openvino"] / "README.md").read_text(encoding="utf-8")
+    assert widen not in (folders["teacher-best.runtime"] / "README.md").read_text(encoding="utf-8")
     for name, folder in folders.items():
         route = routes[name]
         card = (folder / "README.md").read_text(encoding="utf-8")

@@ -35,13 +35,20 @@ from tinyplm.tasks.encoding import Encoded, collate, model_inputs
 
 
 def openvino_float(model: torch.nn.Module, work: Path, precision: str = "auto",
-                   embeddings: bool = False) -> OvClassifier:
-    """The model in OpenVINO, run in ``precision`` (``auto``: bf16 where the CPU has it)."""
+                   embeddings: bool = False, weights: str = "float") -> OvClassifier:
+    """The model in OpenVINO, run in ``precision`` (``auto``: bf16 where the CPU has it);
+    ``weights: int8`` stores its weight matrices in int8, widened when compiled
+    (:mod:`tinyplm.models.openvino`)."""
     ov_model = to_openvino(model, work)
-    if embeddings:
-        with _quiet_nncf():
+    how = []
+    with _quiet_nncf():
+        if weights == "int8":
+            ov_model = _compress_matmuls(ov_model)
+            how.append("int8-stored weights (widened when compiled)")
+        if embeddings:
             ov_model = _compress_embeddings(ov_model)
-    return OvClassifier(ov_model, model.config, precision, "int8 embeddings" if embeddings else None)
+            how.append("int8 embeddings")
+    return OvClassifier(ov_model, model.config, precision, ", ".join(how) or None, widen=weights == "int8")
 
 
 def _samples(enc: Encoded, order: list[int], names: set[str]) -> list[dict[str, np.ndarray]]:
@@ -135,6 +142,15 @@ def _compress_embeddings(ov_model):
               and not _gathers_from_a_table(op)]
     return nncf.compress_weights(ov_model, mode=nncf.CompressWeightsMode.INT8_ASYM,
                                  ignored_scope=nncf.IgnoredScope(types=["MatMul"], names=others))
+
+
+def _compress_matmuls(ov_model):
+    """int8 weight compression (symmetric, per output channel) of the constant weights of every
+    MatMul; the embedding tables are left to ``embeddings``."""
+    import nncf
+
+    return nncf.compress_weights(ov_model, mode=nncf.CompressWeightsMode.INT8_SYM,
+                                 ignored_scope=nncf.IgnoredScope(types=["Gather"]))
 
 
 def _gathers_from_a_table(op) -> bool:

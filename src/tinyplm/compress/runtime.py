@@ -23,8 +23,8 @@ from tinyplm.tasks.encoding import Encoded
 
 
 def candidate_step(kind: str, step: FastestRuntime):
-    """The default settings of one candidate, with the step's ``embeddings``, calibration size and
-    ``reduce_range``."""
+    """The default settings of one candidate, with the step's ``embeddings``, calibration size,
+    ``reduce_range`` and (OpenVINO float) ``weights``."""
     emb, rr = step.embeddings, step.reduce_range
     if kind == "onnx_dynamic_int8":
         return OnnxDynamicInt8(kind=kind, embeddings=emb, reduce_range=rr)
@@ -32,7 +32,7 @@ def candidate_step(kind: str, step: FastestRuntime):
         return OnnxStaticInt8(kind=kind, embeddings=emb, calibration_examples=step.calibration_examples,
                               reduce_range=rr)
     if kind == "openvino":
-        return OpenVino(kind=kind, embeddings=emb)
+        return OpenVino(kind=kind, embeddings=emb, weights=step.weights)
     return OpenVinoInt8(kind=kind, embeddings=emb, calibration_examples=step.calibration_examples, reduce_range=rr)
 
 

@@ -172,9 +172,10 @@ def _onnx_static(model: nn.Module, step: OnnxStaticInt8, ctx: CompressContext) -
 
 
 def _openvino(model: nn.Module, step: OpenVino, ctx: CompressContext) -> Result:
-    out = openvino_float(model, ctx.work_dir, step.precision, step.embeddings)
-    return out, {"runtime": "openvino", "precision": out.precision,
-                 **({"int8": "embeddings"} if step.embeddings else {})}
+    out = openvino_float(model, ctx.work_dir, step.precision, step.embeddings, step.weights)
+    stored = [part for part, on in (("weights (stored; widened when compiled)", step.weights == "int8"),
+                                    ("embeddings", step.embeddings)) if on]
+    return out, {"runtime": "openvino", "precision": out.precision, **({"int8": ", ".join(stored)} if stored else {})}
 
 
 def _openvino_int8(model: nn.Module, step: OpenVinoInt8, ctx: CompressContext) -> Result:

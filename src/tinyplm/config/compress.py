@@ -237,13 +237,22 @@ class OnnxStaticInt8(_OnnxStep):
 OvPrecision = Literal["auto", "f32", "bf16"]
 
 
+#: What ``weights`` of an OpenVINO float model means.
+OV_WEIGHTS = ("how the weight matrices are stored: float, or int8 (per output channel, symmetric; about 4x "
+              "fewer bytes), widened to the compute precision when the model is compiled, so it runs at the "
+              "float model's speed")
+
+
 class OpenVino(_Final):
     """The model in OpenVINO IR, run by its CPU plugin in ``precision`` (``auto``: bf16 where the CPU
     has it, as OpenVINO does by default; ``f32``; ``bf16``)."""
 
+    _unwritten_defaults = ("weights",)
+
     kind: Literal["openvino"]
     precision: OvPrecision = "auto"
     embeddings: bool = Field(False, description="int8 weight compression of the embedding tables (NNCF)")
+    weights: Literal["float", "int8"] = Field("float", description=OV_WEIGHTS)
 
 
 class OpenVinoInt8(_Final):
@@ -279,8 +288,10 @@ class FastestRuntime(_Final):
     control_examples: int = Field(500, ge=10)
     calibration_examples: int = Field(300, ge=1)
     reduce_range: bool | None = Field(None, description=REDUCE_RANGE + " (every int8 candidate)")
+    weights: Literal["float", "int8"] = Field("float", description="the openvino candidate's weights: "
+                                              + OV_WEIGHTS)
 
-    _unwritten_defaults = ("reduce_range",)
+    _unwritten_defaults = ("reduce_range", "weights")
 
 
 CompressStep = Annotated[

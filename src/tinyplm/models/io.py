@@ -43,7 +43,8 @@ def save_model(model: PreTrainedModel, tokenizer, path: Path) -> Path:
     elif isinstance(model, OvClassifier):  # OpenVINO IR (xml + bin) and a config saying how it runs
         save_openvino(model.model, tmp, model.precision_asked)
         setattr(model.config, FORMAT_KEY, "openvino")
-        setattr(model.config, RUNTIME_KEY, runtime_record(model.precision_asked, model.precision, model.quantization))
+        record = runtime_record(model.precision_asked, model.precision, model.quantization, model.widen)
+        setattr(model.config, RUNTIME_KEY, record)
         model.config.save_pretrained(tmp)
         model.path = path / OV_XML
     elif is_quantized(model):  # quantized weights as plain tensors at their true size

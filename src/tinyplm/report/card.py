@@ -106,6 +106,21 @@ _OPENVINO = [
     "or `tinyplm.models.load_classifier(model_dir, labels, is_regression=False)`, which compiles it in the "
     "precision recorded in config.json.",
 ]
+#: Loading an OpenVINO model whose weights are stored in int8 and widened when compiled
+#: (``tinyplm.models.openvino``): the same snippet, folding them once before compiling.
+_OPENVINO_WIDEN = [
+    *_OPENVINO[:2],
+    "from openvino.passes import ConstantFolding, Manager",
+    *_OPENVINO[2:6],
+    "core = ov.Core()",
+    'graph = core.read_model(f"{model_dir}/model.xml")',
+    "# its weights are stored in int8: widen them to float once, or every call widens them",
+    "manager = Manager()",
+    "manager.register_pass(ConstantFolding())",
+    "manager.run_passes(graph)",
+    'model = core.compile_model(graph, "CPU")',
+    *_OPENVINO[7:],
+]
 _ONNX = [
     "```python",
     "import onnxruntime as ort",
@@ -146,8 +161,9 @@ def _usage(record: RunRecord, stage: StageRecord | None = None, route: LoadRoute
     route = route or _stage_route(stage)
     if route.loader == Loader.OPENVINO:
         precision = f", {stage.precision}" if stage is not None and stage.precision else ""
+        widen = stage is not None and "widened when compiled" in (stage.info.runtime_detail or "")
         return [*intro, f"An OpenVINO model (`model.xml` + `model.bin`{precision}), run by OpenVINO's "
-                "CPU plugin:", "", *_OPENVINO]
+                "CPU plugin:", "", *(_OPENVINO_WIDEN if widen else _OPENVINO)]
     if route.loader == Loader.ONNXRUNTIME:
         return [*intro, "An ONNX Runtime model (`model.onnx`, int8), loaded without PyTorch:", "", *_ONNX]
     if route.loader == Loader.TINYPLM:
