@@ -249,6 +249,9 @@ DOC_LINES: dict[str, Way] = {
     "tinyplm predict runs/sst2_demo/model -i 'reviews/part-*.tsv' -o predictions/ --ray --workers 2": Way(
         None, "cheap check only: needs the demo run and Ray; tests/predict/test_predict_ray.py runs predict --ray "
         "over 8 shards (and with an actor killed) and compares it with plain predict"),
+    "python benchmarks/openvino_forms.py runs/sst2_demo": Way(
+        None, "cheap check only: needs the demo run, minutes; tests/test_openvino_forms_bench.py checks its four "
+        "forms, tests/compress/test_openvino.py the int8-stored weights"),
     "python benchmarks/predict_ray.py runs/sst2_demo/model": Way(
         None, "cheap check only: needs the demo run and Ray, minutes; tests/test_predict_ray_bench.py checks its "
         "corpus and figures, tests/predict/test_predict_ray.py the labels of predict --ray against plain predict"),

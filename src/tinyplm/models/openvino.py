@@ -15,7 +15,7 @@ and recorded, never assumed.
 **Int8-stored weights.** A float model may store its weight matrices in int8 (NNCF weight
 compression, ``weights: int8`` of the ``openvino`` step): about 4x fewer bytes on disk. Left as
 they are, the plugin widens them on every call (its weight-decompression kernels, made for large
-language models); on a 3-layer student at batch 32 that cost a fifth of the float model's
+language models); on a 3-layer student at batch 32 that cost 14-22% of the float model's
 throughput. An ``OvClassifier`` with ``widen`` folds them into float constants once, before
 compiling (OpenVINO's ``ConstantFolding`` pass on a copy), so the model runs at the float model's
 speed from a file of the int8 model's size; ``config.json`` records ``widen_weights``.
