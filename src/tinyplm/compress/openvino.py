@@ -30,7 +30,7 @@ import torch
 
 from tinyplm.models.int8_cpu import reduce_range as resolve_reduce_range
 from tinyplm.models.onnx import graph_feed
-from tinyplm.models.openvino import OvClassifier, to_openvino
+from tinyplm.models.openvino import WIDENED, OvClassifier, to_openvino
 from tinyplm.tasks.encoding import Encoded, collate, model_inputs
 
 
@@ -44,7 +44,7 @@ def openvino_float(model: torch.nn.Module, work: Path, precision: str = "auto",
     with _quiet_nncf():
         if weights == "int8":
             ov_model = _compress_matmuls(ov_model)
-            how.append("int8-stored weights (widened when compiled)")
+            how.append(WIDENED)
         if embeddings:
             ov_model = _compress_embeddings(ov_model)
             how.append("int8 embeddings")

@@ -10,6 +10,7 @@ import yaml
 from tinyplm.errors import TinyplmError, did_you_mean
 from tinyplm.files import write_atomic
 from tinyplm.models.load_route import Loader, LoadRoute, load_route, route_of_config
+from tinyplm.models.openvino import WIDENED
 from tinyplm.models.shape import SHAPE_KEY
 from tinyplm.report.html import fmt_shape, fmt_value
 from tinyplm.report.records import RunRecord, StageRecord
@@ -91,36 +92,36 @@ def _description(record: RunRecord, stage: StageRecord) -> list[str]:
     return lines
 
 
-_OPENVINO = [
-    "```python",
-    "import openvino as ov",
-    "from transformers import AutoTokenizer",
-    "",
-    'model_dir = "path/to/this/folder"  # the folder holding this README',
-    "tokenizer = AutoTokenizer.from_pretrained(model_dir)",
-    'model = ov.Core().compile_model(f"{model_dir}/model.xml", "CPU")',
-    'inputs = tokenizer(["an example sentence"], return_tensors="np", truncation=True)',
-    "logits = model({k: v.astype('int64') for k, v in inputs.items()})[0]",
-    "```",
-    "",
-    "or `tinyplm.models.load_classifier(model_dir, labels, is_regression=False)`, which compiles it in the "
-    "precision recorded in config.json.",
-]
-#: Loading an OpenVINO model whose weights are stored in int8 and widened when compiled
-#: (``tinyplm.models.openvino``): the same snippet, folding them once before compiling.
-_OPENVINO_WIDEN = [
-    *_OPENVINO[:2],
-    "from openvino.passes import ConstantFolding, Manager",
-    *_OPENVINO[2:6],
-    "core = ov.Core()",
-    'graph = core.read_model(f"{model_dir}/model.xml")',
-    "# its weights are stored in int8: widen them to float once, or every call widens them",
-    "manager = Manager()",
-    "manager.register_pass(ConstantFolding())",
-    "manager.run_passes(graph)",
-    'model = core.compile_model(graph, "CPU")',
-    *_OPENVINO[7:],
-]
+def _openvino_snippet(widen: bool) -> list[str]:
+    """How to load an OpenVINO model dir; ``widen``: its weights are stored in int8 and folded to
+    float once before compiling, as tinyplm does (``tinyplm.models.openvino``)."""
+    compile_lines = [
+        "core = ov.Core()",
+        'graph = core.read_model(f"{model_dir}/model.xml")',
+        "# its weights are stored in int8: widen them to float once, or every call widens them",
+        "manager = Manager()",
+        "manager.register_pass(ConstantFolding())",
+        "manager.run_passes(graph)",
+        'model = core.compile_model(graph, "CPU")',
+    ] if widen else ['model = ov.Core().compile_model(f"{model_dir}/model.xml", "CPU")']
+    return [
+        "```python",
+        "import openvino as ov",
+        *(["from openvino.passes import ConstantFolding, Manager"] if widen else []),
+        "from transformers import AutoTokenizer",
+        "",
+        'model_dir = "path/to/this/folder"  # the folder holding this README',
+        "tokenizer = AutoTokenizer.from_pretrained(model_dir)",
+        *compile_lines,
+        'inputs = tokenizer(["an example sentence"], return_tensors="np", truncation=True)',
+        "logits = model({k: v.astype('int64') for k, v in inputs.items()})[0]",
+        "```",
+        "",
+        "or `tinyplm.models.load_classifier(model_dir, labels, is_regression=False)`, which compiles it in the "
+        "precision recorded in config.json.",
+    ]
+
+
 _ONNX = [
     "```python",
     "import onnxruntime as ort",
@@ -161,9 +162,9 @@ def _usage(record: RunRecord, stage: StageRecord | None = None, route: LoadRoute
     route = route or _stage_route(stage)
     if route.loader == Loader.OPENVINO:
         precision = f", {stage.precision}" if stage is not None and stage.precision else ""
-        widen = stage is not None and "widened when compiled" in (stage.info.runtime_detail or "")
+        widen = stage is not None and WIDENED in (stage.info.runtime_detail or "")
         return [*intro, f"An OpenVINO model (`model.xml` + `model.bin`{precision}), run by OpenVINO's "
-                "CPU plugin:", "", *(_OPENVINO_WIDEN if widen else _OPENVINO)]
+                "CPU plugin:", "", *_openvino_snippet(widen)]
     if route.loader == Loader.ONNXRUNTIME:
         return [*intro, "An ONNX Runtime model (`model.onnx`, int8), loaded without PyTorch:", "", *_ONNX]
     if route.loader == Loader.TINYPLM:
