@@ -31,17 +31,19 @@ import _harness as harness
 FORMS = ("float", "nncf_int8", "int8_weights_per_call", "int8_weights")
 
 
-def make_forms(student, train, work: Path) -> dict:
-    """The four OpenVINO forms of ``student`` (module docstring), by name."""
+def make_forms(student, train, work: Path, precision: str = "auto") -> dict:
+    """The four OpenVINO forms of ``student`` (module docstring), by name, run in ``precision``.
+    The two int8-weight forms share one converted graph: only its compiling differs."""
     from tinyplm.compress.openvino import openvino_float, openvino_int8
     from tinyplm.models.openvino import OvClassifier
 
-    per_call = openvino_float(student, work / "per-call", embeddings=True, weights="int8")
-    return {"float": openvino_float(student, work / "float", embeddings=True),
-            "nncf_int8": openvino_int8(student, train, work / "nncf", examples=300, embeddings=True),
-            "int8_weights_per_call": OvClassifier(per_call.model, student.config, per_call.precision_asked,
-                                                  per_call.quantization, widen=False),
-            "int8_weights": openvino_float(student, work / "int8-weights", embeddings=True, weights="int8")}
+    folded = openvino_float(student, work / "int8-weights", precision, embeddings=True, weights="int8")
+    return {"float": openvino_float(student, work / "float", precision, embeddings=True),
+            "nncf_int8": openvino_int8(student, train, work / "nncf", examples=300, precision=precision,
+                                       embeddings=True),
+            "int8_weights_per_call": OvClassifier(folded.model, student.config, precision, folded.quantization,
+                                                  widen=False),
+            "int8_weights": folded}
 
 
 def main() -> Path:
@@ -53,7 +55,8 @@ def main() -> Path:
     args = p.parse_args()
     harness.set_threads(args.threads)
 
-    from tinyplm.config.schema import MeasureSpec, TaskSpec
+    from tinyplm.config import load_recipe
+    from tinyplm.config.schema import MeasureSpec
     from tinyplm.evaluate.size import disk_bytes
     from tinyplm.evaluate.speed import measure_speed
     from tinyplm.models import load_classifier, save_model
@@ -66,12 +69,13 @@ def main() -> Path:
     stage = record.stage(args.stage)
     if stage is None or not stage.model_dir:
         raise SystemExit(f"{args.run / 'results.json'}: no saved stage '{args.stage}'")
-    task = load_task(TaskSpec(name=record.task))
-    labels = task.labels
-    student, tok = load_classifier(args.run / stage.model_dir, labels, False)
-    teacher, teacher_tok = load_classifier(args.run / "teacher", labels, False)
-    train = encode_split(task.train, tok, 64)
-    dev, teacher_dev = encode_split(task.evals["dev"], tok, 64), encode_split(task.evals["dev"], teacher_tok, 64)
+    spec = load_recipe(args.run / "config.resolved.yaml").task  # the run's data and max_length
+    task = load_task(spec)
+    student, tok = load_classifier(args.run / stage.model_dir, task.labels, False)
+    teacher, teacher_tok = load_classifier(args.run / "teacher", task.labels, False)
+    train = encode_split(task.train, tok, spec.max_length)
+    dev = encode_split(task.evals["dev"], tok, spec.max_length)
+    teacher_dev = encode_split(task.evals["dev"], teacher_tok, spec.max_length)
     picked = torch.randperm(len(train), generator=torch.Generator().manual_seed(0))[:args.examples].tolist()
     held = train.subset(picked)
 
