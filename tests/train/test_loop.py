@@ -181,3 +181,29 @@ def test_sigterm_checkpoints_the_step_it_stopped_at(tiny_model_dir: Path, tmp_pa
     a, b = straight.model.state_dict(), resumed.model.state_dict()
     for key in a:
         torch.testing.assert_close(a[key], b[key], rtol=0, atol=0, msg=key)
+
+
+def test_adamw_is_fused_on_cpu_and_takes_the_default_update() -> None:
+    """The fused kernel where every parameter allows it; its step equals the default's to rounding;
+    a parameter it cannot take (complex) falls back to the default rather than failing at step 1."""
+    from tinyplm.train.loop import adamw
+
+    torch.manual_seed(0)
+    start, grads = torch.randn(64, 8), [torch.randn(64, 8) for _ in range(3)]
+    results = []
+    for make in (lambda g: adamw(g, 1e-2), lambda g: torch.optim.AdamW(g, lr=1e-2, foreach=False)):
+        p = torch.nn.Parameter(start.clone())
+        opt = make([{"params": [p], "weight_decay": 0.01}])
+        for g in grads:
+            p.grad = g.clone()
+            opt.step()
+        results.append((opt.defaults["fused"], p.detach()))
+    assert results[0][0] is True and not results[1][0]
+    assert not torch.equal(results[0][1], start)
+    torch.testing.assert_close(results[0][1], results[1][1], rtol=1e-5, atol=1e-6)
+    z = torch.nn.Parameter(torch.zeros(4, dtype=torch.complex64))
+    opt = adamw([{"params": [z], "weight_decay": 0.0}], 1e-2)
+    assert not opt.defaults["fused"]
+    z.grad = torch.ones_like(z)
+    opt.step()
+    assert torch.all(z.real < 0)

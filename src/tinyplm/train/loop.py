@@ -214,7 +214,26 @@ def _optimizer(trainable: Trainable, model: nn.Module, spec: TrainSpec) -> torch
         groups = discriminative_groups(trainable, model, spec.weight_decay, spec.method_options.lr_decay)
     else:
         groups = _param_groups(trainable, spec.weight_decay)
-    return torch.optim.AdamW(groups, lr=spec.lr)
+    return adamw(groups, spec.lr)
+
+
+#: Devices with PyTorch's fused AdamW kernel.
+FUSED_DEVICES = frozenset({"cpu", "cuda", "xpu", "mps"})
+
+
+def adamw(groups: list[dict[str, Any]], lr: float) -> torch.optim.AdamW:
+    """AdamW with PyTorch's fused kernel where every parameter allows it, else its default.
+
+    On CPU the fused kernel makes one pass over each tensor where the default makes several: the
+    same update up to rounding, 4-5x faster. That matters for a small student, whose step was
+    mostly the optimiser's pass over its word table (11.7M of a 3-layer MiniLM student's 15M
+    weights: 78 of 150 ms per batch of 32; 15 ms fused, so 1.7x the examples per second).
+    """
+    params = [p for g in groups for p in g["params"]]
+    # PyTorch checks this only at the first step; checked here so that an odd parameter (a complex
+    # one, one on a device without the kernel) falls back to the default instead of failing then.
+    fused = all(torch.is_floating_point(p) and p.device.type in FUSED_DEVICES for p in params)
+    return torch.optim.AdamW(groups, lr=lr, fused=fused or None)
 
 
 def _resume(loop: _Loop) -> None:
