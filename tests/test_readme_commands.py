@@ -252,6 +252,9 @@ DOC_LINES: dict[str, Way] = {
     "python benchmarks/openvino_forms.py runs/sst2_demo": Way(
         None, "cheap check only: needs the demo run, minutes; tests/test_openvino_forms_bench.py checks its four "
         "forms, tests/compress/test_openvino.py the int8-stored weights"),
+    "python benchmarks/train_step.py runs/sst2_demo/teacher runs/sst2_demo/students/student-L3": Way(
+        None, "cheap check only: needs the demo run, a minute; tests/test_train_step_bench.py checks its parts, "
+        "tests/train/test_loop.py that the loop's AdamW is fused and takes the default's update"),
     "python benchmarks/predict_ray.py runs/sst2_demo/model": Way(
         None, "cheap check only: needs the demo run and Ray, minutes; tests/test_predict_ray_bench.py checks its "
         "corpus and figures, tests/predict/test_predict_ray.py the labels of predict --ray against plain predict"),
