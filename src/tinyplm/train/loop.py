@@ -86,7 +86,7 @@ class TrainResult:
                 "train_seconds": round(self.seconds, 1)}
 
 
-def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     """One AdamW group of weight-decayed matrices and one of undecayed vectors and LayerNorms."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
@@ -213,7 +213,7 @@ def _optimizer(trainable: Trainable, model: nn.Module, spec: TrainSpec) -> torch
     if spec.method is Method.ULMFIT:
         groups = discriminative_groups(trainable, model, spec.weight_decay, spec.method_options.lr_decay)
     else:
-        groups = _param_groups(trainable, spec.weight_decay)
+        groups = param_groups(trainable, spec.weight_decay)
     return adamw(groups, spec.lr)
 
 
