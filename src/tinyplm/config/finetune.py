@@ -38,10 +38,9 @@ PEFT_METHODS = frozenset({Method.LORA, Method.IA3, Method.PROMPT_TUNING, Method.
 #: Methods whose trained model is saved as a plain checkpoint (LoRA and IA3 merged into the weights).
 CHECKPOINT_METHODS = frozenset({Method.FULL, Method.ULMFIT, Method.BITFIT, Method.LORA, Method.IA3})
 #: Encoder Linear roles (models/roles.py) each adapter method wraps when ``targets`` is not given.
-#: LoRA adapts every encoder Linear, not the paper's query/value only: at an equal 4-minute budget on
-#: SST-2 (scored on 2,000 held-out training examples, dev unused; benchmarks/finetune_methods.py
-#: --holdout) rank 8 on all six roles reached 89.3 (at 1e-3 and at 2e-3) against 88.1 for query/value
-#: (at 2e-3; 87.0 at 5e-4), with full fine-tuning at 90.65, while training 1.5% of MiniLM's parameters.
+#: LoRA adapts every encoder Linear, not the paper's query/value only: at an equal budget on SST-2,
+#: scored on held-out training examples (benchmarks/finetune_methods.py --holdout), rank 8 on all six
+#: roles read higher than on query/value (the figures: docs/results/finetune-methods.md).
 DEFAULT_TARGETS = {Method.LORA: ("query", "key", "value", "attn_out", "ffn_in", "ffn_out"),
                    Method.IA3: ("key", "value", "ffn_out")}
 #: IA3 scales a feed-forward layer's input rather than its output: the roles that are feed-forward.

@@ -18,9 +18,9 @@ convex, so the solver finds the optimum with no learning rate, schedule or epoch
 layer, and every layer and model is probed by exactly the same, deterministic procedure.
 
 Deliberately not scikit-learn's own solver: it works in float64 with per-iteration Python and
-Cython overhead, and a word-level probe has ~10^5 items x 384 features x 45 classes per layer; on 2
-CPU cores it took 6 minutes for MiniLM's 7 layers on 6,000 CoNLL sentences (50 s a layer), so a run's
-five stages with their random-encoder controls took over an hour. The same objective in float32
+Cython overhead, and a word-level probe has ~10^5 items x 384 features x 45 classes per layer: too
+slow for a run's five stages with their random-encoder controls (the timing:
+docs/results/probe-heads.md). The same objective in float32
 torch (``torch.optim.LBFGS``: matrix products on every core) reaches the same optimum (a unit test
 compares the two) in a fraction of the time. Only the solver is ours; scaling stays scikit-learn's.
 """

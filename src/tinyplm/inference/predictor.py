@@ -96,8 +96,8 @@ def length_groups(lengths: Sequence[int], overhead: float = PASS_OVERHEAD_TOKENS
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:
-    """Row-wise softmax in float64 (numpy: a few microseconds for a served batch, where
-    ``torch.softmax`` took ~0.5 ms waking its thread pool)."""
+    """Row-wise softmax in float64 (numpy: ``torch.softmax`` spent longer waking its thread pool than
+    numpy takes for a served batch; docs/results/code-choices.md)."""
     z = np.exp(logits.astype(np.float64) - logits.max(axis=-1, keepdims=True))
     return z / z.sum(axis=-1, keepdims=True)
 

@@ -3,9 +3,9 @@
 On x86 CPUs without VNNI (AVX2 only, or AVX-512 without its VNNI extension: many laptops, AMD
 before Zen 4), ONNX Runtime's and OpenVINO's uint8 x int8 kernels multiply with ``VPMADDUBSW``,
 which adds two products into a signed 16-bit lane: ``2 * 255 * 127`` does not fit, and large
-activations against large weights saturate. Measured here on a 2-core AMD EPYC with AVX2 only, a
-tiny random ModernBERT's ONNX Runtime dynamic int8 logits moved 0.064 from fp32 (on logits of
-0.25), and 0.020 with 7-bit weights; the other families' errors fell 2 to 17 times. CPUs with VNNI
+activations against large weights saturate: on such a CPU the int8 logits of tiny random models
+moved far from their fp32 logits, and much less with 7-bit weights (the figures: docs/compress.md).
+CPUs with VNNI
 (AVX512-VNNI, AVX-VNNI, AMX) accumulate in 32 bits and do not saturate; ARM CPUs use their own
 dot products. Weights quantized to 7 bits (ONNX Runtime's ``reduce_range``, NNCF's
 ``OverflowFix.ENABLE``) leave the headroom, at a small cost in weight precision, so they are the

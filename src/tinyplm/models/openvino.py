@@ -15,10 +15,11 @@ and recorded, never assumed.
 **Int8-stored weights.** A float model may store its weight matrices in int8 (NNCF weight
 compression, ``weights: int8`` of the ``openvino`` step): about 4x fewer bytes on disk. Left as
 they are, the plugin widens them on every call (its weight-decompression kernels, made for large
-language models); on a 3-layer student at batch 32 that cost 11-22% of the float model's
-throughput. An ``OvClassifier`` with ``widen`` folds them into float constants once, before
-compiling (OpenVINO's ``ConstantFolding`` pass on a copy), so the model runs at the float model's
-speed from a file of the int8 model's size; ``config.json`` records ``widen_weights``.
+language models), which cost a small student a share of the float model's throughput
+(docs/results/code-choices.md). An ``OvClassifier`` with ``widen`` folds them into float
+constants once, before compiling (OpenVINO's ``ConstantFolding`` pass on a copy), so the model runs
+at the float model's speed from a file of the int8 model's size; ``config.json`` records
+``widen_weights``.
 
 A model dir in OpenVINO form holds ``model.xml`` + ``model.bin``, ``config.json`` (with
 ``tinyplm_format: openvino`` and ``tinyplm_runtime``: runtime, precision, quantization, version)

@@ -293,8 +293,8 @@ def markdown_table(record: RunRecord) -> str:
 def headline(record: RunRecord) -> str:
     """One sentence on the best student vs the teacher (plain text, not escaped).
 
-    E.g. "Best student student-L3-H384 keeps 98.1% of the teacher's accuracy at 2.0× its
-    throughput, 1.9× smaller."
+    E.g. ``Best student student-L3-H384 keeps 98.1% of the teacher's accuracy at 2.0× its
+    throughput, 1.9× smaller.``
     """
     best = final_stage(record)
     teacher = record.teacher

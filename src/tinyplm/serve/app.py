@@ -23,9 +23,8 @@ The warm-up runs a few typical inputs and, for a runtime that builds kernels per
 (OpenVINO), every shape a batch can take; length groups weigh a forward pass as the runtime's
 (:mod:`tinyplm.serve.warmup`). Once warmed up, every
 object alive (the model, the tokenizer, the app) is moved out of the garbage collector's sight
-(``gc.freeze``): a full collection walking them stalled the event loop and the batch for ~200 ms
-every few seconds, which was 1-2% of requests at twice the median latency (p99 400 -> 215 ms
-for MiniLM-L6 at 32 clients).
+(``gc.freeze``): a full collection walking them stalled the event loop and the batch every few
+seconds, which showed in the tail latency (what it cost: docs/results/code-choices.md).
 
 FastAPI on uvicorn (uvloop and httptools where installed, see :mod:`tinyplm.serve.server`): both
 maintained and widely deployed; pydantic gives the request schema and its validation from one type,

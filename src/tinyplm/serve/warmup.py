@@ -1,24 +1,24 @@
 """Warming a served model up on every input shape it will meet, where its runtime needs it, and
 what one more forward pass costs it.
 
-OpenVINO's CPU plugin builds its kernels for each input shape the first time the shape runs: on
-a 3-layer int8 student, a forward pass at a new ``(batch, width)`` took 25-45 ms, and 4-10 ms
-the second time (torch showed no such step). A server batches random requests, so its forward
-passes take any batch size up to ``--max-batch`` and any padded width up to the max length (a
-multiple of 8, :func:`~tinyplm.tasks.encoding.padded_width`): hundreds of shapes, each paying
-once, in the first minutes of serving, at 5x its normal cost. So before the server says it is
-ready, :func:`warm_shapes` runs each of those shapes once (largest batches first), within a time
-budget: 256 shapes (batch 32, max length 64) take a few seconds.
+OpenVINO's CPU plugin builds its kernels for each input shape the first time the shape runs: a
+forward pass at a new ``(batch, width)`` costs several warm passes (torch shows no such step). A
+server batches random requests, so its forward passes take any batch size up to ``--max-batch``
+and any padded width up to the max length (a multiple of 8,
+:func:`~tinyplm.tasks.encoding.padded_width`): hundreds of shapes, each paying once, in the first
+minutes of serving (what a new shape cost: docs/results/code-choices.md). So before the server
+says it is ready, :func:`warm_shapes` runs each of those shapes once (largest batches first),
+within a time budget: 256 shapes (batch 32, max length 64) take a few seconds.
 
 A batch of random requests runs in length groups that weigh a forward pass as so many padded
 tokens (:func:`~tinyplm.inference.predictor.length_groups`): a pass's fixed cost over its cost per
 token, which depends on the runtime far more than on the model's depth (both grow with it).
-Fitting ``time = fixed + per_token * batch * width`` on warm shapes gave 60 tokens for MiniLM-L6
-in PyTorch (:data:`~tinyplm.inference.predictor.PASS_OVERHEAD_TOKENS`, 64, was measured there) and
-70-210 for 2- and 3-layer int8 OpenVINO students, whose passes cost little per token (the fit is
-too noisy on a shared machine to run at start-up). Random SST-2 batches of 32 on those students
-ran 0-24% faster (12% the median of 8 paired rounds, never slower) with
-:data:`OPENVINO_PASS_TOKENS` (160) than with 64; 400 was no better than 160.
+Fitting ``time = fixed + per_token * batch * width`` on warm shapes gives that weight:
+:data:`~tinyplm.inference.predictor.PASS_OVERHEAD_TOKENS` (64) was fitted on MiniLM-L6 in
+PyTorch, and int8 OpenVINO students, whose passes cost little per token, fitted larger weights
+(the fit is too noisy on a shared machine to run at start-up). :data:`OPENVINO_PASS_TOKENS` (160)
+is the weight random SST-2 batches ran fastest with on those students (the fits and the timings:
+docs/results/code-choices.md).
 """
 
 from __future__ import annotations

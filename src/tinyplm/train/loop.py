@@ -225,9 +225,9 @@ def adamw(groups: list[dict[str, Any]], lr: float) -> torch.optim.AdamW:
     """AdamW with PyTorch's fused kernel where every parameter allows it, else its default.
 
     On CPU the fused kernel makes one pass over each tensor where the default makes several: the
-    same update up to rounding, 4-5x faster. That matters for a small student, whose step was
+    same update up to rounding, in less time. That matters most for a small student, whose step is
     mostly the optimiser's pass over its word table (11.7M of a 3-layer MiniLM student's 15M
-    weights: 78 of 150 ms per batch of 32; 15 ms fused, so 1.7x the examples per second).
+    weights). What it saved, measured: docs/results/demo.md.
     """
     params = [p for g in groups for p in g["params"]]
     # PyTorch checks this only at the first step; checked here so that an odd parameter (a complex
