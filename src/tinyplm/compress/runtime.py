@@ -1,13 +1,45 @@
-"""``runtime: fastest``: make each candidate final form of a model, time them side by side, keep
-the fastest whose accuracy on held-out training examples stays within ``max_drop`` of the PyTorch
-model's. The dev split is never used to choose (it is what the report measures)."""
+"""``runtime: fastest``: make each candidate final form of a model, time them side by side, and keep
+the fastest one that is shown to predict what its PyTorch parent predicts.
+
+**What the candidates are judged on** (:func:`control_set`): the task's held-out examples when it
+has them (``task.holdout``: never trained on, and drawn like the reported split where
+``task.holdout_min_words`` asks), all of them; else the ``control_examples`` longest training
+examples (in word pieces) that calibration does not use: whole sentences rather than short phrases,
+since a quantized model's errors build up over a longer input and SST-2's training set is mostly
+phrases while dev holds sentences. The parent was trained on those, so it reads them more surely
+than unseen ones: held-out examples are the better control. Dev is never used to choose.
+
+**The rule** (:func:`judge`): two non-inferiority tests on the same examples, each one-sided at
+confidence ``1 - ALPHA / k`` for ``k`` candidates (Bonferroni: the chance that any candidate past a
+limit passes is at most ``ALPHA``). A candidate passes only if both show it within its limit:
+
+- *flips*: the share of its predictions that differ from the parent's (regression: by more than
+  ``flip_tolerance``). Its Wilson score upper bound must be at most ``max_flip``.
+- *accuracy drop*: both models score the same examples, so the drop is paired. Of the examples the
+  two get differently right, ``b`` the parent gets right and the candidate wrong and ``c`` the
+  reverse (McNemar's discordant pairs); the drop is ``(b - c) / n``. Its upper bound is the Wald
+  bound after adding 1/2 to each cell of the 2x2 table (Agresti & Min 2005, "Simple improved
+  confidence intervals for comparing matched proportions"), which keeps its coverage with few
+  discordant pairs, where the plain Wald bound is 0. Regression: the increase of the mean squared
+  error, bounded by the normal bound of the paired mean. It must be at most ``max_drop``.
+
+So a candidate whose accuracy is within ``max_drop`` on too few examples to tell is refused, and a
+candidate that keeps accuracy by trading right answers for others (flips with ``b`` close to
+``c``) is refused by its flips. The fastest candidate that passes is kept; when none does, the one
+that flips fewest predictions (then the smaller drop bound, then the faster), and the choice says
+that it is not within the limits. Each refused candidate's record says why.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Literal, TypedDict
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -20,6 +52,12 @@ from tinyplm.config.compress import (
 )
 from tinyplm.models.infer import logits_to_predictions, predict_logits
 from tinyplm.tasks.encoding import Encoded
+
+#: The chance, shared by all candidates, that one past a limit is kept (one-sided tests).
+ALPHA = 0.05
+
+#: Where the examples the candidates were judged on came from (see :func:`control_set`).
+ControlSource = Literal["holdout", "longest_training"]
 
 
 def candidate_step(kind: str, step: FastestRuntime):
@@ -43,48 +81,197 @@ def sub_context(ctx, kind: str):
     return dataclasses.replace(ctx, work_dir=work)
 
 
-def control_indices(n: int, calibration: int, control: int, seed: int) -> list[int]:
-    """Held-out training examples: after the ``calibration`` first of the seeded permutation that
-    calibration (ONNX Runtime static, NNCF) draws from, so the two never overlap."""
+def control_indices(n: int, calibration: int, control: int, seed: int,
+                    lengths: Sequence[int] | None = None) -> list[int]:
+    """``control`` training examples that calibration (ONNX Runtime static, NNCF) does not use: it
+    draws the ``calibration`` first of a seeded permutation, these come from the rest (from all, if
+    calibration takes every example). With ``lengths`` (each example's length), the longest of
+    them, ties in the permutation's order; else the next ones in it."""
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
-    held = order[calibration:calibration + control]
-    return held or order[:control]
+    rest = order[calibration:] or order
+    if lengths is not None:
+        rest = sorted(rest, key=lambda i: -int(lengths[i]))  # stable: equal lengths keep the seeded order
+    return rest[:control]
+
+
+def control_set(train: Encoded, held_out: Encoded | None, step: FastestRuntime,
+                seed: int) -> tuple[Encoded, ControlSource]:
+    """The examples candidates are judged and timed on, and where they came from: every held-out
+    example when there are any, else the ``step.control_examples`` longest training examples
+    outside calibration (see the module docstring)."""
+    if held_out is not None and len(held_out):
+        return held_out, "holdout"
+    idx = control_indices(len(train), step.calibration_examples, step.control_examples, seed, train.lengths())
+    return train.subset(idx), "longest_training"
+
+
+def wilson_upper(k: int, n: int, z: float) -> float:
+    """One-sided upper confidence bound of a share ``k / n`` (Wilson score; ``z`` the normal
+    quantile of the confidence). Raises ``ValueError`` for no examples or ``k`` outside 0..n."""
+    if n <= 0 or not 0 <= k <= n:
+        raise ValueError(f"a share needs 0 <= k <= n and n > 0; got k={k}, n={n}")
+    if k == n:  # the formula's value, which rounding can put a hair under
+        return 1.0
+    p, zz = k / n, z * z
+    centre = p + zz / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + zz / (4 * n * n))
+    return min(1.0, (centre + spread) / (1 + zz / n))
+
+
+def paired_drop_upper(b: int, c: int, n: int, z: float) -> float:
+    """One-sided upper confidence bound of the accuracy drop ``(b - c) / n`` of two models scored on
+    the same ``n`` examples, ``b`` of them right only for the first and ``c`` only for the second:
+    the Wald bound with 1/2 added to each cell of the 2x2 table (Agresti & Min 2005), at most 1. It
+    grows with ``b`` and falls with ``c`` while the two models disagree on under half the examples
+    (like any Wald bound, not always beyond). Raises ``ValueError`` when the counts cannot come
+    from ``n`` examples."""
+    if n <= 0 or b < 0 or c < 0 or b + c > n:
+        raise ValueError(f"discordant pairs need b, c >= 0 and b + c <= n; got b={b}, c={c}, n={n}")
+    bb, cc, nn = b + 0.5, c + 0.5, n + 2
+    drop = (bb - cc) / nn
+    return min(1.0, drop + z * math.sqrt(max((bb + cc) / nn - drop * drop, 0.0) / nn))
+
+
+def mean_upper(diffs: np.ndarray, z: float) -> float:
+    """One-sided upper confidence bound of the mean of paired differences ``diffs`` (N,) (normal
+    approximation); infinite for fewer than two."""
+    if len(diffs) < 2:
+        return math.inf
+    return float(diffs.mean() + z * diffs.std(ddof=1) / math.sqrt(len(diffs)))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How one candidate compares with its parent on the control examples: its ``accuracy``
+    (negative MSE for regression), how many predictions it ``flipped`` and the share's upper bound,
+    its accuracy ``drop`` (MSE increase) and that drop's upper bound, and why it was ``refused``
+    (None when it passed)."""
+
+    accuracy: float
+    flipped: int
+    flip_bound: float
+    drop: float
+    drop_bound: float
+    refused: str | None
+
+
+class Measured(TypedDict):
+    """What a :class:`Choice` records of one candidate: its :class:`Verdict` and its speed."""
+
+    accuracy: float
+    sent_per_s: float
+    flipped: int
+    flip_bound: float
+    drop: float
+    drop_bound: float
+    refused: str | None
 
 
 @dataclass(frozen=True)
 class Choice:
-    """Which candidate was kept, and what every candidate measured."""
+    """Which candidate was kept and why: the parent's accuracy, the limits, the ``examples`` judged
+    on and where they came from (``control``), the one-sided ``confidence`` of each bound, whether
+    the kept one passed (``within_limits``), and what every candidate measured."""
 
     chosen: str
     reference_accuracy: float
     max_drop: float
+    max_flip: float
     examples: int
-    candidates: dict[str, dict[str, float]]
+    control: ControlSource
+    confidence: float
+    within_limits: bool
+    candidates: dict[str, Measured]
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
 
-def _accuracy(model: nn.Module, enc: Encoded, is_regression: bool) -> float:
-    """Accuracy on ``enc`` (negative MSE for regression: higher is better either way)."""
-    logits = predict_logits(model, enc)
-    preds = torch.as_tensor(logits_to_predictions(logits, is_regression))
+def _outputs(model: nn.Module, enc: Encoded, is_regression: bool) -> np.ndarray:
+    """Predictions (N,): class ids, or regression outputs."""
+    return np.asarray(logits_to_predictions(predict_logits(model, enc), is_regression))
+
+
+def _accuracy(preds: np.ndarray, labels: np.ndarray, is_regression: bool) -> float:
+    """Accuracy, or negative MSE for regression (higher is better either way)."""
+    return -float(((preds - labels) ** 2).mean()) if is_regression else float((preds == labels).mean())
+
+
+def judge(reference: np.ndarray, candidate: np.ndarray, labels: np.ndarray, step: FastestRuntime, z: float,
+          is_regression: bool) -> Verdict:
+    """Test one candidate's predictions ``candidate`` (N,) against its parent's ``reference`` (N,)
+    on examples labelled ``labels`` (N,), with ``z`` the normal quantile of each bound's confidence
+    (rule: module docstring). Raises ``ValueError`` for no examples."""
+    n = len(reference)
+    if n == 0:
+        raise ValueError("runtime: fastest has no examples to judge its candidates on")
     if is_regression:
-        return -float(((preds - enc.labels.float()) ** 2).mean())
-    return float((preds == enc.labels).float().mean())
+        flipped = int((np.abs(candidate - reference) > step.flip_tolerance).sum())
+        diffs = (candidate - labels) ** 2 - (reference - labels) ** 2
+        drop, drop_bound, lost_none = float(diffs.mean()), mean_upper(diffs, z), False
+    else:
+        flipped = int((candidate != reference).sum())
+        ref_ok, cand_ok = reference == labels, candidate == labels
+        b, c = int((ref_ok & ~cand_ok).sum()), int((~ref_ok & cand_ok).sum())  # McNemar's discordant pairs
+        drop, drop_bound, lost_none = (b - c) / n, paired_drop_upper(b, c, n, z), b == 0
+    flip_bound = wilson_upper(flipped, n, z)
+    accuracy = _accuracy(candidate, labels, is_regression)
+    at = f"at {NormalDist().cdf(z):.1%} confidence"
+    reasons = []
+    if flip_bound > step.max_flip:
+        reasons.append(_flip_reason(flipped, n, flip_bound, step.max_flip, at))
+    if drop_bound > step.max_drop:
+        reasons.append(_drop_reason(accuracy, accuracy + drop, drop_bound, step.max_drop, n, at, is_regression,
+                                    lost_none))
+    return Verdict(round(accuracy, 5), flipped, round(flip_bound, 5), round(drop, 5), round(drop_bound, 5),
+                   "; ".join(reasons) or None)
+
+
+#: What a refusal on too few examples advises.
+MORE = "more examples are needed (task.holdout, or control_examples without it)"
+
+
+def _flip_reason(flipped: int, n: int, bound: float, limit: float, at: str) -> str:
+    if flipped == 0:
+        return (f"flips none of {n} predictions, but {n} examples cannot show a share under max_flip {limit:.2%} "
+                f"(bound {bound:.2%} {at}): {MORE}")
+    return (f"flips {flipped} of {n} predictions of its parent ({flipped / n:.2%}; up to {bound:.2%} {at}), "
+            f"more than max_flip {limit:.2%}")
+
+
+def _drop_reason(accuracy: float, parent: float, bound: float, limit: float, n: int, at: str, is_regression: bool,
+                 lost_none: bool) -> str:
+    if is_regression:
+        return (f"mean squared error {-accuracy:.4f} against the parent's {-parent:.4f} on {n} examples: up to "
+                f"{bound:.4f} more {at}, more than max_drop {limit}")
+    if lost_none:
+        return (f"loses none of the parent's right answers, but {n} examples cannot show a drop under max_drop "
+                f"{limit} (bound {bound:.4f} {at}): {MORE}")
+    return (f"accuracy {accuracy:.4f} against the parent's {parent:.4f} on {n} examples: a drop of up to "
+            f"{bound:.4f} {at}, more than max_drop {limit}")
 
 
 def choose_fastest(model: nn.Module, candidates: dict[str, nn.Module], train: Encoded,
                    timer: Callable[[dict[str, nn.Module], Encoded], dict[str, float]], step: FastestRuntime,
-                   seed: int, is_regression: bool) -> Choice:
-    """The fastest candidate within ``step.max_drop`` of ``model``'s held-out accuracy; when none is,
-    the most accurate one."""
-    held = train.subset(control_indices(len(train), step.calibration_examples, step.control_examples, seed))
-    reference = _accuracy(model, held, is_regression)
+                   seed: int, is_regression: bool, held_out: Encoded | None = None) -> Choice:
+    """The fastest of ``candidates`` (final forms of ``model``) that passes both tests against
+    ``model`` on the control examples (``held_out``, the task's held-out examples, when given; else
+    from ``train``); when none does, the one closest to ``model``. Raises ``ValueError`` when there
+    is no candidate or no example to judge on."""
+    if not candidates:
+        raise ValueError("runtime: fastest has no candidates to choose among (step field 'candidates')")
+    held, source = control_set(train, held_out, step, seed)
+    z = NormalDist().inv_cdf(1 - ALPHA / len(candidates))
+    labels = held.labels.numpy()
+    reference = _outputs(model, held, is_regression)
     speed = timer(candidates, held)
-    scores = {k: {"accuracy": round(_accuracy(m, held, is_regression), 5), "sent_per_s": round(speed[k], 1)}
-              for k, m in candidates.items()}
-    ok = [k for k, v in scores.items() if v["accuracy"] >= reference - step.max_drop]
+    scores: dict[str, Measured] = {}
+    for kind, m in candidates.items():
+        v = judge(reference, _outputs(m, held, is_regression), labels, step, z, is_regression)
+        scores[kind] = Measured(accuracy=v.accuracy, sent_per_s=round(speed[kind], 1), flipped=v.flipped,
+                                flip_bound=v.flip_bound, drop=v.drop, drop_bound=v.drop_bound, refused=v.refused)
+    ok = [k for k, v in scores.items() if v["refused"] is None]
     pick = (max(ok, key=lambda k: scores[k]["sent_per_s"]) if ok
-            else max(scores, key=lambda k: scores[k]["accuracy"]))
-    return Choice(pick, round(reference, 5), step.max_drop, len(held), scores)
+            else min(scores, key=lambda k: (scores[k]["flipped"], scores[k]["drop_bound"], -scores[k]["sent_per_s"])))
+    return Choice(pick, round(_accuracy(reference, labels, is_regression), 5), step.max_drop, step.max_flip,
+                  len(held), source, round(1 - ALPHA / len(candidates), 4), bool(ok), scores)

@@ -276,22 +276,31 @@ RUNTIME_KINDS = ("onnx_dynamic_int8", "onnx_static_int8", "openvino", "openvino_
 
 class FastestRuntime(_Final):
     """Make each ``candidates`` form of the model (with default settings, ``embeddings`` as given),
-    time them side by side, and keep the fastest whose accuracy on ``control_examples`` held-out
-    training examples is within ``max_drop`` of the PyTorch model's (dev is never used to choose)."""
+    time them side by side, and keep the fastest one shown, at one-sided 95% confidence shared by
+    the candidates, to flip at most ``max_flip`` of its PyTorch parent's predictions and to lose at
+    most ``max_drop`` accuracy against it, on the task's held-out examples (``task.holdout``), else
+    on the ``control_examples`` longest training examples; dev is never used to choose. The rule
+    and its statistics: ``tinyplm.compress.runtime``."""
 
     kind: Literal["runtime"]
     runtime: Literal["fastest"] = "fastest"
     candidates: list[Literal["onnx_dynamic_int8", "onnx_static_int8", "openvino", "openvino_int8"]] = Field(
         default_factory=lambda: ["onnx_dynamic_int8", "openvino", "openvino_int8"], min_length=1)
     embeddings: bool = Field(True, description="int8 embedding tables in every candidate that can have them")
-    max_drop: float = Field(0.005, ge=0, lt=1, description="allowed accuracy drop on the held-out examples")
-    control_examples: int = Field(500, ge=10)
+    max_drop: float = Field(0.005, gt=0, lt=1, description="allowed accuracy drop against the PyTorch parent "
+                            "(regression: increase of the mean squared error), as an upper confidence bound")
+    max_flip: float = Field(0.01, gt=0, lt=1, description="allowed share of the PyTorch parent's predictions a "
+                            "candidate changes, as an upper confidence bound; more and it is refused")
+    flip_tolerance: float = Field(0.1, gt=0, description="regression: a prediction that moves by more than this "
+                                  "counts as changed (flipped)")
+    control_examples: int = Field(2000, ge=10, description="longest training examples (outside calibration) the "
+                                  "candidates are judged on when the task has no held-out examples")
     calibration_examples: int = Field(300, ge=1)
     reduce_range: bool | None = Field(None, description=REDUCE_RANGE + " (every int8 candidate)")
     weights: Literal["float", "int8"] = Field("float", description="the openvino candidate's weights: "
                                               + OV_WEIGHTS)
 
-    _unwritten_defaults = ("reduce_range", "weights")
+    _unwritten_defaults = ("reduce_range", "weights", "max_flip", "flip_tolerance")
 
 
 CompressStep = Annotated[
