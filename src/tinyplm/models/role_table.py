@@ -19,13 +19,25 @@ What a family does differently is said here as data, never as ``if model_type ==
   independent ones and says so.
 - ``layer_lists``: config lists with one entry per layer (ModernBERT's ``layer_types``, its
   global/local attention pattern) that follow their layers when layers are dropped or picked.
+- ``sizes``: the config keys of the four sizes (:class:`SizeKeys`: layers, hidden, heads, FFN) as
+  the family names them (DistilBERT's ``n_layers``/``dim``/``n_heads``/``hidden_dim``);
+  :func:`config_shape` reads them and :func:`shaped_config_values` writes them, so no code reads
+  ``config.intermediate_size`` or its kin by name.
+- ``hidden_keys``: config keys that hold the hidden width again (DeBERTa's ``pooler_hidden_size``)
+  and follow it when a student is narrower; every other config field of the teacher, the ones
+  that change wiring included (attention variants, position kinds, layer groups, embedding size),
+  is kept as the teacher has it, present or absent (the model classes read absent fields with
+  defaults of their own).
+- ``limits``: config values the family's checkpoints may hold but tinyplm (or ``transformers``
+  itself) cannot run (:class:`ConfigLimit`); :func:`config_problems` lists the ones a config breaks,
+  so ``validate`` and ``run`` refuse it before any work.
 - ``scores``: how the attention scores are formed (:class:`Scores`), for attention features.
 - ``cannot``: stage -> why that stage cannot apply to the family (the error says it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -62,6 +74,42 @@ def _mapping(**items: str) -> Mapping[str, str]:
 
 
 @dataclass(frozen=True)
+class SizeKeys:
+    """The config keys of a family's four sizes (``transformers`` maps some of them by
+    ``attribute_map``, not all: DistilBERT's FFN width is only ``hidden_dim``)."""
+
+    layers: str = "num_hidden_layers"
+    hidden: str = "hidden_size"
+    heads: str = "num_attention_heads"
+    ffn: str = "intermediate_size"
+
+
+@dataclass(frozen=True)
+class ConfigLimit:
+    """A config value a family's checkpoint may hold that cannot be run: ``ok(value)`` says whether
+    ``key``'s value (``default`` when the config lacks the key) can; ``expected`` says what can, and
+    why. With ``per_layer`` the limit holds only for stages that work layer by layer (a student of
+    teacher layers, pruning, layer-wise distillation); else for any use of the model."""
+
+    key: str
+    ok: Callable[[object], bool]
+    default: object
+    expected: str
+    per_layer: bool = False
+
+
+@dataclass(frozen=True)
+class ConfigShape:
+    """A config's sizes, whatever its family names them: layers, hidden width, heads per layer
+    and FFN width (the largest layer's, for a pruned model whose config records per-layer ones)."""
+
+    layers: int
+    hidden: int
+    heads: int
+    ffn: int
+
+
+@dataclass(frozen=True)
 class Roles:
     """One encoder family's attribute paths and peculiarities (see the module docstring)."""
 
@@ -84,13 +132,15 @@ class Roles:
     class_prefix: str = "Bert"  # transformers class names: f"{prefix}ForSequenceClassification"
     head_linears: tuple[str, ...] = ()  # more per-head projections (layer -> Linear), pruned with the heads
     head_dim: str = "attention_head_size"  # self-attention attribute: the width of one head
-    ffn_key: str = "intermediate_size"  # config key of the FFN width (DistilBERT: hidden_dim)
+    sizes: SizeKeys = SizeKeys()  # config keys of layers, hidden, heads, FFN width
+    hidden_keys: tuple[str, ...] = ()  # config keys that repeat the hidden width and follow it
     fused_qkv: bool = False  # query/key/value are one Linear yielding [Q; K; V]
     gated_ffn: bool = False  # ffn_in yields [input; gate], two halves of the FFN width
     embeddings_project: str | None = None  # bare encoder -> E -> H Linear after the embeddings
     group_key: str | None = None  # config key: number of layer groups the layer steps cycle through
     layer_lists: tuple[str, ...] = ()  # config lists indexed by layer, kept with their layers
     first_layer: str | None = None  # why layer 0 must stay the first layer (None: any layer may lead)
+    limits: tuple[ConfigLimit, ...] = ()  # config values that cannot be run (validate refuses them)
     scores: Scores = Scores.PLAIN
     cannot: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -134,7 +184,7 @@ DEBERTA_V2 = Roles(
                         "key": "attention.self.key_proj", "value": "attention.self.value_proj"}),
     norms=_BERT_NORMS, self_attention="attention.self", parts=_BERT_PARTS,
     mlm_head="cls", mlm_predictions="cls.predictions", pair_head=None,  # the legacy head (config.legacy)
-    task_heads=("pooler", "classifier", "qa_outputs"), class_prefix="DebertaV2",
+    task_heads=("pooler", "classifier", "qa_outputs"), class_prefix="DebertaV2", hidden_keys=("pooler_hidden_size",),
     head_linears=("attention.self.pos_key_proj", "attention.self.pos_query_proj"),
     scores=Scores.DISENTANGLED,
     cannot=_mapping(**{Stage.NARROW: "its relative-position projections are not narrowed"}),
@@ -149,7 +199,8 @@ DISTILBERT = Roles(
     norms=_mapping(attn_norm="sa_layer_norm", ffn_norm="output_layer_norm"), self_attention="attention",
     parts=MappingProxyType({"attention": ("attention", "sa_layer_norm"), "ffn": ("ffn", "output_layer_norm")}),
     mlm_head=None, mlm_predictions=None, pair_head=None,
-    task_heads=("pre_classifier", "classifier", "qa_outputs"), class_prefix="DistilBert", ffn_key="hidden_dim",
+    task_heads=("pre_classifier", "classifier", "qa_outputs"), class_prefix="DistilBert",
+    sizes=SizeKeys(layers="n_layers", hidden="dim", heads="n_heads", ffn="hidden_dim"),
     cannot=_mapping(**{Stage.MLM: _NO_MLM, Stage.PREFIX_TUNING: _NO_PREFIX}),
 )
 
@@ -164,6 +215,9 @@ MPNET = Roles(
     self_attention="attention.attn", parts=_BERT_PARTS,
     mlm_head="lm_head", mlm_predictions="lm_head", pair_head=None,
     task_heads=("classifier", "qa_outputs"), class_prefix="MPNet", scores=Scores.POSITION_BIAS,
+    limits=(ConfigLimit("relative_attention_num_buckets", lambda v: isinstance(v, int) and v >= 32, 32,
+                        "at least 32: transformers' MPNet always sorts relative positions into 32 buckets "
+                        "(compute_position_bias), so a smaller bias table fails on the first forward pass"),),
     cannot=_mapping(**{Stage.PRUNE_HEADS: "its relative-position bias is one table shared by every layer, with one "
                                           "column per head, so a head cannot be removed from one layer alone",
                        Stage.PREFIX_TUNING: _NO_PREFIX}),
@@ -197,6 +251,9 @@ ALBERT = Roles(
     mlm_head="predictions", mlm_predictions="predictions", pair_head="sop_classifier",
     task_heads=("classifier", "qa_outputs"), class_prefix="Albert",
     embeddings_project="encoder.embedding_hidden_mapping_in", group_key="num_hidden_groups",
+    limits=(ConfigLimit("inner_group_num", lambda v: v == 1, 1,
+                        "1: tinyplm's per-layer stages (a student of teacher layers, pruning, layer-wise "
+                        "distillation) handle one layer per group", per_layer=True),),
     cannot=_mapping(**{Stage.PREFIX_TUNING: _NO_PREFIX}),
 )
 
@@ -235,9 +292,59 @@ def by_type(model_type: str | None, owner: str) -> Roles:
     return ROLES[model_type]
 
 
+def sizes_of(config) -> SizeKeys:
+    """The size keys of ``config``'s family (:class:`SizeKeys`; ``ModelError`` for a family the
+    table lacks)."""
+    return by_type(getattr(config, "model_type", None), type(config).__name__).sizes
+
+
+def config_problems(config: Mapping[str, object], per_layer: bool = True) -> list[str]:
+    """What in ``config`` (a config.json mapping) its family's :attr:`Roles.limits` cannot run: one
+    line per broken limit naming the key, its value and what would work; ``per_layer`` includes the
+    limits of layer-by-layer stages. An unknown family has no limits here (``by_type`` refuses it)."""
+    family = ROLES.get(str(config.get("model_type")))
+    out = []
+    for limit in family.limits if family else ():
+        value = config.get(limit.key, limit.default)
+        if (per_layer or not limit.per_layer) and not limit.ok(value):
+            out.append(f"config key {limit.key!r} is {value!r}; expected {limit.expected}")
+    return out
+
+
 def ffn_key(config) -> str:
     """The config key of the FFN width (``intermediate_size``; DistilBERT ``hidden_dim``)."""
-    return by_type(getattr(config, "model_type", None), type(config).__name__).ffn_key
+    return sizes_of(config).ffn
+
+
+def config_shape(config) -> ConfigShape:
+    """The four sizes of a ``transformers`` config of a role-table family, read by the family's own
+    keys. Raises ``ModelError`` naming the config class when its family is not in the table or a
+    size key is missing."""
+    keys = sizes_of(config)
+    values = {}
+    for field_name in ("layers", "hidden", "heads", "ffn"):
+        key = getattr(keys, field_name)
+        value = getattr(config, key, None)
+        if not isinstance(value, int):
+            raise ModelError(f"{type(config).__name__}: config key {key!r} ({field_name}) is {value!r}; expected an "
+                             "integer")
+        values[field_name] = value
+    return ConfigShape(**values)
+
+
+def shaped_config_values(config, layers: int, hidden: int, heads: int, ffn: int) -> dict:
+    """``config.to_dict()`` with the four sizes set under the family's own keys, and the keys that
+    repeat the hidden width (``hidden_keys``) moved with it where they equalled it. Every other
+    field stays the teacher's, absent ones absent."""
+    family = by_type(getattr(config, "model_type", None), type(config).__name__)
+    values = config.to_dict()
+    old_hidden = config_shape(config).hidden
+    for key in family.hidden_keys:
+        if values.get(key) == old_hidden:
+            values[key] = hidden
+    keys = family.sizes
+    values.update({keys.layers: layers, keys.hidden: hidden, keys.heads: heads, keys.ffn: ffn})
+    return values
 
 
 def require(model_or_type, stage: Stage, what: str = "") -> None:

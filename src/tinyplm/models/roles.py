@@ -19,9 +19,27 @@ from collections.abc import Sequence
 from torch import nn
 
 from tinyplm.errors import ModelError
-from tinyplm.models.role_table import LINEAR_ROLES, NORM_ROLES, ROLES, Roles, Scores, Stage, by_type, ffn_key, require
+from tinyplm.models.role_table import (
+    LINEAR_ROLES,
+    NORM_ROLES,
+    ROLES,
+    ConfigLimit,
+    ConfigShape,
+    Roles,
+    Scores,
+    SizeKeys,
+    Stage,
+    by_type,
+    config_problems,
+    config_shape,
+    ffn_key,
+    require,
+    shaped_config_values,
+    sizes_of,
+)
 
-__all__ = ["LINEAR_ROLES", "NORM_ROLES", "ROLES", "Roles", "Scores", "Stage", "ffn_key", "require"]
+__all__ = ["LINEAR_ROLES", "NORM_ROLES", "ROLES", "ConfigLimit", "ConfigShape", "Roles", "Scores", "SizeKeys", "Stage",
+           "config_problems", "config_shape", "ffn_key", "require", "shaped_config_values", "sizes_of"]
 log = logging.getLogger(__name__)
 SHARING_UNITS: tuple[str, ...] = ("attention", "ffn")  # what layers can share (ALBERT-style), every family
 
@@ -192,8 +210,7 @@ def expand_groups(model: nn.Module) -> bool:
     steps, count = config.num_hidden_layers, getattr(config, roles.group_key)
     if count == steps:
         return False
-    if steps % count:
-        raise ModelError(f"{roles.model_type}: {steps} layers do not split evenly into {count} groups")
+    # layer step i runs group i * count // steps, as transformers' ALBERT does (uneven splits too)
     expanded = [groups[i * count // steps] for i in range(steps)]
     expanded = [g if i == 0 or g is not expanded[i - 1] else copy.deepcopy(g) for i, g in enumerate(expanded)]
     _set(base_model(model), roles.layers, nn.ModuleList(expanded))

@@ -62,15 +62,21 @@ def head_of(model) -> Head:
 
 def student_config(shape: ShapeSpec, teacher_cfg, labels_cfg=None, arch: str = "bert",
                    layers: list[int] | None = None):
-    """A config of ``shape`` and architecture ``arch`` (see :data:`ARCHS`) that shares the teacher's
-    vocabulary, padding id, token types and positions, and the labels of ``labels_cfg`` (default
-    the teacher's). RoBERTa counts positions from ``pad_token_id + 1``, so its table is that much
-    longer; DeBERTa replaces absolute positions by :data:`DEBERTA_ATTENTION`. A student of another
-    role-table family (DistilBERT, ELECTRA, ModernBERT ...) takes the teacher's own config with the
-    new shape (:func:`family_config`; the teacher must be of that family)."""
+    """A config of ``shape`` and architecture ``arch`` (see :data:`ARCHS`, or a role-table model
+    type) with the labels of ``labels_cfg`` (default the teacher's).
+
+    A student of the teacher's own family takes the teacher's whole config with the new shape
+    (:func:`family_config`): every field that changes wiring (attention variants, shared keys,
+    position kinds and buckets, layer groups, embedding size, activation) stays as the teacher has
+    it, present or absent. A student of another family (:data:`ARCHS`) shares the teacher's
+    vocabulary, padding id, token types and positions: RoBERTa counts positions from
+    ``pad_token_id + 1``, so its table is that much longer; DeBERTa replaces absolute positions by
+    :data:`DEBERTA_ATTENTION`. Raises ``ModelError`` for a family the teacher is not of and
+    :data:`ARCHS` lacks."""
     labels_cfg = labels_cfg or teacher_cfg
-    if model_type_of(arch) not in ARCHS.values():
-        return family_config(shape, teacher_cfg, labels_cfg, model_type_of(arch), layers)
+    model_type = model_type_of(arch)
+    if model_type == teacher_cfg.model_type or model_type not in ARCHS.values():
+        return family_config(shape, teacher_cfg, labels_cfg, model_type, layers)
     pad = getattr(teacher_cfg, "pad_token_id", 0) or 0
     offset = pad + 1  # RoBERTa's positions run from pad + 1: a RoBERTa teacher's table has them already
     positions = teacher_cfg.max_position_embeddings - (offset if teacher_cfg.model_type == "roberta" else 0)
@@ -83,18 +89,15 @@ def student_config(shape: ShapeSpec, teacher_cfg, labels_cfg=None, arch: str = "
         max_position_embeddings=positions,
         type_vocab_size=getattr(teacher_cfg, "type_vocab_size", 2),
         pad_token_id=pad,
-        hidden_act=getattr(teacher_cfg, "hidden_act", "gelu"),
+        hidden_act=getattr(teacher_cfg, "hidden_act", None) or getattr(teacher_cfg, "activation", "gelu"),
         layer_norm_eps=getattr(teacher_cfg, "layer_norm_eps", 1e-12),
         num_labels=labels_cfg.num_labels,
         id2label=dict(labels_cfg.id2label),
         label2id=dict(labels_cfg.label2id),
         problem_type=labels_cfg.problem_type,
     )
-    model_type = model_type_of(arch)
-    if model_type == "deberta-v2":  # a DeBERTa teacher's own attention settings, else DeBERTa-v3's
-        own = teacher_cfg.model_type == "deberta-v2"
-        return DebertaV2Config(**common, **{k: getattr(teacher_cfg, k, v) if own else v
-                                            for k, v in DEBERTA_ATTENTION.items()})
+    if model_type == "deberta-v2":
+        return DebertaV2Config(**common, **DEBERTA_ATTENTION)
     common["type_vocab_size"] = common["type_vocab_size"] or 2  # BERT's embeddings need a token-type table
     if model_type == "roberta":
         common["max_position_embeddings"] += offset
@@ -103,21 +106,22 @@ def student_config(shape: ShapeSpec, teacher_cfg, labels_cfg=None, arch: str = "
 
 
 def family_config(shape: ShapeSpec, teacher_cfg, labels_cfg, model_type: str, layers: list[int] | None = None):
-    """The teacher's config with ``shape`` and the labels of ``labels_cfg``: every other setting
-    (positions, embedding size, activation, attention pattern) stays the teacher's. A grouped family
-    (ALBERT) gets one group per layer; per-layer lists (ModernBERT's ``layer_types``) are those of
-    the teacher's ``layers`` when given, else rebuilt from the config's pattern.
+    """The teacher's config with ``shape`` (under the family's own size keys,
+    :func:`~tinyplm.models.roles.shaped_config_values`) and the labels of ``labels_cfg``: every
+    other setting (positions, embedding size, activation, attention variants) stays the teacher's.
+    A grouped family (ALBERT) gets one group per layer; per-layer lists (ModernBERT's
+    ``layer_types``) are those of the teacher's ``layers`` when given, else rebuilt from the
+    config's pattern.
 
     Raises ``ModelError`` when the teacher is of another family."""
     if teacher_cfg.model_type != model_type:
         raise ModelError(f"a {model_type} student is built from a {model_type} teacher's config; this teacher is "
                          f"'{teacher_cfg.model_type}' (students of other families: {', '.join(ARCHS)})")
     family = roles.ROLES[model_type]
-    values = {k: v for k, v in teacher_cfg.to_dict().items() if not k.startswith("tinyplm_")}
-    values.update(hidden_size=shape.hidden, num_hidden_layers=shape.layers, num_attention_heads=shape.heads,
-                  num_labels=labels_cfg.num_labels, id2label=dict(labels_cfg.id2label),
+    values = roles.shaped_config_values(teacher_cfg, shape.layers, shape.hidden, shape.heads, shape.ffn)
+    values = {k: v for k, v in values.items() if not k.startswith("tinyplm_")}
+    values.update(num_labels=labels_cfg.num_labels, id2label=dict(labels_cfg.id2label),
                   label2id=dict(labels_cfg.label2id), problem_type=labels_cfg.problem_type)
-    values[family.ffn_key] = shape.ffn
     if family.group_key:
         values[family.group_key] = shape.layers
     for key in family.layer_lists:
@@ -127,12 +131,8 @@ def family_config(shape: ShapeSpec, teacher_cfg, labels_cfg, model_type: str, la
 
 def teacher_shape(teacher_cfg) -> ShapeSpec:
     """The teacher's own shape (for students that only pick layers)."""
-    return ShapeSpec(
-        layers=teacher_cfg.num_hidden_layers,
-        hidden=teacher_cfg.hidden_size,
-        heads=teacher_cfg.num_attention_heads,
-        ffn=getattr(teacher_cfg, roles.ffn_key(teacher_cfg)),
-    )
+    c = roles.config_shape(teacher_cfg)
+    return ShapeSpec(layers=c.layers, hidden=c.hidden, heads=c.heads, ffn=c.ffn)
 
 
 def build_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int = 42,
@@ -250,14 +250,18 @@ def _shapes(module: torch.nn.Module) -> dict[str, tuple[int, ...]]:
 def shape_of(model) -> dict:
     """A model's encoder shape as recorded in reports: layers, hidden, heads, ffn; a pruned model
     also has ``heads_per_layer`` and ``ffn_per_layer`` (and ``heads``/``ffn`` are their maxima)."""
-    from tinyplm.models.shape import hf_representable, layer_shape
+    from tinyplm.models.shape import SHAPE_KEY, hf_representable, layer_shape
 
-    c = model.config
-    shape = {"layers": c.num_hidden_layers, "hidden": c.hidden_size, "heads": c.num_attention_heads,
-             "ffn": getattr(c, roles.ffn_key(c)) if roles.is_encoder(model) else c.intermediate_size}
+    c = roles.config_shape(model.config)
+    shape = {"layers": c.layers, "hidden": c.hidden, "heads": c.heads, "ffn": c.ffn}
     if roles.is_encoder(model):
         per = layer_shape(model)
-        shape["ffn"] = max(per["ffn"])
-        if not hf_representable(model):
-            shape.update(heads=max(per["heads"]), heads_per_layer=per["heads"], ffn_per_layer=per["ffn"])
+        representable = hf_representable(model)
+    else:  # an exported model: the per-layer shape its config records (ONNX, OpenVINO)
+        recorded = getattr(model.config, SHAPE_KEY, None) or {}
+        per = {"heads": recorded.get("heads") or [c.heads] * c.layers, "ffn": recorded.get("ffn") or [c.ffn] * c.layers}
+        representable = len(set(per["heads"])) == 1 and len(set(per["ffn"])) == 1 and per["heads"][0] == c.heads
+    shape["ffn"] = max(per["ffn"])
+    if not representable:
+        shape.update(heads=max(per["heads"]), heads_per_layer=list(per["heads"]), ffn_per_layer=list(per["ffn"]))
     return shape

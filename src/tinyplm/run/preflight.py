@@ -51,6 +51,7 @@ def preflight(cfg: RunConfig) -> Preflight:
     model_cfg = check_model_dir(src)
     tok = load_tokenizer(src, int(model_cfg["vocab_size"]))
     stages = [(spec, st) for spec in cfg.students for st in spec.stage_specs()]
+    _check_config_limits(cfg, model_cfg, src)
     if any(st.objective.layerwise for _, st in stages) and model_cfg["model_type"] not in ROLES:
         raise ModelError(f"{src}: layer-wise distillation needs a teacher of a family in the role table "
                          f"({', '.join(ROLES)}); this one is '{model_cfg['model_type']}'")
@@ -136,6 +137,19 @@ def student_model_type(cfg: RunConfig, spec: StudentSpec, teacher_type: str) -> 
     if spec.init_from:
         return str(check_model_dir(resolve_model_dir(spec.init_from))["model_type"])
     return model_type_of(spec.arch or "bert")
+
+
+def _check_config_limits(cfg: RunConfig, model_cfg: dict, src: Path) -> None:
+    """A teacher config value its family cannot run (the role table's ``limits``) is refused
+    before anything runs, naming the file, the key and what would work; limits of layer-by-layer
+    stages only when a student works on the teacher's layers (copies them, is compressed, or
+    learns from them layer by layer)."""
+    per_layer = any(spec.family is None and (spec.teacher_layers or spec.compress or spec.init_from == "teacher"
+                                             or any(st.objective.layerwise for st in spec.stage_specs()))
+                    for spec in cfg.students)
+    problems = roles.config_problems(model_cfg, per_layer=per_layer)
+    if problems:
+        raise ModelError(f"{src / 'config.json'}: {'; '.join(problems)}")
 
 
 def _check_student_families(cfg: RunConfig, teacher_type: str) -> None:
