@@ -165,25 +165,3 @@ def test_free_workers_share_what_is_queued() -> None:
 
     asyncio.run(scenario())
     assert sorted(map(len, run.batches)) == [4, 4]  # 8 queued, 2 free workers: half each, not 8 and 0
-
-
-def test_after_an_answer_the_batch_waits_for_returning_clients() -> None:
-    gate = threading.Event()
-    run = Recorder(gate)
-
-    async def scenario():
-        b = MicroBatcher(run, max_batch=4, max_wait_s=0.1, max_queue=100)
-        b.start()
-        first = asyncio.create_task(b.submit([TextInput("a")], 5))  # runs after its wait, held by the gate
-        await asyncio.sleep(0.15)
-        late = asyncio.create_task(b.submit([TextInput("b")], 5))  # queued behind it: its own wait runs out
-        await asyncio.sleep(0.15)
-        gate.set()
-        await first
-        await asyncio.sleep(0.02)  # a client coming back just after the answer
-        back = asyncio.create_task(b.submit([TextInput("c")], 5))
-        await asyncio.gather(late, back)
-        await b.stop()
-
-    asyncio.run(scenario())
-    assert run.batches == [["a"], ["b", "c"]]  # not ["b"] alone, then ["c"]

@@ -1,27 +1,35 @@
-"""Dynamic micro-batching: concurrent requests share one forward pass.
+"""Adaptive micro-batching: concurrent requests share one forward pass; a lone request never waits.
 
-Requests wait in a bounded queue (counted in examples, not requests). One worker task forms
-batches: it waits until ``max_batch`` examples are queued or the oldest request has waited
-``max_wait_s``, whichever is first, then takes the oldest request and fills the batch with the
-queued requests whose examples are nearest to it in length (characters, a cheap stand-in for
-tokens), so a batch pads little and the oldest request is never passed over. The batch runs on
-one inference thread (``run_in_executor``), off the event loop, which meanwhile keeps reading
-and queueing requests; when the forward pass ends the next batch is formed at once from what
-queued up behind it, so under load batches fill without waiting at all.
+The policy is work-conserving, as the batchers of TEI and of Triton (with no queue delay) are: a
+worker that is free never waits for a batch to fill.
 
-With ``workers`` > 1 (a runtime that runs several batches at once, each on its own core: OpenVINO
-streams, :mod:`tinyplm.models.openvino`) that many batches are in flight together, each on its
-own inference thread: a batch is formed as soon as a worker is free, and what is queued is
-shared among the free workers (a worker takes at most its share, ``ceil(queued / free)``), since
-with as many clients as ``max_batch`` one full batch would leave the other workers nothing to run.
-On 2 cores, batches of 16 on one core each lost to batches of 32 on both, and streams helped only
-without batching, so one stream is the default (the figures: docs/results/serve-load.md).
+- A request that finds a worker free runs at once: the worker takes it, with whatever else was
+  queued in the same turn of the event loop (the worker lets the loop run one turn before it takes,
+  so requests that arrived together share the pass), and starts the forward pass.
+- While every worker is busy, requests queue. The moment a worker frees, it takes the oldest queued
+  request and fills the batch with the queued ones nearest to it in length (characters, a cheap
+  stand-in for tokens), up to ``max_batch`` examples: a batch pads little and the oldest request is
+  never passed over. So batches form while the model works, and their size follows the load: one
+  request at a time at one client, full batches once requests arrive faster than passes end.
+- ``workers`` > 1 (a runtime that runs several batches at once, each on its own cores: OpenVINO
+  streams, :mod:`tinyplm.models.openvino`): that many batches are in flight together, each on its
+  own inference thread. An idle worker takes a lone request at once as above; when several are free
+  and requests are queued, each takes at most its share, ``ceil(queued / free)``, so the free
+  workers run in parallel instead of one of them taking a full batch and leaving the others idle.
+  On 2 cores, batches of 16 on one core each lost to batches of 32 on both, and streams helped only
+  without batching, so one stream is the default (the figures: docs/results/serve-load.md).
 
-A batch just answered is usually followed by its clients' next requests within a few
-milliseconds, so the wait for a batch to fill also runs from the last answer: otherwise, when a
-slow model's answers go out over more than ``max_wait_s``, the first returning clients form a
-part batch, the rest wait a whole forward pass and form the next, and the two groups keep
-alternating (as the fine-tuned MiniLM teacher did: docs/results/serve-load.md).
+``max_wait_s`` is no longer a wait and changes nothing (it stays a field, and ``--max-wait-ms`` an
+accepted option, so existing configurations keep working). The batcher used to hold the oldest
+request up to ``max_wait_s`` for a batch to fill, also when the model was idle, so at one client
+every request waited all of it, several times a small student's forward pass. A wait for company
+pays where a pass costs nearly as much for one example as for many (a GPU); on a CPU a pass's cost
+grows with its examples, so a free worker that waits leaves the cores idle and gains little, and
+under load no worker is free, so batches fill without any wait. What the wait did gather and this
+policy does not: clients that come back from one batch a few at a time. The first to return run at
+once and those that arrive during that pass form the next batch, so at many clients the model runs
+two or more part batches a round instead of one full one: one more pass's fixed cost, but no idle
+cores between passes.
 
 Back-pressure: a request that would take the queue past ``max_queue`` examples is refused at once
 (:class:`QueueFull`, the server's 503 with ``Retry-After``) rather than left to hang, and every
@@ -78,11 +86,11 @@ class _Job:
 class MicroBatcher:
     """See the module docstring. ``run`` predicts a list of inputs (called on an inference thread;
     from ``workers`` threads at once when more than one); ``on_batch(examples, seconds)`` observes
-    each batch (metrics)."""
+    each batch (metrics). ``max_wait_s`` is accepted and unused (see the module docstring)."""
 
     run: Callable[[list[Input]], list[Prediction]]
     max_batch: int = 32
-    max_wait_s: float = 0.005
+    max_wait_s: float = 0.0
     max_queue: int = 256
     on_batch: Callable[[int, float], None] | None = None
     workers: int = 1
@@ -94,7 +102,6 @@ class MicroBatcher:
     _executor: ThreadPoolExecutor | None = None
     _running: set[asyncio.Task] = field(default_factory=set)
     _busy: int = 0
-    _answered_at: float = 0.0
     _free: asyncio.Semaphore | None = None
 
     @property
@@ -160,14 +167,10 @@ class MicroBatcher:
     async def _work(self) -> None:
         try:
             while True:
-                await self._free.acquire()  # a worker is free: form its batch
-                while not self._queue:
-                    if self._closed:
-                        self._free.release()
-                        return
-                    self._wake.clear()
-                    await self._wake.wait()
-                await self._gather()
+                await self._free.acquire()  # a worker is free: it takes the next batch at once
+                if not await self._requests():
+                    self._free.release()
+                    return
                 share = -(-self._depth // (self.workers - self._busy))  # see the module docstring
                 task = asyncio.get_running_loop().create_task(self._infer(self._take(min(share, self.max_batch))))
                 self._busy += 1
@@ -182,20 +185,19 @@ class MicroBatcher:
         self._busy -= 1
         self._free.release()
 
-    async def _gather(self) -> None:
-        """Wait until ``max_batch`` examples are queued or the wait is up: ``max_wait_s`` after the
-        oldest request arrived or after the last batch was answered, whichever is later (see
-        the module docstring)."""
-        deadline = max(self._queue[0].enqueued, self._answered_at) + self.max_wait_s
-        while self._queue and self._depth < self.max_batch and not self._closed:
-            left = deadline - time.perf_counter()
-            if left <= 0:
-                return
-            self._wake.clear()
-            try:
-                await asyncio.wait_for(self._wake.wait(), left)
-            except TimeoutError:
-                return
+    async def _requests(self) -> bool:
+        """Wait until a request is queued, then let the event loop run one turn, so that requests
+        that arrived together (read in the same turn) join it; no timed wait. ``False`` once
+        stopping with nothing queued."""
+        while True:
+            while not self._queue:
+                if self._closed:
+                    return False
+                self._wake.clear()
+                await self._wake.wait()
+            await asyncio.sleep(0)
+            if self._queue:  # else what was queued timed out during that turn
+                return True
 
     def _take(self, limit: int | None = None) -> list[_Job]:
         """The oldest request and the nearest in length, up to ``limit`` (default ``max_batch``)
@@ -236,4 +238,3 @@ class MicroBatcher:
             if not j.future.done():
                 j.future.set_result((preds[at:at + len(j.items)], Timing(start - j.enqueued, seconds, len(items))))
             at += len(j.items)
-        self._answered_at = time.perf_counter()
