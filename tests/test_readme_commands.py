@@ -12,16 +12,23 @@ arguments (every option it uses is accepted, values have the right type, require
 there), and a recipe it names exists and loads with the line's overrides; a benchmark line's script
 answers ``--help`` and lists every option the line uses.
 
-The lines that run in seconds on a tiny model also run for real, through the CLI, in a "world" laid
-out like the repository: a tmp ``main/`` as the working directory (its ``recipes`` a link to the
-shipped recipes) beside a tmp ``shared/data`` holding tiny GLUE (RTE, MRPC), SQuAD, CoNLL-2003 and
-corpus files in the official layouts, with ``TINYPLM_DATA`` pointing there. So relative paths such
-as ``runs/rte-l3`` or ``../shared/data/squad/dev-v1.1.json`` mean what they mean in the docs. A
-line runs as written, or with the substitutions its table entry lists (a model alias replaced by a
-tiny model, a budget shrunk, arguments added); the substituted command keeps the line's subcommand
-and every option it uses, which a test checks. The ``accelerate launch`` line runs as a subprocess
-(two processes); everything else runs in-process through ``helpers_cli.cli`` (set
-``TINYPLM_TEST_SUBPROCESS=1`` for subprocesses).
+Each line is then either run here for real, or marked long in the docs: a line of a ```bash block
+whose comment starts with ``long:`` (``tinyplm run recipes/glue/sst2_base.yaml  # long: an
+hour``) is not run by the tests, and the comment tells the reader why. A test holds the rule both ways: a
+line run here carries no marker, and a line not run here is marked at every ```bash block that shows
+it (an inline code span is a mention of such a block and needs none; a line shown only inline must
+run here). docs/architecture.md states the convention.
+
+The lines run here run in a tiny "world" laid out like the repository (``helpers_doc_world``): a
+tmp ``main/`` as the working directory beside a tmp ``shared/data`` of tiny data in the official
+layouts, with ``TINYPLM_DATA`` pointing there, so relative paths such as ``runs/rte-l3`` or
+``../shared/data/squad/dev-v1.1.json`` mean what they mean in the docs. A line runs as written, or
+with the substitutions its table entry lists (a model alias replaced by a tiny model, a budget
+shrunk, arguments added); the substituted command keeps the line's program and every option it
+uses, which a test checks. The lines that read ``runs/sst2_demo`` read a real run of the demo recipe
+shrunk to the tiny teacher (the ``demo_run`` fixture). ``tinyplm`` lines run in-process through
+``helpers_cli.cli`` (``TINYPLM_TEST_SUBPROCESS=1`` for subprocesses), benchmark scripts in-process as
+``__main__``; the ``accelerate launch`` and ``tinyplm serve`` lines run as subprocesses.
 """
 
 from __future__ import annotations
@@ -34,14 +41,16 @@ import shlex
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import FILLER, NEGATIVE, POSITIVE, REPO, WORDS, make_tiny_model_dir, tiny_vocab
+from conftest import REPO, tiny_vocab
 from helpers_cli import Result, cli
+from helpers_doc_world import World, make_world, ok, run_program, sentence
 
 README = REPO / "README.md"
 DOCS = REPO / "docs"
@@ -55,10 +64,11 @@ PROGRAMS = ("tinyplm ", "python benchmarks/")
 class Way:
     """How one documented command line is exercised.
 
-    ``test`` names the test in this file that runs it for real (None: only the cheap check, and
-    ``why`` says why). For a real run, ``replace`` maps a token of the line to the token used and
-    ``add`` lists arguments appended to the ``tinyplm`` arguments; both may name the tiny teacher
-    as ``{teacher}`` (see :class:`World`). ``why`` says what the substitutions are for.
+    ``test`` names the test in this file that runs it for real (None: only the cheap check, the docs
+    mark the line long, and ``why`` says what tests its parts instead). For a real run, ``replace``
+    maps a token of the line to the token used and ``add`` lists arguments appended to the program's
+    arguments; both may name the tiny teacher as ``{teacher}`` and the data root as ``{data}`` (see
+    ``helpers_doc_world.World``). ``why`` says what the substitutions are for.
     """
 
     test: str | None
@@ -76,6 +86,20 @@ TINY_GLUE_RUN = ("teacher.model={teacher}", "teacher.finetune.max_steps=2", "stu
 #: The same for the pre-training recipes: a tiny encoder, 2 steps, a few held-out texts.
 TINY_PRETRAIN = ("train.max_steps=2", "corpus.max_length=32", "eval.max_texts=4", "eval.pppl_texts=2",
                  "eval.pppl_max_length=16")
+
+#: The demo recipe shrunk the same way: 8 held-out sentences of any length, a student as wide as the
+#: tiny teacher, and one runtime candidate each (ONNX Runtime int8 for the teacher, OpenVINO with its
+#: int8-stored weights for the student).
+TINY_DEMO = (*TINY_GLUE_RUN, "task.holdout=8", "task.holdout_min_words=0", "students.1.shape.hidden=32",
+             "students.1.shape.heads=4", "students.1.shape.ffn=24",
+             "students.0.compress.0.candidates=[onnx_dynamic_int8]", "students.1.compress.3.candidates=[openvino]")
+
+#: The demo recipe's teacher alone, shrunk: for the lines that are about the run, not its students.
+TINY_TEACHER_ONLY = (*TINY_GLUE_RUN, "task.holdout=8", "task.holdout_min_words=0", "students=[]")
+
+#: benchmarks/finetune_methods.py on the tiny teacher and the tiny SST-2.
+TINY_FINETUNE_METHODS = ("--model", "{teacher}", "--data-dir", "{data}/glue", "--max-length", "32", "--threads",
+                         "1", "--student-layers", "1", "--eval-every", "2")
 
 #: Each command line of README.md and docs/ (exactly as written, comment stripped) -> how it is exercised.
 DOC_LINES: dict[str, Way] = {
@@ -104,12 +128,13 @@ DOC_LINES: dict[str, Way] = {
         "test_rte_flow", "as written, plus --rounds 1", add=("--rounds", "1")),
     "tinyplm report runs/rte-l3": Way("test_rte_flow", "as written, after deleting the reports it rebuilds"),
     "tinyplm bench A B --task T --runtimes torch,onnxruntime,openvino": Way(
-        None, "placeholders in prose (A B T): the cheap check; bench --runtimes runs for real in "
-        "tests/compress/test_openvino.py::test_bench_runs_each_model_in_each_runtime_and_names_the_fastest"),
-    "tinyplm validate": Way(None, "the subcommand named in prose, not a command line: the cheap check finds it; "
-                            "'tinyplm validate recipes/glue/mrpc_demo.yaml' runs for real"),
-    "tinyplm report": Way(None, "the subcommand named in prose, not a command line: the cheap check finds it; "
-                          "'tinyplm report runs/rte-l3' runs for real"),
+        "test_rte_flow", "A B T -> the flow's teacher and student on rte, plus --rounds 1 and its own --out",
+        replace={"A": "runs/rte-teacher/teacher", "B": "runs/rte-l3/model", "T": "rte"},
+        add=("--rounds", "1", "--out", "runs/rte-runtimes")),
+    "tinyplm validate": Way("test_subcommands_named_in_prose", "the subcommand named in prose: its --help",
+                            add=("--help",)),
+    "tinyplm report": Way("test_subcommands_named_in_prose", "the subcommand named in prose: its --help",
+                          add=("--help",)),
     "tinyplm export RUN_DIR --onnx": Way("test_rte_flow", "RUN_DIR -> runs/rte-l3", replace={"RUN_DIR": "runs/rte-l3"}),
     "tinyplm run recipes/squad/v1_demo.yaml": Way(
         "test_squad_flow", "the shipped recipe, shrunk like the MRPC run", add=TINY_GLUE_RUN),
@@ -119,10 +144,12 @@ DOC_LINES: dict[str, Way] = {
         "test_squad_flow", "as written, on the model of the shrunk SQuAD run"),
     "tinyplm evaluate-squad preds.json ../shared/data/squad/dev-v1.1.json": Way(
         "test_squad_flow", "as written: the predictions of the line before against the tiny world's dev file"),
-    "python benchmarks/squad.py": Way(None, "cheap check only: the benchmark fine-tunes MiniLM and distils a "
-                                      "student on SQuAD (an hour; minutes even with its smallest budgets)"),
-    "python benchmarks/conll.py": Way(None, "cheap check only: fine-tunes MiniLM and distils on CoNLL-2003 "
-                                      "(25 minutes; minutes even with its smallest budgets)"),
+    "python benchmarks/squad.py": Way(
+        "test_task_benchmarks", "the recipe shrunk like the SQuAD run (--set each override), its own --out",
+        add=(*(a for o in TINY_GLUE_RUN for a in ("--set", o)), "--out", "runs/squad-bench")),
+    "python benchmarks/conll.py": Way(
+        "test_task_benchmarks", "the recipe shrunk like the CoNLL run (--set each override), its own --out",
+        add=(*(a for o in TINY_GLUE_RUN for a in ("--set", o)), "--out", "runs/conll-bench")),
     "tinyplm tokenizer train ../shared/data/corpus --kind wordpiece --vocab-size 16000 --out runs/tok16k": Way(
         "test_pretrain_flow", "as written, on the tiny world's corpus"),
     "tinyplm pretrain recipes/pretrain/mlm_small.yaml": Way(
@@ -147,22 +174,23 @@ DOC_LINES: dict[str, Way] = {
     "python benchmarks/distill_ablation.py --task mrpc --budget-minutes 3 --seeds 3": Way(
         None, "cheap check only: fits an MLM head, general-distils a student and trains 5 variants x 3 seeds "
         "(hours; its parts are tested in tests/test_benchmarks.py)"),
-    "python benchmarks/compress_pareto.py --task sst2|mrpc": Way(
-        None, "cheap check only: a teacher, a student and a dozen compressed variants, each trained for "
-        "minutes; sst2|mrpc is the docs' either-or"),
+    "python benchmarks/compress_pareto.py --task sst2": Way(
+        None, "cheap check only: a teacher, a student and 23 variants, each trained for minutes; "
+        "tests/test_benchmarks.py tests the script's parts"),
     "python benchmarks/compress_pareto.py --task mrpc --variants student-combined-ov teacher-small-ov "
     "teacher-ov-int8": Way(
         None, "cheap check only: the run behind docs/results/compress-pareto.md (29 minutes of training); "
         "tests/test_benchmarks.py tests the script's parts"),
     "tinyplm run recipes/glue/sst2_demo.yaml": Way(
-        None, "cheap check only: the demo itself (`make demo`, 30 minutes); tests/test_recipes_cli.py validates the "
-        "recipe and test_mrpc_demo_run_then_resume runs a shipped GLUE demo recipe shrunk"),
+        "test_sst2_demo_run", "the demo recipe shrunk (the demo_run fixture, which the lines on runs/sst2_demo "
+        "read): the tiny teacher, 2 steps a stage, 8 held-out sentences, a student as wide as the tiny teacher, "
+        "one runtime candidate each", add=TINY_DEMO),
     "tinyplm run recipes/glue/sst2_demo.yaml --track": Way(
-        None, "cheap check only: the 30-minute demo; tests/track/test_tracked_run.py runs a tiny recipe with "
-        "--track (and tracking.tensorboard) through the CLI and reads it back from MLflow and TensorBoard"),
+        "test_tracking_lines", "the demo recipe's teacher alone (students=[]), shrunk, in its own output_dir; "
+        "the MLflow store beside it", add=(*TINY_TEACHER_ONLY, "output_dir=runs/sst2_tracked")),
     "tinyplm run recipes/glue/sst2_demo.yaml tracking.tensorboard=true": Way(
-        None, "cheap check only (the override loads): the 30-minute demo; tests/track/test_tracked_run.py writes "
-        "and reads TensorBoard scalars of a tiny run"),
+        "test_tracking_lines", "the demo recipe's teacher alone (students=[]), shrunk, in its own output_dir; "
+        "TensorBoard events in it", add=(*TINY_TEACHER_ONLY, "output_dir=runs/sst2_tensorboard")),
     "python benchmarks/serve_load.py runs/sst2_demo/model runs/sst2_demo/teacher": Way(
         None, "cheap check only: the run behind docs/results/serve-load.md (minutes of load on four servers); "
         "tests/serve/test_serve_process.py runs its flood and SIGTERM checks on a tiny model"),
@@ -172,27 +200,30 @@ DOC_LINES: dict[str, Way] = {
         "test_predict_line", "as written, on a run dir laid out as tinyplm writes one (config.resolved.yaml with "
         "task.max_length 32; model/ the tiny teacher) and a reviews.txt of tiny sentences"),
     "tinyplm serve runs/sst2_demo --port 8000": Way(
-        None, "cheap check only: a server runs until it is stopped; tests/serve/test_serve_process.py starts the "
-        "real one on a tiny model and stops it with SIGTERM mid-load"),
+        "test_serve_line", "a subprocess serving the tiny demo run, port 8000 -> 0 (a free one): /ready, one "
+        "POST /predict, then SIGTERM and exit 0", replace={"8000": "0"}),
     "python benchmarks/serve_load.py runs/sst2_demo/model runs/sst2_demo/teacher --requests 2000": Way(
         None, "cheap check only: minutes of load on four servers; tests/serve/test_serve_process.py runs its flood "
         "and SIGTERM checks on a tiny model"),
     "tinyplm run recipes/glue/sst2_demo.yaml teacher.finetune.method=lora teacher.finetune.lr=1e-3": Way(
-        None, "cheap check only: a 30-minute run; tests/finetune/test_pipeline_methods.py runs a LoRA teacher "
-        "through tinyplm.run.run on a tiny BERT"),
+        "test_tracking_lines", "the demo recipe's teacher alone (students=[]), shrunk, in its own output_dir; "
+        "the line's overrides checked in config.resolved.yaml",
+        add=(*TINY_TEACHER_ONLY, "output_dir=runs/sst2_lora")),
     "python benchmarks/finetune_methods.py --task sst2 --seeds 3 --budget-minutes 4 --distill-minutes 3": Way(
         None, "cheap check only: two hours; tests/finetune/test_finetune_bench.py runs the script on a tiny model"),
     "python benchmarks/finetune_methods.py --task sst2 --methods full,lora --seeds 1 --budget-minutes 4 "
     "--distill-minutes 3 --teacher-minutes 10": Way(
         None, "cheap check only: 40 minutes; tests/finetune/test_finetune_bench.py runs --teacher-minutes on a "
-        "tiny model"),
+        "tiny model, and test_finetune_methods_line the same script's short line here"),
     "python benchmarks/finetune_methods.py --task sst2 --methods full,lora,bitfit --seeds 1 --budget-minutes 2 "
     "--max-train-examples 3000": Way(
-        None, "cheap check only: minutes on MiniLM; tests/finetune/test_finetune_bench.py runs the same options "
-        "on a tiny model"),
+        "test_finetune_methods_line", "the tiny teacher as the model, budgets of a fraction of a second, a "
+        "1-layer student, its own --out", replace={"2": "0.005"},
+        add=(*TINY_FINETUNE_METHODS, "--distill-minutes", "0.005", "--out", "runs/finetune_methods_short")),
     "python benchmarks/student_families.py --teacher runs/sst2_demo/teacher --task sst2": Way(
-        None, "cheap check only: needs the demo's teacher; tests/models/test_student_families_bench.py runs the "
-        "script on a tiny teacher"),
+        "test_demo_run_benchmarks", "the tiny demo run's teacher; 1-layer students of 2 steps, its own --out",
+        add=("--shape", "1,16,2,24", "--max-steps", "2", "--eval-every", "1", "--batch-size", "8",
+             "--max-length", "16", "--out", "runs/student_families")),
     "tinyplm run recipes/spoilers/goodreads_family.yaml": Way(
         None, "cheap check only: a 40-minute run; tests/run/test_classic_run.py runs every classic student on a "
         "tiny BERT"),
@@ -214,16 +245,16 @@ DOC_LINES: dict[str, Way] = {
         None, "cheap check only: needs the family run's teacher and the shipped TV Tropes files; "
         "tests/test_tvtropes_gaps_bench.py runs main() on tiny files and a tiny teacher"),
     "tinyplm probe minilm-l6 --task conll2003-pos --train-sentences 6000 --dev-sentences 1000": Way(
-        None, "cheap check only: MiniLM over CoNLL-2003; tests/run/test_analysis.py runs probe on a tiny BERT "
-        "through the CLI"),
+        "test_probe_and_heads_lines", "minilm-l6 -> the tiny teacher, on the tiny CoNLL-2003 (all its sentences)",
+        replace={"minilm-l6": "{teacher}"}),
     "tinyplm probe runs/sst2_demo --task conll2003-pos --train-sentences 6000 --dev-sentences 1000": Way(
-        None, "cheap check only: needs the demo run; tests/run/test_analysis.py probes a tiny run dir of two stages"),
+        None, "cheap check only: probes every float stage of the demo run with its random-encoder control; "
+        "tests/run/test_analysis.py probes a tiny run dir of two stages"),
     "tinyplm heads minilm-l6 --task sst2": Way(
-        None, "cheap check only: MiniLM over SST-2 dev; tests/run/test_analysis.py runs heads on a tiny BERT "
-        "through the CLI"),
+        "test_probe_and_heads_lines", "minilm-l6 -> the tiny teacher", replace={"minilm-l6": "{teacher}"}),
     "tinyplm heads runs/sst2_demo --task sst2 --show 1:3,2:0": Way(
-        None, "cheap check only: needs the demo run; tests/run/test_analysis.py runs heads (with --show) on tiny "
-        "models and a pruned stage"),
+        None, "cheap check only: every stage of the demo run over SST-2 dev, a heatmap per statistic and stage; "
+        "tests/run/test_analysis.py runs heads (with --show) on tiny models and a pruned stage"),
     "tinyplm run recipes/glue/sst2_base.yaml": Way(
         None, "cheap check only: fetches all-mpnet-base-v2 (438 MB) and runs an hour; tests/run/test_token_ids.py "
         "distils across tokenizers and tests/compress/test_family_contract.py runs every stage on a tiny MPNet"),
@@ -231,8 +262,7 @@ DOC_LINES: dict[str, Way] = {
         None, "cheap check only: fetches all-mpnet-base-v2 (438 MB) and runs half an hour; tests/run/"
         "test_logits_from.py runs a tiny recipe whose students learn the logits of the teacher's runtime stage"),
     "tinyplm run recipes/glue/sst2_pareto.yaml": Way(
-        None, "cheap check only: fine-tunes a teacher for 12 minutes and distils a student for 6; "
-        "tests/test_recipes_cli.py validates the recipe"),
+        "test_sst2_pareto_run", "the shipped recipe shrunk like the MRPC run", add=TINY_GLUE_RUN),
     "tinyplm sweep recipes/glue/sst2_pareto_variant.yaml --space sweeps/sst2_compress.yaml --max-concurrent 2": Way(
         None, "cheap check only: 23 trials on Ray, 42 minutes, after the line before; tests/sweep/test_space.py "
         "validates every trial's recipe and tests/sweep/test_ray_sweep.py runs a sweep of tiny trials on Ray"),
@@ -250,11 +280,12 @@ DOC_LINES: dict[str, Way] = {
         None, "cheap check only: needs the demo run and Ray; tests/predict/test_predict_ray.py runs predict --ray "
         "over 8 shards (and with an actor killed) and compares it with plain predict"),
     "python benchmarks/openvino_forms.py runs/sst2_demo": Way(
-        None, "cheap check only: needs the demo run, minutes; tests/test_openvino_forms_bench.py checks its four "
-        "forms, tests/compress/test_openvino.py the int8-stored weights"),
+        None, "cheap check only: four OpenVINO forms of the demo's student timed beside the teacher, minutes; "
+        "tests/test_openvino_forms_bench.py checks its four forms, tests/compress/test_openvino.py the "
+        "int8-stored weights"),
     "python benchmarks/train_step.py runs/sst2_demo/teacher runs/sst2_demo/students/student-L3": Way(
-        None, "cheap check only: needs the demo run, a minute; tests/test_train_step_bench.py checks its parts, "
-        "tests/train/test_loop.py that the loop's AdamW is fused and takes the default's update"),
+        "test_demo_run_benchmarks", "as written, on the tiny demo run, 2 steps a round, its own --out",
+        add=("--steps", "2", "--rounds", "1", "--batch-size", "8", "--out", "runs/train_step.json")),
     "python benchmarks/predict_ray.py runs/sst2_demo/model": Way(
         None, "cheap check only: needs the demo run and Ray, minutes; tests/test_predict_ray_bench.py checks its "
         "corpus and figures, tests/predict/test_predict_ray.py the labels of predict --ray against plain predict"),
@@ -299,31 +330,67 @@ def documented_lines() -> dict[str, list[str]]:
     """Each command line of README.md and docs/, in order of first appearance -> the files (relative to
     the repository) that show it."""
     shown: dict[str, list[str]] = {}
-    for path in doc_files():
-        for line in readme_lines(path.read_text(encoding="utf-8")):
-            shown.setdefault(line, []).append(str(path.relative_to(REPO)))
+    for line, places in shown_lines().items():
+        shown[line] = list(dict.fromkeys(p.file for p in places))
     return shown
 
 
-def readme_lines(text: str | None = None) -> list[str]:
-    """The command lines of one Markdown text (README.md by default), in order, trailing ``# comments``
-    and spaces stripped: lines of ```bash blocks and inline code spans (outside fenced blocks) that
-    start with ``tinyplm `` or ``python benchmarks/``, or that launch ``-m tinyplm.cli``."""
-    text = README.read_text(encoding="utf-8") if text is None else text
+@dataclass(frozen=True)
+class Shown:
+    """One place a command line is shown: its file, whether in a ```bash block (else an inline code
+    span), and the reason after its ``# long:`` marker (None: not marked)."""
+
+    file: str
+    block: bool
+    long: str | None
+
+
+def shown_lines() -> dict[str, list[Shown]]:
+    """Each command line of README.md and docs/, in order of first appearance -> every place showing it."""
+    shown: dict[str, list[Shown]] = {}
+    for path in doc_files():
+        for line, block, long in commands_in(path.read_text(encoding="utf-8")):
+            shown.setdefault(line, []).append(Shown(str(path.relative_to(REPO)), block, long))
+    return shown
+
+
+#: The marker of a long command: a ```bash line's comment that starts with ``long:``.
+LONG = re.compile(r"(?:^|\s)#\s*long:\s*(.*)$")
+
+
+def commands_in(text: str) -> list[tuple[str, bool, str | None]]:
+    """(line, in a ```bash block, long-marker reason or None) for each command of one Markdown text, in
+    order: lines of ```bash blocks (trailing ``# comments`` and spaces stripped), then inline code spans
+    outside fenced blocks, that start with ``tinyplm `` or ``python benchmarks/`` or launch
+    ``-m tinyplm.cli``."""
     fence = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.M | re.S)
-    found: list[str] = []
+    found: list[tuple[str, bool, str | None]] = []
     for match in fence.finditer(text):
         if match.group(1) == "bash":
-            found += [_strip_comment(line) for line in match.group(2).splitlines()]
+            for raw in match.group(2).splitlines():
+                marker = LONG.search(raw)
+                found.append((_strip_comment(raw), True, marker.group(1).strip() if marker else None))
     prose = fence.sub("", text)
-    found += re.findall(r"(?<!`)`([^`\n]+)`(?!`)", prose)
-    commands = [c for c in found if c.startswith(PROGRAMS) or " -m tinyplm.cli " in f"{c} "]
-    return list(dict.fromkeys(commands))
+    found += [(span, False, None) for span in re.findall(r"(?<!`)`([^`\n]+)`(?!`)", prose)]
+    return [c for c in found if c[0].startswith(PROGRAMS) or " -m tinyplm.cli " in f"{c[0]} "]
+
+
+def readme_lines(text: str | None = None) -> list[str]:
+    """The command lines of one Markdown text (README.md by default), in order, once each (see
+    :func:`commands_in`)."""
+    text = README.read_text(encoding="utf-8") if text is None else text
+    return list(dict.fromkeys(line for line, _, _ in commands_in(text)))
 
 
 def _strip_comment(line: str) -> str:
     """``cmd args   # comment`` -> ``cmd args`` (a ``#`` inside a word is kept)."""
     return re.sub(r"(^|\s+)#.*$", "", line).strip()
+
+
+def program_args(line: str) -> list[str]:
+    """The arguments of a line's program: a benchmark script's, or ``tinyplm``'s (see :func:`tinyplm_args`)."""
+    words = shlex.split(line)
+    return words[2:] if words[0] == "python" else tinyplm_args(line)
 
 
 def tinyplm_args(line: str) -> list[str]:
@@ -348,6 +415,9 @@ def test_readme_parser_finds_blocks_spans_and_launches() -> None:
     assert readme_lines(text) == ["tinyplm tasks", "accelerate launch --cpu -m tinyplm.cli run r.yaml",
                                   "tinyplm report RUN_DIR", "python benchmarks/b.py --x 1"]
     assert _strip_comment("tinyplm run a.yaml x=1#2   # comment") == "tinyplm run a.yaml x=1#2"
+    marked = "```bash\ntinyplm run a.yaml   # long: an hour, on MiniLM\ntinyplm run b.yaml  # longer than this\n```\n"
+    assert commands_in(marked) == [("tinyplm run a.yaml", True, "an hour, on MiniLM"),
+                                   ("tinyplm run b.yaml", True, None)]
 
 
 def test_readme_and_docs_have_command_lines() -> None:
@@ -367,6 +437,43 @@ def test_table_and_docs_agree() -> None:
                          "add each to DOC_LINES with how it is exercised:\n" + "\n".join(missing))
     assert not stale, ("DOC_LINES holds lines that neither README.md nor docs/ show any more; remove or update "
                        "them:\n" + "\n".join(stale))
+
+
+#: Pages another engineer owns, where a line not run here may still lack its marker until they add it:
+#: the rule's test passes over them and test_lines_on_pages_owned_elsewhere_are_marked (xfail) lists them.
+AWAITING_THEIR_OWNER = frozenset({"docs/predict-serve.md", "docs/results/serve-load.md"})
+
+
+def unmarked_lines() -> tuple[list[str], list[str]]:
+    """(problems, lines awaiting their owner's marker) under the rule of the module docstring."""
+    problems, awaiting = [], []
+    for line, places in shown_lines().items():
+        way = DOC_LINES[line]
+        marked = [p.file for p in places if p.long is not None]
+        blocks = [p for p in places if p.block]
+        if way.test:
+            if marked:
+                problems.append(f"{line!r} runs here ({way.test}) but is marked long in {marked}: drop the marker")
+            continue
+        if not blocks:
+            problems.append(f"{line!r} does not run here and is shown only in prose: show it in a ```bash block "
+                            "with a '# long: why' comment, or run it here")
+        unmarked = [p.file for p in blocks if p.long is None]
+        problems += [f"{line!r} does not run here and is not marked long in {f} ('# long: why')"
+                     for f in unmarked if f not in AWAITING_THEIR_OWNER]
+        awaiting += [f"{f}: {line!r}" for f in unmarked if f in AWAITING_THEIR_OWNER]
+    return problems, awaiting
+
+
+def test_each_line_runs_here_or_is_marked_long() -> None:
+    problems, _ = unmarked_lines()
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.xfail(reason="their owner marks these in another change", strict=False)
+def test_lines_on_pages_owned_elsewhere_are_marked() -> None:
+    _, awaiting = unmarked_lines()
+    assert not awaiting, "\n".join(awaiting)
 
 
 def test_readme_opens_with_the_two_commands() -> None:
@@ -419,9 +526,10 @@ def test_substitutions_keep_the_command_and_its_options(line: str) -> None:
     """A real run is the documented command: same subcommand, every option of the line still there,
     and each replaced token really is in the line."""
     way = DOC_LINES[line]
-    readme = tinyplm_args(line)
+    readme = program_args(line)
     used = argv(line, World.placeholder())
-    assert used[:len(_subcommand(readme))] == _subcommand(readme)
+    if not line.startswith("python "):
+        assert used[:len(_subcommand(readme))] == _subcommand(readme)
     assert options_in(readme) <= options_in(used)
     for token in way.replace:
         assert token in readme, f"{line!r}: replaces {token!r}, which the line does not hold"
@@ -522,122 +630,31 @@ def _check_accelerate_options(line: str) -> None:
 # --------------------------------------------------------------------------- the tiny world
 
 
-@dataclass(frozen=True)
-class World:
-    """A tmp ``main/`` (the working directory, ``recipes`` linked to the shipped ones) beside a tmp
-    ``shared/data`` with tiny data in the official layouts; ``names`` fills the ``{...}`` of a
-    :class:`Way`."""
-
-    cwd: Path
-    data: Path
-    names: dict[str, str]
-
-    @property
-    def env(self) -> dict[str, str]:
-        return {"TINYPLM_DATA": str(self.data)}
-
-    @classmethod
-    def placeholder(cls) -> World:
-        return cls(Path("main"), Path("shared/data"), {"teacher": "<teacher>"})
-
-
 def argv(line: str, world: World) -> list[str]:
-    """The arguments a real run of documented line ``line`` uses (its :class:`Way`'s substitutions)."""
+    """The arguments a real run of documented line ``line`` gives its program (its :class:`Way`'s
+    substitutions applied)."""
     way = DOC_LINES[line]
-    words = [way.replace[w].format(**world.names) if w in way.replace else w for w in tinyplm_args(line)]
+    words = [way.replace[w].format(**world.names) if w in way.replace else w for w in program_args(line)]
     return words + [a.format(**world.names) for a in way.add]
 
 
 def run_line(line: str, world: World) -> Result:
-    """Run documented line ``line`` (with its substitutions) through the CLI in the world."""
-    return cli(argv(line, world), cwd=world.cwd, env=world.env)
-
-
-def ok(result: Result) -> str:
-    """Assert exit 0 and no traceback; return stdout."""
-    shown = f"exit {result.returncode}\n--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}"
-    assert result.returncode == 0 and "Traceback" not in result.output, shown
-    return result.stdout
-
-
-def make_tiny_teacher(path: Path) -> Path:
-    """A tiny random classifier with 6 layers (so MiniLM's teacher layers 1,3,5 and 0,2,4,5 exist) and
-    512 positions (so SQuAD's 256-token windows fit); otherwise the conftest tiny BERT."""
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification
-
-    make_tiny_model_dir(path)
-    torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=len(tiny_vocab()), hidden_size=32, num_hidden_layers=6, num_attention_heads=4,
-                     intermediate_size=37, max_position_embeddings=512, num_labels=2)
-    BertForSequenceClassification(cfg).save_pretrained(path)
-    return path
-
-
-def _sentence(rng: random.Random, label: int) -> str:
-    words = [rng.choice(FILLER) for _ in range(rng.randint(2, 7))]
-    words.insert(rng.randint(0, len(words)), rng.choice(POSITIVE if label else NEGATIVE))
-    return " ".join(words)
-
-
-def write_tiny_data(data: Path, seed: int = 0) -> None:
-    """RTE and MRPC (GLUE TSVs with the official headers), SQuAD v1.1 train and dev, CoNLL-2003
-    train/valid/test and a corpus with books/ and wikitext/, all under ``data``."""
-    rng = random.Random(seed)
-    for split, n in (("train", 32), ("dev", 16)):
-        rows = ["index\tsentence1\tsentence2\tlabel"]
-        for i in range(n):
-            y = rng.randint(0, 1)
-            rows.append(f"{i}\t{_sentence(rng, y)}\t{_sentence(rng, y)}\t{'entailment' if y else 'not_entailment'}")
-        _write(data / "glue" / "RTE" / f"{split}.tsv", rows)
-        rows = ["\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String"]  # the official file opens with a BOM
-        for i in range(n):
-            y = rng.randint(0, 1)
-            rows.append(f"{y}\t{1000 + i}\t{2000 + i}\t{_sentence(rng, y)}\t{_sentence(rng, y)}")
-        _write(data / "glue" / "MRPC" / f"{split}.tsv", rows)
-    for split, articles in (("train", 3), ("dev", 2)):
-        _write(data / "squad" / f"{split}-v1.1.json", [json.dumps(_squad(rng, split, articles))])
-    for split, n in (("train", 24), ("valid", 8), ("test", 8)):
-        rows = ["-DOCSTART- -X- -X- O", ""]
-        for _ in range(n):
-            for w in (rng.choice(WORDS) for _ in range(rng.randint(3, 8))):
-                rows.append(f"{w} NN I-NP {'B-PER' if w == 'actor' else 'B-LOC' if w == 'film' else 'O'}")
-            rows.append("")
-        _write(data / "conll2003" / f"{split}.txt", rows)
-    for folder in ("books", "wikitext"):
-        paragraphs = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 14))) for _ in range(30)]
-        _write(data / "corpus" / folder / "a.txt", ["\n\n".join(paragraphs)])
-
-
-def _squad(rng: random.Random, split: str, articles: int) -> dict:
-    data = []
-    for a in range(articles):
-        paragraphs = []
-        for q in range(4):
-            adjective = rng.choice(POSITIVE + NEGATIVE)
-            before = " ".join(rng.choice(FILLER) for _ in range(rng.randint(2, 8)))
-            context = f"{before} {adjective} movie {' '.join(rng.choice(FILLER) for _ in range(3))}."
-            answer = {"text": f"{adjective} movie", "answer_start": len(before) + 1}
-            paragraphs.append({"context": context, "qas": [
-                {"id": f"{split}{a}q{q}", "question": f"what was {adjective}", "answers": [answer]}]})
-        data.append({"title": f"{split} article {a}", "paragraphs": paragraphs})
-    return {"version": "1.1", "data": data}
-
-
-def _write(path: Path, lines: list[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    """Run documented line ``line`` (with its substitutions) in the world, in this process."""
+    program = shlex.split(line)[:2] if line.startswith("python ") else ["tinyplm"]
+    return run_program([*program, *argv(line, world)], world)
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> World:
-    root = tmp_path_factory.mktemp("readme")
-    cwd, data = root / "main", root / "shared" / "data"
-    cwd.mkdir()
-    (cwd / "recipes").symlink_to(REPO / "recipes", target_is_directory=True)
-    write_tiny_data(data)
-    teacher = make_tiny_teacher(root / "models" / "tiny-teacher")
-    return World(cwd, data, {"teacher": str(teacher)})
+    return make_world(tmp_path_factory.mktemp("readme"))
+
+
+@pytest.fixture(scope="module")
+def demo_run(world: World) -> Path:
+    """runs/sst2_demo: the demo recipe run for real, shrunk (its documented line, TINY_DEMO)."""
+    stdout = ok(run_line("tinyplm run recipes/glue/sst2_demo.yaml", world))
+    assert "report:" in stdout
+    return world.cwd / "runs" / "sst2_demo"
 
 
 def _yaml(path: Path) -> dict:
@@ -740,6 +757,11 @@ def test_rte_flow(world: World) -> None:
     assert all(p["examples"] == 16 and p["agreement"] >= 0.995 for p in parity), parity  # 16 tiny dev examples
     assert all(list((runs / "rte-l3" / "export" / p["stage"]).rglob("*.onnx")) for p in parity)
 
+    stdout = ok(run_line("tinyplm bench A B --task T --runtimes torch,onnxruntime,openvino", world))
+    timed = {s["name"] for s in _results(runs / "rte-runtimes")["stages"]}
+    assert {f"{m}@{r}" for m in ("teacher", "model") for r in ("onnxruntime", "openvino")} <= timed, timed
+    assert stdout.count("fastest within") == 2  # one verdict per model
+
 
 @pytest.mark.slow
 def test_accelerate_launch_runs_two_processes(world: World) -> None:
@@ -824,22 +846,16 @@ def test_fit_mlm_head_then_augment(world: World) -> None:
     assert all(r["text"] and r["text_pair"] and r["label"] in (0, 1) for r in rows)
 
 
-def test_predict_line(world: World) -> None:
-    """predict on a run dir: one record per line of reviews.txt, in order, at the run's max length."""
-    import shutil
-
-    run = world.cwd / "runs" / "sst2_demo"
-    if not run.exists():
-        shutil.copytree(world.names["teacher"], run / "model")
-        (run / "config.resolved.yaml").write_text(yaml.safe_dump({"name": "sst2_demo",
-                                                                  "task": {"name": "sst2", "max_length": 32}}))
-    reviews = [_sentence(random.Random(i), i % 2) for i in range(20)]
+@pytest.mark.slow
+def test_predict_line(world: World, demo_run: Path) -> None:
+    """predict on the demo run: one record per line of reviews.txt, in order, at the run's max length."""
+    reviews = [sentence(random.Random(i), i % 2) for i in range(20)]
     (world.cwd / "reviews.txt").write_text("\n".join(reviews) + "\n", encoding="utf-8")
     result = run_line("tinyplm predict runs/sst2_demo --input reviews.txt --output predictions.jsonl", world)
     ok(result)
     preds = [json.loads(x) for x in (world.cwd / "predictions.jsonl").read_text().splitlines()]
     assert [p["line"] for p in preds] == list(range(1, 21)) and all(p["label"] in p["scores"] for p in preds)
-    assert "max length 32" in result.stderr
+    assert "max length 64" in result.stderr  # the demo recipe's task.max_length
 
 
 def test_world_is_laid_out_like_the_repository(world: World) -> None:
@@ -847,5 +863,125 @@ def test_world_is_laid_out_like_the_repository(world: World) -> None:
     assert os.path.samefile(world.cwd / ".." / "shared" / "data", world.data)
     from tinyplm import tasks
 
-    for name in ("rte", "mrpc", "squad", "conll2003"):
+    for name in ("sst2", "rte", "mrpc", "squad", "conll2003"):
         assert all(tasks.get(name, str(world.data)).data_present().values()), name
+
+
+def test_subcommands_named_in_prose(world: World) -> None:
+    for line in ("tinyplm validate", "tinyplm report"):
+        assert "Usage:" in ok(run_line(line, world)), line
+
+
+@pytest.mark.slow
+def test_sst2_demo_run(demo_run: Path) -> None:
+    """The demo recipe, shrunk: every stage of the recipe measured, model/ chosen on the held-out sentences."""
+    results = _results(demo_run)
+    assert [s["name"] for s in results["stages"]] == [
+        "teacher", "teacher-best.runtime", "student-L3", "student-L3.prune_heads", "student-L3.prune_ffn",
+        "student-L3.trim_vocab", "student-L3.runtime"]
+    info = results["info"]
+    assert info["holdout"] == 8 and info["selection_metric"] == "accuracy_holdout"
+    assert "held-out" in info["final_rule"] and info["final_model"] in [s["name"] for s in results["stages"]]
+    for name in ("config.resolved.yaml", "summary.md", "report.html", "model/config.json", "teacher/config.json",
+                 "students/student-L3/config.json"):
+        assert (demo_run / name).is_file(), name
+
+
+@pytest.mark.slow
+def test_tracking_lines(world: World) -> None:
+    """--track files the run in MLflow beside the run dir; tracking.tensorboard writes events; the LoRA
+    overrides reach the teacher's fine-tune."""
+    pytest.importorskip("mlflow", reason="the track extra (mlflow-skinny) is not installed")
+    pytest.importorskip("tensorboardX", reason="the track extra (tensorboardX) is not installed")
+    runs = world.cwd / "runs"
+    ok(run_line("tinyplm run recipes/glue/sst2_demo.yaml --track", world))
+    assert (runs / "sst2_tracked" / "logs" / "tracking.json").is_file() and (runs / "mlruns").is_dir()
+    ok(run_line("tinyplm run recipes/glue/sst2_demo.yaml tracking.tensorboard=true", world))
+    assert list((runs / "sst2_tensorboard" / "tensorboard").rglob("events.out.tfevents.*"))
+    ok(run_line("tinyplm run recipes/glue/sst2_demo.yaml teacher.finetune.method=lora teacher.finetune.lr=1e-3",
+                world))
+    finetune = _yaml(runs / "sst2_lora" / "config.resolved.yaml")["teacher"]["finetune"]
+    assert finetune["method"] == "lora" and finetune["lr"] == 1e-3
+
+
+@pytest.mark.slow
+def test_probe_and_heads_lines(world: World) -> None:
+    """probe and heads on a model (the tiny teacher for minilm-l6): a page of plots for it."""
+    for line in ("tinyplm probe minilm-l6 --task conll2003-pos --train-sentences 6000 --dev-sentences 1000",
+                 "tinyplm heads minilm-l6 --task sst2"):
+        stdout = ok(run_line(line, world))
+        page = world.cwd / stdout.strip().splitlines()[-1].removeprefix("report: ")
+        assert page.is_file(), (line, page)
+
+
+@pytest.mark.slow
+def test_demo_run_benchmarks(world: World, demo_run: Path) -> None:
+    """The benchmarks that read the demo run, on the tiny one; each prints its JSON's path last."""
+    for line in ("python benchmarks/train_step.py runs/sst2_demo/teacher runs/sst2_demo/students/student-L3",
+                 "python benchmarks/student_families.py --teacher runs/sst2_demo/teacher --task sst2"):
+        path = Path(ok(run_line(line, world)).strip().splitlines()[-1])
+        assert (world.cwd / path).is_file(), (line, path)
+
+
+@pytest.mark.slow
+def test_serve_line(world: World, demo_run: Path) -> None:
+    """tinyplm serve on the demo run answers /ready and a prediction, and exits 0 on SIGTERM."""
+    import signal
+    import threading
+
+    import httpx
+
+    command = [sys.executable, "-m", "tinyplm.cli", *argv("tinyplm serve runs/sst2_demo --port 8000", world)]
+    env = {**os.environ, **world.env, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(command, cwd=world.cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    lines: list[str] = []
+    listening = threading.Event()
+
+    def read() -> None:
+        for got in proc.stderr:
+            lines.append(got)
+            if "listening on " in got:
+                listening.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        assert listening.wait(120), "".join(lines[-20:])
+        url = re.search(r"listening on (http://\S+?)(?: |$)", "".join(lines)).group(1)
+        for _ in range(300):
+            if httpx.get(url + "/ready", timeout=5).status_code == 200:
+                break
+            time.sleep(0.1)
+        answer = httpx.post(url + "/predict", json={"text": "a gripping, funny film"}, timeout=30)
+        assert answer.status_code == 200 and answer.json()["prediction"]["label"], answer.text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(60)
+    assert code == 0, "".join(lines[-20:])
+
+
+@pytest.mark.slow
+def test_task_benchmarks(world: World) -> None:
+    """squad.py and conll.py run their recipes (shrunk) and print the results.json path last."""
+    for line, out in (("python benchmarks/squad.py", "squad-bench"), ("python benchmarks/conll.py", "conll-bench")):
+        stdout = ok(run_line(line, world))
+        assert stdout.strip().splitlines()[-1].endswith("results.json"), stdout[-500:]
+        assert _results(world.cwd / "runs" / out)["stages"], line
+
+
+@pytest.mark.slow
+def test_finetune_methods_line(world: World) -> None:
+    """The fine-tuning methods benchmark's short line on the tiny teacher: one row per method, then the
+    distillation pair."""
+    line = ("python benchmarks/finetune_methods.py --task sst2 --methods full,lora,bitfit --seeds 1 --budget-minutes 2 "
+            "--max-train-examples 3000")
+    path = world.cwd / Path(ok(run_line(line, world)).strip().splitlines()[-1])
+    assert path.is_file() and path.is_relative_to(world.cwd / "runs" / "finetune_methods_short"), path
+    result = json.loads(path.read_text())
+    assert [r["method"] for r in result["rows"]] == ["full", "lora", "bitfit"] and result["distillation"], result
+
+
+@pytest.mark.slow
+def test_sst2_pareto_run(world: World) -> None:
+    ok(run_line("tinyplm run recipes/glue/sst2_pareto.yaml", world))
+    assert [s["name"] for s in _results(world.cwd / "runs" / "sst2_pareto")["stages"]] == ["teacher", "student"]
