@@ -90,18 +90,7 @@ def untagged_speed_figures(text: str) -> list[tuple[int, str]]:
     return found
 
 
-#: Pages whose owner is tagging them in another change: expected to fail until then (xfail, not strict).
-AWAITING_THEIR_OWNER = {"docs/results/serve-load.md"}
-
-
-def _page_param(page: Path):
-    name = str(page.relative_to(REPO))
-    marks = [pytest.mark.xfail(reason="tagged by its owner in another change", strict=False)] \
-        if name in AWAITING_THEIR_OWNER else []
-    return pytest.param(page, id=name, marks=marks)
-
-
-@pytest.mark.parametrize("page", [_page_param(p) for p in pages()])
+@pytest.mark.parametrize("page", pages(), ids=lambda p: str(p.relative_to(REPO)))
 def test_every_speed_figure_names_its_cpu_kind(page: Path) -> None:
     found = untagged_speed_figures(page.read_text(encoding="utf-8"))
     shown = "\n".join(f"{page.relative_to(REPO)}:{line}: {figure!r}" for line, figure in found)
