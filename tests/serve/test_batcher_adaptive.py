@@ -1,6 +1,7 @@
 """The batcher's adaptive policy: a free worker never waits for a batch to fill; batches form from
-what queues while every worker is busy. ``max_wait_s`` is set large (1 s) throughout, so a test
-fails if any wait for a batch to fill is left."""
+what queues while every worker is busy; the only wait is for the clients of a batch of several just
+answered. ``max_wait_s`` is set large (1 s) in most tests, so a test fails if a wait is left where
+none belongs."""
 
 from __future__ import annotations
 
@@ -168,3 +169,47 @@ def test_a_queued_request_past_its_deadline_leaves_while_the_workers_are_busy(wo
 
     assert asyncio.run(scenario()) == 0
     assert ["late"] not in run.started
+
+
+def test_after_a_batch_of_several_the_returning_clients_share_the_next_pass() -> None:
+    run = Held()
+
+    async def scenario():
+        b = MicroBatcher(run, max_batch=32, max_wait_s=LONG_WAIT_S, max_queue=100)
+        b.start()
+        await asyncio.gather(*(b.submit([TextInput(t)], 5) for t in "xyz"))  # three clients, one pass
+        first = asyncio.create_task(b.submit([TextInput("x2")], 5))  # they come back one by one
+        await asyncio.sleep(0.02)
+        assert len(run.started) == 1 and b.depth == 1  # the first back waits for the other two
+        start = time.perf_counter()
+        rest = [asyncio.create_task(b.submit([TextInput(t)], 5)) for t in ("y2", "z2")]
+        await asyncio.gather(first, *rest)
+        joined = time.perf_counter() - start
+        await asyncio.sleep(LONG_WAIT_S * 1.2)  # past the wait: a later request runs at once
+        start = time.perf_counter()
+        await b.submit([TextInput("late")], 5)
+        late = time.perf_counter() - start
+        await b.stop()
+        return joined, late
+
+    joined, late = asyncio.run(scenario())
+    assert run.started == [["x", "y", "z"], ["x2", "y2", "z2"], ["late"]]
+    assert joined < LONG_WAIT_S / 5 and late < LONG_WAIT_S / 5  # company came, so no wait ran out
+
+
+def test_returning_clients_that_do_not_come_are_waited_for_at_most_max_wait() -> None:
+    run = Held()
+    wait_s = 0.15
+
+    async def scenario():
+        b = MicroBatcher(run, max_batch=32, max_wait_s=wait_s, max_queue=100)
+        b.start()
+        await asyncio.gather(*(b.submit([TextInput(t)], 5) for t in "xyz"))
+        start = time.perf_counter()
+        _, timing = await b.submit([TextInput("alone")], 5)  # the other two never come back
+        took = time.perf_counter() - start
+        await b.stop()
+        return took, timing
+
+    took, timing = asyncio.run(scenario())
+    assert timing.batch == 1 and wait_s * 0.5 < took < wait_s + 0.5

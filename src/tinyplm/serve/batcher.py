@@ -1,7 +1,7 @@
 """Adaptive micro-batching: concurrent requests share one forward pass; a lone request never waits.
 
-The policy is work-conserving, as the batchers of TEI and of Triton (with no queue delay) are: a
-worker that is free never waits for a batch to fill.
+A free worker does not wait for a batch to fill, as the batchers of TEI and of Triton (with no
+queue delay) do not; it waits only for the clients it has just answered (the last point below).
 
 - A request that finds a worker free runs at once: the worker takes it, with whatever else was
   queued in the same turn of the event loop (the worker lets the loop run one turn before it takes,
@@ -18,18 +18,15 @@ worker that is free never waits for a batch to fill.
   workers run in parallel instead of one of them taking a full batch and leaving the others idle.
   On 2 cores, batches of 16 on one core each lost to batches of 32 on both, and streams helped only
   without batching, so one stream is the default (the figures: docs/results/serve-load.md).
-
-``max_wait_s`` is no longer a wait and changes nothing (it stays a field, and ``--max-wait-ms`` an
-accepted option, so existing configurations keep working). The batcher used to hold the oldest
-request up to ``max_wait_s`` for a batch to fill, also when the model was idle, so at one client
-every request waited all of it, several times a small student's forward pass. A wait for company
-pays where a pass costs nearly as much for one example as for many (a GPU); on a CPU a pass's cost
-grows with its examples, so a free worker that waits leaves the cores idle and gains little, and
-under load no worker is free, so batches fill without any wait. What the wait did gather and this
-policy does not: clients that come back from one batch a few at a time. The first to return run at
-once and those that arrive during that pass form the next batch, so at many clients the model runs
-two or more part batches a round instead of one full one: one more pass's fixed cost, but no idle
-cores between passes.
+- Clients come back: the requests of a batch just answered are usually followed by their
+  clients' next requests within a few milliseconds, a few at a time. So a worker that finds fewer
+  requests queued than the last answered batch held (its clients, returning) waits for them, up to
+  ``max_wait_s`` after that answer, and no longer once as many are queued or ``max_batch`` examples
+  are. This is the only wait, and only after a batch of several requests: a request at a model
+  answered more than ``max_wait_s`` ago, or after a batch of one, runs at once, so one client never
+  waits. Without it, at many clients the first to return would run as a part batch, the rest would
+  wait that whole pass and form the next, and the two groups would keep alternating (two passes a
+  round instead of one).
 
 Back-pressure: a request that would take the queue past ``max_queue`` examples is refused at once
 (:class:`QueueFull`, the server's 503 with ``Retry-After``) rather than left to hang, and every
@@ -86,11 +83,12 @@ class _Job:
 class MicroBatcher:
     """See the module docstring. ``run`` predicts a list of inputs (called on an inference thread;
     from ``workers`` threads at once when more than one); ``on_batch(examples, seconds)`` observes
-    each batch (metrics). ``max_wait_s`` is accepted and unused (see the module docstring)."""
+    each batch (metrics). ``max_wait_s``: how long a free worker waits for the clients of the batch
+    last answered to come back (see the module docstring)."""
 
     run: Callable[[list[Input]], list[Prediction]]
     max_batch: int = 32
-    max_wait_s: float = 0.0
+    max_wait_s: float = 0.005
     max_queue: int = 256
     on_batch: Callable[[int, float], None] | None = None
     workers: int = 1
@@ -103,6 +101,8 @@ class MicroBatcher:
     _running: set[asyncio.Task] = field(default_factory=set)
     _busy: int = 0
     _free: asyncio.Semaphore | None = None
+    _returning: int = 0  # requests in the batch last answered: the clients expected back
+    _answered_at: float = 0.0
 
     @property
     def depth(self) -> int:
@@ -187,8 +187,8 @@ class MicroBatcher:
 
     async def _requests(self) -> bool:
         """Wait until a request is queued, then let the event loop run one turn, so that requests
-        that arrived together (read in the same turn) join it; no timed wait. ``False`` once
-        stopping with nothing queued."""
+        that arrived together (read in the same turn) join it, and wait for returning clients
+        (:meth:`_company`). ``False`` once stopping with nothing queued."""
         while True:
             while not self._queue:
                 if self._closed:
@@ -196,8 +196,24 @@ class MicroBatcher:
                 self._wake.clear()
                 await self._wake.wait()
             await asyncio.sleep(0)
-            if self._queue:  # else what was queued timed out during that turn
+            await self._company()
+            if self._queue:  # else what was queued timed out meanwhile
                 return True
+
+    async def _company(self) -> None:
+        """Wait for the clients of the batch last answered to come back: until as many requests as
+        it held are queued, ``max_batch`` examples are, or ``max_wait_s`` has passed since that
+        answer (see the module docstring)."""
+        deadline = self._answered_at + self.max_wait_s
+        while self._queue and len(self._queue) < self._returning and self._depth < self.max_batch and not self._closed:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                return
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), left)
+            except TimeoutError:
+                return
 
     def _take(self, limit: int | None = None) -> list[_Job]:
         """The oldest request and the nearest in length, up to ``limit`` (default ``max_batch``)
@@ -238,3 +254,4 @@ class MicroBatcher:
             if not j.future.done():
                 j.future.set_result((preds[at:at + len(j.items)], Timing(start - j.enqueued, seconds, len(items))))
             at += len(j.items)
+        self._returning, self._answered_at = len(live), time.perf_counter()
