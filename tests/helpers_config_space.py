@@ -11,6 +11,7 @@ strategy. Everything is tiny (hidden 16-32, 2-4 layers) so one draw runs every s
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from hypothesis import strategies as st
@@ -43,6 +44,8 @@ FAMILY_FIELDS: dict[str, dict[str, st.SearchStrategy]] = {
         "norm_rel_ebd": _maybe(st.sampled_from(["none", "layer_norm"])),
         "position_biased_input": _maybe(st.booleans()),
         "conv_kernel_size": _maybe(st.sampled_from([0, 3])),
+        "embedding_size": _maybe(st.sampled_from([8, "hidden"])),
+        "attention_head_size": _maybe(st.just("head")),
         "type_vocab_size": st.sampled_from([0, 2]),
         "hidden_act": _ACTS,
     },
@@ -61,7 +64,10 @@ FAMILIES = tuple(FAMILY_FIELDS)
 REFUSED = [
     ("mpnet", {"relative_attention_num_buckets": 8}, False, "'relative_attention_num_buckets' is 8; expected at "
                                                             "least 32"),
-    ("albert", {"inner_group_num": 2}, True, "'inner_group_num' is 2; expected 1"),
+    ("deberta-v2", {"attention_head_size": 4}, False, "'attention_head_size' is 4; expected hidden_size / "
+                                                     "num_attention_heads"),
+    ("albert", {"inner_group_num": 2}, True, "student s (teacher_layers, compress step prune_ffn): config key "
+                                             "'inner_group_num' is 2; expected 1"),
 ]
 #: Families whose embeddings assume a padding id (MPNet's positions start past id 1): every tiny
 #: tokenizer puts ``<pad>`` at 1, so any kind fits every family.
@@ -84,13 +90,15 @@ class Drawn:
 
 def _sizes(draw) -> dict:
     heads = draw(st.sampled_from([2, 4]))
+    # a word table larger than the tokenizer is common (DeBERTa-v3: 128,100 rows for 128,001 pieces)
     return {"layers": draw(st.integers(2, 4)), "heads": heads, "hidden": heads * draw(st.sampled_from([4, 8])),
-            "ffn": draw(st.integers(12, 40))}
+            "ffn": draw(st.integers(12, 40)), "extra_rows": draw(st.sampled_from([0, 0, 5]))}
 
 
-def _build(family: str, vocab: int, sizes: dict, fields: dict):
+def _build(family: str, pieces: int, sizes: dict, fields: dict):
     import transformers as tf
 
+    vocab = pieces + sizes["extra_rows"]
     ids = {"pad_token_id": SPECIALS.index("<pad>"), "bos_token_id": 0, "eos_token_id": 2, "num_labels": 2}
     if family == "distilbert":
         return tf.DistilBertConfig(vocab_size=vocab, dim=sizes["hidden"], n_layers=sizes["layers"],
@@ -115,6 +123,11 @@ def family_configs(draw, family: str) -> Drawn:
         value = draw(strategy)
         if value is ABSENT:
             continue
-        fields[key] = sizes["hidden"] if value == "hidden" else value
-    vocab = len(tiny_tokenizer(kind))
-    return Drawn(family, _build(family, vocab, sizes, fields), kind, {**sizes, **fields})
+        widths = {"hidden": sizes["hidden"], "head": sizes["hidden"] // sizes["heads"]}  # follow the drawn sizes
+        fields[key] = widths[value] if isinstance(value, str) and value in widths else value
+    return Drawn(family, _build(family, _pieces(kind), sizes, fields), kind, {**sizes, **fields})
+
+
+@functools.cache
+def _pieces(kind: str) -> int:
+    return len(tiny_tokenizer(kind))

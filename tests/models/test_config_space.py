@@ -29,7 +29,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import HealthCheck, given, note, seed, settings
+from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from conftest import make_tiny_glue, tiny_recipe, tiny_sentiment_rows
@@ -115,6 +116,26 @@ def _check_student(teacher, drawn: Drawn, enc) -> torch.nn.Module:
     return student
 
 
+def _check_attention_features(model, drawn: Drawn, enc) -> None:
+    """Attention recomputed from the captured Q and K (with the family's position terms) is what
+    the model itself softmaxes, on the rows of real query tokens."""
+    from tinyplm.models.features import forward_features
+
+    if roles.Stage.ATTENTION_FEATURES in roles.ROLES[drawn.family].cannot:
+        return
+    model = copy.deepcopy(model).eval()
+    model.set_attn_implementation("eager")  # eager attention returns its probabilities
+    batch = model_inputs(collate(enc, list(range(6))))
+    feats = forward_features(model, batch, ["attn_probs"])
+    with torch.no_grad():
+        own = model(**batch, output_attentions=True).attentions
+    real = batch["attention_mask"].bool()
+    for mine, theirs in zip(feats.attn_probs, own, strict=True):
+        for b in range(len(real)):
+            n = int(real[b].sum())
+            torch.testing.assert_close(mine[b, :, :n], theirs[b, :, :n], atol=1e-5, rtol=0)
+
+
 def _context(tok, rows, tmp: Path) -> CompressContext:
     def encode(t, name="train"):
         return encode_split(Split(name, rows, tmp), t, MAX_LENGTH)
@@ -143,6 +164,7 @@ def _through_every_stage(drawn: Drawn, tmp: Path, tok_root: str) -> None:
     teacher, tok = _teacher(drawn, tmp, tok_root)
     rows = _rows()
     ctx = _context(tok, rows, tmp)
+    _check_attention_features(teacher, drawn, ctx.train)
     model = _check_student(teacher, drawn, ctx.train)
     for i, raw in enumerate(STEPS):
         step = TypeAdapter(CompressStep).validate_python(raw)
@@ -173,17 +195,30 @@ def test_every_family_config_through_every_stage(family: str, tmp_path_factory, 
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
     @given(drawn=family_configs(family))
     def check(drawn: Drawn) -> None:
+        note(repr(drawn))
         _through_every_stage(drawn, tmp_path_factory.mktemp(family.replace("-", "_")), tok_root)
 
     (check if EXPLORE else seed(SEED)(check))()
 
 
+def _saved_teacher(family: str, tmp: Path, **fields) -> Path:
+    """A tiny random sequence classifier of ``family`` saved in HF format (``fields`` on its config)."""
+    from transformers import DebertaV2Config
+
+    from helpers_families import make_family_dir
+
+    if family != "deberta-v2":
+        return make_family_dir(tmp / family, family)
+    config = DebertaV2Config(vocab_size=400, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                             intermediate_size=20, max_position_embeddings=66, pad_token_id=1, **fields)
+    _teacher(Drawn(family, config, "unigram", fields), tmp, str(tmp))
+    return tmp / "teacher"
+
+
 @pytest.mark.parametrize(("family", "fields", "per_layer", "message"), REFUSED, ids=[r[0] for r in REFUSED])
 def test_a_config_value_no_stage_can_run_is_refused_before_work(tmp_path: Path, family: str, fields: dict,
                                                                    per_layer: bool, message: str) -> None:
-    from helpers_families import make_family_dir
-
-    teacher = make_family_dir(tmp_path / family, family)
+    teacher = _saved_teacher(family, tmp_path)
     config = json.loads((teacher / "config.json").read_text())
     (teacher / "config.json").write_text(json.dumps({**config, **fields}))
     glue = make_tiny_glue(tmp_path / "glue", n_train=16, n_dev=8)
@@ -199,3 +234,73 @@ def test_a_config_value_no_stage_can_run_is_refused_before_work(tmp_path: Path, 
     else:
         with pytest.raises(ModelError, match=re.escape(message)):
             preflight(validate_recipe(plain, source="test"))
+
+
+RUN_DRAWS = int(os.environ.get("TINYPLM_CONFIG_RUN_DRAWS", "0"))
+
+
+@pytest.mark.skipif(not RUN_DRAWS, reason="whole runs over the config space take ~15 s a draw: set "
+                                          "TINYPLM_CONFIG_RUN_DRAWS=N to draw N per family")
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_config_through_a_whole_run(family: str, tmp_path_factory, tok_root: str) -> None:
+    """``tinyplm run`` of the user's recipe shape (fine-tune, a student of teacher layers with
+    hidden-state and attention KD, prune, trim at a window shorter than the texts, the fastest
+    runtime) on drawn configs: each run finishes, or preflight refuses it before writing anything."""
+    from tinyplm.errors import TinyplmError
+    from tinyplm.run import run_or_reuse
+
+    @settings(max_examples=RUN_DRAWS, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @given(drawn=family_configs(family), max_length=st.sampled_from([8, 12, 32]),
+           attention=st.booleans())
+    def check(drawn: Drawn, max_length: int, attention: bool) -> None:
+        note(repr(drawn))
+        tmp = tmp_path_factory.mktemp(family.replace("-", "_"))
+        teacher, _ = _teacher(drawn, tmp, tok_root)
+        objective = {"kd_weight": 1.0, "hidden": 1.0, **({"attention_kl": 1.0} if attention else {})}
+        student = {"name": "s", "teacher_layers": [0, roles.config_shape(teacher.config).layers - 1],
+                   "objective": objective, "train": {"batch_size": 8, "max_steps": 2, "precision": "fp32",
+                                                     "eval_every": 0, "checkpoint_every": 0},
+                   "compress": [{"kind": "prune_heads", "keep": 0.5}, {"kind": "prune_ffn", "keep": 0.5},
+                                {"kind": "trim_vocab"},
+                                {"kind": "runtime", "runtime": "fastest", "control_examples": 16,
+                                 "candidates": ["onnx_dynamic_int8", "openvino_int8"], "calibration_examples": 8}]}
+        raw = tiny_recipe(tmp, tmp / "teacher", make_tiny_glue(tmp / "glue", n_train=32, n_dev=8),
+                          teacher={"model": str(tmp / "teacher"), "finetune": {"batch_size": 8, "max_steps": 2,
+                                                                               "precision": "fp32"}},
+                          students=[student])
+        raw["task"]["max_length"] = max_length
+        cfg = validate_recipe(raw, source="test")
+        try:
+            preflight(cfg)
+        except TinyplmError:
+            assert not Path(cfg.output_dir).exists()  # refused before any work
+            return
+        record = run_or_reuse(cfg)
+        assert record.stages[-1].name == "s.runtime"
+
+    check()
+
+
+@pytest.mark.parametrize(("family", "fields", "usable"), [
+    ("xlm-roberta", {}, 64),  # 66 rows, positions counted from padding id 1 + 1
+    ("electra", {}, 66),
+    ("deberta-v2", {"position_biased_input": False, "relative_attention": True}, None),  # relative only
+    ("modernbert", {}, None),  # rotary
+])
+def test_a_window_longer_than_the_teachers_positions_is_refused(tmp_path: Path, family: str, fields: dict,
+                                                                  usable: int | None) -> None:
+    from tinyplm.errors import RecipeError
+
+    teacher = _saved_teacher(family, tmp_path, **fields)
+    assert roles.usable_positions(json.loads((teacher / "config.json").read_text())) == usable
+    glue = make_tiny_glue(tmp_path / "glue", n_train=16, n_dev=8)
+    for length in ([usable, usable + 1] if usable else [128]):
+        raw = tiny_recipe(tmp_path, teacher, glue, teacher={"model": str(teacher)}, students=[])
+        raw["task"]["max_length"] = length
+        cfg = validate_recipe(raw, source="test")
+        if usable and length > usable:
+            with pytest.raises(RecipeError, match=f"task.max_length {length} is longer than the {usable} positions"):
+                preflight(cfg)
+        else:
+            assert preflight(cfg).teacher_dir == teacher

@@ -95,8 +95,8 @@ def _mask_of(inputs: dict[str, Tensor]) -> Tensor:
     return torch.ones(ref.shape[:2], dtype=torch.long, device=ref.device)
 
 
-def attention_from_qk(q: Tensor, k: Tensor, heads: int, mask: Tensor) -> tuple[Tensor, Tensor]:
-    """Pre-softmax scores and probabilities from Q and K.
+def attention_from_qk(q: Tensor, k: Tensor, heads: int, mask: Tensor, factor: int = 1) -> tuple[Tensor, Tensor]:
+    """Pre-softmax scores and probabilities from Q and K, scaled by ``1 / sqrt(head_dim * factor)``.
 
     ``q``, ``k``: (batch, seq, hidden); ``mask``: (batch, seq), 0 at padding.
     Returns (scores, probs), each (batch, heads, seq, seq); padded keys get ``finfo(dtype).min``.
@@ -105,7 +105,7 @@ def attention_from_qk(q: Tensor, k: Tensor, heads: int, mask: Tensor) -> tuple[T
     hd = d // heads
     qh = q.view(b, s, heads, hd).transpose(1, 2)  # (batch, heads, seq, head_dim)
     kh = k.view(b, s, heads, hd).transpose(1, 2)
-    scores = qh @ kh.transpose(-1, -2) / math.sqrt(hd)  # (batch, heads, seq, seq)
+    scores = qh @ kh.transpose(-1, -2) / math.sqrt(hd * factor)  # (batch, heads, seq, seq)
     pad = (mask == 0)[:, None, None, :].to(scores.device)  # (batch, 1, 1, seq)
     additive = torch.zeros(pad.shape, dtype=scores.dtype, device=scores.device)
     additive = additive.masked_fill(pad, torch.finfo(scores.dtype).min)
@@ -129,7 +129,7 @@ def disentangled_attention(model: nn.Module, layer: nn.Module, q: Tensor, k: Ten
     hd = d // heads
     qh = q.view(b, s, heads, hd).transpose(1, 2).reshape(b * heads, s, hd)  # (batch*heads, seq, head_dim)
     kh = k.view(b, s, heads, hd).transpose(1, 2).reshape(b * heads, s, hd)
-    factor = 1 + len({"c2p", "p2c"} & set(attention.pos_att_type))
+    factor = _deberta_factor(attention)
     scores = qh @ kh.transpose(-1, -2) / math.sqrt(hd * factor)  # (batch*heads, seq, seq)
     relative = encoder.get_rel_pos(q)
     scores = scores + attention.disentangled_attention_bias(qh, kh, relative, encoder.get_rel_embedding(), factor)
@@ -163,10 +163,19 @@ def _plain(_model: nn.Module, _layer: nn.Module, q: Tensor, k: Tensor, heads: in
 
 
 #: How each kind of attention scores is recomputed from a layer's Q and K (the role table's ``scores``).
+def _deberta_factor(attention: nn.Module) -> int:
+    """DeBERTa's score scale is ``1 / sqrt(head_dim * factor)``, one more for each of ``c2p`` and
+    ``p2c`` in ``pos_att_type``, whether or not the layer adds relative-position terms."""
+    return 1 + len({"c2p", "p2c"} & set(attention.pos_att_type or ()))
+
+
 def _disentangled(model: nn.Module, layer: nn.Module, q: Tensor, k: Tensor, heads: int, mask: Tensor):
-    """DeBERTa's scores, or plain ones for a layer built without relative attention."""
-    relative = getattr(roles.self_attention(layer), "relative_attention", False)
-    return (disentangled_attention if relative else _plain)(model, layer, q, k, heads, mask)
+    """DeBERTa's scores; content only for a layer built without relative attention (still scaled as
+    its ``pos_att_type`` says)."""
+    attention = roles.self_attention(layer)
+    if getattr(attention, "relative_attention", False):
+        return disentangled_attention(model, layer, q, k, heads, mask)
+    return attention_from_qk(q, k, heads, mask, _deberta_factor(attention))
 
 
 _SCORES = {Scores.PLAIN: _plain, Scores.DISENTANGLED: _disentangled,

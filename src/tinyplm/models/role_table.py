@@ -31,6 +31,8 @@ What a family does differently is said here as data, never as ``if model_type ==
 - ``limits``: config values the family's checkpoints may hold but tinyplm (or ``transformers``
   itself) cannot run (:class:`ConfigLimit`); :func:`config_problems` lists the ones a config breaks,
   so ``validate`` and ``run`` refuse it before any work.
+- ``positions``: how tokens find their position (:class:`Positions`), so :func:`usable_positions`
+  can tell the longest window a checkpoint takes before a run truncates its texts to a longer one.
 - ``scores``: how the attention scores are formed (:class:`Scores`), for attention features.
 - ``cannot``: stage -> why that stage cannot apply to the family (the error says it).
 """
@@ -57,6 +59,14 @@ class Scores(StrEnum):
     DISENTANGLED = "disentangled"  # DeBERTa: + content<->position terms over relative distances
     POSITION_BIAS = "position_bias"  # MPNet: + a learned per-head bias of relative position buckets
     ROTARY = "rotary"  # ModernBERT: rotary Q/K and a sliding window on local layers
+
+
+class Positions(StrEnum):
+    """Where a family's position vectors come from, which bounds the window it can read."""
+
+    ABSOLUTE = "absolute"  # a table of max_position_embeddings rows, ids 0..n-1
+    AFTER_PAD = "after_pad"  # RoBERTa-style: ids run from pad_token_id + 1, so pad + 1 fewer rows are usable
+    ROTARY = "rotary"  # no table: rotary Q/K, any length
 
 
 class Stage(StrEnum):
@@ -86,13 +96,14 @@ class SizeKeys:
 
 @dataclass(frozen=True)
 class ConfigLimit:
-    """A config value a family's checkpoint may hold that cannot be run: ``ok(value)`` says whether
-    ``key``'s value (``default`` when the config lacks the key) can; ``expected`` says what can, and
-    why. With ``per_layer`` the limit holds only for stages that work layer by layer (a student of
-    teacher layers, pruning, layer-wise distillation); else for any use of the model."""
+    """A config value a family's checkpoint may hold that cannot be run: ``ok(value, config)`` says
+    whether ``key``'s value (``default`` when the config lacks the key) can, beside the rest of the
+    config; ``expected`` says what can, and why. With ``per_layer`` the limit holds only for stages
+    that work layer by layer (a student of teacher layers, pruning, layer-wise distillation); else
+    for any use of the model."""
 
     key: str
-    ok: Callable[[object], bool]
+    ok: Callable[[object, Mapping[str, object]], bool]
     default: object
     expected: str
     per_layer: bool = False
@@ -141,6 +152,8 @@ class Roles:
     layer_lists: tuple[str, ...] = ()  # config lists indexed by layer, kept with their layers
     first_layer: str | None = None  # why layer 0 must stay the first layer (None: any layer may lead)
     limits: tuple[ConfigLimit, ...] = ()  # config values that cannot be run (validate refuses them)
+    positions: Positions = Positions.ABSOLUTE
+    table_key: str | None = None  # config key that, when false, means no absolute table (DeBERTa)
     scores: Scores = Scores.PLAIN
     cannot: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -167,7 +180,7 @@ ROBERTA = Roles(
     word_embeddings="word_embeddings", embedding_norm="LayerNorm", layers="encoder.layer", pooler="pooler",
     linears=_BERT_LINEARS, norms=_BERT_NORMS, self_attention="attention.self", parts=_BERT_PARTS,
     mlm_head="lm_head", mlm_predictions="lm_head", pair_head=None,
-    task_heads=("classifier", "qa_outputs"), class_prefix="Roberta",
+    task_heads=("classifier", "qa_outputs"), class_prefix="Roberta", positions=Positions.AFTER_PAD,
 )
 #: XLM-RoBERTa and CamemBERT: RoBERTa's layout (base ``roberta``) under their own class names.
 XLM_ROBERTA = Roles(**{**ROBERTA.__dict__, "model_type": "xlm-roberta", "layer_class": "XLMRobertaLayer",
@@ -186,7 +199,12 @@ DEBERTA_V2 = Roles(
     mlm_head="cls", mlm_predictions="cls.predictions", pair_head=None,  # the legacy head (config.legacy)
     task_heads=("pooler", "classifier", "qa_outputs"), class_prefix="DebertaV2", hidden_keys=("pooler_hidden_size",),
     head_linears=("attention.self.pos_key_proj", "attention.self.pos_query_proj"),
-    scores=Scores.DISENTANGLED,
+    scores=Scores.DISENTANGLED, table_key="position_biased_input",
+    limits=(ConfigLimit("attention_head_size",
+                        lambda v, c: v is None or v * c.get("num_attention_heads", 0) == c.get("hidden_size"), None,
+                        "hidden_size / num_attention_heads (or no attention_head_size): transformers' DeBERTa-v2 "
+                        "projects the heads' joined outputs with a hidden x hidden Linear, so any other head "
+                        "width fails on the first forward pass"),),
     cannot=_mapping(**{Stage.NARROW: "its relative-position projections are not narrowed"}),
 )
 
@@ -215,7 +233,8 @@ MPNET = Roles(
     self_attention="attention.attn", parts=_BERT_PARTS,
     mlm_head="lm_head", mlm_predictions="lm_head", pair_head=None,
     task_heads=("classifier", "qa_outputs"), class_prefix="MPNet", scores=Scores.POSITION_BIAS,
-    limits=(ConfigLimit("relative_attention_num_buckets", lambda v: isinstance(v, int) and v >= 32, 32,
+    positions=Positions.AFTER_PAD,
+    limits=(ConfigLimit("relative_attention_num_buckets", lambda v, _: isinstance(v, int) and v >= 32, 32,
                         "at least 32: transformers' MPNet always sorts relative positions into 32 buckets "
                         "(compute_position_bias), so a smaller bias table fails on the first forward pass"),),
     cannot=_mapping(**{Stage.PRUNE_HEADS: "its relative-position bias is one table shared by every layer, with one "
@@ -251,7 +270,7 @@ ALBERT = Roles(
     mlm_head="predictions", mlm_predictions="predictions", pair_head="sop_classifier",
     task_heads=("classifier", "qa_outputs"), class_prefix="Albert",
     embeddings_project="encoder.embedding_hidden_mapping_in", group_key="num_hidden_groups",
-    limits=(ConfigLimit("inner_group_num", lambda v: v == 1, 1,
+    limits=(ConfigLimit("inner_group_num", lambda v, _: v == 1, 1,
                         "1: tinyplm's per-layer stages (a student of teacher layers, pruning, layer-wise "
                         "distillation) handle one layer per group", per_layer=True),),
     cannot=_mapping(**{Stage.PREFIX_TUNING: _NO_PREFIX}),
@@ -270,7 +289,7 @@ MODERNBERT = Roles(
     class_prefix="ModernBert", head_dim="head_dim", fused_qkv=True, gated_ffn=True, layer_lists=("layer_types",),
     first_layer="ModernBERT's first layer has no attention LayerNorm (the embeddings' norm feeds it), so only "
                 "the teacher's layer 0 can be the first layer",
-    scores=Scores.ROTARY,
+    scores=Scores.ROTARY, positions=Positions.ROTARY,
     cannot=_mapping(**{
         Stage.NARROW: "its pre-norm layers, fused Wqkv and final norm are not narrowed",
         Stage.ATTENTION_FEATURES: "its scores use rotary Q/K and sliding windows that attention features do not "
@@ -306,9 +325,25 @@ def config_problems(config: Mapping[str, object], per_layer: bool = True) -> lis
     out = []
     for limit in family.limits if family else ():
         value = config.get(limit.key, limit.default)
-        if (per_layer or not limit.per_layer) and not limit.ok(value):
+        if (per_layer or not limit.per_layer) and not limit.ok(value, config):
             out.append(f"config key {limit.key!r} is {value!r}; expected {limit.expected}")
     return out
+
+
+def usable_positions(config: Mapping[str, object]) -> int | None:
+    """The longest window (in tokens, specials included) a checkpoint's config can read: its
+    position table's rows, less the padding id + 1 where positions start after it; None when the
+    family has no absolute table (rotary, or DeBERTa without ``position_biased_input``) or the
+    config does not say."""
+    family = ROLES.get(str(config.get("model_type")))
+    rows = config.get("max_position_embeddings")
+    if family is None or not isinstance(rows, int) or family.positions == Positions.ROTARY:
+        return None
+    if family.table_key and not config.get(family.table_key, True):
+        return None
+    if family.positions == Positions.AFTER_PAD:
+        return rows - (int(config.get("pad_token_id") or 0) + 1)
+    return rows
 
 
 def ffn_key(config) -> str:

@@ -36,10 +36,12 @@ from tinyplm.models.role_table import (
     require,
     shaped_config_values,
     sizes_of,
+    usable_positions,
 )
 
 __all__ = ["LINEAR_ROLES", "NORM_ROLES", "ROLES", "ConfigLimit", "ConfigShape", "Roles", "Scores", "SizeKeys", "Stage",
-           "config_problems", "config_shape", "ffn_key", "require", "shaped_config_values", "sizes_of"]
+           "config_problems", "config_shape", "ffn_key", "require", "shaped_config_values", "sizes_of",
+           "usable_positions"]
 log = logging.getLogger(__name__)
 SHARING_UNITS: tuple[str, ...] = ("attention", "ffn")  # what layers can share (ALBERT-style), every family
 

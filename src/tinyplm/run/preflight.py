@@ -52,6 +52,7 @@ def preflight(cfg: RunConfig) -> Preflight:
     tok = load_tokenizer(src, int(model_cfg["vocab_size"]))
     stages = [(spec, st) for spec in cfg.students for st in spec.stage_specs()]
     _check_config_limits(cfg, model_cfg, src)
+    _check_window(cfg.task, model_cfg, src)
     if any(st.objective.layerwise for _, st in stages) and model_cfg["model_type"] not in ROLES:
         raise ModelError(f"{src}: layer-wise distillation needs a teacher of a family in the role table "
                          f"({', '.join(ROLES)}); this one is '{model_cfg['model_type']}'")
@@ -141,15 +142,39 @@ def student_model_type(cfg: RunConfig, spec: StudentSpec, teacher_type: str) -> 
 
 def _check_config_limits(cfg: RunConfig, model_cfg: dict, src: Path) -> None:
     """A teacher config value its family cannot run (the role table's ``limits``) is refused
-    before anything runs, naming the file, the key and what would work; limits of layer-by-layer
-    stages only when a student works on the teacher's layers (copies them, is compressed, or
-    learns from them layer by layer)."""
-    per_layer = any(spec.family is None and (spec.teacher_layers or spec.compress or spec.init_from == "teacher"
-                                             or any(st.objective.layerwise for st in spec.stage_specs()))
-                    for spec in cfg.students)
-    problems = roles.config_problems(model_cfg, per_layer=per_layer)
-    if problems:
-        raise ModelError(f"{src / 'config.json'}: {'; '.join(problems)}")
+    before anything runs, naming the file, the key and what would work; a limit of layer-by-layer
+    stages names the first student that works on the teacher's layers and how (copies them, is
+    compressed, learns from them layer by layer)."""
+    general = roles.config_problems(model_cfg, per_layer=False)
+    if general:
+        raise ModelError(f"{src / 'config.json'}: {'; '.join(general)}")
+    layered = [p for p in roles.config_problems(model_cfg, per_layer=True) if p not in general]
+    for spec in cfg.students if layered else ():
+        how = _per_layer_use(spec)
+        if how:
+            raise ModelError(f"{src / 'config.json'}: student {student_name(spec)} ({how}): {'; '.join(layered)}")
+
+
+def _check_window(task: TaskSpec, model_cfg: dict, src: Path) -> None:
+    """``task.max_length`` longer than the teacher's position table can read is refused before any
+    work (a text that long would fail mid-training), naming both numbers and what would work."""
+    usable = roles.usable_positions(model_cfg)
+    if usable is not None and task.max_length > usable:
+        rows = model_cfg.get("max_position_embeddings")
+        why = f" (max_position_embeddings {rows}, counted after the padding id)" if rows != usable else ""
+        raise RecipeError(f"task.max_length {task.max_length} is longer than the {usable} positions the teacher "
+                          f"{src / 'config.json'} can read{why}; set task.max_length to at most {usable}")
+
+
+def _per_layer_use(spec: StudentSpec) -> str:
+    """How ``spec`` works on the teacher's layers, in words ('' when it does not)."""
+    if spec.family is not None:
+        return ""
+    uses = ["teacher_layers"] if spec.teacher_layers else []
+    uses += ["init_from: teacher"] if spec.init_from == "teacher" else []
+    uses += [f"compress step {step_name(step)}" for step in spec.compress[:1]]
+    uses += ["layer-wise distillation"] if any(st.objective.layerwise for st in spec.stage_specs()) else []
+    return ", ".join(uses)
 
 
 def _check_student_families(cfg: RunConfig, teacher_type: str) -> None:
