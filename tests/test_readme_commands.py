@@ -439,14 +439,9 @@ def test_table_and_docs_agree() -> None:
                        "them:\n" + "\n".join(stale))
 
 
-#: Pages another engineer owns, where a line not run here may still lack its marker until they add it:
-#: the rule's test passes over them and test_lines_on_pages_owned_elsewhere_are_marked (xfail) lists them.
-AWAITING_THEIR_OWNER = frozenset({"docs/predict-serve.md", "docs/results/serve-load.md"})
-
-
-def unmarked_lines() -> tuple[list[str], list[str]]:
-    """(problems, lines awaiting their owner's marker) under the rule of the module docstring."""
-    problems, awaiting = [], []
+def unmarked_lines() -> list[str]:
+    """What breaks the rule of the module docstring, one line per problem."""
+    problems = []
     for line, places in shown_lines().items():
         way = DOC_LINES[line]
         marked = [p.file for p in places if p.long is not None]
@@ -459,21 +454,13 @@ def unmarked_lines() -> tuple[list[str], list[str]]:
             problems.append(f"{line!r} does not run here and is shown only in prose: show it in a ```bash block "
                             "with a '# long: why' comment, or run it here")
         unmarked = [p.file for p in blocks if p.long is None]
-        problems += [f"{line!r} does not run here and is not marked long in {f} ('# long: why')"
-                     for f in unmarked if f not in AWAITING_THEIR_OWNER]
-        awaiting += [f"{f}: {line!r}" for f in unmarked if f in AWAITING_THEIR_OWNER]
-    return problems, awaiting
+        problems += [f"{line!r} does not run here and is not marked long in {f} ('# long: why')" for f in unmarked]
+    return problems
 
 
 def test_each_line_runs_here_or_is_marked_long() -> None:
-    problems, _ = unmarked_lines()
+    problems = unmarked_lines()
     assert not problems, "\n".join(problems)
-
-
-@pytest.mark.xfail(reason="their owner marks these in another change", strict=False)
-def test_lines_on_pages_owned_elsewhere_are_marked() -> None:
-    _, awaiting = unmarked_lines()
-    assert not awaiting, "\n".join(awaiting)
 
 
 def test_readme_opens_with_the_two_commands() -> None:
