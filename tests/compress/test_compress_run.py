@@ -8,7 +8,7 @@ import pytest
 
 from conftest import TINY_TRAIN, make_tiny_glue, make_tiny_model_dir, tiny_recipe, write_recipe
 from tinyplm.config import load_recipe
-from tinyplm.errors import ModelError
+from tinyplm.errors import ModelError, RecipeError
 from tinyplm.models import load_classifier
 from tinyplm.models.shape import params_from_config
 from tinyplm.run import preflight, run
@@ -167,3 +167,25 @@ def test_nothing_trains_after_trim_vocab(tmp_path: Path) -> None:
     recipe["students"][1]["compress"] = [{"kind": "trim_vocab"}, {"kind": "prune_heads", "keep": 0.5}]
     with pytest.raises(RecipeError, match="cannot follow trim_vocab"):
         load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
+
+
+@pytest.mark.parametrize(("steps", "refused"), [
+    ([{"kind": "prune_heads", "keep": 0.5}, {"kind": "share", "mode": "all"}], "cannot follow prune_heads"),
+    ([{"kind": "prune_ffn", "keep": 0.5, "scope": "global"}, {"kind": "share", "mode": "ffn"}],
+     "cannot follow prune_ffn"),
+    ([{"kind": "svd", "ratio": 0.5}, {"kind": "share", "mode": "attention"}], "cannot follow svd"),
+    ([{"kind": "prune_heads", "keep": 0.5}, {"kind": "share", "mode": "ffn"}], None),  # heads only: FFNs stay even
+    ([{"kind": "prune_ffn", "keep": 0.5}, {"kind": "share", "mode": "all"}], None),  # per layer: one width
+    ([{"kind": "share", "mode": "all"}, {"kind": "prune_heads", "keep": 0.5}], None),
+])
+def test_share_after_a_step_that_leaves_layers_uneven_is_refused_up_front(tmp_path: Path, steps: list,
+                                                                          refused: str | None) -> None:
+    recipe = _recipe(tmp_path)
+    recipe["students"] = [{"name": "s", "teacher_layers": [0, 1], "compress": steps}]
+    path = write_recipe(tmp_path / "r.yaml", recipe)
+    if refused is None:
+        assert [s.kind for s in load_recipe(path).students[0].compress] == [s["kind"] for s in steps]
+        return
+    with pytest.raises(RecipeError, match=refused) as error:
+        load_recipe(path)
+    assert "share before it" in str(error.value)

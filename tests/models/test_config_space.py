@@ -45,6 +45,7 @@ from tinyplm.evaluate.size import count_params
 from tinyplm.inference.predictor import Predictor
 from tinyplm.inference.records import TextInput
 from tinyplm.models import build_student, load_classifier, roles, save_model
+from tinyplm.models.factorized import FactorizedEmbedding, LowRankLinear
 from tinyplm.models.shape import layer_shape, params_from_config
 from tinyplm.run.preflight import preflight
 from tinyplm.tasks.base import Example, Split
@@ -57,10 +58,13 @@ DRAWS = int(os.environ.get("TINYPLM_CONFIG_DRAWS", "2"))
 SEED = 20261128
 LABELS = ("negative", "positive")
 MAX_LENGTH = 12  # shorter than many of the texts: every stage sees truncated windows
-STEPS = [{"kind": "prune_heads", "keep": 0.5, "score_batches": 1},
-         {"kind": "prune_ffn", "keep": 0.5, "score_batches": 1, "scope": "global"},
-         {"kind": "trim_vocab"},
-         {"kind": "onnx_dynamic_int8"}]
+#: The recipe's steps: prune heads, prune FFN, [one drawn from MIDDLE], trim, [a runtime from RUNTIMES].
+PRUNE = [{"kind": "prune_heads", "keep": 0.5, "score_batches": 1},
+         {"kind": "prune_ffn", "keep": 0.5, "score_batches": 1, "scope": "global"}]
+MIDDLE = [None, {"kind": "drop_layers", "count": 1, "score_batches": 1}, {"kind": "svd", "ratio": 0.5},
+          {"kind": "factorize_embeddings", "rank": 4}]  # share after pruning is refused by validation
+RUNTIMES = [{"kind": "onnx_dynamic_int8"}, {"kind": "openvino", "precision": "f32"}]
+EXPORTS = {"onnx_dynamic_int8", "openvino"}
 #: Config keys a student sets itself (its sizes, groups, per-layer lists, labels) or that name
 #: the checkpoint; every other key must be the teacher's.
 OWN_KEYS = {"architectures", "_name_or_path", "transformers_version", "id2label", "label2id", "num_labels",
@@ -153,20 +157,28 @@ def _check_step(kind: str, before, after, before_logits, after_logits) -> None:
         assert sum(shape_after["ffn"]) == round(0.5 * sum(shape_before["ffn"]))
     elif kind == "trim_vocab":  # the same pieces under new ids: the same outputs
         # (a tiny byte-level BPE may need every piece: its byte alphabet is most of it)
-        assert roles.word_embeddings(after).num_embeddings <= roles.word_embeddings(before).num_embeddings
+        assert after.config.vocab_size <= before.config.vocab_size
         torch.testing.assert_close(after_logits, before_logits, atol=1e-5, rtol=0)
-    if kind != "onnx_dynamic_int8":
-        assert count_params(after)[0] == params_from_config(after.config) < count_params(before)[0] or \
-            kind == "trim_vocab"
+    elif kind == "drop_layers":
+        assert len(roles.layers(after)) == roles.config_shape(after.config).layers == len(roles.layers(before)) - 1
+    elif kind == "svd":
+        assert any(isinstance(m, LowRankLinear) for m in after.modules())
+    elif kind == "share":
+        assert len({roles.layer_linear(x, "ffn_out").weight.data_ptr() for x in roles.layers(after)}) == 1
+    elif kind == "factorize_embeddings":
+        assert isinstance(roles.word_embeddings(after), FactorizedEmbedding)
+    assert count_params(after)[0] == params_from_config(after.config)  # the config says the size
+    assert count_params(after)[0] < count_params(before)[0] or kind == "trim_vocab"
 
 
-def _through_every_stage(drawn: Drawn, tmp: Path, tok_root: str) -> None:
+def _through_every_stage(drawn: Drawn, middle: dict | None, runtime: dict, tmp: Path, tok_root: str) -> None:
     teacher, tok = _teacher(drawn, tmp, tok_root)
     rows = _rows()
     ctx = _context(tok, rows, tmp)
     _check_attention_features(teacher, drawn, ctx.train)
     model = _check_student(teacher, drawn, ctx.train)
-    for i, raw in enumerate(STEPS):
+    steps = [*PRUNE, *([middle] if middle else []), {"kind": "trim_vocab"}, runtime]
+    for i, raw in enumerate(steps):
         step = TypeAdapter(CompressStep).validate_python(raw)
         why = roles.ROLES[drawn.family].cannot.get(roles.Stage.PRUNE_HEADS) if raw["kind"] == "prune_heads" else None
         if why:  # a stage the family cannot take says why (validate refuses it before a run)
@@ -178,9 +190,10 @@ def _through_every_stage(drawn: Drawn, tmp: Path, tok_root: str) -> None:
         out_logits = _logits(out, ctx.train)
         saved = save_model(out, ctx.tokenizer, tmp / f"stage{i}")
         model, _ = load_classifier(saved, LABELS, False)
-        assert torch.equal(_logits(model, ctx.train), out_logits) or raw["kind"] == "onnx_dynamic_int8"
-        if raw["kind"] == "onnx_dynamic_int8":  # int8 agrees with its float parent
-            torch.testing.assert_close(_logits(model, ctx.train), before_logits, atol=0.1, rtol=0)
+        assert torch.equal(_logits(model, ctx.train), out_logits) or raw["kind"] in EXPORTS
+        if raw["kind"] in EXPORTS:  # the runtime agrees with its PyTorch parent (int8: loosely)
+            atol = 0.1 if "int8" in raw["kind"] else 1e-4
+            torch.testing.assert_close(_logits(model, ctx.train), before_logits, atol=atol, rtol=0)
         else:
             _check_step(raw["kind"], before, model, before_logits, out_logits)
     predictor = Predictor.load(saved, max_length=MAX_LENGTH)
@@ -193,10 +206,10 @@ def _through_every_stage(drawn: Drawn, tmp: Path, tok_root: str) -> None:
 def test_every_family_config_through_every_stage(family: str, tmp_path_factory, tok_root: str) -> None:
     @settings(max_examples=DRAWS, deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-    @given(drawn=family_configs(family))
-    def check(drawn: Drawn) -> None:
+    @given(drawn=family_configs(family), middle=st.sampled_from(MIDDLE), runtime=st.sampled_from(RUNTIMES))
+    def check(drawn: Drawn, middle: dict | None, runtime: dict) -> None:
         note(repr(drawn))
-        _through_every_stage(drawn, tmp_path_factory.mktemp(family.replace("-", "_")), tok_root)
+        _through_every_stage(drawn, middle, runtime, tmp_path_factory.mktemp(family.replace("-", "_")), tok_root)
 
     (check if EXPLORE else seed(SEED)(check))()
 
