@@ -28,10 +28,12 @@ def test_trimming_a_factorized_table_keeps_outputs_and_reloads(tmp_path: Path) -
     with torch.no_grad():
         before = model.eval()(**model_inputs(collate(enc, list(range(20))))).logits
     keep = used_ids([enc], tok)
-    model, new_tok = trim_vocab(model, tok, [enc], [(r.text, None) for r in rows])
-    assert model.config.vocab_size == len(keep) == len(new_tok) < 99
-    assert model.bert.embeddings.word_embeddings.table.weight.shape == (len(keep), 8)
-    new_enc = encode_split(Split("train", rows, tmp_path), new_tok, 16)
+    out = trim_vocab(model, tok, {"train": enc}, [(r.text, None) for r in rows],
+                     lambda t: {"train": encode_split(Split("train", rows, tmp_path), t, 16)})
+    model, new_tok, new_enc = out.model, out.tokenizer, out.encodings["train"]
+    assert len(keep) < model.config.vocab_size == len(new_tok) < 99  # the used pieces and their ##c
+    assert model.bert.embeddings.word_embeddings.table.weight.shape == (len(new_tok), 8)
+    assert new_enc.input_ids == encode_split(Split("train", rows, tmp_path), new_tok, 16).input_ids
     with torch.no_grad():
         after = model(**model_inputs(collate(new_enc, list(range(20))))).logits
     assert torch.allclose(before, after, atol=1e-6)

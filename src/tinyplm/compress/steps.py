@@ -149,11 +149,18 @@ def _embeddings(model: nn.Module, step: FactorizeEmbeddings, ctx: CompressContex
 def _trim_vocab(model: nn.Module, step: TrimVocab, ctx: CompressContext) -> Result:
     if ctx.tokenizer is None or ctx.reencode is None:
         raise ValueError("trim_vocab needs the tokenizer and a way to re-encode the data in its context")
+    if "train" in ctx.evals:
+        raise ValueError("trim_vocab names the training data 'train'; an eval split has that name too")
     before = model.config.vocab_size
-    model, tok = trim_vocab(model, ctx.tokenizer, [ctx.train, *ctx.evals.values()], ctx.texts)
-    ctx.tokenizer = tok
-    ctx.train, ctx.evals = ctx.reencode(tok)
-    return model, {"vocab_before": before, "vocab_after": model.config.vocab_size}
+
+    def encode(tok) -> dict[str, Encoded]:  # the run's own encoding: the windows the model sees
+        train, evals = ctx.reencode(tok)
+        return {"train": train, **evals}
+
+    out = trim_vocab(model, ctx.tokenizer, {"train": ctx.train, **ctx.evals}, ctx.texts, encode)
+    ctx.tokenizer = out.tokenizer
+    ctx.train, ctx.evals = out.encodings["train"], {name: out.encodings[name] for name in ctx.evals}
+    return out.model, {"vocab_before": before, "vocab_after": out.model.config.vocab_size}
 
 
 def _onnx_dynamic(model: nn.Module, step: OnnxDynamicInt8, ctx: CompressContext) -> Result:
