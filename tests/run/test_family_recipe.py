@@ -82,3 +82,22 @@ def test_the_recipe_runs_through_every_stage(tmp_path: Path, variant: str) -> No
     labels = [p.label for p in Predictor.load(run_dir / "model").predict([TextInput(text) for text, _ in rows])]
     correct = sum(label == ("negative", "positive")[int(gold)] for label, (_, gold) in zip(labels, rows, strict=True))
     assert correct / len(rows) == pytest.approx(stage["metrics"]["accuracy"])  # predict = evaluate
+
+
+def test_the_runtime_choice_is_judged_on_the_tasks_held_out_examples(tmp_path: Path) -> None:
+    teacher = _teacher_dir(tmp_path / "teacher0", "distilbert", "wordpiece", {})
+    student = {"name": "s", "init_from": "teacher", "stages": [],
+               "compress": [{"kind": "runtime", "runtime": "fastest",
+                             "candidates": ["onnx_dynamic_int8", "openvino"]}]}
+    glue = make_tiny_glue(tmp_path / "glue", n_train=64, n_dev=16)
+    finetune = {**TINY_TRAIN, "max_steps": 2}
+    raw = tiny_recipe(tmp_path, teacher, glue, teacher={"model": str(teacher), "finetune": finetune},
+                      students=[student])
+    raw["task"]["holdout"] = 24
+    run_or_reuse(validate_recipe(raw, source="test"))
+    results = json.loads((tmp_path / "runs" / "tiny" / "results.json").read_text())
+    stage = next(s for s in results["stages"] if s["name"] == "s.runtime")
+    chosen_by = stage["info"]["compress"]["details"]["chosen_by"]
+    assert chosen_by["control"] == "holdout" and chosen_by["examples"] == 24
+    assert not chosen_by["within_limits"]  # 24 examples cannot show a candidate within max_flip, and it says so
+    assert all("more examples are needed" in c["refused"] for c in chosen_by["candidates"].values())

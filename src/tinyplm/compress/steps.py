@@ -46,6 +46,7 @@ from tinyplm.models.int8_cpu import reduce_range
 from tinyplm.models.quantized import quantize_int4, quantize_int8_dynamic, to_bf16
 from tinyplm.tasks.encoding import Encoded
 from tinyplm.tasks.heads import Head
+from tinyplm.tasks.holdout import HOLDOUT
 
 
 @dataclass
@@ -199,7 +200,7 @@ def _fastest(model: nn.Module, step: FastestRuntime, ctx: CompressContext) -> Re
     made = {kind: REGISTRY[kind](model, candidate_step(kind, step), sub_context(ctx, kind))
             for kind in step.candidates}
     choice = choose_fastest(model, {k: m for k, (m, _) in made.items()}, ctx.train, ctx.timer, step, ctx.seed,
-                            ctx.is_regression)
+                            ctx.is_regression, held_out=ctx.evals.get(HOLDOUT))
     out, info = made[choice.chosen]
     return out, {**info, "chosen_by": choice.to_dict()}
 

@@ -77,8 +77,11 @@ def _context(inp: RunInputs, seed: int) -> CompressContext:
         train = encode_split(inp.data.train, tok, task.max_length, task.max_train_examples)
         return train, encode_evals(inp.data, tok, task.max_length, task.max_eval_examples)
 
-    # the check sample comes from the encoded examples only: their pieces are the ones kept
-    texts = [_text_pair(e) for e in inp.data.train.examples[:min(200, task.max_train_examples or 200)]]
+    # every encoded example's text (trim_vocab keeps what a window's cut or a pair's shared cut needs
+    # from the whole text, so a text it is not shown may be refused): the encoded ones only, as their
+    # pieces are the ones kept
+    texts = [_text_pair(e) for e in inp.data.train.examples[:task.max_train_examples]]
+    texts += [_text_pair(e) for split in inp.data.evals.values() for e in split.examples[:task.max_eval_examples]]
     # the student's ids (its own tokenizer's, if it has one); the teacher's logits on its own ids of
     # the same examples, row for row
     return CompressContext(inp.student_train, lambda: inp.teachers.logits(inp.train), inp.data.is_regression,
