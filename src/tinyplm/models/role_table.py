@@ -352,10 +352,11 @@ def ffn_key(config) -> str:
 
 
 def config_shape(config) -> ConfigShape:
-    """The four sizes of a ``transformers`` config of a role-table family, read by the family's own
-    keys. Raises ``ModelError`` naming the config class when its family is not in the table or a
-    size key is missing."""
-    keys = sizes_of(config)
+    """The four sizes of a config, read by its family's own keys (the standard ``transformers``
+    names for a config outside the table, such as a classic student's, which maps them itself).
+    Raises ``ModelError`` naming the config class when a size key is missing."""
+    family = ROLES.get(getattr(config, "model_type", None))
+    keys = family.sizes if family else SizeKeys()
     values = {}
     for field_name in ("layers", "hidden", "heads", "ffn"):
         key = getattr(keys, field_name)

@@ -257,10 +257,12 @@ def shape_of(model) -> dict:
     if roles.is_encoder(model):
         per = layer_shape(model)
         representable = hf_representable(model)
-    else:  # an exported model: the per-layer shape its config records (ONNX, OpenVINO)
+    else:  # an exported model: the per-layer shape its config records (ONNX, OpenVINO), if pruned
         recorded = getattr(model.config, SHAPE_KEY, None) or {}
-        per = {"heads": recorded.get("heads") or [c.heads] * c.layers, "ffn": recorded.get("ffn") or [c.ffn] * c.layers}
-        representable = len(set(per["heads"])) == 1 and len(set(per["ffn"])) == 1 and per["heads"][0] == c.heads
+        if not (recorded.get("heads") and recorded.get("ffn")):
+            return shape
+        per = {"heads": recorded["heads"], "ffn": recorded["ffn"]}
+        representable = set(per["heads"]) == {c.heads} and len(set(per["ffn"])) == 1
     shape["ffn"] = max(per["ffn"])
     if not representable:
         shape.update(heads=max(per["heads"]), heads_per_layer=list(per["heads"]), ffn_per_layer=list(per["ffn"]))
