@@ -101,3 +101,25 @@ def test_the_runtime_choice_is_judged_on_the_tasks_held_out_examples(tmp_path: P
     assert chosen_by["control"] == "holdout" and chosen_by["examples"] == 24
     assert not chosen_by["within_limits"]  # 24 examples cannot show a candidate within max_flip, and it says so
     assert all("more examples are needed" in c["refused"] for c in chosen_by["candidates"].values())
+
+
+def test_a_tokenizer_trimming_cannot_take_is_refused_before_training(tmp_path: Path) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from tinyplm.errors import RecipeError
+    from tinyplm.run.preflight import preflight
+
+    teacher = _teacher_dir(tmp_path / "teacher0", "distilbert", "wordpiece", {})
+    vocab = json.loads((teacher / "tokenizer.json").read_text())["model"]["vocab"]
+    word_level = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    word_level.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=word_level, unk_token="<unk>", pad_token="<pad>", cls_token="<s>",
+                            sep_token="</s>", mask_token="<mask>").save_pretrained(teacher)
+    student = {"name": "s", "teacher_layers": [0], "compress": [{"kind": "trim_vocab"}]}
+    raw = tiny_recipe(tmp_path, teacher, make_tiny_glue(tmp_path / "glue", n_train=16, n_dev=8),
+                      teacher={"model": str(teacher)}, students=[student])
+    with pytest.raises(RecipeError, match="student s: compress step trim_vocab cannot trim the vocabulary: its "
+                                          "tokenizer's model is WordLevel"):
+        preflight(validate_recipe(raw, source="test"))
+    assert not (tmp_path / "runs").exists()

@@ -107,6 +107,18 @@ def _unigram(model: dict, used: set[int]) -> set[int]:
 KINDS = {"WordPiece": _wordpiece, "BPE": _bpe, "Unigram": _unigram}
 
 
+def trim_refusal(tokenizer) -> str | None:
+    """Why ``tokenizer`` cannot be trimmed (not a fast one, or a model type :data:`KINDS` lacks),
+    in words; None when it can. Known from the tokenizer alone, so a run checks it before training."""
+    backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
+    if backend is None:
+        return f"its tokenizer ({type(tokenizer).__name__}) is not a fast one (no tokenizer.json)"
+    kind = json.loads(backend.to_str()).get("model", {}).get("type")
+    if kind not in KINDS:
+        return f"its tokenizer's model is {kind}; trimming supports {', '.join(KINDS)} tokenizers"
+    return None
+
+
 def _tokenizer_json(folder: Path) -> dict:
     tj = folder / "tokenizer.json"
     if not tj.is_file():

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tinyplm import tasks
+from tinyplm.compress.vocab import trim_refusal
 from tinyplm.config.compress import step_name
 from tinyplm.config.schema import (
     LAYERWISE_TERMS,
@@ -77,6 +78,7 @@ def preflight(cfg: RunConfig) -> Preflight:
     teacher = _Teacher(src, int(model_cfg["vocab_size"]), tok)
     _check_inits(cfg, teacher)
     _check_student_families(cfg, model_cfg["model_type"])
+    _check_trimmable(cfg, teacher)
     _check_augment(cfg)
     _check_families(cfg, data)
     _check_feature_encoders(cfg, model_cfg, teacher)
@@ -164,6 +166,23 @@ def _check_window(task: TaskSpec, model_cfg: dict, src: Path) -> None:
         why = f" (max_position_embeddings {rows}, counted after the padding id)" if rows != usable else ""
         raise RecipeError(f"task.max_length {task.max_length} is longer than the {usable} positions the teacher "
                           f"{src / 'config.json'} can read{why}; set task.max_length to at most {usable}")
+
+
+def _check_trimmable(cfg: RunConfig, teacher: _Teacher) -> None:
+    """A ``trim_vocab`` step whose student's tokenizer cannot be trimmed (slow, or of a model type
+    trimming lacks) is refused before training, naming the student, the step and why."""
+    for spec in cfg.students:
+        step = next((s for s in spec.compress if s.kind == "trim_vocab"), None)
+        if step is None or spec.family is not None:
+            continue
+        own = spec.init_from and spec.init_from != "teacher" and cfg.earlier_student(spec) is None
+        if own:
+            path = resolve_model_dir(spec.init_from)
+            tok = load_tokenizer(path, int(check_model_dir(path)["vocab_size"]))
+        why = trim_refusal(tok if own else teacher.tokenizer)
+        if why:
+            raise RecipeError(f"student {student_name(spec)}: compress step {step_name(step)} cannot trim the "
+                              f"vocabulary: {why}; drop the step or use a checkpoint with a fast tokenizer")
 
 
 def _per_layer_use(spec: StudentSpec) -> str:
