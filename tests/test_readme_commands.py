@@ -202,6 +202,10 @@ DOC_LINES: dict[str, Way] = {
     "tinyplm serve runs/sst2_demo --port 8000": Way(
         "test_serve_line", "a subprocess serving the tiny demo run, port 8000 -> 0 (a free one): /ready, one "
         "POST /predict, then SIGTERM and exit 0", replace={"8000": "0"}),
+    "python benchmarks/serve_load.py runs/sst2_demo/model --levels 1,32 --flood-requests 50 "
+    "--sigterm-requests 200": Way(
+        None, "cheap check only: two servers under load; tests/serve/test_serve_process.py runs its flood and SIGTERM "
+        "checks on a tiny model"),
     "python benchmarks/serve_load.py runs/sst2_demo/model runs/sst2_demo/teacher --requests 2000": Way(
         None, "cheap check only: minutes of load on four servers; tests/serve/test_serve_process.py runs its flood "
         "and SIGTERM checks on a tiny model"),
