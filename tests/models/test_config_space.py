@@ -210,8 +210,11 @@ def test_every_family_config_through_every_stage(family: str, tmp_path_factory, 
     def check(drawn: Drawn, middle: dict | None, runtime: dict) -> None:
         note(repr(drawn))
         _through_every_stage(drawn, middle, runtime, tmp_path_factory.mktemp(family.replace("-", "_")), tok_root)
+        done.append(drawn.family)
 
+    done: list[str] = []
     (check if EXPLORE else seed(SEED)(check))()
+    assert done and set(done) == {family}  # every draw went through every stage
 
 
 def _saved_teacher(family: str, tmp: Path, **fields) -> Path:

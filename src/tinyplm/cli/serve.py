@@ -27,15 +27,16 @@ Streams = Annotated[int, typer.Option(help="batches an OpenVINO model runs at on
                                        "(PyTorch models: 1)")]
 
 
+WAIT_HELP = "after a batch of several requests, how long to wait for those clients to come back"
+
+
 @app.command("serve")
 def serve_cmd(
     model_dir: ModelDir,
     host: Host = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port (0: any free port, printed)")] = 8000,
     max_batch: Annotated[int, typer.Option(help="most examples in one forward pass (1: no batching)")] = 32,
-    max_wait_ms: Annotated[float, typer.Option(
-        help="after answering a batch of several requests, how long the model waits for those clients to "
-             "come back before running a part batch; a request at an idle model runs at once")] = 5.0,
+    max_wait_ms: Annotated[float, typer.Option(help=WAIT_HELP)] = 5.0,
     max_queue: Annotated[int, typer.Option(help="examples that may wait; beyond, 503 with Retry-After")] = 256,
     timeout: Annotated[float, typer.Option(help="seconds a request may take before a 504")] = 10.0,
     max_body_bytes: Annotated[int, typer.Option(help="largest request body (413 beyond)")] = 1_000_000,

@@ -322,3 +322,30 @@ AFTER_TRIM = ("onnx_dynamic_int8", "onnx_static_int8", "dynamic_int8", "int4_wei
 def step_name(step) -> str:
     """The step's stage-name suffix: its ``name`` or its ``kind``."""
     return step.name or step.kind
+
+
+def _uneven_parts(step) -> set[str]:
+    """The layer parts (attention, ffn) that ``step`` may leave of different shapes across layers."""
+    if step.kind in ("prune_heads", "prune_ffn") and step.scope == "global":
+        return {"attention" if step.kind == "prune_heads" else "ffn"}
+    if step.kind == "svd":
+        return {"attention", "ffn"}
+    return set()
+
+
+def check_share_order(steps) -> None:
+    """``share`` ties layers whose parts have one shape: after a step that may leave them of
+    different shapes per layer (a student's ``compress`` list, in order) it would fail mid-run, so
+    the recipe is refused now. Raises ``ValueError`` naming both steps and what would work."""
+    uneven: dict[str, str] = {}
+    for step in steps:
+        if step.kind == "share":
+            parts = {"all": ("attention", "ffn")}.get(step.mode, (step.mode,))
+            clash = [p for p in parts if p in uneven]
+            if clash:
+                raise ValueError(f"compress step {step_name(step)} (share, mode {step.mode}) cannot follow "
+                                 f"{uneven[clash[0]]}, which may leave each layer's {clash[0]} a different "
+                                 "shape; share before it" + (", or prune with scope: layer"
+                                                             if uneven[clash[0]].startswith("prune") else ""))
+        for part in _uneven_parts(step):
+            uneven.setdefault(part, step_name(step))

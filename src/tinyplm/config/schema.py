@@ -21,7 +21,7 @@ from tinyplm.config.base import (  # noqa: F401  (re-exported: the recipe's sche
     TrainSpec,
 )
 from tinyplm.config.classic import FamilySpec, check_family_student
-from tinyplm.config.compress import AFTER_TRIM, TERMINAL_KINDS, CompressStep, step_name
+from tinyplm.config.compress import AFTER_TRIM, TERMINAL_KINDS, CompressStep, check_share_order, step_name
 from tinyplm.config.finetune import unsaved_form_error
 from tinyplm.config.names import logits_source_problem, student_name, teacher_copies  # noqa: F401  (re-exported)
 from tinyplm.config.tracking import TrackingSpec
@@ -169,32 +169,6 @@ class StageSpec(Section):
         return self
 
 
-def _uneven_parts(step) -> set[str]:
-    """The layer parts (attention, ffn) that ``step`` may leave of different shapes across layers."""
-    if step.kind in ("prune_heads", "prune_ffn") and step.scope == "global":
-        return {"attention" if step.kind == "prune_heads" else "ffn"}
-    if step.kind == "svd":
-        return {"attention", "ffn"}
-    return set()
-
-
-def _check_share_order(steps) -> None:
-    """``share`` ties layers whose parts have one shape: after a step that may leave them of
-    different shapes per layer it would fail mid-run, so the recipe is refused now."""
-    uneven: dict[str, str] = {}
-    for step in steps:
-        if step.kind == "share":
-            parts = {"all": ("attention", "ffn")}.get(step.mode, (step.mode,))
-            clash = [p for p in parts if p in uneven]
-            if clash:
-                raise ValueError(f"compress step {step_name(step)} (share, mode {step.mode}) cannot follow "
-                                 f"{uneven[clash[0]]}, which may leave each layer's {clash[0]} a different "
-                                 "shape; share before it" + (", or prune with scope: layer"
-                                                             if uneven[clash[0]].startswith("prune") else ""))
-        for part in _uneven_parts(step):
-            uneven.setdefault(part, step_name(step))
-
-
 class StudentSpec(Section):
     """One student: its shape, how it is initialised and how it is distilled.
 
@@ -248,7 +222,7 @@ class StudentSpec(Section):
             if after:
                 raise ValueError(f"compress step {after[0]} cannot follow trim_vocab (the student's token ids no "
                                  f"longer match the teacher's); only {', '.join(AFTER_TRIM)} can")
-        _check_share_order(self.compress)
+        check_share_order(self.compress)
         names = [step_name(s) for s in self.compress]
         if len(set(names)) != len(names):
             raise ValueError(f"compress step names must be unique within a student; got {names} "
