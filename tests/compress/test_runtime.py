@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from conftest import WORDS, make_tiny_model_dir
+from helpers_runtime import Table
 from tinyplm.compress.runtime import (
     ALPHA,
     choose_fastest,
@@ -120,17 +121,6 @@ def test_without_held_out_examples_the_longest_training_examples_are_the_control
     # a draw of training examples as the choice made before: mostly phrases, so the flips thin out
     drawn = train.subset(control_indices(len(train), 300, 200, seed=0))
     assert _flipped_by_it(drawn) / len(drawn) < 0.5 * _flipped_by_it(held) / len(held)
-
-
-class Table(nn.Module):
-    """Predicts, for the example whose first id is ``i``, the class ``predictions[i]``."""
-
-    def __init__(self, predictions: list[int]) -> None:
-        super().__init__()
-        self.predictions = torch.tensor(predictions)
-
-    def forward(self, input_ids, attention_mask, **_):
-        return SimpleNamespace(logits=nn.functional.one_hot(self.predictions[input_ids[:, 0]], 2).float())
 
 
 def _numbered(labels: list[int]) -> Encoded:

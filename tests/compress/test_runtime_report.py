@@ -3,11 +3,9 @@ was kept, on which examples, and why each refused one was refused."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import torch
-from torch import nn
 
+from helpers_runtime import Table
 from tinyplm.compress.runtime import choose_fastest
 from tinyplm.config.compress import FastestRuntime
 from tinyplm.report import RunRecord, StageRecord
@@ -16,17 +14,6 @@ from tinyplm.report.notes import RuntimeChoice, compression_notes
 from tinyplm.report.records import StageKind
 from tinyplm.report.summary import render_summary
 from tinyplm.tasks.encoding import Encoded
-
-
-class Table(nn.Module):
-    """Predicts, for the example whose first id is ``i``, the class ``predictions[i]``."""
-
-    def __init__(self, predictions: list[int]) -> None:
-        super().__init__()
-        self.predictions = torch.tensor(predictions)
-
-    def forward(self, input_ids, attention_mask, **_):
-        return SimpleNamespace(logits=nn.functional.one_hot(self.predictions[input_ids[:, 0]], 2).float())
 
 
 def _record(chosen_by: dict) -> RunRecord:
