@@ -1,0 +1,311 @@
+"""SentenceEncoder: a Hugging Face encoder whose token vectors become one vector per text, pooled
+exactly as the checkpoint's sentence-transformers (ST) layout says (:mod:`tinyplm.models.pooling`).
+
+``load_sentence_encoder(dir)`` reads an ST folder (modules.json, the encoder at its root or in a
+subfolder, Dense weights); ``save_sentence_encoder`` writes one that ``SentenceTransformer(dir)`` loads
+and that gives the same vectors; ``encode_texts`` embeds texts in batches of similar length. A plain
+encoder dir has no pooling to read: it loads only with a layout given.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import shutil
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from tinyplm.errors import ModelError, TinyplmError
+from tinyplm.models import roles
+from tinyplm.models.io import save_model
+from tinyplm.models.loading import LOAD_ERRORS, check_model_dir, load_tokenizer, quiet_transformers
+from tinyplm.models.onnx import FORMAT_KEY
+from tinyplm.models.pooling import (
+    ACTIVATIONS,
+    DENSE_WEIGHTS,
+    DenseSpec,
+    SentenceLayout,
+    layout_json,
+    pool,
+    read_layout,
+    with_paths,
+)
+from tinyplm.models.quantized import QUANT_KEY
+from tinyplm.models.safetensors_header import safetensors_shapes
+from tinyplm.models.shape import SHAPE_KEY, build_shaped, duplicate_keys
+
+
+class DenseLayer(nn.Module):
+    """One ST Dense layer: ``activation(linear(x))``; its state keys (``linear.weight``,
+    ``linear.bias``) are the ones ST saves in ``{n}_Dense/model.safetensors``."""
+
+    def __init__(self, spec: DenseSpec) -> None:
+        super().__init__()
+        self.linear = nn.Linear(spec.in_features, spec.out_features, bias=spec.bias)
+        self.activation = ACTIVATIONS[spec.activation]()
+
+    def forward(self, x: Tensor) -> Tensor:  # (batch, in) -> (batch, out)
+        return self.activation(self.linear(x))
+
+
+class SentenceEncoder(nn.Module):
+    """``encoder`` (a bare Hugging Face model such as ``BertModel``), then pooling, the Dense layers
+    and L2 normalisation as ``layout`` says. ``layout.pooling.dimension`` is set from the encoder.
+
+    Raises ``ModelError`` when the layout's pooling width differs from the encoder's hidden size or a
+    Dense layer's inputs differ from what the layer before it gives."""
+
+    def __init__(self, encoder: nn.Module, layout: SentenceLayout) -> None:
+        super().__init__()
+        width = roles.config_shape(encoder.config).hidden
+        if layout.pooling.dimension not in (None, width):
+            raise ModelError(f"the Pooling config pools vectors {layout.pooling.dimension} wide, but the encoder's "
+                             f"hidden size is {width}")
+        before = width
+        for i, spec in enumerate(layout.dense):
+            if spec.in_features != before:
+                raise ModelError(f"Dense layer {i} ({spec.path or 'new'}) takes {spec.in_features} inputs, but gets "
+                                 f"{before}")
+            before = spec.out_features
+        self.encoder = encoder
+        self.layout = replace(layout, pooling=replace(layout.pooling, dimension=width))
+        self.dense = nn.ModuleList(DenseLayer(spec) for spec in layout.dense)
+        self.takes_token_types = "token_type_ids" in inspect.signature(encoder.forward).parameters
+
+    @property
+    def dim(self) -> int:
+        """The width of the vectors :meth:`forward` returns."""
+        return int(self.layout.dim)
+
+    @property
+    def config(self):
+        """The encoder's config (its sizes, vocabulary, positions)."""
+        return self.encoder.config
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
+        """``(batch, seq)`` token ids and mask (and segment ids, passed only to an encoder that takes
+        them: MPNet and DistilBERT do not) -> ``(batch, dim)`` sentence vectors."""
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if token_type_ids is not None and self.takes_token_types:
+            inputs["token_type_ids"] = token_type_ids
+        hidden = self.encoder(**inputs)[0]  # (batch, seq, hidden)
+        x = pool(hidden, attention_mask, self.layout.pooling)  # (batch, hidden)
+        for layer in self.dense:
+            x = layer(x)  # (batch, out)
+        return F.normalize(x, p=2, dim=-1) if self.layout.normalize else x
+
+
+# ---------------------------------------------------------------------------------------------
+# loading
+
+
+def load_sentence_encoder(path: Path, layout: SentenceLayout | None = None) -> tuple[SentenceEncoder, object]:
+    """An ST folder (or, with ``layout``, a plain encoder dir) -> (model in eval mode, tokenizer).
+
+    ``layout``, when given, is used instead of the folder's modules.json. Raises ``ModelError`` naming
+    the dir or file: a dir without modules.json and no layout, a damaged layout (see
+    :func:`~tinyplm.models.pooling.read_layout`), encoder or tokenizer files (see
+    :func:`~tinyplm.models.loading.check_model_dir`), Dense weights that do not fit their config."""
+    path = Path(path)
+    if not path.is_dir():
+        raise ModelError(f"{path}: model directory not found")
+    found = layout if layout is not None else read_layout(path)
+    if found is None:
+        raise ModelError(
+            f"{path}: no modules.json, so tinyplm cannot tell how this encoder turns its token vectors into one: "
+            "the pooling is read from modules.json (the sentence-transformers layout), never assumed. Save the "
+            "model as a sentence-transformers folder, or give the pooling: load_sentence_encoder(path, "
+            "layout=SentenceLayout(Pooling('mean'), normalize=True))")
+    quiet_transformers()
+    folder = path / found.transformer_path
+    encoder = _load_encoder(folder, check_model_dir(folder))
+    tokenizer = load_tokenizer(folder, encoder.config.vocab_size)
+    if found.do_lower_case:
+        lowercase(tokenizer)
+    try:
+        model = SentenceEncoder(encoder, found)
+    except ModelError as exc:
+        raise ModelError(f"{path}: {exc}") from None
+    for spec, layer in zip(found.dense, model.dense, strict=True):
+        if not spec.path:
+            raise ModelError(f"{path}: a Dense layer of the layout names no folder to read its weights from")
+        _load_dense(path / spec.path, layer)
+    return model.eval(), tokenizer
+
+
+def _load_encoder(folder: Path, cfg: dict) -> nn.Module:
+    """The bare encoder in ``folder`` (a pruned one built to its recorded shape); ``ModelError``
+    for an ONNX, OpenVINO or quantized model, or weights that cannot be loaded."""
+    if cfg.get(FORMAT_KEY) or cfg.get(QUANT_KEY):
+        form = cfg.get(FORMAT_KEY) or "quantized"
+        raise ModelError(f"{folder / 'config.json'}: a {form} model cannot be loaded as a SentenceEncoder; "
+                         "load its PyTorch form")
+    from transformers import AutoConfig, AutoModel
+
+    try:
+        config = AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
+        if not cfg.get(SHAPE_KEY):
+            return AutoModel.from_pretrained(str(folder), config=config, trust_remote_code=False).eval()
+    except LOAD_ERRORS as exc:
+        raise ModelError(f"{folder}: cannot load the encoder ({exc.__class__.__name__}: {_one_line(exc)})") from None
+    return _load_shaped(folder, config)
+
+
+def _load_shaped(folder: Path, config) -> nn.Module:
+    """A pruned bare encoder (config.json records per-layer shapes) from its model.safetensors."""
+    from safetensors.torch import load_file
+
+    file = folder / "model.safetensors"
+    if not file.is_file():
+        raise ModelError(f"{folder}: a pruned encoder ({SHAPE_KEY} in config.json) needs model.safetensors")
+    model = build_shaped(config, roles.task_class(config.model_type, "Model"))
+    try:
+        missing, unexpected = model.load_state_dict(load_file(str(file)), strict=False)
+    except LOAD_ERRORS as exc:
+        raise ModelError(f"{file}: does not fit {folder / 'config.json'} ({_one_line(exc)})") from None
+    missing = [k for k in missing if k not in duplicate_keys(model)]
+    if missing or unexpected:
+        raise ModelError(f"{file}: does not fit {folder / 'config.json'}: missing {missing[:5]}, "
+                         f"unexpected {unexpected[:5]}")
+    return model.eval()
+
+
+def _load_dense(folder: Path, layer: DenseLayer) -> None:
+    """Load a Dense folder's weights (model.safetensors, else pytorch_model.bin) into ``layer``."""
+    file = next((folder / name for name in DENSE_WEIGHTS if (folder / name).is_file()), None)
+    if file is None:
+        raise ModelError(f"{folder}: the Dense module has no weights (expected {' or '.join(DENSE_WEIGHTS)})")
+    try:
+        if file.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            safetensors_shapes(file)  # a cut-short file is named here, not by the Rust loader
+            state = load_file(str(file))
+        else:
+            state = torch.load(file, map_location="cpu", weights_only=True)
+    except ModelError:
+        raise
+    except LOAD_ERRORS as exc:
+        raise ModelError(f"{file}: cannot load weights ({exc.__class__.__name__}: {_one_line(exc)})") from None
+    if not isinstance(state, dict):
+        raise ModelError(f"{file}: expected a state dict of tensors, got {type(state).__name__}")
+    try:
+        layer.load_state_dict(state)
+    except RuntimeError as exc:
+        raise ModelError(f"{file}: does not fit {folder / 'config.json'} ({_one_line(exc)})") from None
+
+
+def lowercase(tokenizer) -> None:
+    """Make ``tokenizer`` lower-case its input, as ST's Transformer does for ``do_lower_case``: a
+    ``Lowercase`` normalizer first, unless the normalizer already has one."""
+    if not getattr(tokenizer, "is_fast", False):
+        target = tokenizer if hasattr(tokenizer, "do_lower_case") else tokenizer.basic_tokenizer
+        target.do_lower_case = True
+        return
+    from tokenizers.normalizers import Lowercase
+    from tokenizers.normalizers import Sequence as Chain
+
+    backend = tokenizer.backend_tokenizer
+    current = backend.normalizer
+    parts = list(current) if isinstance(current, Chain) else [] if current is None else [current]
+    if not any(isinstance(part, Lowercase) for part in parts):
+        backend.normalizer = Chain([Lowercase(), *parts])
+
+
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+# ---------------------------------------------------------------------------------------------
+# saving
+
+
+def save_sentence_encoder(model: SentenceEncoder, tokenizer, out: Path) -> Path:
+    """Write ``model`` as an ST folder at ``out``: the encoder and tokenizer at its root (as
+    :func:`~tinyplm.models.io.save_model` writes them), modules.json, ``1_Pooling/config.json``,
+    ``{n}_Dense`` (config and model.safetensors) per Dense layer, the Normalize entry,
+    sentence_bert_config.json and config_sentence_transformers.json.
+
+    The folder appears whole or not at all: it is written beside ``out`` and renamed into place, and
+    an existing ``out`` is replaced only then. Returns ``out``."""
+    out = Path(out)
+    stage = out.with_name(out.name + ".st-tmp")
+    if stage.exists():  # left by a save that was killed
+        shutil.rmtree(stage)
+    layout = with_paths(model.layout)
+    save_model(model.encoder, tokenizer, stage)
+    for name, value in layout_json(layout).items():
+        file = stage / name
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")
+    from safetensors.torch import save_file
+
+    for spec, layer in zip(layout.dense, model.dense, strict=True):
+        state = {k: v.detach().cpu().contiguous() for k, v in layer.state_dict().items()}
+        save_file(state, str(stage / spec.path / "model.safetensors"), metadata={"format": "pt"})
+    old = out.with_name(out.name + ".old")
+    if old.exists():
+        shutil.rmtree(old)
+    if out.exists():
+        out.rename(old)
+    stage.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# encoding
+
+
+def default_max_length(model: SentenceEncoder, tokenizer) -> int:
+    """The token limit ST applies: the layout's ``max_seq_length``, else the tokenizer's
+    ``model_max_length`` capped at the encoder's ``max_position_embeddings``."""
+    if model.layout.max_seq_length is not None:
+        return model.layout.max_seq_length
+    limit = int(tokenizer.model_max_length)
+    positions = getattr(model.config, "max_position_embeddings", None)
+    return min(limit, positions) if isinstance(positions, int) and positions != -1 else limit
+
+
+def encode_texts(model: SentenceEncoder, tokenizer, texts: Sequence[str], max_length: int | None = None,
+                 batch_size: int = 64) -> np.ndarray:
+    """``(len(texts), model.dim)`` float32 sentence vectors, row i for ``texts[i]``.
+
+    Texts are tokenized once (cut to ``max_length`` tokens; None: :func:`default_max_length`), run
+    longest first in batches of ``batch_size`` so each batch pads little, with gradients off and the
+    model in eval mode (its mode is restored after). Raises ``TinyplmError`` for a text that is not a
+    string or a ``batch_size`` below 1."""
+    texts = list(texts)
+    bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+    if bad is not None:
+        raise TinyplmError(f"encode_texts: texts[{bad}] is {type(texts[bad]).__name__}; expected a string")
+    if batch_size < 1:
+        raise TinyplmError(f"encode_texts: batch_size must be at least 1, got {batch_size}")
+    out = np.zeros((len(texts), model.dim), dtype=np.float32)
+    if not texts:
+        return out
+    limit = max_length if max_length is not None else default_max_length(model, tokenizer)
+    encoded = tokenizer(texts, truncation=True, max_length=limit)
+    keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in encoded]
+    order = sorted(range(len(texts)), key=lambda i: -len(encoded["input_ids"][i]))
+    device = next(model.parameters()).device
+    training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                rows = order[start:start + batch_size]
+                batch = tokenizer.pad({k: [encoded[k][i] for i in rows] for k in keys}, padding=True,
+                                      return_attention_mask=True, return_tensors="pt")
+                vectors = model(**{k: v.to(device) for k, v in batch.items()})
+                out[rows] = vectors.float().cpu().numpy()
+    finally:
+        model.train(training)
+    return out
