@@ -1,0 +1,247 @@
+"""Distillation of embedding students: a student learns the teacher's sentence vectors.
+
+Reimers & Gurevych (2020), "Making monolingual sentence embeddings multilingual using knowledge
+distillation": on unlabelled text, the student's vector of each text is pulled towards the
+teacher's (mean squared error). The targets are per-text vectors, computed once by the teacher in
+its own tokenization (:func:`tinyplm.distill.vectors.teacher_vectors`) and handed to the loop as
+its ``teacher_logits`` ``(N, teacher_dim)``; the student reads its own token ids of the same texts.
+So teacher and student need not share a tokenizer, and the teacher does not run during training.
+
+The terms are pure functions on ``(batch, dim)`` tensors:
+
+- :func:`vector_mse`: mean squared error per element (sentence-transformers' ``MSELoss``);
+- :func:`cosine_loss`: mean of ``1 - cos`` (the direction only, blind to each vector's length);
+- :func:`similarity_kd`: in-batch similarity KD, MSE between the ``(batch, batch)`` cosine matrices
+  of the student's and the teacher's vectors (the geometry of the batch; needs no common width).
+
+:class:`EmbeddingObjective` weighs them (:class:`EmbeddingLossWeights`) and is the training
+:class:`~tinyplm.train.objective.Objective`. When the student's width differs from the teacher's it
+holds a learned projection ``nn.Linear(student_dim, teacher_dim)`` (TinyBERT's W_h) for the MSE and
+cosine terms: the objective is an ``nn.Module``, so the projection trains and checkpoints with the
+student. It exists for training only: the saved student's vectors are its own ``student_dim``
+vectors, never projected. The similarity term compares the student's own vectors (cosine matrices
+need no common width), so it shapes exactly the geometry the saved student keeps.
+
+Normalised targets. The objective compares what the student outputs with the teacher's vectors as
+given; it normalises neither. The student's layout decides: a student built with the teacher's
+layout (pooling, dense, L2 normalisation when the teacher has it) outputs vectors of the teacher's
+kind, and the MSE on them is the right target. Normalising inside the loss instead would train a
+student whose unnormalised outputs have arbitrary lengths: harmless for cosine search, wrong for
+dot-product use. On unit vectors the MSE is ``2 (1 - cos) / dim`` per pair, small in magnitude:
+alone that changes nothing that matters (Adam's steps do not depend on the loss's scale), but when
+mixing it with the cosine or similarity term, its weight must be about ``dim / 2`` times theirs
+for an equal share.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tinyplm.distill.intermediate import make_projection
+from tinyplm.tasks.encoding import model_inputs
+from tinyplm.train.objective import Batch
+
+# -- pure loss functions ---------------------------------------------------------------------------
+
+
+def _check_vectors(name: str, x: torch.Tensor) -> None:
+    """Raise ``ValueError`` unless ``x`` is a non-empty ``(batch, dim)`` tensor."""
+    if x.dim() != 2 or x.shape[0] == 0 or x.shape[1] == 0:
+        raise ValueError(f"{name}: expected non-empty (batch, dim) vectors, got shape {tuple(x.shape)}")
+
+
+def _check_pair(student: torch.Tensor, teacher: torch.Tensor) -> None:
+    """Raise ``ValueError`` unless both are ``(batch, dim)`` vectors of one shape."""
+    _check_vectors("student", student)
+    _check_vectors("teacher", teacher)
+    if student.shape != teacher.shape:
+        raise ValueError(f"student vectors {tuple(student.shape)} and teacher vectors {tuple(teacher.shape)} "
+                         "differ in shape; project the student to the teacher's width first")
+
+
+def vector_mse(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    """Mean squared error per element between ``student`` and ``teacher``, both ``(batch, dim)``
+    (sentence-transformers' ``MSELoss``), in float32. Raises ``ValueError`` when the shapes differ
+    or are not non-empty ``(batch, dim)``."""
+    _check_pair(student, teacher)
+    return F.mse_loss(student.float(), teacher.float())
+
+
+def cosine_loss(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    """Mean over the batch of ``1 - cos(student_i, teacher_i)``, both ``(batch, dim)``: in [0, 2],
+    unchanged when either side is scaled by a positive factor. Raises ``ValueError`` as
+    :func:`vector_mse`."""
+    _check_pair(student, teacher)
+    return (1.0 - F.cosine_similarity(student.float(), teacher.float(), dim=-1)).mean()
+
+
+def cosine_matrix(x: torch.Tensor) -> torch.Tensor:
+    """Pairwise cosines of the rows of ``x`` ``(batch, dim)`` -> ``(batch, batch)`` (a zero row
+    has cosine 0 with every row)."""
+    unit = F.normalize(x.float(), dim=-1)
+    return unit @ unit.T
+
+
+def similarity_kd(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    """In-batch similarity KD: MSE between the student's pairwise cosine matrix and the teacher's.
+
+    ``student`` ``(batch, student_dim)``, ``teacher`` ``(batch, teacher_dim)``: the widths may
+    differ, the batch must not. Each side gives a ``(batch, batch)`` cosine matrix; the loss is the
+    mean squared difference over all its ``batch * batch`` entries (the diagonal, 1 on both sides,
+    adds nothing). Zero whenever the student's vectors are the teacher's under one common rotation
+    (or an isometry into a wider space), each row rescaled by its own positive factor. Raises
+    ``ValueError`` when the batch sizes differ or either side is not non-empty ``(batch, dim)``.
+    """
+    _check_vectors("student", student)
+    _check_vectors("teacher", teacher)
+    if student.shape[0] != teacher.shape[0]:
+        raise ValueError(f"student batch {student.shape[0]} and teacher batch {teacher.shape[0]} differ")
+    return F.mse_loss(cosine_matrix(student), cosine_matrix(teacher))
+
+
+# -- weights ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EmbeddingLossWeights:
+    """Weight of each term of :class:`EmbeddingObjective` (0 = off): ``mse`` (:func:`vector_mse`),
+    ``cosine`` (:func:`cosine_loss`), ``similarity`` (:func:`similarity_kd`).
+
+    Raises ``ValueError`` naming the field for a weight that is not a finite number >= 0, and
+    naming all of them when none is > 0.
+    """
+
+    mse: float = 1.0
+    cosine: float = 0.0
+    similarity: float = 0.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"EmbeddingLossWeights.{f.name} = {value!r}: expected a finite number >= 0")
+        if not any(self.active().values()):
+            names = ", ".join(f.name for f in fields(self))
+            raise ValueError(f"EmbeddingLossWeights: every weight ({names}) is 0; set at least one > 0")
+
+    def active(self) -> dict[str, float]:
+        """The terms that are on: {name: weight > 0}, in field order."""
+        return {f.name: float(getattr(self, f.name)) for f in fields(self) if getattr(self, f.name) > 0}
+
+
+# -- the training objective ------------------------------------------------------------------------
+
+#: The probe batch :meth:`EmbeddingObjective.check` runs the student on: (rows, tokens) of token id 0.
+PROBE_SHAPE = (2, 4)
+
+
+class EmbeddingObjective(nn.Module):
+    """Train a student's sentence vectors towards the teacher's (see the module docstring).
+
+    The loop hands each batch its rows of the teacher's vectors as ``batch.teacher_logits``
+    ``(batch, teacher_dim)`` (``needs_teacher_logits``); no teacher model runs
+    (``needs_teacher`` is False). The student is any module whose ``forward(**inputs)`` (with
+    ``input_ids``, ``attention_mask``, ``token_type_ids``, each ``(batch, seq)``) returns its
+    vectors ``(batch, student_dim)``; a model that has no use for ``token_type_ids`` ignores them.
+    ``proj``: ``nn.Linear(student_dim, teacher_dim)`` when the widths differ, else None; used for
+    training only.
+
+    Raises ``ValueError`` for a width < 1.
+    """
+
+    needs_teacher_logits = True
+    needs_teacher = False
+
+    def __init__(self, student_dim: int, teacher_dim: int, weights: EmbeddingLossWeights | None = None) -> None:
+        super().__init__()
+        for name, value in (("student_dim", student_dim), ("teacher_dim", teacher_dim)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} = {value!r}: expected a width >= 1")
+        self.student_dim, self.teacher_dim = student_dim, teacher_dim
+        self.weights = weights if weights is not None else EmbeddingLossWeights()
+        self.proj = make_projection(student_dim, teacher_dim)
+
+    def check(self, model: nn.Module, teacher: nn.Module | None) -> None:
+        """Run ``model`` once, without gradients and in eval mode (its mode is restored after), on a
+        probe batch of :data:`PROBE_SHAPE` token ids 0 (every token attended); raise ``ValueError``
+        unless it answers with a ``(rows, student_dim)`` tensor. ``teacher`` is not used."""
+        device = next((p.device for p in model.parameters()), torch.device("cpu"))
+        ids = torch.zeros(PROBE_SHAPE, dtype=torch.long, device=device)
+        probe = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                out = model(**probe)
+        finally:
+            model.train(was_training)
+        self.vectors_of(out, PROBE_SHAPE[0])
+
+    def vectors_of(self, out: Any, rows: int) -> torch.Tensor:
+        """The student's answer ``out`` for ``rows`` texts as ``(rows, student_dim)`` vectors;
+        raises ``ValueError`` when it is not a tensor of that shape."""
+        if not isinstance(out, torch.Tensor):
+            raise ValueError(f"an embedding student must answer model(**inputs) with a (batch, dim) tensor, "
+                             f"got a {type(out).__name__}")
+        if out.dim() != 2 or out.shape[0] != rows:
+            raise ValueError(f"an embedding student must answer model(**inputs) with a (batch, dim) tensor; "
+                             f"for a batch of {rows} it gave shape {tuple(out.shape)}")
+        if out.shape[1] != self.student_dim:
+            raise ValueError(f"the student's vectors have {out.shape[1]} dimensions, but the objective was built "
+                             f"for student_dim={self.student_dim}")
+        return out
+
+    def prepare(self, batch: dict[str, torch.Tensor]) -> Batch:
+        """The collated batch's model inputs; no targets (the teacher's vectors come as
+        ``teacher_logits``)."""
+        return Batch(model_inputs(batch), None, batch["index"])
+
+    def teacher_outputs(self, teacher: nn.Module, batch: Batch) -> Any:
+        return None
+
+    def loss(self, model: nn.Module, batch: Batch, teacher_out: Any) -> torch.Tensor:
+        """Run ``model`` on the batch; the weighted loss of its vectors against the batch's teacher
+        vectors (:meth:`terms`). Raises ``ValueError`` when the teacher's vectors are missing."""
+        if batch.teacher_logits is None:
+            raise ValueError("the embedding objective needs the teacher's vectors of the training texts "
+                             "(teacher_logits, (N, teacher_dim))")
+        rows = int(batch.index.shape[0])
+        return self.terms(self.vectors_of(model(**batch.inputs), rows), batch.teacher_logits)[0]
+
+    def project(self, student: torch.Tensor) -> torch.Tensor:
+        """The student's vectors ``(batch, student_dim)`` in the teacher's width
+        ``(batch, teacher_dim)``, float32 (through :attr:`proj` when the widths differ)."""
+        return (self.proj(student) if self.proj is not None else student).float()
+
+    def terms(self, student: torch.Tensor, teacher: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        """The weighted loss and each active term's value (for logging) for one batch.
+
+        ``student`` ``(batch, student_dim)``, ``teacher`` ``(batch, teacher_dim)``. The MSE and
+        cosine terms compare the projected student vectors, the similarity term the student's own.
+        Raises ``ValueError`` for vectors of other widths or batch sizes.
+        """
+        if teacher.dim() != 2 or teacher.shape[1] != self.teacher_dim:
+            raise ValueError(f"teacher vectors of shape {tuple(teacher.shape)}; the objective was built for "
+                             f"teacher_dim={self.teacher_dim}")
+        if student.dim() != 2 or student.shape[1] != self.student_dim:
+            raise ValueError(f"student vectors of shape {tuple(student.shape)}; the objective was built for "
+                             f"student_dim={self.student_dim}")
+        teacher = teacher.to(device=student.device, dtype=torch.float32)
+        parts: dict[str, torch.Tensor] = {}
+        active = self.weights.active()
+        if "mse" in active or "cosine" in active:
+            projected = self.project(student)
+            if "mse" in active:
+                parts["mse"] = vector_mse(projected, teacher)
+            if "cosine" in active:
+                parts["cosine"] = cosine_loss(projected, teacher)
+        if "similarity" in active:
+            parts["similarity"] = similarity_kd(student, teacher)
+        total = sum((active[name] * value for name, value in parts.items()), torch.zeros((), device=student.device))
+        return total, {name: float(value.detach()) for name, value in parts.items()}
