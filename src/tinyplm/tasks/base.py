@@ -46,8 +46,9 @@ class Example:
 class Split:
     """The examples of one split read from one file.
 
-    ``examples`` are :class:`Example` for ``sequence`` tasks, ``tinyplm.tasks.squad.QAExample``
-    for ``span`` and ``tinyplm.tasks.conll.Sentence`` for ``token`` tasks; ``options`` are the
+    ``examples`` are :class:`Example` for ``sequence`` and ``embedding`` tasks (an embedding example is
+    its ``text``), ``tinyplm.tasks.squad.QAExample`` for ``span`` and ``tinyplm.tasks.conll.Sentence``
+    for ``token`` tasks; ``options`` are the
     head's encoding options (SQuAD: ``doc_stride``, ``max_query_length``).
     """
 
@@ -86,10 +87,9 @@ class TaskData:
 
     @property
     def num_labels(self) -> int:
-        """1 for regression, 2 for a span head (start, end), else the number of classes."""
-        if self.head == Head.SPAN:
-            return 2
-        return 1 if self.is_regression else len(self.labels)
+        """The model's outputs (the head table's :meth:`~tinyplm.tasks.heads.HeadRow.output_labels`): 1 for
+        regression, 2 for a span head (start, end), none for an embedding head, else the number of classes."""
+        return len(Head(self.head).row.output_labels(self.labels, self.is_regression))
 
 
 @dataclass(frozen=True)
@@ -149,7 +149,7 @@ class Task:
         evals = {name: self.read(name) for name in self.eval_splits}
         self._check_both_classes(evals)
         weights = None
-        if self.class_weights == "balanced" and not self.is_regression and self.head == Head.SEQUENCE:
+        if self.class_weights == "balanced" and not self.is_regression and Head(self.head).row.class_weights:
             weights = balanced_weights([ex.label for ex in train.examples], len(self.labels))
         info = {**self.info, **({"class_weights": dict(zip(self.labels, weights, strict=True))} if weights else {})}
         return TaskData(
@@ -163,7 +163,7 @@ class Task:
         split that holds one class only: the metric is undefined there, and a run would find out
         only when it measures, after training."""
         asked = [m for m in self.metrics if m in SCORE_METRICS]
-        if not asked or self.is_regression or self.head != Head.SEQUENCE:
+        if not asked or self.is_regression or not Head(self.head).row.roc:
             return
         for name, split in evals.items():
             found = sorted({ex.label for ex in split.examples})

@@ -7,7 +7,8 @@ length; what it gained on SST-2: docs/results/serve-load.md, "Figures measured e
 The split's head decides the labels: ``sequence`` one class id (or score) per example, ``span``
 the (start, end) token of the answer per SQuAD window (``tasks.squad_features``), ``token`` one
 label per word piece with ``IGNORE`` off first pieces (``tasks.tagging``), padded to the widest
-example and cut to each batch's width by :func:`collate`.
+example and cut to each batch's width by :func:`collate`, ``embedding`` none (``(N, 0)``: the
+targets are a teacher's vectors). Each head's encoder is its entry of :data:`ENCODERS`.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from tinyplm.errors import TinyplmError
 from tinyplm.tasks.base import Split
-from tinyplm.tasks.heads import Head
+from tinyplm.tasks.heads import Head, PerHead
 from tinyplm.tasks.piece_cache import PieceCache
 
 
@@ -37,7 +39,7 @@ class Encoded:
 
     input_ids: list[list[int]]
     token_type_ids: list[list[int]]
-    labels: torch.Tensor  # (N,) sequence, (N, 2) span, (N, width) token
+    labels: torch.Tensor  # (N,) sequence, (N, 2) span, (N, width) token, (N, 0) embedding
     pad_id: int
     word_starts: list[list[int]] | None = None
     head: Head = Head.SEQUENCE
@@ -59,9 +61,9 @@ class Encoded:
         return np.fromiter((len(x) for x in self.input_ids), dtype=np.int64, count=len(self))
 
     def subset(self, indices: Sequence[int]) -> Encoded:
-        """The examples at ``indices`` (in that order) as their own ``Encoded``; sequence heads only
-        (span and token encodings carry per-window metadata that a subset would not match)."""
-        if self.head != Head.SEQUENCE:
+        """The examples at ``indices`` (in that order) as their own ``Encoded``; heads whose row has
+        ``subset`` only (span and token encodings carry per-window metadata that a subset would not match)."""
+        if not Head(self.head).row.subset:
             raise ValueError(f"a subset of a {self.head} encoding would not match its metadata")
         idx = list(indices)
         starts = [self.word_starts[i] for i in idx] if self.word_starts is not None else None
@@ -76,20 +78,38 @@ def padded_width(longest: int, multiple: int = 8) -> int:
 
 def encode_split(split: Split, tokenizer, max_length: int, limit: int | None = None,
                  pieces: PieceCache | None = None) -> Encoded:
-    """Tokenise a split (truncating to ``max_length``); ``limit`` keeps the first N examples
-    (SQuAD: questions, each giving one or more windows). ``pieces``, a memo of ``tokenizer``
-    (``tasks.piece_cache``), tokenises single texts of a sequence head: the same ids, faster."""
+    """Tokenise a split (truncating to ``max_length``) by its head's encoder (:data:`ENCODERS`);
+    ``limit`` keeps the first N examples (SQuAD: questions, each giving one or more windows).
+    ``pieces``, a memo of ``tokenizer`` (``tasks.piece_cache``), tokenises single texts of a head
+    whose row has ``piece_memo``: the same ids, faster."""
     examples = split.examples[:limit] if limit else split.examples
-    if split.head == Head.SPAN:
-        return _encode_span(examples, tokenizer, max_length, split.options)
-    if split.head == Head.TOKEN:
-        return _encode_token(examples, tokenizer, max_length, split.options)
-    texts = [ex.text for ex in examples]
-    pairs = [ex.text_pair for ex in examples]
+    return ENCODERS[split.head](examples, tokenizer, max_length, split.options, pieces)
+
+
+def _encode_sequence(examples, tokenizer, max_length: int, options: dict, pieces: PieceCache | None) -> Encoded:
+    """Texts (or text pairs) and their class ids or scores ``(N,)``."""
+    ids, types = _encode_texts([ex.text for ex in examples], [ex.text_pair for ex in examples], tokenizer,
+                               max_length, pieces)
+    return Encoded(ids, types, _labels(examples), _pad_id(tokenizer))
+
+
+def _encode_embedding(examples, tokenizer, max_length: int, options: dict, pieces: PieceCache | None) -> Encoded:
+    """Single texts and no labels: ``(N, 0)``. Raises ``TinyplmError`` for an example with a second
+    text (an embedding model reads one text per example)."""
+    paired = next((i for i, ex in enumerate(examples) if ex.text_pair is not None), None)
+    if paired is not None:
+        raise TinyplmError(f"the embedding head reads one text per example; example {paired + 1} has a second text")
+    ids, types = _encode_texts([ex.text for ex in examples], [None] * len(examples), tokenizer, max_length, pieces)
+    return Encoded(ids, types, torch.empty((len(ids), 0)), _pad_id(tokenizer), head=Head.EMBEDDING)
+
+
+def _encode_texts(texts: list[str], pairs: list[str | None], tokenizer, max_length: int,
+                  pieces: PieceCache | None) -> tuple[list[list[int]], list[list[int]]]:
+    """(token ids, token type ids) of ``texts`` (with their ``pairs`` when any is given)."""
     has_pairs = any(p is not None for p in pairs)
     if pieces is not None and not has_pairs and max_length:
         ids = pieces.encode(texts, max_length)
-        return Encoded(ids, [[0] * len(i) for i in ids], _labels(examples), _pad_id(tokenizer))
+        return ids, [[0] * len(i) for i in ids]
     out = tokenizer(
         texts,
         [p or "" for p in pairs] if has_pairs else None,
@@ -98,8 +118,7 @@ def encode_split(split: Split, tokenizer, max_length: int, limit: int | None = N
         return_token_type_ids=True,
     )
     ids = [list(x) for x in out["input_ids"]]
-    types = [list(x) for x in out.get("token_type_ids", [[0] * len(i) for i in ids])]
-    return Encoded(ids, types, _labels(examples), _pad_id(tokenizer))
+    return ids, [list(x) for x in out.get("token_type_ids", [[0] * len(i) for i in ids])]
 
 
 def _labels(examples) -> torch.Tensor:
@@ -111,7 +130,8 @@ def _pad_id(tokenizer) -> int:
     return int(tokenizer.pad_token_id) if tokenizer.pad_token_id is not None else 0
 
 
-def _encode_span(examples, tokenizer, max_length: int, options: dict) -> Encoded:
+def _encode_span(examples, tokenizer, max_length: int, options: dict, pieces: PieceCache | None) -> Encoded:
+    """SQuAD windows and each window's answer (start, end) token ``(N, 2)``."""
     from tinyplm.tasks.squad_features import build_features
 
     feats = build_features(examples, tokenizer, max_length, options.get("doc_stride", 128),
@@ -119,7 +139,8 @@ def _encode_span(examples, tokenizer, max_length: int, options: dict) -> Encoded
     return Encoded(feats.input_ids, feats.token_type_ids, feats.labels, feats.pad_id, head=Head.SPAN, meta=feats)
 
 
-def _encode_token(sentences, tokenizer, max_length: int, options: dict) -> Encoded:
+def _encode_token(sentences, tokenizer, max_length: int, options: dict, pieces: PieceCache | None) -> Encoded:
+    """Sentences of words and a tag id per piece ``(N, width)`` (``IGNORE`` off first pieces)."""
     from tinyplm.tasks.tagging import IGNORE, encode_tagged
 
     label_ids = {tag: i for i, tag in enumerate(options["tags"])}
@@ -131,6 +152,11 @@ def _encode_token(sentences, tokenizer, max_length: int, options: dict) -> Encod
     return Encoded(tagged.input_ids, tagged.token_type_ids, labels, tagged.pad_id, head=Head.TOKEN, meta=tagged)
 
 
+#: The encoder of each head: (examples, tokenizer, max_length, options, pieces) -> Encoded.
+ENCODERS: PerHead = PerHead("encoder", {Head.SEQUENCE: _encode_sequence, Head.SPAN: _encode_span,
+                                        Head.TOKEN: _encode_token, Head.EMBEDDING: _encode_embedding})
+
+
 PAD_MULTIPLE = 8
 
 
@@ -140,8 +166,8 @@ def collate(enc: Encoded, indices: Sequence[int], multiple: int = PAD_MULTIPLE) 
     Rounding keeps the number of distinct shapes small, so oneDNN reuses its compiled kernels
     instead of building new ones for every sequence length.
     Returns input_ids, attention_mask, token_type_ids ``(batch, seq)``; index ``(batch,)``; labels
-    ``(batch,)`` (span: ``(batch, 2)``, token: ``(batch, seq)``); and word_starts ``(batch, seq)``
-    when the encoding has them.
+    ``(batch,)`` (span: ``(batch, 2)``, token: ``(batch, seq)``, embedding: ``(batch, 0)``); and
+    word_starts ``(batch, seq)`` when the encoding has them.
     """
     idx = list(indices)
     longest = max(len(enc.input_ids[i]) for i in idx)
@@ -162,7 +188,7 @@ def collate(enc: Encoded, indices: Sequence[int], multiple: int = PAD_MULTIPLE) 
     ids, types, mask = torch.from_numpy(ids), torch.from_numpy(types), torch.from_numpy(mask)
     starts = torch.from_numpy(starts) if starts is not None else None
     labels = enc.labels[idx]
-    if enc.head == Head.TOKEN:  # per-piece labels: cut (or pad) to this batch's width
+    if Head(enc.head).row.piece_labels:  # per-piece labels: cut (or pad) to this batch's width
         from tinyplm.tasks.tagging import IGNORE
 
         cut = labels[:, :width]

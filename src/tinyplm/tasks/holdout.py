@@ -73,7 +73,7 @@ def hold_out(data: TaskData, n: int, seed: int = 0, min_words: int = 0, drop_par
     and token labels are scored by their own readers' dev layouts), when ``n`` leaves fewer
     training examples than it holds out, or (naming ``task.holdout_min_words``) when fewer than
     ``n`` examples are that long."""
-    if data.head != Head.SEQUENCE:
+    if not Head(data.head).row.holdout:
         raise RecipeError(f"task.holdout: held-out examples are for sentence tasks; task '{data.task}' has a "
                           f"{data.head} head")
     total = len(data.train)
