@@ -67,13 +67,13 @@ class KnownRows:
 
     def add(self, data: Encoded, logits: torch.Tensor) -> None:
         """Remember row i of ``logits`` as the logits of example i of ``data``."""
-        if logits.dim() == 2 and data.head == Head.SEQUENCE:
+        if logits.dim() == 2 and Head(data.head).row.subset:
             self._rows.update(zip(self._keys(data), logits, strict=True))
 
     def predict(self, teacher: torch.nn.Module, data: Encoded, batch_size: int, bf16: bool) -> torch.Tensor:
         """Logits of every example of ``data``: remembered rows as they are, the teacher run on the
         rest (length-sorted batches, as :func:`predict_logits`), all of them remembered after."""
-        if data.head != Head.SEQUENCE:
+        if not Head(data.head).row.subset:  # rows tied by per-window metadata: run them all
             return predict_logits(teacher, data, batch_size=batch_size, bf16=bf16)
         keys = self._keys(data)
         todo = [i for i, k in enumerate(keys) if k not in self._rows]

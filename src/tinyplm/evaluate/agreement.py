@@ -9,7 +9,7 @@ import torch
 
 from tinyplm.models.infer import logits_to_predictions, predict_logits
 from tinyplm.tasks.encoding import Encoded
-from tinyplm.tasks.heads import Head
+from tinyplm.tasks.heads import Head, PerHead
 
 
 @dataclass(frozen=True)
@@ -29,23 +29,50 @@ class Agreement:
 
 def prediction_agreement(reference, candidate, evals: dict[str, Encoded], is_regression: bool,
                          head: Head = Head.SEQUENCE) -> Agreement:
-    """Compare ``candidate`` with ``reference`` on every eval split. A tagger's predictions are every
-    real token's tag; a QA head's are each window's start and end positions; padding positions are
-    left out; regression outputs agree within 1e-3."""
+    """Compare ``candidate`` with ``reference`` on every eval split, by the head's rule (its row's
+    ``agreement``, computed by its entry of :data:`COMPARE`). A tagger's predictions are every real
+    token's tag; a QA head's are each window's start and end positions; padding positions are left
+    out; regression outputs agree within 1e-3. Raises ``TinyplmError`` for a head without logits to
+    compare (embedding)."""
+    compare = COMPARE[head]
     n, same, worst = 0, 0, 0.0
     for enc in evals.values():
         a, b = predict_logits(reference, enc), predict_logits(candidate, enc)
-        if a.dim() == 3:
-            real = torch.arange(a.shape[1])[None, :] < torch.as_tensor(enc.lengths())[:, None]
-            if head == Head.SPAN:  # (N, width, 2) -> (N, 2) positions; padding can never win
-                worst = max(worst, float((a - b).abs()[real].max()) if len(a) else 0.0)
-                pa = a.masked_fill(~real[..., None], float("-inf")).argmax(1).numpy()
-                pb = b.masked_fill(~real[..., None], float("-inf")).argmax(1).numpy()
-                n, same = n + pa.size, same + int((pa == pb).sum())
-                continue
-            a, b = a[real], b[real]  # (tokens, K): each real token is one prediction
-        pa, pb = logits_to_predictions(a, is_regression), logits_to_predictions(b, is_regression)
-        n += len(pa)
-        same += int((abs(pa - pb) <= 1e-3).sum()) if is_regression else int((pa == pb).sum())
-        worst = max(worst, float((a - b).abs().max()) if len(a) else 0.0)
+        count, agreeing, diff = compare(a, b, enc, is_regression)
+        n, same, worst = n + count, same + agreeing, max(worst, diff)
     return Agreement(n, n - same, same / max(n, 1), worst)
+
+
+def _same_label(a: torch.Tensor, b: torch.Tensor, enc: Encoded, is_regression: bool) -> tuple[int, int, float]:
+    """(predictions, agreeing, largest |logit difference|) of logits ``(N, K)``: the same arg-max
+    class, or scores within 1e-3."""
+    pa, pb = logits_to_predictions(a, is_regression), logits_to_predictions(b, is_regression)
+    same = int((abs(pa - pb) <= 1e-3).sum()) if is_regression else int((pa == pb).sum())
+    return len(pa), same, float((a - b).abs().max()) if len(a) else 0.0
+
+
+def _same_tags(a: torch.Tensor, b: torch.Tensor, enc: Encoded, is_regression: bool) -> tuple[int, int, float]:
+    """As :func:`_same_label` over every real token of logits ``(N, width, tags)``."""
+    real = _real(a, enc)
+    return _same_label(a[real], b[real], enc, is_regression)  # (tokens, tags): each real token is one prediction
+
+
+def _same_span(a: torch.Tensor, b: torch.Tensor, enc: Encoded, is_regression: bool) -> tuple[int, int, float]:
+    """The same start and the same end position of logits ``(N, width, 2)``; padding can never win."""
+    real = _real(a, enc)
+    worst = float((a - b).abs()[real].max()) if len(a) else 0.0
+    pa = a.masked_fill(~real[..., None], float("-inf")).argmax(1).numpy()
+    pb = b.masked_fill(~real[..., None], float("-inf")).argmax(1).numpy()
+    return pa.size, int((pa == pb).sum()), worst
+
+
+def _real(a: torch.Tensor, enc: Encoded) -> torch.Tensor:
+    """``(N, width)`` True at the real (not padding) tokens of ``enc``."""
+    return torch.arange(a.shape[1])[None, :] < torch.as_tensor(enc.lengths())[:, None]
+
+
+#: How each head's predictions are compared: (reference logits, candidate logits, encoding, is_regression)
+#: -> (predictions, agreeing, largest absolute logit difference over real tokens). The embedding head has no
+#: logits: its vectors agree by mean cosine (:func:`tinyplm.evaluate.embedding.embedding_agreement`).
+COMPARE: PerHead = PerHead("agreement measure on logits", {Head.SEQUENCE: _same_label, Head.SPAN: _same_span,
+                                                           Head.TOKEN: _same_tags})

@@ -62,7 +62,7 @@ def open_model(path: Path) -> OpenedModel:
     trained = any(head.auto_suffix in a for a in archs)
     id2label = cfg.get("id2label") or {}
     labels = tuple(str(id2label[k]) for k in sorted(id2label, key=lambda k: int(k))) if trained else ()
-    regression = head == Head.SEQUENCE and (cfg.get("problem_type") == "regression" or cfg.get("num_labels") == 1)
+    regression = head.row.may_regress and (cfg.get("problem_type") == "regression" or cfg.get("num_labels") == 1)
     if not labels and not regression:
         labels = ("LABEL_0", "LABEL_1")
     model, tokenizer = load_classifier(path, labels, regression, head)

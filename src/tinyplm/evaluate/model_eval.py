@@ -16,7 +16,7 @@ from tinyplm.evaluate.metrics import needs_scores, positive_scores, task_metrics
 from tinyplm.models.infer import logits_to_predictions, predict_logits
 from tinyplm.tasks.base import Split, TaskData
 from tinyplm.tasks.encoding import Encoded, encode_split
-from tinyplm.tasks.heads import Head
+from tinyplm.tasks.heads import Head, PerHead
 
 
 def encode_evals(data: TaskData, tokenizer, max_length: int, limit: int | None = None) -> dict[str, Encoded]:
@@ -42,21 +42,32 @@ def eval_logits(model: torch.nn.Module, evals: dict[str, Encoded], bf16: bool = 
 
 
 def metrics_from_logits(data: TaskData, evals: dict[str, Encoded], logits: dict[str, torch.Tensor]) -> dict[str, float]:
-    """Official metrics of :func:`eval_logits`' output on every eval split, merged."""
+    """Official metrics of :func:`eval_logits`' output on every eval split, merged (each head's by
+    its entry of :data:`SPLIT_METRICS`)."""
     metrics: dict[str, float] = {}
     for name, enc in evals.items():
-        if enc.head == Head.SPAN:
-            scores = span_scores(data.evals[name], enc, logits[name])
-        elif enc.head == Head.TOKEN:
-            scores = token_scores(data.evals[name], enc, logits[name], data.labels)
-        else:
-            preds = logits_to_predictions(logits[name], data.is_regression)
-            probs = positive_scores(logits[name].numpy()) if needs_scores(data.metrics) else None
-            metrics.update(task_metrics(data, name, preds, enc.labels.numpy(), probs))
-            continue
-        suffix = data.metric_suffix.get(name, "")
-        metrics.update({f"{k}{suffix}": v for k, v in scores.items()})
+        metrics.update(SPLIT_METRICS[enc.head](data, name, enc, logits[name]))
     return metrics
+
+
+def _sequence_metrics(data: TaskData, name: str, enc: Encoded, logits: torch.Tensor) -> dict[str, float]:
+    """Classes (or scores) against labels, and the class-1 probability where a metric needs it."""
+    preds = logits_to_predictions(logits, data.is_regression)
+    probs = positive_scores(logits.numpy()) if needs_scores(data.metrics) else None
+    return task_metrics(data, name, preds, enc.labels.numpy(), probs)
+
+
+def _span_metrics(data: TaskData, name: str, enc: Encoded, logits: torch.Tensor) -> dict[str, float]:
+    return _suffixed(data, name, span_scores(data.evals[name], enc, logits))
+
+
+def _token_metrics(data: TaskData, name: str, enc: Encoded, logits: torch.Tensor) -> dict[str, float]:
+    return _suffixed(data, name, token_scores(data.evals[name], enc, logits, data.labels))
+
+
+def _suffixed(data: TaskData, name: str, scores: dict[str, float]) -> dict[str, float]:
+    suffix = data.metric_suffix.get(name, "")
+    return {f"{k}{suffix}": v for k, v in scores.items()}
 
 
 def span_answers(split: Split, enc: Encoded, logits: torch.Tensor) -> tuple[list, list]:
@@ -107,3 +118,8 @@ def token_scores(split: Split, enc: Encoded, logits: torch.Tensor, tags: tuple[s
     sentences = split.examples[: len(enc)]
     predicted = tags_from_logits(enc.meta, logits, tags, [len(s.tokens) for s in sentences])
     return entity_scores([list(s.tags) for s in sentences], predicted)
+
+
+#: The metrics of one eval split from a head's logits: (data, split name, encoding, logits) -> metrics.
+SPLIT_METRICS: PerHead = PerHead("task metrics from logits", {Head.SEQUENCE: _sequence_metrics,
+                                                              Head.SPAN: _span_metrics, Head.TOKEN: _token_metrics})

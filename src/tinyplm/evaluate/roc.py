@@ -55,7 +55,7 @@ def roc_points(labels: np.ndarray, scores: np.ndarray, max_points: int = 200) ->
 
 
 def _binary_sentence(data: TaskData) -> bool:
-    return not data.is_regression and data.head == Head.SEQUENCE and len(data.labels) == 2
+    return not data.is_regression and Head(data.head).row.roc and len(data.labels) == 2
 
 
 def logits_roc(data: TaskData, evals: dict[str, Encoded], logits: dict[str, torch.Tensor]) -> RocCurve | None:

@@ -215,7 +215,7 @@ def _weights_file(path: Path) -> Path:
 def _auto_class(head: Head):
     import transformers
 
-    return getattr(transformers, f"AutoModel{head.auto_suffix}")
+    return getattr(transformers, head.row.auto_class)
 
 
 def _load_shaped(path: Path, has_head: bool, head: Head = Head.SEQUENCE, **config_kwargs):
@@ -252,7 +252,8 @@ def _load_shaped(path: Path, has_head: bool, head: Head = Head.SEQUENCE, **confi
 
 
 def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, head: Head | str = Head.SEQUENCE):
-    """Load ``path`` with a task's ``head`` (``sequence``, ``span`` or ``token``) -> (model, tokenizer).
+    """Load ``path`` with a task's ``head`` (``sequence``, ``span`` or ``token``) -> (model, tokenizer); a
+    head without a task class (``embedding``: its row's ``auto_suffix`` is None) raises ``TinyplmError``.
 
     A checkpoint without that head (a bare encoder, or another kind of head) gets a new one. Raises
     ``ModelError`` naming the file for a damaged config.json, weight or tokenizer file (see
@@ -262,18 +263,21 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
     if head not in set(Head):
         raise ValueError(f"unknown head {head!r}; expected one of {', '.join(Head)}")
     head = Head(head)
+    row = head.row
+    if row.auto_suffix is None:
+        raise TinyplmError(f"{path}: the {head} head has no classifier to load (its model outputs {row.outputs})")
     quiet_transformers()
     if is_family_dir(path):  # a classic student (LSTM, TF-IDF ...): models.classic.io
         return load_family(path, labels, is_regression, head)
     cfg = check_model_dir(path)
-    num_labels = 2 if head == Head.SPAN else 1 if is_regression else len(labels)
-    has_head = any(head.auto_suffix in a for a in cfg.get("architectures") or [])
+    outputs = row.output_labels(labels, is_regression)  # the head's own (start, end), 'score' or the labels
+    num_labels = len(outputs)
+    has_head = any(row.auto_suffix in a for a in cfg.get("architectures") or [])
     # transformers leaves num_labels/id2label out of config.json for the default of 2 labels.
     found = cfg.get("num_labels") or len(cfg.get("id2label") or {}) or 2
     if has_head and found != num_labels:
         raise ModelError(f"{path}: its classifier has {found} outputs but the task needs {num_labels}")
-    id2label = ({0: "start", 1: "end"} if head == Head.SPAN else {0: "score"} if is_regression
-                else {i: lab for i, lab in enumerate(labels)})
+    id2label = dict(enumerate(outputs))
     labelling = {"num_labels": num_labels, "id2label": id2label, "label2id": {v: k for k, v in id2label.items()}}
     problem = "regression" if is_regression else "single_label_classification"
     if cfg.get(FORMAT_KEY) == "onnx":

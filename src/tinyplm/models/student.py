@@ -16,6 +16,7 @@ from transformers import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
+    BertModel,
     DebertaV2Config,
     PreTrainedModel,
     RobertaConfig,
@@ -25,11 +26,12 @@ from tinyplm.config.schema import ShapeSpec, StudentSpec
 from tinyplm.errors import ModelError
 from tinyplm.models import roles
 from tinyplm.models.narrow import copy_narrowed_layers
-from tinyplm.tasks.heads import Head
+from tinyplm.tasks.heads import Head, PerHead
 
-#: The BERT class of each task head (other families: :func:`head_class`).
-HEAD_CLASSES = {Head.SEQUENCE: BertForSequenceClassification, Head.SPAN: BertForQuestionAnswering,
-                Head.TOKEN: BertForTokenClassification}
+#: The BERT class of each task head (other families: :func:`head_class`; the embedding head is the bare encoder).
+HEAD_CLASSES: PerHead = PerHead("BERT class", {Head.SEQUENCE: BertForSequenceClassification,
+                                               Head.SPAN: BertForQuestionAnswering,
+                                               Head.TOKEN: BertForTokenClassification, Head.EMBEDDING: BertModel})
 #: A student's architecture as a recipe names it -> its ``config.model_type`` (a role-table family).
 ARCHS = {"bert": "bert", "roberta": "roberta", "deberta": "deberta-v2"}
 #: DeBERTa-v3's attention settings (relative positions in 256 log buckets, content<->position terms,
@@ -52,7 +54,7 @@ def model_type_of(arch: str) -> str:
 
 def head_class(head: Head, model_type: str = "bert") -> type:
     """The ``transformers`` class of ``model_type`` with the task ``head``."""
-    return roles.task_class(model_type, Head(head).auto_suffix)
+    return roles.task_class(model_type, Head(head).row.class_suffix)
 
 
 def head_of(model) -> Head:

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from tinyplm.models.infer import output_logits
-from tinyplm.tasks.heads import Head
+from tinyplm.tasks.heads import Head, PerHead
 from tinyplm.train import head_losses as hl
 from tinyplm.train.kd import hard_label_loss, logit_mse, regression_kd, soft_target_kd
 from tinyplm.train.objective import Batch, supervised_batch
@@ -33,7 +33,8 @@ class PredictionObjective:
     positions, ``train.head_losses``) or ``token`` (per-piece KD and cross-entropy at labelled
     pieces). Per-token teacher logits may be wider than the batch; they are cut to its width.
     ``class_weights`` (one per class, sequence classification) weigh the hard cross-entropy.
-    Raises ``ValueError`` for ``logit_mse`` with a span or token head.
+    Raises ``ValueError`` for ``logit_mse`` with a span or token head, ``TinyplmError`` for a head
+    without a loss on logits (:data:`LOSSES`: the embedding head learns vectors).
     """
 
     kd_weight: float = 0.0
@@ -45,6 +46,7 @@ class PredictionObjective:
     class_weights: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
+        _ = LOSSES[self.head]  # a head without a loss on logits (embedding) is refused here, not at its first step
         if self.logit_mse > 0 and Head(self.head).per_position:
             raise ValueError(f"logit_mse is for sentence-level logits; this task has a {self.head} head")
 
@@ -86,31 +88,48 @@ class PredictionObjective:
         return loss, {k: float(v.detach()) for k, v in parts.items()}
 
     def _parts(self, logits, labels, teacher_logits, mask) -> dict[str, torch.Tensor]:
-        parts: dict[str, torch.Tensor] = {}
-        kd = self.kd_weight > 0
-        head = Head(self.head)
-        if head is Head.SPAN:
-            if mask is None:
-                raise ValueError("span losses need the attention mask")
-            s, e = logits[..., 0], logits[..., 1]
-            if self.hard_weight > 0:
-                parts["hard"] = hl.span_hard(s, e, labels, mask)
-            if kd:
-                parts["kd"] = hl.span_kd(s, e, teacher_logits[..., 0], teacher_logits[..., 1], mask, self.temperature)
-        elif head is Head.TOKEN:
-            if self.hard_weight > 0:
-                parts["hard"] = hl.token_hard(logits, labels)
-            if kd:
-                parts["kd"] = hl.token_kd(logits.float(), teacher_logits.float(), labels, self.temperature)
-        else:
-            if self.hard_weight > 0:
-                weight = None
-                if self.class_weights is not None and not self.is_regression:
-                    weight = torch.tensor(self.class_weights, dtype=torch.float32, device=logits.device)
-                parts["hard"] = hard_label_loss(logits, labels, self.is_regression, weight)
-            if kd:
-                parts["kd"] = (regression_kd(logits, teacher_logits) if self.is_regression
-                               else soft_target_kd(logits, teacher_logits, self.temperature))
-            if self.logit_mse > 0:
-                parts["logit_mse"] = logit_mse(logits, teacher_logits)
-        return parts
+        return LOSSES[self.head](self, logits, labels, teacher_logits, mask)
+
+
+def _sequence_parts(obj: PredictionObjective, logits, labels, teacher_logits, mask) -> dict[str, torch.Tensor]:
+    """Logits ``(batch, labels)``: cross-entropy (MSE for a score), KD on soft targets, logit MSE."""
+    parts: dict[str, torch.Tensor] = {}
+    if obj.hard_weight > 0:
+        weight = None
+        if obj.class_weights is not None and not obj.is_regression:
+            weight = torch.tensor(obj.class_weights, dtype=torch.float32, device=logits.device)
+        parts["hard"] = hard_label_loss(logits, labels, obj.is_regression, weight)
+    if obj.kd_weight > 0:
+        parts["kd"] = (regression_kd(logits, teacher_logits) if obj.is_regression
+                       else soft_target_kd(logits, teacher_logits, obj.temperature))
+    if obj.logit_mse > 0:
+        parts["logit_mse"] = logit_mse(logits, teacher_logits)
+    return parts
+
+
+def _span_parts(obj: PredictionObjective, logits, labels, teacher_logits, mask) -> dict[str, torch.Tensor]:
+    """Logits ``(batch, seq, 2)``: cross-entropy and KD over start and end positions (real tokens only)."""
+    if mask is None:
+        raise ValueError("span losses need the attention mask")
+    parts: dict[str, torch.Tensor] = {}
+    s, e = logits[..., 0], logits[..., 1]
+    if obj.hard_weight > 0:
+        parts["hard"] = hl.span_hard(s, e, labels, mask)
+    if obj.kd_weight > 0:
+        parts["kd"] = hl.span_kd(s, e, teacher_logits[..., 0], teacher_logits[..., 1], mask, obj.temperature)
+    return parts
+
+
+def _token_parts(obj: PredictionObjective, logits, labels, teacher_logits, mask) -> dict[str, torch.Tensor]:
+    """Logits ``(batch, seq, tags)``: cross-entropy and KD at labelled pieces."""
+    parts: dict[str, torch.Tensor] = {}
+    if obj.hard_weight > 0:
+        parts["hard"] = hl.token_hard(logits, labels)
+    if obj.kd_weight > 0:
+        parts["kd"] = hl.token_kd(logits.float(), teacher_logits.float(), labels, obj.temperature)
+    return parts
+
+
+#: The prediction-layer loss parts of each head with logits (the embedding head's loss is on vectors).
+LOSSES: PerHead = PerHead("prediction-layer loss on logits", {Head.SEQUENCE: _sequence_parts,
+                                                              Head.SPAN: _span_parts, Head.TOKEN: _token_parts})
