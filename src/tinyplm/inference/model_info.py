@@ -80,7 +80,7 @@ class ModelInfo:
         out = {"model": str(self.path), "head": str(self.head), "task": self.task, "labels": list(self.labels),
                "regression": self.is_regression, "max_length": self.max_length,
                "max_length_from": self.max_length_from}
-        if self.head == Head.SPAN:
+        if self.head.row.windows:
             out.update(doc_stride=self.doc_stride, max_query_length=self.max_query_length,
                        null_threshold=self.null_threshold)
         if self.context_sentences or self.context_after:
@@ -155,15 +155,15 @@ def model_info(target: Path, max_length: int | None = None, doc_stride: int | No
         raise ModelError(f"{path / 'config.json'}: id2label keys should be class numbers, "
                          f"got {list(id2label)[:5]}") from None
     outputs = cfg.get("num_labels") or len(labels) or 2
-    regression = head == Head.SEQUENCE and (cfg.get("problem_type") == "regression" or outputs == 1)
-    if head == Head.SPAN or regression:
+    regression = head.row.may_regress and (cfg.get("problem_type") == "regression" or outputs == 1)
+    if not head.row.named_by_labels or regression:  # outputs named by the head (start, end) or a score
         labels = ()
     elif not labels:
         labels = tuple(f"LABEL_{i}" for i in range(outputs))
     run = run_task(path) or stamped_task(cfg, path)
     labels = named_labels(run.name if run else None, labels)
     length, source = _max_length(max_length, run, cfg, path)
-    spec = _window_spec(run, length, doc_stride, max_query_length) if head == Head.SPAN else None
+    spec = _window_spec(run, length, doc_stride, max_query_length) if head.row.windows else None
     if null_threshold is None and run is not None and run.name == "squad_v2":
         null_threshold = 0.0
     return ModelInfo(path=path, head=head, labels=labels, is_regression=regression, max_length=length,

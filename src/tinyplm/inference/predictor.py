@@ -34,7 +34,7 @@ be encoded as a pair with an empty second text, and its prediction would depend 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,7 +63,7 @@ from tinyplm.tasks import canonical
 from tinyplm.tasks.base import Example, Split
 from tinyplm.tasks.conll import Sentence
 from tinyplm.tasks.encoding import encode_split, padded_width
-from tinyplm.tasks.heads import Head
+from tinyplm.tasks.heads import Head, PerHead
 from tinyplm.tasks.piece_cache import PieceCache
 from tinyplm.tasks.spoilers import text_cleanup
 from tinyplm.tasks.squad import QAExample
@@ -125,9 +125,9 @@ class Predictor:
         explicit choices). Raises ``ModelError``/``TinyplmError`` naming the file at fault."""
         info = model_info(Path(target), **settings)
         model, tokenizer = load_classifier(info.path, info.labels, info.is_regression, info.head)
-        if info.head == Head.TOKEN and not getattr(tokenizer, "is_fast", False):
+        if info.head.row.words and not getattr(tokenizer, "is_fast", False):
             raise TinyplmError(f"{info.path}: a tagger needs a fast tokenizer (tokenizer.json) to align words")
-        pieces = PieceCache.of(tokenizer) if info.head == Head.SEQUENCE else None
+        pieces = PieceCache.of(tokenizer) if info.head.row.piece_memo else None
         return cls(model, tokenizer, info, batch_size, split_by_length, pieces=pieces)
 
     @property
@@ -161,10 +161,10 @@ class Predictor:
             raise TinyplmError(f"a {self.info.head} model takes {self.input_type.__name__}, got {type(wrong).__name__}")
         if not inputs:
             return []
-        if self.info.head == Head.SPAN:
-            return self._answers(inputs)
-        if self.info.head == Head.TOKEN:
-            return self._tags(inputs)
+        return PATHS[self.info.head].predict(self, inputs)
+
+    def _by_pairs(self, inputs: list[TextInput]) -> list[Prediction]:
+        """Classify single texts and pairs apart (see the module docstring), answered in input order."""
         out: list[Prediction | None] = [None] * len(inputs)
         for paired in (False, True):  # see the module docstring
             group = [i for i, x in enumerate(inputs) if (x.text_pair is not None) == paired]
@@ -175,16 +175,10 @@ class Predictor:
 
     def warm_up(self, lengths: Sequence[int] = (8, 24, 56), batches: Sequence[int] = (1, 8)) -> None:
         """Run a few forward passes of typical shapes (oneDNN builds its kernels on first use)."""
-        word = "the" if self.info.head != Head.SPAN else "what"
+        sample = PATHS[self.info.head].sample
         for n in lengths:
-            text = " ".join([word] * n)
             for b in batches:
-                if self.info.head == Head.SPAN:
-                    self.predict([QAInput(word, text)] * b)
-                elif self.info.head == Head.TOKEN:
-                    self.predict([TokensInput(tuple(text.split()))] * b)
-                else:
-                    self.predict([TextInput(text)] * b)
+                self.predict([sample(n)] * b)
 
     def _logits(self, split: Split):
         """(encoding, logits) of a split, run as evaluate runs it."""
@@ -221,7 +215,7 @@ class Predictor:
     def _answers(self, inputs: list[QAInput]) -> list[Prediction]:
         examples = [QAExample(x.id or str(i), x.question, x.context, ()) for i, x in enumerate(inputs)]
         options = {"doc_stride": self.info.doc_stride, "max_query_length": self.info.max_query_length}
-        split = Split("predict", examples, Path("<input>"), Head.SPAN, options)
+        split = Split("predict", examples, Path("<input>"), self.info.head, options)
         enc, logits = self._logits(split)
         _, preds = span_answers(split, enc, logits)
         threshold = self.info.null_threshold
@@ -235,6 +229,23 @@ class Predictor:
     def _tags(self, inputs: list[TokensInput]) -> list[Prediction]:
         tags = self.info.labels
         sentences = [Sentence(x.tokens, (tags[0],) * len(x.tokens), 0) for x in inputs]
-        enc, logits = self._logits(Split("predict", sentences, Path("<input>"), Head.TOKEN, {"tags": tags}))
+        enc, logits = self._logits(Split("predict", sentences, Path("<input>"), self.info.head, {"tags": tags}))
         predicted = tags_from_logits(enc.meta, logits, tags, [len(x.tokens) for x in inputs])
         return [TagsPrediction(x.tokens, tuple(t)) for x, t in zip(inputs, predicted, strict=True)]
+
+
+@dataclass(frozen=True)
+class HeadPath:
+    """How a :class:`Predictor` predicts for one head: ``predict(predictor, inputs)`` (inputs of the
+    head's type, at least one) and ``sample(n)``, an input of about ``n`` words for warming up."""
+
+    predict: Callable[[Predictor, list], list[Prediction]]
+    sample: Callable[[int], Input]
+
+
+#: The Predictor path of each head (an embedding model's vectors are not predicted here).
+PATHS: PerHead = PerHead("Predictor path", {
+    Head.SEQUENCE: HeadPath(Predictor._by_pairs, lambda n: TextInput(" ".join(["the"] * n))),
+    Head.SPAN: HeadPath(Predictor._answers, lambda n: QAInput("what", " ".join(["what"] * n))),
+    Head.TOKEN: HeadPath(Predictor._tags, lambda n: TokensInput(("the",) * n)),
+})

@@ -7,6 +7,9 @@ what comes out, one pair per head (:class:`~tinyplm.tasks.heads.Head`).
   and its character offsets in the context).
 - ``token``: :class:`TokensInput` (a sentence split into words) -> :class:`TagsPrediction` (one tag
   per word).
+- ``embedding``: :class:`TextInput` (a text alone) -> :class:`VectorPrediction` (the text's vector).
+
+The record class names of each head are its row's ``records`` (:data:`tinyplm.tasks.heads.HEADS`).
 
 File readers (``predict.inputs``, over the readers training uses: ``tasks.readers``) and the HTTP
 API (``serve.api``) build inputs; the writers
@@ -18,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tinyplm.tasks.heads import Head
+from tinyplm.tasks.heads import Head, PerHead
 
 
 @dataclass(frozen=True)
@@ -60,8 +63,9 @@ class TokensInput:
 
 Input = TextInput | QAInput | TokensInput
 
-#: The input type each head takes.
-INPUT_OF: dict[Head, type] = {Head.SEQUENCE: TextInput, Head.SPAN: QAInput, Head.TOKEN: TokensInput}
+#: The input type each head takes (an embedding model reads a text alone: a ``TextInput`` without pair).
+INPUT_OF: PerHead = PerHead("prediction input", {Head.SEQUENCE: TextInput, Head.SPAN: QAInput,
+                                                 Head.TOKEN: TokensInput, Head.EMBEDDING: TextInput})
 
 
 @dataclass(frozen=True)
@@ -119,8 +123,18 @@ class TagsPrediction:
         return {"tokens": list(self.tokens), "tags": list(self.tags)}
 
 
+@dataclass(frozen=True)
+class VectorPrediction:
+    """An embedding model's vector of one text ``(dim,)``."""
+
+    vector: tuple[float, ...]
+
+    def as_dict(self) -> dict:
+        return {"vector": list(self.vector)}
+
+
 def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-Prediction = LabelPrediction | ValuePrediction | AnswerPrediction | TagsPrediction
+Prediction = LabelPrediction | ValuePrediction | AnswerPrediction | TagsPrediction | VectorPrediction

@@ -20,9 +20,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from tinyplm.errors import DataError
-from tinyplm.inference.records import Input, QAInput, TokensInput
+from tinyplm.inference.records import Input, QAInput, TextInput, TokensInput
 from tinyplm.tasks.glue import GLUE_SPECS
-from tinyplm.tasks.heads import Head
+from tinyplm.tasks.heads import Head, PerHead
 from tinyplm.tasks.json_layout import shown
 from tinyplm.tasks.readers.fields import Fields, check_text, record_rows, sequence_rows, text_value
 from tinyplm.tasks.readers.rows import Row, RowError
@@ -67,13 +67,13 @@ def headerless_layout(task: str | None) -> HeaderlessLayout | None:
 
 
 def head_columns(head: Head, text: str | None, pair: str | None) -> Fields:
-    """The fields of a JSON object for ``head``: the user's names, else ``text``/``text_pair``
-    (sequence), ``question``/``context``/``id`` (span) or ``tokens`` (token)."""
-    if head == Head.SPAN:
-        return Fields(text or "question", pair or "context", pair_required=True, id="id")
-    if head == Head.TOKEN:
-        return Fields(text or "tokens")
-    return Fields(text or "text", pair or "text_pair", pair_required=pair is not None)
+    """The fields of a JSON object for ``head``: the user's names, else the head row's ``fields``:
+    ``text``/``text_pair`` (sequence), ``question``/``context``/``id`` (span), ``tokens`` (token),
+    ``text`` (embedding). A head without a second field reads none, whatever ``pair`` says."""
+    own = Head(head).row.fields
+    if own.pair is None:
+        return Fields(text or own.text, id=own.id)
+    return Fields(text or own.text, pair or own.pair, pair_required=own.pair_required or pair is not None, id=own.id)
 
 
 def default_columns(header: Sequence[str], head: Head, task: str | None, text: str | None,
@@ -81,9 +81,10 @@ def default_columns(header: Sequence[str], head: Head, task: str | None, text: s
     """The columns of a table whose header is ``header`` (see the module docstring). Raises
     ``DataError`` at ``where`` when a named column is missing or no known layout is present."""
     found = set(header)
-    if head != Head.SEQUENCE:
+    row = Head(head).row
+    if not row.task_texts:
         cols = head_columns(head, text, pair)
-        if head == Head.TOKEN and text is None and "tokens" not in found and "text" in found:
+        if row.words and text is None and row.fields.text not in found and "text" in found:
             cols = Fields("text")
     elif text is not None:
         cols = Fields(text, pair, pair_required=pair is not None)
@@ -100,23 +101,33 @@ def default_columns(header: Sequence[str], head: Head, task: str | None, text: s
 
 
 def item_rows(rows: Iterable[Row], head: Head, cols: Fields, name: str) -> Iterator[Row]:
-    """``rows`` of records (a table row's dict, a parsed JSON line) as rows of items for ``head``: a
-    sequence model's by the training readers' own :func:`~tinyplm.tasks.readers.fields.sequence_rows`
-    (no label read), a question's or a sentence's by :func:`build_input`."""
-    if head == Head.SEQUENCE:
+    """``rows`` of records (a table row's dict, a parsed JSON line) as rows of items for ``head``: the
+    task's texts by the training readers' own :func:`~tinyplm.tasks.readers.fields.sequence_rows`
+    (no label read), any other head's example by :func:`build_input`."""
+    if Head(head).row.task_texts:
         return sequence_rows(rows, cols, None, name)
     return record_rows(rows, lambda values, line: build_input(head, values, cols))
 
 
 def build_input(head: Head, values: Mapping[str, object], cols: Fields) -> Input:
-    """The question (span) or the sentence (token) ``values`` describe; raises :class:`RowError`."""
-    if head == Head.SPAN:
-        ident = values.get(cols.id) if cols.id else None
-        if ident is not None and not isinstance(ident, str | int):
-            raise RowError(f"'{cols.id}' holds {shown(ident)}, expected a string")
-        return QAInput(text_value(values, cols.text), text_value(values, cols.pair),
-                       None if ident is None else str(ident))
+    """The question (span), the sentence (token) or the text (embedding) ``values`` describe, by the
+    head's entry of :data:`BUILDERS`; raises :class:`RowError`."""
+    return BUILDERS[head](values, cols)
+
+
+def _question(values: Mapping[str, object], cols: Fields) -> QAInput:
+    ident = values.get(cols.id) if cols.id else None
+    if ident is not None and not isinstance(ident, str | int):
+        raise RowError(f"'{cols.id}' holds {shown(ident)}, expected a string")
+    return QAInput(text_value(values, cols.text), text_value(values, cols.pair), None if ident is None else str(ident))
+
+
+def _sentence(values: Mapping[str, object], cols: Fields) -> TokensInput:
     return TokensInput(_words(values, cols.text))
+
+
+def _text(values: Mapping[str, object], cols: Fields) -> TextInput:
+    return TextInput(text_value(values, cols.text))
 
 
 def _words(values: Mapping[str, object], key: str) -> tuple[str, ...]:
@@ -132,3 +143,8 @@ def _words(values: Mapping[str, object], key: str) -> tuple[str, ...]:
             raise RowError(f"'{key}'[{i}] holds {shown(word)}, expected a word (a non-empty string without spaces)")
         check_text(word, f"'{key}'[{i}]")
     return tuple(value)
+
+
+#: One example of a head from a record's values (the task's texts are read by ``sequence_rows``).
+BUILDERS: PerHead = PerHead("input built from a record's fields",
+                            {Head.SPAN: _question, Head.TOKEN: _sentence, Head.EMBEDDING: _text})

@@ -68,7 +68,7 @@ def read_inputs(source: Source, stream: BinaryIO, policy: Policy = PREDICTING) -
     """The rows of ``stream`` in ``source.format`` (see the module docstring), items as prediction
     inputs, bad rows treated as ``policy`` says."""
     lines = decoded_lines(stream)
-    if source.head == Head.SEQUENCE and source.format in (*CONTEXT_FORMATS, "reviews"):
+    if Head(source.head).row.task_texts and source.format in (*CONTEXT_FORMATS, "reviews"):
         cleanup = text_cleanup(canonical(source.task or ""))
         if source.format == "reviews":
             rows = _read_reviews(source, lines, cleanup)
@@ -100,7 +100,7 @@ def as_input(item: object) -> object:
 
 def _read_rows(source: Source, lines: Iterable[Line]) -> Iterator[Row]:
     if source.format == "text":
-        return read_text_lines(lines, source.name, words=source.head == Head.TOKEN)
+        return read_text_lines(lines, source.name, words=Head(source.head).row.words)
     if source.format == "conll":
         return conll_rows(lines, source.name, None)
     if source.format == "jsonl":
@@ -118,9 +118,9 @@ def _read_reviews(source: Source, lines: Iterable[Line], cleanup) -> Iterator[Ro
 
 
 def _read_jsonl(source: Source, lines: Iterable[Line]) -> Iterator[Row]:
-    """JSON lines: objects, or (but for a question) a bare string as the text."""
+    """JSON lines: objects, or (where an example is one text: not a question) a bare string as the text."""
     cols = head_columns(source.head, source.text_column, source.pair_column)
     rows = read_json_lines(lines, source.name)
-    if source.head != Head.SPAN:
+    if not Head(source.head).row.fields.pair_required:
         rows = (replace(r, item={cols.text: r.item}) if isinstance(r.item, str) else r for r in rows)
     return item_rows(rows, source.head, cols, source.name)

@@ -56,16 +56,17 @@ def detect_format(path: str, head: Head, asked: str | None = None, task: str | N
         raise TinyplmError(f"--input-format: expected one of {', '.join(FORMATS)}, got {asked!r}")
     if asked is None and task == REVIEWS_TASK and Path(path).suffix.lower() in JSON_SUFFIXES:
         return "reviews"
-    if asked == "reviews" and head != Head.SEQUENCE:
+    row = Head(head).row
+    if asked == "reviews" and not row.task_texts:
         raise TinyplmError(f"{path}: reviews (one JSON object per review, its review_sentences) are for sentence "
                            f"classifiers; this model has a {head} head")
     fmt = asked or format_of(path)
-    if asked is None and fmt == "text" and head == Head.TOKEN and path != STDIN and _starts_docstart(Path(path)):
+    if asked is None and fmt == "text" and row.words and path != STDIN and _starts_docstart(Path(path)):
         fmt = "conll"
-    if head == Head.SPAN and fmt in ("text", "conll"):
+    if row.fields.pair_required and fmt in ("text", "conll"):  # one text per example: no room for two fields
         raise TinyplmError(f"{path}: a question-answering model needs a question and a context per example: give "
                            "CSV/TSV/JSON lines with question and context columns, or the official SQuAD JSON")
-    if fmt == "squad" and head != Head.SPAN:
+    if fmt == "squad" and not row.windows:
         raise TinyplmError(f"{path}: SQuAD JSON is for question-answering models; this one has a {head} head "
                            "(JSON lines: --input-format jsonl)")
     return fmt

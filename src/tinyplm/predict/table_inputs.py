@@ -54,7 +54,7 @@ def _columns(source: Source, names: list[str], has_header: bool, line: int) -> F
     text, pair = source.text_column, source.pair_column
     if not has_header:  # a column number names the column of that place
         text, pair = (_numbered(names, given, where) for given in (text, pair))
-    if not has_header and text is None and source.head == Head.SEQUENCE:
+    if not has_header and text is None and Head(source.head).row.task_texts:
         layout = headerless_layout(source.task)
         if layout is not None and names == list(layout.columns):
             text = layout.text

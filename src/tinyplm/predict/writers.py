@@ -23,7 +23,7 @@ from tinyplm.errors import TinyplmError
 from tinyplm.inference.model_info import ModelInfo
 from tinyplm.inference.records import Prediction
 from tinyplm.predict.sources import Row
-from tinyplm.tasks.heads import Head
+from tinyplm.tasks.heads import Head, PerHead
 
 OUTPUT_FORMATS = ("jsonl", "csv", "tsv")
 
@@ -48,13 +48,21 @@ def record(row: Row, pred: Prediction) -> dict:
 def columns(info: ModelInfo, with_line: bool = True, keys: tuple[str, ...] = ()) -> list[str]:
     """The CSV/TSV columns for ``info``'s head (``keys``: the inputs' key fields, after ``line``)."""
     first = (["line"] if with_line else []) + list(keys)
-    if info.head == Head.SPAN:
-        return [*first, "id", "answer", "start", "end", "score", "null_score"]
-    if info.head == Head.TOKEN:
-        return [*first, "tokens", "tags"]
+    return [*first, *COLUMNS[info.head](info)]
+
+
+def _label_columns(info: ModelInfo) -> list[str]:
     if info.is_regression:
-        return [*first, "value"]
-    return [*first, "label", "label_id", *(f"score_{label}" for label in info.labels)]
+        return ["value"]
+    return ["label", "label_id", *(f"score_{label}" for label in info.labels)]
+
+
+#: The prediction's own CSV/TSV columns for each head (a vector has none: write it as JSON lines).
+COLUMNS: PerHead = PerHead("CSV/TSV columns", {
+    Head.SEQUENCE: _label_columns,
+    Head.SPAN: lambda info: ["id", "answer", "start", "end", "score", "null_score"],
+    Head.TOKEN: lambda info: ["tokens", "tags"],
+})
 
 
 def flat(row: Row, pred: Prediction) -> dict:

@@ -5,7 +5,8 @@ the example's fields follow the head:
 
 - sequence: ``text`` and, for pair tasks, ``text_pair``;
 - span: ``question``, ``context`` and an optional ``id`` (echoed back);
-- token: ``tokens`` (a list of words) or ``text`` (split on whitespace).
+- token: ``tokens`` (a list of words) or ``text`` (split on whitespace);
+- embedding: ``text``.
 
 Validation is pydantic in strict mode (a number is not a text) with unknown fields refused, so a
 typo is named rather than ignored. Every rule is a JSON Schema keyword, so the OpenAPI document
@@ -21,13 +22,14 @@ the 4xx body.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError, model_validator
 
 from tinyplm.inference.records import Input, QAInput, TextInput, TokensInput
-from tinyplm.tasks.heads import Head
+from tinyplm.tasks.heads import Head, PerHead
 from tinyplm.tasks.json_layout import EXPECTED, json_path, shown
 
 ONE, BATCH = "one", "batch"
@@ -73,37 +75,43 @@ def _exactly_one_of(*names: str):
 
 
 def _example_model(head: Head, limits: Limits) -> type[BaseModel]:
-    """The pydantic model of one example for ``head``."""
+    """The pydantic model of one example for ``head`` (its entry of :data:`WIRES`)."""
     Text = Annotated[str, Field(min_length=1, max_length=limits.max_chars, pattern=TEXT_PATTERN)]
     Word = Annotated[str, Field(min_length=1, max_length=limits.max_chars, pattern=WORD_PATTERN)]
+    return WIRES[head].example(Text, Word, limits)
 
-    if head == Head.SPAN:
-        class QuestionExample(_Strict):
-            """A question on a context."""
 
-            question: Text
-            context: Text
-            id: str | None = None
+def _question_example(Text: Any, Word: Any, limits: Limits) -> type[BaseModel]:
+    class QuestionExample(_Strict):
+        """A question on a context."""
 
-        return QuestionExample
-    if head == Head.TOKEN:
-        class SentenceExample(_Strict):
-            """A sentence: its words (``tokens``), or a text split on whitespace (``text``); exactly one."""
+        question: Text
+        context: Text
+        id: str | None = None
 
-            model_config = ConfigDict(json_schema_extra=_exactly_one_of("tokens", "text"))
+    return QuestionExample
 
-            # not ``X | None``: an explicit null is refused, as the schema says (None is only the default)
-            tokens: Annotated[list[Word], Field(min_length=1, max_length=limits.max_chars)] = None
-            text: Text = None
 
-            @model_validator(mode="after")
-            def _one_of(self):
-                if (self.tokens is None) == (self.text is None):
-                    raise ValueError("give either 'tokens' (a list of words) or 'text'")
-                return self
+def _sentence_example(Text: Any, Word: Any, limits: Limits) -> type[BaseModel]:
+    class SentenceExample(_Strict):
+        """A sentence: its words (``tokens``), or a text split on whitespace (``text``); exactly one."""
 
-        return SentenceExample
+        model_config = ConfigDict(json_schema_extra=_exactly_one_of("tokens", "text"))
 
+        # not ``X | None``: an explicit null is refused, as the schema says (None is only the default)
+        tokens: Annotated[list[Word], Field(min_length=1, max_length=limits.max_chars)] = None
+        text: Text = None
+
+        @model_validator(mode="after")
+        def _one_of(self):
+            if (self.tokens is None) == (self.text is None):
+                raise ValueError("give either 'tokens' (a list of words) or 'text'")
+            return self
+
+    return SentenceExample
+
+
+def _text_example(Text: Any, Word: Any, limits: Limits) -> type[BaseModel]:
     class TextExample(_Strict):
         """A text, and the second text for pair tasks."""
 
@@ -111,6 +119,15 @@ def _example_model(head: Head, limits: Limits) -> type[BaseModel]:
         text_pair: Text | None = None
 
     return TextExample
+
+
+def _single_text_example(Text: Any, Word: Any, limits: Limits) -> type[BaseModel]:
+    class SingleTextExample(_Strict):
+        """A text (an embedding model reads one text alone)."""
+
+        text: Text
+
+    return SingleTextExample
 
 
 def request_type(head: Head, limits: Limits) -> Any:
@@ -156,11 +173,8 @@ def to_inputs(head: Head, body: BaseModel) -> tuple[list[Input], bool]:
     """(the inputs of a validated body, whether it was a list)."""
     many = hasattr(body, "inputs")
     examples = body.inputs if many else [body]
-    if head == Head.SPAN:
-        return [QAInput(x.question, x.context, x.id) for x in examples], many
-    if head == Head.TOKEN:
-        return [TokensInput(tuple(x.tokens) if x.tokens is not None else tuple(x.text.split())) for x in examples], many
-    return [TextInput(x.text, x.text_pair) for x in examples], many
+    to_input = WIRES[head].to_input
+    return [to_input(x) for x in examples], many
 
 
 def problems(errors: list[dict]) -> list[dict]:
@@ -200,3 +214,23 @@ def _expected(err: dict) -> str:
     if kind in EXPECTED:
         return EXPECTED[kind].removeprefix("expected ")
     return err.get("msg", "a valid value").removeprefix("Value error, ")
+
+
+@dataclass(frozen=True)
+class Wire:
+    """One head's ``/predict`` example: ``example(Text, Word, limits)`` builds its pydantic model
+    (``Text``, ``Word``: the constrained string types of the server's limits) and ``to_input`` turns
+    a validated example into the predictor's input."""
+
+    example: Callable[[Any, Any, Limits], type[BaseModel]]
+    to_input: Callable[[Any], Input]
+
+
+#: Each head's request example and its input (the fields are its row's ``fields``).
+WIRES: PerHead = PerHead("request example", {
+    Head.SEQUENCE: Wire(_text_example, lambda x: TextInput(x.text, x.text_pair)),
+    Head.SPAN: Wire(_question_example, lambda x: QAInput(x.question, x.context, x.id)),
+    Head.TOKEN: Wire(_sentence_example,
+                     lambda x: TokensInput(tuple(x.tokens) if x.tokens is not None else tuple(x.text.split()))),
+    Head.EMBEDDING: Wire(_single_text_example, lambda x: TextInput(x.text)),
+})

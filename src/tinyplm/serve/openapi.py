@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
 from tinyplm.serve.api import Limits
-from tinyplm.tasks.heads import Head
+from tinyplm.tasks.heads import Head, PerHead
 
 #: Where component schemas live in the document.
 REF = "#/components/schemas/{model}"
@@ -123,13 +123,24 @@ class TagPrediction(BaseModel):
     tags: list[str]
 
 
+class VectorPrediction(BaseModel):
+    """A text's vector."""
+
+    vector: list[float]
+
+
+#: The prediction schema of each head: regression -> its pydantic model.
+PREDICTION_TYPES: PerHead = PerHead("prediction schema", {
+    Head.SEQUENCE: lambda regression: ValuePrediction if regression else ClassPrediction,
+    Head.SPAN: lambda regression: SpanPrediction,
+    Head.TOKEN: lambda regression: TagPrediction,
+    Head.EMBEDDING: lambda regression: VectorPrediction,
+})
+
+
 def prediction_type(head: Head, regression: bool) -> type[BaseModel]:
     """The schema of one prediction of a model with ``head``."""
-    if head == Head.SPAN:
-        return SpanPrediction
-    if head == Head.TOKEN:
-        return TagPrediction
-    return ValuePrediction if regression else ClassPrediction
+    return PREDICTION_TYPES[head](regression)
 
 
 def _answers(prediction: type[BaseModel]) -> Any:
