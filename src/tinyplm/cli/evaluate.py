@@ -59,7 +59,7 @@ def evaluate_cmd(
                                      "context_sentences": context_sentences, "context_after": context_after}},
                            source="command line").task
     data = load_task(spec)
-    if predictions is not None and data.head != Head.SPAN:
+    if predictions is not None and not Head(data.head).row.windows:
         raise TinyplmError(f"--predictions writes SQuAD answers; task {data.task} has a {data.head} head")
     model, tok = load_classifier(model_dir, data.labels, data.is_regression, data.head)
     evals = encode_evals(data, tok, max_length)

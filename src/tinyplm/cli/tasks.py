@@ -27,6 +27,7 @@ def tasks_cmd(data_dir: Annotated[str | None, typer.Option(
         t = tasks.get(name, data_dir)
         present = t.data_present()
         shown = ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in present.items())
-        labels = "answer span in the context" if t.head == Head.SPAN else ", ".join(t.labels) or "regression"
+        row = Head(t.head).row  # a head whose outputs the labels do not name shows what its labels are
+        labels = (", ".join(t.labels) or "regression") if row.named_by_labels else str(row.labels)
         table.add_row(name, ", ".join(t.metrics), labels, shown)
     out.print(table)

@@ -65,14 +65,17 @@ def preflight(cfg: RunConfig) -> Preflight:
                               "cannot take; drop teacher_layers (a 'shape' from scratch, optionally "
                               "word_embeddings: true) or use arch of the teacher's family")
     archs = model_cfg.get("architectures") or []
-    needs_head = not cfg.students or any(st.teacher == "finetuned" for _, st in stages)
-    suffix = Head(data.head).auto_suffix
+    row = Head(data.head).row
+    # a head without a task class of its own (embedding) needs no trained head on the teacher
+    finetuned = not cfg.students or any(st.teacher == "finetuned" for _, st in stages)
+    needs_head = row.auto_suffix is not None and finetuned
+    suffix = row.auto_suffix
     if needs_head and cfg.teacher.finetune is None and not any(suffix in a for a in archs):
         raise ModelError(
             f"{src}: has no {data.head} head ({suffix}) for task '{data.task}'; add a teacher.finetune section "
             "to the recipe to fine-tune it first"
         )
-    if Head(data.head).per_position and any(st.data == "augmented" for _, st in stages):
+    if row.per_position and any(st.data == "augmented" for _, st in stages):
         raise RecipeError(f"data: augmented (TinyBERT word replacement) is for sentence tasks; task '{data.task}' "
                           f"has a {data.head} head whose labels are tied to word positions")
     teacher = _Teacher(src, int(model_cfg["vocab_size"]), tok)
@@ -258,7 +261,7 @@ def _check_families(cfg: RunConfig, data: TaskData) -> None:
         if fam is None:
             continue
         where = f"student {student_name(spec)}"
-        if data.is_regression or data.head != Head.SEQUENCE:
+        if data.is_regression or not Head(data.head).row.classic:
             kind = "regression" if data.is_regression else f"a {data.head} task"
             raise RecipeError(f"{where}: classic students classify sentences; task {data.task} is {kind}")
         if fam.corpus_needed:  # word vectors or a biLM trained here, on its own corpus or the recipe's
