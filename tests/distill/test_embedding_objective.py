@@ -221,8 +221,9 @@ def test_similarity_only_objective_needs_no_projection_to_reach_zero() -> None:
 def test_check_runs_the_student_once_and_restores_its_mode() -> None:
     objective = EmbeddingObjective(12, 24)
     student = BagStudent().train()
+    student.emb.eval()  # a part kept in eval mode stays so
     objective.check(student, None)
-    assert student.training
+    assert student.training and not student.emb.training
     with pytest.raises(ValueError, match=r"\(batch, dim\) tensor; for a batch of 2 it gave shape \(2, 4, 12\)"):
         objective.check(PerTokenStudent(), None)
     with pytest.raises(ValueError, match="got a tuple"):

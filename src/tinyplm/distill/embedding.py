@@ -168,19 +168,21 @@ class EmbeddingObjective(nn.Module):
         self.proj = make_projection(student_dim, teacher_dim)
 
     def check(self, model: nn.Module, teacher: nn.Module | None) -> None:
-        """Run ``model`` once, without gradients and in eval mode (its mode is restored after), on a
-        probe batch of :data:`PROBE_SHAPE` token ids 0 (every token attended); raise ``ValueError``
-        unless it answers with a ``(rows, student_dim)`` tensor. ``teacher`` is not used."""
+        """Run ``model`` once, without gradients and in eval mode (each submodule's mode is restored
+        after), on a probe batch of :data:`PROBE_SHAPE` token ids 0 (every token attended); raise
+        ``ValueError`` unless it answers with a ``(rows, student_dim)`` tensor. ``teacher`` is not
+        used."""
         device = next((p.device for p in model.parameters()), torch.device("cpu"))
         ids = torch.zeros(PROBE_SHAPE, dtype=torch.long, device=device)
         probe = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
-        was_training = model.training
+        modes = [(m, m.training) for m in model.modules()]  # restored one by one: a part may be frozen in eval
         model.eval()
         try:
             with torch.no_grad():
                 out = model(**probe)
         finally:
-            model.train(was_training)
+            for module, training in modes:
+                module.training = training
         self.vectors_of(out, PROBE_SHAPE[0])
 
     def vectors_of(self, out: Any, rows: int) -> torch.Tensor:
