@@ -2,13 +2,15 @@
 
     python benchmarks/serve_load.py runs/sst2_demo/model runs/sst2_demo/teacher --requests 2000
 
-For the served model (and the teacher, when a second MODEL_DIR is given), each served twice in
-turn: with batching (``--max-batch 32``; adaptive: a request that finds the model free runs at once,
-see :mod:`tinyplm.serve.batcher`) and without (``--max-batch 1``: one forward pass per request, the
-naive baseline). Each server is a ``tinyplm serve`` subprocess on a
-free loopback port; the script waits for ``/ready``, then drives it with ``--requests`` requests
+For the served model (and the teacher, when a second MODEL_DIR is given), two servers at once:
+with batching (``--max-batch 32``; adaptive: a request that finds the model free runs at once, see
+:mod:`tinyplm.serve.batcher`) and without (``--max-batch 1``: one forward pass per request, the
+naive baseline). Each server is a ``tinyplm serve`` subprocess on a free loopback port; the script
+waits for ``/ready`` on both, then drives them with ``--requests`` requests per level and server
 (one SST-2 dev sentence each, read with the sst2 task reader) from 1, 8, 32 and 128 concurrent
-clients, and reports per level: requests/s, sentences/s, p50/p95/p99 latency, non-2xx responses,
+clients, in ``--rounds`` alternating rounds (batched, unbatched, unbatched, batched, ...: both sides
+see the same drift of this shared machine; each round's sentences/s are kept), and reports per
+level, over its rounds: requests/s, sentences/s, p50/p95/p99 latency, non-2xx responses,
 requests without an answer, and the CPU the server and this load generator used (in cores: they
 share this machine). For the served model, each request's time is split (from the server's
 ``Server-Timing`` header) into queueing, inference of its batch, the rest of its time in the app
@@ -38,6 +40,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -71,22 +74,50 @@ def level_stats(records: list[Record], seconds: float, server_cpu: float, client
     return out
 
 
-def run_levels(server: Server, texts: list[str], levels: list[int], requests: int, breakdown: bool) -> list[dict]:
-    """Each concurrency level in turn, after an untimed warm-up of a few requests per connection."""
-    out = []
+@dataclass
+class Round:
+    """One round of one server at one concurrency level: its records and what it cost."""
+
+    records: list[Record]
+    seconds: float
+    server_cpu: float
+    client_cpu: float
+
+
+def timed_round(server: Server, texts: list[str], requests: int, concurrency: int) -> Round:
+    """``requests`` requests from ``concurrency`` clients, after an untimed warm-up of a few requests
+    per connection."""
+    marks: dict = {}
+
+    def mark() -> None:  # after the warm-up: the timed part starts here
+        marks.update(cpu=server.cpu_seconds(), client=time.process_time(), start=time.perf_counter())
+
+    records = asyncio.run(drive(server.url, texts, requests, concurrency, warm_up=4 * concurrency,
+                                on_start=mark, api_key=server.api_key))
+    return Round(records, time.perf_counter() - marks["start"], server.cpu_seconds() - marks["cpu"],
+                 time.process_time() - marks["client"])
+
+
+def paired_levels(servers: dict[bool, Server], texts: list[str], levels: list[int], requests: int,
+                  rounds: int) -> dict[bool, list[dict]]:
+    """Each concurrency level on every server in ``rounds`` alternating rounds (batched then
+    unbatched, then the other way round, ...), ``requests`` in all per server and level: the two
+    servers share this machine's cores with whatever else runs on it, so a drift of its speed falls
+    on both sides alike instead of on whichever server happened to run then. A level's figures pool
+    its rounds; ``round_sentences_per_s`` keeps each round's."""
+    out: dict[bool, list[dict]] = {b: [] for b in servers}
+    each = -(-requests // rounds)
     for concurrency in levels:
-        marks: dict = {}
-
-        def mark(marks: dict = marks) -> None:  # after the warm-up: the timed part starts here
-            marks.update(cpu=server.cpu_seconds(), client=time.process_time(), start=time.perf_counter())
-
-        records = asyncio.run(drive(server.url, texts, requests, concurrency, warm_up=4 * concurrency,
-                                    on_start=mark, api_key=server.api_key))
-        seconds = time.perf_counter() - marks["start"]
-        cpu0, client0 = marks["cpu"], marks["client"]
-        stats = level_stats(records, seconds, server.cpu_seconds() - cpu0, time.process_time() - client0, breakdown)
-        print(json.dumps({"concurrency": concurrency, **stats}), file=sys.stderr, flush=True)
-        out.append({"concurrency": concurrency, **stats})
+        done: dict[bool, list[Round]] = {b: [] for b in servers}
+        for r in range(rounds):
+            for batching in (list(servers) if r % 2 == 0 else list(servers)[::-1]):
+                done[batching].append(timed_round(servers[batching], texts, each, concurrency))
+        for batching, parts in done.items():
+            stats = level_stats([x for p in parts for x in p.records], sum(p.seconds for p in parts),
+                                sum(p.server_cpu for p in parts), sum(p.client_cpu for p in parts), breakdown=True)
+            stats["round_sentences_per_s"] = [round(len(p.records) / p.seconds, 1) for p in parts]
+            print(json.dumps({"batching": batching, "concurrency": concurrency, **stats}), file=sys.stderr, flush=True)
+            out[batching].append({"concurrency": concurrency, **stats})
     return out
 
 
@@ -190,18 +221,23 @@ def server_args(args, max_batch: int) -> list[str]:
 
 
 def serve_runs(name: str, model: str, texts: list[str], args) -> tuple[list[dict], list[str | None]]:
-    """The model served with and without batching, every level; -> (runs, serve's dev labels)."""
-    runs, labels = [], []
-    for batching in (True, False):
-        max_batch = args.max_batch if batching else 1
-        print(f"# {name}: {model}, max batch {max_batch}", file=sys.stderr, flush=True)
-        server = Server(model, server_args(args, max_batch), args.api_key)
-        server.wait_ready()
-        levels = run_levels(server, texts, args.levels, args.requests, breakdown=True)
-        if batching:  # every dev sentence once, to compare serve's labels with evaluate's
-            labels = [r.label for r in asyncio.run(drive(server.url, texts, len(texts), 32, api_key=server.api_key))]
-        runs.append({"model": name, "model_dir": model, "batching": batching, "max_batch": max_batch,
-                     "levels": levels, "stop": server.stop()})
+    """The model served with and without batching, both servers up at once and every level measured
+    on them in alternating rounds (:func:`paired_levels`); -> (runs, serve's dev labels)."""
+    print(f"# {name}: {model}, max batch {args.max_batch} and 1, {args.rounds} alternating rounds", file=sys.stderr,
+          flush=True)
+    servers = {batching: Server(model, server_args(args, args.max_batch if batching else 1), args.api_key)
+               for batching in (True, False)}
+    try:
+        for server in servers.values():
+            server.wait_ready()
+        levels = paired_levels(servers, texts, args.levels, args.requests, args.rounds)
+        # every dev sentence once through the batching server, to compare serve's labels with evaluate's
+        labels = [r.label for r in asyncio.run(drive(servers[True].url, texts, len(texts), 32,
+                                                     api_key=servers[True].api_key))]
+    finally:
+        stopped = {batching: server.stop() for batching, server in servers.items()}
+    runs = [{"model": name, "model_dir": model, "batching": batching, "max_batch": args.max_batch if batching else 1,
+             "levels": levels[batching], "stop": stopped[batching]} for batching in (True, False)]
     return runs, labels
 
 
@@ -240,7 +276,9 @@ def checks(runs: list[dict], result: dict) -> dict:
 def main() -> None:
     p = harness.parser(__doc__, out=harness.REPO / "runs" / "serve_load")
     p.add_argument("model_dirs", nargs="+", help="the served model, then optionally the teacher (model or run dirs)")
-    p.add_argument("--requests", type=int, default=1000, help="requests per concurrency level and server")
+    p.add_argument("--requests", type=int, default=3000, help="requests per concurrency level and server")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="alternating rounds per level that share the requests (batched and unbatched in turn)")
     p.add_argument("--levels", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8, 32, 128],
                    help="concurrency levels, comma-separated (default 1,8,32,128)")
     p.add_argument("--max-batch", type=int, default=32)

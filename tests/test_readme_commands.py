@@ -194,6 +194,9 @@ DOC_LINES: dict[str, Way] = {
     "python benchmarks/serve_load.py runs/sst2_demo/model runs/sst2_demo/teacher": Way(
         None, "cheap check only: the run behind docs/results/serve-load.md (minutes of load on four servers); "
         "tests/serve/test_serve_process.py runs its flood and SIGTERM checks on a tiny model"),
+    "python benchmarks/warm_shapes.py runs/sst2_demo/model": Way(
+        "test_warm_shapes_line", "on the tiny demo run's model/, 20 sentences and 2 rounds",
+        add=("--sentences", "20", "--rounds", "2", "--max-batch", "4")),
     "python benchmarks/pretrain_objectives.py --budget-minutes 10": Way(
         None, "cheap check only: pre-trains one model per objective, then fine-tunes each on two tasks"),
     "tinyplm predict runs/sst2_demo --input reviews.txt --output predictions.jsonl": Way(
@@ -847,6 +850,17 @@ def test_predict_line(world: World, demo_run: Path) -> None:
     preds = [json.loads(x) for x in (world.cwd / "predictions.jsonl").read_text().splitlines()]
     assert [p["line"] for p in preds] == list(range(1, 21)) and all(p["label"] in p["scores"] for p in preds)
     assert "max length 64" in result.stderr  # the demo recipe's task.max_length
+
+
+@pytest.mark.slow
+def test_warm_shapes_line(world: World, demo_run: Path) -> None:
+    """warm_shapes on the demo run's model: both copies timed in every round, the batch-1 copy warmed on
+    fewer shapes than the copy warmed at every batch; the JSON's path is the last line."""
+    stdout = ok(run_line("python benchmarks/warm_shapes.py runs/sst2_demo/model", world))
+    result = json.loads(Path(stdout.strip().splitlines()[-1]).read_text(encoding="utf-8"))
+    assert result["shapes_warmed"]["batch_1_only"] < result["shapes_warmed"]["every_batch"]
+    assert all(len(v) == 2 and min(v) > 0 for v in result["ms_per_pass_rounds"].values())
+    assert 0 < result["sentences"] <= 20  # the tiny world's dev split may hold fewer
 
 
 def test_world_is_laid_out_like_the_repository(world: World) -> None:

@@ -45,3 +45,21 @@ def test_a_port_in_use_is_named(tmp_path: Path) -> None:
         port = taken.getsockname()[1]
         result = cli(["serve", model, "--port", str(port)], cwd=tmp_path)
     assert_bad_input(result, f"cannot listen on 127.0.0.1:{port}", "--port")
+
+
+def test_serve_runs_measure_both_servers_in_alternating_rounds(tmp_path: Path) -> None:
+    """Both servers are up at once and each level is measured on both in alternating rounds: each
+    run's level pools its rounds' requests, keeps each round's sentences/s, and both servers stop
+    with exit 0; serve's labels cover every text once."""
+    model = make_tiny_model_dir(tmp_path / "m")
+    texts = sentences(24)
+    args = argparse.Namespace(**vars(ARGS), levels=[1, 4], requests=30, rounds=3, api_key=None, streams=None)
+    runs, labels = bench.serve_runs("model", str(model), texts, args)
+    assert [r["batching"] for r in runs] == [True, False] and [r["max_batch"] for r in runs] == [8, 1]
+    for run in runs:
+        assert run["stop"]["exit_code"] == 0
+        assert [lv["concurrency"] for lv in run["levels"]] == [1, 4]
+        for level in run["levels"]:
+            assert level["requests"] == 30 and level["non_2xx"] == 0 and level["no_answer"] == 0
+            assert len(level["round_sentences_per_s"]) == 3 and min(level["round_sentences_per_s"]) > 0
+    assert len(labels) == len(texts) and all(label is not None for label in labels)
