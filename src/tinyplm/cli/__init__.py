@@ -6,8 +6,8 @@ them; ``main`` is the entry point."""
 # The import order is the order of the commands in --help.
 # isort: off
 from tinyplm.cli import (  # noqa: F401
-    run, finetune, distill, evaluate, bench, report, tasks, probe, heads, fit_mlm_head, augment, tokenizer, pretrain,
-    export, predict, serve, sweep,
+    run, finetune, distill, evaluate, embed, bench, report, tasks, probe, heads, fit_mlm_head, augment, tokenizer,
+    pretrain, export, predict, serve, sweep,
 )
 # isort: on
 from tinyplm.cli.app import app, main

@@ -1,0 +1,69 @@
+"""load_embedder: either kind of embedding model dir loads as a texts -> vectors callable equal to
+its own encoder's; anything else is refused naming the dir and what was expected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import WORDS, make_tiny_model_dir
+from helpers_embedding import make_sentence_dir, make_static_dir
+from tinyplm.errors import ModelError, TinyplmError
+from tinyplm.models.embedder import EmbedderKind, load_embedder
+
+TEXTS = ["the movie was good", "", "a bad plot but a great actor " * 5, "love it"]
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory) -> dict[EmbedderKind, Path]:
+    root = tmp_path_factory.mktemp("embedders")
+    return {EmbedderKind.TRANSFORMER: make_sentence_dir(root / "sentence"),
+            EmbedderKind.STATIC: make_static_dir(root / "static")}
+
+
+@pytest.mark.parametrize("kind", list(EmbedderKind))
+def test_each_kind_loads_and_embeds_unit_vectors_in_input_order(dirs, kind):
+    embedder = load_embedder(dirs[kind])
+    assert embedder.kind is kind
+    vectors = embedder.embed(TEXTS)
+    assert vectors.shape == (len(TEXTS), embedder.dim) and vectors.dtype == np.float32
+    norms = np.linalg.norm(vectors, axis=1)
+    assert np.allclose(norms[norms > 0], 1.0, atol=1e-5)  # both tiny models normalise
+    one_by_one = np.stack([embedder.embed([t])[0] for t in TEXTS])
+    assert np.allclose(vectors, one_by_one, atol=1e-5)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(st.lists(st.sampled_from(WORDS), max_size=30).map(" ".join), max_size=12),
+       batch=st.integers(1, 5))
+def test_transformer_vectors_do_not_depend_on_the_batch(dirs, texts, batch):
+    """Length-sorted batches of any size give each text the vector it gets alone."""
+    embedder = load_embedder(dirs[EmbedderKind.TRANSFORMER], batch_size=batch)
+    vectors = embedder.embed(texts)
+    assert vectors.shape == (len(texts), embedder.dim)
+    for i, text in enumerate(texts[:3]):
+        assert np.allclose(vectors[i], embedder.embed([text])[0], atol=1e-5)
+
+
+def test_max_length_cuts_the_texts(dirs):
+    long = " ".join(WORDS * 3)
+    short = load_embedder(dirs[EmbedderKind.TRANSFORMER], max_length=6).embed([long])
+    full = load_embedder(dirs[EmbedderKind.TRANSFORMER]).embed([long])
+    assert not np.allclose(short, full)
+
+
+def test_a_classifier_dir_is_refused_naming_what_was_expected(tmp_path):
+    path = make_tiny_model_dir(tmp_path / "classifier")
+    with pytest.raises(ModelError, match="not an embedding model: expected modules.json"):
+        load_embedder(path)
+
+
+def test_bad_settings_are_refused_before_loading(dirs):
+    with pytest.raises(TinyplmError, match="max_length must be at least 1"):
+        load_embedder(dirs[EmbedderKind.STATIC], max_length=0)
+    with pytest.raises(TinyplmError, match="batch_size must be at least 1"):
+        load_embedder(dirs[EmbedderKind.STATIC], batch_size=0)
