@@ -15,7 +15,7 @@ from tinyplm.tasks.heads import Head
 
 
 def test_heads_are_the_recipe_names() -> None:
-    assert [h.value for h in Head] == ["sequence", "span", "token"]
+    assert [h.value for h in Head] == ["sequence", "span", "token", "embedding"]
     assert Head("span") is Head.SPAN and Head.SPAN == "span"  # results.json and recipes keep plain names
     with pytest.raises(ValueError):
         Head("regression")

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from tinyplm.errors import ModelError
+from tinyplm.tasks.heads import Head
 
 ONNX_FILE = "model.onnx"
 FORMAT_KEY = "tinyplm_format"
@@ -63,8 +64,8 @@ def export_onnx(model: torch.nn.Module, path: Path, seq_len: int = 16) -> Path:
     mask[1, seq_len // 2:] = 0  # padding in the sample: an all-ones mask lets transformers skip masking,
     sample = (ids, mask, torch.zeros_like(ids))  # and the trace would then ignore padding for good
     axes = {name: {0: "batch", 1: "sequence"} for name in INPUTS}
-    per_token = any(a.endswith(("ForQuestionAnswering", "ForTokenClassification"))
-                    for a in (getattr(model.config, "architectures", None) or [type(model).__name__]))
+    names = getattr(model.config, "architectures", None) or [type(model).__name__]
+    per_token = Head.of_architectures(names).per_position
     axes["logits"] = {0: "batch", 1: "sequence"} if per_token else {0: "batch"}
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     attn = getattr(model.config, "_attn_implementation", None)

@@ -20,6 +20,7 @@ from tinyplm.errors import ModelError
 from tinyplm.models.classic.config import MODEL_TYPE, STATIC_ARCHS, TEACHER_TOKENIZED, FamilyConfig
 from tinyplm.models.classic.words import TOKENIZER_FILE, WordTokenizer
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
+from tinyplm.tasks.heads import head_of_name
 
 WEIGHTS = "model.safetensors"
 
@@ -95,7 +96,7 @@ def load_family(path: Path, labels: tuple[str, ...], is_regression: bool = False
     from safetensors.torch import load_file
 
     path = Path(path)
-    if str(head) != "sequence" or is_regression:
+    if not head_of_name(str(head)).row.classic or is_regression:
         raise ModelError(f"{path}: a classic student classifies sentences; this task needs a {head} "
                          f"{'regression ' if is_regression else ''}head")
     try:
