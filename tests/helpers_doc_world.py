@@ -26,6 +26,7 @@ from pathlib import Path
 
 from conftest import FILLER, NEGATIVE, POSITIVE, REPO, WORDS, make_tiny_glue, make_tiny_model_dir, tiny_vocab
 from helpers_cli import Result, cli
+from helpers_embedding import make_sentence_dir
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,8 @@ class World:
 
     @classmethod
     def placeholder(cls) -> World:
-        return cls(Path("main"), Path("shared/data"), {"teacher": "<teacher>", "data": "<data>"})
+        return cls(Path("main"), Path("shared/data"), {"teacher": "<teacher>", "data": "<data>",
+                                                        "embedder": "<embedder>"})
 
 
 def make_world(root: Path) -> World:
@@ -51,7 +53,8 @@ def make_world(root: Path) -> World:
     (cwd / "recipes").symlink_to(REPO / "recipes", target_is_directory=True)
     write_tiny_data(data)
     teacher = make_tiny_teacher(root / "models" / "tiny-teacher")
-    return World(cwd, data, {"teacher": str(teacher), "data": str(data)})
+    embedder = make_sentence_dir(root / "models" / "tiny-embedder")
+    return World(cwd, data, {"teacher": str(teacher), "data": str(data), "embedder": str(embedder)})
 
 
 def run_program(words: list[str], world: World) -> Result:
@@ -118,7 +121,7 @@ def sentence(rng: random.Random, label: int) -> str:
 
 
 def write_tiny_data(data: Path, seed: int = 0) -> None:
-    """SST-2, RTE and MRPC (GLUE TSVs with the official headers), SQuAD v1.1 train and dev,
+    """SST-2, RTE, MRPC and STS-B (GLUE TSVs with the official headers), SQuAD v1.1 train and dev,
     CoNLL-2003 train/valid/test and a corpus with books/ and wikitext/, all under ``data``."""
     rng = random.Random(seed)
     make_tiny_glue(data / "glue", n_train=64, n_dev=16, seed=seed)
@@ -133,6 +136,12 @@ def write_tiny_data(data: Path, seed: int = 0) -> None:
             y = rng.randint(0, 1)
             rows.append(f"{y}\t{1000 + i}\t{2000 + i}\t{sentence(rng, y)}\t{sentence(rng, y)}")
         _write(data / "glue" / "MRPC" / f"{split}.tsv", rows)
+        rows = ["index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"]
+        for i in range(n):
+            y = rng.randint(0, 1)
+            rows.append(f"{i}\tmain-captions\tMSRvid\t2012test\t{i}\tnone\tnone\t{sentence(rng, y)}\t"
+                        f"{sentence(rng, rng.randint(0, 1))}\t{rng.uniform(0, 5):.3f}")
+        _write(data / "glue" / "STS-B" / f"{split}.tsv", rows)
     for split, articles in (("train", 3), ("dev", 2)):
         _write(data / "squad" / f"{split}-v1.1.json", [json.dumps(_squad(rng, split, articles))])
     for split, n in (("train", 24), ("valid", 8), ("test", 8)):

@@ -135,6 +135,8 @@ DOC_LINES: dict[str, Way] = {
                             add=("--help",)),
     "tinyplm report": Way("test_subcommands_named_in_prose", "the subcommand named in prose: its --help",
                           add=("--help",)),
+    "tinyplm embed-eval": Way("test_subcommands_named_in_prose", "the subcommand named in prose: its --help",
+                              add=("--help",)),
     "tinyplm export RUN_DIR --onnx": Way("test_rte_flow", "RUN_DIR -> runs/rte-l3", replace={"RUN_DIR": "runs/rte-l3"}),
     "tinyplm run recipes/squad/v1_demo.yaml": Way(
         "test_squad_flow", "the shipped recipe, shrunk like the MRPC run", add=TINY_GLUE_RUN),
@@ -194,6 +196,15 @@ DOC_LINES: dict[str, Way] = {
     "python benchmarks/serve_load.py runs/sst2_demo/model runs/sst2_demo/teacher": Way(
         None, "cheap check only: the run behind docs/results/serve-load.md (minutes of load on four servers); "
         "tests/serve/test_serve_process.py runs its flood and SIGTERM checks on a tiny model"),
+    "tinyplm embed-eval minilm-l6": Way(
+        "test_embed_eval_lines", "minilm-l6 -> a tiny sentence model (mean pooling, normalised) on the tiny world's "
+        "STS-B and SQuAD dev", replace={"minilm-l6": "{embedder}"}),
+    "tinyplm embed-eval minilm-l6 --no-squad --pairs my_pairs.csv --beir my_retrieval_set --out scores.json": Way(
+        "test_embed_eval_lines", "minilm-l6 -> the tiny sentence model; my_pairs.csv and my_retrieval_set written by "
+        "the test", replace={"minilm-l6": "{embedder}"}),
+    "python benchmarks/embed_reference.py --threads 2": Way(
+        None, "cheap check only: sentence-transformers' own encode over STS-B dev and all of SQuAD dev (minutes); "
+        "tests/evaluate/test_embedding_metrics.py tests the metrics it calls"),
     "python benchmarks/warm_shapes.py runs/sst2_demo/model": Way(
         "test_warm_shapes_line", "on the tiny demo run's model/, 20 sentences and 2 rounds",
         add=("--sentences", "20", "--rounds", "2", "--max-batch", "4")),
@@ -852,6 +863,30 @@ def test_predict_line(world: World, demo_run: Path) -> None:
     assert "max length 64" in result.stderr  # the demo recipe's task.max_length
 
 
+def test_embed_eval_lines(world: World) -> None:
+    """embed-eval on the standard sets (the tiny world's STS-B and SQuAD dev), then on your own pairs file and
+    BEIR folder with the scores written: every set named, its size that of its files."""
+    table = ok(run_line("tinyplm embed-eval minilm-l6", world))
+    assert "stsb" in table and "squad" in table and "spearman" in table and "ndcg_at_10" in table
+    rng = random.Random(3)
+    rows = ["sentence1,sentence2,score"] + [f"{sentence(rng, 1)},{sentence(rng, 0)},{i % 5}" for i in range(12)]
+    (world.cwd / "my_pairs.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    beir = world.cwd / "my_retrieval_set"
+    (beir / "qrels").mkdir(parents=True, exist_ok=True)
+    (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "text": sentence(rng, i % 2)}) + "\n"
+                                               for i in range(8)), encoding="utf-8")
+    (beir / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": sentence(rng, i % 2)}) + "\n"
+                                                for i in range(4)), encoding="utf-8")
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n"
+                                                                                     for i in range(4)),
+                                             encoding="utf-8")
+    ok(run_line("tinyplm embed-eval minilm-l6 --no-squad --pairs my_pairs.csv --beir my_retrieval_set "
+                "--out scores.json", world))
+    scores = json.loads((world.cwd / "scores.json").read_text(encoding="utf-8"))
+    assert [(s["name"], s["size"]) for s in scores["sets"]] == [
+        ("stsb", {"pairs": 16}), ("my_pairs", {"pairs": 12}), ("my_retrieval_set", {"queries": 4, "documents": 8})]
+
+
 @pytest.mark.slow
 def test_warm_shapes_line(world: World, demo_run: Path) -> None:
     """warm_shapes on the demo run's model: both copies timed in every round, the batch-1 copy warmed on
@@ -873,7 +908,7 @@ def test_world_is_laid_out_like_the_repository(world: World) -> None:
 
 
 def test_subcommands_named_in_prose(world: World) -> None:
-    for line in ("tinyplm validate", "tinyplm report"):
+    for line in ("tinyplm validate", "tinyplm report", "tinyplm embed-eval"):
         assert "Usage:" in ok(run_line(line, world)), line
 
 
