@@ -229,8 +229,9 @@ def test_every_per_head_table_covers_each_head_or_names_what_it_lacks() -> None:
                 with pytest.raises(TinyplmError, match=gap):
                     table[head]
     lacking = {name.rsplit(".", 1)[1] for name, table in tables if Head.EMBEDDING in table.missing}
-    # the embedding head's vectors are made by its own modules (pooling, distillation on vectors)
-    assert lacking == {"LOSSES", "SPLIT_METRICS", "COMPARE", "PATHS", "COLUMNS"}
+    # the embedding head's loss lives with distillation on vectors (distill.embedding), not with the logit
+    # losses; the tables it still lacks are those of the stages not built for it yet
+    assert "LOSSES" in lacking and lacking <= {"LOSSES", "COMPARE", "PATHS", "COLUMNS"}
 
 
 def test_a_per_head_table_is_keyed_by_heads() -> None:

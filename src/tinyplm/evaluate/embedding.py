@@ -13,6 +13,8 @@ normalised here, so the cosine of two is their dot product (a zero vector's cosi
   relevance), ``log2(rank + 1)`` discount, the ideal ranking from the query's own qrels, relevant
   meaning relevance above 0. Ties in a ranking go to the earlier document of the corpus.
 - :func:`embedding_agreement`: the mean cosine of paired rows of two models' vectors.
+- :func:`set_metrics`: the metrics of a set from vectors already computed for its distinct texts
+  (an eval split of the embedding head, :func:`tinyplm.tasks.retrieval.embedding_split`).
 
 The ranking and the metrics are written here rather than taken from ``pytrec_eval`` or ``beir``
 (neither is a dependency, and both would need the full score matrix); the tests check nDCG
@@ -29,7 +31,7 @@ import numpy as np
 
 from tinyplm.errors import TinyplmError
 from tinyplm.evaluate.metrics import pearson, spearman
-from tinyplm.tasks.retrieval import RetrievalSet, ScoredPairs
+from tinyplm.tasks.retrieval import RetrievalSet, ScoredPairs, set_texts
 
 #: Texts -> their vectors, ``(len(texts), dim)``, in input order.
 Embed = Callable[[Sequence[str]], np.ndarray]
@@ -164,3 +166,31 @@ def embedding_agreement(a: np.ndarray, b: np.ndarray) -> float:
                            f"(n, dim) of numbers with n >= 1, got {a.dtype} {a.shape} and {b.dtype} {b.shape}")
     cosines = np.einsum("ij,ij->i", _normalised(a, "the first vectors"), _normalised(b, "the second vectors"))
     return float(cosines.mean())
+
+
+def set_metrics(data: ScoredPairs | RetrievalSet, texts: Sequence[str], vectors: np.ndarray) -> dict[str, float]:
+    """The metrics (x 100) of a pairs set (``spearman``, ``pearson``) or a retrieval set
+    (``ndcg_at_10``, ``mrr_at_10``, ``recall_at_1``, ``recall_at_10``) from ``vectors`` # (len(texts), dim),
+    row i the vector of ``texts[i]``. Raises ``TinyplmError`` when ``texts`` are not every text of the
+    set (:func:`~tinyplm.tasks.retrieval.set_texts`: an eval split cut short, e.g. by
+    ``task.max_eval_examples``) or the rows do not match them."""
+    texts = list(texts)
+    if texts != set_texts(data):
+        raise TinyplmError(f"{data.source}: the vectors given are of {len(texts)} texts, not of the set's "
+                           f"{len(set_texts(data))} distinct texts; an embedding eval set is scored whole "
+                           "(leave task.max_eval_examples unset)")
+    vectors = np.asarray(vectors)
+    if vectors.ndim != 2 or vectors.shape[0] != len(texts):
+        raise TinyplmError(f"{data.source}: vectors of shape {vectors.shape} for {len(texts)} texts; "
+                           f"expected ({len(texts)}, dim)")
+    row = {text: i for i, text in enumerate(texts)}
+
+    def lookup(asked: Sequence[str]) -> np.ndarray:
+        return vectors[[row[text] for text in asked]]
+
+    if isinstance(data, ScoredPairs):
+        sim = similarity_scores(lookup, data)
+        return {"spearman": sim.spearman, "pearson": sim.pearson}
+    ret = retrieval_scores(lookup, data)
+    return {"ndcg_at_10": ret.ndcg_at_10, "mrr_at_10": ret.mrr_at_10, "recall_at_1": ret.recall_at_1,
+            "recall_at_10": ret.recall_at_10}

@@ -4,7 +4,8 @@ Sequence tasks compare argmax classes (or scores) with labels; a task whose metr
 (ROC AUC ...: ``metrics.needs_scores``) also gets each example's class-1 probability. Span tasks
 (SQuAD) turn window logits into answer texts (n-best, maximum answer length) and score them with
 the official EM/F1; token tasks (CoNLL-2003) read the tag at each word's first piece and score
-entities.
+entities. An embedding model's outputs are its vectors ``(N, dim)``, one per distinct text of an eval
+set, scored on the set's pairs or queries (:func:`tinyplm.evaluate.embedding.set_metrics`).
 """
 
 from __future__ import annotations
@@ -65,6 +66,17 @@ def _token_metrics(data: TaskData, name: str, enc: Encoded, logits: torch.Tensor
     return _suffixed(data, name, token_scores(data.evals[name], enc, logits, data.labels))
 
 
+def _embedding_metrics(data: TaskData, name: str, enc: Encoded, vectors: torch.Tensor) -> dict[str, float]:
+    """The set's similarity or retrieval metrics from the vectors of its distinct texts (the split's
+    examples, :func:`tinyplm.tasks.retrieval.embedding_split`)."""
+    from tinyplm.evaluate.embedding import set_metrics
+    from tinyplm.tasks.retrieval import SET_OPTION
+
+    split = data.evals[name]
+    texts = [ex.text for ex in split.examples[: len(enc)]]
+    return _suffixed(data, name, set_metrics(split.options[SET_OPTION], texts, vectors.numpy()))
+
+
 def _suffixed(data: TaskData, name: str, scores: dict[str, float]) -> dict[str, float]:
     suffix = data.metric_suffix.get(name, "")
     return {f"{k}{suffix}": v for k, v in scores.items()}
@@ -122,4 +134,5 @@ def token_scores(split: Split, enc: Encoded, logits: torch.Tensor, tags: tuple[s
 
 #: The metrics of one eval split from a head's logits: (data, split name, encoding, logits) -> metrics.
 SPLIT_METRICS: PerHead = PerHead("task metrics from logits", {Head.SEQUENCE: _sequence_metrics,
-                                                              Head.SPAN: _span_metrics, Head.TOKEN: _token_metrics})
+                                                              Head.SPAN: _span_metrics, Head.TOKEN: _token_metrics,
+                                                              Head.EMBEDDING: _embedding_metrics})

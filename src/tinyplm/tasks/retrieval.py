@@ -10,6 +10,11 @@
 Every loader raises :class:`~tinyplm.errors.DataError` naming the file and line (or JSON path) of
 the first bad record. A retrieval set keeps only the queries with a relevant document (a qrels
 score above 0) and counts the others in :attr:`RetrievalSet.dropped`, as BEIR leaves them out.
+
+:func:`embedding_split` makes either kind of set an eval split of the embedding head: every distinct
+text once (so a run encodes and times them as it does any split), the set itself in the split's
+options, from which the metrics are computed on the model's vectors
+(``tinyplm.evaluate.embedding.set_metrics``).
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tinyplm.errors import DataError
-from tinyplm.tasks.base import Example
+from tinyplm.tasks.base import Example, Split
 from tinyplm.tasks.glue import GLUE_SPECS, read_glue_file
+from tinyplm.tasks.heads import Head
 from tinyplm.tasks.io import at, no_examples, quoted
 from tinyplm.tasks.readers.beir import Judgment, Record, read_judgments, read_records
 from tinyplm.tasks.readers.fields import check_text
@@ -210,3 +216,22 @@ def _qrels(judgments: list[Judgment], path: Path, queries: dict[str, str],
         lines[pair] = judgment.line
         qrels.setdefault(judgment.query, {})[judgment.doc] = judgment.relevance
     return qrels
+
+
+#: The key of an embedding eval split's options that holds its set (:func:`embedding_split`).
+SET_OPTION = "set"
+
+
+def set_texts(data: ScoredPairs | RetrievalSet) -> list[str]:
+    """Every distinct text of a set, once, in a fixed order: a pairs set's first then second texts;
+    a retrieval set's queries, then its documents."""
+    if isinstance(data, ScoredPairs):
+        return list(dict.fromkeys(data.texts_a + data.texts_b))
+    return list(dict.fromkeys([*data.queries.values(), *data.corpus.values()]))
+
+
+def embedding_split(name: str, data: ScoredPairs | RetrievalSet) -> Split:
+    """An eval split of the embedding head: :func:`set_texts` as single-text examples (no labels),
+    ``data`` in ``options[SET_OPTION]``."""
+    examples = [Example(text, None, None) for text in set_texts(data)]
+    return Split(name, examples, data.source, Head.EMBEDDING, {SET_OPTION: data})
