@@ -76,6 +76,7 @@ def predict_cmd(
     Example: tinyplm predict runs/squad_v1_demo -i questions.jsonl --on-error skip -o answers.jsonl
     Example: tinyplm predict runs/tvtropes_family/students/bilstm-kd-s1 -i sentences.csv --no-header --text-column 2
     Example: tinyplm predict runs/sst2_demo/model -i 'reviews/part-*.tsv' -o predictions/ --ray --workers 2
+    Example: tinyplm predict my-sentence-model/ -i sentences.txt -o vectors.npy
     """
     from tinyplm.errors import TinyplmError
     from tinyplm.predict.shards import ShardOptions
@@ -102,7 +103,7 @@ def _predict_plain(model_dir: Path, input_file: str, output: str | None, o, skip
     info = predictor.info
     source = source_for(info, input_file, o.input_format, o.text_column, o.pair_column, o.header)
     job = PredictJob(source, output, output_format(output, o.fmt), o.on_error, skipped, o.window)
-    check_job(job)
+    check_job(job, info)
     with _progress() as advance:
         summary = predict_file(predictor, job, advance)
     line = (f"{summary.predicted} predictions -> {summary.output} ({summary.seconds:.1f} s, "

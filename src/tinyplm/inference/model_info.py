@@ -2,7 +2,11 @@
 when the model sits in a run dir, from the run's recipe.
 
 - ``MODEL_DIR`` may be a model dir (``config.json``) or a run dir (its ``model/`` is used).
-- The head comes from ``config.json``'s ``architectures``, the label names from its ``id2label``
+- An embedding model (``modules.json``: a sentence-transformers layout; or a static sentence
+  encoder's config) has the ``embedding`` head; its max length is ``--max-length`` when given, else
+  the model's own limit once loaded (:func:`embedding_limit`: the layout's ``max_seq_length``; none
+  for a static encoder, which reads every piece), as ``tinyplm embed-eval`` encodes.
+- Otherwise the head comes from ``config.json``'s ``architectures``, the label names from its ``id2label``
   (tinyplm saves the task's labels there), regression from ``problem_type`` (or one output).
 - The max length: ``--max-length`` when given; else the ``task.max_length`` the model was trained
   and evaluated with, from the run's ``config.resolved.yaml`` (beside the model dir: ``RUN/model``,
@@ -66,7 +70,7 @@ class ModelInfo:
     head: Head
     labels: tuple[str, ...]
     is_regression: bool
-    max_length: int
+    max_length: int | None  # None: no limit (a static sentence encoder)
     max_length_from: str
     task: str | None = None
     doc_stride: int = 128
@@ -147,7 +151,7 @@ def model_info(target: Path, max_length: int | None = None, doc_stride: int | No
     and ``TinyplmError`` for a max length the model cannot take or SQuAD windows without room."""
     path = model_dir_of(target)
     cfg = check_model_dir(path)
-    head = Head.of_architectures(cfg.get("architectures") or [])
+    head = Head.EMBEDDING if is_embedding_dir(path) else Head.of_architectures(cfg.get("architectures") or [])
     id2label = cfg.get("id2label") or {}
     try:
         labels = tuple(id2label[k] for k in sorted(id2label, key=int))
@@ -172,6 +176,26 @@ def model_info(target: Path, max_length: int | None = None, doc_stride: int | No
                      max_query_length=spec.max_query_length if spec else 64, null_threshold=null_threshold,
                      context_sentences=(run.context_sentences or 0) if run else 0,
                      context_after=(run.context_after or 0) if run else 0)
+
+
+def is_embedding_dir(path: Path) -> bool:
+    """Whether ``path`` holds an embedding model: a sentence-transformers layout (``modules.json``)
+    or a static sentence encoder (see :func:`tinyplm.models.embedder.embedder_kind`)."""
+    from tinyplm.models.classic.static_sentence import is_static_sentence_dir
+
+    return (Path(path) / "modules.json").is_file() or is_static_sentence_dir(path)
+
+
+def embedding_limit(embedder) -> tuple[int | None, str]:
+    """(the token limit a loaded :class:`~tinyplm.models.embedder.Embedder` cuts texts at when given
+    no max length, where it comes from): a transformer's is sentence-transformers' own
+    (:func:`~tinyplm.models.sentence.default_max_length`); a static encoder has none (None)."""
+    from tinyplm.models.embedder import EmbedderKind
+    from tinyplm.models.sentence import default_max_length
+
+    if embedder.kind is EmbedderKind.STATIC:
+        return None, "none: a static sentence encoder reads every piece"
+    return default_max_length(embedder.model, embedder.tokenizer), "the model's own (max_seq_length, as embed-eval)"
 
 
 def _max_length(asked: int | None, run: RunTask | None, cfg: dict, path: Path) -> tuple[int, str]:

@@ -27,6 +27,14 @@ OpenVINO streams, :attr:`Predictor.streams`): tokenising is serialised by a lock
 tokenizer's settings are changed by each call, and the library refuses two such calls at once),
 the forward passes are not.
 
+An **embedding** model (``modules.json``, or a static sentence encoder's config) is loaded by
+:func:`tinyplm.models.embedder.load_embedder` and its vectors are
+:meth:`~tinyplm.models.embedder.Embedder.embed`'s, the path ``tinyplm embed-eval`` scores: the
+texts tokenised once, run longest first in batches of ``batch_size`` (length-sorted, dynamic padding,
+as the other heads), so a vector equals the embedder's whatever the batch. Each
+:class:`~tinyplm.inference.records.VectorPrediction` also carries the text's token count before any
+cut (``tokens``), which the service needs for its ``truncate`` rule and its usage figures.
+
 Pair and single-text inputs are encoded apart: a text alone in a batch of pairs would otherwise
 be encoded as a pair with an empty second text, and its prediction would depend on its neighbours.
 """
@@ -56,8 +64,10 @@ from tinyplm.inference.records import (
     TextInput,
     TokensInput,
     ValuePrediction,
+    VectorPrediction,
 )
 from tinyplm.models import load_classifier
+from tinyplm.models.embedder import Embedder, EmbedderKind, load_embedder
 from tinyplm.models.infer import logits_to_predictions, predict_logits
 from tinyplm.tasks import canonical
 from tinyplm.tasks.base import Example, Split
@@ -124,11 +134,33 @@ class Predictor:
         """Load a model dir or run dir (``settings``: :func:`~tinyplm.inference.model_info.model_info`'s
         explicit choices). Raises ``ModelError``/``TinyplmError`` naming the file at fault."""
         info = model_info(Path(target), **settings)
+        return PATHS[info.head].load(info, batch_size, split_by_length, settings.get("max_length"))
+
+    @classmethod
+    def _load_classifier(cls, info: ModelInfo, batch_size: int, split_by_length: bool,
+                         max_length: int | None) -> Predictor:
+        """A classifier, QA model or tagger (``load_classifier``) for ``info``."""
         model, tokenizer = load_classifier(info.path, info.labels, info.is_regression, info.head)
         if info.head.row.words and not getattr(tokenizer, "is_fast", False):
             raise TinyplmError(f"{info.path}: a tagger needs a fast tokenizer (tokenizer.json) to align words")
         pieces = PieceCache.of(tokenizer) if info.head.row.piece_memo else None
         return cls(model, tokenizer, info, batch_size, split_by_length, pieces=pieces)
+
+    @classmethod
+    def _load_embedder(cls, info: ModelInfo, batch_size: int, split_by_length: bool,
+                       max_length: int | None) -> Predictor:
+        """An embedding model (either kind, :func:`~tinyplm.models.embedder.load_embedder`) for
+        ``info``: cut at ``--max-length`` when given, else at the model's own limit, which ``info``
+        then records (:func:`~tinyplm.inference.model_info.embedding_limit`)."""
+        from dataclasses import replace
+
+        from tinyplm.inference.model_info import embedding_limit
+
+        embedder = load_embedder(info.path, max_length, batch_size)
+        if max_length is None:
+            limit, source = embedding_limit(embedder)
+            info = replace(info, max_length=limit, max_length_from=source)
+        return cls(embedder, embedder.tokenizer, info, batch_size, split_by_length)
 
     @property
     def streams(self) -> int:
@@ -226,6 +258,20 @@ class Predictor:
             out.append(AnswerPrediction(text, start, end, float(p.score), float(p.null_score), x.id))
         return out
 
+    def _vectors(self, inputs: list[TextInput]) -> list[Prediction]:
+        """The vectors of single texts (see the module docstring); a text pair is refused."""
+        paired = next((i for i, x in enumerate(inputs) if x.text_pair is not None), None)
+        if paired is not None:
+            raise TinyplmError(f"an embedding model reads one text alone; input {paired} has a text_pair")
+        texts = [x.text for x in inputs]
+        embedder: Embedder = self.model
+        special = embedder.kind is not EmbedderKind.STATIC  # a static encoder reads no [CLS]/[SEP]
+        with self._tokenizing:  # see the module docstring
+            counts = [len(ids) for ids in self.tokenizer(texts, add_special_tokens=special)["input_ids"]]
+            vectors = embedder.embed(texts)  # (n, dim) float32
+        self.forward_passes += -(-len(texts) // self.batch_size)
+        return [VectorPrediction(tuple(row), n) for row, n in zip(vectors.tolist(), counts, strict=True)]
+
     def _tags(self, inputs: list[TokensInput]) -> list[Prediction]:
         tags = self.info.labels
         sentences = [Sentence(x.tokens, (tags[0],) * len(x.tokens), 0) for x in inputs]
@@ -237,15 +283,22 @@ class Predictor:
 @dataclass(frozen=True)
 class HeadPath:
     """How a :class:`Predictor` predicts for one head: ``predict(predictor, inputs)`` (inputs of the
-    head's type, at least one) and ``sample(n)``, an input of about ``n`` words for warming up."""
+    head's type, at least one), ``sample(n)``, an input of about ``n`` words for warming up, and
+    ``load(info, batch_size, split_by_length, max_length)``, the model of ``info`` loaded."""
 
     predict: Callable[[Predictor, list], list[Prediction]]
     sample: Callable[[int], Input]
+    load: Callable[..., Predictor] = Predictor._load_classifier
 
 
-#: The Predictor path of each head (an embedding model's vectors are not predicted here).
+def _words(n: int) -> TextInput:
+    return TextInput(" ".join(["the"] * n))
+
+
+#: The Predictor path of each head.
 PATHS: PerHead = PerHead("Predictor path", {
-    Head.SEQUENCE: HeadPath(Predictor._by_pairs, lambda n: TextInput(" ".join(["the"] * n))),
+    Head.SEQUENCE: HeadPath(Predictor._by_pairs, _words),
     Head.SPAN: HeadPath(Predictor._answers, lambda n: QAInput("what", " ".join(["what"] * n))),
     Head.TOKEN: HeadPath(Predictor._tags, lambda n: TokensInput(("the",) * n)),
+    Head.EMBEDDING: HeadPath(Predictor._vectors, _words, Predictor._load_embedder),
 })

@@ -125,9 +125,11 @@ class TagsPrediction:
 
 @dataclass(frozen=True)
 class VectorPrediction:
-    """An embedding model's vector of one text ``(dim,)``."""
+    """An embedding model's vector of one text ``(dim,)``; ``tokens``: the text's token count before
+    any cut to the model's limit (0: not counted), for the service's truncation rule and usage."""
 
     vector: tuple[float, ...]
+    tokens: int = 0
 
     def as_dict(self) -> dict:
         return {"vector": list(self.vector)}

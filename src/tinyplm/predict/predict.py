@@ -6,12 +6,14 @@ predicted at once (the predictor sorts it by length into batches, so padding sta
 written back in input order, so memory holds one window whatever the file's size. A file that
 fits in one window is batched exactly as ``tinyplm evaluate`` batches it.
 
-Output goes to a temporary sibling renamed onto ``output`` only when every row is done: an error
-or an interrupt leaves no half-written file (and an older file of that name untouched). On stdout
-records stream as they are made. A bad row (see :mod:`tinyplm.predict.inputs`) stops the run with a
-``DataError`` naming it, or, with ``on_error="skip"``, is left out and listed in the side file
-(JSON lines: ``line``, ``where``, ``error``; written the same atomic way): the ``on_error`` of the
-readers' :class:`~tinyplm.tasks.readers.rows.Policy`, the one difference from how training reads.
+Output (see :mod:`tinyplm.predict.writers`; an embedding model's vectors as JSON lines or a ``.npy``
+array with its row ids beside it) goes to a temporary sibling renamed onto ``output`` only when
+every row is done: an error or an interrupt leaves no half-written file (and an older file of that
+name untouched). On stdout records stream as they are made. A bad row (see
+:mod:`tinyplm.predict.inputs`) stops the run with a ``DataError`` naming it, or, with
+``on_error="skip"``, is left out and listed in the side file (JSON lines: ``line``, ``where``,
+``error``; written the same atomic way): the ``on_error`` of the readers'
+:class:`~tinyplm.tasks.readers.rows.Policy`, the one difference from how training reads.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from tinyplm.files import atomic_open
 from tinyplm.inference.predictor import Predictor
 from tinyplm.predict.inputs import read_inputs
 from tinyplm.predict.sources import STDIN, Row, Source, detect_format, open_binary
-from tinyplm.predict.writers import Writer
+from tinyplm.predict.writers import Writer, check_output, opened_writer
 from tinyplm.tasks.readers.reviews import REVIEW_KEYS
 from tinyplm.tasks.readers.rows import ON_ERROR, Policy
 
@@ -86,8 +88,11 @@ def source_for(info, path: str, input_format: str | None = None, text_column: st
                   info.context_after)
 
 
-def check_job(job: PredictJob) -> None:
-    """Raise ``TinyplmError`` for a job that cannot run (before any byte is read or written)."""
+def check_job(job: PredictJob, info=None) -> None:
+    """Raise ``TinyplmError`` for a job that cannot run (before any byte is read or written);
+    with the model's ``info``, also for an output format its head cannot be written in."""
+    if info is not None:
+        check_output(job.fmt, info, job.to_stdout)
     if job.on_error not in ON_ERROR:
         raise TinyplmError(f"--on-error: expected one of {', '.join(ON_ERROR)}, got {job.on_error!r}")
     if job.window < 1:
@@ -111,13 +116,14 @@ def predict_file(predictor: Predictor, job: PredictJob, progress: Callable[[int]
     """Run ``job`` (see the module docstring); ``progress`` is called with the count of each window
     written. Raises ``DataError`` naming the file and line of a bad row (``on_error="raise"``) or
     an unreadable input, and ``TinyplmError`` for a job :func:`check_job` refuses."""
-    check_job(job)
+    check_job(job, predictor.info)
     start, done, skipped = time.perf_counter(), 0, 0
     out_path = None if job.to_stdout else job.output
-    with (open_binary(job.source.path) as stream, _opened(out_path, stdout or sys.stdout) as fh,
+    keys = REVIEW_KEYS if job.source.format == "reviews" else ()
+    with (open_binary(job.source.path) as stream,
+          opened_writer(out_path, job.fmt, predictor.info, stdout or sys.stdout, job.source.format != "squad",
+                        keys) as writer,
           _opened(job.skipped, None) as side):
-        keys = REVIEW_KEYS if job.source.format == "reviews" else ()
-        writer = Writer(fh, job.fmt, predictor.info, with_line=job.source.format != "squad", keys=keys)
         window: list[Row] = []
         for row in read_inputs(job.source, stream, Policy(job.on_error, labels=False, hint=SKIP_HINT)):
             if row.error is not None:  # on_error "skip": the reader handed the row on to be recorded

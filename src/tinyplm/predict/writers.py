@@ -9,23 +9,36 @@ sentence's ``review_id`` and ``sentence`` number) and the prediction of the mode
   regression model;
 - span: ``id`` (when the input has one), ``answer``, its character offsets ``start``/``end`` in
   the context (``-1`` when there is no answer), ``score`` and ``null_score``;
-- token: ``tokens`` and ``tags`` (lists; CSV/TSV: space-separated).
+- token: ``tokens`` and ``tags`` (lists; CSV/TSV: space-separated);
+- embedding: ``vector`` (a list of floats). CSV/TSV holds no vectors (refused, naming the formats
+  that do); ``npy`` (:class:`ArrayWriter`, the default for an ``--output`` ending in ``.npy``) writes
+  the vectors as one float32 ``(n, dim)`` array, row i for the i-th input, and beside it
+  ``X.ids.json`` (:func:`ids_path`): a JSON list whose item i is row i's ``line`` (and key fields),
+  both files written atomically once every row is done.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 from pathlib import Path
 from typing import TextIO
 
+import numpy as np
+
 from tinyplm.errors import TinyplmError
+from tinyplm.files import atomic_path
 from tinyplm.inference.model_info import ModelInfo
 from tinyplm.inference.records import Prediction
 from tinyplm.predict.sources import Row
 from tinyplm.tasks.heads import Head, PerHead
 
-OUTPUT_FORMATS = ("jsonl", "csv", "tsv")
+OUTPUT_FORMATS = ("jsonl", "csv", "tsv", "npy")
+#: Formats written as one array once every row is done (a file, never stdout).
+ARRAY_FORMATS = ("npy",)
+#: What the vector formats are, in words (for the refusals).
+VECTOR_FORMATS = "JSON lines (.jsonl, the default) or a NumPy array (.npy, with its row ids in X.ids.json)"
 
 
 def output_format(output: str | None, asked: str | None) -> str:
@@ -37,6 +50,25 @@ def output_format(output: str | None, asked: str | None) -> str:
         return asked
     suffix = Path(output).suffix.lower().lstrip(".") if output else ""
     return suffix if suffix in OUTPUT_FORMATS else "jsonl"
+
+
+def check_output(fmt: str, info: ModelInfo, to_stdout: bool) -> None:
+    """Raise ``TinyplmError`` for a format the model's head cannot be written in: CSV/TSV for a head
+    without columns (an embedding model's vectors), ``npy`` for a head without vectors, or to stdout."""
+    if fmt in ("csv", "tsv") and info.head not in COLUMNS:
+        raise TinyplmError(f"--format {fmt}: a {info.head} model's predictions are vectors, which CSV/TSV does not "
+                           f"hold; write {VECTOR_FORMATS}")
+    if fmt in ARRAY_FORMATS and info.head not in ARRAYS:
+        raise TinyplmError(f"--format {fmt}: only an embedding model's vectors make an array; a {info.head} "
+                           f"model's predictions are written as jsonl, csv or tsv")
+    if fmt in ARRAY_FORMATS and to_stdout:
+        raise TinyplmError(f"--format {fmt}: an array is written to a file: name it with --output X.{fmt}")
+
+
+def ids_path(output: str | Path) -> Path:
+    """The side file of an array output ``X.npy``: ``X.ids.json`` (the row ids, see the module docstring)."""
+    output = Path(output)
+    return output.with_name(output.name.removesuffix(".npy") + ".ids.json")
 
 
 def record(row: Row, pred: Prediction) -> dict:
@@ -63,6 +95,10 @@ COLUMNS: PerHead = PerHead("CSV/TSV columns", {
     Head.SPAN: lambda info: ["id", "answer", "start", "end", "score", "null_score"],
     Head.TOKEN: lambda info: ["tokens", "tags"],
 })
+
+
+#: The array row of each head's prediction (a vector ``(dim,)``); heads without one write no arrays.
+ARRAYS: PerHead = PerHead("array rows", {Head.EMBEDDING: lambda pred: pred.vector})
 
 
 def flat(row: Row, pred: Prediction) -> dict:
@@ -96,3 +132,47 @@ class Writer:
             self.fh.write(json.dumps(record(row, pred), ensure_ascii=False) + "\n")
         else:
             self._table.writerow(flat(row, pred))
+
+
+class ArrayWriter:
+    """Gathers an embedding model's vectors and their rows' ids, and writes them on :meth:`close`: a
+    float32 ``(n, dim)`` ``.npy`` at ``path`` and its ids at :func:`ids_path` (see the module docstring)."""
+
+    def __init__(self, path: Path, info: ModelInfo, keys: tuple[str, ...] = ()) -> None:
+        self.path, self.row_of = Path(path), ARRAYS[info.head]
+        self.vectors: list[tuple[float, ...]] = []
+        self.ids: list[dict] = []
+
+    def write(self, row: Row, pred: Prediction) -> None:
+        self.vectors.append(self.row_of(pred))
+        self.ids.append({"line": row.line, **(row.key or {})})
+
+    def close(self) -> None:
+        """Write both files, each atomically; neither is replaced unless both were written."""
+        array = np.asarray(self.vectors, dtype=np.float32)
+        if not self.vectors:
+            array = array.reshape(0, 0)
+        with atomic_path(self.path) as tmp, atomic_path(ids_path(self.path)) as tmp_ids:
+            with tmp.open("wb") as fh:
+                np.save(fh, array)
+            tmp_ids.write_text(json.dumps(self.ids, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+@contextlib.contextmanager
+def opened_writer(output: str | None, fmt: str, info: ModelInfo, stdout: TextIO, with_line: bool = True,
+                  keys: tuple[str, ...] = ()):
+    """The writer of ``fmt`` into ``output`` (None: ``stdout``), its file or files written atomically
+    when the block ends without an exception (see the module docstring)."""
+    check_output(fmt, info, output is None)
+    if fmt in ARRAY_FORMATS:
+        writer = ArrayWriter(Path(output), info, keys)
+        yield writer
+        writer.close()
+        return
+    if output is None:
+        yield Writer(stdout, fmt, info, with_line, keys)
+        return
+    from tinyplm.files import atomic_open
+
+    with atomic_open(Path(output)) as fh:
+        yield Writer(fh, fmt, info, with_line, keys)
