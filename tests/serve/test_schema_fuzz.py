@@ -15,6 +15,7 @@ import pytest
 import schemathesis
 
 from conftest import make_tiny_model_dir
+from helpers_embedding import make_sentence_dir, make_static_dir
 from helpers_live import LiveServer
 from helpers_serve import make_tiny_head_dir
 
@@ -87,6 +88,18 @@ def test_the_server_does_what_its_schema_says(model_dir: Path, tmp_path: Path, h
     assert not outcome.failures, "\n\n".join(outcome.failures[:10])
     assert CORE_CHECKS <= set(outcome.passed), outcome.passed
     assert outcome.passed["positive_data_acceptance"] > 50, outcome.passed
+
+
+@pytest.mark.parametrize("kind", ["sentence", "static"])
+def test_an_embedding_server_does_what_its_schema_says(tmp_path: Path, kind: str) -> None:
+    """/predict, /embed and /v1/embeddings; 40 characters stay under the sentence model's 48 tokens."""
+    served = (make_sentence_dir if kind == "sentence" else make_static_dir)(tmp_path / kind)
+    with LiveServer(served, *LIMITS) as server:
+        server.wait_ready()
+        outcome = fuzz(server.url, auth=False)
+    assert not outcome.failures, "\n\n".join(outcome.failures[:10])
+    assert CORE_CHECKS <= set(outcome.passed), outcome.passed
+    assert outcome.passed["positive_data_acceptance"] > 80, outcome.passed
 
 
 def test_the_server_with_a_key_does_what_its_schema_says(model_dir: Path) -> None:

@@ -1,11 +1,13 @@
 """The HTTP service: one model behind ``POST /predict``, with dynamic batching and back-pressure.
 
 Endpoints: ``POST /predict`` (one example or ``{"inputs": [...]}``, see :mod:`tinyplm.serve.api`;
-served by :class:`~tinyplm.serve.endpoint.PredictEndpoint`, plain ASGI, for speed), ``GET /health``
-(the process answers), ``GET /ready`` (200 once the model is loaded and warmed up, with what it
-serves; 503 before), ``GET /metrics`` (Prometheus, :mod:`tinyplm.serve.metrics`) and the OpenAPI
-docs at ``/docs`` (the document, :mod:`tinyplm.serve.openapi`, states exactly what each endpoint
-accepts and answers). No endpoint writes a file or opens a path a request names.
+served by :class:`~tinyplm.serve.endpoint.PredictEndpoint`, plain ASGI, for speed), for an embedding
+model ``POST /embed`` (TEI's shape) and ``POST /v1/embeddings`` (OpenAI's)
+(:mod:`tinyplm.serve.embeddings`), ``GET /health`` (the process answers), ``GET /ready`` (200 once
+the model is loaded and warmed up, with what it serves; 503 before), ``GET /metrics`` (Prometheus,
+:mod:`tinyplm.serve.metrics`) and the OpenAPI docs at ``/docs`` (the document,
+:mod:`tinyplm.serve.openapi`, states exactly what each endpoint accepts and answers). No endpoint
+writes a file or opens a path a request names.
 
 Every client mistake is a 4xx with a JSON body naming the field and what was expected: malformed
 JSON 400, a body over the byte limit 413, a body not sent as JSON 415, a missing or mistyped field,
@@ -49,6 +51,7 @@ from tinyplm.inference.predictor import Predictor
 from tinyplm.serve.api import Limits
 from tinyplm.serve.auth import check_api_key
 from tinyplm.serve.batcher import MicroBatcher
+from tinyplm.serve.embeddings import vector_paths, vector_routes
 from tinyplm.serve.endpoint import JSON, Dispatch, PredictEndpoint, error_body
 from tinyplm.serve.metrics import ServeMetrics
 from tinyplm.serve.middleware import OPEN_PATHS, Accounting, BearerAuth, BodyLimit, Tally
@@ -127,13 +130,15 @@ def create_app(predictor: Predictor, settings: ServeSettings | None = None):
     _errors(api, state)
     _routes(api, state)
     predict = PredictEndpoint(state)
+    vectors = vector_routes(state)
     info = predictor.info
     document = openapi_document(
         title=api.title, description=api.description, head=info.head, regression=info.is_regression,
         body_type=predict.body_type, limits=settings.limits, timeout_s=settings.timeout_s,
-        auth=settings.api_key is not None, metrics_protected=settings.protect_metrics)
+        auth=settings.api_key is not None, metrics_protected=settings.protect_metrics,
+        extra_paths=partial(vector_paths, vectors, limit=info.max_length))
     api.openapi = lambda: document  # FastAPI's documented way to serve a document of one's own
-    app = Dispatch(api, {"/predict": ("POST", predict)}, metrics.error)
+    app = Dispatch(api, {"/predict": ("POST", predict), **vectors}, metrics.error)
     app = BodyLimit(app, settings.limits.max_body_bytes, lambda: metrics.error("too_large"))
     if settings.api_key is not None:
         open_paths = OPEN_PATHS if settings.protect_metrics else OPEN_PATHS | {"/metrics"}

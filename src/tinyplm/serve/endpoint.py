@@ -78,15 +78,16 @@ async def read_body(receive) -> bytes | None:
 RETRY = [(b"retry-after", b"1")]
 
 
-class PredictEndpoint:
-    """``POST /predict`` (see the module docstring) for the shared ``state``
-    (:class:`~tinyplm.serve.app.ServeState`)."""
+class JsonEndpoint:
+    """A plain-ASGI JSON endpoint on the shared ``state`` (:class:`~tinyplm.serve.app.ServeState`):
+    its body validated by ``adapter`` (pydantic), its inputs run on the micro-batcher; the steps
+    (:meth:`parsed`, :meth:`submitted`, :meth:`answer`) answer every failure themselves, as
+    ``/predict`` does, so each route built on it has the same errors, back-pressure and headers."""
 
-    def __init__(self, state) -> None:
+    def __init__(self, state, body_type) -> None:
         self.state = state
-        self.head = state.predictor.info.head
-        self.body_type = request_type(self.head, state.settings.limits)
-        self.adapter = TypeAdapter(self.body_type)
+        self.body_type = body_type
+        self.adapter = TypeAdapter(body_type)
         self.timeout_s = state.settings.timeout_s
 
     async def fail(self, send, status: int, kind: str, message: str, details: list[dict] | None = None,
@@ -95,44 +96,69 @@ class PredictEndpoint:
         self.state.metrics.error(kind)
         await send_json(send, status, error_body(kind, message, details), headers)
 
-    async def __call__(self, scope, receive, send) -> None:
-        state = self.state
-        if not state.ready:
+    async def parsed(self, scope, receive, send):
+        """The validated body, or None once an error has been answered (not ready, not JSON, not
+        fitting the schema) or the client went away."""
+        if not self.state.ready:
             await self.fail(send, 503, "not_ready", "the model is still warming up", headers=RETRY)
-            return
+            return None
         raw = await read_body(receive)
         if raw is None:
-            return  # the client went away: nobody to answer
+            return None  # the client went away: nobody to answer
         try:
-            body = parse_body(self.adapter, raw, _header(scope, b"content-type"))
+            return parse_body(self.adapter, raw, _header(scope, b"content-type"))
         except BodyError as exc:
             kind = "unsupported_media_type" if exc.status == 415 else "validation"
             await self.fail(send, exc.status, kind, exc.message, exc.details)
-            return
-        items, many = to_inputs(self.head, body)
+            return None
+
+    async def submitted(self, send, items: list) -> tuple[list, object] | None:
+        """(predictions, timing) of ``items`` from the batcher, or None once a failure is answered:
+        503 with ``Retry-After`` for a full queue or a server shutting down, 504 past the timeout,
+        500 when the model failed."""
         try:
-            preds, timing = await state.batcher.submit(items, self.timeout_s)
+            return await self.state.batcher.submit(items, self.timeout_s)
         except QueueFull as exc:
             await self.fail(send, 503, "queue_full", f"server busy: {exc}; retry later", headers=RETRY)
-            return
         except Stopped:
             await self.fail(send, 503, "shutting_down", "the server is shutting down", headers=RETRY)
-            return
         except TimeoutError:
             await self.fail(send, 504, "timeout", f"no answer within {self.timeout_s:g} s")
-            return
         except Exception as exc:  # the model failed: the server's fault, never the client's
             log.exception("prediction failed")
             await self.fail(send, 500, "internal", f"internal error ({exc.__class__.__name__}); see the server's log")
-            return
+        return None
+
+    async def answer(self, scope, send, payload: bytes, timing) -> None:
+        """A 200 with ``payload`` and the ``Server-Timing`` and ``X-Batch-Size`` headers, observed."""
         total = time.perf_counter() - scope["state"][ARRIVED] if ARRIVED in scope.get("state", ()) else 0.0
-        state.metrics.observe_request(total, timing)
-        payload = orjson.dumps({"predictions": [p.as_dict() for p in preds]} if many else
-                               {"prediction": preds[0].as_dict()})
+        self.state.metrics.observe_request(total, timing)
         await send_json(send, 200, payload, [
             (b"server-timing", f"queue;dur={timing.queue_s * 1000:.3f}, infer;dur={timing.infer_s * 1000:.3f}, "
                                f"app;dur={total * 1000:.3f}".encode()),
             (b"x-batch-size", str(timing.batch).encode())])
+
+
+class PredictEndpoint(JsonEndpoint):
+    """``POST /predict`` (see the module docstring) for the shared ``state``
+    (:class:`~tinyplm.serve.app.ServeState`)."""
+
+    def __init__(self, state) -> None:
+        self.head = state.predictor.info.head
+        super().__init__(state, request_type(self.head, state.settings.limits))
+
+    async def __call__(self, scope, receive, send) -> None:
+        body = await self.parsed(scope, receive, send)
+        if body is None:
+            return
+        items, many = to_inputs(self.head, body)
+        done = await self.submitted(send, items)
+        if done is None:
+            return
+        preds, timing = done
+        payload = orjson.dumps({"predictions": [p.as_dict() for p in preds]} if many else
+                               {"prediction": preds[0].as_dict()})
+        await self.answer(scope, send, payload, timing)
 
 
 def _header(scope, name: bytes) -> bytes | None:

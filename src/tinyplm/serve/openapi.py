@@ -14,6 +14,7 @@ an answer is not a breaking change of the document.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any, Literal
 
@@ -164,8 +165,11 @@ WWW_AUTH = {"WWW-Authenticate": _header("the scheme to authenticate with: Bearer
 
 
 def openapi_document(*, title: str, description: str, head: Head, regression: bool, body_type: Any,
-                     limits: Limits, timeout_s: float, auth: bool, metrics_protected: bool) -> dict:
-    """The OpenAPI 3.1 document of one server (see the module docstring)."""
+                     limits: Limits, timeout_s: float, auth: bool, metrics_protected: bool,
+                     extra_paths: Callable[[Callable, dict, dict], dict] | None = None) -> dict:
+    """The OpenAPI 3.1 document of one server (see the module docstring); ``extra_paths(ref, errors,
+    auth)`` adds the paths of more routes (the vector endpoints, :func:`tinyplm.serve.embeddings.vector_paths`)
+    given the schema maker, ``/predict``'s error answers and the auth keys of a protected operation."""
     schemas: dict[str, dict] = {}
 
     def ref(tp: Any) -> dict:
@@ -215,6 +219,9 @@ def openapi_document(*, title: str, description: str, head: Head, regression: bo
             **({"security": [{BEARER: []}] if metrics_protected else []} if auth else {}),
         }},
     }
+    if extra_paths is not None:
+        protected = {"responses": unauthorized, "security": [{BEARER: []}]} if auth else {}
+        paths.update(extra_paths(ref, predict_errors, protected))
     doc = {"openapi": "3.1.0", "info": {"title": title, "version": "1", "description": description},
            "paths": paths, "components": {"schemas": schemas}}
     if auth:
