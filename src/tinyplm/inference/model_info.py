@@ -150,8 +150,9 @@ def model_info(target: Path, max_length: int | None = None, doc_stride: int | No
     user's explicit choices, which win. Raises ``ModelError`` for a missing or damaged model dir
     and ``TinyplmError`` for a max length the model cannot take or SQuAD windows without room."""
     path = model_dir_of(target)
-    cfg = check_model_dir(path)
-    head = Head.EMBEDDING if is_embedding_dir(path) else Head.of_architectures(cfg.get("architectures") or [])
+    embedding = is_embedding_dir(path)  # its Transformer may sit in 0_Transformer/: load_embedder checks its files
+    cfg = _root_config(path) if embedding else check_model_dir(path)
+    head = Head.EMBEDDING if embedding else Head.of_architectures(cfg.get("architectures") or [])
     id2label = cfg.get("id2label") or {}
     try:
         labels = tuple(id2label[k] for k in sorted(id2label, key=int))
@@ -184,6 +185,16 @@ def is_embedding_dir(path: Path) -> bool:
     from tinyplm.models.classic.static_sentence import is_static_sentence_dir
 
     return (Path(path) / "modules.json").is_file() or is_static_sentence_dir(path)
+
+
+def _root_config(path: Path) -> dict:
+    """An embedding model's root ``config.json`` as a dict, or ``{}`` when it has none (a layout with
+    its Transformer in ``0_Transformer/``) or it is damaged (loading the model names the damage)."""
+    try:
+        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return cfg if isinstance(cfg, dict) else {}
 
 
 def embedding_limit(embedder) -> tuple[int | None, str]:
