@@ -213,6 +213,12 @@ DOC_LINES: dict[str, Way] = {
     "tinyplm predict runs/sst2_demo --input reviews.txt --output predictions.jsonl": Way(
         "test_predict_line", "as written, on a run dir laid out as tinyplm writes one (config.resolved.yaml with "
         "task.max_length 32; model/ the tiny teacher) and a reviews.txt of tiny sentences"),
+    "tinyplm predict my-sentence-model/ --input sentences.txt --output vectors.npy": Way(
+        None, "cheap check only: needs an embedding model dir; tests/predict/test_predict_embedding.py writes .npy "
+        "and JSON lines from tiny ones of both kinds"),
+    "tinyplm serve my-sentence-model/ --port 8000": Way(
+        None, "cheap check only: needs an embedding model dir; tests/serve/test_embeddings.py serves tiny ones to "
+        "httpx and the openai package"),
     "tinyplm serve runs/sst2_demo --port 8000": Way(
         "test_serve_line", "a subprocess serving the tiny demo run, port 8000 -> 0 (a free one): /ready, one "
         "POST /predict, then SIGTERM and exit 0", replace={"8000": "0"}),
