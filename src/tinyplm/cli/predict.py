@@ -107,7 +107,7 @@ def _predict_plain(model_dir: Path, input_file: str, output: str | None, o, skip
     with _progress() as advance:
         summary = predict_file(predictor, job, advance)
     line = (f"{summary.predicted} predictions -> {summary.output} ({summary.seconds:.1f} s, "
-            f"{summary.per_second:.0f} examples/s); {info.head} head, max length {info.max_length} "
+            f"{summary.per_second:.0f} examples/s); {info.head} head, max length {info.max_length or 'none'} "
             f"({info.max_length_from})")
     if summary.skipped_file is not None:
         line += f"; {summary.skipped} rows skipped, listed in {summary.skipped_file}"

@@ -80,7 +80,7 @@ def serve_cmd(
     sock = bind(host, port)
     address = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
     say, info = partial(err.print, markup=False, highlight=False, soft_wrap=True), predictor.info
-    say(f"serving {info.path} ({info.head} head, max length {info.max_length} from {info.max_length_from})")
+    say(f"serving {info.path} ({info.head} head, max length {info.max_length or 'none'} from {info.max_length_from})")
     if key is None and not is_loopback(host):
         say(f"warning: serving on {host} without an API key: anyone who reaches this port can use the model; "
             "set --api-key-file or TINYPLM_API_KEY")

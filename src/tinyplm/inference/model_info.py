@@ -205,7 +205,7 @@ def embedding_limit(embedder) -> tuple[int | None, str]:
     from tinyplm.models.sentence import default_max_length
 
     if embedder.kind is EmbedderKind.STATIC:
-        return None, "none: a static sentence encoder reads every piece"
+        return None, "a static sentence encoder, which reads every piece"
     return default_max_length(embedder.model, embedder.tokenizer), "the model's own (max_seq_length, as embed-eval)"
 
 
