@@ -89,8 +89,6 @@ def _cached(path: Path) -> Predictor:
     return _LOADED[path]
 
 
-@pytest.mark.xfail(strict=True, reason="models/embedder.load_embedder -> resolve_model_dir asks for a root config.json "
-                   "that such a layout lacks (model_info itself takes it)")
 def test_a_layout_with_its_transformer_in_a_subfolder(tmp_path: Path) -> None:
     """Older sentence-transformers folders keep the encoder in 0_Transformer/ (no config.json at the root)."""
     import json

@@ -79,17 +79,28 @@ def embedder_kind(path: Path) -> EmbedderKind:
                      "(model_type tinyplm_static_sentence); the pooling is read from the model, never assumed")
 
 
+def _model_dir(name: str) -> Path:
+    """An alias or a dir -> the model dir. A sentence-transformers layout (``modules.json``) may keep
+    its Transformer in a subfolder (``0_Transformer/``), with no ``config.json`` at the root: its files
+    are checked when it is loaded (:func:`~tinyplm.models.sentence.load_sentence_encoder`); any other
+    dir is checked as a Hugging Face checkpoint (:func:`~tinyplm.models.loading.resolve_model_dir`)."""
+    from tinyplm.models.loading import ALIASES, resolve_model_dir
+
+    path = Path(name).expanduser()
+    if name.lower() not in ALIASES and path.is_dir() and (path / "modules.json").is_file():
+        return path
+    return resolve_model_dir(name)
+
+
 def load_embedder(name: str | Path, max_length: int | None = None, batch_size: int = 64) -> Embedder:
     """An alias (``minilm-l6``, ``mpnet-base``) or model dir -> its :class:`Embedder`. Raises
     ``ModelError`` naming the dir (not found, not an embedding model, damaged files) and
     ``TinyplmError`` for a ``max_length`` or ``batch_size`` below 1."""
-    from tinyplm.models.loading import resolve_model_dir
-
     if max_length is not None and max_length < 1:
         raise TinyplmError(f"max_length must be at least 1, got {max_length}")
     if batch_size < 1:
         raise TinyplmError(f"batch_size must be at least 1, got {batch_size}")
-    path = resolve_model_dir(str(name))
+    path = _model_dir(str(name))
     kind = embedder_kind(path)
     if kind is EmbedderKind.STATIC:
         from tinyplm.models.classic.static_sentence import load_static_sentence
