@@ -214,8 +214,8 @@ DOC_LINES: dict[str, Way] = {
         "test_predict_line", "as written, on a run dir laid out as tinyplm writes one (config.resolved.yaml with "
         "task.max_length 32; model/ the tiny teacher) and a reviews.txt of tiny sentences"),
     "tinyplm predict my-sentence-model/ --input sentences.txt --output vectors.npy": Way(
-        None, "cheap check only: needs an embedding model dir; tests/predict/test_predict_embedding.py writes .npy "
-        "and JSON lines from tiny ones of both kinds"),
+        "test_predict_vectors_line", "my-sentence-model/ -> the doc world's tiny sentence model; sentences.txt "
+        "written by the test", replace={"my-sentence-model/": "{embedder}"}),
     "tinyplm serve my-sentence-model/ --port 8000": Way(
         None, "cheap check only: needs an embedding model dir; tests/serve/test_embeddings.py serves tiny ones to "
         "httpx and the openai package"),
@@ -902,6 +902,19 @@ def test_warm_shapes_line(world: World, demo_run: Path) -> None:
     assert result["shapes_warmed"]["batch_1_only"] < result["shapes_warmed"]["every_batch"]
     assert all(len(v) == 2 and min(v) > 0 for v in result["ms_per_pass_rounds"].values())
     assert 0 < result["sentences"] <= 20  # the tiny world's dev split may hold fewer
+
+
+def test_predict_vectors_line(world: World) -> None:
+    """predict on an embedding model to .npy: one float32 row per input line, the ids beside it."""
+    import numpy as np
+
+    lines = [sentence(random.Random(i), i % 2) for i in range(7)]
+    (world.cwd / "sentences.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    ok(run_line("tinyplm predict my-sentence-model/ --input sentences.txt --output vectors.npy", world))
+    vectors = np.load(world.cwd / "vectors.npy")
+    assert vectors.shape == (7, 32) and vectors.dtype == np.float32
+    ids = json.loads((world.cwd / "vectors.ids.json").read_text(encoding="utf-8"))
+    assert [i["line"] for i in ids] == list(range(1, 8))
 
 
 def test_world_is_laid_out_like_the_repository(world: World) -> None:
