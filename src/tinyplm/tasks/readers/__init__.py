@@ -12,6 +12,10 @@ reviews        :func:`.jsonl.read_json_lines`                  ``goodreads_spoil
 SQuAD JSON     :func:`tinyplm.tasks.squad.squad_articles`      SQuAD tasks and ``predict`` (squad)
 CoNLL          :func:`tinyplm.tasks.conll.conll_rows`          CoNLL-2003 and ``predict`` (conll)
 plain text     :func:`.plain.read_text_lines`                  ``predict`` (text)
+scored pairs   :func:`.pairs.read_pair_rows`                   ``tinyplm embed-eval --pairs``
+               (CSV/TSV with a header, or JSON lines)          (:func:`tinyplm.tasks.retrieval.read_pairs`)
+BEIR folder    :func:`.beir.read_records`,                     ``tinyplm embed-eval --beir``
+               :func:`.beir.read_judgments`                    (:func:`tinyplm.tasks.retrieval.read_beir`)
 =============  ==============================================  =========================================
 
 Every reader takes decoded lines (:func:`.rows.decoded_lines`: a file, stdin, any byte stream) and
