@@ -67,3 +67,21 @@ def test_bad_settings_are_refused_before_loading(dirs):
         load_embedder(dirs[EmbedderKind.STATIC], max_length=0)
     with pytest.raises(TinyplmError, match="batch_size must be at least 1"):
         load_embedder(dirs[EmbedderKind.STATIC], batch_size=0)
+
+
+def test_the_role_table_and_the_logit_path_reach_into_a_sentence_encoder(dirs):
+    """roles.base_model finds a SentenceEncoder's encoder (so layers, heads and shapes are read as on a
+    classifier), and predict_logits gives its vectors in input order, as encode_texts does."""
+    from tinyplm.models import roles, shape_of
+    from tinyplm.models.infer import predict_logits
+    from tinyplm.tasks.base import Example, Split
+    from tinyplm.tasks.encoding import encode_split
+    from tinyplm.tasks.heads import Head
+
+    embedder = load_embedder(dirs[EmbedderKind.TRANSFORMER])
+    model = embedder.model
+    assert roles.base_model(model) is model.encoder
+    assert len(roles.layers(model)) == 2 and shape_of(model)["layers"] == 2 and roles.is_encoder(model)
+    split = Split("dev", [Example(t, None, None) for t in TEXTS], Path("<test>"), Head.EMBEDDING)
+    vectors = predict_logits(model, encode_split(split, embedder.tokenizer, 48), batch_size=2)
+    assert np.allclose(vectors.numpy(), embedder.embed(TEXTS), atol=1e-5)

@@ -14,8 +14,11 @@ from tinyplm.tasks.encoding import Encoded, collate, length_sorted_batches, mode
 
 def output_logits(output) -> torch.Tensor:
     """A model output's logits in one tensor: ``.logits`` (classifier ``(batch, labels)``, tagger
-    ``(batch, seq, labels)``), or a question-answering head's start and end logits stacked on the
-    last axis ``(batch, seq, 2)``: the form every loss, cache and export here uses."""
+    ``(batch, seq, labels)``), a question-answering head's start and end logits stacked on the
+    last axis ``(batch, seq, 2)``, or an embedding model's vectors ``(batch, dim)`` (its output is the
+    tensor itself): the form every loss, cache and export here uses."""
+    if isinstance(output, torch.Tensor):
+        return output
     logits = getattr(output, "logits", None)
     if logits is not None:
         return logits

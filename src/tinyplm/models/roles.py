@@ -122,11 +122,15 @@ def _set(root: nn.Module, path: str, module: nn.Module) -> None:
 
 
 def base_model(model: nn.Module) -> nn.Module:
-    """The bare encoder (``BertModel``) of a task or masked-LM model, or ``model`` when it is bare.
+    """The bare encoder (``BertModel``) of a task or masked-LM model, of a wrapper that names its
+    encoder ``base_model`` (a :class:`~tinyplm.models.sentence.SentenceEncoder`: encoder, then
+    pooling), or ``model`` when it is bare.
 
     Raises ``ModelError`` for an unknown family or a model without an encoder where its table says."""
     roles = roles_of(model)
     inner = getattr(model, roles.base, None)
+    if not isinstance(inner, nn.Module):  # a bare transformers model's base_model is itself
+        inner = getattr(model, "base_model", None)
     base = inner if isinstance(inner, nn.Module) else model
     _get(base, roles.layers, "encoder layers")
     return base

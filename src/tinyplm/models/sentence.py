@@ -88,6 +88,12 @@ class SentenceEncoder(nn.Module):
         """The encoder's config (its sizes, vocabulary, positions)."""
         return self.encoder.config
 
+    @property
+    def base_model(self) -> nn.Module:
+        """The encoder, where :func:`tinyplm.models.roles.base_model` finds it (as on a transformers
+        task model), so the role table's paths (layers, attention, FFN) reach into it."""
+        return self.encoder
+
     def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
         """``(batch, seq)`` token ids and mask (and segment ids, passed only to an encoder that takes
         them: MPNet and DistilBERT do not) -> ``(batch, dim)`` sentence vectors."""
