@@ -85,3 +85,23 @@ def test_the_role_table_and_the_logit_path_reach_into_a_sentence_encoder(dirs):
     split = Split("dev", [Example(t, None, None) for t in TEXTS], Path("<test>"), Head.EMBEDDING)
     vectors = predict_logits(model, encode_split(split, embedder.tokenizer, 48), batch_size=2)
     assert np.allclose(vectors.numpy(), embedder.embed(TEXTS), atol=1e-5)
+
+
+def test_the_run_paths_load_and_save_an_embedding_model(dirs, tmp_path):
+    """load_classifier with the embedding head gives the embedding model its dir holds (the path a run
+    resumes a stage by), and save_model writes a SentenceEncoder in the sentence-transformers layout,
+    complete, with the same vectors."""
+    from tinyplm.models import load_classifier, save_model
+    from tinyplm.models.io import is_complete
+    from tinyplm.models.sentence import SentenceEncoder
+    from tinyplm.tasks.heads import Head
+
+    model, tok = load_classifier(dirs[EmbedderKind.TRANSFORMER], (), False, Head.EMBEDDING)
+    assert isinstance(model, SentenceEncoder)
+    out = save_model(model, tok, tmp_path / "saved")
+    assert (out / "modules.json").is_file() and is_complete(out)
+    again = load_embedder(out)
+    assert again.kind is EmbedderKind.TRANSFORMER
+    assert np.allclose(again.embed(TEXTS), load_embedder(dirs[EmbedderKind.TRANSFORMER]).embed(TEXTS), atol=1e-6)
+    static, _ = load_classifier(dirs[EmbedderKind.STATIC], (), False, Head.EMBEDDING)
+    assert type(static).__name__ == "StaticSentenceEncoder"

@@ -24,10 +24,15 @@ COMPLETE_MARK = ".complete"
 
 
 def save_model(model: PreTrainedModel, tokenizer, path: Path) -> Path:
-    """Write model + tokenizer to ``path`` atomically (temp dir, then rename).
+    """Write model + tokenizer to ``path`` atomically (temp dir, then rename); an embedding model
+    (:class:`~tinyplm.models.sentence.SentenceEncoder`) in the sentence-transformers layout.
 
     An existing complete directory at ``path`` is replaced only after the new one is written.
     """
+    from tinyplm.models.sentence import SentenceEncoder, save_sentence_encoder
+
+    if isinstance(model, SentenceEncoder):  # the encoder at the root, then the sentence-transformers modules
+        return save_sentence_encoder(model, tokenizer, path)
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     if tmp.exists():

@@ -131,7 +131,8 @@ class HeadRow:
       padded to a batch's width and mean nothing at padding.
     - ``auto_suffix``: the ``transformers`` class-name suffix (``AutoModel<suffix>``,
       ``Bert<suffix>``); None for a head without a task class of its own (``embedding`` uses the
-      base ``AutoModel``): it has no classifier to load or fine-tune.
+      base ``AutoModel``): it has no classifier to put on or fine-tune; its model is the embedding
+      model its dir holds (``models.loading.load_classifier`` loads it as such).
     - ``labels``: what its labels are; ``output_names``: the names of the outputs when the head
       fixes them (span: ``start``, ``end``; ``()``: no classifier outputs), None when the task's
       labels name them (classes, tags; ``score`` for a regression task).
