@@ -163,3 +163,21 @@ def test_holder_describes_itself() -> None:
     me = Holder.current()
     assert me.pid == os.getpid() and str(os.getpid()) in me.describe()
     assert time.strftime("%Y-") in me.since
+
+
+def test_replace_dir_swaps_in_the_staged_folder_and_clears_a_stale_old_copy(tmp_path: Path) -> None:
+    from tinyplm.files import replace_dir
+
+    path, staged = tmp_path / "model", tmp_path / "model.tmp"
+    path.mkdir()
+    (path / "a").write_text("old")
+    stale = tmp_path / "model.old"  # left by a replace killed between its renames
+    stale.mkdir()
+    (stale / "a").write_text("older")
+    staged.mkdir()
+    (staged / "a").write_text("new")
+    assert replace_dir(staged, path) == path
+    assert (path / "a").read_text() == "new" and not staged.exists() and not stale.exists()
+    fresh = tmp_path / "fresh.tmp"  # nothing there yet: the staged folder simply takes the name
+    fresh.mkdir()
+    assert replace_dir(fresh, tmp_path / "fresh").is_dir() and not fresh.exists()

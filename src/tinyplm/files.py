@@ -117,6 +117,22 @@ def write_json_atomic(path: Path, obj: Any, indent: int | None = 2) -> Path:
     return write_atomic(path, json.dumps(obj, indent=indent) + "\n")
 
 
+def replace_dir(staged: Path, path: Path) -> Path:
+    """Put the folder ``staged`` (written whole beside ``path``) in ``path``'s place: an existing
+    ``path`` is moved to ``path.old`` first and deleted after, so at every moment one complete copy
+    is there; a ``path.old`` left by a replace killed between the renames is deleted first.
+    Returns ``path``."""
+    path, staged = Path(path), Path(staged)
+    old = path.with_name(path.name + ".old")
+    if old.exists():
+        shutil.rmtree(old)
+    if path.exists():
+        path.rename(old)
+    staged.rename(path)
+    shutil.rmtree(old, ignore_errors=True)
+    return path
+
+
 # ---------------------------------------------------------------------------------------------
 # the run-dir lock
 

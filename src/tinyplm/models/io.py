@@ -13,6 +13,7 @@ from pathlib import Path
 
 from transformers import PreTrainedModel
 
+from tinyplm.files import replace_dir
 from tinyplm.models import roles
 from tinyplm.models.classic.io import is_family, save_family
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
@@ -72,14 +73,7 @@ def save_model(model: PreTrainedModel, tokenizer, path: Path) -> Path:
             model.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
     (tmp / COMPLETE_MARK).write_text("ok\n")
-    old = path.with_name(path.name + ".old")
-    if old.exists():  # the previous copy, left by a save killed between the renames below
-        shutil.rmtree(old)
-    if path.exists():
-        path.rename(old)
-    tmp.rename(path)
-    shutil.rmtree(old, ignore_errors=True)
-    return path
+    return replace_dir(tmp, path)
 
 
 def is_complete(path: Path) -> bool:

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tinyplm.errors import ModelError, TinyplmError
+from tinyplm.files import replace_dir
 from tinyplm.models import roles
 from tinyplm.models.io import save_model
 from tinyplm.models.loading import LOAD_ERRORS, check_model_dir, load_tokenizer, quiet_transformers
@@ -256,14 +257,7 @@ def save_sentence_encoder(model: SentenceEncoder, tokenizer, out: Path) -> Path:
     for spec, layer in zip(layout.dense, model.dense, strict=True):
         state = {k: v.detach().cpu().contiguous() for k, v in layer.state_dict().items()}
         save_file(state, str(stage / spec.path / "model.safetensors"), metadata={"format": "pt"})
-    old = out.with_name(out.name + ".old")
-    if old.exists():
-        shutil.rmtree(old)
-    if out.exists():
-        out.rename(old)
-    stage.rename(out)
-    shutil.rmtree(old, ignore_errors=True)
-    return out
+    return replace_dir(stage, out)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ from transformers import PretrainedConfig
 
 from tinyplm.config.classic import StaticSpec
 from tinyplm.errors import ModelError, TinyplmError
-from tinyplm.files import read_utf8, tmp_sibling
+from tinyplm.files import read_utf8, replace_dir, tmp_sibling
 from tinyplm.models.classic.config import TABLE_DTYPES, WEIGHTINGS
 from tinyplm.models.classic.io import WEIGHTS
 from tinyplm.models.classic.lstm import FamilyModule
@@ -327,14 +327,7 @@ def save_static_sentence(model: StaticSentenceEncoder, tokenizer, out: Path) -> 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    old = out.with_name(out.name + ".old")
-    if old.exists():  # the previous copy, left by a save killed between the renames below
-        shutil.rmtree(old)
-    if out.exists():
-        out.rename(old)
-    tmp.rename(out)
-    shutil.rmtree(old, ignore_errors=True)
-    return out
+    return replace_dir(tmp, out)
 
 
 def is_static_sentence_dir(path: Path) -> bool:
