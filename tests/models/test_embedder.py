@@ -88,10 +88,11 @@ def test_the_role_table_and_the_logit_path_reach_into_a_sentence_encoder(dirs):
 
 
 def test_the_run_paths_load_and_save_an_embedding_model(dirs, tmp_path):
-    """load_classifier with the embedding head gives the embedding model its dir holds (the path a run
-    resumes a stage by), and save_model writes a SentenceEncoder in the sentence-transformers layout,
-    complete, with the same vectors."""
-    from tinyplm.models import load_classifier, save_model
+    """load_for_head with the embedding head gives the embedding model its dir holds and refuses a
+    classifier's dir by name, and save_model writes a SentenceEncoder in the sentence-transformers
+    layout, complete, with the same vectors."""
+    from tinyplm.models import save_model
+    from tinyplm.models.head_loading import load_for_head as load_classifier
     from tinyplm.models.io import is_complete
     from tinyplm.models.sentence import SentenceEncoder
     from tinyplm.tasks.heads import Head
@@ -105,3 +106,7 @@ def test_the_run_paths_load_and_save_an_embedding_model(dirs, tmp_path):
     assert np.allclose(again.embed(TEXTS), load_embedder(dirs[EmbedderKind.TRANSFORMER]).embed(TEXTS), atol=1e-6)
     static, _ = load_classifier(dirs[EmbedderKind.STATIC], (), False, Head.EMBEDDING)
     assert type(static).__name__ == "StaticSentenceEncoder"
+    with pytest.raises(ModelError, match="not an embedding model"):
+        load_classifier(make_tiny_model_dir(tmp_path / "classifier"), (), False, "embedding")
+    classifier, _ = load_classifier(tmp_path / "classifier", ("neg", "pos"), False, "sequence")
+    assert classifier.config.num_labels == 2

@@ -17,7 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 from transformers import BertTokenizerFast
 
 import tinyplm.inference.records as records
-from conftest import make_tiny_model_dir, tiny_vocab
+from conftest import tiny_vocab
 from tinyplm.errors import TinyplmError
 from tinyplm.models import load_classifier
 from tinyplm.models.student import HEAD_CLASSES, head_class
@@ -261,10 +261,8 @@ def test_an_embedding_split_encodes_single_texts_without_labels() -> None:
 
 
 def test_heads_without_logits_are_refused_with_the_capability_named(tmp_path: Path) -> None:
-    from tinyplm.errors import ModelError
-
-    with pytest.raises(ModelError, match="not an embedding model"):  # no class to put on it: its own files only
-        load_classifier(make_tiny_model_dir(tmp_path / "classifier"), (), False, Head.EMBEDDING)
+    with pytest.raises(TinyplmError, match="the embedding head has no classifier to load"):
+        load_classifier(tmp_path, (), False, Head.EMBEDDING)
     with pytest.raises(TinyplmError, match="the embedding head has no prediction-layer loss on logits"):
         PredictionObjective(head=Head.EMBEDDING)
 

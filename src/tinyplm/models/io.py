@@ -25,15 +25,14 @@ COMPLETE_MARK = ".complete"
 
 
 def save_model(model: PreTrainedModel, tokenizer, path: Path) -> Path:
-    """Write model + tokenizer to ``path`` atomically (temp dir, then rename); an embedding model
-    (:class:`~tinyplm.models.sentence.SentenceEncoder`) in the sentence-transformers layout.
+    """Write model + tokenizer to ``path`` atomically (temp dir, then rename). A model with a layout of
+    its own saves itself through its ``save_to(tokenizer, path)`` (a
+    :class:`~tinyplm.models.sentence.SentenceEncoder`: the sentence-transformers layout).
 
     An existing complete directory at ``path`` is replaced only after the new one is written.
     """
-    from tinyplm.models.sentence import SentenceEncoder, save_sentence_encoder
-
-    if isinstance(model, SentenceEncoder):  # the encoder at the root, then the sentence-transformers modules
-        return save_sentence_encoder(model, tokenizer, path)
+    if callable(getattr(model, "save_to", None)):  # a model with its own layout (a SentenceEncoder)
+        return model.save_to(tokenizer, path)
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     if tmp.exists():

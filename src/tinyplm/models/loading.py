@@ -253,9 +253,8 @@ def _load_shaped(path: Path, has_head: bool, head: Head = Head.SEQUENCE, **confi
 
 def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, head: Head | str = Head.SEQUENCE):
     """Load ``path`` with a task's ``head`` (``sequence``, ``span`` or ``token``) -> (model, tokenizer); a
-    head without a task class (``embedding``: its row's ``auto_suffix`` is None) loads the embedding
-    model the dir holds (:func:`tinyplm.models.embedder.load_embedder`: a sentence-transformers layout
-    or a static sentence encoder; ``labels`` and ``is_regression`` do not apply) and refuses any other.
+    head without a task class (``embedding``: its row's ``auto_suffix`` is None) raises ``TinyplmError``
+    (its models load through :func:`tinyplm.models.head_loading.load_for_head`).
 
     A checkpoint without that head (a bare encoder, or another kind of head) gets a new one. Raises
     ``ModelError`` naming the file for a damaged config.json, weight or tokenizer file (see
@@ -266,11 +265,8 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
         raise ValueError(f"unknown head {head!r}; expected one of {', '.join(Head)}")
     head = Head(head)
     row = head.row
-    if row.auto_suffix is None:  # its model outputs vectors: see the docstring
-        from tinyplm.models.embedder import load_embedder
-
-        embedder = load_embedder(path)
-        return embedder.model, embedder.tokenizer
+    if row.auto_suffix is None:
+        raise TinyplmError(f"{path}: the {head} head has no classifier to load (its model outputs {row.outputs})")
     quiet_transformers()
     if is_family_dir(path):  # a classic student (LSTM, TF-IDF ...): models.classic.io
         return load_family(path, labels, is_regression, head)

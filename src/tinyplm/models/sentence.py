@@ -89,6 +89,10 @@ class SentenceEncoder(nn.Module):
         """The encoder's config (its sizes, vocabulary, positions)."""
         return self.encoder.config
 
+    def save_to(self, tokenizer, path: Path) -> Path:
+        """:func:`save_sentence_encoder` (what :func:`tinyplm.models.io.save_model` calls)."""
+        return save_sentence_encoder(self, tokenizer, path)
+
     @property
     def base_model(self) -> nn.Module:
         """The encoder, where :func:`tinyplm.models.roles.base_model` finds it (as on a transformers

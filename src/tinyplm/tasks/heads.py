@@ -132,7 +132,7 @@ class HeadRow:
     - ``auto_suffix``: the ``transformers`` class-name suffix (``AutoModel<suffix>``,
       ``Bert<suffix>``); None for a head without a task class of its own (``embedding`` uses the
       base ``AutoModel``): it has no classifier to put on or fine-tune; its model is the embedding
-      model its dir holds (``models.loading.load_classifier`` loads it as such).
+      model its dir holds (``models.head_loading.load_for_head`` loads it as such).
     - ``labels``: what its labels are; ``output_names``: the names of the outputs when the head
       fixes them (span: ``start``, ``end``; ``()``: no classifier outputs), None when the task's
       labels name them (classes, tags; ``score`` for a regression task).
