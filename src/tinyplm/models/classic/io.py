@@ -92,8 +92,6 @@ def load_family(path: Path, labels: tuple[str, ...], is_regression: bool = False
     Raises ``ModelError`` naming the file when config.json cannot be read as a classic-model config, the
     weights are missing or do not fit it, the tokenizer is missing or larger than the model's
     vocabulary, or the task is not sentence classification with the model's number of labels."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
 
     path = Path(path)
     if not head_of_name(str(head)).row.classic or is_regression:
@@ -114,16 +112,25 @@ def load_family(path: Path, labels: tuple[str, ...], is_regression: bool = False
         from tinyplm.models.openvino import load_openvino_dir
 
         return load_openvino_dir(path, config), load_family_tokenizer(path, config)
-    weights = path / WEIGHTS
+    model = build_module(config)
+    load_weights(model, path)
+    return model.eval(), load_family_tokenizer(path, config)
+
+
+def load_weights(model: nn.Module, path: Path) -> None:
+    """``path``'s ``model.safetensors`` into ``model`` (its ``load_saved_state``). Raises
+    ``ModelError`` naming the file when it is missing or does not fit ``path``'s config.json."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    weights = Path(path) / WEIGHTS
     if not weights.is_file():
         raise ModelError(f"{path}: no {WEIGHTS}")
-    model = build_module(config)
     try:
         model.load_saved_state(load_file(str(weights)))
     except (RuntimeError, OSError, SafetensorError) as exc:
         why = " ".join(str(exc).split())[:300]
-        raise ModelError(f"{weights}: does not fit {path / 'config.json'} ({why})") from None
-    return model.eval(), load_family_tokenizer(path, config)
+        raise ModelError(f"{weights}: does not fit {Path(path) / 'config.json'} ({why})") from None
 
 
 def load_family_tokenizer(path: Path, config: FamilyConfig):

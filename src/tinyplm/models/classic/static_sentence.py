@@ -56,7 +56,7 @@ from tinyplm.config.classic import StaticSpec
 from tinyplm.errors import ModelError, TinyplmError
 from tinyplm.files import read_utf8, replace_dir, tmp_sibling
 from tinyplm.models.classic.config import TABLE_DTYPES, WEIGHTINGS
-from tinyplm.models.classic.io import WEIGHTS
+from tinyplm.models.classic.io import WEIGHTS, load_weights
 from tinyplm.models.classic.lstm import FamilyModule
 from tinyplm.models.classic.static import QWEIGHT, SCALE, TABLE, pack_table, unpack_table
 from tinyplm.models.classic.static_init import pca_table, piece_weights
@@ -346,8 +346,6 @@ def load_static_sentence(path: Path):
     Raises ``ModelError`` naming the file when config.json is missing, damaged or not a static
     sentence encoder's, the weights are missing or do not fit it, or the tokenizer cannot be loaded
     or has more pieces than the model reads."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
     from transformers import AutoTokenizer
 
     path = Path(path)
@@ -364,14 +362,8 @@ def load_static_sentence(path: Path):
     except (OSError, ValueError, TypeError) as exc:
         raise ModelError(f"{cfg_file}: not a static sentence encoder's config ({exc.__class__.__name__}: {exc})") \
             from None
-    weights = path / WEIGHTS
-    if not weights.is_file():
-        raise ModelError(f"{path}: no {WEIGHTS}")
     model = StaticSentenceEncoder(config)
-    try:
-        model.load_saved_state(load_file(str(weights)))
-    except (RuntimeError, OSError, SafetensorError) as exc:
-        raise ModelError(f"{weights}: does not fit {cfg_file} ({' '.join(str(exc).split())[:300]})") from None
+    load_weights(model, path)
     try:
         tok = AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)
     except Exception as exc:  # transformers raises many types for broken tokenizer files
