@@ -112,7 +112,7 @@ def test_objective_masks_and_sums_its_terms() -> None:
 
 
 def test_recipe_rules_for_mlm_terms() -> None:
-    with pytest.raises(ValidationError, match="set kd_weight, hard_weight and logit_mse to 0"):
+    with pytest.raises(ValidationError, match="set kd_weight, hard_weight, logit_mse and the vector terms to 0"):
         ObjectiveSpec(mlm_soft=1.0)  # kd_weight defaults to 1
     with pytest.raises(ValidationError, match="masked-LM head"):
         StageSpec(data="corpus", objective=ObjectiveSpec(kd_weight=0, mlm_hard=1))  # teacher: finetuned

@@ -14,6 +14,7 @@ layers fairly.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -24,8 +25,9 @@ from tinyplm.models.infer import output_logits
 from tinyplm.models.shape import head_size
 from tinyplm.models.widths import attention_heads, ffn_width
 from tinyplm.tasks.encoding import Encoded, collate, model_inputs
-from tinyplm.tasks.heads import Head
+from tinyplm.tasks.heads import Head, PerHead
 from tinyplm.train.prediction import PredictionObjective
+from tinyplm.train.vector_losses import cosine_loss, similarity_kd
 
 
 @dataclass
@@ -65,12 +67,12 @@ def importance(
     """Taylor importance of every head and FFN neuron over ``batches`` random training batches.
 
     The loss is KD to ``teacher_logits`` when given (the teacher's view of the task), else the
-    task loss on the labels; both as the task ``head`` computes them (``PredictionObjective``).
+    task loss on the labels; both as the task ``head`` computes them (:data:`IMPORTANCE_LOSSES`:
+    an embedding model's vectors against the teacher's).
     The model is left in eval mode with no gradients.
     """
     kd = teacher_logits is not None
-    objective = PredictionObjective(kd_weight=float(kd), hard_weight=float(not kd), temperature=temperature,
-                                    is_regression=is_regression, head=head)
+    loss_of = IMPORTANCE_LOSSES[head](kd, temperature, is_regression, head)
     layers = roles.layers(model)
     heads = [torch.ones(attention_heads(x), requires_grad=True) for x in layers]
     ffn = [torch.ones(ffn_width(x), requires_grad=True) for x in layers]
@@ -86,7 +88,7 @@ def importance(
             batch = collate(data, idx)
             logits = output_logits(model(**model_inputs(batch))).float()
             t = teacher_logits[batch["index"]] if kd else None
-            loss = objective(logits, batch["labels"], t, batch["attention_mask"])[0]
+            loss = loss_of(logits, batch, t)
             grads = torch.autograd.grad(loss, heads + ffn)
             for s, g in zip(score_h + score_f, grads, strict=True):
                 s += g.abs()
@@ -94,6 +96,37 @@ def importance(
         for h in handles:
             h.remove()
     return Importance([s.detach() for s in score_h], [s.detach() for s in score_f])
+
+
+LossOf = Callable[[Tensor, dict[str, Tensor], Tensor | None], Tensor]
+
+
+def _prediction_loss(kd: bool, temperature: float, is_regression: bool, head: Head) -> LossOf:
+    """KD to the teacher's logits when given, else the task loss on the labels (``PredictionObjective``)."""
+    objective = PredictionObjective(kd_weight=float(kd), hard_weight=float(not kd), temperature=temperature,
+                                    is_regression=is_regression, head=head)
+    return lambda logits, batch, t: objective(logits, batch["labels"], t, batch["attention_mask"])[0]
+
+
+def _vector_loss(kd: bool, temperature: float, is_regression: bool, head: Head) -> LossOf:
+    """An embedding model's vectors ``(batch, dim)`` against the teacher's: in-batch similarity KD
+    (any widths), plus ``1 - cos`` when the widths agree. Raises ``ValueError`` without the teacher's
+    vectors (an embedding task has no labels to score units by)."""
+    if not kd:
+        raise ValueError("the importance of an embedding model's units needs the teacher's vectors")
+
+    def loss(vectors: Tensor, batch: dict[str, Tensor], t: Tensor | None) -> Tensor:
+        t = t.float()
+        same = similarity_kd(vectors, t)
+        return same + cosine_loss(vectors, t) if vectors.shape == t.shape else same
+
+    return loss
+
+
+#: The loss each head's units are scored by: (kd, temperature, is_regression, head) -> loss of
+#: (outputs, collated batch, the teacher's rows or None).
+IMPORTANCE_LOSSES: PerHead = PerHead("importance loss", {Head.SEQUENCE: _prediction_loss, Head.SPAN: _prediction_loss,
+                                                         Head.TOKEN: _prediction_loss, Head.EMBEDDING: _vector_loss})
 
 
 def select(scores: list[Tensor], keep: float, scope: str = "global", minimum: int = 1) -> list[list[int]]:

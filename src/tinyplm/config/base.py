@@ -113,6 +113,13 @@ class ObjectiveSpec(Section):
                                                            "10% kept) for mlm terms")
     logit_mse: float = Field(0.0, ge=0, description="MSE between the student's and the teacher's logits (Tang et "
                                                     "al. 2019: distilling BERT into a BiLSTM); sentence tasks")
+    vector_mse: float = Field(0.0, ge=0, description="embedding task: MSE between the student's sentence vector and "
+                              "the teacher's (through a learned projection when widths differ; Reimers & Gurevych "
+                              "2020). On unit vectors its values are small: weigh it about dim/2 times a cosine term")
+    vector_cosine: float = Field(0.0, ge=0, description="embedding task: 1 - cosine of the student's (projected) "
+                                 "vector and the teacher's")
+    similarity_kd: float = Field(0.0, ge=0, description="embedding task: MSE between the student's and the "
+                                 "teacher's in-batch cosine matrices (needs no common width)")
 
     @model_validator(mode="after")
     def _some_weight(self) -> ObjectiveSpec:
@@ -122,15 +129,26 @@ class ObjectiveSpec(Section):
 
     @model_validator(mode="after")
     def _mlm_replaces_prediction(self) -> ObjectiveSpec:
-        if self.masked_lm and (self.kd_weight > 0 or self.hard_weight > 0 or self.logit_mse > 0):
-            raise ValueError("mlm_soft/mlm_hard train a masked-LM head instead of the task head: "
-                             "set kd_weight, hard_weight and logit_mse to 0 in this stage")
+        if self.masked_lm and (self.kd_weight > 0 or self.hard_weight > 0 or self.logit_mse > 0 or self.vectors):
+            raise ValueError("mlm_soft/mlm_hard train a masked-LM head instead of the task head: set kd_weight, "
+                             "hard_weight, logit_mse and the vector terms to 0 in this stage")
         return self
 
     @property
     def masked_lm(self) -> bool:
         """True when the stage masks its input and trains the student's masked-LM head."""
         return self.mlm_soft > 0 or self.mlm_hard > 0
+
+    @property
+    def vectors(self) -> bool:
+        """True when any term compares sentence vectors (the embedding task's terms)."""
+        return any(getattr(self, k) > 0 for k in VECTOR_TERMS)
+
+    @property
+    def predicts(self) -> bool:
+        """True when the stage trains what the task is scored on (logits or sentence vectors), so
+        evaluating it while it trains (and keeping its best checkpoint) means something."""
+        return self.kd_weight > 0 or self.hard_weight > 0 or self.logit_mse > 0 or self.vectors
 
     @property
     def layerwise(self) -> bool:
@@ -141,4 +159,6 @@ class ObjectiveSpec(Section):
 LAYERWISE_TERMS = ("embedding", "hidden", "attention_scores", "attention_kl", "value_relation", "qkv_relation",
                    "cosine")
 MLM_TERMS = ("mlm_soft", "mlm_hard")
-LOSS_TERMS = ("kd_weight", "hard_weight", "logit_mse", *LAYERWISE_TERMS, *MLM_TERMS)
+#: The embedding task's terms: what the student's sentence vectors are pulled towards.
+VECTOR_TERMS = ("vector_mse", "vector_cosine", "similarity_kd")
+LOSS_TERMS = ("kd_weight", "hard_weight", "logit_mse", *LAYERWISE_TERMS, *MLM_TERMS, *VECTOR_TERMS)

@@ -30,10 +30,12 @@ from tinyplm.config.tracking import TrackingSpec
 class TaskSpec(Section):
     """Which task to read and how to encode it."""
 
-    _unwritten_defaults = ("holdout", "holdout_seed", "holdout_min_words", "holdout_drop_parts")
+    _unwritten_defaults = ("holdout", "holdout_seed", "holdout_min_words", "holdout_drop_parts", "train_texts",
+                           "eval_sets", "eval_max_length")
 
     name: str = Field("sst2", description="GLUE task name (cola, sst2, ...), squad, squad_v2, conll2003, a spoiler "
-                      "task (goodreads_spoilers, goodreads_spoilers_reviews, tvtropes_spoilers) or 'custom'")
+                      "task (goodreads_spoilers, goodreads_spoilers_reviews, tvtropes_spoilers), 'custom', or "
+                      "'embedding' (a sentence encoder distilled on texts, judged on similarity and retrieval sets)")
     data_dir: str | None = Field(None, description="GLUE folder (or data root); default TINYPLM_DATA or ../shared/data")
     max_length: int = Field(128, ge=8, le=512, description="tokens per example after truncation")
     max_train_examples: int | None = Field(None, ge=1, description="use the first N training examples")
@@ -69,6 +71,17 @@ class TaskSpec(Section):
                                    "page in order) as a text pair")
     context_after: int = Field(0, ge=0, le=64, description="goodreads_spoilers_reviews, tvtropes_spoilers: "
                                "also each sentence's N following sentences, after a '|' in the text pair")
+    # The embedding task (name: embedding; tasks/embedding_task.py)
+    train_texts: list[str] | None = Field(
+        None, min_length=1, description="embedding: the texts students learn the teacher's vectors on, in order: "
+        "'stsb' (STS-B train sentences), 'corpus' (the corpus section, cut into sentences) or your own text file "
+        "(one text per line) or folder of *.txt; default [stsb]. Evaluated and held-out texts are left out")
+    eval_sets: list[str] | None = Field(
+        None, min_length=1, description="embedding: the sets it is judged on: 'stsb' (STS-B dev, Spearman), "
+        "'squad' (SQuAD v1.1 dev questions ranking its paragraphs, nDCG@10), 'pairs:FILE' (your scored pairs) or "
+        "'beir:FOLDER' (a BEIR folder; 'beir:FOLDER:SPLIT'); default [stsb, squad]; the first is primary")
+    eval_max_length: int = Field(256, ge=8, le=8192, description="embedding: word pieces each evaluated text is "
+                                 "read at (paragraphs are longer than sentences; max_length is the training texts')")
     class_weights: Literal["balanced", "none"] | None = Field(
         None, description="class weights in the cross-entropy: balanced (n / (classes x n_c) from the training "
         "labels) or none; default: the task's (balanced for the Goodreads spoiler tasks)")
@@ -83,6 +96,13 @@ class TaskSpec(Section):
             if self.doc_stride is not None and self.doc_stride >= room:
                 raise ValueError(f"doc_stride {self.doc_stride} must be smaller than a window's context room "
                                  f"(max_length - max_query_length - 3 = {room})")
+        embedding = self.name.strip().lower() == "embedding"
+        for key in ("train_texts", "eval_sets"):
+            if getattr(self, key) is not None and not embedding:
+                raise ValueError(f"task.{key} is for the embedding task (name: embedding), not '{self.name}'")
+        if embedding and (self.holdout_min_words or self.holdout_drop_parts):
+            raise ValueError("the embedding task holds out whole STS-B training pairs (task.holdout); "
+                             "holdout_min_words and holdout_drop_parts are for sentence tasks")
         if self.holdout_min_words and not self.holdout:
             raise ValueError(f"holdout_min_words {self.holdout_min_words} shapes a held-out draw, but task.holdout "
                              "is not set: give task.holdout (how many training examples to hold out)")

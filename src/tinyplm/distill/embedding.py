@@ -7,7 +7,8 @@ its own tokenization (:func:`tinyplm.distill.vectors.teacher_vectors`) and hande
 its ``teacher_logits`` ``(N, teacher_dim)``; the student reads its own token ids of the same texts.
 So teacher and student need not share a tokenizer, and the teacher does not run during training.
 
-The terms are pure functions on ``(batch, dim)`` tensors:
+The terms are pure functions on ``(batch, dim)`` tensors (in :mod:`tinyplm.train.vector_losses`, where
+the pruning importance uses them too):
 
 - :func:`vector_mse`: mean squared error per element (sentence-transformers' ``MSELoss``);
 - :func:`cosine_loss`: mean of ``1 - cos`` (the direction only, blind to each vector's length);
@@ -40,70 +41,14 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from tinyplm.distill.intermediate import make_projection
 from tinyplm.tasks.encoding import model_inputs
 from tinyplm.train.objective import Batch
+from tinyplm.train.vector_losses import cosine_loss, cosine_matrix, similarity_kd, vector_mse
 
-# -- pure loss functions ---------------------------------------------------------------------------
-
-
-def _check_vectors(name: str, x: torch.Tensor) -> None:
-    """Raise ``ValueError`` unless ``x`` is a non-empty ``(batch, dim)`` tensor."""
-    if x.dim() != 2 or x.shape[0] == 0 or x.shape[1] == 0:
-        raise ValueError(f"{name}: expected non-empty (batch, dim) vectors, got shape {tuple(x.shape)}")
-
-
-def _check_pair(student: torch.Tensor, teacher: torch.Tensor) -> None:
-    """Raise ``ValueError`` unless both are ``(batch, dim)`` vectors of one shape."""
-    _check_vectors("student", student)
-    _check_vectors("teacher", teacher)
-    if student.shape != teacher.shape:
-        raise ValueError(f"student vectors {tuple(student.shape)} and teacher vectors {tuple(teacher.shape)} "
-                         "differ in shape; project the student to the teacher's width first")
-
-
-def vector_mse(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
-    """Mean squared error per element between ``student`` and ``teacher``, both ``(batch, dim)``
-    (sentence-transformers' ``MSELoss``), in float32. Raises ``ValueError`` when the shapes differ
-    or are not non-empty ``(batch, dim)``."""
-    _check_pair(student, teacher)
-    return F.mse_loss(student.float(), teacher.float())
-
-
-def cosine_loss(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
-    """Mean over the batch of ``1 - cos(student_i, teacher_i)``, both ``(batch, dim)``: in [0, 2],
-    unchanged when either side is scaled by a positive factor. Raises ``ValueError`` as
-    :func:`vector_mse`."""
-    _check_pair(student, teacher)
-    return (1.0 - F.cosine_similarity(student.float(), teacher.float(), dim=-1)).mean()
-
-
-def cosine_matrix(x: torch.Tensor) -> torch.Tensor:
-    """Pairwise cosines of the rows of ``x`` ``(batch, dim)`` -> ``(batch, batch)`` (a zero row
-    has cosine 0 with every row)."""
-    unit = F.normalize(x.float(), dim=-1)
-    return unit @ unit.T
-
-
-def similarity_kd(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
-    """In-batch similarity KD: MSE between the student's pairwise cosine matrix and the teacher's.
-
-    ``student`` ``(batch, student_dim)``, ``teacher`` ``(batch, teacher_dim)``: the widths may
-    differ, the batch must not. Each side gives a ``(batch, batch)`` cosine matrix; the loss is the
-    mean squared difference over all its ``batch * batch`` entries (the diagonal, 1 on both sides,
-    adds nothing). Zero whenever the student's vectors are the teacher's under one common rotation
-    (or an isometry into a wider space), each row rescaled by its own positive factor. Raises
-    ``ValueError`` when the batch sizes differ or either side is not non-empty ``(batch, dim)``.
-    """
-    _check_vectors("student", student)
-    _check_vectors("teacher", teacher)
-    if student.shape[0] != teacher.shape[0]:
-        raise ValueError(f"student batch {student.shape[0]} and teacher batch {teacher.shape[0]} differ")
-    return F.mse_loss(cosine_matrix(student), cosine_matrix(teacher))
-
+__all__ = ["EmbeddingLossWeights", "EmbeddingObjective", "cosine_loss", "cosine_matrix", "similarity_kd", "vector_mse"]
 
 # -- weights ---------------------------------------------------------------------------------------
 

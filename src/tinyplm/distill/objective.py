@@ -23,7 +23,7 @@ from tinyplm.distill.mlm import is_masked_lm, mlm_forward, mlm_hard_loss, mlm_so
 from tinyplm.errors import RecipeError
 from tinyplm.models.features import Features, forward_features
 from tinyplm.models.narrow import TEACHER_CHANNELS
-from tinyplm.tasks.heads import Head
+from tinyplm.tasks.heads import Head, PerHead
 from tinyplm.train.masking import Masking, mask_tokens
 from tinyplm.train.objective import Batch, supervised_batch
 from tinyplm.train.prediction import PredictionObjective
@@ -213,3 +213,34 @@ def build_objective(spec: ObjectiveSpec, student_cfg, teacher_cfg, is_regression
                               f"{student_cfg.vocab_size} word pieces and the teacher {teacher_cfg.vocab_size}")
         masking = Masking.from_tokenizer(tokenizer, spec.mask_rate, vocab_size=student_cfg.vocab_size)
     return DistillObjective(spec, student_cfg, teacher_cfg, is_regression, masking, head, class_weights)
+
+
+def _task_objective(spec: ObjectiveSpec, student: nn.Module, teacher: nn.Module, is_regression: bool,
+                    tokenizer, head: Head, class_weights: tuple[float, ...] | None) -> DistillObjective:
+    return build_objective(spec, student.config, teacher.config, is_regression, tokenizer, head, class_weights)
+
+
+def _vector_objective(spec: ObjectiveSpec, student: nn.Module, teacher: nn.Module, is_regression: bool,
+                      tokenizer, head: Head, class_weights: tuple[float, ...] | None) -> nn.Module:
+    """The embedding head's objective: the stage's vector terms (``vector_mse``, ``vector_cosine``,
+    ``similarity_kd``) between the student's and the teacher's sentence vectors, widths read from the
+    two models (``.dim``)."""
+    from tinyplm.distill.embedding import EmbeddingLossWeights, EmbeddingObjective
+
+    weights = EmbeddingLossWeights(mse=spec.vector_mse, cosine=spec.vector_cosine, similarity=spec.similarity_kd)
+    return EmbeddingObjective(int(student.dim), int(teacher.dim), weights)
+
+
+#: Each head's stage objective: (spec, student, teacher, is_regression, tokenizer, head, class_weights) ->
+#: the training objective. The heads with logits weigh the recipe's prediction, layer-wise and masked-LM
+#: terms (:func:`build_objective`); the embedding head its vector terms.
+STAGE_OBJECTIVES: PerHead = PerHead("stage objective", {Head.SEQUENCE: _task_objective, Head.SPAN: _task_objective,
+                                                        Head.TOKEN: _task_objective, Head.EMBEDDING: _vector_objective})
+
+
+def stage_objective(spec: ObjectiveSpec, student: nn.Module, teacher: nn.Module, is_regression: bool,
+                    tokenizer=None, head: Head = Head.SEQUENCE,
+                    class_weights: tuple[float, ...] | None = None) -> nn.Module:
+    """The objective of one stage of ``student`` learning from ``teacher`` on a task of ``head``
+    (:data:`STAGE_OBJECTIVES`). Raises ``RecipeError`` for terms the two models cannot support."""
+    return STAGE_OBJECTIVES[head](spec, student, teacher, is_regression, tokenizer, head, class_weights)

@@ -18,7 +18,8 @@ import torch
 from torch import nn
 
 from tinyplm.errors import TinyplmError
-from tinyplm.models import check_model_dir, load_classifier
+from tinyplm.models import check_model_dir
+from tinyplm.models.head_loading import load_for_head
 from tinyplm.models.onnx import FORMAT_KEY
 from tinyplm.models.quantized import QUANT_KEY
 from tinyplm.tasks.encoding import Encoded, collate, length_sorted_batches, model_inputs
@@ -65,7 +66,7 @@ def open_model(path: Path) -> OpenedModel:
     regression = head.row.may_regress and (cfg.get("problem_type") == "regression" or cfg.get("num_labels") == 1)
     if not labels and not regression:
         labels = ("LABEL_0", "LABEL_1")
-    model, tokenizer = load_classifier(path, labels, regression, head)
+    model, tokenizer = load_for_head(path, labels, regression, head)
     return OpenedModel(model.float().eval(), tokenizer, head, labels, trained, path)
 
 

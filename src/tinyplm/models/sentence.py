@@ -93,6 +93,12 @@ class SentenceEncoder(nn.Module):
         """:func:`save_sentence_encoder` (what :func:`tinyplm.models.io.save_model` calls)."""
         return save_sentence_encoder(self, tokenizer, path)
 
+    def num_parameters(self, exclude_embeddings: bool = False) -> int:
+        """The encoder's parameters (``transformers``' count, its embedding tables left out when
+        asked) and the Dense layers'."""
+        dense = sum(p.numel() for p in self.dense.parameters())
+        return int(self.encoder.num_parameters(exclude_embeddings=exclude_embeddings)) + dense
+
     @property
     def base_model(self) -> nn.Module:
         """The encoder, where :func:`tinyplm.models.roles.base_model` finds it (as on a transformers
@@ -110,6 +116,20 @@ class SentenceEncoder(nn.Module):
         for layer in self.dense:
             x = layer(x)  # (batch, out)
         return F.normalize(x, p=2, dim=-1) if self.layout.normalize else x
+
+
+def with_encoder(template: SentenceEncoder, encoder: nn.Module) -> SentenceEncoder:
+    """A new :class:`SentenceEncoder` of ``encoder`` laid out as ``template``: its pooling and
+    normalisation; its Dense layers (weights copied) only when ``encoder`` is as wide as
+    ``template``'s, since they take that width (a narrower student's vectors are its own width)."""
+    width = roles.config_shape(encoder.config).hidden
+    keep = width == template.layout.pooling.dimension
+    layout = replace(template.layout, pooling=replace(template.layout.pooling, dimension=width),
+                     dense=template.layout.dense if keep else ())
+    out = SentenceEncoder(encoder, layout)
+    if keep:
+        out.dense.load_state_dict(template.dense.state_dict())
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -140,8 +140,24 @@ def teacher_shape(teacher_cfg) -> ShapeSpec:
 def build_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int = 42,
                   task_model: PreTrainedModel | None = None, arch: str | None = None,
                   word_embeddings: bool = False) -> PreTrainedModel:
-    """Build the student described by ``spec``, with the head and labels of ``task_model`` (the
-    task teacher; default ``teacher``), of architecture ``arch`` (default ``spec.arch`` where the
+    """:func:`build_encoder_student`, and for a teacher that is an embedding model
+    (:class:`~tinyplm.models.sentence.SentenceEncoder`) an embedding student: a bare encoder built
+    the same way from the teacher's encoder, pooled, projected and normalised as the teacher's layout
+    says (:func:`~tinyplm.models.sentence.with_encoder`)."""
+    from tinyplm.models.sentence import SentenceEncoder, with_encoder
+
+    if isinstance(teacher, SentenceEncoder):
+        inner = build_encoder_student(spec, teacher.encoder, seed, None, arch, word_embeddings, Head.EMBEDDING)
+        return with_encoder(teacher, inner)
+    return build_encoder_student(spec, teacher, seed, task_model, arch, word_embeddings)
+
+
+def build_encoder_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int = 42,
+                          task_model: PreTrainedModel | None = None, arch: str | None = None,
+                          word_embeddings: bool = False, head: Head | None = None) -> PreTrainedModel:
+    """Build the student described by ``spec``, with the head (``head`` when given: a bare encoder
+    for the embedding head) and labels of ``task_model`` (the task teacher; default ``teacher``), of
+    architecture ``arch`` (default ``spec.arch`` where the
     recipe has it, else the teacher's family for a student of teacher layers, else ``bert``).
 
     With ``spec.teacher_layers`` the student copies the teacher's embeddings, the listed layers,
@@ -166,7 +182,7 @@ def build_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int = 42,
     assert shape is not None  # guaranteed by StudentSpec validation
     torch.manual_seed(seed)
     config = student_config(shape, tcfg, task_model.config, model_type, layers)
-    student = head_class(head_of(task_model), model_type)(config)
+    student = head_class(head or head_of(task_model), model_type)(config)
     if layers and (shape.hidden, shape.ffn) == (base.hidden, base.ffn):
         copy_teacher_layers(student, teacher, layers)
     elif layers:

@@ -22,8 +22,9 @@ from tinyplm.config.schema import MeasureSpec, StageSpec, StudentSpec, student_n
 from tinyplm.evaluate.agreement import prediction_agreement
 from tinyplm.evaluate.model_eval import encode_evals
 from tinyplm.evaluate.speed import measure_speed
-from tinyplm.models import load_classifier, save_model, shape_of
+from tinyplm.models import save_model, shape_of
 from tinyplm.models.classic.config import FamilyConfig, family_shape
+from tinyplm.models.head_loading import load_for_head
 from tinyplm.report.info import CompressInfo, StageInfo
 from tinyplm.report.records import StageKind
 from tinyplm.run.inputs import RunInputs, stamp_task
@@ -44,7 +45,7 @@ def run_compress(spec: StudentSpec, model: nn.Module, inp: RunInputs, parent: st
         out = inp.paths.student(stage)
         ctx.work_dir = inp.paths.work(stage)
         if (finished := inp.paths.finished(out)) is not None:
-            model, tok = load_classifier(out, inp.data.labels, inp.data.is_regression, inp.data.head)
+            model, tok = load_for_head(out, inp.data.labels, inp.data.is_regression, inp.data.head)
             if len(tok) != len(ctx.tokenizer):  # a trimmed vocabulary: its own encodings from here on
                 ctx.tokenizer = tok
                 ctx.train, ctx.evals = ctx.reencode(tok)

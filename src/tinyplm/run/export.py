@@ -22,7 +22,8 @@ from tinyplm.errors import TinyplmError
 from tinyplm.evaluate.agreement import prediction_agreement
 from tinyplm.evaluate.model_eval import encode_evals
 from tinyplm.files import write_json_atomic
-from tinyplm.models import load_classifier, save_model
+from tinyplm.models import save_model
+from tinyplm.models.head_loading import load_for_head
 from tinyplm.models.onnx import ONNX_FILE, OrtClassifier, export_onnx
 from tinyplm.models.openvino import OvClassifier
 from tinyplm.models.quantized import QUANT_KEY
@@ -68,7 +69,7 @@ def export_run(run_dir: Path, stages: list[str] | None = None, out_dir: Path | N
     report = []
     for name in stages or list(known):
         model_dir = run_dir / known[name].model_dir
-        model, tok = load_classifier(model_dir, data.labels, data.is_regression, data.head)
+        model, tok = load_for_head(model_dir, data.labels, data.is_regression, data.head)
         target = out_dir / name
         evals = encode_evals(data, tok, cfg.task.max_length, cfg.task.max_eval_examples)
         if isinstance(model, OrtClassifier):

@@ -22,7 +22,8 @@ from tinyplm.distill import cached_teacher_logits
 from tinyplm.distill.cache import KnownRows
 from tinyplm.errors import RecipeError
 from tinyplm.files import write_json_atomic
-from tinyplm.models import fingerprint, is_complete, load_classifier
+from tinyplm.models import fingerprint, is_complete
+from tinyplm.models.head_loading import load_for_head
 from tinyplm.models.infer import use_bf16
 from tinyplm.report.info import SAVED_MARK, StageInfo, TrainingInfo
 from tinyplm.tasks.base import Example, Split, TaskData
@@ -77,7 +78,7 @@ class RunPaths:
 class LogitsSource:
     """A saved stage of the run that computes the teacher's logits (``teacher.logits_from``):
     its ``stage`` name, its ``model_dir``, and the ``task`` it is loaded for (labels,
-    is_regression, head: :func:`tinyplm.models.load_classifier`'s arguments)."""
+    is_regression, head: :func:`tinyplm.models.head_loading.load_for_head`'s arguments)."""
 
     stage: str
     model_dir: Path
@@ -135,7 +136,7 @@ class Teachers:
             raise RecipeError(f"teacher.logits_from names {source.stage}, which is not saved when the teacher's "
                               f"logits are first needed ({source.model_dir} is missing or incomplete): list its "
                               "student before every student that learns from the teacher")
-        model, _ = load_classifier(source.model_dir, *source.task)
+        model, _ = load_for_head(source.model_dir, *source.task)
         return model, fingerprint(source.model_dir)
 
 

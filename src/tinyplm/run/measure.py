@@ -15,7 +15,8 @@ from tinyplm.evaluate.roc import logits_roc
 from tinyplm.evaluate.runtime import describe
 from tinyplm.evaluate.size import count_params, disk_bytes
 from tinyplm.evaluate.speed import measure_speed
-from tinyplm.models import load_classifier, shape_of
+from tinyplm.models import shape_of
+from tinyplm.models.head_loading import load_for_head
 from tinyplm.models.infer import precision_name
 from tinyplm.report import RunRecord, StageRecord
 from tinyplm.report.records import StageKind
@@ -86,7 +87,7 @@ def bench(model_dirs: list[Path], task: TaskSpec, rounds: int = 3, runtimes: lis
     for i, d in enumerate(model_dirs):
         names = {s.name for s in stages}
         base = "teacher" if i == 0 else (d.name if d.name not in names else f"{d.parent.name}-{d.name}")
-        model, tok = load_classifier(d, data.labels, data.is_regression, data.head)
+        model, tok = load_for_head(d, data.labels, data.is_regression, data.head)
         enc = encode_evals(data, tok, task.max_length, task.max_eval_examples)
         for name, variant, where in _variants(base, model, Path(d), runtimes, work):
             kind = StageKind.TEACHER if name == "teacher" else StageKind.MODEL

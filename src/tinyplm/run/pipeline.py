@@ -25,12 +25,12 @@ from tinyplm.evaluate.speed import protocol
 from tinyplm.files import RESOLVED, claim_run_dir, reuse_finished
 from tinyplm.models import (
     fingerprint,
-    load_classifier,
     quiet_transformers,
     resolve_model_dir,
     save_model,
     shape_of,
 )
+from tinyplm.models.head_loading import load_for_head
 from tinyplm.models.infer import precision_facts, use_bf16
 from tinyplm.report import RunRecord, write_all
 from tinyplm.report.info import StageInfo
@@ -178,9 +178,9 @@ def prepare_teacher(cfg: RunConfig, checked: Preflight, train_enc, evals, paths:
     ``evals``); saved to ``RUN_DIR/teacher`` -> (model, tokenizer, info for the report)."""
     out, data = paths.root / "teacher", checked.data
     if resumed and (done := paths.finished(out)) is not None:
-        model, tok = load_classifier(out, data.labels, data.is_regression, data.head)
+        model, tok = load_for_head(out, data.labels, data.is_regression, data.head)
         return model, tok, replace(StageInfo.from_saved(done), reused=True)
-    model, tok = load_classifier(checked.teacher_dir, data.labels, data.is_regression, data.head)
+    model, tok = load_for_head(checked.teacher_dir, data.labels, data.is_regression, data.head)
     info = StageInfo(source=str(cfg.teacher.model))
     if cfg.teacher.finetune is not None:
         spec = cfg.teacher.finetune

@@ -17,9 +17,10 @@ import torch
 
 from tinyplm.config.schema import StageSpec, StudentSpec, TrainSpec, student_name
 from tinyplm.distill.mlm import with_mlm_head
-from tinyplm.distill.objective import build_objective
+from tinyplm.distill.objective import stage_objective
 from tinyplm.evaluate.model_eval import evaluate_model
-from tinyplm.models import build_student, load_classifier, resolve_model_dir, save_model, shape_of
+from tinyplm.models import build_student, resolve_model_dir, save_model, shape_of
+from tinyplm.models.head_loading import load_for_head
 from tinyplm.models.infer import use_bf16
 from tinyplm.models.token_ids import token_id_mismatch
 from tinyplm.report.info import StageInfo, training_from_saved
@@ -44,7 +45,7 @@ def initial_student(spec: StudentSpec, inp: RunInputs) -> tuple[torch.nn.Module,
         return copy.deepcopy(inp.students[spec.init_from]), f"student {spec.init_from}", view
     if spec.init_from:
         data = inp.data
-        model, tok = load_classifier(resolve_model_dir(spec.init_from), data.labels, data.is_regression, data.head)
+        model, tok = load_for_head(resolve_model_dir(spec.init_from), data.labels, data.is_regression, data.head)
         if token_id_mismatch(tok, inp.tokenizer) is None:
             return model, f"from {spec.init_from}", inp
         return model, f"from {spec.init_from}, its own tokenizer", inp.with_tokenizer(tok)
@@ -79,7 +80,7 @@ def run_student(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
         label = stage.name or (f"stage-{k}" if len(stages) > 1 else "")
         stage_dir = inp.paths.student(name if k == len(stages) - 1 else f"{name}.stage-{k}")
         if (finished := inp.paths.finished(stage_dir)) is not None:
-            model, _ = load_classifier(stage_dir, inp.data.labels, inp.data.is_regression, inp.data.head)
+            model, _ = load_for_head(stage_dir, inp.data.labels, inp.data.is_regression, inp.data.head)
             infos.append(replace(training_from_saved(finished), reused=True))
             continue
         done = train_stage(model, stage, inp, f"{name}/{label}" if label else name, f"{name}.stage-{k}")
@@ -107,10 +108,10 @@ def train_stage(model, stage: StageSpec, inp: RunInputs, log_name: str, ckpt_nam
     masked_lm = stage.objective.masked_lm
     teacher = inp.teachers.get(stage.teacher, masked_lm)
     head = Head(inp.data.head) if stage.data != "corpus" else Head.SEQUENCE  # corpus text: no task labels
-    objective = build_objective(stage.objective, model.config, teacher.config, inp.data.is_regression,
-                                inp.student_tokenizer, head, inp.data.class_weights if stage.data != "corpus" else None)
+    objective = stage_objective(stage.objective, model, teacher, inp.data.is_regression, inp.student_tokenizer,
+                                head, inp.data.class_weights if stage.data != "corpus" else None)
     trained = with_mlm_head(model, teacher) if masked_lm else model
-    predicts = stage.objective.kd_weight > 0 or stage.objective.hard_weight > 0 or stage.objective.logit_mse > 0
+    predicts = stage.objective.predicts
     spec = stage.train if predicts else stage.train.model_copy(update={"keep_best": False, "eval_every": 0})
     io = StageIO(log_name, inp.paths.checkpoints(ckpt_name), inp.paths.log, resume=True)
     result = train(trained, enc, objective, spec=spec, io=io, primary=selection_metric(inp.data),

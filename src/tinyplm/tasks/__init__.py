@@ -12,6 +12,7 @@ Beyond GLUE: ``squad`` (v1.1; span head), ``squad_v2`` (official files only), ``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from tinyplm.errors import TinyplmError, did_you_mean
 from tinyplm.tasks.base import METRIC_NAMES, Example, Split, Task, TaskData
 from tinyplm.tasks.conll import conll_task
 from tinyplm.tasks.custom import custom_task
+from tinyplm.tasks.embedding_task import EMBEDDING_TASK, embedding_task_data
 from tinyplm.tasks.glue import GLUE_SPECS, glue_task
 from tinyplm.tasks.holdout import hold_out
 from tinyplm.tasks.paths import resolve_data_root, resolve_glue_dir
@@ -87,12 +89,16 @@ def get(name: str, data_dir: str | Path | None = None) -> Task:
     return glue_task(key, resolve_glue_dir(data_dir))
 
 
-def load_task(spec) -> TaskData:
-    """Read a recipe's task (a ``TaskSpec``): GLUE by name, or a custom CSV/JSONL task.
+def load_task(spec, corpus_texts: Callable[[], list[str]] | None = None) -> TaskData:
+    """Read a recipe's task (a ``TaskSpec``): GLUE by name, a custom CSV/JSONL task, or the
+    ``embedding`` task (:func:`~tinyplm.tasks.embedding_task.embedding_task_data`; ``corpus_texts``
+    reads the run's corpus section's paragraphs when its ``train_texts`` name ``corpus``).
 
     Raises ``TinyplmError`` subclasses naming the missing key, file or line."""
     from tinyplm.errors import RecipeError
 
+    if spec.name.strip().lower() == EMBEDDING_TASK:
+        return embedding_task_data(spec, corpus_texts)
     if spec.name == "custom":
         if not spec.train_file or not spec.dev_file:
             raise RecipeError("task.name 'custom' needs task.train_file and task.dev_file")

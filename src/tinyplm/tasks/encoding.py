@@ -25,6 +25,7 @@ from tinyplm.errors import TinyplmError
 from tinyplm.tasks.base import Split
 from tinyplm.tasks.heads import Head, PerHead
 from tinyplm.tasks.piece_cache import PieceCache
+from tinyplm.tasks.retrieval import MAX_LENGTH_OPTION
 
 
 @dataclass(frozen=True)
@@ -94,12 +95,14 @@ def _encode_sequence(examples, tokenizer, max_length: int, options: dict, pieces
 
 
 def _encode_embedding(examples, tokenizer, max_length: int, options: dict, pieces: PieceCache | None) -> Encoded:
-    """Single texts and no labels: ``(N, 0)``. Raises ``TinyplmError`` for an example with a second
-    text (an embedding model reads one text per example)."""
+    """Single texts and no labels: ``(N, 0)``, at the split's own ``max_length`` option when it has one
+    (an embedding task's eval sets). Raises ``TinyplmError`` for an example with a second text (an
+    embedding model reads one text per example)."""
     paired = next((i for i, ex in enumerate(examples) if ex.text_pair is not None), None)
     if paired is not None:
         raise TinyplmError(f"the embedding head reads one text per example; example {paired + 1} has a second text")
-    ids, types = _encode_texts([ex.text for ex in examples], [None] * len(examples), tokenizer, max_length, pieces)
+    width = int(options.get(MAX_LENGTH_OPTION, max_length))
+    ids, types = _encode_texts([ex.text for ex in examples], [None] * len(examples), tokenizer, width, pieces)
     return Encoded(ids, types, torch.empty((len(ids), 0)), _pad_id(tokenizer), head=Head.EMBEDDING)
 
 

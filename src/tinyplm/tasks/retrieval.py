@@ -220,6 +220,9 @@ def _qrels(judgments: list[Judgment], path: Path, queries: dict[str, str],
 
 #: The key of an embedding eval split's options that holds its set (:func:`embedding_split`).
 SET_OPTION = "set"
+#: The key of an embedding split's options that holds the word pieces its texts are encoded at, when
+#: not the task's ``max_length`` (an embedding task's eval sets: paragraphs are longer than sentences).
+MAX_LENGTH_OPTION = "max_length"
 
 
 def set_texts(data: ScoredPairs | RetrievalSet) -> list[str]:

@@ -1,0 +1,229 @@
+"""The ``embedding`` task of a recipe: texts to distil a sentence encoder on, sets to judge it on.
+
+An embedding student learns the teacher's vectors of unlabelled texts, so the task's training split
+is texts only (:class:`~tinyplm.tasks.base.Example` with no label), gathered from
+``task.train_texts``:
+
+- ``stsb``: the distinct sentences of GLUE STS-B's ``train.tsv`` (its scores are not used);
+- ``corpus``: the paragraphs of the run's ``corpus`` section, cut into sentences
+  (:func:`sentences_of`), read by the run and handed in (``corpus_texts``);
+- a path: your own texts, one per line of a text file, or every ``*.txt`` file of a folder.
+
+Its eval splits (``task.eval_sets``, :func:`eval_set`) are similarity and retrieval sets made eval
+splits by :func:`~tinyplm.tasks.retrieval.embedding_split`: ``stsb`` (STS-B dev), ``squad`` (SQuAD
+v1.1 dev, questions ranking paragraphs), ``pairs:FILE`` (your scored pairs) and ``beir:FOLDER``
+(a BEIR folder, its ``test`` qrels; ``beir:FOLDER:dev`` another split). The first set of each kind
+has plain metric keys (``spearman``, ``ndcg_at_10``); later ones end in ``_<name>``.
+
+``task.holdout: N`` holds N *training* pairs of STS-B out (a seeded draw) as the ``holdout`` split,
+which chooses checkpoints and the final model (``spearman_holdout``): their sentences are left out
+of the training texts, and no evaluated text is ever trained on. Each eval split is encoded at
+``task.eval_max_length`` word pieces (paragraphs are longer than sentences), training texts at
+``task.max_length``.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tinyplm.errors import DataError, RecipeError
+from tinyplm.tasks.base import Example, Split, TaskData
+from tinyplm.tasks.glue import GLUE_SPECS, read_glue_file
+from tinyplm.tasks.heads import Head
+from tinyplm.tasks.holdout import HOLDOUT, HOLDOUT_SUFFIX
+from tinyplm.tasks.paths import resolve_data_root, resolve_glue_dir
+from tinyplm.tasks.retrieval import (
+    MAX_LENGTH_OPTION,
+    RetrievalSet,
+    ScoredPairs,
+    embedding_split,
+    read_beir,
+    read_pairs,
+    squad_retrieval,
+)
+
+#: The task name a recipe gives (``task.name: embedding``).
+EMBEDDING_TASK = "embedding"
+#: The named sources of ``task.train_texts`` besides paths.
+STSB, CORPUS = "stsb", "corpus"
+#: Default training sources and eval sets.
+DEFAULT_TRAIN = (STSB,)
+DEFAULT_EVALS = ("stsb", "squad")
+#: Fewest words a corpus sentence keeps (shorter pieces are headings and fragments).
+MIN_SENTENCE_WORDS = 4
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])")
+
+
+@dataclass(frozen=True)
+class EvalSetRef:
+    """One entry of ``task.eval_sets`` read: its split ``name``, its ``kind`` (``stsb``, ``squad``,
+    ``pairs``, ``beir``) and the ``path`` it reads (a BEIR ``split`` too)."""
+
+    name: str
+    kind: str
+    path: Path
+    split: str = "test"
+
+
+def parse_eval_set(entry: str, data_dir: str | None) -> EvalSetRef:
+    """``task.eval_sets``' ``entry`` -> where its set lives. Raises ``RecipeError`` naming the entry
+    for an unknown kind or a ``pairs:``/``beir:`` without a path."""
+    kind, _, rest = entry.partition(":")
+    if kind == "stsb" and not rest:
+        return EvalSetRef("stsb", kind, resolve_glue_dir(data_dir) / "STS-B" / "dev.tsv")
+    if kind == "squad" and not rest:
+        return EvalSetRef("squad", kind, resolve_data_root(data_dir) / "squad" / "dev-v1.1.json")
+    if kind in ("pairs", "beir") and rest:
+        split = "test"
+        if kind == "beir" and rest.count(":") and not Path(rest).exists():
+            rest, _, split = rest.rpartition(":")
+        path = Path(rest)
+        stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", path.stem if kind == "pairs" else path.name) or kind
+        return EvalSetRef(f"{kind}-{stem}", kind, path, split)
+    raise RecipeError(f"task.eval_sets entry {entry!r}: expected 'stsb', 'squad', 'pairs:FILE' (scored pairs) or "
+                      "'beir:FOLDER' (a BEIR folder; 'beir:FOLDER:SPLIT' for other qrels than test)")
+
+
+def read_eval_set(ref: EvalSetRef) -> ScoredPairs | RetrievalSet:
+    """The set ``ref`` names, read (raises ``DataError`` naming the file and line)."""
+    if ref.kind == "squad":
+        if not ref.path.is_file():
+            raise DataError(f"{ref.path}: file not found (expected SQuAD v1.1 dev, the 'squad' eval set)")
+        return squad_retrieval(ref.path)
+    if ref.kind == "beir":
+        return read_beir(ref.path, ref.split)
+    if not ref.path.is_file():
+        raise DataError(f"{ref.path}: file not found (expected the pairs of eval set '{ref.name}')")
+    if ref.kind == "stsb":
+        return ScoredPairs.of(read_glue_file(ref.path, "dev", GLUE_SPECS["stsb"]), ref.path)
+    return read_pairs(ref.path)
+
+
+def sentences_of(paragraphs: Sequence[str], min_words: int = MIN_SENTENCE_WORDS) -> list[str]:
+    """The sentences of ``paragraphs`` (split after ``.``, ``!`` or ``?`` before a capital, a digit or
+    a quote; whitespace runs made single spaces), each of at least ``min_words`` words, in order.
+    Deliberately a plain rule, not a trained sentence splitter: the texts only need to be
+    sentence-sized, and no tokenizer model is shipped with the data."""
+    out = []
+    for paragraph in paragraphs:
+        for piece in _SENTENCE_END.split(" ".join(paragraph.split())):
+            if len(piece.split()) >= min_words:
+                out.append(piece)
+    return out
+
+
+def read_text_lines(path: Path) -> list[str]:
+    """Your own training texts: every non-empty line of ``path``, or of every ``*.txt`` file under a
+    folder (sorted). Raises ``DataError`` naming the path when it is missing, not UTF-8 (with the
+    line) or holds no text."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path}: not found (expected a text file, one text per line, or a folder of *.txt files "
+                        "for task.train_texts)")
+    files = sorted(path.rglob("*.txt")) if path.is_dir() else [path]
+    texts: list[str] = []
+    for file in files:
+        with open(file, encoding="utf-8") as handle:
+            try:
+                for line in handle:
+                    if line.strip():
+                        texts.append(" ".join(line.split()))
+            except UnicodeDecodeError as exc:
+                raise DataError(f"{file}: line {len(texts) + 1} or after is not UTF-8 ({exc.reason})") from exc
+    if not texts:
+        raise DataError(f"{path}: holds no text (expected one text per line)")
+    return texts
+
+
+@dataclass(frozen=True)
+class StsbTrain:
+    """STS-B's training pairs and where they were read from."""
+
+    pairs: ScoredPairs
+    source: Path
+
+
+def _stsb_train(data_dir: str | None) -> StsbTrain:
+    path = resolve_glue_dir(data_dir) / "STS-B" / "train.tsv"
+    if not path.is_file():
+        raise DataError(f"{path}: file not found (expected GLUE STS-B train, for task.train_texts 'stsb' or "
+                        "task.holdout)")
+    return StsbTrain(ScoredPairs.of(read_glue_file(path, "train", GLUE_SPECS["stsb"]), path), path)
+
+
+def _held_pairs(train: StsbTrain, n: int, seed: int) -> ScoredPairs:
+    total = len(train.pairs.scores)
+    if not 2 <= n <= total // 2:
+        raise RecipeError(f"task.holdout: {n} STS-B training pairs; give 2 to {total // 2} (half of {train.source})")
+    drawn = sorted(random.Random(seed).sample(range(total), n))
+    p = train.pairs
+    return ScoredPairs(tuple(p.texts_a[i] for i in drawn), tuple(p.texts_b[i] for i in drawn),
+                       tuple(p.scores[i] for i in drawn), train.source)
+
+
+def embedding_task_data(spec, corpus_texts: Callable[[], list[str]] | None = None) -> TaskData:
+    """The :class:`TaskData` of an ``embedding`` task (``spec`` a ``TaskSpec``; module docstring).
+
+    ``corpus_texts`` reads the run's ``corpus`` section's paragraphs (needed when
+    ``task.train_texts`` names ``corpus``). Raises ``RecipeError`` for a bad entry, ``DataError``
+    naming the file of a missing or bad set; every eval set is read (and checked) here, before any
+    work."""
+    refs = [parse_eval_set(e, spec.data_dir) for e in (spec.eval_sets or DEFAULT_EVALS)]
+    names = [r.name for r in refs]
+    if len(set(names)) != len(names) or HOLDOUT in names:
+        raise RecipeError(f"task.eval_sets name the splits {names}: each must be distinct and none 'holdout'")
+    evals: dict[str, Split] = {}
+    suffix: dict[str, str] = {}
+    seen_kinds: set[type] = set()
+    for ref in refs:
+        data = read_eval_set(ref)
+        evals[ref.name] = _sized(embedding_split(ref.name, data), spec.eval_max_length)
+        suffix[ref.name] = "" if type(data) not in seen_kinds else f"_{ref.name}"
+        seen_kinds.add(type(data))
+    stsb = _stsb_train(spec.data_dir) if (STSB in (spec.train_texts or DEFAULT_TRAIN) or spec.holdout) else None
+    held = _held_pairs(stsb, spec.holdout, spec.holdout_seed) if spec.holdout else None
+    texts = _training_texts(spec, stsb, corpus_texts)
+    evaluated = {ex.text for split in evals.values() for ex in split.examples}
+    excluded = evaluated | (set(held.texts_a + held.texts_b) if held else set())
+    kept = [t for t in dict.fromkeys(texts) if t not in excluded]
+    if not kept:
+        raise RecipeError("task.train_texts give no text to train on once the evaluated and held-out texts are "
+                          "left out")
+    source = stsb.source if stsb else Path(str(spec.train_texts))
+    train = Split("train", [Example(t, None, None) for t in kept], source, Head.EMBEDDING)
+    info = {"train_texts": f"{len(kept)} distinct texts from {', '.join(spec.train_texts or DEFAULT_TRAIN)}; "
+            f"{len(texts) - len(kept)} evaluated, held-out or repeated ones left out"}
+    if held is not None:
+        evals[HOLDOUT] = _sized(embedding_split(HOLDOUT, held), spec.eval_max_length)
+        suffix[HOLDOUT] = HOLDOUT_SUFFIX
+        info["holdout"] = (f"{spec.holdout} STS-B training pairs drawn with seed {spec.holdout_seed}, their "
+                           "sentences never trained on: every kept checkpoint and the final model are chosen on them")
+    first = next(iter(evals.values())).options["set"]
+    primary = "spearman" if isinstance(first, ScoredPairs) else "ndcg_at_10"
+    metrics = (primary, *(m for m in ("spearman", "ndcg_at_10") if m != primary))
+    return TaskData(task=EMBEDDING_TASK, train=train, evals=evals, labels=(), is_regression=False, metrics=metrics,
+                    primary_metric=primary, metric_suffix=suffix, head=Head.EMBEDDING, info=info)
+
+
+def _sized(split: Split, max_length: int) -> Split:
+    """``split`` with the word pieces its texts are encoded at."""
+    return Split(split.name, split.examples, split.source, split.head, {**split.options, MAX_LENGTH_OPTION: max_length})
+
+
+def _training_texts(spec, stsb: StsbTrain | None, corpus_texts: Callable[[], list[str]] | None) -> list[str]:
+    texts: list[str] = []
+    for entry in spec.train_texts or DEFAULT_TRAIN:
+        if entry == STSB:
+            texts += [*stsb.pairs.texts_a, *stsb.pairs.texts_b]
+        elif entry == CORPUS:
+            if corpus_texts is None:
+                raise RecipeError("task.train_texts names 'corpus', but the recipe has no 'corpus' section")
+            texts += sentences_of(corpus_texts())
+        else:
+            texts += read_text_lines(Path(entry))
+    return texts
