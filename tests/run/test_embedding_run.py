@@ -15,6 +15,7 @@ import yaml
 from helpers_doc_world import write_tiny_data
 from helpers_embedding import make_sentence_dir
 from tinyplm.config import load_recipe
+from tinyplm.errors import RecipeError
 from tinyplm.run import run
 
 pytestmark = pytest.mark.slow
@@ -54,3 +55,69 @@ def test_layer_student_pruned_and_trimmed_is_measured_on_embedding_metrics(tmp_p
     assert (run_dir / "model" / "modules.json").is_file()
     results = json.loads((run_dir / "results.json").read_text())
     assert results["metric"] == "spearman"
+
+
+def test_student_of_another_checkpoint_reads_its_own_tokenizer(tmp_path: Path) -> None:
+    """A student started from another sentence model (here a tiny one of other weights and a
+    tokenizer that splits otherwise) learns the teacher's vectors on its own token ids: the targets
+    are vectors, so no token alignment is needed."""
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    from conftest import tiny_vocab
+    from tinyplm.models.pooling import Pooling, PoolMode, SentenceLayout
+    from tinyplm.models.sentence import SentenceEncoder, save_sentence_encoder
+
+    vocab = [t for t in tiny_vocab() if t != "movie"]  # "movie" becomes [UNK]: other ids than the teacher's
+    tok = BertTokenizerFast(vocab={t: i for i, t in enumerate(vocab)}, do_lower_case=True)
+    encoder = BertModel(BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                   intermediate_size=24, max_position_embeddings=64))
+    other = save_sentence_encoder(SentenceEncoder(encoder, SentenceLayout(Pooling(PoolMode.CLS), normalize=False)),
+                                  tok, tmp_path / "other")
+    students = [{"name": "other", "init_from": str(other), "objective": {"vector_cosine": 1.0, "similarity_kd": 1.0},
+                 "train": SHORT}]
+    cfg = load_recipe(_recipe(tmp_path, students))
+    record = run(cfg)
+    student = next(s for s in record.stages if s.name == "other")
+    assert {"spearman", "ndcg_at_10"} <= set(student.metrics)
+    saved = Path(cfg.output_dir.replace("{name}", cfg.name)) / "students" / "other"
+    assert json.loads((saved / "1_Pooling" / "config.json").read_text())["pooling_mode_cls_token"] is True
+    assert "movie" not in json.loads((saved / "tokenizer.json").read_text())["model"]["vocab"]
+
+
+@pytest.mark.parametrize(("student", "message"), [
+    ({"teacher_layers": [1], "objective": {"kd_weight": 1.0}}, "has kd_weight"),
+    ({"teacher_layers": [1], "objective": {"vector_mse": 1.0, "hidden": 1.0}}, "has hidden"),
+    ({"teacher_layers": [1], "objective": {"vector_mse": 1.0},
+      "compress": [{"kind": "prune_ffn", "keep": 0.5, "recover": {"objective": {"hard_weight": 1.0}}}]},
+     "recovery of compress step prune_ffn: has hard_weight"),
+])
+def test_a_term_the_embedding_head_cannot_train_is_refused_before_any_work(tmp_path: Path, student: dict,
+                                                                            message: str) -> None:
+    cfg = load_recipe(_recipe(tmp_path, [{"name": "s", "train": SHORT, **student}]))
+    with pytest.raises(RecipeError, match=message):
+        run(cfg)
+    assert not Path(cfg.output_dir.replace("{name}", cfg.name)).exists()
+
+
+def test_a_teacher_without_a_sentence_layout_is_refused(tmp_path: Path) -> None:
+    from conftest import make_tiny_model_dir
+    from tinyplm.errors import ModelError
+
+    path = _recipe(tmp_path, [{"name": "s", "teacher_layers": [1], "objective": {"vector_mse": 1.0}, "train": SHORT}])
+    recipe = yaml.safe_load(path.read_text())
+    recipe["teacher"]["model"] = str(make_tiny_model_dir(tmp_path / "plain"))
+    path.write_text(yaml.safe_dump(recipe))
+    with pytest.raises(ModelError, match="sentence-embedding model"):
+        run(load_recipe(path))
+
+
+def test_vector_terms_on_a_classifier_task_are_refused(tmp_path: Path) -> None:
+    path = _recipe(tmp_path, [{"name": "s", "teacher_layers": [1], "objective": {"vector_mse": 1.0}, "train": SHORT}])
+    recipe = yaml.safe_load(path.read_text())
+    recipe["task"] = {"name": "sst2", "data_dir": recipe["task"]["data_dir"], "max_length": 32}
+    from conftest import make_tiny_model_dir
+
+    recipe["teacher"]["model"] = str(make_tiny_model_dir(tmp_path / "clf"))
+    path.write_text(yaml.safe_dump(recipe))
+    with pytest.raises(RecipeError, match="embedding task's terms"):
+        run(load_recipe(path))

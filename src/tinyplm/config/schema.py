@@ -14,6 +14,7 @@ from tinyplm.config.base import (  # noqa: F401  (re-exported: the recipe's sche
     LAYERWISE_TERMS,
     LOSS_TERMS,
     MLM_TERMS,
+    VECTOR_TERMS,
     Exact,
     ObjectiveSpec,
     Precision,

@@ -174,7 +174,7 @@ class StageData:
             raise ValueError("corpus text has no labels: only task and augmented splits are examples")
         limit = self.task.max_train_examples
         examples = self.data.train.examples[:limit] if limit else self.data.train.examples
-        return Split(self.data.train.name, examples, self.data.train.source)
+        return replace(self.data.train, examples=examples)
 
     def _make_augmented(self) -> Encoded:
         from tinyplm.distill.augment import augment, augmented_share, resolve_pair
