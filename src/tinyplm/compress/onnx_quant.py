@@ -3,10 +3,12 @@ run time) and static (activation ranges calibrated on training examples beforeha
 
 Both export the PyTorch model to ONNX first and quantize the graph's MatMul weights (the Linear
 layers: nearly all of a BERT's compute and bytes); embeddings, LayerNorm and softmax stay fp32.
-The result is an :class:`~tinyplm.models.onnx.OrtClassifier`, so it is measured, saved and
-reloaded like any other stage; it cannot be trained further, so an ONNX step ends a
-``compress`` list. Weights are quantized to 7 bits (``reduce_range``) where this CPU's int8
-products would saturate (x86 without VNNI: ``tinyplm.models.int8_cpu``), unless the step says.
+The result is an :class:`~tinyplm.models.onnx.OrtClassifier` (an
+:class:`~tinyplm.models.onnx.OrtEmbedder` for an embedding model: pooling, Dense and normalisation
+in the graph, calibrated on its texts), so it is measured, saved and reloaded like any other
+stage; it cannot be trained further, so an ONNX step ends a ``compress`` list. Weights are
+quantized to 7 bits (``reduce_range``) where this CPU's int8 products would saturate (x86
+without VNNI: ``tinyplm.models.int8_cpu``), unless the step says.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 import torch
 
 from tinyplm.models.int8_cpu import reduce_range as resolve_reduce_range
-from tinyplm.models.onnx import OrtClassifier, export_onnx, graph_feed
+from tinyplm.models.onnx import OrtClassifier, export_onnx, graph_feed, ort_model
 from tinyplm.tasks.encoding import Encoded, collate, model_inputs
 
 QUANTIZED_OPS = ["MatMul"]
@@ -25,7 +27,7 @@ QUANTIZED_OPS = ["MatMul"]
 def onnx_fp32(model: torch.nn.Module, work: Path) -> OrtClassifier:
     """The model exported to ONNX (fp32) and loaded with onnxruntime."""
     path = export_onnx(model, Path(work) / "model.onnx")
-    return OrtClassifier(path, model.config)
+    return ort_model(path, model)
 
 
 def dynamic_int8(model: torch.nn.Module, work: Path, per_channel: bool = True,
@@ -41,7 +43,7 @@ def dynamic_int8(model: torch.nn.Module, work: Path, per_channel: bool = True,
                      reduce_range=resolve_reduce_range(reduce_range),
                      op_types_to_quantize=QUANTIZED_OPS + (["Gather"] if embeddings else []))
     prepared.unlink()
-    return OrtClassifier(out, model.config)
+    return ort_model(out, model)
 
 
 def _prepared(model: torch.nn.Module, work: Path) -> Path:
@@ -100,4 +102,4 @@ def static_int8(model: torch.nn.Module, enc: Encoded, work: Path, *, examples: i
         calibration_providers=["CPUExecutionProvider"],
     )
     prepared.unlink()
-    return OrtClassifier(out, model.config)
+    return ort_model(out, model)

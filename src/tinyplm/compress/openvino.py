@@ -3,17 +3,19 @@ NNCF's post-training quantization, optionally accuracy-controlled, optionally wi
 tables.
 
 NNCF calibrates activation ranges on ``examples`` random training examples (one example per
-sample, at its own length, as it is deployed). With ``max_drop`` it runs
-``quantize_with_accuracy_control``: layers whose quantization costs most are put back to float
-until the metric on *held-out training examples* (never the dev split we report) drops at most
-``max_drop`` (absolute). ``embeddings`` compresses the word/position embedding tables to int8
+sample, at its own length, as it is deployed; an embedding model's are its texts). With
+``max_drop`` it runs ``quantize_with_accuracy_control``: layers whose quantization costs most are
+put back to float until the metric on *held-out training examples* (never the dev split we report)
+drops at most ``max_drop`` (absolute). The metric is the head's (:data:`CONTROLS`): accuracy for a
+classifier, the mean cosine of the graph's vectors to its PyTorch parent's for an embedding model
+(its texts have no labels). ``embeddings`` compresses the word/position embedding tables to int8
 (``nncf.compress_weights``, int8 asymmetric, per row): most of a small model's bytes.
 ``reduce_range`` turns on NNCF's overflow fix in every layer (7-bit weights), by default where this
 CPU's int8 products would saturate (x86 without VNNI: ``tinyplm.models.int8_cpu``); otherwise NNCF
 applies its default (the first layer only).
 
-Each returns an :class:`~tinyplm.models.openvino.OvClassifier`; it cannot be trained further, so an
-OpenVINO step ends a ``compress`` list.
+Each returns an :class:`~tinyplm.models.openvino.OvClassifier` (an ``OvEmbedder`` for an
+embedding model); it cannot be trained further, so an OpenVINO step ends a ``compress`` list.
 """
 
 from __future__ import annotations
@@ -21,17 +23,20 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from tinyplm.models.infer import predict_logits
 from tinyplm.models.int8_cpu import reduce_range as resolve_reduce_range
 from tinyplm.models.onnx import graph_feed
-from tinyplm.models.openvino import WIDENED, OvClassifier, to_openvino
+from tinyplm.models.openvino import WIDENED, OvClassifier, ov_model, to_openvino
 from tinyplm.tasks.encoding import Encoded, collate, model_inputs
+from tinyplm.tasks.heads import Head, PerHead
 
 
 def openvino_float(model: torch.nn.Module, work: Path, precision: str = "auto",
@@ -39,16 +44,16 @@ def openvino_float(model: torch.nn.Module, work: Path, precision: str = "auto",
     """The model in OpenVINO, run in ``precision`` (``auto``: bf16 where the CPU has it);
     ``weights: int8`` stores its weight matrices in int8, widened when compiled
     (:mod:`tinyplm.models.openvino`)."""
-    ov_model = to_openvino(model, work)
+    graph = to_openvino(model, work)
     how = []
     with _quiet_nncf():
         if weights == "int8":
-            ov_model = _compress_matmuls(ov_model)
+            graph = _compress_matmuls(graph)
             how.append(WIDENED)
         if embeddings:
-            ov_model = _compress_embeddings(ov_model)
+            graph = _compress_embeddings(graph)
             how.append("int8 embeddings")
-    return OvClassifier(ov_model, model.config, precision, ", ".join(how) or None, widen=weights == "int8")
+    return ov_model(graph, model, precision, ", ".join(how) or None, widen=weights == "int8")
 
 
 def _samples(enc: Encoded, order: list[int], names: set[str]) -> list[dict[str, np.ndarray]]:
@@ -75,43 +80,73 @@ def _quiet_nncf() -> Iterator[None]:
 def openvino_int8(model: torch.nn.Module, enc: Encoded, work: Path, *, examples: int = 300, seed: int = 0,
                   precision: str = "auto", embeddings: bool = False, max_drop: float | None = None,
                   control_examples: int = 300, is_regression: bool = False,
-                  reduce_range: bool | None = None) -> OvClassifier:
-    """NNCF int8 post-training quantization of ``model`` (see the module docstring)."""
-    ov_model = to_openvino(model, work)
+                  reduce_range: bool | None = None, head: Head = Head.SEQUENCE) -> OvClassifier:
+    """NNCF int8 post-training quantization of ``model`` (see the module docstring); ``head`` says
+    what accuracy control measures (:data:`CONTROLS`)."""
+    graph = to_openvino(model, work)
     seven = resolve_reduce_range(reduce_range)
+    control = Control(model, head, is_regression)
     with _quiet_nncf():
-        quantized, how = _quantize(ov_model, enc, examples, seed, max_drop, control_examples, is_regression, seven)
+        quantized, how = _quantize(graph, enc, examples, seed, max_drop, control_examples, control, seven)
         if seven:
             how += ", 7-bit weights (overflow fix in every layer)"
         if embeddings:
             quantized = _compress_embeddings(quantized)
             how += ", int8 embeddings"
-    return OvClassifier(quantized, model.config, precision, how)
+    return ov_model(quantized, model, precision, how)
 
 
-def _quantize(ov_model, enc: Encoded, examples: int, seed: int, max_drop: float | None, control_examples: int,
-              is_regression: bool, seven_bit: bool = False):
-    """NNCF quantization of ``ov_model`` -> (the quantized model, how it was done); ``seven_bit``:
-    the overflow fix in every layer."""
+def _quantize(graph, enc: Encoded, examples: int, seed: int, max_drop: float | None, control_examples: int,
+              control: Control, seven_bit: bool = False):
+    """NNCF quantization of ``graph`` -> (the quantized model, how it was done); with ``max_drop``
+    accuracy-controlled as ``control`` says; ``seven_bit``: the overflow fix in every layer."""
     import nncf
 
-    calib, control = _split(len(enc), examples, control_examples if max_drop else 0, seed)
-    names = {name for port in ov_model.inputs for name in port.get_names()}
+    calib, held = _split(len(enc), examples, control_examples if max_drop else 0, seed)
+    names = {name for port in graph.inputs for name in port.get_names()}
     dataset = nncf.Dataset(_samples(enc, calib, names))
     kwargs = {"model_type": nncf.ModelType.TRANSFORMER, "subset_size": len(calib)}
     advanced = nncf.AdvancedQuantizationParameters(overflow_fix=nncf.OverflowFix.ENABLE) if seven_bit else None
     if max_drop is None:
-        quantized = nncf.quantize(ov_model, dataset, advanced_parameters=advanced, **kwargs)
+        quantized = nncf.quantize(graph, dataset, advanced_parameters=advanced, **kwargs)
         how = f"NNCF post-training int8, {len(calib)} calibration examples"
     else:
-        validation = nncf.Dataset([(s, int(enc.labels[i]) if not is_regression else float(enc.labels[i]))
-                                   for s, i in zip(_samples(enc, control, names), control, strict=True)])
+        rule = CONTROLS[control.head]
+        targets = rule.targets(control, enc, held)
+        validation = nncf.Dataset(list(zip(_samples(enc, held, names), targets, strict=True)))
         quantized = nncf.quantize_with_accuracy_control(
-            ov_model, dataset, validation, validation_fn=_validation_fn(is_regression), max_drop=max_drop,
+            graph, dataset, validation, validation_fn=rule.metric(control.is_regression), max_drop=max_drop,
             drop_type=nncf.DropType.ABSOLUTE, advanced_quantization_parameters=advanced, **kwargs)
-        how = (f"NNCF accuracy-controlled int8 (max drop {max_drop} on {len(control)} held-out training "
-               f"examples), {len(calib)} calibration examples")
+        how = (f"NNCF accuracy-controlled int8 (max drop {max_drop} {rule.measure} on {len(held)} held-out "
+               f"training examples), {len(calib)} calibration examples")
     return quantized, how
+
+
+@dataclass(frozen=True)
+class Control:
+    """What accuracy control compares a quantized graph with: the PyTorch ``model`` it was made
+    from, the task's ``head`` and whether it predicts a score."""
+
+    model: torch.nn.Module
+    head: Head
+    is_regression: bool
+
+
+@dataclass(frozen=True)
+class ControlRule:
+    """How one head's accuracy control works: ``targets(control, enc, indices)`` gives each held-out
+    example's target (a label, the parent's vector), ``metric(is_regression)`` NNCF's
+    ``validation_fn(compiled_model, items) -> metric`` over ``(inputs, target)`` items (higher is
+    better; NNCF keeps its drop against the float graph within ``max_drop``); ``measure`` names it."""
+
+    targets: Callable[[Control, Encoded, list[int]], list]
+    metric: Callable[[bool], Callable]
+    measure: str
+
+
+def _labels(control: Control, enc: Encoded, indices: list[int]) -> list:
+    """Each example's label: a class id, or a score."""
+    return [float(enc.labels[i]) if control.is_regression else int(enc.labels[i]) for i in indices]
 
 
 def _validation_fn(is_regression: bool):
@@ -130,6 +165,34 @@ def _validation_fn(is_regression: bool):
         return float(np.mean(scores))
 
     return metric
+
+
+def _parent_vectors(control: Control, enc: Encoded, indices: list[int]) -> list:
+    """The PyTorch parent's vector ``(dim,)`` of each example (the texts carry no labels)."""
+    return list(predict_logits(control.model, enc.subset(indices)).numpy())
+
+
+def _cosine_fn(is_regression: bool):
+    """NNCF's ``validation_fn``: the mean cosine of the graph's vectors with the parent's (about 1
+    for the float graph, so ``max_drop`` bounds how far int8 may take the vectors)."""
+
+    def metric(compiled, items) -> float:
+        output = compiled.output(0)
+        cosines = []
+        for inputs, target in items:
+            vector = np.asarray(compiled(inputs)[output], dtype=np.float64)[0]  # (dim,)
+            norms = np.linalg.norm(vector) * np.linalg.norm(target)
+            cosines.append(float(vector @ target) / norms if norms > 0 else 0.0)
+        return float(np.mean(cosines))
+
+    return metric
+
+
+#: Accuracy control (``max_drop``) per head: what the held-out examples are scored by.
+CONTROLS: PerHead[ControlRule] = PerHead("accuracy-controlled int8 quantization (max_drop)", {
+    Head.SEQUENCE: ControlRule(_labels, _validation_fn, "in accuracy (negative MSE for a score)"),
+    Head.EMBEDDING: ControlRule(_parent_vectors, _cosine_fn, "in mean cosine to the PyTorch model's vectors"),
+})
 
 
 def _compress_embeddings(ov_model):

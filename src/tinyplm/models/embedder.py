@@ -10,13 +10,20 @@ An embedding model dir is one of two kinds, told apart by its files:
   ``tinyplm_static_sentence``): :class:`~tinyplm.models.classic.static_sentence.StaticSentenceEncoder`,
   encoded by :func:`~tinyplm.models.classic.static_sentence.encode_static` (numpy, no forward pass).
 
+A transformer may also be in a runtime form (``modules.json`` beside a config.json saying
+``tinyplm_format: onnx`` or ``openvino``: what a ``runtime`` compress step saves): its graph, with
+pooling, Dense and normalisation inside, runs as :class:`~tinyplm.models.onnx.OrtEmbedder` or
+:class:`~tinyplm.models.openvino.OvEmbedder` (:func:`load_graph_sentence`), encoded by
+:func:`encode_graph` (length-sorted batches, as a SentenceEncoder's).
+
 :func:`load_embedder` reads either and refuses anything else up front, naming the dir and what was
 expected; :class:`Embedder` is what evaluation (``tinyplm.evaluate.embedding``) calls.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -54,13 +61,7 @@ class Embedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """The vectors of ``texts``: ``(len(texts), dim)`` float32, row i for ``texts[i]``."""
-        if self.kind is EmbedderKind.STATIC:
-            from tinyplm.models.classic.static_sentence import encode_static
-
-            return encode_static(self.model, self.tokenizer, texts, self.max_length)
-        from tinyplm.models.sentence import encode_texts
-
-        return encode_texts(self.model, self.tokenizer, texts, self.max_length, self.batch_size)
+        return _KINDS[self.kind].encode(self.model, self.tokenizer, texts, self.max_length, self.batch_size)
 
     __call__ = embed
 
@@ -102,12 +103,172 @@ def load_embedder(name: str | Path, max_length: int | None = None, batch_size: i
         raise TinyplmError(f"batch_size must be at least 1, got {batch_size}")
     path = _model_dir(str(name))
     kind = embedder_kind(path)
-    if kind is EmbedderKind.STATIC:
-        from tinyplm.models.classic.static_sentence import load_static_sentence
-
-        model, tokenizer = load_static_sentence(path)
-    else:
-        from tinyplm.models.sentence import load_sentence_encoder
-
-        model, tokenizer = load_sentence_encoder(path)
+    model, tokenizer = _KINDS[kind].load(path)
     return Embedder(model.eval(), tokenizer, kind, path, max_length, batch_size)
+
+
+# ---------------------------------------------------------------------------------------------
+# each kind: how it loads and how it encodes
+
+
+def graph_form(path: Path) -> str | None:
+    """The runtime form (``onnx``, ``openvino``) that ``path``'s config.json records, or None for
+    a PyTorch model (or a config.json that cannot be read: the loaders name what is wrong with it)."""
+    from tinyplm.models.onnx import FORMAT_KEY
+
+    try:
+        cfg = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    form = cfg.get(FORMAT_KEY) if isinstance(cfg, dict) else None
+    return str(form) if form else None
+
+
+def load_graph_sentence(path: Path):
+    """An embedding model's runtime form saved in ``path`` (by ``OrtEmbedder.save_to`` or
+    ``OvEmbedder.save_to``) -> (model, tokenizer), the tokenizer lower-casing as its layout says.
+    Raises ``ModelError`` naming the dir or file: a form other than onnx or openvino, damaged
+    files (config, layout, tokenizer, Dense weights), a missing graph."""
+    from tinyplm.models.loading import check_model_dir, load_tokenizer
+    from tinyplm.models.onnx import FORMAT_KEY, SentenceParts
+    from tinyplm.models.pooling import read_layout
+    from tinyplm.models.sentence import lowercase
+
+    path = Path(path)
+    cfg = check_model_dir(path)
+    form = cfg.get(FORMAT_KEY)
+    if form not in _GRAPHS:
+        raise ModelError(f"{path / 'config.json'}: {FORMAT_KEY}: {form!r}; an embedding model's runtime form is "
+                         f"one of {', '.join(_GRAPHS)}")
+    layout = read_layout(path)
+    if layout is None or layout.transformer_path:
+        raise ModelError(f"{path}: a runtime embedding model keeps its graph at the root: expected modules.json "
+                         "naming the Transformer at path ''")
+    config = _graph_config(path)
+    sentence = SentenceParts(layout, tuple(_dense_state(path / spec.path) for spec in layout.dense))
+    model = _GRAPHS[form](path, config, sentence)
+    tokenizer = load_tokenizer(path, config.vocab_size)
+    if layout.do_lower_case:
+        lowercase(tokenizer)
+    return model, tokenizer
+
+
+def _load_onnx(path: Path, config, sentence):
+    from tinyplm.models.onnx import ONNX_FILE, OrtEmbedder
+
+    if not (path / ONNX_FILE).is_file():
+        raise ModelError(f"{path / 'config.json'}: says onnx, but {path} holds no {ONNX_FILE}")
+    return OrtEmbedder(path / ONNX_FILE, config, sentence)
+
+
+def _load_openvino(path: Path, config, sentence):
+    from tinyplm.models.openvino import load_openvino_dir
+
+    return load_openvino_dir(path, config, sentence)
+
+
+#: Each runtime form -> (dir, config, SentenceParts) -> its model.
+_GRAPHS = {"onnx": _load_onnx, "openvino": _load_openvino}
+
+
+def _graph_config(path: Path):
+    """The ``transformers`` config of a graph dir; ``ModelError`` naming config.json when it cannot be used."""
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(str(path), trust_remote_code=False)
+    except Exception as exc:  # transformers raises many types for a bad config
+        raise ModelError(f"{path / 'config.json'}: transformers cannot use it ({exc.__class__.__name__}: "
+                         f"{' '.join(str(exc).split())[:300]})") from None
+
+
+def _dense_state(folder: Path) -> dict:
+    """A Dense folder's weights (``linear.weight``, ``linear.bias``), read safely."""
+    from tinyplm.models.pooling import DENSE_WEIGHTS
+
+    file = next((folder / name for name in DENSE_WEIGHTS if (folder / name).is_file()), None)
+    if file is None:
+        raise ModelError(f"{folder}: the Dense module has no weights (expected {' or '.join(DENSE_WEIGHTS)})")
+    try:
+        if file.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            return load_file(str(file))
+        import torch
+
+        return dict(torch.load(file, map_location="cpu", weights_only=True))
+    except Exception as exc:  # safetensors and torch raise many types for a damaged file
+        raise ModelError(f"{file}: cannot load weights ({exc.__class__.__name__}: "
+                         f"{' '.join(str(exc).split())[:300]})") from None
+
+
+def encode_graph(model, tokenizer, texts: Sequence[str], max_length: int | None = None,
+                 batch_size: int = 64) -> np.ndarray:
+    """``(len(texts), model.dim)`` float32 vectors of ``texts`` from an embedding model's graph
+    (an ``OrtEmbedder`` or ``OvEmbedder``), row i for ``texts[i]``: tokenized and batched as
+    :func:`~tinyplm.models.sentence.encode_texts` does (cut to ``max_length`` tokens, default the
+    layout's limit; longest first), which asks a PyTorch model for its device and so cannot run a
+    graph. Raises ``TinyplmError`` for a text that is not a string or a ``batch_size`` below 1."""
+    from tinyplm.models.sentence import default_max_length
+
+    texts = list(texts)
+    bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+    if bad is not None:
+        raise TinyplmError(f"encode_graph: texts[{bad}] is {type(texts[bad]).__name__}; expected a string")
+    if batch_size < 1:
+        raise TinyplmError(f"encode_graph: batch_size must be at least 1, got {batch_size}")
+    out = np.zeros((len(texts), model.dim), dtype=np.float32)
+    if not texts:
+        return out
+    limit = max_length if max_length is not None else default_max_length(model, tokenizer)
+    encoded = tokenizer(texts, truncation=True, max_length=limit)
+    keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in encoded]
+    order = sorted(range(len(texts)), key=lambda i: -len(encoded["input_ids"][i]))
+    for start in range(0, len(order), batch_size):
+        rows = order[start:start + batch_size]
+        batch = tokenizer.pad({k: [encoded[k][i] for i in rows] for k in keys}, padding=True,
+                              return_attention_mask=True, return_tensors="pt")
+        out[rows] = model(**batch).numpy()
+    return out
+
+
+def _load_transformer(path: Path):
+    """A ``SentenceEncoder``, or the graph of its runtime form (:func:`graph_form`)."""
+    from tinyplm.models.sentence import load_sentence_encoder
+
+    return load_graph_sentence(path) if graph_form(path) else load_sentence_encoder(path)
+
+
+def _load_static(path: Path):
+    from tinyplm.models.classic.static_sentence import load_static_sentence
+
+    return load_static_sentence(path)
+
+
+def _encode_transformer(model, tokenizer, texts, max_length, batch_size) -> np.ndarray:
+    """A ``SentenceEncoder`` (a torch module) by ``encode_texts``; a graph by :func:`encode_graph`."""
+    from tinyplm.models.sentence import encode_texts
+
+    encode = encode_texts if isinstance(model, nn.Module) else encode_graph
+    return encode(model, tokenizer, texts, max_length, batch_size)
+
+
+def _encode_static(model, tokenizer, texts, max_length, batch_size) -> np.ndarray:
+    from tinyplm.models.classic.static_sentence import encode_static
+
+    return encode_static(model, tokenizer, texts, max_length)
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """How one kind of embedding model loads (dir -> (model, tokenizer)) and encodes (model,
+    tokenizer, texts, max_length, batch_size -> vectors)."""
+
+    load: Callable[[Path], tuple]
+    encode: Callable[..., np.ndarray]
+
+
+_KINDS: dict[EmbedderKind, _Kind] = {
+    EmbedderKind.TRANSFORMER: _Kind(_load_transformer, _encode_transformer),
+    EmbedderKind.STATIC: _Kind(_load_static, _encode_static),
+}

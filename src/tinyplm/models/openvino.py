@@ -24,6 +24,9 @@ at the float model's speed from a file of the int8 model's size; ``config.json``
 A model dir in OpenVINO form holds ``model.xml`` + ``model.bin``, ``config.json`` (with
 ``tinyplm_format: openvino`` and ``tinyplm_runtime``: runtime, precision, quantization, version)
 and the tokenizer; :func:`tinyplm.models.loading.load_classifier` returns an ``OvClassifier``.
+An embedding model's graph runs as an :class:`OvEmbedder` (its vectors out, as
+:class:`~tinyplm.models.onnx.OrtEmbedder`), whose dir also holds the sentence-transformers files;
+:func:`ov_model` picks the class for the model a graph was made from.
 
 **Streams.** Every timing here runs one batch at a time on one stream of all threads (the
 plugin's latency mode). A server may run several batches at once instead
@@ -44,7 +47,17 @@ import numpy as np
 import torch
 
 from tinyplm.errors import ModelError
-from tinyplm.models.onnx import FORMAT_KEY, export_onnx, graph_feed, graph_num_parameters
+from tinyplm.models.onnx import (
+    FORMAT_KEY,
+    SentenceParts,
+    export_onnx,
+    graph_config,
+    graph_feed,
+    graph_num_parameters,
+    save_sentence_graph,
+    sentence_layout,
+)
+from tinyplm.models.pooling import SentenceLayout
 
 OV_XML = "model.xml"
 OV_BIN = "model.bin"
@@ -196,11 +209,14 @@ class OvClassifier:
         ran = self._ensure_compiled().get_property("INFERENCE_PRECISION_HINT")
         return ran.get_type_name() if hasattr(ran, "get_type_name") else str(ran)
 
-    def __call__(self, input_ids, attention_mask=None, token_type_ids=None, **_) -> SimpleNamespace:
+    def _run(self, input_ids, attention_mask=None, token_type_ids=None) -> np.ndarray:
+        """The graph's one output for a batch: ``(batch, ...)`` float32."""
         compiled, request = self._infer_request()
         result = request.infer(graph_feed(self._names, input_ids, attention_mask, token_type_ids))
-        logits = np.array(result[compiled.output(0)], dtype=np.float32)  # copy: the request reuses it
-        return SimpleNamespace(logits=torch.from_numpy(logits))
+        return np.array(result[compiled.output(0)], dtype=np.float32)  # copy: the request reuses it
+
+    def __call__(self, input_ids, attention_mask=None, token_type_ids=None, **_) -> SimpleNamespace:
+        return SimpleNamespace(logits=torch.from_numpy(self._run(input_ids, attention_mask, token_type_ids)))
 
     def eval(self) -> OvClassifier:
         return self
@@ -216,14 +232,61 @@ class OvClassifier:
         return graph_num_parameters(self.config, exclude_embeddings)
 
 
-def load_openvino_dir(path: Path, config) -> OvClassifier:
+def load_openvino_dir(path: Path, config, sentence: SentenceParts | None = None) -> OvClassifier:
     """The model of an OpenVINO model dir (a transformer's or a static student's), compiled in its
-    recorded precision, with ``config`` (its config.json, read); raises ``ModelError`` naming a
-    missing ``model.xml``/``model.bin``."""
+    recorded precision, with ``config`` (its config.json, read); with ``sentence`` (an embedding
+    model's dir) an :class:`OvEmbedder`. Raises ``ModelError`` naming a missing
+    ``model.xml``/``model.bin``."""
     for name in (OV_XML, OV_BIN):
         if not (path / name).is_file():
             raise ModelError(f"{path / 'config.json'}: says {FORMAT_KEY}: openvino, but {path} holds no {name} "
                              f"(an OpenVINO model is {OV_XML} and {OV_BIN} together)")
     record = getattr(config, RUNTIME_KEY, None) or {}
-    return OvClassifier(path / OV_XML, config, record.get("precision", "auto"), record.get("quantization"),
-                        bool(record.get("widen_weights", False)))
+    how = (record.get("precision", "auto"), record.get("quantization"), bool(record.get("widen_weights", False)))
+    if sentence is not None:
+        return OvEmbedder(path / OV_XML, config, sentence, *how)
+    return OvClassifier(path / OV_XML, config, *how)
+
+
+class OvEmbedder(OvClassifier):
+    """An embedding model's OpenVINO graph (pooling, Dense and normalisation inside, as
+    :class:`~tinyplm.models.onnx.OrtEmbedder`'s) behind the ``SentenceEncoder``'s interface:
+    ``model(input_ids, attention_mask, token_type_ids)`` -> vectors ``(batch, dim)`` float32."""
+
+    def __init__(self, source, config, sentence: SentenceParts, precision: str = "auto",
+                 quantization: str | None = None, widen: bool = False) -> None:
+        super().__init__(source, config, precision, quantization, widen)
+        self.sentence = sentence
+
+    @property
+    def layout(self) -> SentenceLayout:
+        return self.sentence.layout
+
+    @property
+    def dim(self) -> int:
+        return self.sentence.dim
+
+    def __call__(self, input_ids, attention_mask=None, token_type_ids=None, **_) -> torch.Tensor:
+        return torch.from_numpy(self._run(input_ids, attention_mask, token_type_ids))
+
+    def save_to(self, tokenizer, path: Path) -> Path:
+        """The model dir at ``path`` (:func:`~tinyplm.models.onnx.save_sentence_graph`): IR files and a
+        config.json recording how it runs, as :func:`tinyplm.models.io.save_model` writes a classifier's."""
+
+        def write(folder: Path) -> None:
+            save_openvino(self.model, folder, self.precision_asked)
+            setattr(self.config, RUNTIME_KEY, runtime_record(self.precision_asked, self.precision, self.quantization,
+                                                             self.widen))
+
+        out = save_sentence_graph(self, tokenizer, path, "openvino", write)
+        self.path = Path(path) / OV_XML
+        return out
+
+
+def ov_model(source, parent: torch.nn.Module, precision: str = "auto", quantization: str | None = None,
+             widen: bool = False) -> OvClassifier:
+    """The OpenVINO model of ``source`` (an ``openvino.Model`` or a ``model.xml``) made from
+    ``parent``: an :class:`OvEmbedder` for an embedding model, else an :class:`OvClassifier`."""
+    if sentence_layout(parent) is None:
+        return OvClassifier(source, parent.config, precision, quantization, widen)
+    return OvEmbedder(source, graph_config(parent), SentenceParts.of(parent), precision, quantization, widen)
