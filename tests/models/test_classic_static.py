@@ -313,9 +313,10 @@ def test_a_damaged_or_foreign_dir_is_refused_naming_the_file(teacher, tmp_path):
     ({"arch": "static", "static": {"table_dtype": "int4"}},
      r"students\[0\]\.family\.static\.table_dtype: Input should be 'fp32', 'fp16' or 'int8'"),
     ({"arch": "static", "static": {"filters": [[3, 50]]}}, "family.static.filters is for arch static_cnn, not static"),
-    ({"arch": "static_cnn", "static": {"weighting": "zipf"}}, "family.static.weighting is for arch static, not"),
+    ({"arch": "static_cnn", "static": {"weighting": "zipf"}},
+     "family.static.weighting is for arch static / static_sentence, not"),
     ({"arch": "bilstm", "static": {"dims": 64}},
-     "family.static is for arch static / static_cnn / static_bilstm, not bilstm"),
+     "family.static is for arch static / static_cnn / static_bilstm / static_sentence, not bilstm"),
     ({"arch": "static_cnn", "static": {"filters": [[0, 8]]}}, r"family.static.filters: \[width, channels\]"),
     ({"arch": "static", "hidden": 64}, r"family.hidden is the classifier LSTM's; .*family.static.hidden"),
     ({"arch": "static_cnn", "pooling": "attention"}, "family.pooling is the classifier LSTM's"),
@@ -358,3 +359,57 @@ def test_openvino_compresses_the_bags_table_and_leaves_its_piece_weights(teacher
     _, tok = teacher
     batch = _batch(tok)
     torch.testing.assert_close(torch.as_tensor(compressed(**batch).logits), model(**batch).logits, atol=0.05, rtol=0)
+
+
+# -- the embedding task's static student (family.arch: static_sentence) -------------------------------
+
+
+@pytest.fixture(scope="module")
+def sentence_teacher(tmp_path_factory):
+    """A tiny sentence-transformers model (random BERT, mean pooling, normalised) loaded by tinyplm."""
+    from helpers_embedding import make_sentence_dir
+    from tinyplm.models.embedder import load_embedder
+
+    return load_embedder(make_sentence_dir(tmp_path_factory.mktemp("st") / "teacher"))
+
+
+def test_a_pieces_sentence_vector_is_the_teachers_vector_of_the_piece_alone(sentence_teacher):
+    from tinyplm.models.classic.static_sentence import sentence_piece_vectors
+
+    tok = sentence_teacher.tokenizer
+    ids = [5, 17, 40]
+    got = sentence_piece_vectors(sentence_teacher.model, tok, ids, batch_size=2)  # two batches
+    want = sentence_teacher.embed([tok.convert_ids_to_tokens(i) for i in ids])
+    assert got.shape == (3, sentence_teacher.dim) and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    assert not sentence_teacher.model.training
+
+
+def test_a_static_sentence_student_saved_by_save_model_loads_for_the_embedding_head(sentence_teacher, tmp_path):
+    from tinyplm.models.classic.static_sentence import (
+        StaticSentenceEncoder,
+        encode_static,
+        sentence_piece_vectors,
+        static_sentence_student,
+    )
+    from tinyplm.models.head_loading import load_for_head
+    from tinyplm.tasks.heads import Head
+
+    tok = sentence_teacher.tokenizer
+    model = static_sentence_student(lambda ids: sentence_piece_vectors(sentence_teacher.model, tok, ids), tok, 8,
+                                    "zipf", range(len(tok)), None, True, table_dtype="fp16")
+    assert model.dim == 8
+    save_model(model, tok, tmp_path / "s")  # the model's own layout (save_to)
+    loaded, loaded_tok = load_for_head(tmp_path / "s", (), False, Head.EMBEDDING)
+    assert isinstance(loaded, StaticSentenceEncoder) and loaded.config.table_dtype == "fp16"
+    np.testing.assert_allclose(encode_static(loaded, loaded_tok, TEXTS), encode_static(model, tok, TEXTS), atol=1e-6)
+
+
+def test_a_sentence_student_keeps_every_piece_and_zipf_unless_the_recipe_says_otherwise():
+    from tinyplm.config.classic import FamilySpec
+
+    plain = FamilySpec.model_validate({"arch": "static_sentence", "static": {"dims": 8}}).static
+    assert (plain.tokens, plain.weighting) == ("all", "zipf")
+    asked = FamilySpec.model_validate({"arch": "static_sentence", "static": {"tokens": "used", "weighting": "sif"}})
+    assert (asked.static.tokens, asked.static.weighting) == ("used", "sif")
+    assert FamilySpec.model_validate({"arch": "static"}).static.tokens == "used"  # the classifiers' default stays

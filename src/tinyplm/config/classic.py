@@ -15,36 +15,56 @@ pre-transformer models trained and measured in the same run as the BERT students
                    classifier; the table made from ``encoder`` the Model2Vec way (``static`` options)
 ``static_cnn``     a 1-D CNN (Kim 2014) over the same table
 ``static_bilstm``  a BiLSTM over the same table (``hidden``, ``layers``, ``pooling`` as the other LSTMs')
+``static_sentence`` the embedding task's static student: a sentence encoder (no classifier) whose table is
+                   made the same way from the teacher's sentence pipeline, then trained on the teacher's
+                   sentence vectors (``static`` options: ``dims``, ``tokens``, ``weighting``, ``sif_a``,
+                   ``table_dtype``, ``batch_size``)
 =================  ======================================================================================
 
 A student with ``family`` trains with the student's ``objective``/``train`` (or ``stages``), like a
 BERT student: ``hard_weight`` for supervised training, ``kd_weight`` / ``logit_mse`` (Tang et al.
 2019) against the fine-tuned teacher's cached logits, on ``data: task`` or ``augmented``.
-``tfidf_lr`` is fitted in one step and takes no objective, train or stages.
+``tfidf_lr`` is fitted in one step and takes no objective, train or stages. ``static_sentence``
+trains with the embedding task's vector terms (``vector_mse``, ``vector_cosine``, ``similarity_kd``)
+on ``data: task``; it is the only arch of that task, and the classifier archs are refused there
+(``run.preflight``). Its table keeps every piece (``tokens: all``) and weighs them by Zipf's law
+(``weighting: zipf``) unless the recipe says otherwise: an embedding model meets any text, and these
+are Model2Vec's choices.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, model_serializer, model_validator
 
 from tinyplm.config.base import Section, TrainSpec
 
 Arch = Literal["tfidf_lr", "lstm", "bilstm", "elmo_bilstm", "feature_bilstm", "static", "static_cnn",
-               "static_bilstm"]
+               "static_bilstm", "static_sentence"]
+#: The archs whose student is a sentence encoder for the embedding task (vectors out, no classifier).
+SENTENCE_ARCHS = ("static_sentence",)
+#: The static archs that classify: a table into a classifier.
+CLASSIFIER_STATIC = ("static", "static_cnn", "static_bilstm")
+#: The archs that classify (every arch but the sentence encoders).
+CLASSIFIER_ARCHS = tuple(a for a in get_args(Arch) if a not in SENTENCE_ARCHS)
+#: What ``family.static`` defaults to for a sentence arch when the recipe leaves the key out.
+SENTENCE_STATIC_DEFAULTS = {"tokens": "all", "weighting": "zipf"}
 #: The option groups that belong to one arch only (setting one for another arch is an error).
 ARCH_OPTIONS: dict[str, tuple[str, ...]] = {
     "tfidf": ("tfidf_lr",), "embeddings": ("lstm", "bilstm"), "vocab_size": ("lstm", "bilstm", "elmo_bilstm"),
     "min_count": ("lstm", "bilstm", "elmo_bilstm"), "bilm": ("elmo_bilstm",),
-    "encoder": ("feature_bilstm", "static", "static_cnn", "static_bilstm"), "feature_layers": ("feature_bilstm",),
-    "static": ("static", "static_cnn", "static_bilstm"),
+    "encoder": ("feature_bilstm", *CLASSIFIER_STATIC, *SENTENCE_ARCHS), "feature_layers": ("feature_bilstm",),
+    "static": (*CLASSIFIER_STATIC, *SENTENCE_ARCHS),
 }
 #: The options of ``family.static`` that belong to some of the static archs only (a BiLSTM's
 #: classifier is its LSTM's: its width is ``family.hidden``, not a ReLU layer's).
 STATIC_OPTIONS: dict[str, tuple[str, ...]] = {
-    "weighting": ("static",), "sif_a": ("static",), "filters": ("static_cnn",),
+    "weighting": ("static", *SENTENCE_ARCHS), "sif_a": ("static", *SENTENCE_ARCHS), "filters": ("static_cnn",),
     "hidden": ("static", "static_cnn"), "hidden_layers": ("static", "static_cnn"),
+    # a sentence student's pieces come from the teacher's sentence pipeline, its table always trains
+    "vectors": CLASSIFIER_STATIC, "contextual_texts": CLASSIFIER_STATIC, "word_dropout": CLASSIFIER_STATIC,
+    "freeze": CLASSIFIER_STATIC,
 }
 
 
@@ -113,7 +133,8 @@ class StaticSpec(Section):
     contextual_texts: int | None = Field(None, ge=1, description="contextual: read only the first this many training "
                                          "texts (the task's, then the augmented ones); default all")
     tokens: Literal["used", "all"] = Field("used", description="rows for the pieces the training data uses and "
-                                           "the specials (others read [UNK]'s row), or for the whole vocabulary")
+                                           "the specials (others read [UNK]'s row), or for the whole vocabulary "
+                                           "(static_sentence's default)")
     weighting: Literal["mean", "sif", "zipf"] = Field("sif", description="static: the bag's piece weights: 1, "
                                                       "a/(a+p) with p the training text's frequency (sif), or p "
                                                       "by Zipf's law over the vocabulary order (zipf, as Model2Vec)")
@@ -158,10 +179,23 @@ class FamilySpec(Section):
     encoder: str = Field("base", min_length=1, description="feature_bilstm: the frozen transformer; static, "
                          "static_cnn, static_bilstm: the transformer whose piece vectors make the table: base "
                          "(the teacher's checkpoint before fine-tuning), finetuned, or a model dir of the "
-                         "teacher's vocabulary")
+                         "teacher's vocabulary; static_sentence: the sentence model whose whole pipeline embeds "
+                         "each piece: base or finetuned (both the embedding task's teacher), or a sentence "
+                         "model dir of the teacher's vocabulary")
     feature_layers: int = Field(4, ge=1, le=24, description="feature_bilstm: last hidden layers concatenated")
     tfidf: TfidfSpec = TfidfSpec()
     static: StaticSpec = StaticSpec()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sentence_defaults(cls, data):
+        """A sentence arch's ``static`` defaults (:data:`SENTENCE_STATIC_DEFAULTS`) where the recipe
+        leaves a key out; a resolved recipe writes them, so it loads back the same."""
+        if isinstance(data, dict) and data.get("arch") in SENTENCE_ARCHS:
+            static = data.get("static", {})
+            if isinstance(static, dict):
+                data = {**data, "static": {**SENTENCE_STATIC_DEFAULTS, **static}}
+        return data
 
     @model_validator(mode="after")
     def _options_fit_the_arch(self) -> FamilySpec:
@@ -178,8 +212,9 @@ class FamilySpec(Section):
                 raise ValueError(f"family.static.{option} is for arch {' / '.join(archs)}, not {self.arch}")
         lstm = [k for k in ("hidden", "layers", "pooling") if k in self.model_fields_set
                 and getattr(self, k) != type(self).model_fields[k].default]
-        if self.arch in STATIC_OPTIONS["hidden"] and lstm:  # the static archs with a ReLU head, no LSTM
-            where = "family.static.hidden (a ReLU layer before the classifier)" if lstm[0] == "hidden" else "none"
+        if self.arch in (*STATIC_OPTIONS["hidden"], *SENTENCE_ARCHS) and lstm:  # the static archs with no LSTM
+            relu = lstm[0] == "hidden" and self.arch not in SENTENCE_ARCHS
+            where = "family.static.hidden (a ReLU layer before the classifier)" if relu else "none"
             raise ValueError(f"family.{lstm[0]} is the classifier LSTM's; a {self.arch} student has no LSTM "
                              f"(its counterpart: {where})")
         return self
@@ -225,7 +260,10 @@ def check_family_student(spec: Section) -> None:
     clash = [k for k in ("shape", "teacher_layers", "init_from") if getattr(spec, k)]
     if clash:
         raise ValueError(f"a 'family' student is built from its family section; drop '{clash[0]}'")
-    if spec.compress and fam.arch not in ARCH_OPTIONS["static"]:
+    if spec.compress and fam.arch in SENTENCE_ARCHS:
+        raise ValueError(f"a '{fam.arch}' student takes no compress steps (its table is stored as "
+                         "family.static.table_dtype: fp32, fp16 or int8)")
+    if spec.compress and fam.arch not in CLASSIFIER_STATIC:
         raise ValueError(f"a '{fam.arch}' student takes no compress steps (the static archs take a runtime: "
                          f"{', '.join(STATIC_COMPRESS)})")
     other = [s.kind for s in spec.compress if s.kind not in STATIC_COMPRESS]
@@ -240,8 +278,32 @@ def check_family_student(spec: Section) -> None:
             raise ValueError(f"family.arch tfidf_lr is fitted by scikit-learn in one step: drop '{given[0]}' "
                              "(its options are family.tfidf)")
         return
+    if fam.arch in SENTENCE_ARCHS:
+        _check_sentence_stages(spec)
+        return
     for stage in spec.stage_specs():
         o = stage.objective
+        if o.vectors:
+            raise ValueError("vector_mse, vector_cosine and similarity_kd train sentence vectors (the embedding "
+                             f"task, family.arch {' / '.join(SENTENCE_ARCHS)}); a '{fam.arch}' student classifies: "
+                             "use kd_weight, hard_weight or logit_mse")
         if o.layerwise or o.masked_lm or stage.data == "corpus":
             raise ValueError("a 'family' student learns from the task's labels and the teacher's logits only: "
                              "use kd_weight, hard_weight or logit_mse on data: task or augmented")
+
+
+def _check_sentence_stages(spec: Section) -> None:
+    """Raise ``ValueError`` naming the field when a stage of a sentence student (``static_sentence``)
+    asks for anything but the vector terms on the task's texts."""
+    arch = spec.family.arch
+    for stage in spec.stage_specs():
+        o = stage.objective
+        if stage.data != "task" or stage.teacher != "finetuned":
+            key, value = ("data", stage.data) if stage.data != "task" else ("teacher", stage.teacher)
+            raise ValueError(f"{key}: {value}: a '{arch}' student learns the run's teacher's vectors of the task's "
+                             "training texts (data: task, teacher: finetuned)")
+        labelled = [k for k in ("hard_weight", "logit_mse") if getattr(o, k) > 0]
+        if o.layerwise or o.masked_lm or labelled or not o.vectors:
+            asked = labelled[0] if labelled else "layer-wise or masked-LM terms" if o.vectors else "no vector term"
+            raise ValueError(f"objective: a '{arch}' student learns the teacher's sentence vectors only ({asked} "
+                             "given): set vector_mse, vector_cosine or similarity_kd")

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from tinyplm.config.classic import BiLMSpec, EmbeddingSpec, FamilySpec
+from tinyplm.config.classic import SENTENCE_ARCHS, BiLMSpec, EmbeddingSpec, FamilySpec
 from tinyplm.config.schema import StageSpec, StudentSpec, student_name
 from tinyplm.errors import RecipeError
 from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
@@ -46,6 +46,7 @@ from tinyplm.report.info import (
     training_from_saved,
 )
 from tinyplm.report.records import StageKind
+from tinyplm.run.classic_embedding import run_static_sentence
 from tinyplm.run.inputs import RunInputs, stamp_task
 from tinyplm.run.results import StageResult, StudentOutcome, train_info
 from tinyplm.tasks.base import Example, Split
@@ -60,7 +61,10 @@ from tinyplm.train.prediction import PredictionObjective
 def run_classic(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
     """Build, train (or fit) and save one classic student -> its outcome (reloaded when a
     finished one is in the run dir). The task is a sentence classification (``run.preflight``
-    checks it before anything trains)."""
+    checks it before anything trains), or the embedding task for a sentence arch
+    (:mod:`tinyplm.run.classic_embedding`)."""
+    if spec.family.arch in SENTENCE_ARCHS:  # the embedding task's: a sentence encoder, no classifier
+        return run_static_sentence(spec, inp)
     name, acc = student_name(spec), get_accelerator()
     out = inp.paths.student(name)
     if (finished := inp.paths.finished(out)) is not None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tinyplm import tasks
 from tinyplm.compress.vocab import trim_refusal
+from tinyplm.config.classic import CLASSIFIER_ARCHS, SENTENCE_ARCHS
 from tinyplm.config.compress import step_name
 from tinyplm.config.schema import (
     LAYERWISE_TERMS,
@@ -28,7 +29,7 @@ from tinyplm.models.token_ids import token_id_mismatch
 from tinyplm.pretrain.corpus import corpus_files
 from tinyplm.pretrain.mlm_head import has_mlm_head
 from tinyplm.tasks.base import TaskData
-from tinyplm.tasks.heads import Head, Loss
+from tinyplm.tasks.heads import Head, Loss, PerHead
 
 
 @dataclass(frozen=True)
@@ -310,17 +311,28 @@ def _check_augment(cfg: RunConfig) -> None:
                          f"`tinyplm fit-mlm-head {path} --out DIR` and name DIR here")
 
 
+#: The classic archs a task of each head trains: the classifiers on a head whose row says classic students
+#: learn it (single-label sentence tasks), the sentence encoders on the embedding task.
+FAMILY_ARCHS: PerHead = PerHead("classic students", {**{h: CLASSIFIER_ARCHS for h in Head if h.row.classic},
+                                                     Head.EMBEDDING: SENTENCE_ARCHS})
+
+
 def _check_families(cfg: RunConfig, data: TaskData) -> None:
-    """Classic students: a single-label sentence task, and every corpus and saved biLM they
-    read exists (corpora default to the recipe's ``corpus`` section, checked like it)."""
+    """Classic students: a single-label sentence task for the classifiers, the embedding task for
+    the sentence encoders (:data:`FAMILY_ARCHS`), and every corpus and saved biLM they read exists
+    (corpora default to the recipe's ``corpus`` section, checked like it)."""
     for spec in cfg.students:
         fam = spec.family
         if fam is None:
             continue
-        where = f"student {student_name(spec)}"
-        if data.is_regression or not Head(data.head).row.classic:
+        where, head = f"student {student_name(spec)}", Head(data.head)
+        if data.is_regression or head not in FAMILY_ARCHS:
             kind = "regression" if data.is_regression else f"a {data.head} task"
             raise RecipeError(f"{where}: classic students classify sentences; task {data.task} is {kind}")
+        if fam.arch not in FAMILY_ARCHS[head]:
+            what = "makes sentence vectors (the embedding task)" if fam.arch in SENTENCE_ARCHS else "is a classifier"
+            raise RecipeError(f"{where}: family.arch {fam.arch} {what}; task {data.task} has the {head} head, whose "
+                              f"classic archs are {', '.join(FAMILY_ARCHS[head])}")
         if fam.corpus_needed:  # word vectors or a biLM trained here, on its own corpus or the recipe's
             key = f"family.{'bilm' if fam.arch == 'elmo_bilstm' else 'embeddings'}.corpus"
             paths, key = (fam.own_corpus, key) if fam.own_corpus else (cfg.corpus.paths, "corpus.paths")

@@ -106,7 +106,12 @@ class StaticSentenceEncoder(FamilyModule):
     """Word-piece ids -> sentence vectors (see the module docstring for the function and why).
 
     ``forward(input_ids (batch, seq), attention_mask (batch, seq))`` -> ``(batch, dims)``; the ids are
-    the tokenizer's **without** special tokens (:func:`sentence_batch`), padding masked out."""
+    the tokenizer's **without** special tokens (:func:`sentence_batch`), padding masked out.
+
+    Inference runs it on one torch thread (``forward_threads``, as the static bag classifier: a
+    gather and a mean gain nothing from more)."""
+
+    forward_threads = 1
 
     def __init__(self, config: StaticSentenceConfig) -> None:
         super().__init__()
@@ -115,8 +120,20 @@ class StaticSentenceEncoder(FamilyModule):
         self.register_buffer("token_weights", torch.ones(config.table_rows))
         self.table = nn.Embedding(config.table_rows, config.embed_dim)
 
+    @property
+    def dim(self) -> int:
+        """The width of the vectors :meth:`forward` returns (what ``distill.objective`` reads)."""
+        return int(self.config.embed_dim)
+
+    def save_to(self, tokenizer, path: Path) -> Path:
+        """:func:`save_static_sentence` (what :func:`tinyplm.models.io.save_model` calls)."""
+        return save_static_sentence(self, tokenizer, path)
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, **_) -> torch.Tensor:
+        """``(batch, seq)`` ids and mask -> ``(batch, dims)``. Ids with special tokens (an encoding
+        of the teacher's, ``[CLS] .. [SEP]``) weigh 0 but count in ``n``: normalised, the vector is
+        the same as without them."""
         mask = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
         rows = self.row_of[input_ids].long()  # (batch, seq)
         v = self.table(rows)  # (batch, seq, dims)
@@ -233,6 +250,37 @@ def static_sentence_student(embed_pieces: Callable[[Sequence[int]], np.ndarray],
         model.row_of.copy_(row_of)
         model.token_weights.copy_(torch.from_numpy(piece_weights(weighting, ids, freq, specials, a)))
     return model.eval()
+
+
+@torch.inference_mode()
+def sentence_piece_vectors(model: nn.Module, tokenizer, ids: Sequence[int], batch_size: int = 512) -> np.ndarray:
+    """Each piece of ``ids`` through the sentence model ``model`` (``forward(input_ids,
+    attention_mask)`` -> ``(batch, dim)``: a :class:`~tinyplm.models.sentence.SentenceEncoder`, its
+    pooling, Dense layers and normalisation included) alone, framed by ``tokenizer``'s specials
+    (``[CLS] piece [SEP]``) -> ``(len(ids), dim)`` float32: the ``embed_pieces`` of
+    :func:`static_sentence_student`. The model runs in eval mode (its mode is restored after)."""
+    from tinyplm.models.classic.static_init import frame
+
+    before, after = frame(tokenizer)
+    was_training = model.training
+    model.eval()
+    out = []
+    try:
+        for k in range(0, len(ids), batch_size):
+            chunk = torch.tensor(list(ids[k:k + batch_size]), dtype=torch.long).unsqueeze(1)  # (n, 1)
+            n = chunk.shape[0]
+            x = torch.cat([torch.tensor([before] * n, dtype=torch.long).reshape(n, len(before)), chunk,
+                           torch.tensor([after] * n, dtype=torch.long).reshape(n, len(after))], dim=1)
+            out.append(model(input_ids=x, attention_mask=torch.ones_like(x)).float().numpy())  # (n, dim)
+    finally:
+        model.train(was_training)
+    return np.concatenate(out) if out else np.zeros((0, int(getattr(model, "dim", 0))), np.float32)
+
+
+def static_sentence_shape(config: StaticSentenceConfig) -> dict:
+    """What reports show as a static sentence encoder's shape."""
+    return {"arch": "static_sentence", "dims": config.embed_dim, "rows": config.table_rows,
+            "table": config.table_dtype, "weighting": config.weighting}
 
 
 def sentence_batch(tokenizer, texts: Sequence[str], max_length: int | None = None) -> dict[str, torch.Tensor]:
