@@ -28,7 +28,7 @@ from tinyplm.models.onnx import ONNX_FILE, OrtClassifier, export_onnx
 from tinyplm.models.openvino import OvClassifier
 from tinyplm.models.quantized import QUANT_KEY
 from tinyplm.report import load_record
-from tinyplm.tasks import load_task
+from tinyplm.run.preflight import load_task
 
 PARITY_FILE = "parity.json"
 #: The lowest agreement an export may have before the CLI reports it as failed.
@@ -63,7 +63,7 @@ def export_run(run_dir: Path, stages: list[str] | None = None, out_dir: Path | N
     if unknown:
         raise TinyplmError(f"{run_dir}: no stage(s) {unknown}; stages with a model: {sorted(known)}")
     cfg = load_recipe(resolved)
-    data = load_task(cfg.task)
+    data = load_task(cfg.task, cfg.corpus)
     out_dir = Path(out_dir or run_dir / "export")
     out_dir.mkdir(parents=True, exist_ok=True)
     report = []

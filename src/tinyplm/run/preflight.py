@@ -13,6 +13,7 @@ from tinyplm.config.schema import (
     LAYERWISE_TERMS,
     MLM_TERMS,
     VECTOR_TERMS,
+    CorpusSpec,
     RunConfig,
     StageSpec,
     StudentSpec,
@@ -26,7 +27,7 @@ from tinyplm.models.pooling import read_layout
 from tinyplm.models.roles import ROLES
 from tinyplm.models.student import model_type_of
 from tinyplm.models.token_ids import token_id_mismatch
-from tinyplm.pretrain.corpus import corpus_files
+from tinyplm.pretrain.corpus import corpus_files, read_corpus
 from tinyplm.pretrain.mlm_head import has_mlm_head
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.heads import Head, Loss, PerHead
@@ -41,16 +42,21 @@ class Preflight:
     tokenizer: object
 
 
-def load_task(spec: TaskSpec) -> TaskData:
-    """Read the task's train and eval splits (see :func:`tinyplm.tasks.load_task`)."""
-    return tasks.load_task(spec)
+def load_task(spec: TaskSpec, corpus: CorpusSpec | None = None) -> TaskData:
+    """Read the task's train and eval splits (see :func:`tinyplm.tasks.load_task`); an embedding
+    task whose ``train_texts`` name ``corpus`` reads the paragraphs of ``corpus`` (the recipe's
+    section)."""
+    def paragraphs() -> list[str]:
+        return read_corpus([Path(p) for p in corpus.paths], max_docs=corpus.max_docs)
+
+    return tasks.load_task(spec, paragraphs if corpus is not None else None)
 
 
 def preflight(cfg: RunConfig) -> Preflight:
     """Check everything a run reads before it writes anything: the task's data files (every
     line), the teacher directory, its tokenizer, that a teacher used as is has a head, and each
     stage's own teacher. Raises ``TinyplmError`` subclasses naming the problem."""
-    data = load_task(cfg.task)
+    data = load_task(cfg.task, cfg.corpus)
     src = resolve_model_dir(cfg.teacher.model)
     model_cfg = check_model_dir(src)
     tok = load_tokenizer(src, int(model_cfg["vocab_size"]))

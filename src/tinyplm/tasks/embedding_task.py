@@ -19,7 +19,8 @@ has plain metric keys (``spearman``, ``ndcg_at_10``); later ones end in ``_<name
 which chooses checkpoints and the final model (``spearman_holdout``): their sentences are left out
 of the training texts, and no evaluated text is ever trained on. Each eval split is encoded at
 ``task.eval_max_length`` word pieces (paragraphs are longer than sentences), training texts at
-``task.max_length``.
+``task.max_length``. The training texts come in a seeded random order (``task.holdout_seed``), so
+``task.max_train_examples`` takes a sample of every source.
 """
 
 from __future__ import annotations
@@ -56,7 +57,10 @@ DEFAULT_EVALS = ("stsb", "squad")
 #: Fewest words a corpus sentence keeps (shorter pieces are headings and fragments).
 MIN_SENTENCE_WORDS = 4
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9\u201c\u2018])")
+#: Words whose full stop ends no sentence (titles before a name).
+_ABBREVIATIONS = frozenset({"mr.", "mrs.", "ms.", "dr.", "st.", "prof.", "jr.", "sr.", "messrs.", "mme.", "mlle.",
+                            "rev.", "capt.", "col.", "gen.", "lt.", "sgt.", "vs.", "no.", "e.g.", "i.e."})
 
 
 @dataclass(frozen=True)
@@ -111,9 +115,13 @@ def sentences_of(paragraphs: Sequence[str], min_words: int = MIN_SENTENCE_WORDS)
     sentence-sized, and no tokenizer model is shipped with the data."""
     out = []
     for paragraph in paragraphs:
+        merged: list[str] = []
         for piece in _SENTENCE_END.split(" ".join(paragraph.split())):
-            if len(piece.split()) >= min_words:
-                out.append(piece)
+            if merged and merged[-1].rsplit(" ", 1)[-1].lower() in _ABBREVIATIONS:
+                merged[-1] = f"{merged[-1]} {piece}"
+            else:
+                merged.append(piece)
+        out += [piece for piece in merged if len(piece.split()) >= min_words]
     return out
 
 
@@ -191,6 +199,7 @@ def embedding_task_data(spec, corpus_texts: Callable[[], list[str]] | None = Non
     evaluated = {ex.text for split in evals.values() for ex in split.examples}
     excluded = evaluated | (set(held.texts_a + held.texts_b) if held else set())
     kept = [t for t in dict.fromkeys(texts) if t not in excluded]
+    random.Random(spec.holdout_seed).shuffle(kept)  # so max_train_examples takes a sample of every source
     if not kept:
         raise RecipeError("task.train_texts give no text to train on once the evaluated and held-out texts are "
                           "left out")

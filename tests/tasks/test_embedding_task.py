@@ -1,0 +1,100 @@
+"""The embedding task of a recipe (tinyplm.tasks.embedding_task): its training texts leave out every
+evaluated and held-out text, its eval sets are read and named as the recipe says, and bad entries are
+refused naming the entry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers_doc_world import write_tiny_data
+from tinyplm.config.schema import TaskSpec
+from tinyplm.errors import DataError, RecipeError
+from tinyplm.tasks import load_task
+from tinyplm.tasks.embedding_task import parse_eval_set, sentences_of
+from tinyplm.tasks.heads import Head
+from tinyplm.tasks.holdout import HOLDOUT
+from tinyplm.tasks.retrieval import MAX_LENGTH_OPTION
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("data")
+    write_tiny_data(root)
+    return root
+
+
+def _spec(data_dir: Path, **kw) -> TaskSpec:
+    return TaskSpec(name="embedding", data_dir=str(data_dir), **kw)
+
+
+def test_training_texts_never_hold_an_evaluated_or_held_out_text(data_dir: Path, tmp_path: Path) -> None:
+    dev = (data_dir / "glue" / "STS-B" / "dev.tsv").read_text().splitlines()[1].split("\t")[7]
+    own = tmp_path / "mine.txt"
+    own.write_text(f"a text of mine to learn\n\n{dev}\nanother text of mine\n", encoding="utf-8")
+    data = load_task(_spec(data_dir, train_texts=["stsb", str(own)], holdout=4, eval_max_length=40))
+    trained = {ex.text for ex in data.train.examples}
+    evaluated = {ex.text for split in data.evals.values() for ex in split.examples}
+    assert trained and not trained & evaluated
+    assert {"a text of mine to learn", "another text of mine"} <= trained and dev not in trained
+    assert list(data.evals) == ["stsb", "squad", HOLDOUT] and data.head is Head.EMBEDDING
+    assert data.primary_metric == "spearman" and data.metric_suffix[HOLDOUT] == "_holdout"
+    assert all(split.options[MAX_LENGTH_OPTION] == 40 for split in data.evals.values())
+    assert len(data.evals[HOLDOUT].options["set"].scores) == 4
+
+
+def test_the_corpus_is_read_only_when_named_and_cut_into_sentences(data_dir: Path) -> None:
+    asked = []
+
+    def corpus() -> list[str]:
+        asked.append(1)
+        return ["First sentence of the book here. Second one said Mr. Smith to all. Tiny."]
+
+    data = load_task(_spec(data_dir, train_texts=["corpus"], eval_sets=["stsb"]), corpus)
+    assert asked and sorted(ex.text for ex in data.train.examples) == [
+        "First sentence of the book here.", "Second one said Mr. Smith to all."]
+    load_task(_spec(data_dir, eval_sets=["stsb"]), corpus)
+    assert len(asked) == 1
+    with pytest.raises(RecipeError, match="no 'corpus' section"):
+        load_task(_spec(data_dir, train_texts=["corpus"], eval_sets=["stsb"]))
+
+
+def test_a_second_set_of_a_kind_gets_its_own_metric_suffix(data_dir: Path, tmp_path: Path) -> None:
+    pairs = tmp_path / "my pairs.tsv"
+    pairs.write_text("sentence1\tsentence2\tscore\na cat\ta dog\t1\nthe sun\tthe moon\t2\nup\tdown\t0\n")
+    data = load_task(_spec(data_dir, eval_sets=["squad", f"pairs:{pairs}"]))
+    assert list(data.evals) == ["squad", "pairs-my-pairs"]
+    assert data.primary_metric == "ndcg_at_10" and data.metric_suffix == {"squad": "", "pairs-my-pairs": ""}
+    data = load_task(_spec(data_dir, eval_sets=["stsb", f"pairs:{pairs}"]))
+    assert data.metric_suffix["pairs-my-pairs"] == "_pairs-my-pairs"
+
+
+@pytest.mark.parametrize(("entry", "error", "match"), [
+    ("sts", RecipeError, "'sts'"), ("pairs:", RecipeError, "pairs:FILE"), ("pairs:/no/such.csv", DataError, "such.csv"),
+    ("beir:/no/such", DataError, "such"),
+])
+def test_a_bad_eval_set_is_named(data_dir: Path, entry: str, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        load_task(_spec(data_dir, eval_sets=[entry]))
+
+
+def test_recipe_keys_of_the_embedding_task_are_refused_elsewhere() -> None:
+    with pytest.raises(ValueError, match="task.train_texts is for the embedding task"):
+        TaskSpec(name="sst2", train_texts=["stsb"])
+    with pytest.raises(ValueError, match="holds out whole STS-B training pairs"):
+        TaskSpec(name="embedding", holdout=4, holdout_min_words=3)
+
+
+def test_beir_split_is_read_from_the_entry(tmp_path: Path) -> None:
+    ref = parse_eval_set(f"beir:{tmp_path / 'fiqa'}:dev", None)
+    assert (ref.name, ref.kind, ref.path, ref.split) == ("beir-fiqa", "beir", tmp_path / "fiqa", "dev")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from("abc .!?ABC\"'\n"), max_size=60), max_size=5))
+def test_sentences_keep_every_word_of_long_enough_pieces(paragraphs: list[str]) -> None:
+    out = sentences_of(paragraphs, min_words=1)
+    assert " ".join(out).split() == " ".join(paragraphs).split()
