@@ -82,10 +82,11 @@ def openvino_int8(model: torch.nn.Module, enc: Encoded, work: Path, *, examples:
                   control_examples: int = 300, is_regression: bool = False,
                   reduce_range: bool | None = None, head: Head = Head.SEQUENCE) -> OvClassifier:
     """NNCF int8 post-training quantization of ``model`` (see the module docstring); ``head`` says
-    what accuracy control measures (:data:`CONTROLS`)."""
+    what accuracy control measures (:data:`CONTROLS`; ``TinyplmError`` for a head it has no rule for,
+    raised before any work)."""
+    control = Control(model, CONTROLS[head], is_regression) if max_drop is not None else None
     graph = to_openvino(model, work)
     seven = resolve_reduce_range(reduce_range)
-    control = Control(model, head, is_regression)
     with _quiet_nncf():
         quantized, how = _quantize(graph, enc, examples, seed, max_drop, control_examples, control, seven)
         if seven:
@@ -97,9 +98,10 @@ def openvino_int8(model: torch.nn.Module, enc: Encoded, work: Path, *, examples:
 
 
 def _quantize(graph, enc: Encoded, examples: int, seed: int, max_drop: float | None, control_examples: int,
-              control: Control, seven_bit: bool = False):
+              control: Control | None, seven_bit: bool = False):
     """NNCF quantization of ``graph`` -> (the quantized model, how it was done); with ``max_drop``
-    accuracy-controlled as ``control`` says; ``seven_bit``: the overflow fix in every layer."""
+    accuracy-controlled as ``control`` says (None: not controlled); ``seven_bit``: the overflow fix in
+    every layer."""
     import nncf
 
     calib, held = _split(len(enc), examples, control_examples if max_drop else 0, seed)
@@ -107,11 +109,11 @@ def _quantize(graph, enc: Encoded, examples: int, seed: int, max_drop: float | N
     dataset = nncf.Dataset(_samples(enc, calib, names))
     kwargs = {"model_type": nncf.ModelType.TRANSFORMER, "subset_size": len(calib)}
     advanced = nncf.AdvancedQuantizationParameters(overflow_fix=nncf.OverflowFix.ENABLE) if seven_bit else None
-    if max_drop is None:
+    if control is None:
         quantized = nncf.quantize(graph, dataset, advanced_parameters=advanced, **kwargs)
         how = f"NNCF post-training int8, {len(calib)} calibration examples"
     else:
-        rule = CONTROLS[control.head]
+        rule = control.rule
         targets = rule.targets(control, enc, held)
         validation = nncf.Dataset(list(zip(_samples(enc, held, names), targets, strict=True)))
         quantized = nncf.quantize_with_accuracy_control(
@@ -125,10 +127,10 @@ def _quantize(graph, enc: Encoded, examples: int, seed: int, max_drop: float | N
 @dataclass(frozen=True)
 class Control:
     """What accuracy control compares a quantized graph with: the PyTorch ``model`` it was made
-    from, the task's ``head`` and whether it predicts a score."""
+    from, the ``rule`` of the task's head and whether it predicts a score."""
 
     model: torch.nn.Module
-    head: Head
+    rule: ControlRule
     is_regression: bool
 
 

@@ -28,6 +28,13 @@ candidate that keeps accuracy by trading right answers for others (flips with ``
 ``c``) is refused by its flips. The fastest candidate that passes is kept; when none does, the one
 that flips fewest predictions (then the smaller drop bound, then the faster), and the choice says
 that it is not within the limits. Each refused candidate's record says why.
+
+**Embedding models** (:func:`judge_vectors`) have no labels or predictions to flip: a candidate's
+vectors of the control texts are compared with its parent's, text by text, and the lower confidence
+bound of their mean cosine (normal bound of the mean, at the same Bonferroni confidence) must be at
+least ``min_cosine``. When none passes, the one of highest bound is kept. The choice
+(:class:`VectorChoice`) records each candidate's mean cosine and bound. Which rule a head follows
+is the table :data:`RULES`.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ from tinyplm.config.compress import (
 )
 from tinyplm.models.infer import logits_to_predictions, predict_logits
 from tinyplm.tasks.encoding import Encoded
+from tinyplm.tasks.heads import Head, PerHead
 
 #: The chance, shared by all candidates, that one past a limit is kept (one-sided tests).
 ALPHA = 0.05
@@ -187,11 +195,6 @@ class Choice:
         return dataclasses.asdict(self)
 
 
-def _outputs(model: nn.Module, enc: Encoded, is_regression: bool) -> np.ndarray:
-    """Predictions (N,): class ids, or regression outputs."""
-    return np.asarray(logits_to_predictions(predict_logits(model, enc), is_regression))
-
-
 def _accuracy(preds: np.ndarray, labels: np.ndarray, is_regression: bool) -> float:
     """Accuracy, or negative MSE for regression (higher is better either way)."""
     return -float(((preds - labels) ** 2).mean()) if is_regression else float((preds == labels).mean())
@@ -251,27 +254,182 @@ def _drop_reason(accuracy: float, parent: float, bound: float, limit: float, n: 
             f"{bound:.4f} {at}, more than max_drop {limit}")
 
 
-def choose_fastest(model: nn.Module, candidates: dict[str, nn.Module], train: Encoded,
-                   timer: Callable[[dict[str, nn.Module], Encoded], dict[str, float]], step: FastestRuntime,
-                   seed: int, is_regression: bool, held_out: Encoded | None = None) -> Choice:
-    """The fastest of ``candidates`` (final forms of ``model``) that passes both tests against
-    ``model`` on the control examples (``held_out``, the task's held-out examples, when given; else
-    from ``train``); when none does, the one closest to ``model``. Raises ``ValueError`` when there
-    is no candidate or no example to judge on."""
-    if not candidates:
-        raise ValueError("runtime: fastest has no candidates to choose among (step field 'candidates')")
-    held, source = control_set(train, held_out, step, seed)
-    z = NormalDist().inv_cdf(1 - ALPHA / len(candidates))
-    labels = held.labels.numpy()
-    reference = _outputs(model, held, is_regression)
-    speed = timer(candidates, held)
+# ---------------------------------------------------------------------------------------------
+# embedding models: judged by their vectors
+
+
+def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The cosine of row i of ``a`` with row i of ``b`` ``(N, dim)`` -> ``(N,)`` float64; 0 where
+    either row is zero."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    return np.where(norms > 0, np.einsum("ij,ij->i", a, b) / np.where(norms > 0, norms, 1.0), 0.0)
+
+
+def mean_lower(values: np.ndarray, z: float) -> float:
+    """One-sided lower confidence bound of the mean of ``values`` (N,) (normal approximation);
+    minus infinity for fewer than two."""
+    return -mean_upper(-np.asarray(values, dtype=np.float64), z)
+
+
+@dataclass(frozen=True)
+class VectorVerdict:
+    """How one candidate's vectors compare with its parent's on the control texts: their
+    ``mean_cosine``, its lower bound ``cosine_bound`` (at least -1), and why it was ``refused``
+    (None when it passed)."""
+
+    mean_cosine: float
+    cosine_bound: float
+    refused: str | None
+
+
+class MeasuredVectors(TypedDict):
+    """What a :class:`VectorChoice` records of one candidate: its :class:`VectorVerdict` and its speed."""
+
+    mean_cosine: float
+    cosine_bound: float
+    sent_per_s: float
+    refused: str | None
+
+
+@dataclass(frozen=True)
+class VectorChoice:
+    """An embedding model's :class:`Choice`: which candidate was kept, the limit ``min_cosine``, the
+    ``examples`` (texts) judged on and where they came from, the one-sided ``confidence`` of each
+    bound, whether the kept one passed, and what every candidate measured."""
+
+    chosen: str
+    min_cosine: float
+    examples: int
+    control: ControlSource
+    confidence: float
+    within_limits: bool
+    candidates: dict[str, MeasuredVectors]
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def judge_vectors(reference: np.ndarray, candidate: np.ndarray, step: FastestRuntime, z: float) -> VectorVerdict:
+    """Test one candidate's vectors ``candidate`` against its parent's ``reference`` ``(N, dim)``
+    on the same texts: the lower confidence bound (``z``) of their mean cosine must be at least
+    ``step.min_cosine``. Raises ``ValueError`` for no texts or vectors of another shape."""
+    if len(reference) == 0:
+        raise ValueError("runtime: fastest has no texts to judge its candidates on")
+    if np.shape(candidate) != np.shape(reference):
+        raise ValueError(f"runtime: fastest: a candidate gives vectors of shape {np.shape(candidate)}, its parent "
+                         f"{np.shape(reference)}")
+    cosines = row_cosines(reference, candidate)
+    n, mean, bound = len(cosines), float(cosines.mean()), max(-1.0, mean_lower(cosines, z))
+    at = f"at {NormalDist().cdf(z):.1%} confidence"
+    refused = None
+    if bound < step.min_cosine and mean >= step.min_cosine:
+        refused = (f"mean cosine {mean:.4f} to its parent's vectors on {n} texts, but {n} texts cannot show it "
+                   f"at least min_cosine {step.min_cosine} (bound {bound:.4f} {at}): more texts are needed "
+                   "(control_examples)")
+    elif bound < step.min_cosine:
+        refused = (f"mean cosine {mean:.4f} to its parent's vectors on {n} texts: down to {bound:.4f} {at}, under "
+                   f"min_cosine {step.min_cosine}")
+    return VectorVerdict(round(mean, 6), round(bound, 6), refused)
+
+
+def vectors(model: nn.Module, enc: Encoded, is_regression: bool) -> np.ndarray:
+    """An embedding model's vectors of ``enc``'s texts ``(N, dim)``."""
+    return predict_logits(model, enc).numpy()
+
+
+def by_vectors(j: Judged) -> VectorChoice:
+    """The embedding head's rule: :func:`judge_vectors` on each candidate; the fastest that passes,
+    else the one of highest cosine bound (then the faster)."""
+    scores: dict[str, MeasuredVectors] = {}
+    for kind, out in j.outputs.items():
+        v = judge_vectors(j.reference, out, j.step, j.z)
+        scores[kind] = MeasuredVectors(mean_cosine=v.mean_cosine, cosine_bound=v.cosine_bound,
+                                       sent_per_s=round(j.speed[kind], 1), refused=v.refused)
+    ok = [k for k, v in scores.items() if v["refused"] is None]
+    pick = (max(ok, key=lambda k: scores[k]["sent_per_s"]) if ok
+            else max(scores, key=lambda k: (scores[k]["cosine_bound"], scores[k]["sent_per_s"])))
+    return VectorChoice(pick, j.step.min_cosine, len(j.held), j.source, j.confidence, bool(ok), scores)
+
+
+# ---------------------------------------------------------------------------------------------
+# the choice
+
+
+def _outputs(model: nn.Module, enc: Encoded, is_regression: bool) -> np.ndarray:
+    """Predictions (N,): class ids, or regression outputs."""
+    return np.asarray(logits_to_predictions(predict_logits(model, enc), is_regression))
+
+
+def _by_predictions(j: Judged) -> Choice:
+    """The classifiers' rule (module docstring): :func:`judge` on each candidate's predictions."""
+    labels = j.held.labels.numpy()
     scores: dict[str, Measured] = {}
-    for kind, m in candidates.items():
-        v = judge(reference, _outputs(m, held, is_regression), labels, step, z, is_regression)
-        scores[kind] = Measured(accuracy=v.accuracy, sent_per_s=round(speed[kind], 1), flipped=v.flipped,
+    for kind, out in j.outputs.items():
+        v = judge(j.reference, out, labels, j.step, j.z, j.is_regression)
+        scores[kind] = Measured(accuracy=v.accuracy, sent_per_s=round(j.speed[kind], 1), flipped=v.flipped,
                                 flip_bound=v.flip_bound, drop=v.drop, drop_bound=v.drop_bound, refused=v.refused)
     ok = [k for k, v in scores.items() if v["refused"] is None]
     pick = (max(ok, key=lambda k: scores[k]["sent_per_s"]) if ok
             else min(scores, key=lambda k: (scores[k]["flipped"], scores[k]["drop_bound"], -scores[k]["sent_per_s"])))
-    return Choice(pick, round(_accuracy(reference, labels, is_regression), 5), step.max_drop, step.max_flip,
-                  len(held), source, round(1 - ALPHA / len(candidates), 4), bool(ok), scores)
+    return Choice(pick, round(_accuracy(j.reference, labels, j.is_regression), 5), j.step.max_drop, j.step.max_flip,
+                  len(j.held), j.source, j.confidence, bool(ok), scores)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What a head's rule decides on: the parent's ``reference`` outputs and each candidate's
+    ``outputs`` on the ``held`` control examples (from ``source``), each candidate's ``speed``
+    (sentences/s), the step, ``z`` (the normal quantile of each bound's confidence) and whether the
+    task predicts a score."""
+
+    reference: np.ndarray
+    outputs: dict[str, np.ndarray]
+    held: Encoded
+    source: ControlSource
+    speed: dict[str, float]
+    step: FastestRuntime
+    z: float
+    is_regression: bool
+
+    @property
+    def confidence(self) -> float:
+        """The one-sided confidence of each bound."""
+        return round(1 - ALPHA / len(self.outputs), 4)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one head's candidates are compared with their parent: ``outputs(model, enc,
+    is_regression)`` gives what is compared (predictions ``(N,)``, vectors ``(N, dim)``),
+    ``decide`` the choice from them."""
+
+    outputs: Callable[[nn.Module, Encoded, bool], np.ndarray]
+    decide: Callable[[Judged], Choice | VectorChoice]
+
+
+#: The rule each head's candidates are judged by: classifiers by their predictions (flips and
+#: accuracy drop), embedding models by their vectors (mean cosine; module docstring).
+RULES: PerHead[Rule] = PerHead("runtime: fastest rule", {
+    Head.SEQUENCE: Rule(_outputs, _by_predictions), Head.SPAN: Rule(_outputs, _by_predictions),
+    Head.TOKEN: Rule(_outputs, _by_predictions), Head.EMBEDDING: Rule(vectors, by_vectors)})
+
+
+def choose_fastest(model: nn.Module, candidates: dict[str, nn.Module], train: Encoded,
+                   timer: Callable[[dict[str, nn.Module], Encoded], dict[str, float]], step: FastestRuntime,
+                   seed: int, is_regression: bool, held_out: Encoded | None = None,
+                   head: Head = Head.SEQUENCE) -> Choice | VectorChoice:
+    """The fastest of ``candidates`` (final forms of ``model``) that passes ``head``'s rule
+    (:data:`RULES`) against ``model`` on the control examples (``held_out``, the task's held-out
+    examples, when given; else from ``train``); when none does, the one closest to ``model``.
+    Raises ``ValueError`` when there is no candidate or no example to judge on, ``TinyplmError``
+    for an unknown head."""
+    if not candidates:
+        raise ValueError("runtime: fastest has no candidates to choose among (step field 'candidates')")
+    rule = RULES[head]
+    held, source = control_set(train, held_out, step, seed)
+    z = NormalDist().inv_cdf(1 - ALPHA / len(candidates))
+    reference = rule.outputs(model, held, is_regression)
+    speed = timer(candidates, held)
+    outputs = {kind: rule.outputs(m, held, is_regression) for kind, m in candidates.items()}
+    return rule.decide(Judged(reference, outputs, held, source, speed, step, z, is_regression))

@@ -190,7 +190,7 @@ def _openvino_int8(model: nn.Module, step: OpenVinoInt8, ctx: CompressContext) -
     out = openvino_int8(model, ctx.train, ctx.work_dir, examples=step.calibration_examples, seed=ctx.seed,
                         precision=step.precision, embeddings=step.embeddings, max_drop=step.max_drop,
                         control_examples=step.control_examples, is_regression=ctx.is_regression,
-                        reduce_range=step.reduce_range)
+                        reduce_range=step.reduce_range, head=ctx.head)
     return out, {"runtime": "openvino", "precision": out.precision, "int8": out.quantization}
 
 
@@ -200,7 +200,7 @@ def _fastest(model: nn.Module, step: FastestRuntime, ctx: CompressContext) -> Re
     made = {kind: REGISTRY[kind](model, candidate_step(kind, step), sub_context(ctx, kind))
             for kind in step.candidates}
     choice = choose_fastest(model, {k: m for k, (m, _) in made.items()}, ctx.train, ctx.timer, step, ctx.seed,
-                            ctx.is_regression, held_out=ctx.evals.get(HOLDOUT))
+                            ctx.is_regression, held_out=ctx.evals.get(HOLDOUT), head=ctx.head)
     out, info = made[choice.chosen]
     return out, {**info, "chosen_by": choice.to_dict()}
 

@@ -279,8 +279,11 @@ class FastestRuntime(_Final):
     time them side by side, and keep the fastest one shown, at one-sided 95% confidence shared by
     the candidates, to flip at most ``max_flip`` of its PyTorch parent's predictions and to lose at
     most ``max_drop`` accuracy against it, on the task's held-out examples (``task.holdout``), else
-    on the ``control_examples`` longest training examples; dev is never used to choose. The rule
-    and its statistics: ``tinyplm.compress.runtime``."""
+    on the ``control_examples`` longest training examples; dev is never used to choose. An embedding
+    model has no predictions: it is kept when the lower bound of its vectors' mean cosine to its
+    parent's on those texts is at least ``min_cosine`` (``max_drop``, ``max_flip`` and
+    ``flip_tolerance`` apply to classifiers only, ``min_cosine`` to the embedding head only). The
+    rule and its statistics: ``tinyplm.compress.runtime``."""
 
     kind: Literal["runtime"]
     runtime: Literal["fastest"] = "fastest"
@@ -299,8 +302,11 @@ class FastestRuntime(_Final):
     reduce_range: bool | None = Field(None, description=REDUCE_RANGE + " (every int8 candidate)")
     weights: Literal["float", "int8"] = Field("float", description="the openvino candidate's weights: "
                                               + OV_WEIGHTS)
+    min_cosine: float = Field(0.99, gt=0, le=1, description="embedding head only: the least mean cosine of a "
+                              "candidate's vectors to its PyTorch parent's, as a lower confidence bound; less and "
+                              "it is refused")
 
-    _unwritten_defaults = ("reduce_range", "weights", "max_flip", "flip_tolerance")
+    _unwritten_defaults = ("reduce_range", "weights", "max_flip", "flip_tolerance", "min_cosine")
 
 
 CompressStep = Annotated[
