@@ -16,10 +16,12 @@ import torch
 from transformers import BertConfig, BertModel, BertTokenizerFast
 
 from conftest import WORDS, tiny_vocab
+from helpers_families import tiny_config, tiny_tokenizer
 from tinyplm.compress.importance import Importance
 from tinyplm.compress.onnx_quant import dynamic_int8, onnx_fp32, static_int8
 from tinyplm.compress.openvino import openvino_float, openvino_int8
 from tinyplm.compress.structured import prune_ffn, prune_heads
+from tinyplm.compress.vocab import trim_vocab
 from tinyplm.errors import ModelError
 from tinyplm.models.embedder import encode_graph, load_embedder
 from tinyplm.models.head_loading import load_for_head
@@ -184,3 +186,35 @@ def test_a_graph_dir_missing_its_graph_or_of_an_unknown_form_is_refused_by_name(
     (out / "config.json").write_text(json.dumps({**config, FORMAT_KEY: "openvino"}))
     with pytest.raises(ModelError, match="holds no model.xml"):
         load_embedder(out)
+
+
+def test_a_trimmed_child_saves_with_its_own_tokenizer_and_loads_back(tmp_path) -> None:
+    model, tok = _model(dense=True), _tokenizer()
+    texts = _texts(20, 7)
+    split = Split("texts", [Example(t, None, None) for t in texts], Path("texts"), Head.EMBEDDING)
+    trimmed = trim_vocab(model, tok, {"train": encode_split(split, tok, 48)}, [(t, None) for t in texts],
+                         lambda t: {"train": encode_split(split, t, 48)})
+    assert len(trimmed.tokenizer) < len(tok) and model.config.vocab_size == len(trimmed.tokenizer)
+    graph = dynamic_int8(model, _work(tmp_path))
+    out = save_model(graph, trimmed.tokenizer, tmp_path / "onnx")
+    assert json.loads((out / "config.json").read_text())["vocab_size"] == len(trimmed.tokenizer)
+    loaded, loaded_tok = load_for_head(out, (), False, Head.EMBEDDING)
+    assert len(loaded_tok) == len(trimmed.tokenizer)
+    enc = encode_split(split, loaded_tok, 48)
+    assert enc.input_ids == trimmed.encodings["train"].input_ids
+    assert _cosines(predict_logits(loaded, enc), predict_logits(model, enc)).min() >= 0.95
+
+
+@pytest.mark.parametrize("family", ["mpnet", "distilbert"])
+def test_an_encoder_without_token_types_exports_without_that_input(tmp_path, family) -> None:
+    import transformers
+
+    tok = tiny_tokenizer("bpe")
+    torch.manual_seed(0)
+    encoder = transformers.AutoModel.from_config(tiny_config(family, len(tok)))
+    model = SentenceEncoder(encoder, SentenceLayout(Pooling(PoolMode.MEAN, dimension=32), normalize=True)).eval()
+    graph = onnx_fp32(model, _work(tmp_path))
+    assert "token_type_ids" not in {i.name for i in ort_session(graph.path).get_inputs()}
+    split = Split("texts", [Example(t, None, None) for t in _texts(12, 8)], Path("texts"), Head.EMBEDDING)
+    enc = encode_split(split, tok, 48)
+    assert torch.allclose(predict_logits(graph, enc), predict_logits(model, enc), atol=1e-5)
