@@ -69,7 +69,7 @@ def _graph_output(model: torch.nn.Module) -> tuple[str, dict[int, str]]:
         return SENTENCE_OUTPUT, {0: "batch"}
     names = getattr(model.config, "architectures", None) or [type(model).__name__]
     per_token = Head.of_architectures(names).per_position
-    return LOGITS_OUTPUT, {0: "batch", 1: "sequence"} if per_token else {0: "batch"}
+    return LOGITS_OUTPUT, ({0: "batch", 1: "sequence"} if per_token else {0: "batch"})
 
 
 class _Logits(torch.nn.Module):
@@ -282,8 +282,10 @@ class OrtEmbedder(OrtClassifier):
 
     def save_to(self, tokenizer, path: Path) -> Path:
         """The model dir at ``path`` (:func:`save_sentence_graph`); the model reads its graph there after."""
-        out = save_sentence_graph(self, tokenizer, path, "onnx", lambda folder: shutil.copyfile(self.path,
-                                                                                               folder / ONNX_FILE))
+        def write(folder: Path) -> None:
+            shutil.copyfile(self.path, folder / ONNX_FILE)
+
+        out = save_sentence_graph(self, tokenizer, path, "onnx", write)
         self.path = Path(path) / ONNX_FILE
         return out
 
