@@ -373,7 +373,9 @@ def sentence_teacher(tmp_path_factory):
     return load_embedder(make_sentence_dir(tmp_path_factory.mktemp("st") / "teacher"))
 
 
-def test_a_pieces_sentence_vector_is_the_teachers_vector_of_the_piece_alone(sentence_teacher):
+def test_a_pieces_vector_is_the_teachers_vector_of_the_piece_alone_before_normalising(sentence_teacher):
+    """As Model2Vec's: the teacher's pooled output of ``[CLS] piece [SEP]``, its length kept (it weighs
+    the piece in a text's mean); normalised, it is the teacher's sentence vector of the piece."""
     from tinyplm.models.classic.static_sentence import sentence_piece_vectors
 
     tok = sentence_teacher.tokenizer
@@ -381,8 +383,25 @@ def test_a_pieces_sentence_vector_is_the_teachers_vector_of_the_piece_alone(sent
     got = sentence_piece_vectors(sentence_teacher.model, tok, ids, batch_size=2)  # two batches
     want = sentence_teacher.embed([tok.convert_ids_to_tokens(i) for i in ids])
     assert got.shape == (3, sentence_teacher.dim) and got.dtype == np.float32
-    np.testing.assert_allclose(got, want, atol=1e-5)
+    norms = np.linalg.norm(got, axis=1, keepdims=True)
+    assert not np.allclose(norms, 1.0, atol=1e-3)
+    np.testing.assert_allclose(got / norms, want, atol=1e-5)
     assert not sentence_teacher.model.training
+
+
+def test_zipf_ranks_leave_placeholder_pieces_out() -> None:
+    """Model2Vec ranks pieces by vocabulary order after dropping BERT's ``[unused..]`` placeholders:
+    a piece after 1,000 placeholders weighs as it would at their place, and the placeholders 0."""
+    from tinyplm.models.classic.static_init import piece_weights
+
+    counts = np.zeros(1200, np.int64)
+    kept = list(range(1200))
+    placeholders = list(range(100, 1100))
+    with_gap = piece_weights("zipf", kept, counts, set(), 1e-4, placeholders)
+    without = piece_weights("zipf", list(range(200)), np.zeros(200, np.int64), set(), 1e-4)
+    np.testing.assert_allclose(with_gap[1100:], without[100:], rtol=1e-6)  # the same 200 ranked pieces
+    np.testing.assert_allclose(with_gap[:100], without[:100], rtol=1e-6)
+    assert np.all(with_gap[placeholders] == 0) and with_gap[1100] < with_gap[1199]
 
 
 def test_a_static_sentence_student_saved_by_save_model_loads_for_the_embedding_head(sentence_teacher, tmp_path):

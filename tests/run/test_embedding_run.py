@@ -9,6 +9,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -121,3 +122,37 @@ def test_vector_terms_on_a_classifier_task_are_refused(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(recipe))
     with pytest.raises(RecipeError, match="embedding task's terms"):
         run(load_recipe(path))
+
+
+def test_final_runtime_form_loads_in_sentence_transformers_with_its_float_weights(tmp_path: Path) -> None:
+    """The final model of an embedding run on its int8 runtime: tinyplm runs the graph it measured,
+    and SentenceTransformer(model/) loads the float weights the graph was made from (kept beside it,
+    as sentence-transformers' own folders keep model.safetensors beside onnx/), giving the vectors
+    tinyplm's PyTorch form of that stage gives."""
+    from sentence_transformers import SentenceTransformer
+
+    from tinyplm.models.embedder import load_embedder
+    from tinyplm.models.head_loading import load_for_head
+    from tinyplm.models.sentence import encode_texts
+    from tinyplm.tasks.heads import Head
+
+    students = [{"name": "s", "teacher_layers": [1], "objective": {"vector_cosine": 1.0}, "train": SHORT,
+                 "compress": [{"kind": "trim_vocab"},
+                              {"kind": "runtime", "runtime": "fastest", "candidates": ["onnx_dynamic_int8"]}]}]
+    cfg = load_recipe(_recipe(tmp_path, students))
+    record = run(cfg)
+    assert record.info.final_model == "s.runtime"
+    run_dir = Path(cfg.output_dir.replace("{name}", cfg.name))
+    model_dir = run_dir / "model"
+    assert (model_dir / "model.onnx").is_file() and (model_dir / "model.safetensors").is_file()
+    texts = ["a good movie", "the plot was not great at all", "actor"]
+    parent, tok = load_for_head(run_dir / "students" / "s.trim_vocab", (), False, Head.EMBEDDING)
+    torch_vectors = encode_texts(parent, tok, texts)
+    st_vectors = SentenceTransformer(str(model_dir), device="cpu").encode(texts)
+    norms = np.linalg.norm(st_vectors, axis=1) * np.linalg.norm(torch_vectors, axis=1)
+    cos = (st_vectors * torch_vectors).sum(1) / norms
+    assert cos.min() >= 0.999
+    graph = load_embedder(model_dir)
+    assert type(graph.model).__name__ == "OrtEmbedder"
+    ran = graph.embed(texts)
+    assert float((ran * st_vectors).sum(1).mean()) > 0.9  # int8 graph vs float weights: close, not equal

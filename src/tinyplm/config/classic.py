@@ -28,8 +28,8 @@ BERT student: ``hard_weight`` for supervised training, ``kd_weight`` / ``logit_m
 trains with the embedding task's vector terms (``vector_mse``, ``vector_cosine``, ``similarity_kd``)
 on ``data: task``; it is the only arch of that task, and the classifier archs are refused there
 (``run.preflight``). Its table keeps every piece (``tokens: all``) and weighs them by Zipf's law
-(``weighting: zipf``) unless the recipe says otherwise: an embedding model meets any text, and these
-are Model2Vec's choices.
+(``weighting: zipf``, ``sif_a: 1e-4``) unless the recipe says otherwise: an embedding model meets any
+text, and these are Model2Vec's choices (its ``sif_coefficient`` is 1e-4).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ CLASSIFIER_STATIC = ("static", "static_cnn", "static_bilstm")
 #: The archs that classify (every arch but the sentence encoders).
 CLASSIFIER_ARCHS = tuple(a for a in get_args(Arch) if a not in SENTENCE_ARCHS)
 #: What ``family.static`` defaults to for a sentence arch when the recipe leaves the key out.
-SENTENCE_STATIC_DEFAULTS = {"tokens": "all", "weighting": "zipf"}
+SENTENCE_STATIC_DEFAULTS = {"tokens": "all", "weighting": "zipf", "sif_a": 1e-4}
 #: The option groups that belong to one arch only (setting one for another arch is an error).
 ARCH_OPTIONS: dict[str, tuple[str, ...]] = {
     "tfidf": ("tfidf_lr",), "embeddings": ("lstm", "bilstm"), "vocab_size": ("lstm", "bilstm", "elmo_bilstm"),

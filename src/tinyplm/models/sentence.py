@@ -108,6 +108,13 @@ class SentenceEncoder(nn.Module):
     def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
         """``(batch, seq)`` token ids and mask (and segment ids, passed only to an encoder that takes
         them: MPNet and DistilBERT do not) -> ``(batch, dim)`` sentence vectors."""
+        x = self.features(input_ids, attention_mask, token_type_ids)
+        return F.normalize(x, p=2, dim=-1) if self.layout.normalize else x
+
+    def features(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
+        """The vectors before the final L2 normalisation (pooled, then through the Dense layers)
+        ``(batch, dim)``: their lengths still say how strongly the text points where it points
+        (a static table made from a teacher keeps them, as Model2Vec does)."""
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if token_type_ids is not None and self.takes_token_types:
             inputs["token_type_ids"] = token_type_ids
@@ -115,7 +122,7 @@ class SentenceEncoder(nn.Module):
         x = pool(hidden, attention_mask, self.layout.pooling)  # (batch, hidden)
         for layer in self.dense:
             x = layer(x)  # (batch, out)
-        return F.normalize(x, p=2, dim=-1) if self.layout.normalize else x
+        return x
 
 
 def with_encoder(template: SentenceEncoder, encoder: nn.Module) -> SentenceEncoder:

@@ -6,6 +6,7 @@ the choice itself is the run's.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -53,5 +54,33 @@ def place_final(record: RunRecord, run_dir: Path, final: FinalSpec) -> StageReco
     if dst.exists():
         shutil.rmtree(dst)
     shutil.copytree(run_dir / chosen.model_dir, dst)
+    parent = next((s for s in record.stages if s.name == chosen.parent), None)
+    if parent is not None and parent.model_dir:
+        add_float_weights(dst, run_dir / parent.model_dir)
     record.info.final_model, record.info.final_rule = chosen.name, why
     return chosen
+
+
+#: The file sentence-transformers' default (PyTorch) backend reads a Transformer module's weights from.
+FLOAT_WEIGHTS = "model.safetensors"
+
+
+def add_float_weights(model_dir: Path, parent_dir: Path) -> bool:
+    """Beside an embedding model's runtime graph in ``model_dir`` (ONNX or OpenVINO, with the
+    sentence-transformers files), put the float weights of its PyTorch parent (``parent_dir``, the
+    stage the runtime step started from), as sentence-transformers' own model folders keep
+    ``model.safetensors`` beside ``onnx/`` graphs: ``SentenceTransformer(model_dir)`` then loads the
+    parent's float weights, while tinyplm (``load_embedder``) runs the graph the run measured. Only
+    when both are laid out for sentence-transformers at the root and the parent is a plain
+    ``transformers`` shape (no per-layer widths, which ``from_pretrained`` cannot build) -> whether
+    the weights were added."""
+    from tinyplm.models.shape import SHAPE_KEY
+
+    weights, config = parent_dir / FLOAT_WEIGHTS, parent_dir / "config.json"
+    if not ((model_dir / "modules.json").is_file() and (parent_dir / "modules.json").is_file() and weights.is_file()
+            and config.is_file()) or (model_dir / FLOAT_WEIGHTS).exists():
+        return False
+    if SHAPE_KEY in json.loads(config.read_text(encoding="utf-8")):
+        return False
+    shutil.copyfile(weights, model_dir / FLOAT_WEIGHTS)
+    return True

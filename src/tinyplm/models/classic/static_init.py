@@ -28,7 +28,7 @@ here on a tiny teacher.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -141,9 +141,12 @@ def piece_counts(texts: Sequence[Sequence[int]], vocab_size: int) -> np.ndarray:
     return np.bincount(flat, minlength=vocab_size)[:vocab_size]
 
 
-def piece_weights(kind: str, kept: Sequence[int], counts: np.ndarray, specials: set[int], a: float) -> np.ndarray:
+def piece_weights(kind: str, kept: Sequence[int], counts: np.ndarray, specials: set[int], a: float,
+                  unranked: Collection[int] = ()) -> np.ndarray:
     """The bag's weight of each kept piece ``(len(kept),)`` float32 (see the module docstring);
-    ``counts`` ``(vocab_size,)`` are the training text's (for ``sif``)."""
+    ``counts`` ``(vocab_size,)`` are the training text's (for ``sif``). ``unranked``: placeholder
+    pieces no text gives (BERT's ``[unused..]``), which weigh 0 and take no place in ``zipf``'s
+    ranking, as Model2Vec leaves them out of its vocabulary before ranking."""
     ids = np.asarray(kept, dtype=np.int64)
     if kind == "mean":
         w = np.ones(len(ids))
@@ -152,12 +155,15 @@ def piece_weights(kind: str, kept: Sequence[int], counts: np.ndarray, specials: 
         plain[[i for i in specials if i < len(counts)]] = False
         p = counts / max(1, int(counts[plain].sum()))
         w = a / (a + p[ids])  # a piece the text never uses weighs 1
-    elif kind == "zipf":
-        inv_rank = 1.0 / np.arange(2, len(counts) + 2)  # the vocabulary's order taken as frequency rank
+    elif kind == "zipf":  # the vocabulary's order taken as frequency rank, placeholders not counted
+        ranked = np.ones(len(counts), dtype=bool)
+        ranked[[i for i in unranked if i < len(counts)]] = False
+        rank = np.cumsum(ranked) - 1
+        inv_rank = np.where(ranked, 1.0 / (rank + 2), 0.0)
         w = a / (a + (inv_rank / inv_rank.sum())[ids])
     else:
         raise ValueError(f"weighting {kind!r} is not mean, sif or zipf")
-    w[np.isin(ids, list(specials))] = 0.0
+    w[np.isin(ids, [*specials, *unranked])] = 0.0
     return w.astype(np.float32)
 
 
