@@ -285,6 +285,13 @@ DOC_LINES: dict[str, Way] = {
     "tinyplm run recipes/glue/mrpc_base.yaml": Way(
         None, "cheap check only: fetches all-mpnet-base-v2 (438 MB) and runs half an hour; tests/run/"
         "test_logits_from.py runs a tiny recipe whose students learn the logits of the teacher's runtime stage"),
+    "tinyplm run recipes/embed/minilm_embed.yaml": Way(
+        None, "cheap check only: about 20 minutes on the packaged MiniLM and the shared corpus; "
+        "tests/run/test_embedding_run.py and tests/run/test_static_embedding_run.py run the embedding task end to "
+        "end on tiny sentence models (layer and cross-tokenizer students, pruning, trimming, int8, static)"),
+    "python benchmarks/embed_static_vs_model2vec.py runs/minilm_embed --threads 2": Way(
+        None, "cheap check only: scores the run's teacher, static student and Model2Vec on STS-B and SQuAD "
+        "(minutes); tests/run/test_static_embedding_run.py runs the script on a tiny run"),
     "tinyplm run recipes/glue/sst2_pareto.yaml": Way(
         "test_sst2_pareto_run", "the shipped recipe shrunk like the MRPC run", add=TINY_GLUE_RUN),
     "tinyplm sweep recipes/glue/sst2_pareto_variant.yaml --space sweeps/sst2_compress.yaml --max-concurrent 2": Way(

@@ -16,6 +16,7 @@ import pytest
 from conftest import REPO, SHARED_DATA, make_tiny_mlm_dir, make_tiny_model_dir, write_tiny_corpus
 from helpers_cli import Result, cli
 from tinyplm.config.load import is_pretrain_recipe
+from tinyplm.tasks.embedding_task import EMBEDDING_TASK
 
 RECIPES = sorted((REPO / "recipes").rglob("*.yaml"))
 
@@ -133,7 +134,15 @@ def missing_inputs(path: Path, overrides: list[str]) -> list[str]:
         corpus = load_recipe(path, overrides, schema=PretrainRecipe).corpus.paths
         return [p for p in corpus if not (REPO / p).exists()]  # relative to the working directory, the repo root
     task = load_recipe(path, overrides).task
-    present = tasks.get(task.name, task.data_dir or str(SHARED_DATA)).data_present()
+    data_dir = task.data_dir or str(SHARED_DATA)
+    if task.name == EMBEDDING_TASK:  # its eval sets and STS-B's training pairs (texts and held-out pairs)
+        from tinyplm.tasks.embedding_task import parse_eval_set
+        from tinyplm.tasks.paths import resolve_glue_dir
+
+        files = [parse_eval_set(e, data_dir).path for e in task.eval_sets or ("stsb", "squad")]
+        files.append(resolve_glue_dir(data_dir) / "STS-B" / "train.tsv")
+        return [str(f) for f in files if not f.exists()]
+    present = tasks.get(task.name, data_dir).data_present()
     return [f"{task.name} {split}" for split, there in present.items() if not there]
 
 

@@ -45,6 +45,9 @@ RESOLVED = "config.resolved.yaml"
 RESULTS = "results.json"
 LOCK = ".lock"
 
+#: The file a model dir holds once it is saved whole (written last, inside the staged folder).
+COMPLETE_MARK = ".complete"
+
 
 def read_utf8(path: Path, error: type[TinyplmError] = TinyplmError) -> str:
     """A whole file as UTF-8 text, without a leading BOM; line endings left as they are.

@@ -13,15 +13,13 @@ from pathlib import Path
 
 from transformers import PreTrainedModel
 
-from tinyplm.files import replace_dir
+from tinyplm.files import COMPLETE_MARK, replace_dir
 from tinyplm.models import roles
 from tinyplm.models.classic.io import is_family, save_family
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
 from tinyplm.models.openvino import OV_BIN, OV_XML, RUNTIME_KEY, OvClassifier, runtime_record, save_openvino
 from tinyplm.models.quantized import is_quantized, quantized_state
 from tinyplm.models.shape import SHAPE_KEY, record_shape, unique_state
-
-COMPLETE_MARK = ".complete"
 
 
 def save_model(model: PreTrainedModel, tokenizer, path: Path) -> Path:

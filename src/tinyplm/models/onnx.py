@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from tinyplm.errors import ModelError
-from tinyplm.files import replace_dir
+from tinyplm.files import COMPLETE_MARK, replace_dir
 from tinyplm.models.pooling import SentenceLayout, layout_json, with_paths
 from tinyplm.tasks.heads import Head
 
@@ -303,8 +303,6 @@ def save_sentence_graph(model, tokenizer, out: Path, form: str, write_graph: Cal
     ``config.json`` (its config with ``tinyplm_format: form``), the tokenizer, the
     sentence-transformers files with the Dense weights (:meth:`SentenceParts.write`) and the mark of
     a complete save. Written beside ``out`` and renamed into place, as every model dir. Returns ``out``."""
-    from tinyplm.models.io import COMPLETE_MARK  # models.io imports this module: read when called
-
     out = Path(out)
     tmp = out.with_name(out.name + ".tmp")
     if tmp.exists():  # left by a save that was killed

@@ -99,6 +99,10 @@ class SentenceEncoder(nn.Module):
         dense = sum(p.numel() for p in self.dense.parameters())
         return int(self.encoder.num_parameters(exclude_embeddings=exclude_embeddings)) + dense
 
+    def with_encoder(self, encoder: nn.Module) -> SentenceEncoder:
+        """A new model of ``encoder`` laid out as this one (:func:`with_encoder`)."""
+        return with_encoder(self, encoder)
+
     @property
     def base_model(self) -> nn.Module:
         """The encoder, where :func:`tinyplm.models.roles.base_model` finds it (as on a transformers

@@ -143,12 +143,10 @@ def build_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int = 42,
     """:func:`build_encoder_student`, and for a teacher that is an embedding model
     (:class:`~tinyplm.models.sentence.SentenceEncoder`) an embedding student: a bare encoder built
     the same way from the teacher's encoder, pooled, projected and normalised as the teacher's layout
-    says (:func:`~tinyplm.models.sentence.with_encoder`)."""
-    from tinyplm.models.sentence import SentenceEncoder, with_encoder
-
-    if isinstance(teacher, SentenceEncoder):
-        inner = build_encoder_student(spec, teacher.encoder, seed, None, arch, word_embeddings, Head.EMBEDDING)
-        return with_encoder(teacher, inner)
+    says (its ``with_encoder``)."""
+    laid_out = getattr(teacher, "with_encoder", None)  # a SentenceEncoder (which imports this module)
+    if laid_out is not None:
+        return laid_out(build_encoder_student(spec, teacher.encoder, seed, None, arch, word_embeddings, Head.EMBEDDING))
     return build_encoder_student(spec, teacher, seed, task_model, arch, word_embeddings)
 
 

@@ -55,7 +55,7 @@ from transformers import PretrainedConfig
 
 from tinyplm.config.classic import StaticSpec
 from tinyplm.errors import ModelError, TinyplmError
-from tinyplm.files import read_utf8, replace_dir, tmp_sibling
+from tinyplm.files import COMPLETE_MARK, read_utf8, replace_dir, tmp_sibling
 from tinyplm.models.classic.config import TABLE_DTYPES, WEIGHTINGS
 from tinyplm.models.classic.io import WEIGHTS, load_weights
 from tinyplm.models.classic.lstm import FamilyModule
@@ -349,8 +349,6 @@ def _plain_tokenizer_json(folder: Path) -> None:
 def _write(model: StaticSentenceEncoder, tokenizer, folder: Path) -> None:
     """Every file of a saved dir (see the module docstring) into ``folder``."""
     from safetensors.torch import save_file
-
-    from tinyplm.models.io import COMPLETE_MARK
 
     model.config.architectures = [type(model).__name__]
     state = model.saved_state()  # first: the table held is rounded to its stored precision here
