@@ -376,7 +376,7 @@ def sentence_teacher(tmp_path_factory):
 def test_a_pieces_vector_is_the_teachers_vector_of_the_piece_alone_before_normalising(sentence_teacher):
     """As Model2Vec's: the teacher's pooled output of ``[CLS] piece [SEP]``, its length kept (it weighs
     the piece in a text's mean); normalised, it is the teacher's sentence vector of the piece."""
-    from tinyplm.models.classic.static_sentence import sentence_piece_vectors
+    from tinyplm.models.classic.static_init import sentence_piece_vectors
 
     tok = sentence_teacher.tokenizer
     ids = [5, 17, 40]
@@ -405,12 +405,8 @@ def test_zipf_ranks_leave_placeholder_pieces_out() -> None:
 
 
 def test_a_static_sentence_student_saved_by_save_model_loads_for_the_embedding_head(sentence_teacher, tmp_path):
-    from tinyplm.models.classic.static_sentence import (
-        StaticSentenceEncoder,
-        encode_static,
-        sentence_piece_vectors,
-        static_sentence_student,
-    )
+    from tinyplm.models.classic.static_init import sentence_piece_vectors
+    from tinyplm.models.classic.static_sentence import StaticSentenceEncoder, encode_static, static_sentence_student
     from tinyplm.models.head_loading import load_for_head
     from tinyplm.tasks.heads import Head
 

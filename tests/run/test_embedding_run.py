@@ -156,3 +156,6 @@ def test_final_runtime_form_loads_in_sentence_transformers_with_its_float_weight
     assert type(graph.model).__name__ == "OrtEmbedder"
     ran = graph.embed(texts)
     assert float((ran * st_vectors).sum(1).mean()) > 0.9  # int8 graph vs float weights: close, not equal
+    card = (model_dir / "README.md").read_text(encoding="utf-8")
+    assert "pipeline_tag: sentence-similarity" in card and "library_name: sentence-transformers" in card
+    assert "SentenceTransformer(" in card and "load_classifier" not in card

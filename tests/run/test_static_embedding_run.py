@@ -85,7 +85,8 @@ def _recipe_from(run_dir: Path, cfg) -> Path:
 
 
 def test_training_brings_the_students_vectors_to_the_teachers_on_unseen_texts(finished) -> None:
-    from tinyplm.models.classic.static_sentence import encode_static, sentence_piece_vectors, static_sentence_student
+    from tinyplm.models.classic.static_init import sentence_piece_vectors
+    from tinyplm.models.classic.static_sentence import encode_static, static_sentence_student
     from tinyplm.models.embedder import load_embedder
 
     cfg, _, run_dir = finished

@@ -26,7 +26,7 @@ def test_logit_mse_needs_teacher_logits_and_a_sentence_head() -> None:
         PredictionObjective(kd_weight=0.0, hard_weight=0.0, logit_mse=1.0)(torch.zeros(2, 2), torch.tensor([0, 1]))
     with pytest.raises(ValueError, match="token head"):
         PredictionObjective(logit_mse=1.0, head=Head.TOKEN)
-    with pytest.raises(ValueError, match="logit_mse to 0"):
+    with pytest.raises(ValueError, match="logit_mse and the vector terms to 0"):
         ObjectiveSpec(kd_weight=0, logit_mse=1.0, mlm_hard=1.0)
 
 

@@ -26,11 +26,15 @@ from tinyplm.report.tables import (
 )
 
 GLUE = {"cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte", "wnli"}
+#: The embedding task's name (``tasks.embedding_task``): a sentence-transformers model, not a classifier.
+EMBEDDING = "embedding"
 
 
 def task_kind(task: str) -> tuple[str, str]:
     """(pipeline tag, transformers Auto class) for a task name."""
     t = task.lower()
+    if t == EMBEDDING:
+        return "sentence-similarity", "SentenceTransformer"
     if t.startswith("squad"):
         return "question-answering", "AutoModelForQuestionAnswering"
     if t.startswith("conll"):
@@ -61,7 +65,7 @@ def front_matter(record: RunRecord, stage: StageRecord) -> str:
     if config:
         ds["config"] = config
     meta: dict[str, Any] = {
-        "library_name": "transformers",
+        "library_name": "sentence-transformers" if record.task.lower() == EMBEDDING else "transformers",
         "pipeline_tag": pipeline,
         "language": ["en"],
         "tags": tags,
@@ -136,6 +140,25 @@ _ONNX = [
 ]
 
 
+_EMBEDDING = [
+    "A sentence-embedding model in the sentence-transformers layout. When this folder holds a runtime "
+    "graph (`model.onnx`, or OpenVINO's `model.xml`), tinyplm runs that graph, as it was measured; "
+    "sentence-transformers loads the float weights kept beside it (`model.safetensors`), whose vectors "
+    "are the graph's within the mean cosine the run recorded:",
+    "",
+    "```python",
+    "from sentence_transformers import SentenceTransformer",
+    "",
+    'model = SentenceTransformer("path/to/this/folder")  # the folder holding this README',
+    'vectors = model.encode(["an example sentence", "another one"])',
+    "",
+    "from tinyplm.models.embedder import load_embedder  # the form the run measured",
+    "",
+    'vectors = load_embedder("path/to/this/folder").embed(["an example sentence", "another one"])',
+    "```",
+]
+
+
 def _stage_route(stage: StageRecord | None) -> LoadRoute:
     """The load route a stage record implies, for a card rendered without its model dir."""
     if stage is None:
@@ -159,6 +182,8 @@ def _usage(record: RunRecord, stage: StageRecord | None = None, route: LoadRoute
         "where the teacher is too slow or too large. Use it on inputs like the task's own data.",
         "",
     ]
+    if record.task.lower() == EMBEDDING:
+        return [*intro, *_EMBEDDING]
     route = route or _stage_route(stage)
     if route.loader == Loader.OPENVINO:
         precision = f", {stage.precision}" if stage is not None and stage.precision else ""

@@ -3,7 +3,7 @@ Model2Vec makes one, trained on the teacher's sentence vectors, saved, measured.
 
 1. The table (:func:`sentence_student`): each piece kept goes through the teacher's whole sentence
    pipeline alone (``[CLS] piece [SEP]``: its pooling, Dense layers and normalisation included,
-   :func:`~tinyplm.models.classic.static_sentence.sentence_piece_vectors`), PCA to
+   :func:`~tinyplm.models.classic.static_init.sentence_piece_vectors`), PCA to
    ``family.static.dims``, Zipf or SIF weights
    (:func:`~tinyplm.models.classic.static_sentence.static_sentence_student`). The pieces kept are the
    whole vocabulary by default (``tokens: all``): an embedding model meets any text, and a piece the
@@ -40,10 +40,9 @@ from tinyplm.distill.objective import stage_objective
 from tinyplm.errors import RecipeError, TinyplmError
 from tinyplm.evaluate.model_eval import evaluate_model
 from tinyplm.models import resolve_model_dir, save_model
-from tinyplm.models.classic.static_init import TrainingPieces, kept_pieces, piece_counts
+from tinyplm.models.classic.static_init import TrainingPieces, kept_pieces, piece_counts, sentence_piece_vectors
 from tinyplm.models.classic.static_sentence import (
     StaticSentenceEncoder,
-    sentence_piece_vectors,
     static_sentence_shape,
     static_sentence_student,
 )

@@ -12,7 +12,6 @@ from tinyplm.config.compress import step_name
 from tinyplm.config.schema import (
     LAYERWISE_TERMS,
     MLM_TERMS,
-    VECTOR_TERMS,
     CorpusSpec,
     RunConfig,
     StageSpec,
@@ -23,14 +22,14 @@ from tinyplm.config.schema import (
 from tinyplm.errors import DataError, ModelError, RecipeError
 from tinyplm.models import check_model_dir, load_tokenizer, resolve_model_dir, roles
 from tinyplm.models.classic.config import TEACHER_TOKENIZED
-from tinyplm.models.pooling import read_layout
 from tinyplm.models.roles import ROLES
 from tinyplm.models.student import model_type_of
 from tinyplm.models.token_ids import token_id_mismatch
 from tinyplm.pretrain.corpus import corpus_files, read_corpus
 from tinyplm.pretrain.mlm_head import has_mlm_head
+from tinyplm.run.preflight_embedding import check_vector_terms
 from tinyplm.tasks.base import TaskData
-from tinyplm.tasks.heads import Head, Loss, PerHead
+from tinyplm.tasks.heads import Head, PerHead
 
 
 @dataclass(frozen=True)
@@ -94,7 +93,7 @@ def preflight(cfg: RunConfig) -> Preflight:
     _check_augment(cfg)
     _check_families(cfg, data)
     _check_feature_encoders(cfg, model_cfg, teacher)
-    _check_vector_terms(cfg, data, src)
+    check_vector_terms(cfg, data, src)
     for spec in cfg.students:
         for k, st in enumerate(spec.stage_specs()):
             _check_stage_teacher(st, teacher, f"student {student_name(spec)}, stage {k}")
@@ -249,57 +248,6 @@ def _needs_shared_ids(spec: StudentSpec) -> str | None:
         if stage_teacher != "finetuned":
             return f"{where}'s teacher {stage_teacher}"
     return None
-
-
-def _trained_objectives(spec: StudentSpec) -> list[tuple[str, StageSpec]]:
-    """Every training of ``spec`` as (where, the stage it is): its stages and its compress steps'
-    recoveries."""
-    out = [(f"stage {k}", st) for k, st in enumerate(spec.stage_specs())]
-    out += [(f"the recovery of compress step {step_name(c)}",
-             StageSpec(data=c.recover.data, objective=c.recover.objective))
-            for c in spec.compress if c.recover is not None]
-    return out
-
-
-def _check_vector_terms(cfg: RunConfig, data: TaskData, teacher_dir: Path) -> None:
-    """The embedding task (a head whose loss is on vectors) and the classifier tasks train different
-    terms: refuse, naming the student and stage, a term the task's head cannot train, an embedding
-    teacher that is not a sentence-embedding model or that the recipe asks to fine-tune, and a
-    transformer student started from a dir without a sentence-embedding layout. Found here, before
-    the teacher's vectors are computed."""
-    vectors = Head(data.head).row.loss is Loss.VECTORS
-    transformers = [s for s in cfg.students if s.family is None]
-    if not vectors:
-        for spec in transformers:
-            for where, st in _trained_objectives(spec):
-                if st.objective.vectors:
-                    raise RecipeError(f"student {student_name(spec)}, {where}: {', '.join(VECTOR_TERMS)} are the "
-                                      f"embedding task's terms; task '{data.task}' has a {data.head} head")
-        return
-    if read_layout(teacher_dir) is None:
-        raise ModelError(f"{teacher_dir}: the embedding task distils a sentence-embedding model (a sentence-"
-                         "transformers folder: modules.json with a Pooling module); this dir has none")
-    if cfg.teacher.finetune is not None:
-        raise RecipeError("teacher.finetune: the embedding task's teacher is used as it is (its vectors are the "
-                          "targets); drop teacher.finetune")
-    for spec in transformers:
-        name = student_name(spec)
-        for where, st in _trained_objectives(spec):
-            o = st.objective
-            wrong = [t for t in ("hard_weight", "logit_mse", *LAYERWISE_TERMS, *MLM_TERMS) if getattr(o, t) > 0]
-            wrong += ["kd_weight"] if "kd_weight" in o.model_fields_set and o.kd_weight > 0 else []
-            if wrong or not o.vectors:
-                what = f"has {', '.join(wrong)}" if wrong else "has no vector term"
-                raise RecipeError(f"student {name}, {where}: {what}; an embedding student learns the teacher's "
-                                  f"vectors: give {', '.join(VECTOR_TERMS)} (one or more > 0) and no other term")
-            if st.data != "task" or st.teacher != "finetuned":
-                raise RecipeError(f"student {name}, {where}: data '{st.data}', teacher '{st.teacher}'; an embedding "
-                                  "student trains on the task's texts (task.train_texts) against the run's teacher")
-        init = spec.init_from
-        if init and init != "teacher" and cfg.earlier_student(spec) is None and \
-                read_layout(resolve_model_dir(init)) is None:
-            raise ModelError(f"student {name}: init_from {init}: not a sentence-embedding model (no modules.json "
-                             "with a Pooling module); an embedding student starts from one")
 
 
 def _check_augment(cfg: RunConfig) -> None:

@@ -13,7 +13,12 @@
 3. the bag's weight of each piece (:func:`piece_weights`): 1 (``mean``); ``a / (a + p(t))`` with
    ``p`` the piece's frequency in the task's training text (``sif``, Arora et al. 2017); or the
    same with ``p`` from Zipf's law over the vocabulary order, taken as frequency rank, as Model2Vec
-   does (``zipf``). Special tokens weigh 0.
+   does (``zipf``; BERT's ``[unused..]`` placeholders, :func:`placeholder_pieces`, take no rank).
+   Special tokens weigh 0.
+
+An embedding task's static student (``static_sentence``) takes each piece's vector from the teacher's
+whole sentence pipeline instead (:func:`sentence_piece_vectors`: its pooling and Dense layers over
+``[CLS] piece [SEP]``, before the final normalisation, as Model2Vec 0.8 averages all three states).
 
 The pieces kept are the whole vocabulary (``tokens: all``) or the ones the training data uses
 plus the specials (``used``: far fewer teacher passes and a smaller file; an unseen piece reads
@@ -27,6 +32,7 @@ here on a tiny teacher.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -232,3 +238,40 @@ def static_student(encoder: nn.Module, tokenizer, arch: str, spec: StaticSpec, p
     info = {"pieces": len(kept), "vocabulary": vocab_size, "pca_variance_kept": round(kept_variance, 4),
             "table_seconds": round(time.perf_counter() - t0, 1), "contextual_pieces": pooled}
     return model, info
+
+
+#: Placeholder pieces a vocabulary reserves and no text gives (BERT's ``[unused0]``..): Model2Vec's
+#: default ``token_remove_pattern``, which it drops before ranking pieces by Zipf's law.
+PLACEHOLDER = re.compile(r"\[unused\d+\]")
+
+
+def placeholder_pieces(tokenizer, ids: Sequence[int]) -> list[int]:
+    """The ids among ``ids`` whose piece is a placeholder (:data:`PLACEHOLDER`)."""
+    return [i for i, piece in zip(ids, tokenizer.convert_ids_to_tokens(list(ids)), strict=True)
+            if piece and PLACEHOLDER.fullmatch(piece)]
+
+
+@torch.inference_mode()
+def sentence_piece_vectors(model: nn.Module, tokenizer, ids: Sequence[int], batch_size: int = 512) -> np.ndarray:
+    """Each piece of ``ids`` through the sentence model ``model`` alone, framed by ``tokenizer``'s
+    specials (``[CLS] piece [SEP]``) -> ``(len(ids), dim)`` float32: the ``embed_pieces`` of
+    :func:`static_sentence_student`. A :class:`~tinyplm.models.sentence.SentenceEncoder` gives its
+    ``features`` (pooling and Dense layers, not the final normalisation: as Model2Vec keeps each
+    piece's output unnormalised, its length weighs the piece in a text's mean); another model its
+    ``forward(input_ids, attention_mask)`` -> ``(batch, dim)``. The model runs in eval mode (its
+    mode is restored after)."""
+    before, after = frame(tokenizer)
+    was_training = model.training
+    model.eval()
+    out = []
+    try:
+        for k in range(0, len(ids), batch_size):
+            chunk = torch.tensor(list(ids[k:k + batch_size]), dtype=torch.long).unsqueeze(1)  # (n, 1)
+            n = chunk.shape[0]
+            x = torch.cat([torch.tensor([before] * n, dtype=torch.long).reshape(n, len(before)), chunk,
+                           torch.tensor([after] * n, dtype=torch.long).reshape(n, len(after))], dim=1)
+            run = getattr(model, "features", model)  # before the final normalisation, when the model has one
+            out.append(run(input_ids=x, attention_mask=torch.ones_like(x)).float().numpy())  # (n, dim)
+    finally:
+        model.train(was_training)
+    return np.concatenate(out) if out else np.zeros((0, int(getattr(model, "dim", 0))), np.float32)

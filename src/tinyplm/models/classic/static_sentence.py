@@ -41,7 +41,6 @@ tinyplm does not import sentence_transformers here (it is an interop target, not
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from collections.abc import Callable, Sequence
 from itertools import chain
@@ -60,7 +59,7 @@ from tinyplm.models.classic.config import TABLE_DTYPES, WEIGHTINGS
 from tinyplm.models.classic.io import WEIGHTS, load_weights
 from tinyplm.models.classic.lstm import FamilyModule
 from tinyplm.models.classic.static import QWEIGHT, SCALE, TABLE, pack_table, unpack_table
-from tinyplm.models.classic.static_init import pca_table, piece_weights
+from tinyplm.models.classic.static_init import pca_table, piece_weights, placeholder_pieces
 
 SENTENCE_MODEL_TYPE = "tinyplm_static_sentence"
 #: model.safetensors keys: Model2Vec's names (ST folds these three), then tinyplm's own.
@@ -172,17 +171,6 @@ class StaticSentenceEncoder(FamilyModule):
             raise RuntimeError(f"{MAPPING!r} points past the table's {self.config.table_rows} rows")
 
 
-#: Placeholder pieces a vocabulary reserves and no text gives (BERT's ``[unused0]``..): Model2Vec's
-#: default ``token_remove_pattern``, which it drops before ranking pieces by Zipf's law.
-PLACEHOLDER = re.compile(r"\[unused\d+\]")
-
-
-def placeholder_pieces(tokenizer, ids: Sequence[int]) -> list[int]:
-    """The ids among ``ids`` whose piece is a placeholder (:data:`PLACEHOLDER`)."""
-    return [i for i, piece in zip(ids, tokenizer.convert_ids_to_tokens(list(ids)), strict=True)
-            if piece and PLACEHOLDER.fullmatch(piece)]
-
-
 def _fallback_row(tokenizer, row: dict[int, int], vocab_size: int) -> int:
     """The row a piece without one reads: ``[UNK]``'s, else the padding's, else any special's
     (weight 0). Raises ``TinyplmError`` when a piece has no row and no special has one."""
@@ -263,34 +251,6 @@ def static_sentence_student(embed_pieces: Callable[[Sequence[int]], np.ndarray],
         model.token_weights.copy_(torch.from_numpy(piece_weights(weighting, ids, freq, specials, a,
                                                                  placeholder_pieces(tokenizer, ids))))
     return model.eval()
-
-
-@torch.inference_mode()
-def sentence_piece_vectors(model: nn.Module, tokenizer, ids: Sequence[int], batch_size: int = 512) -> np.ndarray:
-    """Each piece of ``ids`` through the sentence model ``model`` alone, framed by ``tokenizer``'s
-    specials (``[CLS] piece [SEP]``) -> ``(len(ids), dim)`` float32: the ``embed_pieces`` of
-    :func:`static_sentence_student`. A :class:`~tinyplm.models.sentence.SentenceEncoder` gives its
-    ``features`` (pooling and Dense layers, not the final normalisation: as Model2Vec keeps each
-    piece's output unnormalised, its length weighs the piece in a text's mean); another model its
-    ``forward(input_ids, attention_mask)`` -> ``(batch, dim)``. The model runs in eval mode (its
-    mode is restored after)."""
-    from tinyplm.models.classic.static_init import frame
-
-    before, after = frame(tokenizer)
-    was_training = model.training
-    model.eval()
-    out = []
-    try:
-        for k in range(0, len(ids), batch_size):
-            chunk = torch.tensor(list(ids[k:k + batch_size]), dtype=torch.long).unsqueeze(1)  # (n, 1)
-            n = chunk.shape[0]
-            x = torch.cat([torch.tensor([before] * n, dtype=torch.long).reshape(n, len(before)), chunk,
-                           torch.tensor([after] * n, dtype=torch.long).reshape(n, len(after))], dim=1)
-            run = getattr(model, "features", model)  # before the final normalisation, when the model has one
-            out.append(run(input_ids=x, attention_mask=torch.ones_like(x)).float().numpy())  # (n, dim)
-    finally:
-        model.train(was_training)
-    return np.concatenate(out) if out else np.zeros((0, int(getattr(model, "dim", 0))), np.float32)
 
 
 def static_sentence_shape(config: StaticSentenceConfig) -> dict:
