@@ -203,7 +203,7 @@ def embedding_task_data(spec, corpus_texts: Callable[[], list[str]] | None = Non
     if not kept:
         raise RecipeError("task.train_texts give no text to train on once the evaluated and held-out texts are "
                           "left out")
-    source = stsb.source if stsb else Path(str(spec.train_texts))
+    source = stsb.source if stsb else Path((spec.train_texts or DEFAULT_TRAIN)[0])
     train = Split("train", [Example(t, None, None) for t in kept], source, Head.EMBEDDING)
     info = {"train_texts": f"{len(kept)} distinct texts from {', '.join(spec.train_texts or DEFAULT_TRAIN)}; "
             f"{len(texts) - len(kept)} evaluated, held-out or repeated ones left out"}
