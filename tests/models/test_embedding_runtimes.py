@@ -23,7 +23,7 @@ from tinyplm.compress.openvino import openvino_float, openvino_int8
 from tinyplm.compress.structured import prune_ffn, prune_heads
 from tinyplm.compress.vocab import trim_vocab
 from tinyplm.errors import ModelError
-from tinyplm.models.embedder import encode_graph, load_embedder
+from tinyplm.models.embedder import load_embedder
 from tinyplm.models.head_loading import load_for_head
 from tinyplm.models.infer import predict_logits
 from tinyplm.models.io import is_complete, save_model
@@ -145,8 +145,8 @@ def test_each_runtime_form_saves_and_loads_back_to_the_same_vectors(tmp_path, en
     assert torch.allclose(predict_logits(loaded, enc), vectors, atol=1e-5)
     assert loaded_tok("The MOVIE")["input_ids"] == tok("the movie")["input_ids"]  # lower-cases as saved
     texts = _texts(9, 5)  # in the same batches as before saving (a dynamic int8 graph's vectors depend on them)
-    before = encode_graph(graph, tok, texts, batch_size=4)
-    assert np.allclose(encode_graph(loaded, loaded_tok, texts, batch_size=4), before, atol=1e-5)
+    before = encode_texts(graph, tok, texts, batch_size=4)
+    assert np.allclose(encode_texts(loaded, loaded_tok, texts, batch_size=4), before, atol=1e-5)
 
 
 def test_the_embedder_of_a_graph_dir_matches_the_pytorch_dir(tmp_path) -> None:

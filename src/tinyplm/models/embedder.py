@@ -14,7 +14,7 @@ A transformer may also be in a runtime form (``modules.json`` beside a config.js
 ``tinyplm_format: onnx`` or ``openvino``: what a ``runtime`` compress step saves): its graph, with
 pooling, Dense and normalisation inside, runs as :class:`~tinyplm.models.onnx.OrtEmbedder` or
 :class:`~tinyplm.models.openvino.OvEmbedder` (:func:`load_graph_sentence`), encoded by
-:func:`encode_graph` (length-sorted batches, as a SentenceEncoder's).
+:func:`~tinyplm.models.sentence.encode_texts` (length-sorted batches, as a SentenceEncoder's).
 
 :func:`load_embedder` reads either and refuses anything else up front, naming the dir and what was
 expected; :class:`Embedder` is what evaluation (``tinyplm.evaluate.embedding``) calls.
@@ -202,36 +202,6 @@ def _dense_state(folder: Path) -> dict:
                          f"{' '.join(str(exc).split())[:300]})") from None
 
 
-def encode_graph(model, tokenizer, texts: Sequence[str], max_length: int | None = None,
-                 batch_size: int = 64) -> np.ndarray:
-    """``(len(texts), model.dim)`` float32 vectors of ``texts`` from an embedding model's graph
-    (an ``OrtEmbedder`` or ``OvEmbedder``), row i for ``texts[i]``: tokenized and batched as
-    :func:`~tinyplm.models.sentence.encode_texts` does (cut to ``max_length`` tokens, default the
-    layout's limit; longest first), which asks a PyTorch model for its device and so cannot run a
-    graph. Raises ``TinyplmError`` for a text that is not a string or a ``batch_size`` below 1."""
-    from tinyplm.models.sentence import default_max_length
-
-    texts = list(texts)
-    bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
-    if bad is not None:
-        raise TinyplmError(f"encode_graph: texts[{bad}] is {type(texts[bad]).__name__}; expected a string")
-    if batch_size < 1:
-        raise TinyplmError(f"encode_graph: batch_size must be at least 1, got {batch_size}")
-    out = np.zeros((len(texts), model.dim), dtype=np.float32)
-    if not texts:
-        return out
-    limit = max_length if max_length is not None else default_max_length(model, tokenizer)
-    encoded = tokenizer(texts, truncation=True, max_length=limit)
-    keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in encoded]
-    order = sorted(range(len(texts)), key=lambda i: -len(encoded["input_ids"][i]))
-    for start in range(0, len(order), batch_size):
-        rows = order[start:start + batch_size]
-        batch = tokenizer.pad({k: [encoded[k][i] for i in rows] for k in keys}, padding=True,
-                              return_attention_mask=True, return_tensors="pt")
-        out[rows] = model(**batch).numpy()
-    return out
-
-
 def _load_transformer(path: Path):
     """A ``SentenceEncoder``, or the graph of its runtime form (:func:`graph_form`)."""
     from tinyplm.models.sentence import load_sentence_encoder
@@ -246,11 +216,10 @@ def _load_static(path: Path):
 
 
 def _encode_transformer(model, tokenizer, texts, max_length, batch_size) -> np.ndarray:
-    """A ``SentenceEncoder`` (a torch module) by ``encode_texts``; a graph by :func:`encode_graph`."""
+    """A ``SentenceEncoder`` or its graph, by ``encode_texts``."""
     from tinyplm.models.sentence import encode_texts
 
-    encode = encode_texts if isinstance(model, nn.Module) else encode_graph
-    return encode(model, tokenizer, texts, max_length, batch_size)
+    return encode_texts(model, tokenizer, texts, max_length, batch_size)
 
 
 def _encode_static(model, tokenizer, texts, max_length, batch_size) -> np.ndarray:

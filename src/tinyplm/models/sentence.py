@@ -311,12 +311,14 @@ def default_max_length(model: SentenceEncoder, tokenizer) -> int:
 
 def encode_texts(model: SentenceEncoder, tokenizer, texts: Sequence[str], max_length: int | None = None,
                  batch_size: int = 64) -> np.ndarray:
-    """``(len(texts), model.dim)`` float32 sentence vectors, row i for ``texts[i]``.
+    """``(len(texts), model.dim)`` float32 sentence vectors, row i for ``texts[i]``; ``model`` a
+    :class:`SentenceEncoder` or its graph in another runtime (``OrtEmbedder``, ``OvEmbedder``: no
+    parameters, run on the CPU).
 
     Texts are tokenized once (cut to ``max_length`` tokens; None: :func:`default_max_length`), run
-    longest first in batches of ``batch_size`` so each batch pads little, with gradients off and the
-    model in eval mode (its mode is restored after). Raises ``TinyplmError`` for a text that is not a
-    string or a ``batch_size`` below 1."""
+    longest first in batches of ``batch_size`` so each batch pads little, with gradients off and a
+    PyTorch model in eval mode (its mode is restored after). Raises ``TinyplmError`` for a text that
+    is not a string or a ``batch_size`` below 1."""
     texts = list(texts)
     bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
     if bad is not None:
@@ -330,9 +332,11 @@ def encode_texts(model: SentenceEncoder, tokenizer, texts: Sequence[str], max_le
     encoded = tokenizer(texts, truncation=True, max_length=limit)
     keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in encoded]
     order = sorted(range(len(texts)), key=lambda i: -len(encoded["input_ids"][i]))
-    device = next(model.parameters()).device
-    training = model.training
-    model.eval()
+    torch_model = isinstance(model, nn.Module)
+    device = next(model.parameters()).device if torch_model else torch.device("cpu")
+    training = model.training if torch_model else False
+    if torch_model:
+        model.eval()
     try:
         with torch.inference_mode():
             for start in range(0, len(order), batch_size):
@@ -342,5 +346,6 @@ def encode_texts(model: SentenceEncoder, tokenizer, texts: Sequence[str], max_le
                 vectors = model(**{k: v.to(device) for k, v in batch.items()})
                 out[rows] = vectors.float().cpu().numpy()
     finally:
-        model.train(training)
+        if torch_model:
+            model.train(training)
     return out
