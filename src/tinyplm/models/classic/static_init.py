@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,21 +68,28 @@ def frame(tokenizer) -> tuple[list[int], list[int]]:
     raise ValueError(f"cannot find the ids of a text ({plain}) inside its encoding with special tokens ({full})")
 
 
+def framed_batches(tokenizer, ids: Sequence[int], batch_size: int) -> Iterator[torch.Tensor]:
+    """``ids`` in batches of ``batch_size``, each piece alone between the tokenizer's own specials
+    (:func:`frame`) -> token ids ``(n, len(before) + 1 + len(after))`` per batch."""
+    before, after = frame(tokenizer)
+    for k in range(0, len(ids), batch_size):
+        chunk = torch.tensor(list(ids[k:k + batch_size]), dtype=torch.long).unsqueeze(1)  # (n, 1)
+        n = chunk.shape[0]
+        yield torch.cat([torch.tensor([before] * n, dtype=torch.long).reshape(n, len(before)), chunk,
+                         torch.tensor([after] * n, dtype=torch.long).reshape(n, len(after))], dim=1)
+
+
 @torch.no_grad()
 def passthrough_vectors(encoder: nn.Module, tokenizer, ids: Sequence[int], batch_size: int = 512) -> np.ndarray:
     """Each piece of ``ids`` through ``encoder`` (a bare ``transformers`` encoder) alone, framed as
     :func:`frame` says -> its output state ``(len(ids), hidden)`` float32. The encoder runs in eval
     mode (its mode is restored after)."""
-    before, after = frame(tokenizer)
+    before = frame(tokenizer)[0]
     was_training = encoder.training
     encoder.eval()
     out = []
     try:
-        for k in range(0, len(ids), batch_size):
-            chunk = torch.tensor(list(ids[k:k + batch_size]), dtype=torch.long).unsqueeze(1)  # (n, 1)
-            n = chunk.shape[0]
-            x = torch.cat([torch.tensor([before] * n, dtype=torch.long).reshape(n, len(before)), chunk,
-                           torch.tensor([after] * n, dtype=torch.long).reshape(n, len(after))], dim=1)
+        for x in framed_batches(tokenizer, ids, batch_size):
             states = encoder(input_ids=x, attention_mask=torch.ones_like(x)).last_hidden_state  # (n, 3, hidden)
             out.append(states[:, len(before)].float().numpy())
     finally:
@@ -260,16 +267,11 @@ def sentence_piece_vectors(model: nn.Module, tokenizer, ids: Sequence[int], batc
     piece's output unnormalised, its length weighs the piece in a text's mean); another model its
     ``forward(input_ids, attention_mask)`` -> ``(batch, dim)``. The model runs in eval mode (its
     mode is restored after)."""
-    before, after = frame(tokenizer)
     was_training = model.training
     model.eval()
     out = []
     try:
-        for k in range(0, len(ids), batch_size):
-            chunk = torch.tensor(list(ids[k:k + batch_size]), dtype=torch.long).unsqueeze(1)  # (n, 1)
-            n = chunk.shape[0]
-            x = torch.cat([torch.tensor([before] * n, dtype=torch.long).reshape(n, len(before)), chunk,
-                           torch.tensor([after] * n, dtype=torch.long).reshape(n, len(after))], dim=1)
+        for x in framed_batches(tokenizer, ids, batch_size):
             run = getattr(model, "features", model)  # before the final normalisation, when the model has one
             out.append(run(input_ids=x, attention_mask=torch.ones_like(x)).float().numpy())  # (n, dim)
     finally:
