@@ -258,16 +258,12 @@ def graph_config(model: torch.nn.Module):
     return config
 
 
-class OrtEmbedder(OrtClassifier):
-    """An embedding model's ONNX graph (pooling, Dense and normalisation inside: module docstring)
-    behind the ``SentenceEncoder``'s interface: ``model(input_ids, attention_mask, token_type_ids)``
-    -> vectors ``(batch, dim)`` float32; ``sentence`` holds its layout and Dense weights."""
+class SentenceGraph:
+    """What an embedding model's graph (ONNX Runtime or OpenVINO) answers as a ``SentenceEncoder``
+    does, mixed in before its runtime class: ``layout`` and ``dim`` from its ``sentence`` parts, and
+    ``model(input_ids, attention_mask, token_type_ids)`` -> vectors ``(batch, dim)``."""
 
-    output = SENTENCE_OUTPUT
-
-    def __init__(self, path: Path, config, sentence: SentenceParts) -> None:
-        super().__init__(path, config)
-        self.sentence = sentence
+    sentence: SentenceParts
 
     @property
     def layout(self) -> SentenceLayout:
@@ -279,6 +275,18 @@ class OrtEmbedder(OrtClassifier):
 
     def __call__(self, input_ids, attention_mask=None, token_type_ids=None, **_) -> torch.Tensor:
         return torch.from_numpy(self._run(input_ids, attention_mask, token_type_ids))
+
+
+class OrtEmbedder(SentenceGraph, OrtClassifier):
+    """An embedding model's ONNX graph (pooling, Dense and normalisation inside: module docstring)
+    behind the ``SentenceEncoder``'s interface: ``model(input_ids, attention_mask, token_type_ids)``
+    -> vectors ``(batch, dim)`` float32; ``sentence`` holds its layout and Dense weights."""
+
+    output = SENTENCE_OUTPUT
+
+    def __init__(self, path: Path, config, sentence: SentenceParts) -> None:
+        super().__init__(path, config)
+        self.sentence = sentence
 
     def save_to(self, tokenizer, path: Path) -> Path:
         """The model dir at ``path`` (:func:`save_sentence_graph`); the model reads its graph there after."""

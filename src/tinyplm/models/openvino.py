@@ -49,6 +49,7 @@ import torch
 from tinyplm.errors import ModelError
 from tinyplm.models.onnx import (
     FORMAT_KEY,
+    SentenceGraph,
     SentenceParts,
     export_onnx,
     graph_config,
@@ -57,7 +58,6 @@ from tinyplm.models.onnx import (
     save_sentence_graph,
     sentence_layout,
 )
-from tinyplm.models.pooling import SentenceLayout
 
 OV_XML = "model.xml"
 OV_BIN = "model.bin"
@@ -248,7 +248,7 @@ def load_openvino_dir(path: Path, config, sentence: SentenceParts | None = None)
     return OvClassifier(path / OV_XML, config, *how)
 
 
-class OvEmbedder(OvClassifier):
+class OvEmbedder(SentenceGraph, OvClassifier):
     """An embedding model's OpenVINO graph (pooling, Dense and normalisation inside, as
     :class:`~tinyplm.models.onnx.OrtEmbedder`'s) behind the ``SentenceEncoder``'s interface:
     ``model(input_ids, attention_mask, token_type_ids)`` -> vectors ``(batch, dim)`` float32."""
@@ -257,17 +257,6 @@ class OvEmbedder(OvClassifier):
                  quantization: str | None = None, widen: bool = False) -> None:
         super().__init__(source, config, precision, quantization, widen)
         self.sentence = sentence
-
-    @property
-    def layout(self) -> SentenceLayout:
-        return self.sentence.layout
-
-    @property
-    def dim(self) -> int:
-        return self.sentence.dim
-
-    def __call__(self, input_ids, attention_mask=None, token_type_ids=None, **_) -> torch.Tensor:
-        return torch.from_numpy(self._run(input_ids, attention_mask, token_type_ids))
 
     def save_to(self, tokenizer, path: Path) -> Path:
         """The model dir at ``path`` (:func:`~tinyplm.models.onnx.save_sentence_graph`): IR files and a
