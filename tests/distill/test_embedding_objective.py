@@ -20,6 +20,7 @@ from tinyplm.distill.embedding import (
     EmbeddingLossWeights,
     EmbeddingObjective,
     cosine_loss,
+    fit_linear,
     similarity_kd,
     vector_mse,
 )
@@ -323,6 +324,77 @@ def test_resume_restores_the_projection_from_the_checkpoint(tmp_path: Path) -> N
         torch.testing.assert_close(again.model.state_dict()[key], value, rtol=0, atol=0, msg=key)
     for key, value in straight.state_dict().items():
         torch.testing.assert_close(resumed.state_dict()[key], value, rtol=0, atol=0, msg=key)
+
+
+# -- the projection fitted before the first step ---------------------------------------------------
+
+
+@settings(max_examples=30, deadline=None)
+@given(dx=st.integers(1, 8), dy=st.integers(1, 8), extra=st.integers(2, 30), seed=st.integers(0, 10_000))
+def test_fit_linear_recovers_an_affine_map(dx: int, dy: int, extra: int, seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(dx + extra, dx, generator=g, dtype=torch.float64)
+    weight = torch.randn(dy, dx, generator=g, dtype=torch.float64)
+    bias = torch.randn(dy, generator=g, dtype=torch.float64)
+    got_w, got_b = fit_linear(x, x @ weight.T + bias, ridge=0.0)
+    torch.testing.assert_close(got_w, weight, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(got_b, bias, rtol=1e-6, atol=1e-6)
+
+
+def test_fit_linear_is_finite_with_fewer_rows_than_dimensions_and_refuses_bad_shapes() -> None:
+    x, y = torch.randn(3, 10), torch.randn(3, 4)
+    weight, bias = fit_linear(x, y)
+    assert weight.shape == (4, 10) and bias.shape == (4,) and torch.isfinite(weight).all()
+    assert (x @ weight.T + bias - y).abs().max() < 0.1  # the ridge is small: the 3 rows are nearly fitted
+    with pytest.raises(ValueError, match="same n >= 2"):
+        fit_linear(torch.randn(3, 2), torch.randn(4, 2))
+    with pytest.raises(ValueError, match="same n >= 2"):
+        fit_linear(torch.randn(1, 2), torch.randn(1, 2))
+    with pytest.raises(ValueError, match="ridge"):
+        fit_linear(x, y, ridge=-1.0)
+
+
+def projection_grad_norm(student: nn.Module, objective: EmbeddingObjective, enc: Encoded,
+                         teacher: torch.Tensor) -> float:
+    objective.zero_grad()
+    batch = objective.prepare(collate(enc, range(len(enc))))
+    batch.teacher_logits = teacher[batch.index]
+    objective.loss(student, batch, None).backward()
+    return float(torch.cat([objective.proj.weight.grad.flatten(), objective.proj.bias.grad.flatten()]).norm())
+
+
+def test_start_fits_the_projection_to_the_least_squares_optimum() -> None:
+    """After ``start`` the MSE loss is lower than behind the random projection, and its gradient
+    with respect to the projection is (nearly) zero: the projection is the least-squares map of the
+    student's vectors to the teacher's, and the student's own weights are untouched."""
+    enc, teacher = tiny_set(200)
+    torch.manual_seed(0)
+    student = BagStudent(VOCAB, STUDENT_DIM)
+    objective = EmbeddingObjective(STUDENT_DIM, TEACHER_DIM, EmbeddingLossWeights(mse=1.0))
+    before = (full_loss(student, objective, enc, teacher), projection_grad_norm(student, objective, enc, teacher))
+    words = student.emb.weight.detach().clone()
+    objective.start(student, enc, teacher)
+    after = (full_loss(student, objective, enc, teacher), projection_grad_norm(student, objective, enc, teacher))
+    assert after[0] < before[0] / 2, (before, after)
+    assert after[1] < before[1] / 100, (before, after)
+    assert torch.equal(student.emb.weight, words) and student.training
+
+
+UNUSED_OR_ABSENT = [(EmbeddingLossWeights(mse=0.0, similarity=1.0), (STUDENT_DIM, TEACHER_DIM)),
+                    (EmbeddingLossWeights(mse=1.0), (STUDENT_DIM, STUDENT_DIM))]
+
+
+@pytest.mark.parametrize(("weights", "dims"), UNUSED_OR_ABSENT)
+def test_start_leaves_an_unused_or_absent_projection_alone(weights: EmbeddingLossWeights,
+                                                           dims: tuple[int, int]) -> None:
+    enc, _ = tiny_set(32)
+    teacher = torch.randn(len(enc), dims[1])
+    objective = EmbeddingObjective(*dims, weights)
+    state = {k: v.clone() for k, v in objective.state_dict().items()}
+    objective.start(BagStudent(VOCAB, STUDENT_DIM), enc, teacher)
+    assert state.keys() == objective.state_dict().keys()
+    for key, value in state.items():
+        assert torch.equal(objective.state_dict()[key], value), key
 
 
 # -- the teacher's vectors, cached -----------------------------------------------------------------

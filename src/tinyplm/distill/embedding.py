@@ -20,8 +20,12 @@ the pruning importance uses them too):
 holds a learned projection ``nn.Linear(student_dim, teacher_dim)`` (TinyBERT's W_h) for the MSE and
 cosine terms: the objective is an ``nn.Module``, so the projection trains and checkpoints with the
 student. It exists for training only: the saved student's vectors are its own ``student_dim``
-vectors, never projected. The similarity term compares the student's own vectors (cosine matrices
-need no common width), so it shapes exactly the geometry the saved student keeps.
+vectors, never projected. Before the first step (:meth:`EmbeddingObjective.start`) the projection
+is fitted in closed form (ridge least squares) from the student's untrained vectors of a sample
+of the training texts to the teacher's: a random projection makes the first few hundred
+gradients random directions for the student, which wrecks a pretrained sentence encoder
+(measured in docs/results/embeddings.md). The similarity term compares the student's own vectors
+(cosine matrices need no common width), so it shapes exactly the geometry the saved student keeps.
 
 Normalised targets. The objective compares what the student outputs with the teacher's vectors as
 given; it normalises neither. The student's layout decides: a student built with the teacher's
@@ -44,7 +48,8 @@ import torch
 from torch import nn
 
 from tinyplm.distill.intermediate import make_projection
-from tinyplm.tasks.encoding import model_inputs
+from tinyplm.models.infer import predict_logits
+from tinyplm.tasks.encoding import Encoded, model_inputs
 from tinyplm.train.objective import Batch
 from tinyplm.train.vector_losses import cosine_loss, cosine_matrix, similarity_kd, vector_mse
 
@@ -84,6 +89,32 @@ class EmbeddingLossWeights:
 
 #: The probe batch :meth:`EmbeddingObjective.check` runs the student on: (rows, tokens) of token id 0.
 PROBE_SHAPE = (2, 4)
+#: Most training texts :meth:`EmbeddingObjective.start` encodes to fit the projection (a seeded sample).
+PROJECTION_FIT_ROWS = 4096
+#: The ridge of that fit, relative to the mean squared norm of the student's vectors (keeps the
+#: solve well posed when there are fewer texts than dimensions or the vectors are collinear).
+PROJECTION_RIDGE = 1e-3
+
+
+def fit_linear(x: torch.Tensor, y: torch.Tensor, ridge: float = PROJECTION_RIDGE) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ridge least-squares map ``y ~ x @ weight.T + bias`` -> ``(weight (dy, dx), bias (dy,))``.
+
+    ``x`` ``(n, dx)``, ``y`` ``(n, dy)``; the bias is not penalised (the data are centred first).
+    ``ridge`` is relative: ``ridge * mean(|x_i|^2)`` is added to the diagonal of the centred Gram matrix.
+    Solved in float64. Raises ``ValueError`` for mismatched rows, fewer than two rows or a negative ridge.
+    """
+    if x.dim() != 2 or y.dim() != 2 or x.shape[0] != y.shape[0] or x.shape[0] < 2:
+        raise ValueError(f"fit_linear needs (n, dx) and (n, dy) with the same n >= 2; got {tuple(x.shape)} and "
+                         f"{tuple(y.shape)}")
+    if not ridge >= 0:
+        raise ValueError(f"ridge = {ridge!r}: expected a number >= 0")
+    x64, y64 = x.double(), y.double()
+    mx, my = x64.mean(0), y64.mean(0)
+    xc, yc = x64 - mx, y64 - my
+    gram = xc.T @ xc
+    gram += torch.eye(gram.shape[0], dtype=gram.dtype) * (ridge * float((x64 * x64).sum(1).mean()) + 1e-12)
+    weight = torch.linalg.solve(gram, xc.T @ yc).T
+    return weight.to(x.dtype), (my - weight @ mx).to(x.dtype)
 
 
 class EmbeddingObjective(nn.Module):
@@ -143,6 +174,23 @@ class EmbeddingObjective(nn.Module):
             raise ValueError(f"the student's vectors have {out.shape[1]} dimensions, but the objective was built "
                              f"for student_dim={self.student_dim}")
         return out
+
+    def start(self, model: nn.Module, data: Encoded, teacher_logits: torch.Tensor | None) -> None:
+        """Before the first step: fit :attr:`proj` (when there is one and a term uses it) from
+        ``model``'s vectors of up to :data:`PROJECTION_FIT_ROWS` training texts (a seeded sample)
+        to their rows of ``teacher_logits`` (:func:`fit_linear`). A resumed stage then loads the
+        trained projection from its checkpoint over this one."""
+        if self.proj is None or teacher_logits is None or not {"mse", "cosine"} & set(self.weights.active()):
+            return
+        n = len(data)
+        if n < 2:
+            return
+        rows = torch.randperm(n, generator=torch.Generator().manual_seed(0))[:PROJECTION_FIT_ROWS].sort().values
+        student = predict_logits(model, data.subset(rows.tolist()))
+        weight, bias = fit_linear(student, teacher_logits[rows].float())
+        with torch.no_grad():
+            self.proj.weight.copy_(weight)
+            self.proj.bias.copy_(bias)
 
     def prepare(self, batch: dict[str, torch.Tensor]) -> Batch:
         """The collated batch's model inputs; no targets (the teacher's vectors come as

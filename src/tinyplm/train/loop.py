@@ -173,6 +173,9 @@ def train(
     if objective.needs_teacher and teacher is None:
         raise ValueError(f"stage {io.name}: its teacher-side terms (layer-wise, masked-LM) need the teacher model")
     objective.check(model, teacher)
+    start = getattr(objective, "start", None)  # optional (train/objective.py)
+    if callable(start):
+        start(model, data, teacher_logits)
     torch.manual_seed(spec.seed + acc.process_index)
     trainable = Trainable(model, objective)
     prepared, opt = acc.prepare(trainable, _optimizer(trainable, model, spec))

@@ -42,6 +42,11 @@ class Objective(Protocol):
     ``needs_teacher_logits``: the loop must be given teacher logits over the whole training set;
     it hands each batch its rows. ``needs_teacher``: the loop must be given a teacher model, run
     (without gradients) on every batch through :meth:`teacher_outputs`.
+
+    An objective may also define ``start(model, data, teacher_logits)``, optional so that the
+    protocol stays small: the loop calls it once before the first step (and before a resumed
+    stage loads its checkpoint), for set-up that needs the training data, such as fitting a
+    projection (:meth:`tinyplm.distill.embedding.EmbeddingObjective.start`).
     """
 
     needs_teacher_logits: bool
