@@ -289,6 +289,9 @@ DOC_LINES: dict[str, Way] = {
         None, "cheap check only: about 20 minutes on the packaged MiniLM and the shared corpus; "
         "tests/run/test_embedding_run.py and tests/run/test_static_embedding_run.py run the embedding task end to "
         "end on tiny sentence models (layer and cross-tokenizer students, pruning, trimming, int8, static)"),
+    "tinyplm run recipes/embed/mpnet_embed.yaml": Way(
+        None, "cheap check only: fetches all-mpnet-base-v2 (438 MB) and runs about an hour; "
+        "tests/run/test_embedding_run.py distils a tiny sentence model across tokenizers through a fitted projection"),
     "python benchmarks/embed_static_vs_model2vec.py runs/minilm_embed --threads 2": Way(
         None, "cheap check only: scores the run's teacher, static student and Model2Vec on STS-B and SQuAD "
         "(minutes); tests/run/test_static_embedding_run.py runs the script on a tiny run"),
