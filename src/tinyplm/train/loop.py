@@ -139,6 +139,20 @@ class _Loop:
         return self.unwrapped.student
 
 
+def _start_objective(objective: Objective, model: torch.nn.Module, data: Encoded, teacher: nn.Module | None,
+                     teacher_logits: torch.Tensor | None, name: str) -> None:
+    """Check that ``objective`` has what it needs and can train ``model``, then run its optional
+    ``start`` hook (train/objective.py) on the training data."""
+    if objective.needs_teacher_logits and teacher_logits is None:
+        raise ValueError(f"stage {name}: objective needs teacher logits")
+    if objective.needs_teacher and teacher is None:
+        raise ValueError(f"stage {name}: its teacher-side terms (layer-wise, masked-LM) need the teacher model")
+    objective.check(model, teacher)
+    start = getattr(objective, "start", None)
+    if callable(start):
+        start(model, data, teacher_logits)
+
+
 def train(
     model: torch.nn.Module,
     data: Encoded,
@@ -168,14 +182,7 @@ def train(
     _check_method(spec, io, acc)
     stage_rss = reset_peak()
     model = adapt(model, spec)
-    if objective.needs_teacher_logits and teacher_logits is None:
-        raise ValueError(f"stage {io.name}: objective needs teacher logits")
-    if objective.needs_teacher and teacher is None:
-        raise ValueError(f"stage {io.name}: its teacher-side terms (layer-wise, masked-LM) need the teacher model")
-    objective.check(model, teacher)
-    start = getattr(objective, "start", None)  # optional (train/objective.py)
-    if callable(start):
-        start(model, data, teacher_logits)
+    _start_objective(objective, model, data, teacher, teacher_logits, io.name)
     torch.manual_seed(spec.seed + acc.process_index)
     trainable = Trainable(model, objective)
     prepared, opt = acc.prepare(trainable, _optimizer(trainable, model, spec))
