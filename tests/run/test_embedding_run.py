@@ -25,11 +25,16 @@ SHORT = {"epochs": 1, "max_steps": 6, "batch_size": 8, "lr": 1e-3, "eval_every":
          "weight_decay": 0.0}
 
 
-def _recipe(tmp_path: Path, students: list[dict], **task) -> Path:
+def _recipe(tmp_path: Path, students: list[dict], corpus: list[str] | None = None, **task) -> Path:
     data = tmp_path / "data"
     write_tiny_data(data)
     teacher = make_sentence_dir(tmp_path / "teacher")
-    recipe = {"name": "emb", "output_dir": str(tmp_path / "runs" / "{name}"), "cache_dir": str(tmp_path / "cache"),
+    extra = {}
+    if corpus:
+        (tmp_path / "corpus.txt").write_text("\n\n".join(corpus) + "\n", encoding="utf-8")
+        extra["corpus"] = {"paths": [str(tmp_path / "corpus.txt")]}
+    recipe = {**extra, "name": "emb", "output_dir": str(tmp_path / "runs" / "{name}"),
+              "cache_dir": str(tmp_path / "cache"),
               "task": {"name": "embedding", "data_dir": str(data), "max_length": 32, "eval_max_length": 48,
                        "holdout": 8, **task},
               "teacher": {"model": str(teacher)}, "students": students,
@@ -45,12 +50,16 @@ def test_layer_student_pruned_and_trimmed_is_measured_on_embedding_metrics(tmp_p
     students = [{"name": "student-L1", "teacher_layers": [1], "objective": {"vector_mse": 16.0, "similarity_kd": 1.0},
                  "train": SHORT,
                  "compress": [{"kind": "prune_heads", "keep": 0.5}, {"kind": "trim_vocab"}]}]
-    cfg = load_recipe(_recipe(tmp_path, students))
+    passages = [" ".join(f"The {w} movie number {k} was good." for k in range(4)) for w in ("good", "bad", "new")]
+    cfg = load_recipe(_recipe(tmp_path, students, corpus=passages, train_texts=["stsb", "paragraphs"],
+                              holdout_passages=2))
     record = run(cfg)
     stages = {s.name: s for s in record.stages}
     assert set(stages) == {"teacher", "student-L1", "student-L1.prune_heads", "student-L1.trim_vocab"}
+    assert record.info.guard_metrics == ["ndcg_at_10_holdout_passages"]
+    assert "ndcg_at_10_holdout_passages" in record.info.final_rule
     for stage in stages.values():
-        assert {"spearman", "ndcg_at_10", "spearman_holdout"} <= set(stage.metrics), stage.name
+        assert {"spearman", "ndcg_at_10", "spearman_holdout", "ndcg_at_10_holdout_passages"} <= set(stage.metrics)
         assert -100 <= stage.metrics["spearman"] <= 100 and 0 <= stage.metrics["ndcg_at_10"] <= 100
     run_dir = Path(cfg.output_dir.replace("{name}", cfg.name))
     assert (run_dir / "model" / "modules.json").is_file()

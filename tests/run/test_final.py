@@ -52,3 +52,22 @@ def test_a_run_that_holds_examples_out_chooses_on_them_not_on_dev() -> None:
     assert chosen.name == "student.pruned" and "on 500 held-out training examples" in why
     chosen, why = select_final(record, "fastest", 1.0)  # none keeps 100%: the most accurate on held-out
     assert chosen.name == "teacher-best.openvino_int8" and "no stage kept 100%" in why and "held-out" in why
+
+
+def test_a_guard_metric_must_keep_the_same_share_of_the_teacher_as_the_chosen_on_one() -> None:
+    """The int8 student keeps 98% of the teacher's held-out accuracy but loses retrieval on held-out
+    passages (0.70 of 0.80): with that metric a guard, the pruned student is the fastest left; a
+    guard the teacher was not measured on is ignored."""
+    record = make_record()
+    record.info.selection_metric, record.info.holdout = "accuracy", 500
+    passages = {"teacher": 0.80, "teacher-best.openvino_int8": 0.80, "student": 0.795, "student.pruned": 0.79,
+                "student.openvino_int8": 0.70, "student.too-lossy": 0.80}
+    for s in record.stages:
+        s.metrics["ndcg_at_10_holdout_passages"] = passages[s.name]
+    assert select_final(record, "fastest", 0.98)[0].name == "student.openvino_int8"
+    record.info.guard_metrics = ["ndcg_at_10_holdout_passages"]
+    chosen, why = select_final(record, "fastest", 0.98)
+    assert chosen.name == "student.pruned" and "ndcg_at_10_holdout_passages" in why
+    record.info.guard_metrics = ["not_measured"]
+    chosen, why = select_final(record, "fastest", 0.98)
+    assert chosen.name == "student.openvino_int8" and "not_measured" not in why

@@ -62,6 +62,26 @@ def test_the_corpus_is_read_only_when_named_and_cut_into_sentences(data_dir: Pat
         load_task(_spec(data_dir, train_texts=["corpus"], eval_sets=["stsb"]))
 
 
+def test_paragraphs_are_the_corpus_passages_whole_read_once_with_its_sentences(data_dir: Path) -> None:
+    asked = []
+    long = " ".join(f"Word{i} of a passage." for i in range(8))  # 32 words, 8 sentences
+    short = "A line of only seven words here."
+
+    def corpus() -> list[str]:
+        asked.append(1)
+        return [long, short]
+
+    data = load_task(_spec(data_dir, train_texts=["paragraphs", "corpus"], eval_sets=["stsb"]), corpus)
+    trained = {ex.text for ex in data.train.examples}
+    assert len(asked) == 1
+    assert long in trained and short in trained  # the passage whole; the short line only as a sentence
+    assert len(trained) == 1 + 8 + 1
+    data = load_task(_spec(data_dir, train_texts=["paragraphs"], eval_sets=["stsb"]), corpus)
+    assert [ex.text for ex in data.train.examples] == [long]
+    with pytest.raises(RecipeError, match="'paragraphs' reads the corpus, but the recipe has no 'corpus' section"):
+        load_task(_spec(data_dir, train_texts=["paragraphs"], eval_sets=["stsb"]))
+
+
 def test_a_second_set_of_a_kind_gets_its_own_metric_suffix(data_dir: Path, tmp_path: Path) -> None:
     pairs = tmp_path / "my pairs.tsv"
     pairs.write_text("sentence1\tsentence2\tscore\na cat\ta dog\t1\nthe sun\tthe moon\t2\nup\tdown\t0\n")
@@ -98,3 +118,39 @@ def test_beir_split_is_read_from_the_entry(tmp_path: Path) -> None:
 def test_sentences_keep_every_word_of_long_enough_pieces(paragraphs: list[str]) -> None:
     out = sentences_of(paragraphs, min_words=1)
     assert " ".join(out).split() == " ".join(paragraphs).split()
+
+
+def _paragraph(k: int, sentences: int = 4) -> str:
+    return " ".join(f"Topic{k} sentence {j} has six words." for j in range(sentences))
+
+
+def test_held_out_passages_are_a_cloze_retrieval_set_never_trained_on(data_dir: Path) -> None:
+    paragraphs = [_paragraph(k) for k in range(6)] + [_paragraph(9, sentences=2) + " And four more words here."]
+
+    data = load_task(_spec(data_dir, train_texts=["paragraphs", "corpus"], eval_sets=["stsb"], holdout_passages=3),
+                     lambda: paragraphs)
+    cloze = data.evals["holdout_passages"].options["set"]
+    assert len(cloze.queries) == len(cloze.corpus) == 3 and data.guard_metrics == ("ndcg_at_10_holdout_passages",)
+    assert data.metric_suffix["holdout_passages"] == "_holdout_passages"
+    trained = {ex.text for ex in data.train.examples}
+    for query, judged in cloze.qrels.items():
+        (doc,) = judged
+        topic = cloze.queries[query].split()[0]
+        assert cloze.queries[query] == f"{topic} sentence 2 has six words."  # the middle one, cut out
+        assert cloze.corpus[doc].count(topic) == 3 and cloze.queries[query] not in cloze.corpus[doc]
+        assert not any(text.startswith(topic) for text in trained)  # neither it, its sentences nor its paragraph
+    assert len({t.split()[0] for t in trained}) == 6 - 3 + 2  # the other paragraphs' topics (Topic9: "And ...")
+    again = load_task(_spec(data_dir, train_texts=["corpus"], eval_sets=["stsb"], holdout_passages=3),
+                      lambda: paragraphs)
+    assert again.evals["holdout_passages"].options["set"].queries == cloze.queries  # the seeded draw
+
+
+@pytest.mark.parametrize("n", [1, 7])
+def test_held_out_passages_refuse_a_draw_the_corpus_cannot_give(data_dir: Path, n: int) -> None:
+    paragraphs = [_paragraph(k) for k in range(6)] + [_paragraph(9, sentences=2)]  # the last one: too short
+    with pytest.raises(RecipeError, match="task.holdout_passages: .* give 2 to 6"):
+        load_task(_spec(data_dir, eval_sets=["stsb"], holdout_passages=n), lambda: paragraphs)
+    with pytest.raises(RecipeError, match="task.holdout_passages reads the corpus, but the recipe has no 'corpus'"):
+        load_task(_spec(data_dir, eval_sets=["stsb"], holdout_passages=2))
+    with pytest.raises(ValueError, match="holdout_passages is for the embedding task"):
+        TaskSpec(name="sst2", holdout_passages=10)

@@ -32,7 +32,7 @@ class TaskSpec(Section):
     """Which task to read and how to encode it."""
 
     _unwritten_defaults = ("holdout", "holdout_seed", "holdout_min_words", "holdout_drop_parts", "train_texts",
-                           "eval_sets", "eval_max_length")
+                           "eval_sets", "eval_max_length", "holdout_passages")
 
     name: str = Field("sst2", description="GLUE task name (cola, sst2, ...), squad, squad_v2, conll2003, a spoiler "
                       "task (goodreads_spoilers, goodreads_spoilers_reviews, tvtropes_spoilers), 'custom', or "
@@ -75,12 +75,17 @@ class TaskSpec(Section):
     # The embedding task (name: embedding; tasks/embedding_task.py)
     train_texts: list[str] | None = Field(
         None, min_length=1, description="embedding: the texts students learn the teacher's vectors on, in order: "
-        "'stsb' (STS-B train sentences), 'corpus' (the corpus section, cut into sentences) or your own text file "
-        "(one text per line) or folder of *.txt; default [stsb]. Evaluated and held-out texts are left out")
+        "'stsb' (STS-B train sentences), 'corpus' (the corpus section, cut into sentences), 'paragraphs' (its "
+        "paragraphs whole, of 20 words or more) or your own text file (one text per line) or folder of *.txt; "
+        "default [stsb]. Evaluated and held-out texts are left out")
     eval_sets: list[str] | None = Field(
         None, min_length=1, description="embedding: the sets it is judged on: 'stsb' (STS-B dev, Spearman), "
         "'squad' (SQuAD v1.1 dev questions ranking its paragraphs, nDCG@10), 'pairs:FILE' (your scored pairs) or "
         "'beir:FOLDER' (a BEIR folder; 'beir:FOLDER:SPLIT'); default [stsb, squad]; the first is primary")
+    holdout_passages: int = Field(0, ge=0, le=100000, description="embedding: hold out N corpus paragraphs as a "
+                                  "retrieval check (one sentence cut out of each ranks the rest of all N); never "
+                                  "trained on, and the final model must keep min_retention of the teacher's nDCG@10 "
+                                  "on them too; needs a corpus section")
     eval_max_length: int = Field(256, ge=8, le=8192, description="embedding: word pieces each evaluated text is "
                                  "read at (paragraphs are longer than sentences; max_length is the training texts')")
     class_weights: Literal["balanced", "none"] | None = Field(
@@ -101,6 +106,8 @@ class TaskSpec(Section):
         for key in ("train_texts", "eval_sets"):
             if getattr(self, key) is not None and not embedding:
                 raise ValueError(f"task.{key} is for the embedding task (name: embedding), not '{self.name}'")
+        if self.holdout_passages and not embedding:
+            raise ValueError(f"task.holdout_passages is for the embedding task (name: embedding), not '{self.name}'")
         if embedding and (self.holdout_min_words or self.holdout_drop_parts):
             raise ValueError("the embedding task holds out whole STS-B training pairs (task.holdout); "
                              "holdout_min_words and holdout_drop_parts are for sentence tasks")

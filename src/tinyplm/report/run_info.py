@@ -100,7 +100,8 @@ class RunInfo:
     stage copied to ``model/`` and why (``run.final``); ``selection_metric``: the metric key those
     choices (and each stage's kept checkpoint) read when it is not the primary dev metric
     (``accuracy_holdout``: on ``holdout`` training examples held out, ``tasks.holdout``), None
-    when they read dev; ``bench``: the model dirs ``tinyplm bench``
+    when they read dev; ``guard_metrics``: other held-out metric keys the final model must keep
+    the same share of the teacher's (``TaskData.guard_metrics``); ``bench``: the model dirs ``tinyplm bench``
     measured and ``fastest`` its choice per model; ``benchmark``: the script that made the record.
     """
 
@@ -118,6 +119,7 @@ class RunInfo:
     final_rule: str | None = None
     selection_metric: str | None = None
     holdout: int | None = None
+    guard_metrics: list[str] | None = None
     bench: list[str] | None = None
     fastest: dict[str, FastestRuntime] | None = None
     benchmark: BenchmarkInfo | None = None

@@ -24,15 +24,25 @@ def select_final(record: RunRecord, rule: str = "fastest",
     accurate student when none keeps that much, the teacher when there is no student.
 
     The metric is the one the run chooses on (``record.info.selection_metric``: on held-out
-    training examples, ``tasks.holdout``), else the primary dev metric."""
+    training examples, ``tasks.holdout``), else the primary dev metric. A stage must also keep
+    ``min_retention`` of the teacher's value of each of ``record.info.guard_metrics`` (the
+    embedding task's nDCG@10 on held-out passages) that the teacher has."""
     students = [s for s in record.stages if s.kind is not StageKind.TEACHER]
     if not students:
         return record.teacher, "no students: the teacher"
     metric = record.info.selection_metric or record.metric
     on = (f" on {record.info.holdout} held-out training examples" if record.info.selection_metric
           and record.info.holdout else "")
-    teacher = primary(record, record.teacher, metric) if record.teacher is not None else None
-    keep = [s for s in students if (ratio(primary(record, s, metric), teacher) or 0.0) >= min_retention]
+    guards = [g for g in record.info.guard_metrics or [] if record.teacher is not None
+              and primary(record, record.teacher, g) is not None]
+    if guards:
+        on += f" and of its {', '.join(guards)}"
+
+    def keeps(stage: StageRecord) -> bool:
+        return all((ratio(primary(record, stage, m), primary(record, record.teacher, m)) or 0.0) >= min_retention
+                   for m in [metric, *guards])
+
+    keep = [s for s in students if keeps(s)] if record.teacher is not None else []
     if not keep:
         return best_student(record, metric), (f"no stage kept {min_retention:.0%} of the teacher's "
                                               f"{record.metric}{on}: the most accurate one")

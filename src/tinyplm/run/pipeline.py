@@ -219,6 +219,7 @@ def run_info(cfg: RunConfig, run_dir: Path, started: float, teacher_dir: Path, d
         teacher_fingerprint=fingerprint(teacher_dir),
         selection_metric=selection_metric(data) if held is not None else None,
         holdout=len(held) if held is not None else None,
+        guard_metrics=list(data.guard_metrics) or None,
     )
 
 

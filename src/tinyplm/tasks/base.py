@@ -70,7 +70,9 @@ class TaskData:
     ``{"dev_matched": ..., "dev_mismatched": ...}``).
     ``metric_suffix`` maps an eval split to the suffix of its metric keys (MNLI mismatched: "_mm").
     ``class_weights`` (one per label) weigh the cross-entropy when the task asks for it (None: not);
-    ``info`` says how the data was split and weighed, for the report.
+    ``info`` says how the data was split and weighed, for the report. ``guard_metrics``: held-out
+    metric keys besides the one choices are made on that the final model must keep
+    ``final.min_retention`` of too (the embedding task's ``ndcg_at_10_holdout_passages``).
     """
 
     task: str
@@ -84,6 +86,7 @@ class TaskData:
     head: Head = Head.SEQUENCE
     class_weights: tuple[float, ...] | None = None
     info: dict = field(default_factory=dict)
+    guard_metrics: tuple[str, ...] = ()
 
     @property
     def num_labels(self) -> int:

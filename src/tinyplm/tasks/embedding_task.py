@@ -7,6 +7,9 @@ is texts only (:class:`~tinyplm.tasks.base.Example` with no label), gathered fro
 - ``stsb``: the distinct sentences of GLUE STS-B's ``train.tsv`` (its scores are not used);
 - ``corpus``: the paragraphs of the run's ``corpus`` section, cut into sentences
   (:func:`sentences_of`), read by the run and handed in (``corpus_texts``);
+- ``paragraphs``: the same paragraphs whole, each of at least :data:`MIN_PARAGRAPH_WORDS` words:
+  long texts, for students that must also embed passages (retrieval reads paragraphs, and a
+  student shown only sentences drifts on them); they are cut at ``task.max_length`` pieces;
 - a path: your own texts, one per line of a text file, or every ``*.txt`` file of a folder.
 
 Its eval splits (``task.eval_sets``, :func:`eval_set`) are similarity and retrieval sets made eval
@@ -17,7 +20,12 @@ has plain metric keys (``spearman``, ``ndcg_at_10``); later ones end in ``_<name
 
 ``task.holdout: N`` holds N *training* pairs of STS-B out (a seeded draw) as the ``holdout`` split,
 which chooses checkpoints and the final model (``spearman_holdout``): their sentences are left out
-of the training texts, and no evaluated text is ever trained on. Each eval split is encoded at
+of the training texts, and no evaluated text is ever trained on. Pairs of sentences say nothing
+of retrieval, so ``task.holdout_passages: N`` also holds N corpus paragraphs out as a retrieval
+set, the :data:`~tinyplm.tasks.holdout.HOLDOUT_PASSAGES` split (:func:`passage_cloze`: the inverse
+cloze task of Lee et al. 2019, a sentence cut out of a paragraph ranks what is left of all N):
+the final model must also keep ``final.min_retention`` of the teacher's ``ndcg_at_10`` there
+(``TaskData.guard_metrics``). Each eval split is encoded at
 ``task.eval_max_length`` word pieces (paragraphs are longer than sentences), training texts at
 ``task.max_length``. The training texts come in a seeded random order (``task.holdout_seed``), so
 ``task.max_train_examples`` takes a sample of every source.
@@ -35,7 +43,7 @@ from tinyplm.errors import DataError, RecipeError
 from tinyplm.tasks.base import Example, Split, TaskData
 from tinyplm.tasks.glue import GLUE_SPECS, read_glue_file
 from tinyplm.tasks.heads import Head
-from tinyplm.tasks.holdout import HOLDOUT, HOLDOUT_SUFFIX
+from tinyplm.tasks.holdout import HOLDOUT, HOLDOUT_PASSAGES, HOLDOUT_SUFFIX
 from tinyplm.tasks.paths import resolve_data_root, resolve_glue_dir
 from tinyplm.tasks.retrieval import (
     MAX_LENGTH_OPTION,
@@ -50,12 +58,14 @@ from tinyplm.tasks.retrieval import (
 #: The task name a recipe gives (``task.name: embedding``).
 EMBEDDING_TASK = "embedding"
 #: The named sources of ``task.train_texts`` besides paths.
-STSB, CORPUS = "stsb", "corpus"
+STSB, CORPUS, PARAGRAPHS = "stsb", "corpus", "paragraphs"
 #: Default training sources and eval sets.
 DEFAULT_TRAIN = (STSB,)
 DEFAULT_EVALS = ("stsb", "squad")
 #: Fewest words a corpus sentence keeps (shorter pieces are headings and fragments).
 MIN_SENTENCE_WORDS = 4
+#: Fewest words a corpus paragraph needs to be a ``paragraphs`` training text (a passage, not a line).
+MIN_PARAGRAPH_WORDS = 20
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9\u201c\u2018])")
 #: Words whose full stop ends no sentence (titles before a name).
@@ -149,6 +159,40 @@ def read_text_lines(path: Path) -> list[str]:
 
 
 @dataclass(frozen=True)
+class PassageCloze:
+    """A retrieval set made of held-out paragraphs (:func:`passage_cloze`) and the texts it was made
+    of (``used``: each paragraph, its sentences and its documents), which no training text may be."""
+
+    set: RetrievalSet
+    used: frozenset[str]
+
+
+#: Fewest sentences a paragraph needs to give a cloze query and a document of two or more sentences.
+CLOZE_MIN_SENTENCES = 3
+
+
+def passage_cloze(paragraphs: Sequence[str], n: int, seed: int, source: Path) -> PassageCloze:
+    """``n`` of ``paragraphs`` (a seeded draw among those of :data:`MIN_PARAGRAPH_WORDS` words and
+    :data:`CLOZE_MIN_SENTENCES` sentences) as an inverse-cloze retrieval set: each paragraph's middle
+    sentence is a query whose one relevant document is the rest of that paragraph, among the rest
+    of all ``n``. Raises ``RecipeError`` naming ``task.holdout_passages`` when fewer than ``n``
+    paragraphs qualify or ``n`` < 2."""
+    pool = [(p, cut) for p in dict.fromkeys(" ".join(p.split()) for p in paragraphs)
+            if len(p.split()) >= MIN_PARAGRAPH_WORDS and len(cut := sentences_of([p])) >= CLOZE_MIN_SENTENCES]
+    if not 2 <= n <= len(pool):
+        raise RecipeError(f"task.holdout_passages: {n} paragraphs; the corpus has {len(pool)} of at least "
+                          f"{MIN_PARAGRAPH_WORDS} words and {CLOZE_MIN_SENTENCES} sentences: give 2 to {len(pool)}")
+    queries, corpus, qrels, used = {}, {}, {}, set()
+    for k, i in enumerate(sorted(random.Random(seed).sample(range(len(pool)), n))):
+        paragraph, cut = pool[i]
+        middle = len(cut) // 2
+        queries[f"q{k}"], corpus[f"p{k}"] = cut[middle], " ".join(cut[:middle] + cut[middle + 1:])
+        qrels[f"q{k}"] = {f"p{k}": 1}
+        used |= {paragraph, corpus[f"p{k}"], *cut}
+    return PassageCloze(RetrievalSet.of(queries, corpus, qrels, source), frozenset(used))
+
+
+@dataclass(frozen=True)
 class StsbTrain:
     """STS-B's training pairs and where they were read from."""
 
@@ -195,9 +239,12 @@ def embedding_task_data(spec, corpus_texts: Callable[[], list[str]] | None = Non
         seen_kinds.add(type(data))
     stsb = _stsb_train(spec.data_dir) if (STSB in (spec.train_texts or DEFAULT_TRAIN) or spec.holdout) else None
     held = _held_pairs(stsb, spec.holdout, spec.holdout_seed) if spec.holdout else None
-    texts = _training_texts(spec, stsb, corpus_texts)
+    corpus = _Corpus(corpus_texts)
+    cloze = (passage_cloze(corpus.paragraphs("task.holdout_passages"), spec.holdout_passages, spec.holdout_seed,
+                           Path("corpus")) if spec.holdout_passages else None)
+    texts = _training_texts(spec, stsb, corpus)
     evaluated = {ex.text for split in evals.values() for ex in split.examples}
-    excluded = evaluated | (set(held.texts_a + held.texts_b) if held else set())
+    excluded = evaluated | (set(held.texts_a + held.texts_b) if held else set()) | (cloze.used if cloze else set())
     kept = [t for t in dict.fromkeys(texts) if t not in excluded]
     random.Random(spec.holdout_seed).shuffle(kept)  # so max_train_examples takes a sample of every source
     if not kept:
@@ -212,11 +259,18 @@ def embedding_task_data(spec, corpus_texts: Callable[[], list[str]] | None = Non
         suffix[HOLDOUT] = HOLDOUT_SUFFIX
         info["holdout"] = (f"{spec.holdout} STS-B training pairs drawn with seed {spec.holdout_seed}, their "
                            "sentences never trained on: every kept checkpoint and the final model are chosen on them")
+    if cloze is not None:
+        evals[HOLDOUT_PASSAGES] = _sized(embedding_split(HOLDOUT_PASSAGES, cloze.set), spec.eval_max_length)
+        suffix[HOLDOUT_PASSAGES] = f"_{HOLDOUT_PASSAGES}"
+        info[HOLDOUT_PASSAGES] = (f"{spec.holdout_passages} corpus paragraphs drawn with seed {spec.holdout_seed}, "
+                                  "never trained on: a sentence cut out of each ranks what is left of them all; the "
+                                  "final model must keep final.min_retention of the teacher's nDCG@10 there too")
     first = next(iter(evals.values())).options["set"]
     primary = "spearman" if isinstance(first, ScoredPairs) else "ndcg_at_10"
     metrics = (primary, *(m for m in ("spearman", "ndcg_at_10") if m != primary))
     return TaskData(task=EMBEDDING_TASK, train=train, evals=evals, labels=(), is_regression=False, metrics=metrics,
-                    primary_metric=primary, metric_suffix=suffix, head=Head.EMBEDDING, info=info)
+                    primary_metric=primary, metric_suffix=suffix, head=Head.EMBEDDING, info=info,
+                    guard_metrics=(f"ndcg_at_10_{HOLDOUT_PASSAGES}",) if cloze is not None else ())
 
 
 def _sized(split: Split, max_length: int) -> Split:
@@ -224,15 +278,30 @@ def _sized(split: Split, max_length: int) -> Split:
     return Split(split.name, split.examples, split.source, split.head, {**split.options, MAX_LENGTH_OPTION: max_length})
 
 
-def _training_texts(spec, stsb: StsbTrain | None, corpus_texts: Callable[[], list[str]] | None) -> list[str]:
+class _Corpus:
+    """The run's corpus paragraphs (``corpus_texts``), read once when first asked for."""
+
+    def __init__(self, read: Callable[[], list[str]] | None) -> None:
+        self._read, self._paragraphs = read, None
+
+    def paragraphs(self, wanted_by: str) -> list[str]:
+        if self._read is None:
+            raise RecipeError(f"{wanted_by} reads the corpus, but the recipe has no 'corpus' section")
+        if self._paragraphs is None:
+            self._paragraphs = self._read()
+        return self._paragraphs
+
+
+def _training_texts(spec, stsb: StsbTrain | None, corpus: _Corpus) -> list[str]:
     texts: list[str] = []
     for entry in spec.train_texts or DEFAULT_TRAIN:
         if entry == STSB:
             texts += [*stsb.pairs.texts_a, *stsb.pairs.texts_b]
         elif entry == CORPUS:
-            if corpus_texts is None:
-                raise RecipeError("task.train_texts names 'corpus', but the recipe has no 'corpus' section")
-            texts += sentences_of(corpus_texts())
+            texts += sentences_of(corpus.paragraphs(f"task.train_texts '{entry}'"))
+        elif entry == PARAGRAPHS:
+            texts += [" ".join(p.split()) for p in corpus.paragraphs(f"task.train_texts '{entry}'")
+                      if len(p.split()) >= MIN_PARAGRAPH_WORDS]
         else:
             texts += read_text_lines(Path(entry))
     return texts

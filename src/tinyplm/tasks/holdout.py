@@ -22,6 +22,8 @@ from tinyplm.tasks.heads import Head
 #: The name of the held-out split among a task's eval splits, and its metric keys' suffix.
 HOLDOUT = "holdout"
 HOLDOUT_SUFFIX = "_holdout"
+#: The embedding task's held-out corpus paragraphs, a retrieval set (``task.holdout_passages``).
+HOLDOUT_PASSAGES = "holdout_passages"
 
 
 def words(example: Example) -> int:
