@@ -68,6 +68,8 @@ def test_a_guard_metric_must_keep_the_same_share_of_the_teacher_as_the_chosen_on
     record.info.guard_metrics = ["ndcg_at_10_holdout_passages"]
     chosen, why = select_final(record, "fastest", 0.98)
     assert chosen.name == "student.pruned" and "ndcg_at_10_holdout_passages" in why
+    chosen, why = select_final(record, "fastest", 0.98, guard_retention=0.85)  # 0.70 / 0.80 = 0.875
+    assert chosen.name == "student.openvino_int8" and "85% of its ndcg_at_10_holdout_passages" in why
     record.info.guard_metrics = ["not_measured"]
     chosen, why = select_final(record, "fastest", 0.98)
     assert chosen.name == "student.openvino_int8" and "not_measured" not in why

@@ -17,16 +17,17 @@ from tinyplm.report.tables import best_student, primary, ratio
 RULES = {"fastest": "the fastest", "smallest": "the smallest", "most_accurate": "the most accurate"}
 
 
-def select_final(record: RunRecord, rule: str = "fastest",
-                 min_retention: float = 0.98) -> tuple[StageRecord | None, str]:
+def select_final(record: RunRecord, rule: str = "fastest", min_retention: float = 0.98,
+                 guard_retention: float | None = None) -> tuple[StageRecord | None, str]:
     """The final model by ``rule`` (see ``config.schema.FinalSpec``) among the stages that keep at
     least ``min_retention`` of the teacher's primary metric, and a sentence saying why; the most
     accurate student when none keeps that much, the teacher when there is no student.
 
     The metric is the one the run chooses on (``record.info.selection_metric``: on held-out
     training examples, ``tasks.holdout``), else the primary dev metric. A stage must also keep
-    ``min_retention`` of the teacher's value of each of ``record.info.guard_metrics`` (the
-    embedding task's nDCG@10 on held-out passages) that the teacher has."""
+    ``guard_retention`` (default ``min_retention``) of the teacher's value of each of
+    ``record.info.guard_metrics`` (the embedding task's nDCG@10 on held-out passages) that the
+    teacher has."""
     students = [s for s in record.stages if s.kind is not StageKind.TEACHER]
     if not students:
         return record.teacher, "no students: the teacher"
@@ -35,12 +36,14 @@ def select_final(record: RunRecord, rule: str = "fastest",
           and record.info.holdout else "")
     guards = [g for g in record.info.guard_metrics or [] if record.teacher is not None
               and primary(record, record.teacher, g) is not None]
+    guard_share = min_retention if guard_retention is None else guard_retention
     if guards:
-        on += f" and of its {', '.join(guards)}"
+        on += f" and {guard_share:.0%} of its {', '.join(guards)}" if guard_share != min_retention \
+            else f" and of its {', '.join(guards)}"
 
     def keeps(stage: StageRecord) -> bool:
-        return all((ratio(primary(record, stage, m), primary(record, record.teacher, m)) or 0.0) >= min_retention
-                   for m in [metric, *guards])
+        return all((ratio(primary(record, stage, m), primary(record, record.teacher, m)) or 0.0) >= share
+                   for m, share in [(metric, min_retention), *((g, guard_share) for g in guards)])
 
     keep = [s for s in students if keeps(s)] if record.teacher is not None else []
     if not keep:
@@ -57,7 +60,7 @@ def place_final(record: RunRecord, run_dir: Path, final: FinalSpec) -> StageReco
     """Copy the stage ``final``'s rule picks to ``run_dir/model`` (replacing what is there) and
     record its name and the reason in ``record.info`` -> the stage, or None when no stage has a
     saved model dir."""
-    chosen, why = select_final(record, final.rule, final.min_retention)
+    chosen, why = select_final(record, final.rule, final.min_retention, final.guard_retention)
     if chosen is None or not chosen.model_dir:
         return None
     dst = run_dir / "model"
