@@ -84,8 +84,8 @@ class TaskSpec(Section):
         "'beir:FOLDER' (a BEIR folder; 'beir:FOLDER:SPLIT'); default [stsb, squad]; the first is primary")
     holdout_passages: int = Field(0, ge=0, le=100000, description="embedding: hold out N corpus paragraphs as a "
                                   "retrieval check (one sentence cut out of each ranks the rest of all N); never "
-                                  "trained on, and the final model must keep min_retention of the teacher's nDCG@10 "
-                                  "on them too; needs a corpus section")
+                                  "trained on, and the final model must keep final.guard_retention (default "
+                                  "min_retention) of the teacher's nDCG@10 on them too; needs a corpus section")
     eval_max_length: int = Field(256, ge=8, le=8192, description="embedding: word pieces each evaluated text is "
                                  "read at (paragraphs are longer than sentences; max_length is the training texts')")
     class_weights: Literal["balanced", "none"] | None = Field(

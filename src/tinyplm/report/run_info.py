@@ -101,8 +101,9 @@ class RunInfo:
     choices (and each stage's kept checkpoint) read when it is not the primary dev metric
     (``accuracy_holdout``: on ``holdout`` training examples held out, ``tasks.holdout``), None
     when they read dev; ``guard_metrics``: other held-out metric keys the final model must keep
-    the same share of the teacher's (``TaskData.guard_metrics``); ``bench``: the model dirs ``tinyplm bench``
-    measured and ``fastest`` its choice per model; ``benchmark``: the script that made the record.
+    ``final.guard_retention`` of the teacher's value of (``TaskData.guard_metrics``); ``bench``: the
+    model dirs ``tinyplm bench`` measured and ``fastest`` its choice per model; ``benchmark``: the
+    script that made the record.
     """
 
     run_name: str | None = None
