@@ -38,14 +38,12 @@ def select_final(record: RunRecord, rule: str = "fastest", min_retention: float 
               and primary(record, record.teacher, g) is not None]
     guard_share = min_retention if guard_retention is None else guard_retention
     if guards:
-        on += f" and {guard_share:.0%} of its {', '.join(guards)}" if guard_share != min_retention \
-            else f" and of its {', '.join(guards)}"
-
-    def keeps(stage: StageRecord) -> bool:
-        return all((ratio(primary(record, stage, m), primary(record, record.teacher, m)) or 0.0) >= share
-                   for m, share in [(metric, min_retention), *((g, guard_share) for g in guards)])
-
-    keep = [s for s in students if keeps(s)] if record.teacher is not None else []
+        share = "" if guard_share == min_retention else f"{guard_share:.0%} "
+        on += f" and {share}of its {', '.join(guards)}"
+    shares = {metric: min_retention} | {g: guard_share for g in guards}
+    keep = [s for s in students if record.teacher is not None and all(
+        (ratio(primary(record, s, m), primary(record, record.teacher, m)) or 0.0) >= share
+        for m, share in shares.items())]
     if not keep:
         return best_student(record, metric), (f"no stage kept {min_retention:.0%} of the teacher's "
                                               f"{record.metric}{on}: the most accurate one")
