@@ -270,6 +270,14 @@ def test_objective_with_both_weights_zero_rejected() -> None:
     assert ObjectiveSpec(kd_weight=0, hard_weight=1).hard_weight == 1
 
 
+def test_keep_start_needs_a_vector_term_and_a_share_below_one() -> None:
+    with pytest.raises(ValidationError, match="keep_start = 0.5 blends the targets"):
+        ObjectiveSpec(kd_weight=1.0, keep_start=0.5)
+    with pytest.raises(ValidationError, match="keep_start"):
+        ObjectiveSpec(kd_weight=0, similarity_kd=1.0, keep_start=1.0)
+    assert ObjectiveSpec(kd_weight=0, similarity_kd=1.0, keep_start=0.5).keep_start == 0.5
+
+
 def test_misspelled_required_key_is_named_as_unknown(tmp_path: Path) -> None:
     path = write(tmp_path, replace_line(VALID, 9, "    shape: {layrs: 2, hidden: 64, heads: 4, ffn: 128}"))
     with pytest.raises(RecipeError) as info:

@@ -19,10 +19,12 @@ from tinyplm.config import TrainSpec
 from tinyplm.distill.embedding import (
     EmbeddingLossWeights,
     EmbeddingObjective,
+    blend_targets,
     cosine_loss,
     fit_linear,
     similarity_kd,
     vector_mse,
+    with_start,
 )
 from tinyplm.distill.vectors import cache_path, teacher_vectors, vectors_key
 from tinyplm.errors import TinyplmError
@@ -286,6 +288,42 @@ def test_training_without_the_teachers_vectors_is_refused(tmp_path: Path) -> Non
 
 class _Crash(Exception):
     pass
+
+
+# -- keeping the start (keep_start) ---------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), keep=st.floats(0.01, 0.99))
+def test_blended_cosines_are_the_weighted_mean_of_both_models_cosines(data, keep: float) -> None:
+    t = data.draw(vectors())
+    s = data.draw(vectors(rows=t.shape[0]))
+    blended = blend_targets(t, s, keep)
+    assert blended.shape == (t.shape[0], t.shape[1] + s.shape[1]) and blended.dtype == torch.float32
+    expected = (1 - keep) * np_cosines(t.double().numpy()) + keep * np_cosines(s.double().numpy())
+    np.testing.assert_allclose(blended.double() @ blended.double().T, expected, atol=1e-5)
+
+
+def test_keep_zero_leaves_the_teachers_vectors_and_bad_input_is_refused() -> None:
+    t, s = torch.randn(3, 4) * 5, torch.randn(3, 2)
+    assert torch.equal(blend_targets(t, s, 0.0), t)
+    for keep in (1.0, -0.1, float("nan")):
+        with pytest.raises(ValueError, match="keep_start"):
+            blend_targets(t, s, keep)
+    with pytest.raises(ValueError, match="same N"):
+        blend_targets(t, torch.randn(2, 2), 0.5)
+
+
+def test_with_start_blends_in_the_students_vectors_from_before_training() -> None:
+    enc, teacher = tiny_set(12)
+    torch.manual_seed(0)
+    student = BagStudent(VOCAB, STUDENT_DIM)
+    own = torch.stack([student.emb.weight[torch.tensor(row)].mean(0) for row in enc.input_ids]).detach()
+    assert with_start(teacher, student, enc, 0.0) is teacher
+    blended = with_start(teacher, student, enc, 0.25)
+    assert blended.shape == (12, TEACHER_DIM + STUDENT_DIM)
+    torch.testing.assert_close(blended[:, TEACHER_DIM:], 0.5 * F.normalize(own, dim=-1), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(blended[:, :TEACHER_DIM], 0.75**0.5 * F.normalize(teacher, dim=-1))
 
 
 def test_resume_restores_the_projection_from_the_checkpoint(tmp_path: Path) -> None:

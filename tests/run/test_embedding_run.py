@@ -70,7 +70,8 @@ def test_layer_student_pruned_and_trimmed_is_measured_on_embedding_metrics(tmp_p
 def test_student_of_another_checkpoint_reads_its_own_tokenizer(tmp_path: Path) -> None:
     """A student started from another sentence model (here a tiny one of other weights and a
     tokenizer that splits otherwise) learns the teacher's vectors on its own token ids: the targets
-    are vectors, so no token alignment is needed."""
+    are vectors, so no token alignment is needed. It keeps half of its start (``keep_start``): its
+    own vectors, another width than the teacher's, go beside the teacher's as targets."""
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
     from conftest import tiny_vocab
@@ -83,12 +84,13 @@ def test_student_of_another_checkpoint_reads_its_own_tokenizer(tmp_path: Path) -
                                    intermediate_size=24, max_position_embeddings=64))
     other = save_sentence_encoder(SentenceEncoder(encoder, SentenceLayout(Pooling(PoolMode.CLS), normalize=False)),
                                   tok, tmp_path / "other")
-    students = [{"name": "other", "init_from": str(other), "objective": {"vector_cosine": 1.0, "similarity_kd": 1.0},
-                 "train": SHORT}]
+    students = [{"name": "other", "init_from": str(other), "train": SHORT,
+                 "objective": {"vector_cosine": 1.0, "similarity_kd": 1.0, "keep_start": 0.5}}]
     cfg = load_recipe(_recipe(tmp_path, students))
     record = run(cfg)
     student = next(s for s in record.stages if s.name == "other")
     assert {"spearman", "ndcg_at_10"} <= set(student.metrics)
+    assert student.info.training[0].objective["keep_start"] == 0.5  # its own start vectors beside the teacher's
     saved = Path(cfg.output_dir.replace("{name}", cfg.name)) / "students" / "other"
     assert json.loads((saved / "1_Pooling" / "config.json").read_text())["pooling_mode_cls_token"] is True
     assert "movie" not in json.loads((saved / "tokenizer.json").read_text())["model"]["vocab"]

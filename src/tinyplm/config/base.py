@@ -120,11 +120,23 @@ class ObjectiveSpec(Section):
                                  "vector and the teacher's")
     similarity_kd: float = Field(0.0, ge=0, description="embedding task: MSE between the student's and the "
                                  "teacher's in-batch cosine matrices (needs no common width)")
+    keep_start: float = Field(0.0, ge=0, lt=1, description="embedding task: the share of each target the student's "
+                              "own vectors from before the stage keep (learning without forgetting): the targets are "
+                              "the teacher's vectors and those start vectors side by side, so the cosine of two "
+                              "targets is the mean of the teacher's cosine and the start's, weighted 1 - keep_start "
+                              "and keep_start; 0 = the teacher's vectors alone")
 
     @model_validator(mode="after")
     def _some_weight(self) -> ObjectiveSpec:
         if not any(getattr(self, k) > 0 for k in LOSS_TERMS):
             raise ValueError(f"every loss weight is 0 ({', '.join(LOSS_TERMS)}): nothing to train on")
+        return self
+
+    @model_validator(mode="after")
+    def _keep_start_needs_vectors(self) -> ObjectiveSpec:
+        if self.keep_start > 0 and not self.vectors:
+            raise ValueError(f"keep_start = {self.keep_start} blends the targets of the embedding task's vector terms: "
+                             f"set one of {', '.join(VECTOR_TERMS)} > 0, or keep_start to 0")
         return self
 
     @model_validator(mode="after")

@@ -27,6 +27,16 @@ gradients random directions for the student, which wrecks a pretrained sentence 
 (measured in docs/results/embeddings.md). The similarity term compares the student's own vectors
 (cosine matrices need no common width), so it shapes exactly the geometry the saved student keeps.
 
+Keeping the start (``keep_start``, :func:`blend_targets`). A student that starts as a trained sentence
+encoder (the packaged all-MiniLM-L6-v2) has skills its short distillation cannot teach it again:
+pulled towards another model's vectors on a few thousand texts, it drifts away from what it knew
+before it has learnt the teacher's, and ends below both (learning without forgetting, Li & Hoiem
+2016, for classifiers). With ``keep_start = k`` its targets are the teacher's vectors and its own
+vectors from before the stage side by side, weighted ``sqrt(1 - k)`` and ``sqrt(k)``: on unit
+vectors the cosine of two targets is ``(1 - k)`` times the teacher's cosine plus ``k`` times the
+start's, the similarity matrix of the two models as an ensemble, which the student can reach
+by moving part of the way (measured in docs/results/embeddings.md).
+
 Normalised targets. The objective compares what the student outputs with the teacher's vectors as
 given; it normalises neither. The student's layout decides: a student built with the teacher's
 layout (pooling, dense, L2 normalisation when the teacher has it) outputs vectors of the teacher's
@@ -53,7 +63,8 @@ from tinyplm.tasks.encoding import Encoded, model_inputs
 from tinyplm.train.objective import Batch
 from tinyplm.train.vector_losses import cosine_loss, cosine_matrix, similarity_kd, vector_mse
 
-__all__ = ["EmbeddingLossWeights", "EmbeddingObjective", "cosine_loss", "cosine_matrix", "similarity_kd", "vector_mse"]
+__all__ = ["EmbeddingLossWeights", "EmbeddingObjective", "blend_targets", "cosine_loss", "cosine_matrix",
+           "similarity_kd", "vector_mse", "with_start"]
 
 # -- weights ---------------------------------------------------------------------------------------
 
@@ -83,6 +94,33 @@ class EmbeddingLossWeights:
     def active(self) -> dict[str, float]:
         """The terms that are on: {name: weight > 0}, in field order."""
         return {f.name: float(getattr(self, f.name)) for f in fields(self) if getattr(self, f.name) > 0}
+
+
+def blend_targets(teacher: torch.Tensor, start: torch.Tensor, keep: float) -> torch.Tensor:
+    """The targets of ``keep_start = keep`` (see the module docstring): ``teacher`` ``(N, dt)`` and
+    ``start`` ``(N, ds)`` (the student's own vectors before the stage), each row scaled to unit length,
+    side by side as ``[sqrt(1 - keep) * teacher, sqrt(keep) * start]`` -> float32 ``(N, dt + ds)``.
+    A zero row stays zero. ``keep`` 0 gives the teacher's vectors unchanged (not normalised).
+    Raises ``ValueError`` for other row counts, shapes that are not ``(N, dim)`` or ``keep``
+    outside [0, 1)."""
+    if not 0 <= keep < 1:
+        raise ValueError(f"keep_start = {keep!r}: expected a number in [0, 1)")
+    if teacher.dim() != 2 or start.dim() != 2 or teacher.shape[0] != start.shape[0]:
+        raise ValueError(f"teacher vectors {tuple(teacher.shape)} and start vectors {tuple(start.shape)}: expected "
+                         "(N, dim) each, with the same N")
+    if keep == 0:
+        return teacher.float()
+    unit = [torch.nn.functional.normalize(v.float(), dim=-1) for v in (teacher, start)]
+    return torch.cat([math.sqrt(1.0 - keep) * unit[0], math.sqrt(keep) * unit[1]], dim=1)
+
+
+def with_start(teacher: torch.Tensor, model: nn.Module, data: Encoded, keep: float, bf16: bool = False) -> torch.Tensor:
+    """A stage's targets: ``teacher`` ``(N, dt)`` as they are when ``keep`` is 0, else blended
+    (:func:`blend_targets`) with ``model``'s own vectors of the same ``N`` texts ``data``, computed
+    now, before the stage trains it (``bf16``: under bf16 autocast)."""
+    if keep == 0:
+        return teacher
+    return blend_targets(teacher, predict_logits(model, data, bf16=bf16), keep)
 
 
 # -- the training objective ------------------------------------------------------------------------

@@ -224,11 +224,13 @@ def _vector_objective(spec: ObjectiveSpec, student: nn.Module, teacher: nn.Modul
                       tokenizer, head: Head, class_weights: tuple[float, ...] | None) -> nn.Module:
     """The embedding head's objective: the stage's vector terms (``vector_mse``, ``vector_cosine``,
     ``similarity_kd``) between the student's and the teacher's sentence vectors, widths read from the
-    two models (``.dim``)."""
+    two models (``.dim``); with ``keep_start`` the targets are wider by the student's own width
+    (:func:`tinyplm.distill.embedding.blend_targets`)."""
     from tinyplm.distill.embedding import EmbeddingLossWeights, EmbeddingObjective
 
     weights = EmbeddingLossWeights(mse=spec.vector_mse, cosine=spec.vector_cosine, similarity=spec.similarity_kd)
-    return EmbeddingObjective(int(student.dim), int(teacher.dim), weights)
+    target_dim = int(teacher.dim) + (int(student.dim) if spec.keep_start > 0 else 0)  # blend_targets' width
+    return EmbeddingObjective(int(student.dim), target_dim, weights)
 
 
 #: Each head's stage objective: (spec, student, teacher, is_regression, tokenizer, head, class_weights) ->

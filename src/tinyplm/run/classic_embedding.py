@@ -36,6 +36,7 @@ from torch import nn
 from tinyplm.config.base import VECTOR_TERMS
 from tinyplm.config.classic import FamilySpec
 from tinyplm.config.schema import StageSpec, StudentSpec, student_name
+from tinyplm.distill.embedding import with_start
 from tinyplm.distill.objective import stage_objective
 from tinyplm.errors import RecipeError, TinyplmError
 from tinyplm.evaluate.model_eval import evaluate_model
@@ -140,6 +141,7 @@ def train_sentence_stage(model: StaticSentenceEncoder, stage: StageSpec, inp: Ru
                    io=StageIO(log_name, inp.paths.checkpoints(ckpt_name), inp.paths.log, resume=True),
                    evaluate=lambda m: evaluate_model(m, inp.data, chosen_on, bf16=bf16,
                                                      batch_size=spec.eval_batch_size),
-                   teacher_logits=inp.teachers.logits(enc))
-    shown = stage.objective.model_dump(include=set(VECTOR_TERMS))
+                   teacher_logits=with_start(inp.teachers.logits(enc), model, enc, stage.objective.keep_start,
+                                             bf16=bf16))
+    shown = stage.objective.model_dump(include={*VECTOR_TERMS, "keep_start"})
     return result.model, replace(train_info(result, spec, shown, method=False), examples=len(enc))

@@ -28,6 +28,7 @@ from tinyplm.report.records import StageKind
 from tinyplm.run.classic import run_classic
 from tinyplm.run.inputs import RunInputs, stamp_task
 from tinyplm.run.results import StageResult, StudentOutcome, TrainedStage, train_info
+from tinyplm.tasks.encoding import Encoded
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.holdout import selection_evals, selection_metric
 from tinyplm.train import StageIO, get_accelerator, train
@@ -116,11 +117,22 @@ def train_stage(model, stage: StageSpec, inp: RunInputs, log_name: str, ckpt_nam
     io = StageIO(log_name, inp.paths.checkpoints(ckpt_name), inp.paths.log, resume=True)
     result = train(trained, enc, objective, spec=spec, io=io, primary=selection_metric(inp.data),
                    evaluate=evaluator(inp, stage.train) if predicts else None,
-                   teacher_logits=inp.teachers.logits(teacher_enc) if objective.needs_teacher_logits else None,
-                   teacher=teacher if objective.needs_teacher else None, step_hook=step_hook)
+                   teacher_logits=stage_targets(inp, stage, model, enc, teacher_enc) if objective.needs_teacher_logits
+                   else None, teacher=teacher if objective.needs_teacher else None, step_hook=step_hook)
     shown = stage.objective.model_dump(exclude=None if masked_lm else {"mask_rate"})
     info = replace(train_info(result, stage.train, shown), examples=len(enc))
     return TrainedStage(model if masked_lm else result.model, result.model, info)
+
+
+def stage_targets(inp: RunInputs, stage: StageSpec, model: torch.nn.Module, enc: Encoded,
+                  teacher_enc: Encoded) -> torch.Tensor:
+    """What the stage's student learns towards: the teacher's logits or vectors of ``teacher_enc``,
+    with the student's own start vectors of ``enc`` beside them when the objective keeps a share
+    of its start (``keep_start``, :func:`tinyplm.distill.embedding.with_start`)."""
+    from tinyplm.distill.embedding import with_start
+
+    return with_start(inp.teachers.logits(teacher_enc), model, enc, stage.objective.keep_start,
+                      bf16=use_bf16(stage.train.eval_precision))
 
 
 def evaluator(inp: RunInputs, spec: TrainSpec) -> Callable[[torch.nn.Module], dict[str, float]]:
