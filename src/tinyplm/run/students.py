@@ -16,6 +16,7 @@ from dataclasses import replace
 import torch
 
 from tinyplm.config.schema import StageSpec, StudentSpec, TrainSpec, student_name
+from tinyplm.distill.embedding import with_start
 from tinyplm.distill.mlm import with_mlm_head
 from tinyplm.distill.objective import stage_objective
 from tinyplm.evaluate.model_eval import evaluate_model
@@ -129,8 +130,6 @@ def stage_targets(inp: RunInputs, stage: StageSpec, model: torch.nn.Module, enc:
     """What the stage's student learns towards: the teacher's logits or vectors of ``teacher_enc``,
     with the student's own start vectors of ``enc`` beside them when the objective keeps a share
     of its start (``keep_start``, :func:`tinyplm.distill.embedding.with_start`)."""
-    from tinyplm.distill.embedding import with_start
-
     return with_start(inp.teachers.logits(teacher_enc), model, enc, stage.objective.keep_start,
                       bf16=use_bf16(stage.train.eval_precision))
 
