@@ -38,6 +38,7 @@ def finished_run(tmp_path_factory) -> Path:
     assert res.returncode == 0, res.stderr[-2000:]
     run_dir = tmp / "runs" / "tiny"
     assert f"report: {run_dir / 'report.html'}" in res.stdout.replace("\n", "")
+    (tmp / "run.stdout").write_text(res.stdout, encoding="utf-8")
     return run_dir
 
 
@@ -52,6 +53,22 @@ def test_run_dir_holds_every_output(finished_run: Path) -> None:
     assert not missing
     stages = {json.loads(line)["stage"] for line in (finished_run / "logs/train.jsonl").read_text().splitlines()}
     assert stages == {"teacher", "random-L1", "layers-1"}
+
+
+def test_the_run_states_its_cpu_kind(finished_run: Path) -> None:
+    """Before any work and again beside the table: which kind of CPU the speed figures hold on;
+    results.json records it with the CPU's name and, where int8 gains little, says so."""
+    from tinyplm.evaluate.cpu_kind import cpu_kind
+
+    kind = cpu_kind()
+    stdout = " ".join((finished_run.parent.parent / "run.stdout").read_text(encoding="utf-8").split())
+    assert stdout.startswith(" ".join(kind.line().split()))
+    assert f"measured on: {kind.model} ({kind.described()})" in stdout
+    assert (kind.int8_note is not None) == ("int8 gains little on this CPU" in stdout)
+    machine = json.loads((finished_run / "results.json").read_text())["info"]["machine"]
+    assert machine["cpu"] == kind.model and machine["kind"] == kind.described()
+    assert machine.get("int8_note") == kind.int8_note
+    assert kind.described() in (finished_run / "summary.md").read_text(encoding="utf-8")
 
 
 def test_results_json_follows_the_schema(finished_run: Path) -> None:

@@ -17,10 +17,14 @@ from tinyplm.report.info import from_plain, to_plain
 
 @dataclass(kw_only=True)
 class Machine:
-    """Where the run ran: the CPU, torch's threads and version, whether the CPU has native bf16,
-    the ``TINYPLM_BF16`` switch as set, and what training's ``auto`` precision means here."""
+    """Where the run ran: the CPU, its ``kind`` (:mod:`tinyplm.evaluate.cpu_kind`: which of the
+    results pages' kinds it is, and ``int8_note`` where int8 gains little on it), torch's threads
+    and version, whether the CPU has native bf16, the ``TINYPLM_BF16`` switch as set, and what
+    training's ``auto`` precision means here."""
 
     cpu: str | None = None
+    kind: str | None = None
+    int8_note: str | None = None
     threads: int | None = None
     torch: str | None = None
     bf16_native: bool | None = None

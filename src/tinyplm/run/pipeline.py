@@ -8,7 +8,6 @@ continues an interrupted one from its last checkpoint.
 
 from __future__ import annotations
 
-import platform
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +19,7 @@ from tinyplm.config.load import dump_resolved
 from tinyplm.config.schema import FinalSpec, RunConfig, student_name
 from tinyplm.distill import default_cache_dir
 from tinyplm.errors import RunDirError
+from tinyplm.evaluate.cpu_kind import cpu_kind
 from tinyplm.evaluate.model_eval import encode_evals, evaluate_model
 from tinyplm.evaluate.speed import protocol
 from tinyplm.files import RESOLVED, claim_run_dir, reuse_finished
@@ -205,14 +205,14 @@ def run_info(cfg: RunConfig, run_dir: Path, started: float, teacher_dir: Path, d
     """Run-level facts for the report: name, dir, date, machine, processes, the sha256 of the
     teacher's weights as read (what makes a finished run reusable, see :func:`run_or_reuse`), and
     the held-out examples the run chooses on, if any (``tasks.holdout``)."""
-    held = data.evals.get(HOLDOUT)
+    held, kind = data.evals.get(HOLDOUT), cpu_kind()
     return RunInfo(
         run_name=cfg.name,
         run_dir=str(run_dir),
         created=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
         started_unix=round(started, 3),
-        machine=Machine(cpu=platform.processor() or platform.machine(), threads=torch.get_num_threads(),
-                        torch=torch.__version__, **precision_facts()),
+        machine=Machine(cpu=kind.model, kind=kind.described(), int8_note=kind.int8_note,
+                        threads=torch.get_num_threads(), torch=torch.__version__, **precision_facts()),
         precision=RunPrecision(metrics=cfg.measure.precision,
                                teacher_logits=cfg.teacher.logits_from or cfg.teacher.logits_precision),
         processes=get_accelerator().num_processes,
