@@ -804,6 +804,7 @@ def test_accelerate_launch_runs_two_processes(world: World) -> None:
     assert results["info"]["processes"] == 2
     assert [s["name"] for s in results["stages"]] == ["teacher", "student-L3-H384"]
     assert proc.stdout.count("report: ") == 1  # only the main process prints
+    assert proc.stdout.count("CPU: ") == 1 and proc.stdout.count("measured on: ") == 1
 
 
 @pytest.mark.slow

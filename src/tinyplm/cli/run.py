@@ -8,29 +8,27 @@ from typing import Annotated
 
 import typer
 
-from tinyplm.cli.app import Force, Overrides, Resume, Track, app, note, out, print_stages
+from tinyplm.cli.app import Force, Overrides, Resume, Track, app, out, print_stages
 
 
 def run_and_report(cfg, run_dir: Path | None, resume: bool, force: bool, track: bool = False) -> None:
     """Run ``cfg`` (a RunConfig) into ``run_dir`` (default: its output_dir), then print its table."""
     from tinyplm.evaluate.cpu_kind import cpu_kind
     from tinyplm.run import run, run_dir_of
+    from tinyplm.train import get_accelerator
 
-    kind = cpu_kind()
-    note(kind.line())
-    if kind.int8_note:
-        out.print(f"note: {kind.int8_note}", highlight=False)
+    main, kind = get_accelerator().is_main_process, cpu_kind()
+    if main:  # which kind of CPU the figures will hold on, before any work
+        for line in kind.lines():
+            out.print(line, highlight=False)
     if track:
         cfg = cfg.model_copy(update={"tracking": cfg.tracking.with_mlflow()})
     target = run_dir or run_dir_of(cfg)
     record = run(cfg, target, resume=resume, force=force)
-    from tinyplm.train import get_accelerator
-
-    if get_accelerator().is_main_process:
+    if main:
         print_stages(record)
-        out.print(f"measured on: {kind.line().removeprefix('CPU: ')}", highlight=False)
-        if kind.int8_note:
-            out.print(f"note: {kind.int8_note}", highlight=False)
+        for line in kind.lines("measured on"):
+            out.print(line, highlight=False)
         out.print(f"report: {Path(target) / 'report.html'}")
 
 

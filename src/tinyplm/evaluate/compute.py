@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
-from tinyplm.models.int8_cpu import cpu_flags
+from tinyplm.models.int8_cpu import cpu_flags, cpuinfo_text
 
 #: FLOPs per cycle per core, best instructions first: (flag that must be present, FLOPs)
 PEAK_TABLE: dict[str, tuple[tuple[str, int], ...]] = {
@@ -41,10 +40,7 @@ class Peak:
 @lru_cache(maxsize=1)
 def cpu_flags_and_clock() -> tuple[frozenset[str], float]:
     """The CPU's feature flags and clock in GHz from ``/proc/cpuinfo`` (empty and 0 if unreadable)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return frozenset(), 0.0
+    text = cpuinfo_text()
     mhz = 0.0
     for line in text.splitlines():
         key, _, value = line.partition(":")

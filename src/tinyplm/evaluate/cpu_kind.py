@@ -15,9 +15,8 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
-from tinyplm.models.int8_cpu import X86, cpu_flags, saturates
+from tinyplm.models.int8_cpu import X86, cpu_flags, cpuinfo_text, saturates
 
 
 @dataclass(frozen=True)
@@ -57,9 +56,13 @@ class CpuKind:
     tag: str | None = None
     int8_note: str | None = None
 
-    def line(self) -> str:
+    def line(self, label: str = "CPU") -> str:
         """One line for a run's output: the CPU, its kind, and the tag of figures measured on it."""
-        return f"CPU: {self.model} ({self.described()})"
+        return f"{label}: {self.model} ({self.described()})"
+
+    def lines(self, label: str = "CPU") -> list[str]:
+        """:meth:`line`, then the int8 note where there is one."""
+        return [self.line(label)] + ([f"note: {self.int8_note}"] if self.int8_note else [])
 
     def described(self) -> str:
         """The kind, with the results pages' tag where figures were measured on this kind."""
@@ -89,8 +92,5 @@ def cpu_model(cpuinfo: str) -> str:
 @lru_cache(maxsize=1)
 def cpu_kind() -> CpuKind:
     """:func:`classify` for this machine."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        text = ""
+    text = cpuinfo_text()
     return classify(cpu_model(text) or platform.processor(), platform.machine(), cpu_flags(text))

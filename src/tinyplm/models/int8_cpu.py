@@ -26,13 +26,19 @@ VNNI_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
 X86 = frozenset({"x86_64", "amd64", "i386", "i686", "x86"})
 
 
+@lru_cache(maxsize=1)
+def cpuinfo_text() -> str:
+    """``/proc/cpuinfo``, read once per process ("" if unreadable)."""
+    try:
+        return Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
 def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
     """The first ``flags`` line of ``/proc/cpuinfo`` (or of the given text); empty if unreadable."""
     if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return frozenset()
+        cpuinfo = cpuinfo_text()
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
         if key.strip() == "flags":
