@@ -13,8 +13,9 @@ report.html, and sorted (a seed always draws the same fractions of that span; th
 the straight run's own timing on the machine at hand). Launch k is killed at moment k: a moment
 before the claim at that time from the launch (``C`` less; at the launch's claim if it gets there
 sooner); a moment after it once the launch has claimed the run dir and the run has reached the last
-landmark before the moment, as long after as the straight run took from that landmark to the
-moment. So kills land at random instants between landmarks: in the start-up, in training steps,
+landmark before the moment (or this launch has passed it: a checkpoint saved just before a kill is
+resumed from, and no launch logs it again), as long after as the straight run took from that
+landmark to the moment. So kills land at random instants between landmarks: in the start-up, in training steps,
 evaluations and checkpoint writes, in model saves, in the ONNX export, while measuring and while
 the reports are written; and a resumed launch, which first reloads what is done, is killed as far
 into the run as the straight one was at that moment, whatever the load on the machine. The first
@@ -148,10 +149,34 @@ def _straight(cmd: list[str], env: dict, run_dir: Path, err: Path) -> Timeline:
 
 
 class Progress:
-    """Which landmarks the killed run has reached (read incrementally from its log and files)."""
+    """Which landmarks the killed run has reached (read incrementally from its log and files).
 
-    def __init__(self, run_dir: Path) -> None:
+    A landmark is reached when any launch logged it, or when the launch at hand logged one that
+    came later in the straight run: a launch killed between saving a checkpoint and logging it
+    leaves a checkpoint the next launch resumes from without ever logging it."""
+
+    def __init__(self, run_dir: Path, line: Timeline) -> None:
         self.run_dir, self._seen, self._offset = run_dir, set(), 0
+        self._order = {key: t for t, key in line.landmarks}
+        self._latest = float("-inf")  # the straight-run time of the latest landmark this launch logged
+
+    def launch(self) -> None:
+        """A new launch starts: what it passes is counted from here."""
+        self._read()
+        self._latest = float("-inf")
+
+    def _read(self) -> None:
+        log = self.run_dir / "logs" / "train.jsonl"
+        if not log.is_file():
+            return
+        with log.open("rb") as fh:
+            fh.seek(self._offset)
+            chunk = fh.read()
+        whole = chunk[: chunk.rfind(b"\n") + 1]
+        self._offset += len(whole)
+        for key in map(_log_key, whole.decode().splitlines()):
+            self._seen.add(key)
+            self._latest = max(self._latest, self._order.get(key, float("-inf")))
 
     def reached(self, key: str, pid: int) -> bool:
         if not _claimed_by(self.run_dir, pid):
@@ -160,15 +185,8 @@ class Progress:
             return True
         if key.startswith("file:"):
             return (self.run_dir / key[5:]).exists()
-        log = self.run_dir / "logs" / "train.jsonl"
-        if log.is_file():
-            with log.open("rb") as fh:
-                fh.seek(self._offset)
-                chunk = fh.read()
-            whole = chunk[: chunk.rfind(b"\n") + 1]
-            self._offset += len(whole)
-            self._seen.update(_log_key(x) for x in whole.decode().splitlines())
-        return key in self._seen
+        self._read()
+        return key in self._seen or self._latest > self._order[key]
 
 
 @dataclass
@@ -198,9 +216,10 @@ def _kill_run(recipe: Path, env: dict, run_dir: Path, moments: list[float], line
     """Launch, kill at each moment (see the module docstring; appended to ``kills``), relaunch
     with --resume; the last launch runs to the end. Raises ``AssertionError`` when a launch fails
     or ends before its kill."""
-    progress = Progress(run_dir)
+    progress = Progress(run_dir, line)
     for k, moment in enumerate([*moments, None]):
         err = errs / f"launch-{k}.txt"
+        progress.launch()
         with err.open("w") as fh:
             proc = subprocess.Popen(_cmd(recipe, run_dir, *(["--resume"] if k else [])), env=env,
                                     stdout=subprocess.DEVNULL, stderr=fh)
