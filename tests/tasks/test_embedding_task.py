@@ -154,3 +154,51 @@ def test_held_out_passages_refuse_a_draw_the_corpus_cannot_give(data_dir: Path, 
         load_task(_spec(data_dir, eval_sets=["stsb"], holdout_passages=2))
     with pytest.raises(ValueError, match="holdout_passages is for the embedding task"):
         TaskSpec(name="sst2", holdout_passages=10)
+
+
+def test_questions_are_made_from_the_corpus_sentences_and_need_a_corpus(data_dir: Path) -> None:
+    paragraphs = ["Harold Godwinson was killed at Hastings that day. They said Harold fought and Harold fell.",
+                  "“What happened to you?” said the old woman at the gate."]
+    data = load_task(_spec(data_dir, train_texts=["questions"], eval_sets=["stsb"]), lambda: paragraphs)
+    assert sorted(ex.text for ex in data.train.examples) == ["What happened to you?",
+                                                             "Who was killed at Hastings that day?"]
+    with pytest.raises(RecipeError, match="'questions' reads the corpus, but the recipe has no 'corpus' section"):
+        load_task(_spec(data_dir, train_texts=["questions"], eval_sets=["stsb"]))
+
+
+def _own_sources(tmp_path: Path, sizes: tuple[int, int, int]) -> list[str]:
+    paths = []
+    for k, n in enumerate(sizes):
+        path = tmp_path / f"source{k}.txt"
+        path.write_text("".join(f"text {i} of source {k}\n" for i in range(n)), encoding="utf-8")
+        paths.append(str(path))
+    return paths
+
+
+@given(sizes=st.tuples(*[st.integers(1, 60)] * 3), share=st.floats(0.05, 0.6), size=st.integers(1, 80))
+@settings(max_examples=40, deadline=None)
+def test_train_shares_give_a_source_its_share_of_the_sample(data_dir: Path, tmp_path_factory, sizes, share,
+                                                            size) -> None:
+    paths = _own_sources(tmp_path_factory.mktemp("own"), sizes)
+    spec = _spec(data_dir, train_texts=paths, eval_sets=["stsb"], max_train_examples=size,
+                 train_shares={paths[1]: share})
+    texts = [ex.text for ex in load_task(spec).train.examples]
+    shared = [t for t in texts if t.endswith("source 1")]
+    assert len(texts) == len(set(texts))
+    assert len(shared) == min(round(share * size), sizes[1])  # its share, or all it has
+    assert len(texts) - len(shared) == min(size - len(shared), sizes[0] + sizes[2])  # the others fill the rest
+    assert texts == [ex.text for ex in load_task(spec).train.examples]  # seeded: the same sample again
+
+
+@pytest.mark.parametrize(("shares", "extra", "match"), [
+    ({"questions": 0.2}, {}, r"names \['questions'\], which task.train_texts \['stsb'\] does not hold"),
+    ({"stsb": 1.0}, {}, "above 0 and below 1"),
+    ({"stsb": 0.6, "corpus": 0.5}, {"train_texts": ["stsb", "corpus"]}, "add up to 1.1"),
+    ({"stsb": 0.5}, {"max_train_examples": None}, "give it"),
+])
+def test_train_shares_that_cannot_be_are_refused_naming_the_key(shares, extra, match) -> None:
+    kw = {"max_train_examples": 100, **extra}
+    with pytest.raises(ValueError, match=match):
+        TaskSpec(name="embedding", train_shares=shares, **kw)
+    with pytest.raises(ValueError, match="task.train_shares is for the embedding task"):
+        TaskSpec(name="sst2", train_shares={"stsb": 0.5})

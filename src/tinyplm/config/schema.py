@@ -32,7 +32,7 @@ class TaskSpec(Section):
     """Which task to read and how to encode it."""
 
     _unwritten_defaults = ("holdout", "holdout_seed", "holdout_min_words", "holdout_drop_parts", "train_texts",
-                           "eval_sets", "eval_max_length", "holdout_passages")
+                           "eval_sets", "eval_max_length", "holdout_passages", "train_shares")
 
     name: str = Field("sst2", description="GLUE task name (cola, sst2, ...), squad, squad_v2, conll2003, a spoiler "
                       "task (goodreads_spoilers, goodreads_spoilers_reviews, tvtropes_spoilers), 'custom', or "
@@ -76,8 +76,13 @@ class TaskSpec(Section):
     train_texts: list[str] | None = Field(
         None, min_length=1, description="embedding: the texts students learn the teacher's vectors on, in order: "
         "'stsb' (STS-B train sentences), 'corpus' (the corpus section, cut into sentences), 'paragraphs' (its "
-        "paragraphs whole, of 20 words or more) or your own text file (one text per line) or folder of *.txt; "
+        "paragraphs whole, of 20 words or more), 'questions' (questions made from its sentences) or your own "
+        "text file (one text per line) or folder of *.txt; "
         "default [stsb]. Evaluated and held-out texts are left out")
+    train_shares: dict[str, float] | None = Field(
+        None, description="embedding: the share of task.max_train_examples a source of train_texts takes "
+        "({questions: 0.2}: a fifth of the sample are questions); the sources not named fill the rest in proportion "
+        "to their size, as without shares; needs max_train_examples")
     eval_sets: list[str] | None = Field(
         None, min_length=1, description="embedding: the sets it is judged on: 'stsb' (STS-B dev, Spearman), "
         "'squad' (SQuAD v1.1 dev questions ranking its paragraphs, nDCG@10), 'pairs:FILE' (your scored pairs) or "
@@ -103,9 +108,10 @@ class TaskSpec(Section):
                 raise ValueError(f"doc_stride {self.doc_stride} must be smaller than a window's context room "
                                  f"(max_length - max_query_length - 3 = {room})")
         embedding = self.name.strip().lower() == "embedding"
-        for key in ("train_texts", "eval_sets"):
+        for key in ("train_texts", "eval_sets", "train_shares"):
             if getattr(self, key) is not None and not embedding:
                 raise ValueError(f"task.{key} is for the embedding task (name: embedding), not '{self.name}'")
+        self._shares_fit()
         if self.holdout_passages and not embedding:
             raise ValueError(f"task.holdout_passages is for the embedding task (name: embedding), not '{self.name}'")
         if embedding and (self.holdout_min_words or self.holdout_drop_parts):
@@ -118,6 +124,24 @@ class TaskSpec(Section):
             raise ValueError("holdout_drop_parts leaves out the parts of held-out examples, but task.holdout is not "
                              "set: give task.holdout (how many training examples to hold out)")
         return self
+
+    def _shares_fit(self) -> None:
+        """``train_shares`` names sources of ``train_texts``, each a share in (0, 1), together under 1, of a
+        ``max_train_examples`` sample (raises ``ValueError`` saying which)."""
+        if not self.train_shares:
+            return
+        named = self.train_texts or ["stsb"]
+        unknown = [k for k in self.train_shares if k not in named]
+        if unknown:
+            raise ValueError(f"task.train_shares names {unknown}, which task.train_texts {named} does not hold")
+        bad = {k: v for k, v in self.train_shares.items() if not 0 < v < 1}
+        if bad:
+            raise ValueError(f"task.train_shares {bad}: each share is a fraction of the sample, above 0 and below 1")
+        if sum(self.train_shares.values()) >= 1:
+            raise ValueError(f"task.train_shares add up to {sum(self.train_shares.values()):g}: they must leave "
+                             "room (under 1) for the sources they do not name")
+        if not self.max_train_examples:
+            raise ValueError("task.train_shares are shares of a sample of task.max_train_examples texts: give it")
 
     def window_stride(self) -> int:
         """The SQuAD document stride in effect: ``doc_stride``, or its default for this window."""

@@ -10,6 +10,9 @@ is texts only (:class:`~tinyplm.tasks.base.Example` with no label), gathered fro
 - ``paragraphs``: the same paragraphs whole, each of at least :data:`MIN_PARAGRAPH_WORDS` words:
   long texts, for students that must also embed passages (retrieval reads paragraphs, and a
   student shown only sentences drifts on them); they are cut at ``task.max_length`` pieces;
+- ``questions``: questions made from the corpus sentences (:mod:`tinyplm.tasks.questions`: those
+  the text asks, and statements about a name asked as who/what questions), for students that
+  will embed search questions: a student never shown a question drifts on them;
 - a path: your own texts, one per line of a text file, or every ``*.txt`` file of a folder.
 
 Its eval splits (``task.eval_sets``, :func:`eval_set`) are similarity and retrieval sets made eval
@@ -28,7 +31,9 @@ the final model must also keep ``final.min_retention`` of the teacher's ``ndcg_a
 (``TaskData.guard_metrics``). Each eval split is encoded at
 ``task.eval_max_length`` word pieces (paragraphs are longer than sentences), training texts at
 ``task.max_length``. The training texts come in a seeded random order (``task.holdout_seed``), so
-``task.max_train_examples`` takes a sample of every source.
+``task.max_train_examples`` takes a sample of every source in proportion to its size, unless
+``task.train_shares`` gives a source its own share of that sample (``{questions: 0.2}``: a small
+source that would otherwise be a few per cent of it).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from tinyplm.tasks.glue import GLUE_SPECS, read_glue_file
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.holdout import HOLDOUT, HOLDOUT_PASSAGES, HOLDOUT_SUFFIX
 from tinyplm.tasks.paths import resolve_data_root, resolve_glue_dir
+from tinyplm.tasks.questions import questions_of
 from tinyplm.tasks.retrieval import (
     MAX_LENGTH_OPTION,
     RetrievalSet,
@@ -58,7 +64,7 @@ from tinyplm.tasks.retrieval import (
 #: The task name a recipe gives (``task.name: embedding``).
 EMBEDDING_TASK = "embedding"
 #: The named sources of ``task.train_texts`` besides paths.
-STSB, CORPUS, PARAGRAPHS = "stsb", "corpus", "paragraphs"
+STSB, CORPUS, PARAGRAPHS, QUESTIONS = "stsb", "corpus", "paragraphs", "questions"
 #: Default training sources and eval sets.
 DEFAULT_TRAIN = (STSB,)
 DEFAULT_EVALS = ("stsb", "squad")
@@ -242,18 +248,23 @@ def embedding_task_data(spec, corpus_texts: Callable[[], list[str]] | None = Non
     corpus = _Corpus(corpus_texts)
     cloze = (passage_cloze(corpus.paragraphs("task.holdout_passages"), spec.holdout_passages, spec.holdout_seed,
                            Path("corpus")) if spec.holdout_passages else None)
-    texts = _training_texts(spec, stsb, corpus)
+    sources = _training_texts(spec, stsb, corpus)
     evaluated = {ex.text for split in evals.values() for ex in split.examples}
     excluded = evaluated | (set(held.texts_a + held.texts_b) if held else set()) | (cloze.used if cloze else set())
-    kept = [t for t in dict.fromkeys(texts) if t not in excluded]
-    random.Random(spec.holdout_seed).shuffle(kept)  # so max_train_examples takes a sample of every source
-    if not kept:
+    kept = _distinct(sources, excluded)
+    rng = random.Random(spec.holdout_seed)
+    order = [t for texts in kept.values() for t in texts]
+    rng.shuffle(order)  # so max_train_examples takes a sample of every source
+    if not order:
         raise RecipeError("task.train_texts give no text to train on once the evaluated and held-out texts are "
                           "left out")
+    mix = _mixed(order, kept, spec.train_shares, spec.max_train_examples, rng) if spec.train_shares else None
     source = stsb.source if stsb else Path((spec.train_texts or DEFAULT_TRAIN)[0])
-    train = Split("train", [Example(t, None, None) for t in kept], source, Head.EMBEDDING)
-    info = {"train_texts": f"{len(kept)} distinct texts from {', '.join(spec.train_texts or DEFAULT_TRAIN)}; "
-            f"{len(texts) - len(kept)} evaluated, held-out or repeated ones left out"}
+    train = Split("train", [Example(t, None, None) for t in (mix.texts if mix else order)], source, Head.EMBEDDING)
+    total = sum(len(texts) for texts in sources.values())
+    info = {"train_texts": f"{len(order)} distinct texts from {', '.join(spec.train_texts or DEFAULT_TRAIN)}; "
+            f"{total - len(order)} evaluated, held-out or repeated ones left out"
+            + (f"; {mix.said}" if mix else "")}
     if held is not None:
         evals[HOLDOUT] = _sized(embedding_split(HOLDOUT, held), spec.eval_max_length)
         suffix[HOLDOUT] = HOLDOUT_SUFFIX
@@ -292,16 +303,55 @@ class _Corpus:
         return self._paragraphs
 
 
-def _training_texts(spec, stsb: StsbTrain | None, corpus: _Corpus) -> list[str]:
-    texts: list[str] = []
+def _training_texts(spec, stsb: StsbTrain | None, corpus: _Corpus) -> dict[str, list[str]]:
+    """Each entry of ``task.train_texts`` -> its texts, in the recipe's order."""
+    texts: dict[str, list[str]] = {}
     for entry in spec.train_texts or DEFAULT_TRAIN:
         if entry == STSB:
-            texts += [*stsb.pairs.texts_a, *stsb.pairs.texts_b]
+            texts[entry] = [*stsb.pairs.texts_a, *stsb.pairs.texts_b]
         elif entry == CORPUS:
-            texts += sentences_of(corpus.paragraphs(f"task.train_texts '{entry}'"))
+            texts[entry] = sentences_of(corpus.paragraphs(f"task.train_texts '{entry}'"))
+        elif entry == QUESTIONS:
+            texts[entry] = questions_of(sentences_of(corpus.paragraphs(f"task.train_texts '{entry}'")))
         elif entry == PARAGRAPHS:
-            texts += [" ".join(p.split()) for p in corpus.paragraphs(f"task.train_texts '{entry}'")
-                      if len(p.split()) >= MIN_PARAGRAPH_WORDS]
+            texts[entry] = [" ".join(p.split()) for p in corpus.paragraphs(f"task.train_texts '{entry}'")
+                            if len(p.split()) >= MIN_PARAGRAPH_WORDS]
         else:
-            texts += read_text_lines(Path(entry))
+            texts[entry] = read_text_lines(Path(entry))
     return texts
+
+
+def _distinct(sources: dict[str, list[str]], excluded: set[str]) -> dict[str, list[str]]:
+    """Each source's texts less ``excluded`` ones and those an earlier source (or itself) already gave."""
+    seen = set(excluded)
+    out: dict[str, list[str]] = {}
+    for entry, texts in sources.items():
+        out[entry] = [t for t in dict.fromkeys(texts) if t not in seen]
+        seen.update(out[entry])
+    return out
+
+
+@dataclass(frozen=True)
+class Mix:
+    """A training sample mixed by ``task.train_shares``: its texts, in a seeded order, and what it holds."""
+
+    texts: list[str]
+    said: str
+
+
+def _mixed(order: list[str], kept: dict[str, list[str]], shares: dict[str, float], size: int,
+           rng: random.Random) -> Mix:
+    """``size`` texts of ``order`` (all sources, shuffled): each source ``shares`` names gives its share
+    of them (all it has when that is fewer), the others fill the rest in proportion to their size."""
+    owner = {t: entry for entry, texts in kept.items() for t in texts}
+    taken: dict[str, list[str]] = {entry: [] for entry in shares}
+    for t in order:
+        entry = owner[t]
+        if entry in taken and len(taken[entry]) < round(shares[entry] * size):
+            taken[entry].append(t)
+    rest = [t for t in order if owner[t] not in taken][: size - sum(map(len, taken.values()))]
+    texts = [t for group in taken.values() for t in group] + rest
+    rng.shuffle(texts)
+    said = ", ".join(f"{entry} {len(group)} of {len(kept[entry])} ({shares[entry]:.0%} asked)"
+                     for entry, group in taken.items())
+    return Mix(texts, f"task.train_shares: {said}, the other sources {len(rest)}")
