@@ -13,13 +13,15 @@ report.html, and sorted (a seed always draws the same fractions of that span; th
 the straight run's own timing on the machine at hand). Launch k is killed at moment k: a moment
 before the claim at that time from the launch (``C`` less; at the launch's claim if it gets there
 sooner); a moment after it once the launch has claimed the run dir and the run has reached the last
-landmark before the moment (or this launch has passed it: a checkpoint saved just before a kill is
-resumed from, and no launch logs it again), as long after as the straight run took from that
-landmark to the moment. So kills land at random instants between landmarks: in the start-up, in training steps,
-evaluations and checkpoint writes, in model saves, in the ONNX export, while measuring and while
-the reports are written; and a resumed launch, which first reloads what is done, is killed as far
-into the run as the straight one was at that moment, whatever the load on the machine. The first
-launch has no ``--resume``; every later one has; the eleventh runs to the end.
+landmark before the moment, as long after as the straight run took from that landmark to the moment
+(when this launch is first seen past it, at a later landmark: a checkpoint saved just before a kill
+is resumed from and no launch logs it again, as long after as the straight run took from the later
+one, or at once when that one came after the moment). So kills land at random instants between
+landmarks: in the start-up, in training steps, evaluations and checkpoint writes, in model saves,
+in the ONNX export, while measuring and while the reports are written; and a resumed launch, which
+first reloads what is done, is killed as far into the run as the straight one was at that moment,
+whatever the load on the machine. The first launch has no ``--resume``; every later one has; the
+eleventh runs to the end.
 
 Set ``TINYPLM_KILL_SEED`` to draw other moments (the default seed is the one the suite runs).
 """
@@ -178,15 +180,20 @@ class Progress:
             self._seen.add(key)
             self._latest = max(self._latest, self._order.get(key, float("-inf")))
 
-    def reached(self, key: str, pid: int) -> bool:
+    def reached(self, key: str, pid: int) -> float | None:
+        """Where on the straight run's timeline the launch ``pid`` is known to be once it has reached
+        landmark ``key`` (that landmark's time, or a later one's this launch logged); None before."""
         if not _claimed_by(self.run_dir, pid):
-            return False  # this launch has not started its run yet
+            return None  # this launch has not started its run yet
+        at = self._order.get(key, 0.0)
         if key == "claim":
-            return True
+            return 0.0
         if key.startswith("file:"):
-            return (self.run_dir / key[5:]).exists()
+            return at if (self.run_dir / key[5:]).exists() else None
         self._read()
-        return key in self._seen or self._latest > self._order[key]
+        if self._latest > at:
+            return self._latest
+        return at if key in self._seen else None
 
 
 @dataclass
@@ -233,9 +240,17 @@ def _kill_run(recipe: Path, env: dict, run_dir: Path, moments: list[float], line
             alive = proc.poll() is None
         else:
             mark, key = line.before(moment)
-            after = f"{moment - mark:.2f} s after {key}"
-            alive = _wait(proc, lambda pid=proc.pid, key=key: progress.reached(key, pid), t0 + 600) and \
-                not _wait(proc, lambda: False, time.monotonic() + moment - mark)
+            at: list[float] = []  # where the launch was when it was seen past the landmark
+
+            def arrived(pid: int = proc.pid, key: str = key, at: list[float] = at) -> bool:
+                at.append(progress.reached(key, pid))
+                return at[-1] is not None
+
+            reached = _wait(proc, arrived, t0 + 600)
+            after = f"{moment - at[-1]:.2f} s after {key}" if reached else f"before {key}"
+            if reached and at[-1] > mark:
+                after += f" (seen at a later landmark, {at[-1] - mark:.2f} s on)"
+            alive = reached and not _wait(proc, lambda: False, time.monotonic() + max(0.0, moment - at[-1]))
         if not alive:
             rc = proc.wait()
             raise AssertionError(f"launch {k} ended (exit {rc}) before its kill ({after}):\n"

@@ -175,26 +175,31 @@ def _own_sources(tmp_path: Path, sizes: tuple[int, int, int]) -> list[str]:
     return paths
 
 
-@given(sizes=st.tuples(*[st.integers(1, 60)] * 3), share=st.floats(0.05, 0.6), size=st.integers(1, 80))
+@given(sizes=st.tuples(*[st.integers(1, 60)] * 3), shares=st.lists(st.floats(0.05, 0.45), min_size=1, max_size=2),
+       size=st.integers(1, 80))
 @settings(max_examples=40, deadline=None)
-def test_train_shares_give_a_source_its_share_of_the_sample(data_dir: Path, tmp_path_factory, sizes, share,
+def test_train_shares_give_a_source_its_share_of_the_sample(data_dir: Path, tmp_path_factory, sizes, shares,
                                                             size) -> None:
     paths = _own_sources(tmp_path_factory.mktemp("own"), sizes)
-    spec = _spec(data_dir, train_texts=paths, eval_sets=["stsb"], max_train_examples=size,
-                 train_shares={paths[1]: share})
+    asked = dict(zip(paths[1:], shares, strict=False))  # one or two sources get shares; source 0 always fills the rest
+    spec = _spec(data_dir, train_texts=paths, eval_sets=["stsb"], max_train_examples=size, train_shares=asked)
     texts = [ex.text for ex in load_task(spec).train.examples]
-    shared = [t for t in texts if t.endswith("source 1")]
-    assert len(texts) == len(set(texts))
-    assert len(shared) == min(round(share * size), sizes[1])  # its share, or all it has
-    assert len(texts) - len(shared) == min(size - len(shared), sizes[0] + sizes[2])  # the others fill the rest
+    got = {path: sum(t.endswith(f"source {k}") for t in texts) for k, path in enumerate(paths)}
+    assert len(texts) == len(set(texts)) <= size
+    want = {path: min(int(share * size), sizes[paths.index(path)]) for path, share in asked.items()}
+    assert {path: got[path] for path in asked} == want  # each its share, rounded down, or all it has
+    others = sum(n for path, n in got.items() if path not in asked)
+    free = sum(n for path, n in zip(paths, sizes, strict=True) if path not in asked)
+    assert others == min(size - sum(want.values()), free)  # the others fill the rest
     assert texts == [ex.text for ex in load_task(spec).train.examples]  # seeded: the same sample again
 
 
 @pytest.mark.parametrize(("shares", "extra", "match"), [
     ({"questions": 0.2}, {}, r"names \['questions'\], which task.train_texts \['stsb'\] does not hold"),
     ({"stsb": 1.0}, {}, "above 0 and below 1"),
-    ({"stsb": 0.6, "corpus": 0.5}, {"train_texts": ["stsb", "corpus"]}, "add up to 1.1"),
-    ({"stsb": 0.5}, {"max_train_examples": None}, "give it"),
+    ({"stsb": 0.6, "corpus": 0.5}, {"train_texts": ["stsb", "corpus", "paragraphs"]}, "add up to 1.1"),
+    ({"stsb": 0.5}, {"max_train_examples": None, "train_texts": ["stsb", "corpus"]}, "give it"),
+    ({"stsb": 0.5}, {}, r"names every source of task.train_texts \['stsb'\]: leave one out"),
 ])
 def test_train_shares_that_cannot_be_are_refused_naming_the_key(shares, extra, match) -> None:
     kw = {"max_train_examples": 100, **extra}
@@ -202,3 +207,18 @@ def test_train_shares_that_cannot_be_are_refused_naming_the_key(shares, extra, m
         TaskSpec(name="embedding", train_shares=shares, **kw)
     with pytest.raises(ValueError, match="task.train_shares is for the embedding task"):
         TaskSpec(name="sst2", train_shares={"stsb": 0.5})
+
+
+def test_no_question_is_made_of_a_held_out_passage(data_dir: Path) -> None:
+    held = [f"Harold Godwinson was killed at Hastings{i} on that autumn day. They met Harold at the river. "
+            f"Then Harold went home after the battle was over." for i in range(2)]  # 2 of 20+ words, 3 sentences
+    free = "Harold Godwinson was crowned at Westminster. Men said Harold ruled well. They all knew Harold there."
+
+    def asked(holdout: int) -> set[str]:
+        spec = _spec(data_dir, train_texts=["questions"], eval_sets=["stsb"], holdout_passages=holdout)
+        return {ex.text for ex in load_task(spec, lambda: [*held, free]).train.examples}
+
+    made = {"Who was crowned at Westminster?", "Who was killed at Hastings0 on that autumn day?",
+            "Who was killed at Hastings1 on that autumn day?"}
+    assert asked(0) == made
+    assert asked(2) == {"Who was crowned at Westminster?"}  # both held paragraphs drawn: none of theirs asked

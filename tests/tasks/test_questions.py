@@ -41,6 +41,9 @@ def test_statements_about_a_name_become_who_or_what_questions() -> None:
     assert made_question(TEXT[6], proper) is None
     assert made_question(TEXT[2], proper) is None
     assert made_question(TEXT[5], proper) is None
+    # a possessive or a joined subject: only part of the subject is the name
+    assert made_question("Harold's army was beaten at Hastings that day.", proper) is None
+    assert made_question("Harold and his brothers were killed at Hastings.", proper) is None
 
 
 def test_the_questions_a_text_asks_are_found_inside_its_sentences() -> None:

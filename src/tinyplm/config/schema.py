@@ -137,6 +137,9 @@ class TaskSpec(Section):
         bad = {k: v for k, v in self.train_shares.items() if not 0 < v < 1}
         if bad:
             raise ValueError(f"task.train_shares {bad}: each share is a fraction of the sample, above 0 and below 1")
+        if set(named) <= set(self.train_shares):
+            raise ValueError(f"task.train_shares names every source of task.train_texts {named}: leave one out "
+                             "to fill the rest of the sample")
         if sum(self.train_shares.values()) >= 1:
             raise ValueError(f"task.train_shares add up to {sum(self.train_shares.values()):g}: they must leave "
                              "room (under 1) for the sources they do not name")

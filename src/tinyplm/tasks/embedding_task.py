@@ -248,9 +248,9 @@ def embedding_task_data(spec, corpus_texts: Callable[[], list[str]] | None = Non
     corpus = _Corpus(corpus_texts)
     cloze = (passage_cloze(corpus.paragraphs("task.holdout_passages"), spec.holdout_passages, spec.holdout_seed,
                            Path("corpus")) if spec.holdout_passages else None)
-    sources = _training_texts(spec, stsb, corpus)
     evaluated = {ex.text for split in evals.values() for ex in split.examples}
     excluded = evaluated | (set(held.texts_a + held.texts_b) if held else set()) | (cloze.used if cloze else set())
+    sources = _training_texts(spec, stsb, corpus, excluded)
     kept = _distinct(sources, excluded)
     rng = random.Random(spec.holdout_seed)
     order = [t for texts in kept.values() for t in texts]
@@ -303,8 +303,9 @@ class _Corpus:
         return self._paragraphs
 
 
-def _training_texts(spec, stsb: StsbTrain | None, corpus: _Corpus) -> dict[str, list[str]]:
-    """Each entry of ``task.train_texts`` -> its texts, in the recipe's order."""
+def _training_texts(spec, stsb: StsbTrain | None, corpus: _Corpus, excluded: set[str]) -> dict[str, list[str]]:
+    """Each entry of ``task.train_texts`` -> its texts, in the recipe's order. Questions are made
+    only of sentences not ``excluded``, so none is a held-out or evaluated sentence reworded."""
     texts: dict[str, list[str]] = {}
     for entry in spec.train_texts or DEFAULT_TRAIN:
         if entry == STSB:
@@ -312,7 +313,8 @@ def _training_texts(spec, stsb: StsbTrain | None, corpus: _Corpus) -> dict[str, 
         elif entry == CORPUS:
             texts[entry] = sentences_of(corpus.paragraphs(f"task.train_texts '{entry}'"))
         elif entry == QUESTIONS:
-            texts[entry] = questions_of(sentences_of(corpus.paragraphs(f"task.train_texts '{entry}'")))
+            sentences = sentences_of(corpus.paragraphs(f"task.train_texts '{entry}'"))
+            texts[entry] = questions_of(s for s in sentences if s not in excluded)
         elif entry == PARAGRAPHS:
             texts[entry] = [" ".join(p.split()) for p in corpus.paragraphs(f"task.train_texts '{entry}'")
                             if len(p.split()) >= MIN_PARAGRAPH_WORDS]
@@ -342,14 +344,16 @@ class Mix:
 def _mixed(order: list[str], kept: dict[str, list[str]], shares: dict[str, float], size: int,
            rng: random.Random) -> Mix:
     """``size`` texts of ``order`` (all sources, shuffled): each source ``shares`` names gives its share
-    of them (all it has when that is fewer), the others fill the rest in proportion to their size."""
+    of them (rounded down; all it has when that is fewer), the others fill the rest in proportion to
+    their size."""
     owner = {t: entry for entry, texts in kept.items() for t in texts}
+    quota = {entry: int(share * size) for entry, share in shares.items()}  # floors: together under size
     taken: dict[str, list[str]] = {entry: [] for entry in shares}
     for t in order:
         entry = owner[t]
-        if entry in taken and len(taken[entry]) < round(shares[entry] * size):
+        if entry in taken and len(taken[entry]) < quota[entry]:
             taken[entry].append(t)
-    rest = [t for t in order if owner[t] not in taken][: size - sum(map(len, taken.values()))]
+    rest = [t for t in order if owner[t] not in taken][: max(0, size - sum(map(len, taken.values())))]
     texts = [t for group in taken.values() for t in group] + rest
     rng.shuffle(texts)
     said = ", ".join(f"{entry} {len(group)} of {len(kept[entry])} ({shares[entry]:.0%} asked)"

@@ -7,11 +7,13 @@ of questions in place: they drift while everything it was shown gets closer to t
 made from the corpus sentences (:func:`questions_of`), in two ways:
 
 - **asked**: the questions the text itself asks (dialogue in novels: "What happened to you?"),
-  each wh-question or yes/no question found inside a sentence;
+  each one opening with a capitalised wh-word or auxiliary ("What", "Is") found inside a
+  sentence (up to its question mark, so not one holding a full stop, as "Mr." or "3.5");
 - **made**: statements whose subject is a name turned into a factoid question by putting ``Who``
   or ``What`` in the subject's place ("Harold Godwinson was killed at Hastings ." ->
   "Who was killed at Hastings?"). Only the subject is replaced, so no verb needs inflecting and
-  the question is as grammatical as its sentence; ``What`` where the name starts with ``The``,
+  the question is as grammatical as its sentence (a possessive or a subject joined by "and" is
+  not taken: "Who army was defeated?"); ``What`` where the name starts with ``The``,
   ``Who`` elsewhere (some of those are places: the teacher's vector of the question is the
   target either way, so the question needs to be question-shaped, not right). A capitalised
   sentence opening is a name only when one of its words is a proper word of the same text
@@ -19,8 +21,8 @@ made from the corpus sentences (:func:`questions_of`), in two ways:
   "Wedding bells rang." or "Let him go." are not taken for names.
 
 Deliberately plain rules, not a question-generation model: none is shipped with the data, and the
-texts only have to be questions of the corpus' kind. No evaluated question is ever made or kept:
-the task leaves evaluated and held-out texts out of every source.
+texts only have to be questions of the corpus' kind. The embedding task makes them only of
+sentences that are neither evaluated nor held out, and leaves evaluated texts out of every source.
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ _NAME = r"[A-Z][\w'’.-]*"
 _SUBJECT = re.compile(
     rf"^(?P<the>The )?(?P<name>{_NAME}(?: (?:of |the |de |von |van )?{_NAME}){{0,4}}) (?P<rest>[a-z][^?!]*?)\s*\.$"
 )
+#: A name ending in a possessive ("Harold's army"): the subject is what follows, not the name.
+_POSSESSIVE = re.compile(r"['’]s?$")
+#: Words after a name that make it part of a longer subject ("Harold and Edith were ...").
+_JOINERS = frozenset({"and", "or", "nor", "&"})
 #: First words that open a statement with no name as its subject (a pronoun, a conjunction, ...).
 _NOT_NAMES = frozenset(
     "It He She They We I You This That These Those There Here In On At By For From With As After Before When While "
@@ -79,7 +85,9 @@ def made_question(sentence: str, proper: frozenset[str]) -> str | None:
     its words in ``proper``, lower-cased: :func:`proper_words`) and the question has
     :data:`MIN_WORDS` to :data:`MAX_WORDS` words; else None."""
     match = _SUBJECT.match(sentence)
-    if match is None or match["name"].split()[0] in _NOT_NAMES:
+    if match is None or match["name"].split()[0] in _NOT_NAMES or _POSSESSIVE.search(match["name"]):
+        return None
+    if match["rest"].split()[0] in _JOINERS:
         return None
     if not any(w.lower() in proper for w in _WORD.findall(match["name"])):
         return None
