@@ -26,6 +26,7 @@ from tinyplm.config.compress import AFTER_TRIM, TERMINAL_KINDS, CompressStep, ch
 from tinyplm.config.finetune import unsaved_form_error
 from tinyplm.config.names import logits_source_problem, student_name, teacher_copies  # noqa: F401  (re-exported)
 from tinyplm.config.tracking import TrackingSpec
+from tinyplm.config.train_shares import check_train_shares
 
 
 class TaskSpec(Section):
@@ -111,7 +112,7 @@ class TaskSpec(Section):
         for key in ("train_texts", "eval_sets", "train_shares"):
             if getattr(self, key) is not None and not embedding:
                 raise ValueError(f"task.{key} is for the embedding task (name: embedding), not '{self.name}'")
-        self._shares_fit()
+        check_train_shares(self.train_shares, self.train_texts, self.max_train_examples)
         if self.holdout_passages and not embedding:
             raise ValueError(f"task.holdout_passages is for the embedding task (name: embedding), not '{self.name}'")
         if embedding and (self.holdout_min_words or self.holdout_drop_parts):
@@ -124,27 +125,6 @@ class TaskSpec(Section):
             raise ValueError("holdout_drop_parts leaves out the parts of held-out examples, but task.holdout is not "
                              "set: give task.holdout (how many training examples to hold out)")
         return self
-
-    def _shares_fit(self) -> None:
-        """``train_shares`` names sources of ``train_texts``, each a share in (0, 1), together under 1, of a
-        ``max_train_examples`` sample (raises ``ValueError`` saying which)."""
-        if not self.train_shares:
-            return
-        named = self.train_texts or ["stsb"]
-        unknown = [k for k in self.train_shares if k not in named]
-        if unknown:
-            raise ValueError(f"task.train_shares names {unknown}, which task.train_texts {named} does not hold")
-        bad = {k: v for k, v in self.train_shares.items() if not 0 < v < 1}
-        if bad:
-            raise ValueError(f"task.train_shares {bad}: each share is a fraction of the sample, above 0 and below 1")
-        if set(named) <= set(self.train_shares):
-            raise ValueError(f"task.train_shares names every source of task.train_texts {named}: leave one out "
-                             "to fill the rest of the sample")
-        if sum(self.train_shares.values()) >= 1:
-            raise ValueError(f"task.train_shares add up to {sum(self.train_shares.values()):g}: they must leave "
-                             "room (under 1) for the sources they do not name")
-        if not self.max_train_examples:
-            raise ValueError("task.train_shares are shares of a sample of task.max_train_examples texts: give it")
 
     def window_stride(self) -> int:
         """The SQuAD document stride in effect: ``doc_stride``, or its default for this window."""
