@@ -290,10 +290,11 @@ def _sized(split: Split, max_length: int) -> Split:
 
 
 class _Corpus:
-    """The run's corpus paragraphs (``corpus_texts``), read once when first asked for."""
+    """The run's corpus paragraphs (``corpus_texts``), read once when first asked for, and their
+    sentences, cut once (``corpus`` and ``questions`` both read them)."""
 
     def __init__(self, read: Callable[[], list[str]] | None) -> None:
-        self._read, self._paragraphs = read, None
+        self._read, self._paragraphs, self._sentences = read, None, None
 
     def paragraphs(self, wanted_by: str) -> list[str]:
         if self._read is None:
@@ -301,6 +302,11 @@ class _Corpus:
         if self._paragraphs is None:
             self._paragraphs = self._read()
         return self._paragraphs
+
+    def sentences(self, wanted_by: str) -> list[str]:
+        if self._sentences is None:
+            self._sentences = sentences_of(self.paragraphs(wanted_by))
+        return self._sentences
 
 
 def _training_texts(spec, stsb: StsbTrain | None, corpus: _Corpus, excluded: set[str]) -> dict[str, list[str]]:
@@ -311,9 +317,9 @@ def _training_texts(spec, stsb: StsbTrain | None, corpus: _Corpus, excluded: set
         if entry == STSB:
             texts[entry] = [*stsb.pairs.texts_a, *stsb.pairs.texts_b]
         elif entry == CORPUS:
-            texts[entry] = sentences_of(corpus.paragraphs(f"task.train_texts '{entry}'"))
+            texts[entry] = corpus.sentences(f"task.train_texts '{entry}'")
         elif entry == QUESTIONS:
-            sentences = sentences_of(corpus.paragraphs(f"task.train_texts '{entry}'"))
+            sentences = corpus.sentences(f"task.train_texts '{entry}'")
             texts[entry] = questions_of(s for s in sentences if s not in excluded)
         elif entry == PARAGRAPHS:
             texts[entry] = [" ".join(p.split()) for p in corpus.paragraphs(f"task.train_texts '{entry}'")
