@@ -120,6 +120,10 @@ class ObjectiveSpec(Section):
                                  "vector and the teacher's")
     similarity_kd: float = Field(0.0, ge=0, description="embedding task: MSE between the student's and the "
                                  "teacher's in-batch cosine matrices (needs no common width)")
+    similarity_memory: int = Field(0, ge=0, description="embedding task: the similarity_kd term also compares each "
+                                   "batch with this many texts of the batches before it (a cross-batch memory): "
+                                   "batches are grouped by length, so only there do short texts (questions) meet "
+                                   "long ones (passages); 0 = the batch alone")
     keep_start: float = Field(0.0, ge=0, lt=1, description="embedding task: the share of each target the student's "
                               "own vectors from before the stage keep (learning without forgetting): the targets are "
                               "the teacher's vectors and those start vectors side by side, so the cosine of two "
@@ -130,6 +134,13 @@ class ObjectiveSpec(Section):
     def _some_weight(self) -> ObjectiveSpec:
         if not any(getattr(self, k) > 0 for k in LOSS_TERMS):
             raise ValueError(f"every loss weight is 0 ({', '.join(LOSS_TERMS)}): nothing to train on")
+        return self
+
+    @model_validator(mode="after")
+    def _memory_needs_similarity(self) -> ObjectiveSpec:
+        if self.similarity_memory and not self.similarity_kd > 0:
+            raise ValueError(f"similarity_memory = {self.similarity_memory} serves the similarity_kd term: set "
+                             "similarity_kd > 0, or similarity_memory to 0")
         return self
 
     @model_validator(mode="after")

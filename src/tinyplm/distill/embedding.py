@@ -58,10 +58,11 @@ import torch
 from torch import nn
 
 from tinyplm.distill.intermediate import make_projection
+from tinyplm.distill.similarity_memory import SimilarityMemory
 from tinyplm.models.infer import predict_logits
 from tinyplm.tasks.encoding import Encoded, model_inputs
 from tinyplm.train.objective import Batch
-from tinyplm.train.vector_losses import cosine_loss, cosine_matrix, similarity_kd, vector_mse
+from tinyplm.train.vector_losses import cosine_loss, cosine_matrix, cross_similarity_kd, similarity_kd, vector_mse
 
 __all__ = ["EmbeddingLossWeights", "EmbeddingObjective", "blend_targets", "cosine_loss", "cosine_matrix",
            "similarity_kd", "vector_mse", "with_start"]
@@ -164,15 +165,17 @@ class EmbeddingObjective(nn.Module):
     ``input_ids``, ``attention_mask``, ``token_type_ids``, each ``(batch, seq)``) returns its
     vectors ``(batch, student_dim)``; a model that has no use for ``token_type_ids`` ignores them.
     ``proj``: ``nn.Linear(student_dim, teacher_dim)`` when the widths differ, else None; used for
-    training only.
+    training only. ``memory``: texts of earlier batches the similarity term also compares each batch
+    with (:class:`~tinyplm.distill.similarity_memory.SimilarityMemory`; 0 = the batch alone).
 
-    Raises ``ValueError`` for a width < 1.
+    Raises ``ValueError`` for a width < 1, or a memory < 0 or without the similarity term.
     """
 
     needs_teacher_logits = True
     needs_teacher = False
 
-    def __init__(self, student_dim: int, teacher_dim: int, weights: EmbeddingLossWeights | None = None) -> None:
+    def __init__(self, student_dim: int, teacher_dim: int, weights: EmbeddingLossWeights | None = None,
+                 memory: int = 0) -> None:
         super().__init__()
         for name, value in (("student_dim", student_dim), ("teacher_dim", teacher_dim)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -180,6 +183,11 @@ class EmbeddingObjective(nn.Module):
         self.student_dim, self.teacher_dim = student_dim, teacher_dim
         self.weights = weights if weights is not None else EmbeddingLossWeights()
         self.proj = make_projection(student_dim, teacher_dim)
+        if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0:
+            raise ValueError(f"similarity memory = {memory!r}: expected a number of texts >= 0")
+        if memory and "similarity" not in self.weights.active():
+            raise ValueError(f"similarity memory = {memory}: it serves the similarity term, whose weight is 0")
+        self.memory = SimilarityMemory(memory, student_dim, teacher_dim) if memory else None
 
     def check(self, model: nn.Module, teacher: nn.Module | None) -> None:
         """Run ``model`` once, without gradients and in eval mode (each submodule's mode is restored
@@ -245,18 +253,26 @@ class EmbeddingObjective(nn.Module):
             raise ValueError("the embedding objective needs the teacher's vectors of the training texts "
                              "(teacher_logits, (N, teacher_dim))")
         rows = int(batch.index.shape[0])
-        return self.terms(self.vectors_of(model(**batch.inputs), rows), batch.teacher_logits)[0]
+        student = self.vectors_of(model(**batch.inputs), rows)
+        if self.memory is None:
+            return self.terms(student, batch.teacher_logits)[0]
+        loss = self.terms(student, batch.teacher_logits, self.memory.rows())[0]
+        self.memory.push(student, batch.teacher_logits.float())
+        return loss
 
     def project(self, student: torch.Tensor) -> torch.Tensor:
         """The student's vectors ``(batch, student_dim)`` in the teacher's width
         ``(batch, teacher_dim)``, float32 (through :attr:`proj` when the widths differ)."""
         return (self.proj(student) if self.proj is not None else student).float()
 
-    def terms(self, student: torch.Tensor, teacher: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+    def terms(self, student: torch.Tensor, teacher: torch.Tensor,
+              memory: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, dict[str, float]]:
         """The weighted loss and each active term's value (for logging) for one batch.
 
         ``student`` ``(batch, student_dim)``, ``teacher`` ``(batch, teacher_dim)``. The MSE and
-        cosine terms compare the projected student vectors, the similarity term the student's own.
+        cosine terms compare the projected student vectors, the similarity term the student's own;
+        with ``memory`` (earlier texts' student and teacher vectors) it also compares the batch with
+        them (:func:`~tinyplm.train.vector_losses.cross_similarity_kd`).
         Raises ``ValueError`` for vectors of other widths or batch sizes.
         """
         if teacher.dim() != 2 or teacher.shape[1] != self.teacher_dim:
@@ -275,6 +291,7 @@ class EmbeddingObjective(nn.Module):
             if "cosine" in active:
                 parts["cosine"] = cosine_loss(projected, teacher)
         if "similarity" in active:
-            parts["similarity"] = similarity_kd(student, teacher)
+            parts["similarity"] = (similarity_kd(student, teacher) if memory is None
+                                   else cross_similarity_kd(student, teacher, *memory))
         total = sum((active[name] * value for name, value in parts.items()), torch.zeros((), device=student.device))
         return total, {name: float(value.detach()) for name, value in parts.items()}

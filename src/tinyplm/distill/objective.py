@@ -223,14 +223,14 @@ def _task_objective(spec: ObjectiveSpec, student: nn.Module, teacher: nn.Module,
 def _vector_objective(spec: ObjectiveSpec, student: nn.Module, teacher: nn.Module, is_regression: bool,
                       tokenizer, head: Head, class_weights: tuple[float, ...] | None) -> nn.Module:
     """The embedding head's objective: the stage's vector terms (``vector_mse``, ``vector_cosine``,
-    ``similarity_kd``) between the student's and the teacher's sentence vectors, widths read from the
-    two models (``.dim``); with ``keep_start`` the targets are wider by the student's own width
-    (:func:`tinyplm.distill.embedding.blend_targets`)."""
+    ``similarity_kd``, against ``similarity_memory`` earlier texts too) between the student's and the
+    teacher's sentence vectors, widths read from the two models (``.dim``); with ``keep_start`` the
+    targets are wider by the student's own width (:func:`tinyplm.distill.embedding.blend_targets`)."""
     from tinyplm.distill.embedding import EmbeddingLossWeights, EmbeddingObjective
 
     weights = EmbeddingLossWeights(mse=spec.vector_mse, cosine=spec.vector_cosine, similarity=spec.similarity_kd)
     target_dim = int(teacher.dim) + (int(student.dim) if spec.keep_start > 0 else 0)  # blend_targets' width
-    return EmbeddingObjective(int(student.dim), target_dim, weights)
+    return EmbeddingObjective(int(student.dim), target_dim, weights, spec.similarity_memory)
 
 
 #: Each head's stage objective: (spec, student, teacher, is_regression, tokenizer, head, class_weights) ->

@@ -143,5 +143,5 @@ def train_sentence_stage(model: StaticSentenceEncoder, stage: StageSpec, inp: Ru
                                                      batch_size=spec.eval_batch_size),
                    teacher_logits=with_start(inp.teachers.logits(enc), model, enc, stage.objective.keep_start,
                                              bf16=bf16))
-    shown = stage.objective.model_dump(include={*VECTOR_TERMS, "keep_start"})
+    shown = stage.objective.model_dump(include={*VECTOR_TERMS, "keep_start", "similarity_memory"})
     return result.model, replace(train_info(result, spec, shown, method=False), examples=len(enc))

@@ -61,3 +61,34 @@ def similarity_kd(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
     if student.shape[0] != teacher.shape[0]:
         raise ValueError(f"student batch {student.shape[0]} and teacher batch {teacher.shape[0]} differ")
     return F.mse_loss(cosine_matrix(student), cosine_matrix(teacher))
+
+
+def cross_similarity_kd(student: torch.Tensor, teacher: torch.Tensor, memory_student: torch.Tensor,
+                        memory_teacher: torch.Tensor) -> torch.Tensor:
+    """Similarity KD against a memory of earlier batches (cross-batch memory, Wang et al. 2020):
+    MSE between the student's cosines of each batch row with every row of ``[batch; memory]`` and
+    the teacher's, ``(batch, batch + memory)`` entries each side.
+
+    ``memory_student`` ``(m, student_dim)`` and ``memory_teacher`` ``(m, teacher_dim)`` are the
+    same ``m`` earlier texts' vectors (the student's from when they were trained on, used as fixed
+    points: no gradient flows into them). With ``m`` 0 this is :func:`similarity_kd`. Raises
+    ``ValueError`` when the batch or memory sizes differ between the sides, or a width differs from
+    its side's batch."""
+    _check_vectors("student", student)
+    _check_vectors("teacher", teacher)
+    if student.shape[0] != teacher.shape[0]:
+        raise ValueError(f"student batch {student.shape[0]} and teacher batch {teacher.shape[0]} differ")
+    if memory_student.shape[0] != memory_teacher.shape[0]:
+        raise ValueError(f"student memory {memory_student.shape[0]} rows and teacher memory "
+                         f"{memory_teacher.shape[0]} rows differ")
+    if memory_student.shape[0] == 0:
+        return similarity_kd(student, teacher)
+    for name, batch, memory in (("student", student, memory_student), ("teacher", teacher, memory_teacher)):
+        if memory.dim() != 2 or memory.shape[1] != batch.shape[1]:
+            raise ValueError(f"{name} memory of shape {tuple(memory.shape)}: expected (m, {batch.shape[1]})")
+
+    def cosines(batch: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
+        unit = F.normalize(batch.float(), dim=-1)
+        return unit @ torch.cat([unit, F.normalize(memory.detach().float(), dim=-1)]).T
+
+    return F.mse_loss(cosines(student, memory_student), cosines(teacher, memory_teacher))
