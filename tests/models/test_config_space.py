@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, note, seed, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from conftest import make_tiny_glue, tiny_recipe, tiny_sentiment_rows
+from conftest import make_tiny_glue, make_tiny_model_dir, tiny_recipe, tiny_sentiment_rows
 from helpers_config_space import FAMILIES, REFUSED, Drawn, family_configs
 from helpers_families import tiny_tokenizer
 from tinyplm.compress import CompressContext, apply_step
@@ -320,3 +320,28 @@ def test_a_window_longer_than_the_teachers_positions_is_refused(tmp_path: Path, 
                 preflight(cfg)
         else:
             assert preflight(cfg).teacher_dir == teacher
+
+
+def test_a_window_longer_than_a_students_own_start_can_read_is_refused(tmp_path: Path) -> None:
+    """A student that starts from another model (``init_from``) reads the texts in its own positions:
+    a window its table cannot hold is refused before any work, naming that model, not the teacher."""
+    from tinyplm.errors import RecipeError
+
+    teacher = _saved_teacher("electra", tmp_path)  # 66 positions
+    start = make_tiny_model_dir(tmp_path / "start")  # 64
+    glue = make_tiny_glue(tmp_path / "glue", n_train=16, n_dev=8)
+    for length, refused in ((64, False), (65, True)):
+        raw = tiny_recipe(tmp_path, teacher, glue, teacher={"model": str(teacher)},
+                          students=[{"name": "own", "init_from": str(start)}])
+        raw["task"]["max_length"] = length
+        cfg = validate_recipe(raw, source="test")
+        if refused:
+            with pytest.raises(RecipeError, match=r"task.max_length 65 is longer than the 64 positions the student "
+                                                  rf"own's init_from {start / 'config.json'}"):
+                preflight(cfg)
+            assert not Path(cfg.output_dir).exists()
+        else:
+            try:
+                preflight(cfg)
+            except RecipeError as exc:  # another check may refuse this pairing, but never for its window
+                assert "positions" not in str(exc), exc

@@ -150,7 +150,7 @@ def test_final_runtime_form_loads_in_sentence_transformers_with_its_float_weight
     students = [{"name": "s", "teacher_layers": [1], "objective": {"vector_cosine": 1.0}, "train": SHORT,
                  "compress": [{"kind": "trim_vocab"},
                               {"kind": "runtime", "runtime": "fastest", "candidates": ["onnx_dynamic_int8"]}]}]
-    cfg = load_recipe(_recipe(tmp_path, students))
+    cfg = load_recipe(_recipe(tmp_path, students, eval_max_length=40))  # the teacher's layout says 48
     record = run(cfg)
     assert record.info.final_model == "s.runtime"
     run_dir = Path(cfg.output_dir.replace("{name}", cfg.name))
@@ -159,7 +159,12 @@ def test_final_runtime_form_loads_in_sentence_transformers_with_its_float_weight
     texts = ["a good movie", "the plot was not great at all", "actor"]
     parent, tok = load_for_head(run_dir / "students" / "s.trim_vocab", (), False, Head.EMBEDDING)
     torch_vectors = encode_texts(parent, tok, texts)
-    st_vectors = SentenceTransformer(str(model_dir), device="cpu").encode(texts)
+    loaded = SentenceTransformer(str(model_dir), device="cpu")
+    st_vectors = loaded.encode(texts)
+    # every stage was measured reading task.eval_max_length pieces, and says so to whoever loads it
+    assert loaded.max_seq_length == 40
+    for saved in (run_dir / "teacher", run_dir / "students" / "s", run_dir / "students" / "s.trim_vocab", model_dir):
+        assert json.loads((saved / "sentence_bert_config.json").read_text())["max_seq_length"] == 40, saved
     norms = np.linalg.norm(st_vectors, axis=1) * np.linalg.norm(torch_vectors, axis=1)
     cos = (st_vectors * torch_vectors).sum(1) / norms
     assert cos.min() >= 0.999

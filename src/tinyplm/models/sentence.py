@@ -299,6 +299,26 @@ def save_sentence_encoder(model: SentenceEncoder, tokenizer, out: Path) -> Path:
 # encoding
 
 
+def declare_max_length(model: object, max_length: int) -> bool:
+    """Make an embedding model (a :class:`SentenceEncoder`, or its graph in another runtime, whose
+    layout lives in its ``sentence`` parts) declare ``max_length`` as the token limit
+    sentence-transformers applies (its layout's ``max_seq_length``, saved in
+    ``sentence_bert_config.json``), so a user who loads it reads texts as far as it was measured.
+    Returns whether the model has a layout (a static encoder or a classifier has none: unchanged).
+    Raises ``TinyplmError`` for a ``max_length`` below 1."""
+    if max_length < 1:
+        raise TinyplmError(f"max_length must be at least 1, got {max_length}")
+    layout = getattr(model, "layout", None)
+    if not isinstance(layout, SentenceLayout):
+        return False
+    declared = replace(layout, max_seq_length=max_length)
+    if isinstance(model, SentenceEncoder):
+        model.layout = declared
+    else:  # a graph: its layout is a property of its sentence parts
+        model.sentence = replace(model.sentence, layout=declared)
+    return True
+
+
 def default_max_length(model: SentenceEncoder, tokenizer) -> int:
     """The token limit ST applies: the layout's ``max_seq_length``, else the tokenizer's
     ``model_max_length`` capped at the encoder's ``max_position_embeddings``."""

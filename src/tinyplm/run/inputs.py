@@ -25,8 +25,10 @@ from tinyplm.files import write_json_atomic
 from tinyplm.models import fingerprint, is_complete
 from tinyplm.models.head_loading import load_for_head
 from tinyplm.models.infer import use_bf16
+from tinyplm.models.sentence import declare_max_length
 from tinyplm.report.info import SAVED_MARK, StageInfo, TrainingInfo
 from tinyplm.tasks.base import Example, Split, TaskData
+from tinyplm.tasks.embedding_task import EMBEDDING_TASK
 from tinyplm.tasks.encoding import Encoded, encode_split
 from tinyplm.train import get_accelerator
 from tinyplm.train.progress import JsonlLog
@@ -223,7 +225,12 @@ TASK_KEY = "tinyplm_task"
 
 
 def stamp_task(model, task: TaskSpec) -> None:
-    """Record ``task``'s name and encoding settings in ``model``'s config (saved with it)."""
+    """Record ``task``'s name and encoding settings in ``model``'s config (saved with it). An
+    embedding model also declares ``task.eval_max_length`` as its own token limit (its
+    sentence-transformers ``max_seq_length``): its metrics were measured reading that far, so
+    ``SentenceTransformer(dir)``, ``tinyplm predict`` and ``serve`` read as far."""
+    if task.name.strip().lower() == EMBEDDING_TASK:
+        declare_max_length(model, task.eval_max_length)
     record = {"name": task.name, "max_length": task.max_length}
     if task.name.lower().startswith("squad"):
         record.update(doc_stride=task.window_stride(), max_query_length=task.max_query_length)

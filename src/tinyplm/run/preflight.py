@@ -61,7 +61,7 @@ def preflight(cfg: RunConfig) -> Preflight:
     tok = load_tokenizer(src, int(model_cfg["vocab_size"]))
     stages = [(spec, st) for spec in cfg.students for st in spec.stage_specs()]
     _check_config_limits(cfg, model_cfg, src)
-    _check_window(cfg.task, model_cfg, src)
+    _check_window(cfg, model_cfg, src)
     if any(st.objective.layerwise for _, st in stages) and model_cfg["model_type"] not in ROLES:
         raise ModelError(f"{src}: layer-wise distillation needs a teacher of a family in the role table "
                          f"({', '.join(ROLES)}); this one is '{model_cfg['model_type']}'")
@@ -169,18 +169,24 @@ def _check_config_limits(cfg: RunConfig, model_cfg: dict, src: Path) -> None:
             raise ModelError(f"{src / 'config.json'}: student {student_name(spec)} ({how}): {'; '.join(layered)}")
 
 
-def _check_window(task: TaskSpec, model_cfg: dict, src: Path) -> None:
-    """``task.max_length`` longer than the teacher's position table can read is refused before any
-    work (a text that long would fail mid-training), naming both numbers and what would work."""
-    usable = roles.usable_positions(model_cfg)
-    if usable is not None and task.max_length > usable:
-        rows = model_cfg.get("max_position_embeddings")
-        why = f" (max_position_embeddings {rows}, counted after the padding id)" if rows != usable else ""
-        raise RecipeError(f"task.max_length {task.max_length} is longer than the {usable} positions the teacher "
-                          f"{src / 'config.json'} can read{why}; set task.max_length to at most {usable}")
-    if usable is not None and task.name.strip().lower() == "embedding" and task.eval_max_length > usable:
-        raise RecipeError(f"task.eval_max_length {task.eval_max_length} is longer than the {usable} positions the "
-                          f"teacher {src / 'config.json'} can read; set it to at most {usable}")
+def _check_window(cfg: RunConfig, model_cfg: dict, src: Path) -> None:
+    """``task.max_length`` (and an embedding task's ``task.eval_max_length``) longer than the
+    teacher's position table, or that of a model a student starts from (``init_from``), can read is
+    refused before any work (a text that long would fail mid-training or at the first evaluation),
+    naming both numbers and what would work."""
+    task = cfg.task
+    own = [(f"student {student_name(s)}'s init_from", resolve_model_dir(s.init_from)) for s in cfg.students
+           if s.family is None and s.init_from and s.init_from != "teacher" and cfg.earlier_student(s) is None]
+    for who, folder, config in [("teacher", src, model_cfg), *((w, f, check_model_dir(f)) for w, f in own)]:
+        usable = roles.usable_positions(config)
+        limits = [("task.max_length", task.max_length)]
+        limits += [("task.eval_max_length", task.eval_max_length)] if task.name.strip().lower() == "embedding" else []
+        for key, value in limits:
+            if usable is not None and value > usable:
+                rows = config.get("max_position_embeddings")
+                why = f" (max_position_embeddings {rows}, counted after the padding id)" if rows != usable else ""
+                raise RecipeError(f"{key} {value} is longer than the {usable} positions the {who} "
+                                  f"{folder / 'config.json'} can read{why}; set {key} to at most {usable}")
 
 
 def _check_trimmable(cfg: RunConfig, teacher: _Teacher) -> None:
