@@ -19,7 +19,7 @@ from tinyplm.config.schema import (
     TaskSpec,
     student_name,
 )
-from tinyplm.errors import DataError, ModelError, RecipeError
+from tinyplm.errors import DataError, ModelError, RecipeError, TinyplmError
 from tinyplm.models import check_model_dir, load_tokenizer, resolve_model_dir, roles
 from tinyplm.models.classic.config import TEACHER_TOKENIZED
 from tinyplm.models.roles import ROLES
@@ -175,9 +175,15 @@ def _check_window(cfg: RunConfig, model_cfg: dict, src: Path) -> None:
     refused before any work (a text that long would fail mid-training or at the first evaluation),
     naming both numbers and what would work."""
     task = cfg.task
-    own = [(f"student {student_name(s)}'s init_from", resolve_model_dir(s.init_from)) for s in cfg.students
-           if s.family is None and s.init_from and s.init_from != "teacher" and cfg.earlier_student(s) is None]
-    for who, folder, config in [("teacher", src, model_cfg), *((w, f, check_model_dir(f)) for w, f in own)]:
+    checked = [("teacher", src, model_cfg)]
+    for s in cfg.students:
+        if s.family is None and s.init_from and s.init_from != "teacher" and cfg.earlier_student(s) is None:
+            try:
+                folder = resolve_model_dir(s.init_from)
+                checked.append((f"student {student_name(s)}'s init_from", folder, check_model_dir(folder)))
+            except TinyplmError:  # a missing or damaged start is named by the student's own check below
+                continue
+    for who, folder, config in checked:
         usable = roles.usable_positions(config)
         limits = [("task.max_length", task.max_length)]
         limits += [("task.eval_max_length", task.eval_max_length)] if task.name.strip().lower() == "embedding" else []
