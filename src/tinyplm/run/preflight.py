@@ -183,10 +183,10 @@ def _check_window(cfg: RunConfig, model_cfg: dict, src: Path) -> None:
                 checked.append((f"student {student_name(s)}'s init_from", folder, check_model_dir(folder)))
             except TinyplmError:  # a missing or damaged start is named by the student's own check below
                 continue
+    limits = [("task.max_length", task.max_length)]
+    limits += [("task.eval_max_length", task.eval_max_length)] if task.name.strip().lower() == "embedding" else []
     for who, folder, config in checked:
         usable = roles.usable_positions(config)
-        limits = [("task.max_length", task.max_length)]
-        limits += [("task.eval_max_length", task.eval_max_length)] if task.name.strip().lower() == "embedding" else []
         for key, value in limits:
             if usable is not None and value > usable:
                 rows = config.get("max_position_embeddings")
