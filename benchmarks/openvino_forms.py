@@ -2,7 +2,7 @@
 
     python benchmarks/openvino_forms.py runs/sst2_demo
 
-Takes the student stage of a finished run (``--stage``, default the demo's ``student-L2.trim_vocab``:
+Takes the student stage of a finished run (``--stage``, default the demo's ``student-L3.trim_vocab``:
 the PyTorch model its ``runtime`` step starts from) and makes four OpenVINO forms of it, each with
 int8 embedding tables, as the demo's ``runtime`` step does:
 
@@ -49,7 +49,7 @@ def make_forms(student, train, work: Path, precision: str = "auto") -> dict:
 def main() -> Path:
     p = harness.parser(__doc__, out="JSON path (default: RUN/openvino_forms.json)", threads=True)
     p.add_argument("run", type=Path, help="a finished tinyplm run dir (the demo's)")
-    p.add_argument("--stage", default="student-L2.trim_vocab", help="the PyTorch student stage")
+    p.add_argument("--stage", default="student-L3.trim_vocab", help="the PyTorch student stage")
     p.add_argument("--examples", type=int, default=3000, help="training sentences agreement is counted on")
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()

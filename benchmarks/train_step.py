@@ -6,7 +6,7 @@ process; forward, backward (with gradient clipping) and the optimiser step are t
 student's word table is most of its weights, and the default AdamW's passes over it were most of its
 step. Prints one JSON line per model and optimiser, then the path of the JSON file (its last line).
 
-    python benchmarks/train_step.py runs/sst2_demo/teacher runs/sst2_demo/students/student-L2
+    python benchmarks/train_step.py runs/sst2_demo/teacher runs/sst2_demo/students/student-L3
 """
 
 from __future__ import annotations

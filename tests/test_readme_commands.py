@@ -92,7 +92,7 @@ TINY_PRETRAIN = ("train.max_steps=2", "corpus.max_length=32", "eval.max_texts=4"
 #: int8-stored weights for the student).
 TINY_DEMO = (*TINY_GLUE_RUN, "task.holdout=8", "task.holdout_min_words=0", "students.1.shape.hidden=32",
              "students.1.shape.heads=4", "students.1.shape.ffn=24",
-             "students.0.compress.0.candidates=[onnx_dynamic_int8]", "students.1.compress.1.candidates=[openvino]")
+             "students.0.compress.0.candidates=[onnx_dynamic_int8]", "students.1.compress.3.candidates=[openvino]")
 
 #: The demo recipe's teacher alone, shrunk: for the lines that are about the run, not its students.
 TINY_TEACHER_ONLY = (*TINY_GLUE_RUN, "task.holdout=8", "task.holdout_min_words=0", "students=[]")
@@ -317,7 +317,7 @@ DOC_LINES: dict[str, Way] = {
         None, "cheap check only: four OpenVINO forms of the demo's student timed beside the teacher, minutes; "
         "tests/test_openvino_forms_bench.py checks its four forms, tests/compress/test_openvino.py the "
         "int8-stored weights"),
-    "python benchmarks/train_step.py runs/sst2_demo/teacher runs/sst2_demo/students/student-L2": Way(
+    "python benchmarks/train_step.py runs/sst2_demo/teacher runs/sst2_demo/students/student-L3": Way(
         "test_demo_run_benchmarks", "as written, on the tiny demo run, 2 steps a round, its own --out",
         add=("--steps", "2", "--rounds", "1", "--batch-size", "8", "--out", "runs/train_step.json")),
     "python benchmarks/predict_ray.py runs/sst2_demo/model": Way(
@@ -947,12 +947,13 @@ def test_sst2_demo_run(demo_run: Path) -> None:
     """The demo recipe, shrunk: every stage of the recipe measured, model/ chosen on the held-out sentences."""
     results = _results(demo_run)
     assert [s["name"] for s in results["stages"]] == [
-        "teacher", "teacher-best.runtime", "student-L2", "student-L2.trim_vocab", "student-L2.runtime"]
+        "teacher", "teacher-best.runtime", "student-L3", "student-L3.prune_heads", "student-L3.prune_ffn",
+        "student-L3.trim_vocab", "student-L3.runtime"]
     info = results["info"]
     assert info["holdout"] == 8 and info["selection_metric"] == "accuracy_holdout"
     assert "held-out" in info["final_rule"] and info["final_model"] in [s["name"] for s in results["stages"]]
     for name in ("config.resolved.yaml", "summary.md", "report.html", "model/config.json", "teacher/config.json",
-                 "students/student-L2/config.json"):
+                 "students/student-L3/config.json"):
         assert (demo_run / name).is_file(), name
 
 
@@ -986,7 +987,7 @@ def test_probe_and_heads_lines(world: World) -> None:
 @pytest.mark.slow
 def test_demo_run_benchmarks(world: World, demo_run: Path) -> None:
     """The benchmarks that read the demo run, on the tiny one; each prints its JSON's path last."""
-    for line in ("python benchmarks/train_step.py runs/sst2_demo/teacher runs/sst2_demo/students/student-L2",
+    for line in ("python benchmarks/train_step.py runs/sst2_demo/teacher runs/sst2_demo/students/student-L3",
                  "python benchmarks/student_families.py --teacher runs/sst2_demo/teacher --task sst2"):
         path = Path(ok(run_line(line, world)).strip().splitlines()[-1])
         assert (world.cwd / path).is_file(), (line, path)
