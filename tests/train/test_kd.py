@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tinyplm.tasks.base import UNLABELLED_CLASS
 from tinyplm.train.kd import hard_label_loss, regression_kd, soft_target_kd
 from tinyplm.train.prediction import PredictionObjective
 
@@ -98,6 +99,32 @@ def test_hard_label_loss_regression_is_mse_on_squeezed_logits() -> None:
     labels = torch.tensor([0.0, 1.0, 0.5])
     # ((1-0)^2 + (3-1)^2 + 0^2) / 3 = 5/3; no broadcasting to (3, 3).
     assert hard_label_loss(logits, labels, is_regression=True).item() == pytest.approx(5 / 3, rel=1e-6)
+
+
+@pytest.mark.parametrize("weights", [None, torch.tensor([1.0, 3.0])])
+def test_unlabelled_rows_are_skipped_by_the_hard_loss(weights) -> None:
+    """Corpus texts beside the task's examples (``data: task+corpus``) carry no label: the hard loss
+    is the labelled rows' alone, whatever the unlabelled rows' logits, and they get no gradient."""
+    logits = torch.tensor([[0.0, 0.0], [5.0, -5.0], [math.log(3.0), 0.0], [-2.0, 7.0]], requires_grad=True)
+    labels = torch.tensor([1, UNLABELLED_CLASS, 0, UNLABELLED_CLASS])
+    got = hard_label_loss(logits, labels, False, weights)
+    assert got.item() == pytest.approx(F.cross_entropy(logits[[0, 2]], labels[[0, 2]], weight=weights).item())
+    got.backward()
+    assert logits.grad[[1, 3]].abs().sum() == 0 and logits.grad[[0, 2]].abs().sum() > 0
+
+
+def test_a_batch_of_unlabelled_rows_only_gives_zero_and_still_backpropagates() -> None:
+    logits = torch.randn(3, 2, requires_grad=True)
+    got = hard_label_loss(logits, torch.full((3,), UNLABELLED_CLASS), is_regression=False)
+    assert got.item() == 0.0 and got.requires_grad
+    scores = torch.randn(2, 1, requires_grad=True)
+    assert hard_label_loss(scores, torch.tensor([float("nan")] * 2), is_regression=True).item() == 0.0
+
+
+def test_nan_scores_are_unlabelled_rows_of_a_regression_task() -> None:
+    logits = torch.tensor([[1.0], [100.0], [3.0]])
+    labels = torch.tensor([0.0, float("nan"), 1.0])
+    assert hard_label_loss(logits, labels, is_regression=True).item() == pytest.approx((1 + 4) / 2, rel=1e-6)
 
 
 def test_regression_kd_is_mse_to_teacher() -> None:

@@ -57,7 +57,10 @@ class PretrainObjectiveSpec(Section):
 class PretrainCorpusSpec(Section):
     """Text files (Gutenberg headers stripped, wikitext understood) and the held-out share."""
 
-    paths: list[str] = Field(..., min_length=1, description="text files or folders (*.txt)")
+    paths: list[str] = Field(..., min_length=1, description="text files or folders (*.txt), or tables (.csv, "
+                             ".tsv, .jsonl: one text per row, its text_field)")
+    text_field: str | None = Field(None, min_length=1, description="the column (key) of a table's rows that "
+                                   "holds the text")
     max_docs: int | None = Field(None, ge=1, description="use at most this many paragraphs")
     max_length: int = Field(128, ge=16, le=512)
     holdout: float = Field(0.02, gt=0, lt=0.5, description="share of paragraphs held out for evaluation")

@@ -23,6 +23,7 @@ from tinyplm.config.base import (  # noqa: F401  (re-exported: the recipe's sche
 )
 from tinyplm.config.classic import FamilySpec, check_family_student
 from tinyplm.config.compress import AFTER_TRIM, TERMINAL_KINDS, CompressStep, check_share_order, step_name
+from tinyplm.config.data_sources import AugmentSpec, CorpusSpec  # noqa: F401  (re-exported)
 from tinyplm.config.finetune import unsaved_form_error
 from tinyplm.config.names import logits_source_problem, student_name, teacher_copies  # noqa: F401  (re-exported)
 from tinyplm.config.tracking import TrackingSpec
@@ -176,8 +177,10 @@ class StageSpec(Section):
     """One distillation stage of a student; each starts from the previous stage's weights.
 
     ``data``: ``task`` (the task's training set), ``augmented`` (the training set plus its
-    TinyBERT augmentation, see the run's ``augment`` section) or ``corpus`` (unlabelled text from
-    the run's ``corpus`` section: general distillation, layer-wise or masked-LM terms only).
+    TinyBERT augmentation, see the run's ``augment`` section), ``corpus`` (unlabelled text from
+    the run's ``corpus`` section: general distillation, layer-wise or masked-LM terms only) or
+    ``task+corpus`` (the training set and the corpus texts beside it, those learnt from the
+    fine-tuned teacher's logits alone: a sentence task's transfer set made larger and more varied).
     ``teacher``: ``finetuned`` (the task teacher), ``base`` (the teacher's source checkpoint
     before fine-tuning, as TinyBERT's general distillation uses) or a model dir/alias. Stages
     with ``mlm_soft``/``mlm_hard`` (DistilBERT) need a teacher with a masked-LM head: ``base``
@@ -185,7 +188,7 @@ class StageSpec(Section):
     """
 
     name: str | None = Field(None, pattern=NAME_PATTERN)
-    data: Literal["task", "augmented", "corpus"] = "task"
+    data: Literal["task", "augmented", "corpus", "task+corpus"] = "task"
     teacher: str = Field("finetuned", min_length=1, description="finetuned | base | a model dir")
     objective: ObjectiveSpec = ObjectiveSpec()
     train: TrainSpec = TrainSpec()
@@ -195,6 +198,9 @@ class StageSpec(Section):
         o = self.objective
         if self.data == "corpus" and (o.kd_weight > 0 or o.hard_weight > 0):
             raise ValueError("a corpus stage has no labels or task logits: set kd_weight and hard_weight to 0")
+        if self.data == "task+corpus" and (self.teacher != "finetuned" or not (o.kd_weight > 0 or o.logit_mse > 0)):
+            raise ValueError("data: task+corpus: its corpus texts are learnt from the fine-tuned teacher's logits "
+                             "only: use teacher: finetuned and kd_weight (or logit_mse) > 0")
         if self.teacher != "finetuned" and o.kd_weight > 0:
             raise ValueError(f"teacher '{self.teacher}' has no task logits: only a 'teacher: finetuned' stage "
                              "can use kd_weight > 0")
@@ -294,48 +300,6 @@ class MeasureSpec(Section):
                              "on another runtime or quantized is scored as it runs); recorded per stage")
 
 
-class AugmentSpec(Section):
-    """TinyBERT data augmentation of the task's training set (used by ``data: augmented`` stages)."""
-
-    _unwritten_defaults = ("min_words",)
-
-    mlm: str | None = Field(None, description="a model dir with an MLM head (see `tinyplm fit-mlm-head`); "
-                            "needed by data: augmented stages")
-    copies: int = Field(20, ge=1, description="augmented copies per example (TinyBERT: 20 large, 30 small tasks)")
-    p: float = Field(0.4, ge=0, le=1, description="probability of replacing each word")
-    top_k: int = Field(15, ge=1, description="masked-LM candidates per single-piece word")
-    neighbours: int = Field(15, ge=1, description="embedding neighbours per multi-piece word")
-    neighbours_from: Literal["embeddings", "word2vec"] = Field(
-        "embeddings", description="static embedding space for multi-piece words: the MLM model's input "
-        "embeddings, or word2vec trained here (gensim) on word2vec_corpus")
-    word2vec_corpus: list[str] | None = Field(None, description="text files or folders for word2vec; default: the "
-                                              "corpus section's paths")
-    word2vec_max_docs: int | None = Field(50000, ge=1, description="train word2vec on at most this many paragraphs")
-    max_examples: int | None = Field(None, ge=1, description="augment only the first N training examples "
-                                     "(of those min_words lets through; the rest are used as they are)")
-    min_words: int = Field(0, ge=0, description="augment only training examples of at least this many "
-                           "whitespace-separated words in their text (the others are used as they are): "
-                           "for a task whose training set holds short phrases besides the sentences "
-                           "(SST-2), the copies go where they vary most")
-    seed: int = 42
-    batch_size: int = Field(128, ge=1, description="sentences per masked-LM call")
-    precision: Exact = Field("fp32", description="precision of the masked LM's candidates (bf16 is faster where "
-                             "the CPU has it, and may pick other words)")
-    pair: Literal["auto", "augment", "keep"] = Field(
-        "auto", description="each example's text_pair: augment (TinyBERT, both sentences of a pair task), keep it "
-        "as it is, or auto: keep it when it is page context the task built (task.context_sentences / "
-        "context_after), augment it otherwise")
-
-
-class CorpusSpec(Section):
-    """Unlabelled text for ``data: corpus`` stages (general distillation)."""
-
-    paths: list[str] = Field(..., min_length=1, description="text files or folders (*.txt); Gutenberg headers are "
-                             "stripped")
-    max_docs: int | None = Field(None, ge=1, description="use at most this many paragraphs")
-    max_length: int = Field(128, ge=8, le=512)
-
-
 class FinalSpec(Section):
     """How the run's final model (``RUN_DIR/model``) is chosen among the students and compressed
     stages: of those keeping at least ``min_retention`` of the teacher's primary dev metric, the
@@ -379,8 +343,9 @@ class RunConfig(Section):
                         and not self.augment.word2vec_corpus and self.corpus is None):
                     raise ValueError("augment.neighbours_from: word2vec needs augment.word2vec_corpus "
                                      "or a 'corpus' section to train on")
-                if stage.data == "corpus" and self.corpus is None:
-                    raise ValueError(f"student {student_name(spec)}: a 'data: corpus' stage needs a 'corpus' section")
+                if stage.data in ("corpus", "task+corpus") and self.corpus is None:
+                    raise ValueError(f"student {student_name(spec)}: a 'data: {stage.data}' stage needs a 'corpus' "
+                                     "section")
         return self
 
     @model_validator(mode="after")

@@ -1,6 +1,6 @@
 """Unlabelled text for general distillation, MLM-head fitting and word2vec: files -> items.
 
-Two layouts are understood, chosen per file:
+Three layouts are understood, chosen per file:
 
 * **books** (Project Gutenberg novels, any plain text): the licence header and footer are cut at
   the ``*** START OF`` / ``*** END OF`` marker lines (:func:`strip_gutenberg`); the rest is split
@@ -9,6 +9,8 @@ Two layouts are understood, chosen per file:
 * **wikitext** (a file whose first non-blank line is a `` = Title = `` heading): one item per
   non-blank, non-heading line; the tokenised ``@-@``, ``@,@``, ``@.@`` joiners are undone and
   ``<unk>`` becomes ``[UNK]``.
+* **tables** (a file ending ``.csv``, ``.tsv`` or ``.jsonl``, named as a file): one item per row,
+  its ``text_field`` column (:mod:`tinyplm.pretrain.corpus_tables`).
 
 Items shorter than ``min_chars`` are dropped. Files are decoded as strict UTF-8 (a BOM is
 dropped, CRLF and CR become LF).
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from tinyplm.errors import DataError, TinyplmError
+from tinyplm.pretrain.corpus_tables import is_table, table_items
 
 T = TypeVar("T")
 
@@ -136,20 +139,23 @@ def corpus_files(paths: Sequence[Path]) -> list[Path]:
     return files
 
 
-def read_documents(paths: Sequence[Path], min_chars: int = 20, max_items: int | None = None) -> list[list[str]]:
+def read_documents(paths: Sequence[Path], min_chars: int = 20, max_items: int | None = None,
+                   text_field: str | None = None) -> list[list[str]]:
     """Text files and directories -> text items grouped by document: a book file is one document,
     a wikitext file one document per top-level `` = Title = `` article (sentence pairs for NSP and
-    SOP are built inside a document). ``max_items`` bounds the items over all documents (files in
-    the given, then sorted, order). Raises ``DataError`` naming a missing path, a non-UTF-8 file
-    (with its line), or when nothing of at least ``min_chars`` characters is found.
+    SOP are built inside a document), a table (CSV, TSV, JSON lines) one document of its rows'
+    ``text_field``. ``max_items`` bounds the items over all documents (files in the given, then
+    sorted, order). Raises ``DataError`` naming a missing path, a non-UTF-8 file (with its line), a
+    table without ``text_field``, or when nothing of at least ``min_chars`` characters is found.
     """
     docs: list[list[str]] = []
     total = 0
     for path in corpus_files(paths):
         text = _normalise(_read_utf8(path))
-        parts = _wiki_articles(text) if is_wikitext(text) else [text]
+        parts = [text] if is_table(path) or not is_wikitext(text) else _wiki_articles(text)
         for part in parts:
-            items = wikitext_items(part, min_chars) if is_wikitext(part) else book_items(part, min_chars)
+            items = (table_items(path, part, text_field, min_chars) if is_table(path)
+                     else wikitext_items(part, min_chars) if is_wikitext(part) else book_items(part, min_chars))
             if max_items is not None:
                 items = items[: max_items - total]
             if items:
@@ -177,14 +183,16 @@ def _wiki_articles(text: str) -> list[str]:
     return out
 
 
-def read_corpus(paths: Sequence[Path], min_chars: int = 20, max_docs: int | None = None) -> list[str]:
-    """Read text files and directories into a list of text items (paragraphs or lines).
+def read_corpus(paths: Sequence[Path], min_chars: int = 20, max_docs: int | None = None,
+                text_field: str | None = None) -> list[str]:
+    """Read text files and directories into a list of text items (paragraphs, lines or table rows'
+    ``text_field``).
 
     ``max_docs`` stops after that many items (files are read in the given, then sorted, order).
-    Raises ``DataError`` naming a missing path, a non-UTF-8 file (with its line), or when nothing
-    of at least ``min_chars`` characters is found.
+    Raises ``DataError`` naming a missing path, a non-UTF-8 file (with its line), a table without
+    ``text_field``, or when nothing of at least ``min_chars`` characters is found.
     """
-    return [item for doc in read_documents(paths, min_chars, max_docs) for item in doc]
+    return [item for doc in read_documents(paths, min_chars, max_docs, text_field) for item in doc]
 
 
 def split_holdout(items: Sequence[T], fraction: float, seed: int = 0) -> tuple[list[T], list[T]]:

@@ -170,7 +170,7 @@ class Texts:
 def load_texts(recipe: PretrainRecipe) -> Texts:
     """The corpus split into training and held-out paragraphs; deterministic by seed."""
     c = recipe.corpus
-    docs = read_documents([Path(p) for p in c.paths], max_items=c.max_docs)
+    docs = read_documents([Path(p) for p in c.paths], max_items=c.max_docs, text_field=c.text_field)
     items = [(d, text) for d, doc in enumerate(docs) for text in doc]
     train, held = split_holdout(items, c.holdout, recipe.train.seed)
 

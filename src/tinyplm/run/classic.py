@@ -179,8 +179,9 @@ def initial_model(fam: FamilySpec, inp: RunInputs,
     model = build_module(config)
     words = ClassicInfo(words=len(tok) - 3)
     if e.kind != "random":
-        corpus = e.corpus or inp.stage_data.corpus.paths
-        vectors, made = word_vectors(e, corpus, inp.stage_data.cache_dir)
+        recipe = inp.stage_data.corpus
+        corpus, field = (e.corpus, None) if e.corpus else (recipe.paths, recipe.text_field)
+        vectors, made = word_vectors(e, corpus, inp.stage_data.cache_dir, field)
         table, found = vectors.table_for(tok.vocab, seed=e.seed)
         with torch.no_grad():
             model.embeddings.weight.copy_(table)
@@ -213,8 +214,9 @@ def _elmo_model(fam: FamilySpec, tok: WordTokenizer, labels: dict,
     """A BiLSTM over the frozen biLM (pre-trained here, or the cached or named one)."""
     from tinyplm.models.classic.elmo import ElmoBiLstm
 
-    paths = fam.bilm.corpus or (inp.stage_data.corpus.paths if inp.stage_data.corpus else [])
-    settings, state, made = pretrained_bilm(fam.bilm, paths, inp.stage_data.cache_dir, inp.paths.log)
+    own, recipe = fam.bilm.corpus, inp.stage_data.corpus
+    paths, field = (own, None) if own else (recipe.paths, recipe.text_field) if recipe else ([], None)
+    settings, state, made = pretrained_bilm(fam.bilm, paths, inp.stage_data.cache_dir, inp.paths.log, field)
     config = FamilyConfig(arch="elmo_bilstm", vocab_size=len(tok), embed_dim=0, hidden=fam.hidden,
                           layers=fam.lstm_layers, pooling=fam.pooling, dropout=fam.dropout, bilm=settings,
                           num_labels=len(labels), id2label=labels)
@@ -254,17 +256,19 @@ class BiLMObjective:
         return model(**batch.inputs)
 
 
-def pretrained_bilm(b: BiLMSpec, paths: list[str], cache_dir: Path, log: Path) -> tuple[dict, dict, dict]:
+def pretrained_bilm(b: BiLMSpec, paths: list[str], cache_dir: Path, log: Path,
+                    text_field: str | None = None) -> tuple[dict, dict, dict]:
     """The biLM's settings, encoder weights and how it was made: read from ``b.model`` or the
-    cache (``cache_dir/family/bilm-<key>/``), else pre-trained by the one loop on the corpus and
-    scored on held-out paragraphs (perplexity of both LMs against a unigram model's)."""
+    cache (``cache_dir/family/bilm-<key>/``), else pre-trained by the one loop on the corpus
+    (``text_field``: the text column of its tables) and scored on held-out paragraphs (perplexity
+    of both LMs against a unigram model's)."""
     from safetensors.torch import load_file, save_file
 
     from tinyplm.models.classic.elmo import BILM_VERSION, BiLM
     from tinyplm.pretrain.corpus import read_corpus, split_holdout
 
     if b.model is None:
-        texts = read_corpus([Path(p) for p in paths], max_docs=b.max_docs)
+        texts = read_corpus([Path(p) for p in paths], max_docs=b.max_docs, text_field=text_field)
         key = _corpus_key({**b.model_dump(exclude={"model", "corpus"}), "layers": BILM_VERSION}, texts)
         folder = Path(cache_dir) / "family" / f"bilm-{key}"
     else:
@@ -316,13 +320,15 @@ def held_out_perplexity(lm: nn.Module, train_enc, held_enc) -> dict[str, float]:
             "unigram_perplexity": round(float(np.exp(uni / max(count, 1))), 2), "predictions": int(count)}
 
 
-def word_vectors(e: EmbeddingSpec, paths: list[str], cache_dir: Path) -> tuple[WordVectors, WordVectorsInfo]:
-    """word2vec or GloVe vectors of the corpus at ``paths`` under ``e``'s settings, trained once
+def word_vectors(e: EmbeddingSpec, paths: list[str], cache_dir: Path,
+                 text_field: str | None = None) -> tuple[WordVectors, WordVectorsInfo]:
+    """word2vec or GloVe vectors of the corpus at ``paths`` (``text_field``: its tables' text
+    column) under ``e``'s settings, trained once
     and cached (``cache_dir/family/<kind>-<key>.npz``: words and vectors, no pickles) -> (vectors,
     how they were made)."""
     from tinyplm.pretrain.corpus import read_corpus
 
-    texts = read_corpus([Path(p) for p in paths], max_docs=e.max_docs)
+    texts = read_corpus([Path(p) for p in paths], max_docs=e.max_docs, text_field=text_field)
     file = Path(cache_dir) / "family" / f"{e.kind}-{_corpus_key(e.model_dump(exclude={'corpus', 'freeze'}), texts)}.npz"
     if file.is_file():
         with np.load(file, allow_pickle=False) as z:

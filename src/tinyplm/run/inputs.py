@@ -4,7 +4,7 @@ Each piece is built once per run and handed to the stages that need it; no stage
 recipe. :class:`Teachers` loads a stage's teacher (the fine-tuned one, its source checkpoint, or a
 named dir) once, and computes the fine-tuned teacher's logits through the on-disk cache.
 :class:`StageData` builds a stage's training data (the task's, its TinyBERT augmentation, or
-corpus text) on first use.
+corpus text, or the task's training set with corpus text beside it) on first use.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from tinyplm.models.head_loading import load_for_head
 from tinyplm.models.infer import use_bf16
 from tinyplm.models.sentence import declare_max_length
 from tinyplm.report.info import SAVED_MARK, StageInfo, TrainingInfo
-from tinyplm.tasks.base import Example, Split, TaskData
+from tinyplm.tasks.base import Example, Split, TaskData, unlabelled
 from tinyplm.tasks.embedding_task import EMBEDDING_TASK
 from tinyplm.tasks.encoding import Encoded, encode_split
 from tinyplm.train import get_accelerator
 from tinyplm.train.progress import JsonlLog
 
-DataKind = Literal["task", "augmented", "corpus"]
+DataKind = Literal["task", "augmented", "corpus", "task+corpus"]
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,14 @@ class Teachers:
 
 
 class StageData:
-    """Training data of a stage by kind (``task``, ``augmented``, ``corpus``), each built once."""
+    """Training data of a stage by kind (``task``, ``augmented``, ``corpus``, ``task+corpus``), each
+    built once.
+
+    ``task+corpus`` is the task's training examples followed by the corpus texts as unlabelled
+    examples (:func:`~tinyplm.tasks.base.unlabelled`: the hard loss skips them, the fine-tuned
+    teacher's logits are their targets): more, and more varied, text to learn the teacher from than
+    the task's own. A corpus text that is also an evaluated or held-out text is left out.
+    """
 
     def __init__(self, task: TaskSpec, data: TaskData, tokenizer, train: Encoded, augment: AugmentSpec | None,
                  corpus: CorpusSpec | None, paths: RunPaths, cache_dir: Path) -> None:
@@ -152,6 +159,8 @@ class StageData:
         self._augmented: Encoded | None = None
         self._augmented_split: Split | None = None
         self._corpus: Encoded | None = None
+        self._task_corpus: Split | None = None
+        self._task_corpus_enc: Encoded | None = None
 
     def get(self, kind: DataKind) -> Encoded:
         """The encoded training data of ``kind``."""
@@ -163,6 +172,10 @@ class StageData:
             if self._corpus is None:
                 self._corpus = self._make_corpus()
             return self._corpus
+        if kind == "task+corpus":
+            if self._task_corpus_enc is None:
+                self._task_corpus_enc = encode_split(self.split(kind), self.tokenizer, self.task.max_length)
+            return self._task_corpus_enc
         return self.train
 
     def split(self, kind: DataKind) -> Split:
@@ -174,6 +187,10 @@ class StageData:
             return self._augmented_split
         if kind == "corpus":
             raise ValueError("corpus text has no labels: only task and augmented splits are examples")
+        if kind == "task+corpus":
+            if self._task_corpus is None:
+                self._task_corpus = self._with_corpus(self.split("task"))
+            return self._task_corpus
         limit = self.task.max_train_examples
         examples = self.data.train.examples[:limit] if limit else self.data.train.examples
         return replace(self.data.train, examples=examples)
@@ -203,19 +220,31 @@ class StageData:
         a = self.augment
         if a.neighbours_from == "embeddings":
             return EmbeddingNeighbours(tok, mlm.get_input_embeddings().weight, k=a.neighbours)
-        paths = a.word2vec_corpus or self.corpus.paths
-        texts = read_corpus([Path(p) for p in paths], max_docs=a.word2vec_max_docs)
+        paths, field = (a.word2vec_corpus, None) if a.word2vec_corpus else (self.corpus.paths, self.corpus.text_field)
+        texts = read_corpus([Path(p) for p in paths], max_docs=a.word2vec_max_docs, text_field=field)
         with get_accelerator().main_process_first():
             return word2vec_neighbours(texts, k=a.neighbours, seed=a.seed, cache_dir=self.cache_dir)
 
-    def _make_corpus(self) -> Encoded:
+    def _corpus_texts(self) -> list[str]:
         from tinyplm.pretrain.corpus import read_corpus
 
         c = self.corpus
-        texts = read_corpus([Path(p) for p in c.paths], max_docs=c.max_docs)
+        return read_corpus([Path(p) for p in c.paths], max_docs=c.max_docs, text_field=c.text_field)
+
+    def _make_corpus(self) -> Encoded:
+        c = self.corpus
         label: int | float = 0.0 if self.data.is_regression else 0
-        split = Split("corpus", [Example(t, None, label, i) for i, t in enumerate(texts)], Path(c.paths[0]))
-        return encode_split(split, self.tokenizer, c.max_length)
+        examples = [Example(t, None, label, i) for i, t in enumerate(self._corpus_texts())]
+        return encode_split(Split("corpus", examples, Path(c.paths[0])), self.tokenizer, c.max_length)
+
+    def _with_corpus(self, task: Split) -> Split:
+        """``task``'s examples, then each corpus text (not an evaluated or held-out text, nor a training
+        one) as an unlabelled example, read at the task's ``max_length``."""
+        seen = {ex.text for split in self.data.evals.values() for ex in split.examples}
+        seen |= {ex.text for ex in task.examples}
+        label = unlabelled(self.data.is_regression)
+        extra = [Example(t, None, label, i) for i, t in enumerate(self._corpus_texts(), 1) if t not in seen]
+        return replace(task, name=f"{task.name}+corpus", examples=[*task.examples, *extra])
 
 
 #: config.json key recording the task a model was trained for (``name``, ``max_length`` and, for

@@ -27,6 +27,7 @@ from tinyplm.models.student import model_type_of
 from tinyplm.models.token_ids import token_id_mismatch
 from tinyplm.pretrain.corpus import corpus_files, read_corpus
 from tinyplm.pretrain.mlm_head import has_mlm_head
+from tinyplm.run.preflight_corpus import check_corpus_stages
 from tinyplm.run.preflight_embedding import check_vector_terms
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.heads import Head, PerHead
@@ -46,7 +47,7 @@ def load_task(spec: TaskSpec, corpus: CorpusSpec | None = None) -> TaskData:
     task whose ``train_texts`` name ``corpus`` reads the paragraphs of ``corpus`` (the recipe's
     section)."""
     def paragraphs() -> list[str]:
-        return read_corpus([Path(p) for p in corpus.paths], max_docs=corpus.max_docs)
+        return read_corpus([Path(p) for p in corpus.paths], max_docs=corpus.max_docs, text_field=corpus.text_field)
 
     return tasks.load_task(spec, paragraphs if corpus is not None else None)
 
@@ -94,6 +95,7 @@ def preflight(cfg: RunConfig) -> Preflight:
     _check_families(cfg, data)
     _check_feature_encoders(cfg, model_cfg, teacher)
     check_vector_terms(cfg, data, src)
+    check_corpus_stages(cfg, data)
     for spec in cfg.students:
         for k, st in enumerate(spec.stage_specs()):
             _check_stage_teacher(st, teacher, f"student {student_name(spec)}, stage {k}")

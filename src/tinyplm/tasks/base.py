@@ -42,6 +42,17 @@ class Example:
     line: int = 0
 
 
+#: The label of a training example without one (a corpus text beside the task's examples, ``data:
+#: task+corpus``): PyTorch's ignored class id for classification, NaN for a score. The hard loss
+#: skips such rows (``tinyplm.train.kd.hard_label_loss``); the teacher's logits are their targets.
+UNLABELLED_CLASS = -100
+
+
+def unlabelled(is_regression: bool) -> int | float:
+    """The label of an unlabelled training example of a classification or regression task."""
+    return float("nan") if is_regression else UNLABELLED_CLASS
+
+
 @dataclass(frozen=True)
 class Split:
     """The examples of one split read from one file.

@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from tinyplm.tasks.base import UNLABELLED_CLASS
+
 
 def soft_target_kd(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """T^2 * KL(softmax(t/T) || softmax(s/T)), mean over the batch. Inputs ``(batch, classes)``."""
@@ -22,8 +24,15 @@ def soft_target_kd(student_logits: torch.Tensor, teacher_logits: torch.Tensor, t
 
 def hard_label_loss(logits: torch.Tensor, labels: torch.Tensor, is_regression: bool,
                     class_weights: torch.Tensor | None = None) -> torch.Tensor:
-    """Cross-entropy with class ids ``(batch,)``, or MSE to scores for regression. ``class_weights``
-    ``(classes,)`` weigh each example by its class; the mean is then over the weights (torch's rule)."""
+    """Cross-entropy with class ids ``(batch,)``, or MSE to scores for regression, over the labelled
+    rows (an unlabelled one, ``tasks.base.UNLABELLED_CLASS`` or a NaN score, is skipped; a batch
+    without any gives 0). ``class_weights`` ``(classes,)`` weigh each example by its class; the mean
+    is then over the weights (torch's rule)."""
+    keep = ~torch.isnan(labels) if is_regression else labels != UNLABELLED_CLASS
+    if not bool(keep.all()):
+        if not bool(keep.any()):
+            return logits.float().sum() * 0.0  # still a graph: the step's other terms backpropagate
+        logits, labels = logits[keep], labels[keep]
     if is_regression:
         return F.mse_loss(logits.float().squeeze(-1), labels.float())
     return F.cross_entropy(logits.float(), labels, weight=class_weights)

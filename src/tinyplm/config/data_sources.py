@@ -1,0 +1,56 @@
+"""The recipe's sections of training text besides the task's own: the TinyBERT augmentation of its
+training set (``augment``) and unlabelled text (``corpus``). Part of the recipe's schema
+(re-exported by ``config.schema``), kept in a file of its own so each file holds one concern."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from tinyplm.config.base import Exact, Section
+
+
+class AugmentSpec(Section):
+    """TinyBERT data augmentation of the task's training set (used by ``data: augmented`` stages)."""
+
+    _unwritten_defaults = ("min_words",)
+
+    mlm: str | None = Field(None, description="a model dir with an MLM head (see `tinyplm fit-mlm-head`); "
+                            "needed by data: augmented stages")
+    copies: int = Field(20, ge=1, description="augmented copies per example (TinyBERT: 20 large, 30 small tasks)")
+    p: float = Field(0.4, ge=0, le=1, description="probability of replacing each word")
+    top_k: int = Field(15, ge=1, description="masked-LM candidates per single-piece word")
+    neighbours: int = Field(15, ge=1, description="embedding neighbours per multi-piece word")
+    neighbours_from: Literal["embeddings", "word2vec"] = Field(
+        "embeddings", description="static embedding space for multi-piece words: the MLM model's input "
+        "embeddings, or word2vec trained here (gensim) on word2vec_corpus")
+    word2vec_corpus: list[str] | None = Field(None, description="text files or folders for word2vec; default: the "
+                                              "corpus section's paths")
+    word2vec_max_docs: int | None = Field(50000, ge=1, description="train word2vec on at most this many paragraphs")
+    max_examples: int | None = Field(None, ge=1, description="augment only the first N training examples "
+                                     "(of those min_words lets through; the rest are used as they are)")
+    min_words: int = Field(0, ge=0, description="augment only training examples of at least this many "
+                           "whitespace-separated words in their text (the others are used as they are): "
+                           "for a task whose training set holds short phrases besides the sentences "
+                           "(SST-2), the copies go where they vary most")
+    seed: int = 42
+    batch_size: int = Field(128, ge=1, description="sentences per masked-LM call")
+    precision: Exact = Field("fp32", description="precision of the masked LM's candidates (bf16 is faster where "
+                             "the CPU has it, and may pick other words)")
+    pair: Literal["auto", "augment", "keep"] = Field(
+        "auto", description="each example's text_pair: augment (TinyBERT, both sentences of a pair task), keep it "
+        "as it is, or auto: keep it when it is page context the task built (task.context_sentences / "
+        "context_after), augment it otherwise")
+
+
+class CorpusSpec(Section):
+    """Unlabelled text for ``data: corpus`` stages (general distillation) and ``data: task+corpus``
+    ones (the fine-tuned teacher's logits on it)."""
+
+    paths: list[str] = Field(..., min_length=1, description="text files or folders (*.txt; Gutenberg headers are "
+                             "stripped), or tables (.csv, .tsv, .jsonl: one text per row, its text_field)")
+    text_field: str | None = Field(None, min_length=1, description="the column (key) of a table's rows that "
+                                   "holds the text")
+    max_docs: int | None = Field(None, ge=1, description="use at most this many paragraphs")
+    max_length: int = Field(128, ge=8, le=512)

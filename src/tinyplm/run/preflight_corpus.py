@@ -1,0 +1,40 @@
+"""The preflight checks of the stages that read the recipe's ``corpus`` section: the corpus is read
+whole (every file found, decoded, a table's ``corpus.text_field`` present on every row) and a
+``data: task+corpus`` stage is on a task it can add unlabelled texts to. Run by
+:func:`tinyplm.run.preflight.preflight`, before anything is written or trained."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tinyplm.config.schema import RunConfig, student_name
+from tinyplm.errors import DataError, RecipeError
+from tinyplm.pretrain.corpus import read_corpus
+from tinyplm.tasks.base import TaskData
+from tinyplm.tasks.heads import Head
+
+#: The stage data kinds that read the recipe's corpus section.
+CORPUS_KINDS = ("corpus", "task+corpus")
+
+
+def check_corpus_stages(cfg: RunConfig, data: TaskData) -> None:
+    """Raise ``RecipeError`` for a ``data: task+corpus`` stage on a task whose examples are not
+    single sentences with one label (a pair task, span, token or embedding task: a corpus text is
+    one sentence, and the embedding task takes corpus text through ``task.train_texts``), and
+    ``DataError`` naming ``corpus.paths`` when a stage reads a corpus that cannot be read."""
+    stages = [(student_name(s), st) for s in cfg.students for st in s.stage_specs()]
+    mixed = [name for name, st in stages if st.data == "task+corpus"]
+    if mixed:
+        paired = next((ex for ex in data.train.examples if getattr(ex, "text_pair", None) is not None), None)
+        if Head(data.head) is not Head.SEQUENCE or paired is not None:
+            kind = "sentence-pair" if paired is not None else f"{data.head}-head"
+            raise RecipeError(f"student {mixed[0]}: data: task+corpus adds single corpus texts to a single-sentence "
+                              f"task's examples; task '{data.task}' is a {kind} task: use data: task"
+                              + (" (an embedding task's corpus texts are task.train_texts: corpus)"
+                                 if Head(data.head) is Head.EMBEDDING else ""))
+    if cfg.corpus is not None and any(st.data in CORPUS_KINDS for _, st in stages):
+        c = cfg.corpus
+        try:
+            read_corpus([Path(p) for p in c.paths], max_docs=c.max_docs, text_field=c.text_field)
+        except DataError as exc:
+            raise DataError(f"corpus.paths: {exc}") from None
