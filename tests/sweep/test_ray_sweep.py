@@ -61,8 +61,7 @@ def _sweep_files(tmp_path: Path) -> tuple[Path, Path]:
                          students=[{"name": "st", "teacher_layers": [0], "train": train}])
     recipe["teacher"]["finetune"] = None  # the tiny teacher as it is: trials train only their student
     space = {"name": "tiny", "output_dir": str(tmp_path / "sweep"), "stage": "last", "max_failures": 2,
-             "params": {"students.0.train.lr": {"grid": [1.0e-3, 3.0e-3]},
-                        "students.0.train.seed": {"grid": [1, 2]}}}
+             "params": {"students.0.train.seed": {"grid": [1, 2]}}}  # two trials, run side by side
     return write_recipe(tmp_path / "r.yaml", recipe), write_recipe(tmp_path / "space.yaml", space)
 
 
@@ -110,7 +109,7 @@ def test_a_sweep_on_a_ray_cluster_survives_a_killed_worker_and_resumes(tmp_path:
     stdout, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 0, stderr[-3000:]
     table = json.loads((tmp_path / "sweep" / "sweep.json").read_text())
-    assert [t["status"] for t in table["trials"]] == ["finished"] * 4
+    assert [t["status"] for t in table["trials"]] == ["finished"] * 2
     assert {t["values"]["students.0.train.seed"] for t in table["trials"]} == {1, 2}
     events = [json.loads(line) for line in (killed / "logs" / "train.jsonl").read_text().splitlines()]
     assert any(e.get("event") == "resume" and e.get("stage") == "st" for e in events), \
