@@ -11,7 +11,7 @@ from tinyplm.config.schema import RunConfig, student_name
 from tinyplm.errors import DataError, RecipeError
 from tinyplm.pretrain.corpus import read_corpus
 from tinyplm.tasks.base import TaskData
-from tinyplm.tasks.heads import Head
+from tinyplm.tasks.heads import Head, LabelKind
 
 #: The stage data kinds that read the recipe's corpus section.
 CORPUS_KINDS = ("corpus", "task+corpus")
@@ -25,13 +25,14 @@ def check_corpus_stages(cfg: RunConfig, data: TaskData) -> None:
     stages = [(student_name(s), st) for s in cfg.students for st in s.stage_specs()]
     mixed = [name for name, st in stages if st.data == "task+corpus"]
     if mixed:
+        row = Head(data.head).row
         paired = next((ex for ex in data.train.examples if getattr(ex, "text_pair", None) is not None), None)
-        if Head(data.head) is not Head.SEQUENCE or paired is not None:
+        if row.labels is not LabelKind.CLASS_OR_SCORE or paired is not None:
             kind = "sentence-pair" if paired is not None else f"{data.head}-head"
             raise RecipeError(f"student {mixed[0]}: data: task+corpus adds single corpus texts to a single-sentence "
                               f"task's examples; task '{data.task}' is a {kind} task: use data: task"
                               + (" (an embedding task's corpus texts are task.train_texts: corpus)"
-                                 if Head(data.head) is Head.EMBEDDING else ""))
+                                 if row.labels is LabelKind.NONE else ""))
     if cfg.corpus is not None and any(st.data in CORPUS_KINDS for _, st in stages):
         c = cfg.corpus
         try:
