@@ -12,11 +12,18 @@ DEMO_DIR := runs/sst2_demo
 
 setup: $(STAMP)
 
+# pip --no-compile: set-up does not byte-compile every installed module (torch, transformers, ray
+# ...: over a minute on 2 cores); Python compiles the ones a run imports, once, on first import. So
+# Python must be free to write that bytecode: a PYTHONDONTWRITEBYTECODE in the caller's environment
+# would make every process compile its imports again.
+unexport PYTHONDONTWRITEBYTECODE
+PIP := $(BIN)/pip install --disable-pip-version-check -q --no-compile
+
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@# torch first and exactly: the CPU wheel on this machine; any other request pulls CUDA builds.
-	$(BIN)/pip install --disable-pip-version-check -q torch==2.13.0
-	$(BIN)/pip install --disable-pip-version-check -q -e ".[test]"
+	$(PIP) torch==2.13.0
+	$(PIP) -e ".[test]"
 	@touch $(STAMP)
 
 demo: setup
