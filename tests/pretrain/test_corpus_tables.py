@@ -62,13 +62,16 @@ def test_a_table_beside_text_files_and_max_docs_over_both(tmp_path: Path) -> Non
 
 def test_a_table_without_text_field_names_the_file_and_its_fields(tmp_path: Path) -> None:
     table = _write_csv(tmp_path / "reviews.csv", ROWS)
-    with pytest.raises(DataError, match=r"reviews\.csv: a table; set corpus\.text_field .*'id', 'sentence', 'stars'"):
+    said = (r"reviews\.csv: a table; name the field holding the text \(corpus\.text_field in a recipe, "
+            r"--text-field on the command line; its fields: 'id', 'sentence', 'stars'\)")
+    with pytest.raises(DataError, match=said):
         read_corpus([table])
 
 
 def test_a_missing_column_names_the_file_line_and_what_the_row_has(tmp_path: Path) -> None:
     table = _write_csv(tmp_path / "reviews.csv", ROWS)
-    with pytest.raises(DataError, match=r"reviews\.csv:2: no field 'text' \(corpus\.text_field\); this row has 'id'"):
+    said = r"reviews\.csv:2: no field 'text' \(the text field asked for\); this row has 'id'"
+    with pytest.raises(DataError, match=said):
         read_corpus([table], text_field="text")
     rows = [{"text": "A line of review text that is long enough."}, {"other": "no text in this row at all"}]
     jsonl = _write_jsonl(tmp_path / "r.jsonl", rows)

@@ -57,3 +57,24 @@ def test_cli_trains_a_tokenizer(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert (tmp_path / "tok" / "tokenizer.json").is_file()
     assert "bpe tokenizer" in result.output
+
+
+def test_cli_trains_on_a_table_column_and_names_the_missing_field(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from tinyplm.cli import app
+
+    table = tmp_path / "reviews.jsonl"
+    rows = [{"stars": 5, "review": f"zyxquartz wonderful story number {i} with plenty of words"} for i in range(30)]
+    table.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    args = ["tokenizer", "train", str(table), "--vocab-size", "200", "--min-frequency", "1"]
+    refused = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "none")])
+    said = str(refused.exception)  # the DataError the CLI's main() prints (CliRunner calls the app under it)
+    assert refused.exit_code != 0 and "reviews.jsonl: a table; name the field holding the text" in said
+    assert "'stars', 'review'" in said and not (tmp_path / "none" / "tokenizer.json").exists()
+    result = CliRunner().invoke(app, [*args, "--text-field", "review", "--out", str(tmp_path / "tok")])
+    assert result.exit_code == 0, result.output
+    vocab = json.loads((tmp_path / "tok" / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
+    assert "wonderful" in vocab and "stars" not in vocab  # the review column was read, not the keys

@@ -112,7 +112,7 @@ def test_task_corpus_is_refused_before_any_work_where_a_corpus_text_is_no_exampl
 
 def test_an_unreadable_corpus_is_found_by_preflight_naming_corpus_paths(tmp_path: Path) -> None:
     (tmp_path / "r.csv").write_text("sentence\nA review sentence long enough to keep.\n", encoding="utf-8")
-    with pytest.raises(DataError, match=r"corpus\.paths: .*r\.csv: a table; set corpus\.text_field .*'sentence'"):
+    with pytest.raises(DataError, match=r"corpus\.paths: .*r\.csv: a table; name the field .*'sentence'"):
         check_corpus_stages(_cfg(tmp_path), _data(Head.SEQUENCE))
     with pytest.raises(DataError, match=r"corpus\.paths: .*r\.csv:2: no field 'text'"):
         check_corpus_stages(_cfg(tmp_path, text_field="text"), _data(Head.SEQUENCE))

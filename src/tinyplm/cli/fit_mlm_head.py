@@ -24,7 +24,10 @@ def fit_mlm_head_cmd(
     model: Annotated[str, typer.Argument(help="alias (minilm-l6) or HF model dir without an MLM head")],
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="where to save the model with its MLM head")],
     corpus: Annotated[list[Path] | None, typer.Option(
-        help="text files/folders (default: ../shared/data/corpus)")] = None,
+        help="text files/folders, or tables (.csv, .tsv, .jsonl) with --text-field (default: "
+             "../shared/data/corpus)")] = None,
+    text_field: Annotated[str | None, typer.Option(
+        help="the column (key) of a table's rows that holds the text")] = None,
     steps: Annotated[int, typer.Option(help="optimiser steps")] = 500,
     batch_size: Annotated[int, typer.Option(help="batch size")] = 32,
     max_length: Annotated[int, typer.Option(help="max tokens per text")] = 128,
@@ -41,7 +44,7 @@ def fit_mlm_head_cmd(
 
     if out_dir.exists() and any(out_dir.iterdir()):
         raise TinyplmError(f"{out_dir}: already exists and is not empty; choose another --out")
-    texts = read_corpus(corpus or _default_corpus(), max_docs=max_docs)
+    texts = read_corpus(corpus or _default_corpus(), max_docs=max_docs, text_field=text_field)
     metrics = fit_mlm_head(resolve_model_dir(model), texts, out_dir, steps=steps, batch_size=batch_size,
                            max_length=max_length, lr=lr, seed=seed)
     out.print_json(json.dumps(metrics))

@@ -36,12 +36,12 @@ def table_items(path: Path, text: str, text_field: str | None, min_chars: int = 
     delimiter = TABLE_SUFFIXES[path.suffix.lower()]
     rows = _json_rows(path, text) if delimiter is None else _csv_rows(path, text, delimiter)
     if text_field is None:
-        raise DataError(f"{path}: a table; set corpus.text_field to the field holding the text (its fields: "
-                        f"{_fields(rows)})")
+        raise DataError(f"{path}: a table; name the field holding the text (corpus.text_field in a recipe, "
+                        f"--text-field on the command line; its fields: {_fields(rows)})")
     out: list[str] = []
     for line, row in rows:
         if text_field not in row:
-            raise DataError(f"{path}:{line}: no field {text_field!r} (corpus.text_field); this row has "
+            raise DataError(f"{path}:{line}: no field {text_field!r} (the text field asked for); this row has "
                             f"{', '.join(map(repr, row)) or 'none'}")
         value = row[text_field]
         if value is None:

@@ -30,10 +30,10 @@ BERT_SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]",
 BYTE_SPECIALS = {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "<unk>", "mask": "<mask>"}
 
 
-def _items(files: Sequence[Path], max_items: int | None) -> Iterator[str]:
+def _items(files: Sequence[Path], max_items: int | None, text_field: str | None = None) -> Iterator[str]:
     from tinyplm.pretrain.corpus import read_corpus
 
-    yield from read_corpus(files, max_docs=max_items)
+    yield from read_corpus(files, max_docs=max_items, text_field=text_field)
 
 
 def build_tokenizer(kind: Kind, lowercase: bool = True):
@@ -76,8 +76,10 @@ def _trainer(kind: Kind, vocab_size: int, min_frequency: int, specials: dict[str
 def train_tokenizer(
     files: Sequence[Path], kind: Kind, vocab_size: int, out: Path, *, lowercase: bool = True,
     min_frequency: int = 2, max_items: int | None = None, max_length: int = 512,
+    text_field: str | None = None,
 ) -> Path:
-    """Train on ``files`` (text files or directories) and save to ``out`` (HF format); returns ``out``.
+    """Train on ``files`` (text files or directories, or tables whose ``text_field`` holds the text)
+    and save to ``out`` (HF format); returns ``out``.
 
     Raises ``TinyplmError`` for an unknown kind, a vocabulary smaller than the specials plus the
     alphabet it needs, or an ``out`` that already holds a tokenizer (nothing is overwritten);
@@ -92,7 +94,8 @@ def train_tokenizer(
     if vocab_size < 100:
         raise TinyplmError(f"--vocab-size must be at least 100, got {vocab_size}")
     tok, specials = build_tokenizer(kind, lowercase)
-    tok.train_from_iterator(_items(files, max_items), trainer=_trainer(kind, vocab_size, min_frequency, specials))
+    trainer = _trainer(kind, vocab_size, min_frequency, specials)
+    tok.train_from_iterator(_items(files, max_items, text_field), trainer=trainer)
     cls, sep = specials["cls"], specials["sep"]
     tok.post_processor = processors.TemplateProcessing(
         single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B:1 {sep}:1",
