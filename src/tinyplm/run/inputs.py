@@ -161,6 +161,7 @@ class StageData:
         self._corpus: Encoded | None = None
         self._task_corpus: Split | None = None
         self._task_corpus_enc: Encoded | None = None
+        self._texts: list[str] | None = None
 
     def get(self, kind: DataKind) -> Encoded:
         """The encoded training data of ``kind``."""
@@ -226,10 +227,13 @@ class StageData:
             return word2vec_neighbours(texts, k=a.neighbours, seed=a.seed, cache_dir=self.cache_dir)
 
     def _corpus_texts(self) -> list[str]:
+        """The corpus section's texts, read once for the ``corpus`` and ``task+corpus`` kinds."""
         from tinyplm.pretrain.corpus import read_corpus
 
-        c = self.corpus
-        return read_corpus([Path(p) for p in c.paths], max_docs=c.max_docs, text_field=c.text_field)
+        if self._texts is None:
+            c = self.corpus
+            self._texts = read_corpus([Path(p) for p in c.paths], max_docs=c.max_docs, text_field=c.text_field)
+        return self._texts
 
     def _make_corpus(self) -> Encoded:
         c = self.corpus

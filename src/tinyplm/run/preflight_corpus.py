@@ -1,6 +1,7 @@
-"""The preflight checks of the stages that read the recipe's ``corpus`` section: the corpus is read
-whole (every file found, decoded, a table's ``corpus.text_field`` present on every row) and a
-``data: task+corpus`` stage is on a task it can add unlabelled texts to. Run by
+"""The preflight checks of the stages that read the recipe's ``corpus`` section: every corpus path
+is found, each table is read whole (``corpus.text_field`` present on every row; text files are
+read once, by the stage), and a ``data: task+corpus`` stage is on a task it can add unlabelled
+texts to. Run by
 :func:`tinyplm.run.preflight.preflight`, before anything is written or trained."""
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from pathlib import Path
 
 from tinyplm.config.schema import RunConfig, student_name
 from tinyplm.errors import DataError, RecipeError
-from tinyplm.pretrain.corpus import read_corpus
+from tinyplm.pretrain.corpus import corpus_files, read_corpus
+from tinyplm.pretrain.corpus_tables import is_table
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.heads import Head, LabelKind
 
@@ -21,7 +23,8 @@ def check_corpus_stages(cfg: RunConfig, data: TaskData) -> None:
     """Raise ``RecipeError`` for a ``data: task+corpus`` stage on a task whose examples are not
     single sentences with one label (a pair task, span, token or embedding task: a corpus text is
     one sentence, and the embedding task takes corpus text through ``task.train_texts``), and
-    ``DataError`` naming ``corpus.paths`` when a stage reads a corpus that cannot be read."""
+    ``DataError`` naming ``corpus.paths`` when a stage reads a corpus with a missing path or a table
+    that cannot be read."""
     stages = [(student_name(s), st) for s in cfg.students for st in s.stage_specs()]
     mixed = [name for name, st in stages if st.data == "task+corpus"]
     if mixed:
@@ -36,6 +39,8 @@ def check_corpus_stages(cfg: RunConfig, data: TaskData) -> None:
     if cfg.corpus is not None and any(st.data in CORPUS_KINDS for _, st in stages):
         c = cfg.corpus
         try:
-            read_corpus([Path(p) for p in c.paths], max_docs=c.max_docs, text_field=c.text_field)
+            tables = [f for f in corpus_files([Path(p) for p in c.paths]) if is_table(f)]
+            if tables:  # small, and where a recipe goes wrong (its text field); books are read by the stage
+                read_corpus(tables, text_field=c.text_field)
         except DataError as exc:
             raise DataError(f"corpus.paths: {exc}") from None
