@@ -33,7 +33,12 @@ the final model must also keep ``final.min_retention`` of the teacher's ``ndcg_a
 ``task.max_length``. The training texts come in a seeded random order (``task.holdout_seed``), so
 ``task.max_train_examples`` takes a sample of every source in proportion to its size, unless
 ``task.train_shares`` gives a source its own share of that sample (``{questions: 0.2}``: a small
-source that would otherwise be a few per cent of it).
+source that would otherwise be a few per cent of it). ``task.pair_questions`` puts each sampled
+question's corpus paragraph (cut at ``task.max_length``) beside it, in place of as many other texts
+of the sample, and makes the two one batching unit
+(:func:`~tinyplm.tasks.embedding_sample.paired`): retrieval compares a question with passages, and
+a similarity term that only ever sees a question among texts of its own length never compares it
+with the passage it asks about.
 """
 
 from __future__ import annotations
@@ -46,12 +51,14 @@ from pathlib import Path
 
 from tinyplm.errors import DataError, RecipeError
 from tinyplm.tasks.base import Example, Split, TaskData
+from tinyplm.tasks.embedding_sample import mixed, paired
 from tinyplm.tasks.glue import GLUE_SPECS, read_glue_file
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.holdout import HOLDOUT, HOLDOUT_PASSAGES, HOLDOUT_SUFFIX
 from tinyplm.tasks.paths import resolve_data_root, resolve_glue_dir
-from tinyplm.tasks.questions import questions_of
+from tinyplm.tasks.questions import question_sources
 from tinyplm.tasks.retrieval import (
+    GROUPS_OPTION,
     MAX_LENGTH_OPTION,
     RetrievalSet,
     ScoredPairs,
@@ -250,7 +257,7 @@ def embedding_task_data(spec, corpus_texts: Callable[[], list[str]] | None = Non
                            Path("corpus")) if spec.holdout_passages else None)
     evaluated = {ex.text for split in evals.values() for ex in split.examples}
     excluded = evaluated | (set(held.texts_a + held.texts_b) if held else set()) | (cloze.used if cloze else set())
-    sources = _training_texts(spec, stsb, corpus, excluded)
+    sources, passage_of = _training_texts(spec, stsb, corpus, excluded)
     kept = _distinct(sources, excluded)
     rng = random.Random(spec.holdout_seed)
     order = [t for texts in kept.values() for t in texts]
@@ -258,13 +265,17 @@ def embedding_task_data(spec, corpus_texts: Callable[[], list[str]] | None = Non
     if not order:
         raise RecipeError("task.train_texts give no text to train on once the evaluated and held-out texts are "
                           "left out")
-    mix = _mixed(order, kept, spec.train_shares, spec.max_train_examples, rng) if spec.train_shares else None
+    mix = mixed(order, kept, spec.train_shares, spec.max_train_examples, rng) if spec.train_shares else None
+    texts = mix.texts if mix else order
+    pairs = (paired(texts[: spec.max_train_examples], passage_of, excluded, rng) if spec.pair_questions
+             else None)
     source = stsb.source if stsb else Path((spec.train_texts or DEFAULT_TRAIN)[0])
-    train = Split("train", [Example(t, None, None) for t in (mix.texts if mix else order)], source, Head.EMBEDDING)
+    train = Split("train", [Example(t, None, None) for t in (pairs.texts if pairs else texts)], source,
+                  Head.EMBEDDING, {GROUPS_OPTION: pairs.groups} if pairs else {})
     total = sum(len(texts) for texts in sources.values())
     info = {"train_texts": f"{len(order)} distinct texts from {', '.join(spec.train_texts or DEFAULT_TRAIN)}; "
             f"{total - len(order)} evaluated, held-out or repeated ones left out"
-            + (f"; {mix.said}" if mix else "")}
+            + (f"; {mix.said}" if mix else "") + (f"; {pairs.said}" if pairs else "")}
     if held is not None:
         evals[HOLDOUT] = _sized(embedding_split(HOLDOUT, held), spec.eval_max_length)
         suffix[HOLDOUT] = HOLDOUT_SUFFIX
@@ -291,10 +302,11 @@ def _sized(split: Split, max_length: int) -> Split:
 
 class _Corpus:
     """The run's corpus paragraphs (``corpus_texts``), read once when first asked for, and their
-    sentences, cut once (``corpus`` and ``questions`` both read them)."""
+    sentences, cut once (``corpus`` and ``questions`` both read them), with the paragraph each
+    sentence is of (``owners``: indices into the paragraphs)."""
 
     def __init__(self, read: Callable[[], list[str]] | None) -> None:
-        self._read, self._paragraphs, self._sentences = read, None, None
+        self._read, self._paragraphs, self._sentences, self.owners = read, None, None, []
 
     def paragraphs(self, wanted_by: str) -> list[str]:
         if self._read is None:
@@ -305,14 +317,21 @@ class _Corpus:
 
     def sentences(self, wanted_by: str) -> list[str]:
         if self._sentences is None:
-            self._sentences = sentences_of(self.paragraphs(wanted_by))
+            self._sentences, self.owners = [], []
+            for i, paragraph in enumerate(self.paragraphs(wanted_by)):
+                cut = sentences_of([paragraph])
+                self._sentences += cut
+                self.owners += [i] * len(cut)
         return self._sentences
 
 
-def _training_texts(spec, stsb: StsbTrain | None, corpus: _Corpus, excluded: set[str]) -> dict[str, list[str]]:
-    """Each entry of ``task.train_texts`` -> its texts, in the recipe's order. Questions are made
-    only of sentences not ``excluded``, so none is a held-out or evaluated sentence reworded."""
+def _training_texts(spec, stsb: StsbTrain | None, corpus: _Corpus,
+                    excluded: set[str]) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """(each entry of ``task.train_texts`` -> its texts, in the recipe's order; each question ->
+    the corpus paragraph it was made from, whitespace made single). Questions are made only of
+    sentences not ``excluded``, so none is a held-out or evaluated sentence reworded."""
     texts: dict[str, list[str]] = {}
+    passage_of: dict[str, str] = {}
     for entry in spec.train_texts or DEFAULT_TRAIN:
         if entry == STSB:
             texts[entry] = [*stsb.pairs.texts_a, *stsb.pairs.texts_b]
@@ -320,13 +339,17 @@ def _training_texts(spec, stsb: StsbTrain | None, corpus: _Corpus, excluded: set
             texts[entry] = corpus.sentences(f"task.train_texts '{entry}'")
         elif entry == QUESTIONS:
             sentences = corpus.sentences(f"task.train_texts '{entry}'")
-            texts[entry] = questions_of(s for s in sentences if s not in excluded)
+            made = question_sources(s for s in sentences if s not in excluded)
+            owners = [o for s, o in zip(sentences, corpus.owners, strict=True) if s not in excluded]
+            paragraphs = corpus.paragraphs(f"task.train_texts '{entry}'")
+            texts[entry] = list(made)
+            passage_of = {q: " ".join(paragraphs[owners[i]].split()) for q, i in made.items()}
         elif entry == PARAGRAPHS:
             texts[entry] = [" ".join(p.split()) for p in corpus.paragraphs(f"task.train_texts '{entry}'")
                             if len(p.split()) >= MIN_PARAGRAPH_WORDS]
         else:
             texts[entry] = read_text_lines(Path(entry))
-    return texts
+    return texts, passage_of
 
 
 def _distinct(sources: dict[str, list[str]], excluded: set[str]) -> dict[str, list[str]]:
@@ -337,31 +360,3 @@ def _distinct(sources: dict[str, list[str]], excluded: set[str]) -> dict[str, li
         out[entry] = [t for t in dict.fromkeys(texts) if t not in seen]
         seen.update(out[entry])
     return out
-
-
-@dataclass(frozen=True)
-class Mix:
-    """A training sample mixed by ``task.train_shares``: its texts, in a seeded order, and what it holds."""
-
-    texts: list[str]
-    said: str
-
-
-def _mixed(order: list[str], kept: dict[str, list[str]], shares: dict[str, float], size: int,
-           rng: random.Random) -> Mix:
-    """``size`` texts of ``order`` (all sources, shuffled): each source ``shares`` names gives its share
-    of them (rounded down; all it has when that is fewer), the others fill the rest in proportion to
-    their size."""
-    owner = {t: entry for entry, texts in kept.items() for t in texts}
-    quota = {entry: int(share * size) for entry, share in shares.items()}  # floors: together under size
-    taken: dict[str, list[str]] = {entry: [] for entry in shares}
-    for t in order:
-        entry = owner[t]
-        if entry in taken and len(taken[entry]) < quota[entry]:
-            taken[entry].append(t)
-    rest = [t for t in order if owner[t] not in taken][: max(0, size - sum(map(len, taken.values())))]
-    texts = [t for group in taken.values() for t in group] + rest
-    rng.shuffle(texts)
-    said = ", ".join(f"{entry} {len(group)} of {len(kept[entry])} ({shares[entry]:.0%} asked)"
-                     for entry, group in taken.items())
-    return Mix(texts, f"task.train_shares: {said}, the other sources {len(rest)}")

@@ -25,7 +25,7 @@ from tinyplm.errors import TinyplmError
 from tinyplm.tasks.base import Split
 from tinyplm.tasks.heads import Head, PerHead
 from tinyplm.tasks.piece_cache import PieceCache
-from tinyplm.tasks.retrieval import MAX_LENGTH_OPTION
+from tinyplm.tasks.retrieval import GROUPS_OPTION, MAX_LENGTH_OPTION
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ class Encoded:
     whole-word and span masking; :func:`collate` pads it like the ids.
     ``head`` says what ``labels`` hold (see the module docstring); ``meta`` is what turns logits
     back into answers: the ``QAFeatures`` (span) or ``Tagged`` (token) the ids came from.
+    ``groups`` (``(N,)`` ids, or None): examples sharing an id are trained in one batch
+    (``train.schedule.epoch_batches``): an embedding task's question beside its passage.
     """
 
     input_ids: list[list[int]]
@@ -45,6 +47,7 @@ class Encoded:
     word_starts: list[list[int]] | None = None
     head: Head = Head.SEQUENCE
     meta: Any = None
+    groups: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -68,8 +71,9 @@ class Encoded:
             raise ValueError(f"a subset of a {self.head} encoding would not match its metadata")
         idx = list(indices)
         starts = [self.word_starts[i] for i in idx] if self.word_starts is not None else None
+        groups = self.groups[idx] if self.groups is not None else None
         return Encoded([self.input_ids[i] for i in idx], [self.token_type_ids[i] for i in idx],
-                       self.labels[idx], self.pad_id, starts, self.head)
+                       self.labels[idx], self.pad_id, starts, self.head, groups=groups)
 
 
 def padded_width(longest: int, multiple: int = 8) -> int:
@@ -103,7 +107,9 @@ def _encode_embedding(examples, tokenizer, max_length: int, options: dict, piece
         raise TinyplmError(f"the embedding head reads one text per example; example {paired + 1} has a second text")
     width = int(options.get(MAX_LENGTH_OPTION, max_length))
     ids, types = _encode_texts([ex.text for ex in examples], [None] * len(examples), tokenizer, width, pieces)
-    return Encoded(ids, types, torch.empty((len(ids), 0)), _pad_id(tokenizer), head=Head.EMBEDDING)
+    groups = options.get(GROUPS_OPTION)
+    groups = np.asarray(groups[: len(ids)], dtype=np.int64) if groups is not None else None
+    return Encoded(ids, types, torch.empty((len(ids), 0)), _pad_id(tokenizer), head=Head.EMBEDDING, groups=groups)
 
 
 def _encode_texts(texts: list[str], pairs: list[str | None], tokenizer, max_length: int,

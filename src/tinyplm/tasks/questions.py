@@ -97,15 +97,20 @@ def made_question(sentence: str, proper: frozenset[str]) -> str | None:
 
 def questions_of(sentences: Iterable[str]) -> list[str]:
     """The questions of ``sentences``, asked and made (module docstring), in order, each once."""
+    return list(question_sources(sentences))
+
+
+def question_sources(sentences: Iterable[str]) -> dict[str, int]:
+    """Each question of ``sentences`` (as :func:`questions_of`, in order) -> the index in
+    ``sentences`` of the first sentence it was asked in or made from."""
     sentences = list(sentences)
     proper = proper_words(sentences)
-    out: list[str] = []
-    for sentence in sentences:
-        out += asked_questions(sentence)
+    out: dict[str, int] = {}
+    for i, sentence in enumerate(sentences):
         made = made_question(sentence, proper)
-        if made is not None:
-            out.append(made)
-    return list(dict.fromkeys(out))
+        for question in [*asked_questions(sentence), *([made] if made is not None else [])]:
+            out.setdefault(question, i)
+    return out
 
 
 def _sized(question: str) -> bool:

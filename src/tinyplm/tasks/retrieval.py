@@ -223,6 +223,9 @@ SET_OPTION = "set"
 #: The key of an embedding split's options that holds the word pieces its texts are encoded at, when
 #: not the task's ``max_length`` (an embedding task's eval sets: paragraphs are longer than sentences).
 MAX_LENGTH_OPTION = "max_length"
+#: The key of an embedding training split's options that holds each example's batching unit id, when
+#: some examples are trained side by side (``task.pair_questions``: a question and its passage).
+GROUPS_OPTION = "groups"
 
 
 def set_texts(data: ScoredPairs | RetrievalSet) -> list[str]:

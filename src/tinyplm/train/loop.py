@@ -261,7 +261,7 @@ def _run_steps(loop: _Loop, data: Encoded) -> str:
     """Run optimiser steps until epochs, max_steps or the time budget end; return which one."""
     acc, spec, state = loop.acc, loop.spec, loop.state
     lengths = data.lengths() if spec.group_by_length else None
-    total, per_epoch = total_steps(spec, len(data), acc.num_processes, lengths)
+    total, per_epoch = total_steps(spec, len(data), acc.num_processes, lengths, data.groups)
     budget_s = spec.budget_minutes * 60 if spec.budget_minutes else None
     meter = Meter()
     unfreezer = None if loop.unfreeze_groups is None else \
@@ -272,7 +272,7 @@ def _run_steps(loop: _Loop, data: Encoded) -> str:
         while state.step < total:
             epoch, offset = divmod(state.step, per_epoch)
             for global_batch in epoch_batches(len(data), spec.batch_size, spec.seed, epoch, acc.num_processes,
-                                              lengths)[offset:]:
+                                              lengths, data.groups)[offset:]:
                 progress = max(state.step / total, state.elapsed / budget_s if budget_s else 0.0)
                 t0 = time.perf_counter()
                 if unfreezer is not None:
