@@ -4,6 +4,7 @@ refused naming the entry."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -14,10 +15,11 @@ from helpers_doc_world import write_tiny_data
 from tinyplm.config.schema import TaskSpec
 from tinyplm.errors import DataError, RecipeError
 from tinyplm.tasks import load_task
+from tinyplm.tasks.embedding_sample import paired
 from tinyplm.tasks.embedding_task import parse_eval_set, sentences_of
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.holdout import HOLDOUT
-from tinyplm.tasks.retrieval import MAX_LENGTH_OPTION
+from tinyplm.tasks.retrieval import GROUPS_OPTION, MAX_LENGTH_OPTION
 
 
 @pytest.fixture(scope="module")
@@ -222,3 +224,73 @@ def test_no_question_is_made_of_a_held_out_passage(data_dir: Path) -> None:
             "Who was killed at Hastings1 on that autumn day?"}
     assert asked(0) == made
     assert asked(2) == {"Who was crowned at Westminster?"}  # both held paragraphs drawn: none of theirs asked
+
+
+def test_paired_questions_are_trained_beside_their_own_paragraph(data_dir: Path, tmp_path: Path) -> None:
+    paragraphs = ["Harold Godwinson was killed at Hastings that day. They said Harold fought and Harold fell.",
+                  "“What happened to you?” said the old woman at the gate. “Did you see it?” she asked.",
+                  "A paragraph with no question in it at all, only words about the weather and the sea."]
+    own = tmp_path / "own.txt"
+    own.write_text("".join(f"a text of mine number {i}\n" for i in range(6)), encoding="utf-8")
+    spec = _spec(data_dir, train_texts=["questions", str(own)], eval_sets=["stsb"], pair_questions=True,
+                 max_train_examples=8)
+    data = load_task(spec, lambda: paragraphs)
+    texts = [ex.text for ex in data.train.examples]
+    groups = data.train.options[GROUPS_OPTION]
+    assert len(texts) == len(set(texts)) == len(groups) == 8  # the passages take the place of own texts
+    unit = {t: g for t, g in zip(texts, groups, strict=True)}
+    assert unit["Who was killed at Hastings that day?"] == unit[paragraphs[0]]
+    assert unit["What happened to you?"] == unit["Did you see it?"] == unit[" ".join(paragraphs[1].split())]
+    assert unit["Who was killed at Hastings that day?"] != unit["What happened to you?"]
+    assert sum(t.startswith("a text of mine") for t in texts) == 3  # 6 + 3 questions sampled, 2 passages in
+    assert paragraphs[2] not in texts and "3 questions trained beside the 2 corpus paragraphs" in data.info[
+        "train_texts"]
+    alone = load_task(_spec(data_dir, train_texts=["questions"], eval_sets=["stsb"]), lambda: paragraphs)
+    assert GROUPS_OPTION not in alone.train.options
+
+
+@given(n_texts=st.integers(0, 30), n_questions=st.integers(0, 12), n_passages=st.integers(1, 5),
+       seed=st.integers(0, 3))
+@settings(max_examples=60, deadline=None)
+def test_paired_keeps_the_sample_size_and_each_question_with_its_passage(n_texts, n_questions, n_passages,
+                                                                          seed) -> None:
+    questions = [f"question {i}?" for i in range(n_questions)]
+    passage_of = {q: f"passage {i % n_passages}" for i, q in enumerate(questions)}
+    excluded = {"passage 0"}
+    sample = questions + [f"text {i}" for i in range(n_texts)] + ["passage 1"] * (n_passages > 1)
+    random.Random(seed).shuffle(sample)
+    got = paired(sample, passage_of, excluded, random.Random(seed))
+    assert len(got.texts) == len(set(got.texts)) == len(got.groups)
+    assert set(questions) <= set(got.texts) and "passage 0" not in got.texts
+    unit = dict(zip(got.texts, got.groups, strict=True))
+    for q, p in passage_of.items():
+        if p != "passage 0":
+            assert unit[q] == unit[p]
+        else:
+            assert sum(g == unit[q] for g in got.groups) == 1  # an excluded passage's question stays alone
+    passages = {p for p in passage_of.values() if p != "passage 0"}
+    others = [t for t in sample if t not in passage_of and t not in passages]
+    added = len(passages - set(sample))
+    assert len(got.texts) == len(sample) - min(added, len(others)) + added  # in place of others while there are any
+    assert got == paired(sample, passage_of, excluded, random.Random(seed))
+
+
+def test_pair_questions_needs_questions_to_pair() -> None:
+    with pytest.raises(ValueError, match=r"task.pair_questions .* has no 'questions'"):
+        TaskSpec(name="embedding", train_texts=["stsb", "corpus"], pair_questions=True)
+
+
+def test_the_units_reach_the_encoded_training_data(data_dir: Path, tiny_model_dir: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from tinyplm.tasks.encoding import encode_split
+
+    paragraphs = ["Harold Godwinson was killed at Hastings that day. They said Harold fought and Harold fell.",
+                  "Edith Swanneck was crowned at Westminster. Men said Edith ruled well and Edith stayed."]
+    spec = _spec(data_dir, train_texts=["questions", "stsb"], eval_sets=["stsb"], pair_questions=True,
+                 max_train_examples=10, train_shares={"questions": 0.3})
+    data = load_task(spec, lambda: paragraphs)
+    groups = list(data.train.options[GROUPS_OPTION])
+    enc = encode_split(data.train, AutoTokenizer.from_pretrained(tiny_model_dir), 32, limit=7)
+    assert enc.groups.tolist() == groups[:7] and len(set(groups)) == 8  # 2 pairs and 6 STS-B sentences
+    assert enc.subset([5, 0]).groups.tolist() == [groups[5], groups[0]]

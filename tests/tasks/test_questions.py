@@ -13,6 +13,7 @@ from tinyplm.tasks.questions import (
     asked_questions,
     made_question,
     proper_words,
+    question_sources,
     questions_of,
 )
 
@@ -69,3 +70,8 @@ def test_every_question_is_a_sized_question_made_of_its_sentence_words(sentences
     for q in questions:
         assert q.endswith("?") and MIN_WORDS <= len(q.split()) <= MAX_WORDS
         assert set(q.rstrip("?").split()) - {"Who", "What"} <= words
+
+    sources = question_sources(sentences)
+    assert list(sources) == questions
+    for q, i in sources.items():  # the first sentence it was asked in or made from
+        assert q in asked_questions(sentences[i]) or q == made_question(sentences[i], proper_words(sentences))

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from safetensors.torch import load_file
 
 from conftest import TINY_TRAIN, tiny_sentiment_rows
@@ -207,3 +209,34 @@ def test_adamw_is_fused_on_cpu_and_takes_the_default_update() -> None:
     z.grad = torch.ones_like(z)
     opt.step()
     assert torch.all(z.real < 0)
+
+
+@given(sizes=st.lists(st.integers(1, 12), min_size=1, max_size=40), batch=st.integers(1, 9),
+       grouped=st.booleans(), seed=st.integers(0, 5))
+@settings(max_examples=80, deadline=None)
+def test_a_unit_of_examples_is_trained_in_one_batch(sizes: list[int], batch: int, grouped: bool, seed: int) -> None:
+    groups = np.repeat(np.arange(len(sizes)), sizes)
+    np.random.default_rng(seed).shuffle(groups)  # a unit's members need not be neighbours
+    lengths = np.random.default_rng(seed).integers(1, 50, size=len(groups)) if grouped else None
+    batches = epoch_batches(len(groups), batch, seed, 0, lengths=lengths, groups=groups)
+    assert sorted(i for b in batches for i in b) == list(range(len(groups)))
+    assert all(1 <= len(b) <= batch for b in batches)
+    for g, size in enumerate(sizes):
+        holding = [b for b in batches if any(groups[i] == g for i in b)]
+        assert len(holding) == -(-size // batch)  # one batch, or as few as a unit larger than a batch needs
+    assert batches == epoch_batches(len(groups), batch, seed, 0, lengths=lengths, groups=groups)
+
+
+def test_units_are_still_grouped_by_length() -> None:
+    rng = np.random.default_rng(0)
+    groups = np.repeat(np.arange(1000), 2)
+    lengths = rng.integers(3, 64, size=2000)
+
+    def padded(batches: list[list[int]]) -> int:
+        return sum(len(b) * max(lengths[i] for i in b) for b in batches)
+
+    grouped = epoch_batches(2000, 32, 0, 0, lengths=lengths, groups=groups)
+    plain = epoch_batches(2000, 32, 0, 0, groups=groups)
+    assert padded(grouped) < 0.85 * padded(plain)
+    with pytest.raises(ValueError, match="3 ids for 4 examples"):
+        epoch_batches(4, 2, 0, 0, groups=np.zeros(3, dtype=np.int64))

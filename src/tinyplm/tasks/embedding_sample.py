@@ -50,9 +50,9 @@ def paired(texts: list[str], passage_of: dict[str, str], excluded: set[str], rng
     """``texts`` (a sample in a seeded order) as units: each question of ``passage_of`` with its
     passage (one unit per passage, with every sampled question made from it; a question that is its
     whole paragraph stays alone), the other texts one each. A passage not in ``texts`` takes the
-    place of the last other text, so the sample keeps its size; an ``excluded`` passage (evaluated
-    or held out) is never added, its questions stay alone. Units come in a seeded order (``rng``);
-    each text is in the sample once."""
+    place of the last text that is not a question, so the sample keeps its size; an ``excluded``
+    passage (evaluated or held out) is never added, its questions stay alone. Units come in a
+    seeded order (``rng``); each text is in the sample once."""
     units: dict[str, list[str]] = {}
     for text in texts:
         passage = passage_of.get(text)
@@ -61,9 +61,9 @@ def paired(texts: list[str], passage_of: dict[str, str], excluded: set[str], rng
     in_units = {t for unit in units.values() for t in unit}
     sampled = set(texts)
     added = sum(p not in sampled for p in units)
-    others = [t for t in texts if t not in in_units]
-    others = others[: max(0, len(others) - added)]
-    order = [*units.values(), *([t] for t in others)]
+    others = [t for t in texts if t not in in_units and t not in passage_of]
+    dropped = set(others[len(others) - min(added, len(others)):])  # a question stays, passage or not
+    order = [*units.values(), *([t] for t in texts if t not in in_units and t not in dropped)]
     rng.shuffle(order)
     flat: dict[str, int] = {}
     for g, unit in enumerate(order):
