@@ -85,10 +85,9 @@ class TaskSpec(Section):
         None, description="embedding: the share of task.max_train_examples a source of train_texts takes "
         "({questions: 0.2}: a fifth of the sample are questions); the sources not named fill the rest in proportion "
         "to their size, as without shares; needs max_train_examples")
-    pair_questions: bool = Field(
-        False, description="embedding: train each question of train_texts' 'questions' in one batch with the "
-        "corpus paragraph it was made from (added to the sample in place of other texts), so the in-batch "
-        "similarity term compares a question with its own passage as retrieval does")
+    pair_questions: bool = Field(False, description="embedding: train each of train_texts' 'questions' in one "
+                                 "batch with the corpus paragraph it was made from (in place of another text of "
+                                 "the sample), so the similarity term compares it with its own passage")
     eval_sets: list[str] | None = Field(
         None, min_length=1, description="embedding: the sets it is judged on: 'stsb' (STS-B dev, Spearman), "
         "'squad' (SQuAD v1.1 dev questions ranking its paragraphs, nDCG@10), 'pairs:FILE' (your scored pairs) or "
@@ -117,10 +116,7 @@ class TaskSpec(Section):
         for key in ("train_texts", "eval_sets", "train_shares"):
             if getattr(self, key) is not None and not embedding:
                 raise ValueError(f"task.{key} is for the embedding task (name: embedding), not '{self.name}'")
-        check_train_shares(self.train_shares, self.train_texts, self.max_train_examples)
-        if self.pair_questions and "questions" not in (self.train_texts or []):
-            raise ValueError(f"task.pair_questions trains questions beside their passages, but task.train_texts "
-                             f"{self.train_texts or ['stsb']} has no 'questions' (the embedding task's source of them)")
+        check_train_shares(self.train_shares, self.train_texts, self.max_train_examples, self.pair_questions)
         if self.holdout_passages and not embedding:
             raise ValueError(f"task.holdout_passages is for the embedding task (name: embedding), not '{self.name}'")
         if embedding and (self.holdout_min_words or self.holdout_drop_parts):

@@ -1,14 +1,19 @@
 """``task.train_shares`` checked: the share of a ``max_train_examples`` sample each named source of
-the embedding task's ``train_texts`` takes (tinyplm.tasks.embedding_task draws the sample)."""
+the embedding task's ``train_texts`` takes (tinyplm.tasks.embedding_task draws the sample); and
+``task.pair_questions``, which pairs the sample's questions with their passages."""
 
 from __future__ import annotations
 
 
 def check_train_shares(shares: dict[str, float] | None, train_texts: list[str] | None,
-                       max_train_examples: int | None) -> None:
+                       max_train_examples: int | None, pair_questions: bool = False) -> None:
     """Raise ``ValueError`` naming ``task.train_shares`` unless every share names a source of
     ``train_texts`` (default ``[stsb]``), lies in (0, 1), leaves a source unnamed to fill the rest,
-    and all add up to under 1 of a ``max_train_examples`` sample."""
+    and all add up to under 1 of a ``max_train_examples`` sample; naming ``task.pair_questions``
+    when it is set and ``train_texts`` has no ``questions`` to pair."""
+    if pair_questions and "questions" not in (train_texts or []):
+        raise ValueError(f"task.pair_questions trains questions beside their passages, but task.train_texts "
+                         f"{train_texts or ['stsb']} has no 'questions' (the embedding task's source of them)")
     if not shares:
         return
     named = train_texts or ["stsb"]

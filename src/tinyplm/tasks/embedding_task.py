@@ -257,25 +257,9 @@ def embedding_task_data(spec, corpus_texts: Callable[[], list[str]] | None = Non
                            Path("corpus")) if spec.holdout_passages else None)
     evaluated = {ex.text for split in evals.values() for ex in split.examples}
     excluded = evaluated | (set(held.texts_a + held.texts_b) if held else set()) | (cloze.used if cloze else set())
-    sources, passage_of = _training_texts(spec, stsb, corpus, excluded)
-    kept = _distinct(sources, excluded)
-    rng = random.Random(spec.holdout_seed)
-    order = [t for texts in kept.values() for t in texts]
-    rng.shuffle(order)  # so max_train_examples takes a sample of every source
-    if not order:
-        raise RecipeError("task.train_texts give no text to train on once the evaluated and held-out texts are "
-                          "left out")
-    mix = mixed(order, kept, spec.train_shares, spec.max_train_examples, rng) if spec.train_shares else None
-    texts = mix.texts if mix else order
-    pairs = (paired(texts[: spec.max_train_examples], passage_of, excluded, rng) if spec.pair_questions
-             else None)
     source = stsb.source if stsb else Path((spec.train_texts or DEFAULT_TRAIN)[0])
-    train = Split("train", [Example(t, None, None) for t in (pairs.texts if pairs else texts)], source,
-                  Head.EMBEDDING, {GROUPS_OPTION: pairs.groups} if pairs else {})
-    total = sum(len(texts) for texts in sources.values())
-    info = {"train_texts": f"{len(order)} distinct texts from {', '.join(spec.train_texts or DEFAULT_TRAIN)}; "
-            f"{total - len(order)} evaluated, held-out or repeated ones left out"
-            + (f"; {mix.said}" if mix else "") + (f"; {pairs.said}" if pairs else "")}
+    train, said = _train_split(spec, *_training_texts(spec, stsb, corpus, excluded), excluded, source)
+    info = {"train_texts": said}
     if held is not None:
         evals[HOLDOUT] = _sized(embedding_split(HOLDOUT, held), spec.eval_max_length)
         suffix[HOLDOUT] = HOLDOUT_SUFFIX
@@ -293,6 +277,30 @@ def embedding_task_data(spec, corpus_texts: Callable[[], list[str]] | None = Non
     return TaskData(task=EMBEDDING_TASK, train=train, evals=evals, labels=(), is_regression=False, metrics=metrics,
                     primary_metric=primary, metric_suffix=suffix, head=Head.EMBEDDING, info=info,
                     guard_metrics=(f"ndcg_at_10_{HOLDOUT_PASSAGES}",) if cloze is not None else ())
+
+
+def _train_split(spec, sources: dict[str, list[str]], passage_of: dict[str, str], excluded: set[str],
+                 source: Path) -> tuple[Split, str]:
+    """The training split of ``sources`` (:func:`_training_texts`) less ``excluded`` texts, in a seeded
+    order, sampled by ``task.train_shares`` and paired by ``task.pair_questions``; and what it holds.
+    Raises ``RecipeError`` when no text is left."""
+    kept = _distinct(sources, excluded)
+    rng = random.Random(spec.holdout_seed)
+    order = [t for texts in kept.values() for t in texts]
+    rng.shuffle(order)  # so max_train_examples takes a sample of every source
+    if not order:
+        raise RecipeError("task.train_texts give no text to train on once the evaluated and held-out texts are "
+                          "left out")
+    mix = mixed(order, kept, spec.train_shares, spec.max_train_examples, rng) if spec.train_shares else None
+    texts = mix.texts if mix else order
+    pairs = paired(texts[: spec.max_train_examples], passage_of, excluded, rng) if spec.pair_questions else None
+    train = Split("train", [Example(t, None, None) for t in (pairs.texts if pairs else texts)], source,
+                  Head.EMBEDDING, {GROUPS_OPTION: pairs.groups} if pairs else {})
+    total = sum(len(texts) for texts in sources.values())
+    said = (f"{len(order)} distinct texts from {', '.join(spec.train_texts or DEFAULT_TRAIN)}; "
+            f"{total - len(order)} evaluated, held-out or repeated ones left out"
+            + (f"; {mix.said}" if mix else "") + (f"; {pairs.said}" if pairs else ""))
+    return train, said
 
 
 def _sized(split: Split, max_length: int) -> Split:
