@@ -292,6 +292,10 @@ DOC_LINES: dict[str, Way] = {
     "tinyplm run recipes/embed/mpnet_embed.yaml": Way(
         None, "cheap check only: fetches all-mpnet-base-v2 (438 MB) and runs about an hour; "
         "tests/run/test_embedding_run.py distils a tiny sentence model across tokenizers through a fitted projection"),
+    "tinyplm run recipes/embed/mpnet_embed.yaml task.pair_questions=true": Way(
+        None, "cheap check only: the recipe with each question beside its passage (about 80 minutes); "
+        "tests/tasks/test_embedding_task.py pairs questions with their paragraphs and tests/train/test_loop.py "
+        "keeps each unit in one batch"),
     "python benchmarks/embed_static_vs_model2vec.py runs/minilm_embed --threads 2": Way(
         None, "cheap check only: scores the run's teacher, static student and Model2Vec on STS-B and SQuAD "
         "(minutes); tests/run/test_static_embedding_run.py runs the script on a tiny run"),
