@@ -240,3 +240,11 @@ def test_units_are_still_grouped_by_length() -> None:
     assert padded(grouped) < 0.85 * padded(plain)
     with pytest.raises(ValueError, match="3 ids for 4 examples"):
         epoch_batches(4, 2, 0, 0, groups=np.zeros(3, dtype=np.int64))
+
+
+@given(n=st.integers(1, 400), batch=st.integers(1, 40), grouped=st.booleans(), seed=st.integers(0, 5))
+@settings(max_examples=40, deadline=None)
+def test_units_of_one_give_the_batches_of_single_examples(n: int, batch: int, grouped: bool, seed: int) -> None:
+    lengths = np.random.default_rng(seed).integers(1, 50, size=n) if grouped else None
+    assert epoch_batches(n, batch, seed, 1, lengths=lengths, groups=np.arange(n)) == \
+        epoch_batches(n, batch, seed, 1, lengths=lengths)

@@ -335,8 +335,9 @@ class _Corpus:
 
 def _training_texts(spec, stsb: StsbTrain | None, corpus: _Corpus,
                     excluded: set[str]) -> tuple[dict[str, list[str]], dict[str, str]]:
-    """(each entry of ``task.train_texts`` -> its texts, in the recipe's order; each question ->
-    the corpus paragraph it was made from, whitespace made single). Questions are made only of
+    """(each entry of ``task.train_texts`` -> its texts, in the recipe's order; with
+    ``task.pair_questions``, each question -> the corpus paragraph it was made from, whitespace
+    made single). Questions are made only of
     sentences not ``excluded``, so none is a held-out or evaluated sentence reworded."""
     texts: dict[str, list[str]] = {}
     passage_of: dict[str, str] = {}
@@ -347,11 +348,12 @@ def _training_texts(spec, stsb: StsbTrain | None, corpus: _Corpus,
             texts[entry] = corpus.sentences(f"task.train_texts '{entry}'")
         elif entry == QUESTIONS:
             sentences = corpus.sentences(f"task.train_texts '{entry}'")
-            made = question_sources(s for s in sentences if s not in excluded)
-            owners = [o for s, o in zip(sentences, corpus.owners, strict=True) if s not in excluded]
-            paragraphs = corpus.paragraphs(f"task.train_texts '{entry}'")
+            kept = [(s, o) for s, o in zip(sentences, corpus.owners, strict=True) if s not in excluded]
+            made = question_sources(s for s, _ in kept)
             texts[entry] = list(made)
-            passage_of = {q: " ".join(paragraphs[owners[i]].split()) for q, i in made.items()}
+            if spec.pair_questions:
+                paragraphs = corpus.paragraphs(f"task.train_texts '{entry}'")
+                passage_of = {q: " ".join(paragraphs[kept[i][1]].split()) for q, i in made.items()}
         elif entry == PARAGRAPHS:
             texts[entry] = [" ".join(p.split()) for p in corpus.paragraphs(f"task.train_texts '{entry}'")
                             if len(p.split()) >= MIN_PARAGRAPH_WORDS]
