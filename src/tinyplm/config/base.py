@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
-from tinyplm.config.finetune import OPTION_METHODS, Method, MethodOptions, check_options
+from tinyplm.config.finetune import OPTION_METHODS, START_AVERAGE_METHODS, Method, MethodOptions, check_options
 
 Precision = Literal["auto", "bf16", "fp32"]
 #: The precision of a measurement or of targets computed for training (dev checks, reported metrics,
@@ -61,20 +61,32 @@ class TrainSpec(Section):
     method: Method = Field(Method.FULL, description="full | frozen | ulmfit | bitfit | lora | ia3 | prompt_tuning | "
                                                     "prefix_tuning (see config/finetune.py)")
     method_options: MethodOptions = Field(MethodOptions(), description="options of the fine-tuning method")
+    keep_start_weights: float = Field(0.0, ge=0, lt=1, description="the share of the stage's start weights "
+                                      "averaged into what it trained (WiSE-FT, Wortsman et al. 2022): the saved "
+                                      "model, and every evaluation choosing a checkpoint, use k * start + (1 - k) * "
+                                      "trained; keeps what the start knew of texts the stage never shows. 0 = the "
+                                      "trained weights")
 
     @model_validator(mode="after")
     def _options_of_method(self) -> TrainSpec:
         check_options(self.method, self.method_options)
+        if self.keep_start_weights > 0 and self.method not in START_AVERAGE_METHODS:
+            raise ValueError(f"keep_start_weights = {self.keep_start_weights} averages the model's own weights, "
+                             f"which method {self.method.value} leaves as they were (it trains an adapter, prompt "
+                             f"or head beside them); use it with method "
+                             f"{' | '.join(sorted(m.value for m in START_AVERAGE_METHODS))}, or set it to 0")
         return self
 
     @model_serializer(mode="wrap")
     def _default_method_unwritten(self, handler):
-        """Leave ``method``/``method_options`` out of a dump while they are the defaults, so a
-        resolved recipe (and the run dir claimed with it) is the same as before they existed; else
-        write only the options this method reads (so the dump loads back)."""
+        """Leave ``method``/``method_options`` and ``keep_start_weights`` out of a dump while they are
+        the defaults, so a resolved recipe (and the run dir claimed with it) is the same as before
+        they existed; else write only the options this method reads (so the dump loads back)."""
         data = handler(self)
         if not isinstance(data, dict):
             return data
+        if self.keep_start_weights == 0:
+            data.pop("keep_start_weights", None)
         if self.method is Method.FULL and not self.method_options.model_fields_set:
             data.pop("method", None)
             data.pop("method_options", None)

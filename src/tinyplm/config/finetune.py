@@ -35,6 +35,8 @@ class Method(StrEnum):
 
 #: Methods the ``peft`` library implements.
 PEFT_METHODS = frozenset({Method.LORA, Method.IA3, Method.PROMPT_TUNING, Method.PREFIX_TUNING})
+#: Methods that train the model's own weights, so ``train.keep_start_weights`` can average them with the start.
+START_AVERAGE_METHODS = frozenset({Method.FULL, Method.ULMFIT, Method.BITFIT})
 #: Methods whose trained model is saved as a plain checkpoint (LoRA and IA3 merged into the weights).
 CHECKPOINT_METHODS = frozenset({Method.FULL, Method.ULMFIT, Method.BITFIT, Method.LORA, Method.IA3})
 #: Encoder Linear roles (models/roles.py) each adapter method wraps when ``targets`` is not given.

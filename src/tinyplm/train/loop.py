@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from tinyplm.train.objective import Batch, Objective
 from tinyplm.train.progress import JsonlLog, Meter, make_progress
 from tinyplm.train.schedule import epoch_batches, lr_factor, total_steps
 from tinyplm.train.signals import StopFlag
+from tinyplm.train.start_average import StartWeights
 from tinyplm.train.ulmfit import Unfreezer, discriminative_groups, layer_groups, stlr_factor
 
 EvalFn = Callable[[torch.nn.Module], dict[str, float]]
@@ -129,6 +131,7 @@ class _Loop:
     evaluate: EvalFn | None = None
     primary: str | None = None
     unfreeze_groups: list[list[nn.Parameter]] | None = None  # ULMFiT's layer groups, top first
+    start: StartWeights | None = None  # keep_start_weights: evaluations and the result blend these in
 
     @property
     def unwrapped(self) -> Trainable:
@@ -174,13 +177,15 @@ def train(
     ``step_hook(progress)`` is called after every optimiser step with the stage's progress in
     [0, 1] (steps or time budget, whichever is further along): pruning schedules follow it.
     ``spec.method`` chooses what trains (train/methods.py): the model is adapted first and finished
-    after (LoRA/IA3 merged), so ``TrainResult.model`` is what later stages take.
+    after (LoRA/IA3 merged), so ``TrainResult.model`` is what later stages take; evaluations and
+    the result blend in the start by ``keep_start_weights`` (train/start_average.py).
     Raises ``ValueError`` when the objective's needs are not met, ``errors.Interrupted`` (after a
     checkpoint) on SIGINT/SIGTERM.
     """
     acc = get_accelerator()
     _check_method(spec, io, acc)
     stage_rss = reset_peak()
+    start = StartWeights.of(model, spec.keep_start_weights)  # before adapt or resume: the stage's start
     model = adapt(model, spec)
     _start_objective(objective, model, data, teacher, teacher_logits, io.name)
     torch.manual_seed(spec.seed + acc.process_index)
@@ -189,7 +194,7 @@ def train(
     log = JsonlLog(io.log_path, io.name, acc.is_main_process)
     loop = _Loop(acc, prepared, opt, spec, io, log, LoopState(), objective, teacher, teacher_logits,
                  step_hook=step_hook, evaluate=evaluate, primary=primary,
-                 unfreeze_groups=layer_groups(model) if spec.method is Method.ULMFIT else None)
+                 unfreeze_groups=layer_groups(model) if spec.method is Method.ULMFIT else None, start=start)
     if teacher is not None:
         teacher.eval()
     if io.resume:
@@ -199,6 +204,8 @@ def train(
         _evaluate(loop)
     if spec.keep_best and loop.best is not None:
         loop.unwrapped.load_state_dict(loop.best)
+    if start is not None:
+        start.blend_into(loop.student)
     loop.student.train(False)
     loop.log.write(event="end", step=loop.state.step, elapsed_s=round(loop.state.elapsed, 2),
                    stopped_by=stopped_by, best_step=loop.state.best_step, best_metric=loop.state.best_metric)
@@ -358,7 +365,8 @@ def _log_train(loop: _Loop, loss_eps: tuple[float, float], bar, task, total: int
 
 def _evaluate(loop: _Loop) -> None:
     state = loop.state
-    metrics = loop.evaluate(loop.student)
+    with loop.start.applied(loop.student) if loop.start else nullcontext(loop.student) as student:
+        metrics = loop.evaluate(student)
     loop.model.train()
     entry = {"step": state.step, "elapsed_s": round(state.elapsed, 2), **metrics}
     state.history.append(entry)
