@@ -189,3 +189,23 @@ def test_token_scores_pass_gold_and_predictions_in_order() -> None:
                   Path("valid.txt"), head="token")
     out = token_scores(split, enc, logits, TAGS)
     assert out == pytest.approx({"precision": 1.0, "recall": 1 / 3, "f1": 0.5})
+
+
+def test_a_word_the_tokenizer_gives_no_piece_is_o_and_the_words_after_it_keep_their_tags() -> None:
+    """A zero-width space is a word of its own in the file and no piece at all: the tags after it
+    stay on their words instead of sliding one word to the left."""
+    from transformers import BertTokenizerFast
+
+    from conftest import tiny_vocab
+    from tinyplm.tasks.tagging import encode_tagged, tags_from_logits
+
+    tok = BertTokenizerFast(vocab={t: i for i, t in enumerate(tiny_vocab())}, do_lower_case=True)
+    words = ["the", "actor", "\u200b", "film", "was", "good"]
+    tags = ["O", "B-PER", "O", "B-MISC", "O", "O"]
+    label_ids = {t: i for i, t in enumerate(TAGS)}
+    tagged = encode_tagged([words], [tags], tok, label_ids, 32)
+    assert tagged.first_words == [[0, 1, 3, 4, 5]]  # no piece starts word 2
+    logits = torch.full((1, len(tagged.input_ids[0]), len(TAGS)), -5.0)
+    for piece, word in zip(tagged.first_pieces[0], tagged.first_words[0], strict=True):
+        logits[0, piece, TAGS.index(tags[word])] = 5.0
+    assert tags_from_logits(tagged, logits, TAGS, [len(words)]) == [tags]
