@@ -242,3 +242,53 @@ def test_squad_window_settings_are_checked_in_the_recipe(tmp_path: Path) -> None
         validate_recipe({"task": {"name": "squad", "max_length": 64, "max_query_length": 60}})
     bad = cli(["evaluate", "nowhere", "--task", "squad", "--max-length", "48"], tmp_path)
     assert bad.returncode != 0 and "max_query_length" in bad.output and "Traceback" not in bad.output
+
+
+def _entity_words_dir(path: Path) -> Path:
+    """A tiny model dir whose tokenizer keeps only the entity words whole: every other word is
+    spelled in letter pieces, so word starts sit at other positions than the teacher's."""
+    import string
+
+    from transformers import BertTokenizerFast
+
+    make_tiny_model_dir(path)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *ENTITY, *string.ascii_lowercase,
+             *("##" + c for c in string.ascii_lowercase), *".,!?'-"]
+    vocab += [f"tok{i}" for i in range(99 - len(vocab))]  # the model's 99 rows
+    for name in ("tokenizer.json", "vocab.txt"):
+        (path / name).unlink(missing_ok=True)
+    (path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    BertTokenizerFast(vocab={t: i for i, t in enumerate(vocab)}, do_lower_case=True).save_pretrained(path)
+    return path
+
+
+def test_a_tagger_of_another_tokenizer_learns_the_teachers_tags_word_by_word(tmp_path: Path) -> None:
+    """A CoNLL student that reads other pieces learns from the teacher's predictions alone (no gold
+    tags), moved from the teacher's first piece of each word to its own: targets left at the
+    teacher's positions would tag the wrong words."""
+    write_tiny_conll(tmp_path, sentences=160)
+    student = {"name": "s1", "init_from": str(_entity_words_dir(tmp_path / "other")),
+               "objective": {"kd_weight": 1.0}, "train": {**TINY_TRAIN, "epochs": 12}}
+    record = _run(tmp_path, {"name": "conll2003", "data_dir": str(tmp_path), "max_length": 32}, [student],
+                  epochs=12)
+    assert record.stage("s1").info.init.endswith("its own tokenizer")
+    assert record.teacher.metrics["f1"] > 0.5
+    assert record.stage("s1").metrics["f1"] > 0.5 and record.stage("s1").metrics["f1_test"] > 0.5
+
+
+def test_a_reader_of_another_tokenizer_learns_from_the_teachers_spans_by_character(tmp_path: Path) -> None:
+    """A SQuAD student that reads other pieces (so other windows) validates, trains on the teacher's
+    start and end logits moved to its windows by character, is compressed and scored in its own
+    pieces."""
+    write_tiny_squad(tmp_path, articles=4, questions=12)
+    other = _entity_words_dir(tmp_path / "other")
+    recover = {"objective": {"kd_weight": 1.0}, "train": {**TINY_TRAIN, "max_steps": 2}}
+    student = {"name": "s1", "init_from": str(other), "objective": {"kd_weight": 1.0, "hard_weight": 0.5},
+               "train": {**TINY_TRAIN, "epochs": 2}, "compress": [{"kind": "prune_ffn", "keep": 0.5,
+                                                                    "recover": recover}]}
+    record = _run(tmp_path, {"name": "squad", "data_dir": str(tmp_path), "max_length": 48, "doc_stride": 16,
+                             "max_query_length": 8, "train_articles": 3}, [student], epochs=1)
+    assert record.stage("s1").info.init.endswith("its own tokenizer")
+    assert [s.name for s in record.stages] == ["teacher", "s1", "s1.prune_ffn"]
+    for name in ("s1", "s1.prune_ffn"):
+        assert 0.0 <= record.stage(name).metrics["f1"] <= 100.0

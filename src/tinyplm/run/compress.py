@@ -84,8 +84,9 @@ def _context(inp: RunInputs, seed: int) -> CompressContext:
     texts = [_text_pair(e) for e in inp.data.train.examples[:task.max_train_examples]]
     texts += [_text_pair(e) for split in inp.data.evals.values() for e in split.examples[:task.max_eval_examples]]
     # the student's ids (its own tokenizer's, if it has one); the teacher's logits on its own ids of
-    # the same examples, row for row
-    return CompressContext(inp.student_train, lambda: inp.teachers.logits(inp.train), inp.data.is_regression,
+    # the same examples, carried to the student's rows and positions
+    return CompressContext(inp.student_train, lambda: inp.targets(inp.student_train, inp.train),
+                           inp.data.is_regression,
                            inp.paths.root / "work", seed=seed, head=inp.data.head, tokenizer=inp.student_tokenizer,
                            evals=inp.student_evals, texts=texts, reencode=reencode, timer=_timer(inp.measure))
 

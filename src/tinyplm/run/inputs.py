@@ -19,6 +19,7 @@ from torch import nn
 
 from tinyplm.config.schema import AugmentSpec, CorpusSpec, MeasureSpec, TaskSpec
 from tinyplm.distill import cached_teacher_logits
+from tinyplm.distill.across_tokenizers import student_targets
 from tinyplm.distill.cache import KnownRows
 from tinyplm.errors import RecipeError
 from tinyplm.files import write_json_atomic
@@ -342,3 +343,13 @@ class RunInputs:
         if kind == "task":
             return self.own.train, teacher_enc
         return encode_split(self.stage_data.split(kind), self.own.tokenizer, self.task.max_length), teacher_enc
+
+    def targets(self, student_enc: Encoded, teacher_enc: Encoded) -> torch.Tensor:
+        """The fine-tuned teacher's logits on ``teacher_enc`` as targets of ``student_enc`` (the
+        same examples): as they are when the two are one encoding, else carried across the two
+        tokenizers by the head's rule (``distill.across_tokenizers``: a tagger's word by word, a
+        reader's by character)."""
+        logits = self.teachers.logits(teacher_enc)
+        if student_enc is teacher_enc:
+            return logits
+        return student_targets(self.data.head, logits, teacher_enc, student_enc)

@@ -19,6 +19,7 @@ from tinyplm.config.schema import (
     TaskSpec,
     student_name,
 )
+from tinyplm.distill.across_tokenizers import ACROSS
 from tinyplm.errors import DataError, ModelError, RecipeError, TinyplmError
 from tinyplm.models import check_model_dir, load_tokenizer, resolve_model_dir, roles
 from tinyplm.models.classic.config import TEACHER_TOKENIZED
@@ -88,7 +89,7 @@ def preflight(cfg: RunConfig) -> Preflight:
         raise RecipeError(f"data: augmented (TinyBERT word replacement) is for sentence tasks; task '{data.task}' "
                           f"has a {data.head} head whose labels are tied to word positions")
     teacher = _Teacher(src, int(model_cfg["vocab_size"]), tok)
-    _check_inits(cfg, teacher)
+    _check_inits(cfg, teacher, Head(data.head))
     _check_student_families(cfg, model_cfg["model_type"])
     _check_trimmable(cfg, teacher)
     _check_augment(cfg)
@@ -102,11 +103,12 @@ def preflight(cfg: RunConfig) -> Preflight:
     return Preflight(data, src, tok)
 
 
-def _check_inits(cfg: RunConfig, teacher: _Teacher) -> None:
+def _check_inits(cfg: RunConfig, teacher: _Teacher, head: Head) -> None:
     """Each ``init_from`` is ``teacher``, an earlier student or a model dir. A model dir whose
     tokenizer gives other ids than the teacher's (or an earlier student started from one) reads
-    the data in its own ids and learns from the teacher's predictions on the teacher's ids: every
-    stage it trains must then be prediction-level (:func:`_needs_shared_ids`)."""
+    the data in its own ids and learns from the teacher's predictions on the teacher's ids: the
+    task's ``head`` must carry them across tokenizers (``distill.across_tokenizers``) and every
+    stage it trains must be prediction-level (:func:`_needs_shared_ids`)."""
     own: set[str] = set()  # the students that read their own tokenizer's ids
     for spec in cfg.students:
         name = student_name(spec)
@@ -128,6 +130,10 @@ def _check_inits(cfg: RunConfig, teacher: _Teacher) -> None:
         if problem is None:
             continue
         own.add(name)
+        if head not in ACROSS:
+            raise RecipeError(f"student {name}: {problem}; the {head} head has no {ACROSS.capability}: start the "
+                              "student from the teacher's own layers (teacher_layers) or from a checkpoint of the "
+                              "teacher's tokenizer")
         blocker = _needs_shared_ids(spec)
         if blocker is not None:
             raise RecipeError(f"student {name}: {problem}; {blocker} needs the teacher's token positions: distil "

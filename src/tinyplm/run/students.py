@@ -127,10 +127,11 @@ def train_stage(model, stage: StageSpec, inp: RunInputs, log_name: str, ckpt_nam
 
 def stage_targets(inp: RunInputs, stage: StageSpec, model: torch.nn.Module, enc: Encoded,
                   teacher_enc: Encoded) -> torch.Tensor:
-    """What the stage's student learns towards: the teacher's logits or vectors of ``teacher_enc``,
-    with the student's own start vectors of ``enc`` beside them when the objective keeps a share
-    of its start (``keep_start``, :func:`tinyplm.distill.embedding.with_start`)."""
-    return with_start(inp.teachers.logits(teacher_enc), model, enc, stage.objective.keep_start,
+    """What the stage's student learns towards: the teacher's logits or vectors of ``teacher_enc``
+    (on the student's pieces when it reads another tokenizer: :meth:`RunInputs.targets`), with the
+    student's own start vectors of ``enc`` beside them when the objective keeps a share of its
+    start (``keep_start``, :func:`tinyplm.distill.embedding.with_start`)."""
+    return with_start(inp.targets(enc, teacher_enc), model, enc, stage.objective.keep_start,
                       bf16=use_bf16(stage.train.eval_precision))
 
 

@@ -3,7 +3,7 @@
 Span heads score every position as the answer's start and end: KD is Hinton's soft-target KL
 over *positions*, for start and end, averaged (as TinyBERT/DistilBERT distil SQuAD). Tagging
 heads score every piece: KD is the KL over labels at each piece that carries a label (first word
-pieces), averaged over them. All are scaled by T^2; padding positions never count.
+pieces) and a teacher's target, averaged over them. All are scaled by T^2; padding positions never count.
 """
 
 from __future__ import annotations
@@ -36,8 +36,10 @@ def span_hard(s_start: Tensor, s_end: Tensor, labels: Tensor, mask: Tensor) -> T
 
 
 def token_kd(s_logits: Tensor, t_logits: Tensor, labels: Tensor, temperature: float) -> Tensor:
-    """Soft-target KD at the labelled pieces (``labels != IGNORE``); logits ``(batch, seq, labels)``."""
-    keep = labels != IGNORE
+    """Soft-target KD at the labelled pieces (``labels != IGNORE``) where the teacher has logits (a
+    NaN row is a word the teacher's pieces did not reach: ``distill.across_tokenizers``); logits
+    ``(batch, seq, labels)``."""
+    keep = (labels != IGNORE) & ~t_logits.isnan().any(-1)
     if not keep.any():
         return s_logits.sum() * 0.0
     return soft_target_kd(s_logits[keep], t_logits[keep], temperature)
