@@ -151,6 +151,39 @@ def test_oracle_token_logits_score_1_and_predict_logits_is_per_token(tmp_path: P
     assert (out[past_end] == 0).all() and (out[~past_end] != 0).any()
 
 
+def test_runtime_units_are_labelled_words_and_windows_inside_their_length(tmp_path: Path, tok) -> None:
+    """``runtime: fastest`` compares a tagger word by word (the labelled first pieces, gold beside
+    each) and a reader window by window (a start and an end among the window's own positions),
+    on rows of the training encoding that carry no decoding metadata."""
+    from tinyplm.compress.runtime_units import SPAN_BASE, UNITS
+    from tinyplm.models.loading import load_classifier
+    from tinyplm.tasks.heads import Head
+
+    data = load_task(TaskSpec(name="conll2003", data_dir=str(write_tiny_conll(tmp_path)), max_length=32))
+    enc = encode_split(data.train, tok, 32).rows([5, 0, 3])
+    tagger, _ = load_classifier(make_tiny_model_dir(tmp_path / "m"), data.labels, False, "token")
+    words, gold = UNITS[Head.TOKEN].outputs(tagger, enc, False), UNITS[Head.TOKEN].gold(enc)
+    labelled = enc.labels != IGNORE
+    assert len(words) == len(gold) == int(labelled.sum()) > 0
+    tags = predict_logits(tagger, enc).argmax(-1)[:, : enc.labels.shape[1]]
+    assert words.tolist() == tags[labelled].tolist() and gold.tolist() == enc.labels[labelled].tolist()
+
+    squad = load_task(TaskSpec(name="squad", data_dir=str(write_tiny_squad(tmp_path).parents[1]), max_length=48,
+                               doc_stride=16, max_query_length=8, train_articles=3))
+    windows = encode_split(squad.train, tok, 48)
+    rows = windows.rows(range(len(windows)))
+    reader, _ = load_classifier(make_tiny_model_dir(tmp_path / "r"), (), False, "span")
+    with torch.no_grad():  # every logit negative: the zeros past a window's end must not win
+        reader.qa_outputs.bias.fill_(-1e3)
+    spans = UNITS[Head.SPAN].outputs(reader, rows, False)
+    lengths = rows.lengths()
+    assert len(spans) == len(rows) and ((spans // SPAN_BASE) < lengths).all() and ((spans % SPAN_BASE) < lengths).all()
+    gold = UNITS[Head.SPAN].gold(rows)
+    assert (gold // SPAN_BASE).tolist() == rows.labels[:, 0].tolist()
+    with pytest.raises(ValueError, match="metadata"):
+        windows.subset([0])  # a subset that could be decoded is still refused
+
+
 def _run(tmp_path: Path, task: dict, students: list, epochs: int = 6):
     from tinyplm.run import run
 
@@ -166,16 +199,29 @@ def _student(**extra) -> dict:
             "train": {**TINY_TRAIN, "epochs": 4}, **extra}
 
 
+#: The runtime step of the shipped base recipes, on two quick candidates.
+FASTEST = {"kind": "runtime", "runtime": "fastest", "candidates": ["onnx_dynamic_int8", "openvino"],
+           "control_examples": 40}
+
+
+def _chose_on_rows(stage) -> None:
+    """The runtime step judged its candidates on training rows and kept one of them."""
+    chosen = stage.info.compress.details["chosen_by"]
+    assert chosen["control"] == "longest_training" and chosen["examples"] > 0
+    assert chosen["chosen"] in FASTEST["candidates"] and set(chosen["candidates"]) == set(FASTEST["candidates"])
+
+
 def test_squad_fine_tune_distil_compress_measure(tmp_path: Path) -> None:
     write_tiny_squad(tmp_path, articles=4, questions=12)
     recover = {"objective": {"kd_weight": 1.0}, "train": {**TINY_TRAIN, "max_steps": 2}}
     record = _run(tmp_path, {"name": "squad", "data_dir": str(tmp_path), "max_length": 48, "doc_stride": 16,
                              "max_query_length": 8, "train_articles": 3},
                   [_student(compress=[{"kind": "prune_heads", "keep": 0.5, "recover": recover},
-                                      {"kind": "trim_vocab"}, {"kind": "onnx_dynamic_int8"}])])
+                                      {"kind": "trim_vocab"}, FASTEST])])
     assert record.metric == "f1"
     names = [s.name for s in record.stages]
-    assert names == ["teacher", "s1", "s1.prune_heads", "s1.trim_vocab", "s1.onnx_dynamic_int8"]
+    assert names == ["teacher", "s1", "s1.prune_heads", "s1.trim_vocab", "s1.runtime"]
+    _chose_on_rows(record.stage("s1.runtime"))
     for s in record.stages:
         assert set(s.metrics) >= {"f1", "exact_match"} and 0.0 <= s.metrics["f1"] <= 100.0
         assert s.throughput_sent_per_s > 0 and s.disk_bytes > 0
@@ -194,7 +240,9 @@ def test_conll_run_learns_tags_and_exports_with_parity(tmp_path: Path) -> None:
     write_tiny_conll(tmp_path, sentences=160)
     record = _run(tmp_path, {"name": "conll2003", "data_dir": str(tmp_path), "max_length": 32},
                   [_student(compress=[{"kind": "prune_ffn", "keep": 0.5, "recover": {
-                      "objective": {"kd_weight": 1.0}, "train": {**TINY_TRAIN, "max_steps": 2}}}])], epochs=12)
+                      "objective": {"kd_weight": 1.0}, "train": {**TINY_TRAIN, "max_steps": 2}}}]),
+                   {"name": "s1-fast", "init_from": "s1", "stages": [], "compress": [FASTEST]}], epochs=12)
+    _chose_on_rows(record.stage("s1-fast.runtime"))
     teacher = record.teacher
     assert set(teacher.metrics) >= {"f1", "precision", "recall", "f1_test", "precision_test", "recall_test"}
     assert teacher.metrics["f1"] > 0.5 and teacher.metrics["f1_test"] > 0.5  # the toy rule is learnable

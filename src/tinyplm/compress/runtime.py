@@ -50,6 +50,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from tinyplm.compress.runtime_units import UNITS, Units
 from tinyplm.config.compress import (
     FastestRuntime,
     OnnxDynamicInt8,
@@ -57,7 +58,6 @@ from tinyplm.config.compress import (
     OpenVino,
     OpenVinoInt8,
 )
-from tinyplm.models.infer import logits_to_predictions, predict_logits
 from tinyplm.tasks.encoding import Encoded
 from tinyplm.tasks.heads import Head, PerHead
 
@@ -110,7 +110,7 @@ def control_set(train: Encoded, held_out: Encoded | None, step: FastestRuntime,
     if held_out is not None and len(held_out):
         return held_out, "holdout"
     idx = control_indices(len(train), step.calibration_examples, step.control_examples, seed, train.lengths())
-    return train.subset(idx), "longest_training"
+    return train.rows(idx), "longest_training"
 
 
 def wilson_upper(k: int, n: int, z: float) -> float:
@@ -333,11 +333,6 @@ def judge_vectors(reference: np.ndarray, candidate: np.ndarray, step: FastestRun
     return VectorVerdict(round(mean, 6), round(bound, 6), refused)
 
 
-def vectors(model: nn.Module, enc: Encoded, is_regression: bool) -> np.ndarray:
-    """An embedding model's vectors of ``enc``'s texts ``(N, dim)``."""
-    return predict_logits(model, enc).numpy()
-
-
 def by_vectors(j: Judged) -> VectorChoice:
     """The embedding head's rule: :func:`judge_vectors` on each candidate; the fastest that passes,
     else the one of highest cosine bound (then the faster)."""
@@ -356,14 +351,10 @@ def by_vectors(j: Judged) -> VectorChoice:
 # the choice
 
 
-def _outputs(model: nn.Module, enc: Encoded, is_regression: bool) -> np.ndarray:
-    """Predictions (N,): class ids, or regression outputs."""
-    return np.asarray(logits_to_predictions(predict_logits(model, enc), is_regression))
-
-
 def _by_predictions(j: Judged) -> Choice:
-    """The classifiers' rule (module docstring): :func:`judge` on each candidate's predictions."""
-    labels = j.held.labels.numpy()
+    """The classifiers' rule (module docstring): :func:`judge` on each candidate's predictions, unit
+    by unit (an example, a tagged word, a window: ``runtime_units``)."""
+    labels = j.gold
     scores: dict[str, Measured] = {}
     for kind, out in j.outputs.items():
         v = judge(j.reference, out, labels, j.step, j.z, j.is_regression)
@@ -373,18 +364,20 @@ def _by_predictions(j: Judged) -> Choice:
     pick = (max(ok, key=lambda k: scores[k]["sent_per_s"]) if ok
             else min(scores, key=lambda k: (scores[k]["flipped"], scores[k]["drop_bound"], -scores[k]["sent_per_s"])))
     return Choice(pick, round(_accuracy(j.reference, labels, j.is_regression), 5), j.step.max_drop, j.step.max_flip,
-                  len(j.held), j.source, j.confidence, bool(ok), scores)
+                  len(j.reference), j.source, j.confidence, bool(ok), scores)
 
 
 @dataclass(frozen=True)
 class Judged:
     """What a head's rule decides on: the parent's ``reference`` outputs and each candidate's
-    ``outputs`` on the ``held`` control examples (from ``source``), each candidate's ``speed``
+    ``outputs`` on the ``held`` control examples (from ``source``), one per unit with its ``gold``
+    value (``runtime_units``), each candidate's ``speed``
     (sentences/s), the step, ``z`` (the normal quantile of each bound's confidence) and whether the
     task predicts a score."""
 
     reference: np.ndarray
     outputs: dict[str, np.ndarray]
+    gold: np.ndarray
     held: Encoded
     source: ControlSource
     speed: dict[str, float]
@@ -400,19 +393,18 @@ class Judged:
 
 @dataclass(frozen=True)
 class Rule:
-    """How one head's candidates are compared with their parent: ``outputs(model, enc,
-    is_regression)`` gives what is compared (predictions ``(N,)``, vectors ``(N, dim)``),
-    ``decide`` the choice from them."""
+    """How one head's candidates are compared with their parent: ``units`` says what is compared
+    (one value per example, tagged word or window; a vector per text), ``decide`` the choice."""
 
-    outputs: Callable[[nn.Module, Encoded, bool], np.ndarray]
+    units: Units
     decide: Callable[[Judged], Choice | VectorChoice]
 
 
 #: The rule each head's candidates are judged by: classifiers by their predictions (flips and
 #: accuracy drop), embedding models by their vectors (mean cosine; module docstring).
 RULES: PerHead[Rule] = PerHead("runtime: fastest rule", {
-    Head.SEQUENCE: Rule(_outputs, _by_predictions), Head.SPAN: Rule(_outputs, _by_predictions),
-    Head.TOKEN: Rule(_outputs, _by_predictions), Head.EMBEDDING: Rule(vectors, by_vectors)})
+    Head.SEQUENCE: Rule(UNITS[Head.SEQUENCE], _by_predictions), Head.SPAN: Rule(UNITS[Head.SPAN], _by_predictions),
+    Head.TOKEN: Rule(UNITS[Head.TOKEN], _by_predictions), Head.EMBEDDING: Rule(UNITS[Head.EMBEDDING], by_vectors)})
 
 
 def choose_fastest(model: nn.Module, candidates: dict[str, nn.Module], train: Encoded,
@@ -429,7 +421,7 @@ def choose_fastest(model: nn.Module, candidates: dict[str, nn.Module], train: En
     rule = RULES[head]
     held, source = control_set(train, held_out, step, seed)
     z = NormalDist().inv_cdf(1 - ALPHA / len(candidates))
-    reference = rule.outputs(model, held, is_regression)
+    reference = rule.units.outputs(model, held, is_regression)
     speed = timer(candidates, held)
-    outputs = {kind: rule.outputs(m, held, is_regression) for kind, m in candidates.items()}
-    return rule.decide(Judged(reference, outputs, held, source, speed, step, z, is_regression))
+    outputs = {kind: rule.units.outputs(m, held, is_regression) for kind, m in candidates.items()}
+    return rule.decide(Judged(reference, outputs, rule.units.gold(held), held, source, speed, step, z, is_regression))

@@ -69,11 +69,19 @@ class Encoded:
         ``subset`` only (span and token encodings carry per-window metadata that a subset would not match)."""
         if not Head(self.head).row.subset:
             raise ValueError(f"a subset of a {self.head} encoding would not match its metadata")
+        return self.rows(indices)
+
+
+    def rows(self, indices: Sequence[int]) -> Encoded:
+        """The examples at ``indices`` (ids, token types, labels) without the metadata that turns a
+        span or token head's logits into answers: for comparing two models' outputs row by row (a
+        runtime against its PyTorch parent), never for decoding. Any head; :meth:`subset` where
+        the result is decoded or evaluated."""
         idx = list(indices)
-        starts = [self.word_starts[i] for i in idx] if self.word_starts is not None else None
         groups = self.groups[idx] if self.groups is not None else None
-        return Encoded([self.input_ids[i] for i in idx], [self.token_type_ids[i] for i in idx],
-                       self.labels[idx], self.pad_id, starts, self.head, groups=groups)
+        starts = [self.word_starts[i] for i in idx] if self.word_starts is not None else None
+        return Encoded([self.input_ids[i] for i in idx], [self.token_type_ids[i] for i in idx], self.labels[idx],
+                       self.pad_id, starts, self.head, groups=groups)
 
 
 def padded_width(longest: int, multiple: int = 8) -> int:
