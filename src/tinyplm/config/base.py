@@ -197,3 +197,18 @@ MLM_TERMS = ("mlm_soft", "mlm_hard")
 #: The embedding task's terms: what the student's sentence vectors are pulled towards.
 VECTOR_TERMS = ("vector_mse", "vector_cosine", "similarity_kd")
 LOSS_TERMS = ("kd_weight", "hard_weight", "logit_mse", *LAYERWISE_TERMS, *MLM_TERMS, *VECTOR_TERMS)
+
+
+class ShapeSpec(Section):
+    """A BERT encoder shape."""
+
+    layers: int = Field(..., ge=1)
+    hidden: int = Field(..., ge=8)
+    heads: int = Field(..., ge=1)
+    ffn: int = Field(..., ge=1)
+
+    @model_validator(mode="after")
+    def _heads_divide_hidden(self) -> ShapeSpec:
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
+        return self

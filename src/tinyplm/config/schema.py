@@ -6,7 +6,7 @@ Every model forbids unknown keys, so a typo fails at load time naming the key (s
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -19,6 +19,7 @@ from tinyplm.config.base import (  # noqa: F401  (re-exported: the recipe's sche
     ObjectiveSpec,
     Precision,
     Section,
+    ShapeSpec,
     TrainSpec,
 )
 from tinyplm.config.classic import FamilySpec, check_family_student
@@ -26,6 +27,7 @@ from tinyplm.config.compress import AFTER_TRIM, TERMINAL_KINDS, CompressStep, ch
 from tinyplm.config.data_sources import AugmentSpec, CorpusSpec  # noqa: F401  (re-exported)
 from tinyplm.config.finetune import unsaved_form_error
 from tinyplm.config.names import logits_source_problem, student_name, teacher_copies  # noqa: F401  (re-exported)
+from tinyplm.config.seeding import spread_seed
 from tinyplm.config.tracking import TrackingSpec
 from tinyplm.config.train_shares import check_train_shares
 
@@ -122,12 +124,11 @@ class TaskSpec(Section):
         if embedding and (self.holdout_min_words or self.holdout_drop_parts):
             raise ValueError("the embedding task holds out whole STS-B training pairs (task.holdout); "
                              "holdout_min_words and holdout_drop_parts are for sentence tasks")
-        if self.holdout_min_words and not self.holdout:
-            raise ValueError(f"holdout_min_words {self.holdout_min_words} shapes a held-out draw, but task.holdout "
-                             "is not set: give task.holdout (how many training examples to hold out)")
-        if self.holdout_drop_parts and not self.holdout:
-            raise ValueError("holdout_drop_parts leaves out the parts of held-out examples, but task.holdout is not "
-                             "set: give task.holdout (how many training examples to hold out)")
+        what = (f"holdout_min_words {self.holdout_min_words} shapes a held-out draw" if self.holdout_min_words else
+                "holdout_drop_parts leaves out the parts of held-out examples" if self.holdout_drop_parts else None)
+        if what and not self.holdout:
+            raise ValueError(f"{what}, but task.holdout is not set: give task.holdout (how many training examples "
+                             "to hold out)")
         return self
 
     def window_stride(self) -> int:
@@ -151,21 +152,6 @@ class TeacherSpec(Section):
         "init_from: teacher and stages: []), e.g. teacher-best.runtime, the teacher on its fastest runtime. "
         "On a base-size teacher int8 OpenVINO computes them several times faster; they are the logits of that "
         "stage as it runs (its dev agreement with the teacher is in the report)")
-
-
-class ShapeSpec(Section):
-    """A BERT encoder shape."""
-
-    layers: int = Field(..., ge=1)
-    hidden: int = Field(..., ge=8)
-    heads: int = Field(..., ge=1)
-    ffn: int = Field(..., ge=1)
-
-    @model_validator(mode="after")
-    def _heads_divide_hidden(self) -> ShapeSpec:
-        if self.hidden % self.heads:
-            raise ValueError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
-        return self
 
 
 #: A transformer student's architecture as a recipe names it: the families of the role table
@@ -333,6 +319,14 @@ class RunConfig(Section):
     corpus: CorpusSpec | None = None
     tracking: TrackingSpec = Field(TrackingSpec(), description="MLflow / TensorBoard tracking of the run (off by "
                                    "default; not part of the resolved recipe, see config/tracking.py)")
+    seed: int | None = Field(None, description="one seed for the whole run, written into every training section "
+                             "and augment (config/seeding.py): a repeat under another seed is this one key")
+    _unwritten_defaults = ("seed",)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_seed(cls, data: Any) -> Any:
+        return spread_seed(data)
 
     @model_validator(mode="after")
     def _stage_inputs(self) -> RunConfig:
@@ -366,9 +360,7 @@ class RunConfig(Section):
 
     @model_validator(mode="after")
     def _saved_forms(self) -> RunConfig:
-        # A run saves, measures, distils from and compresses every stage's model as one plain
-        # checkpoint: prompt/prefix tuning (a peft adapter) and the last-four-layers head are refused
-        # here, so `tinyplm validate` says so before anything trains.
+        # every stage is saved as one plain checkpoint: forms that cannot be are refused before any work
         message = unsaved_form_error(self)
         if message:
             raise ValueError(message)
@@ -377,10 +369,9 @@ class RunConfig(Section):
     @model_validator(mode="after")
     def _logits_source(self) -> RunConfig:
         named = self.teacher.logits_from
-        if named is not None:
-            problem = logits_source_problem(self.students, named)
-            if problem:
-                raise ValueError(f"teacher.logits_from {named!r}: {problem}")
+        problem = logits_source_problem(self.students, named) if named is not None else None
+        if problem:
+            raise ValueError(f"teacher.logits_from {named!r}: {problem}")
         return self
 
     def earlier_student(self, spec: StudentSpec) -> StudentSpec | None:
