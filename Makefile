@@ -8,7 +8,7 @@ STAMP := $(VENV)/.tinyplm-installed
 DEMO_RECIPE := recipes/glue/sst2_demo.yaml
 DEMO_DIR := runs/sst2_demo
 
-.PHONY: setup demo test clean-demo
+.PHONY: setup demo test clean-demo glue
 
 setup: $(STAMP)
 
@@ -64,6 +64,18 @@ test: setup
 	  echo "TINYPLM_BF16=off: the tests listed in $(AUTO_LOG)"; \
 	  TINYPLM_BF16=off $(BIN)/python -m pytest -q $(XDIST) --auto-precision-only $(AUTO_LOG) $(AUTO_FILES); \
 	else echo "no test resolved precision auto: no TINYPLM_BF16=off pass"; fi
+
+# `make glue`: the GLUE table with the base-size teacher (issue 57, docs/results/glue.md): every task
+# under three seeds, one trial after another; long (about an hour a trial on 2 cores). Run again
+# after a kill, it continues: finished trials are read back, an unfinished one resumes from its
+# checkpoints.
+GLUE_SWEEP := runs/sweeps/glue_base
+
+glue: setup
+	@test -f runs/minilm-mlm/config.json || $(BIN)/tinyplm fit-mlm-head minilm-l6 --out runs/minilm-mlm --steps 500
+	$(BIN)/tinyplm sweep recipes/glue_table/base.yaml --space sweeps/glue_base.yaml \
+	  $$(test -d $(GLUE_SWEEP) && echo --resume)
+	$(BIN)/tinyplm glue-table $(GLUE_SWEEP) --out runs/glue_table
 
 clean-demo:
 	rm -rf $(DEMO_DIR)

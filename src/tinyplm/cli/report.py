@@ -20,3 +20,30 @@ def report_cmd(run_dir: Annotated[Path, typer.Argument(help="a finished run dir 
 
     written = rebuild(run_dir)
     out.print(f"report: {written.get('report.html', run_dir / 'report.html')}")
+
+
+@app.command("glue-table")
+def glue_table_cmd(
+    paths: Annotated[list[Path], typer.Argument(help="finished GLUE runs, or folders holding them (a sweep's)")],
+    out_dir: Annotated[Path, typer.Option("--out", help="where glue.json and glue.md go")] = Path("runs/glue_table"),
+) -> None:
+    """The GLUE table in the papers' form across finished runs: one row per model (teacher, its
+    best runtime, each student route), one column per task, runs of a task as seeds (mean ± std),
+    the average over CoLA, SST-2, MRPC, STS-B and RTE. The last line is the JSON's path.
+
+    Example: tinyplm glue-table runs/sweeps/glue_base --out runs/glue_table
+    """
+    from rich.table import Table
+
+    from tinyplm.report.glue_table import glue_table, header, row_cells, write_glue_table
+
+    table = glue_table(paths)
+    shown = Table(title=f"GLUE: {sum(len(v) for v in table.runs.values())} run(s)")
+    for i, head in enumerate(header(table)):
+        shown.add_column(head, justify="left" if i == 0 else "right")
+    for row in table.rows:
+        shown.add_row(*row_cells(row, table.tasks))
+    out.print(shown)
+    for path, why in table.skipped.items():
+        out.print(f"left out: {path} ({why})", highlight=False, soft_wrap=True)
+    out.print(str(write_glue_table(table, out_dir)), highlight=False, soft_wrap=True)
