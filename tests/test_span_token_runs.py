@@ -236,6 +236,16 @@ def test_squad_fine_tune_distil_compress_measure(tmp_path: Path) -> None:
     assert type(model).__name__ == "BertForQuestionAnswering" and model.config.num_hidden_layers == 1
 
 
+def test_accuracy_controlled_int8_of_a_tagger_is_refused_before_the_teacher_trains(tmp_path: Path) -> None:
+    from tinyplm.errors import RecipeError
+
+    write_tiny_conll(tmp_path, sentences=40)
+    with pytest.raises(RecipeError, match=r"student s1, compress step openvino_int8: max_drop .* token head"):
+        _run(tmp_path, {"name": "conll2003", "data_dir": str(tmp_path), "max_length": 32},
+             [_student(compress=[{"kind": "openvino_int8", "max_drop": 0.01}])])
+    assert not list((tmp_path / "runs").rglob("*.safetensors"))  # nothing trained, nothing saved
+
+
 def test_conll_run_learns_tags_and_exports_with_parity(tmp_path: Path) -> None:
     write_tiny_conll(tmp_path, sentences=160)
     record = _run(tmp_path, {"name": "conll2003", "data_dir": str(tmp_path), "max_length": 32},

@@ -28,6 +28,7 @@ from tinyplm.models.student import model_type_of
 from tinyplm.models.token_ids import token_id_mismatch
 from tinyplm.pretrain.corpus import corpus_files, read_corpus
 from tinyplm.pretrain.mlm_head import has_mlm_head
+from tinyplm.run.preflight_compress import check_compress_heads
 from tinyplm.run.preflight_corpus import check_corpus_stages
 from tinyplm.run.preflight_embedding import check_vector_terms
 from tinyplm.tasks.base import TaskData
@@ -93,6 +94,7 @@ def preflight(cfg: RunConfig) -> Preflight:
     _check_student_families(cfg, model_cfg["model_type"])
     _check_trimmable(cfg, teacher)
     _check_augment(cfg)
+    check_compress_heads(cfg, Head(data.head))
     _check_families(cfg, data)
     _check_feature_encoders(cfg, model_cfg, teacher)
     check_vector_terms(cfg, data, src)
