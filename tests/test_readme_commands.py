@@ -285,6 +285,9 @@ DOC_LINES: dict[str, Way] = {
     "tinyplm run recipes/glue/mrpc_base.yaml": Way(
         None, "cheap check only: fetches all-mpnet-base-v2 (438 MB) and runs half an hour; tests/run/"
         "test_logits_from.py runs a tiny recipe whose students learn the logits of the teacher's runtime stage"),
+    "tinyplm run recipes/conll/ner_base.yaml": Way(
+        None, "cheap check only: fetches all-mpnet-base-v2 (438 MB) and runs about an hour; "
+        "tests/test_span_token_runs.py runs a tagger across tokenizers and the runtime step on a tiny CoNLL"),
     "tinyplm run recipes/embed/minilm_embed.yaml": Way(
         None, "cheap check only: about 20 minutes on the packaged MiniLM and the shared corpus; "
         "tests/run/test_embedding_run.py and tests/run/test_static_embedding_run.py run the embedding task end to "
