@@ -12,10 +12,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tinyplm.errors import TinyplmError
-from tinyplm.report.glue_table import AVERAGED, Spread, glue_table, markdown, row_cells
+from tinyplm.report.glue_table import AVERAGED, Spread, TaskMetrics, markdown, row_cells
+from tinyplm.report.glue_table import glue_table as table_of
 from tinyplm.report.records import RunRecord, StageKind, StageRecord
 from tinyplm.report.run_info import RunInfo
 from tinyplm.tasks.glue import GLUE_SPECS
+
+GLUE = {name: TaskMetrics(spec.folder, spec.metrics) for name, spec in GLUE_SPECS.items()}
+
+
+def glue_table(paths: list[Path]):
+    """The table with GLUE's tasks as the CLI passes them."""
+    return table_of(paths, GLUE)
 
 
 def _stage(name: str, metrics: dict[str, float], disk: int, speed: float, kind=StageKind.STUDENT,

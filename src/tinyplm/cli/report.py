@@ -35,9 +35,10 @@ def glue_table_cmd(
     """
     from rich.table import Table
 
-    from tinyplm.report.glue_table import glue_table, header, row_cells, write_glue_table
+    from tinyplm.report.glue_table import TaskMetrics, glue_table, header, row_cells, write_glue_table
+    from tinyplm.tasks.glue import GLUE_SPECS
 
-    table = glue_table(paths)
+    table = glue_table(paths, {name: TaskMetrics(spec.folder, spec.metrics) for name, spec in GLUE_SPECS.items()})
     shown = Table(title=f"GLUE: {sum(len(v) for v in table.runs.values())} run(s)")
     for i, head in enumerate(header(table)):
         shown.add_column(head, justify="left" if i == 0 else "right")

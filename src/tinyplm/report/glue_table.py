@@ -11,8 +11,10 @@ A *route* is a student of the recipe and what its compress steps made of it: the
 ``ROUTE`` and ``ROUTE.STEP...``; its row reads the last of them (what the route ends as). The
 teacher's row is the stage ``teacher``.
 
-A task's score in the average is the mean of its official metrics (``GlueSpec.metrics``: MRPC's F1
-and accuracy, STS-B's Pearson and Spearman), as the GLUE benchmark scores it; the average is over
+Which tasks are GLUE's and their official metrics come in as :class:`TaskMetrics` (the CLI reads them
+from ``tasks.glue.GLUE_SPECS``: the report layer reads records, not task definitions). A task's
+score in the average is the mean of its official metrics (MRPC's F1 and accuracy, STS-B's Pearson
+and Spearman), as the GLUE benchmark scores it; the average is over
 :data:`AVERAGED` (WNLI is reported apart, as GLUE papers do), and only a row with every averaged
 task has one. Metrics are shown x 100.
 """
@@ -21,13 +23,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tinyplm.errors import TinyplmError
 from tinyplm.files import write_atomic, write_json_atomic
 from tinyplm.report.records import RunRecord, StageRecord
-from tinyplm.tasks.glue import GLUE_SPECS
 
 #: The tasks whose scores make the average (the proposal's GLUE table; WNLI apart).
 AVERAGED: tuple[str, ...] = ("cola", "sst2", "mrpc", "stsb", "rte")
@@ -37,6 +39,19 @@ ORDER: tuple[str, ...] = (*AVERAGED, "qnli", "qqp", "mnli", "wnli")
 SHORT = {"mcc": "MCC", "accuracy": "acc", "f1": "F1", "pearson": "P", "spearman": "S", "accuracy_mm": "acc-mm"}
 RESULTS = "results.json"
 SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class TaskMetrics:
+    """One GLUE task as the table shows it: its ``label`` (``STS-B``) and official ``metrics`` in
+    order (``("pearson", "spearman")``)."""
+
+    label: str
+    metrics: tuple[str, ...]
+
+
+#: GLUE task name -> how the table shows it.
+GlueTasks = Mapping[str, TaskMetrics]
 
 
 @dataclass(frozen=True)
@@ -102,6 +117,7 @@ class GlueTable:
     tasks: list[str]
     rows: list[GlueRow]
     runs: dict[str, list[str]]  # task -> run dirs
+    specs: dict[str, TaskMetrics]  # the tasks shown
     skipped: dict[str, str] = field(default_factory=dict)
 
 
@@ -142,9 +158,9 @@ def route_runs(record: RunRecord, run_dir: Path) -> dict[str, RouteRun]:
     return out
 
 
-def _cell(task: str, runs: list[RouteRun]) -> TaskCell | None:
-    """The route's cell on ``task`` over its runs; None where a run lacks an official metric."""
-    names = GLUE_SPECS[task].metrics
+def _cell(task: str, names: tuple[str, ...], runs: list[RouteRun]) -> TaskCell | None:
+    """The route's cell on ``task`` (official metrics ``names``) over its runs; None where a run
+    lacks one of them."""
     if any(name not in r.metrics for r in runs for name in names):
         return None
     metrics = {name: Spread.of([r.metrics[name] for r in runs]) for name in names}
@@ -165,8 +181,8 @@ def _row(route: str, cells: dict[str, TaskCell], teacher_average: float | None) 
                    _span([r.faster for r in runs]))
 
 
-def read_runs(run_dirs: list[Path]) -> tuple[dict[str, dict[str, list[RouteRun]]], dict[str, list[str]],
-                                             dict[str, str]]:
+def read_runs(run_dirs: list[Path], glue: GlueTasks) -> tuple[dict[str, dict[str, list[RouteRun]]],
+                                                             dict[str, list[str]], dict[str, str]]:
     """The GLUE runs among ``run_dirs``: per task, per route, its runs; the run dirs per task; and
     the ``results.json`` files left out with why (another task, an unreadable file)."""
     by_task: dict[str, dict[str, list[RouteRun]]] = {}
@@ -178,7 +194,7 @@ def read_runs(run_dirs: list[Path]) -> tuple[dict[str, dict[str, list[RouteRun]]
         except (ValueError, json.JSONDecodeError) as exc:
             skipped[str(run_dir / RESULTS)] = f"unreadable: {exc}"
             continue
-        if record.task not in GLUE_SPECS:
+        if record.task not in glue:
             skipped[str(run_dir / RESULTS)] = f"task {record.task!r} is not a GLUE task"
             continue
         runs.setdefault(record.task, []).append(str(run_dir))
@@ -187,21 +203,21 @@ def read_runs(run_dirs: list[Path]) -> tuple[dict[str, dict[str, list[RouteRun]]
     return by_task, runs, skipped
 
 
-def glue_table(paths: list[Path]) -> GlueTable:
-    """The table of every GLUE run at or under ``paths``; raises ``TinyplmError`` when there is
-    none (naming what was found instead)."""
-    by_task, runs, skipped = read_runs(find_runs(paths))
+def glue_table(paths: list[Path], glue: GlueTasks) -> GlueTable:
+    """The table of every run of a ``glue`` task at or under ``paths``; raises ``TinyplmError`` when
+    there is none (naming what was found instead)."""
+    by_task, runs, skipped = read_runs(find_runs(paths), glue)
     if not by_task:
         found = "; ".join(f"{k}: {v}" for k, v in skipped.items()) or "no results.json"
         raise TinyplmError(f"no finished GLUE run under {', '.join(map(str, paths))} ({found})")
     tasks = [t for t in ORDER if t in by_task]
     routes = list(dict.fromkeys(r for t in tasks for r in by_task[t]))
     routes.sort(key=lambda r: r != "teacher")  # the teacher first, the rest as the recipes list them
-    cells = {r: {t: c for t in tasks if r in by_task[t] and (c := _cell(t, by_task[t][r])) is not None}
-             for r in routes}
+    cells = {r: {t: c for t in tasks if r in by_task[t] and (c := _cell(t, glue[t].metrics, by_task[t][r]))
+                 is not None} for r in routes}
     teacher = _row("teacher", cells["teacher"], None) if "teacher" in cells else None
     rows = [_row(r, cells[r], teacher.average if teacher else None) for r in routes]
-    return GlueTable(tasks, rows, runs, skipped)
+    return GlueTable(tasks, rows, runs, {t: glue[t] for t in tasks}, skipped)
 
 
 def header(table: GlueTable) -> list[str]:
@@ -209,9 +225,9 @@ def header(table: GlueTable) -> list[str]:
     average, its retention and the two multiples."""
     heads = ["model"]
     for t in table.tasks:
-        spec = GLUE_SPECS[t]
+        spec = table.specs[t]
         apart = "" if t in AVERAGED else " (apart)"
-        heads.append(f"{spec.folder} {'/'.join(SHORT.get(m, m) for m in spec.metrics)}{apart}")
+        heads.append(f"{spec.label} {'/'.join(SHORT.get(m, m) for m in spec.metrics)}{apart}")
     return [*heads, "avg", "of teacher", "x smaller", "x teacher sent/s"]
 
 
@@ -243,8 +259,8 @@ def markdown(table: GlueTable) -> str:
     heads = header(table)
     lines = ["| " + " | ".join(heads) + " |", "|:---|" + "---:|" * (len(heads) - 1)]
     lines += ["| " + " | ".join(row_cells(r, table.tasks)) + " |" for r in table.rows]
-    runs = ", ".join(f"{GLUE_SPECS[t].folder} {len(table.runs[t])}" for t in table.tasks)
-    averaged = ", ".join(GLUE_SPECS[t].folder for t in AVERAGED)
+    runs = ", ".join(f"{table.specs[t].label} {len(table.runs[t])}" for t in table.tasks)
+    averaged = ", ".join(table.specs[t].label if t in table.specs else t for t in AVERAGED)
     lines += ["", f"Runs per task (each a seed): {runs}. Metrics x 100 on each task's dev split, mean ± sample "
               f"standard deviation over the runs. avg: the mean over {averaged}"
               " of each task's score (the mean of its metrics); only a model with all five has one. "
@@ -259,6 +275,7 @@ def write_glue_table(table: GlueTable, out_dir: Path) -> Path:
     """Write ``glue.json`` and ``glue.md`` into ``out_dir`` (atomically); returns the JSON's path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     data = {"schema": SCHEMA, "tasks": table.tasks, "averaged": list(AVERAGED), "runs": table.runs,
+            "specs": {t: asdict(spec) for t, spec in table.specs.items()},
             "skipped": table.skipped, "rows": [asdict(r) for r in table.rows]}
     path = out_dir / "glue.json"
     write_json_atomic(path, data)

@@ -71,7 +71,6 @@ class Encoded:
             raise ValueError(f"a subset of a {self.head} encoding would not match its metadata")
         return self.rows(indices)
 
-
     def rows(self, indices: Sequence[int]) -> Encoded:
         """The examples at ``indices`` (ids, token types, labels) without the metadata that turns a
         span or token head's logits into answers: for comparing two models' outputs row by row (a
