@@ -27,20 +27,17 @@ from torch import nn
 from tinyplm.models.infer import logits_to_predictions, predict_logits
 from tinyplm.tasks.encoding import Encoded
 from tinyplm.tasks.heads import Head, PerHead
-
-#: A label the loss ignores (padding, a word's later pieces).
-IGNORED = -100
+from tinyplm.tasks.tagging import IGNORE
 
 
 @dataclass(frozen=True)
 class Units:
     """How one head's outputs become comparable units: ``outputs(model, enc, is_regression)``
     gives one value per unit (``(U,)``, or ``(U, dim)`` vectors), ``gold(enc)`` the gold value of each
-    (``(U,)``; empty where there are no labels), in the same order; ``name`` says what a unit is."""
+    (``(U,)``; empty where there are no labels), in the same order."""
 
     outputs: Callable[[nn.Module, Encoded, bool], np.ndarray]
     gold: Callable[[Encoded], np.ndarray]
-    name: str
 
 
 def _example_outputs(model: nn.Module, enc: Encoded, is_regression: bool) -> np.ndarray:
@@ -65,7 +62,7 @@ def _labelled(enc: Encoded, width: int) -> np.ndarray:
     """The mask ``(N, w)`` of labelled pieces, ``w`` the narrower of ``width`` and the labels'."""
     labels = enc.labels.numpy()
     w = min(width, labels.shape[1])
-    return labels[:, :w] != IGNORED
+    return labels[:, :w] != IGNORE
 
 
 def _tag_outputs(model: nn.Module, enc: Encoded, is_regression: bool) -> np.ndarray:
@@ -77,7 +74,7 @@ def _tag_outputs(model: nn.Module, enc: Encoded, is_regression: bool) -> np.ndar
 
 def _tag_gold(enc: Encoded) -> np.ndarray:
     labels = enc.labels.numpy()
-    return labels[labels != IGNORED]
+    return labels[labels != IGNORE]
 
 
 #: One value per (start, end) pair: start * SPAN_BASE + end (wider than any window).
@@ -102,8 +99,8 @@ def _span_gold(enc: Encoded) -> np.ndarray:
 
 #: What each head's candidates are compared on (module docstring).
 UNITS: PerHead[Units] = PerHead("runtime: fastest comparison", {
-    Head.SEQUENCE: Units(_example_outputs, _example_gold, "example"),
-    Head.TOKEN: Units(_tag_outputs, _tag_gold, "tagged word"),
-    Head.SPAN: Units(_span_outputs, _span_gold, "window"),
-    Head.EMBEDDING: Units(vectors, _no_gold, "text"),
+    Head.SEQUENCE: Units(_example_outputs, _example_gold),  # a unit: an example
+    Head.TOKEN: Units(_tag_outputs, _tag_gold),  # a tagged word
+    Head.SPAN: Units(_span_outputs, _span_gold),  # a window
+    Head.EMBEDDING: Units(vectors, _no_gold),  # a text
 })

@@ -17,40 +17,29 @@ from __future__ import annotations
 from typing import Any
 
 
-def _seed_train(holder: dict[str, Any], key: str, seed: int) -> None:
-    """Set ``holder[key]["seed"]``, making ``holder[key]`` a mapping where it is absent."""
-    section = holder.get(key)
-    if section is None:
-        holder[key] = {"seed": seed}
-    elif isinstance(section, dict):
-        holder[key] = {**section, "seed": seed}
+def _with_train_seed(section: Any, seed: int) -> Any:
+    """A copy of the mapping ``section`` whose ``train`` section (made where absent) has ``seed``;
+    anything else as it is (validation names what is wrong with it)."""
+    if not isinstance(section, dict):
+        return section
+    train = section.get("train")
+    if train is not None and not isinstance(train, dict):
+        return section
+    return {**section, "train": {**(train or {}), "seed": seed}}
 
 
 def _seed_student(student: dict[str, Any], seed: int) -> dict[str, Any]:
-    student = dict(student)
     stages = student.get("stages")
     if isinstance(stages, list):
-        student["stages"] = [_with_train(s, "train", seed) for s in stages]
+        student = {**student, "stages": [_with_train_seed(s, seed) for s in stages]}
     else:
-        _seed_train(student, "train", seed)
+        student = _with_train_seed(student, seed)
     steps = student.get("compress")
     if isinstance(steps, list):
-        student["compress"] = [_seed_recover(step, seed) for step in steps]
+        recovered = [{**st, "recover": _with_train_seed(st["recover"], seed)}
+                     if isinstance(st, dict) and isinstance(st.get("recover"), dict) else st for st in steps]
+        student = {**student, "compress": recovered}
     return student
-
-
-def _with_train(section: Any, key: str, seed: int) -> Any:
-    if not isinstance(section, dict):
-        return section  # validation names what is wrong with it
-    out = dict(section)
-    _seed_train(out, key, seed)
-    return out
-
-
-def _seed_recover(step: Any, seed: int) -> Any:
-    if not isinstance(step, dict) or not isinstance(step.get("recover"), dict):
-        return step
-    return {**step, "recover": _with_train(step["recover"], "train", seed)}
 
 
 def spread_seed(data: Any) -> Any:
