@@ -8,7 +8,7 @@ STAMP := $(VENV)/.tinyplm-installed
 DEMO_RECIPE := recipes/glue/sst2_demo.yaml
 DEMO_DIR := runs/sst2_demo
 
-.PHONY: setup demo test clean-demo glue
+.PHONY: setup demo test clean-demo glue paradigms proposal
 
 setup: $(STAMP)
 
@@ -76,6 +76,26 @@ glue: setup
 	$(BIN)/tinyplm sweep recipes/glue_table/base.yaml --space sweeps/glue_base.yaml \
 	  $$(test -d $(GLUE_SWEEP) && echo --resume)
 	$(BIN)/tinyplm glue-table $(GLUE_SWEEP) --out runs/glue_table
+
+# `make paradigms`: every compression paradigm on top of the base teacher's distilled student, on
+# SST-2, MRPC and STS-B (issue 57, docs/results/glue.md); about two hours a task; resumable the same way.
+PARADIGM_SWEEP := runs/sweeps/glue_paradigms
+
+paradigms: setup
+	@test -f runs/minilm-mlm/config.json || $(BIN)/tinyplm fit-mlm-head minilm-l6 --out runs/minilm-mlm --steps 500
+	$(BIN)/tinyplm sweep recipes/glue_table/paradigms.yaml --space sweeps/glue_paradigms.yaml \
+	  $$(test -d $(PARADIGM_SWEEP) && echo --resume)
+	$(BIN)/tinyplm paradigm-table $(PARADIGM_SWEEP) --out runs/paradigm_table
+
+# `make proposal`: everything the proposal's evaluation asks (issue 57), one run after another: the
+# GLUE table, the paradigm table, SQuAD and CoNLL-2003 with the base teacher. Run again after a kill,
+# it continues where it stopped; a finished part is read back, not run again.
+BASE_RUNS := recipes/squad/v1_base.yaml:runs/squad_v1_base recipes/conll/ner_base.yaml:runs/conll_ner_base
+
+proposal: glue paradigms
+	@for pair in $(BASE_RUNS); do recipe=$${pair%%:*}; dir=$${pair#*:}; \
+	  if test -f $$dir/results.json; then echo "$$dir: finished"; continue; fi; \
+	  $(BIN)/tinyplm run $$recipe $$(test -d $$dir && echo --resume) || exit 1; done
 
 clean-demo:
 	rm -rf $(DEMO_DIR)

@@ -158,7 +158,7 @@ def route_runs(record: RunRecord, run_dir: Path) -> dict[str, RouteRun]:
     return out
 
 
-def _cell(task: str, names: tuple[str, ...], runs: list[RouteRun]) -> TaskCell | None:
+def task_cell(task: str, names: tuple[str, ...], runs: list[RouteRun]) -> TaskCell | None:
     """The route's cell on ``task`` (official metrics ``names``) over its runs; None where a run
     lacks one of them."""
     if any(name not in r.metrics for r in runs for name in names):
@@ -213,7 +213,7 @@ def glue_table(paths: list[Path], glue: GlueTasks) -> GlueTable:
     tasks = [t for t in ORDER if t in by_task]
     routes = list(dict.fromkeys(r for t in tasks for r in by_task[t]))
     routes.sort(key=lambda r: r != "teacher")  # the teacher first, the rest as the recipes list them
-    cells = {r: {t: c for t in tasks if r in by_task[t] and (c := _cell(t, glue[t].metrics, by_task[t][r]))
+    cells = {r: {t: c for t in tasks if r in by_task[t] and (c := task_cell(t, glue[t].metrics, by_task[t][r]))
                  is not None} for r in routes}
     teacher = _row("teacher", cells["teacher"], None) if "teacher" in cells else None
     rows = [_row(r, cells[r], teacher.average if teacher else None) for r in routes]
