@@ -31,19 +31,33 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _start_head(exe: Path, env: dict[str, str], temp: Path, tries: int = 3) -> int:
+    """``ray start --head`` on a free port -> the port. A port found free can be taken before Ray
+    binds it (Ray also opens ports of its own), so up to ``tries`` ports are tried; when none
+    starts, the test fails with what Ray printed each time instead of a bare exit status."""
+    said = []
+    for _ in range(tries):
+        port = _free_port()
+        done = subprocess.run([str(exe), "start", "--head", f"--port={port}", "--num-cpus=2",
+                               "--include-dashboard=false", f"--temp-dir={temp}", "--disable-usage-stats"],
+                              env=env, capture_output=True, text=True, timeout=120)
+        if done.returncode == 0:
+            return port
+        said.append(f"port {port}, exit {done.returncode}:\n{(done.stderr or done.stdout)[-3000:]}")
+        subprocess.run([str(exe), "stop", "--force"], env=env, capture_output=True, timeout=120)
+    pytest.fail(f"ray start --head failed {tries} times:\n" + "\n---\n".join(said))
+
+
 @pytest.fixture
 def ray_head(tmp_path: Path) -> Iterator[str]:
     """A Ray head started as a user would (``ray start --head``), stopped at the end. Ray 2.59+
     starts it with token authentication; RAY_AUTH_MODE=token (set here for this process and the
     commands it starts) makes a client send the token ``ray start`` keeps in ~/.ray/auth_token."""
     exe = Path(sys.executable).with_name("ray")
-    port = _free_port()
     temp = Path("/tmp") / f"ray-{os.getpid()}"  # Ray's socket paths must stay short
     os.environ["RAY_AUTH_MODE"] = "token"
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    subprocess.run([str(exe), "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
-                    f"--temp-dir={temp}", "--disable-usage-stats"], check=True, env=env, capture_output=True,
-                   timeout=120)
+    port = _start_head(exe, env, temp)
     try:
         yield f"127.0.0.1:{port}"
     finally:
