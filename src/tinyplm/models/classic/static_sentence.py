@@ -58,6 +58,7 @@ from tinyplm.files import COMPLETE_MARK, read_utf8, replace_dir, tmp_sibling
 from tinyplm.models.classic.config import TABLE_DTYPES, WEIGHTINGS
 from tinyplm.models.classic.io import WEIGHTS, load_weights
 from tinyplm.models.classic.lstm import FamilyModule
+from tinyplm.models.classic.piece_ids import piece_ids
 from tinyplm.models.classic.static import QWEIGHT, SCALE, TABLE, pack_table, unpack_table
 from tinyplm.models.classic.static_init import pca_table, piece_weights, placeholder_pieces
 
@@ -276,8 +277,7 @@ def encode_static(model: StaticSentenceEncoder, tokenizer, texts: Sequence[str],
     dims = model.config.embed_dim
     if not len(texts):
         return np.zeros((0, dims), np.float32)
-    ids = tokenizer(list(texts), add_special_tokens=False, truncation=max_length is not None, max_length=max_length,
-                    return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+    ids = piece_ids(tokenizer, texts, max_length)
     lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
     flat = np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
     table = model.table.weight.detach().cpu().float().numpy()
