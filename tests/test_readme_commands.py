@@ -302,6 +302,9 @@ DOC_LINES: dict[str, Way] = {
     "python benchmarks/embed_static_vs_model2vec.py runs/minilm_embed --threads 2": Way(
         None, "cheap check only: scores the run's teacher, static student and Model2Vec on STS-B and SQuAD "
         "(minutes); tests/run/test_static_embedding_run.py runs the script on a tiny run"),
+    "python benchmarks/embed_static_vs_model2vec.py runs/mpnet_embed --threads 2": Way(
+        None, "cheap check only: the same script on the MPNet run (about 15 minutes: the teacher scored on "
+        "SQuAD); tests/run/test_static_embedding_run.py runs the script on a tiny run"),
     "tinyplm run recipes/glue/sst2_pareto.yaml": Way(
         "test_sst2_pareto_run", "the shipped recipe shrunk like the MRPC run", add=TINY_GLUE_RUN),
     "tinyplm sweep recipes/glue/sst2_pareto_variant.yaml --space sweeps/sst2_compress.yaml --max-concurrent 2": Way(
