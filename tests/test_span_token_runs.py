@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 from tests.conftest import FILLER, TINY_TRAIN, make_tiny_model_dir, tiny_recipe
 
 from helpers_cli import cli
 from tinyplm.config import TaskSpec, validate_recipe
+from tinyplm.errors import RecipeError
 from tinyplm.evaluate.model_eval import span_scores, token_scores
 from tinyplm.models.infer import predict_logits
 from tinyplm.tasks import load_task
@@ -80,7 +83,7 @@ def tok(tmp_path_factory):
 
 def _squad(root: Path, **kw):
     return load_task(TaskSpec(name="squad", data_dir=str(root), max_length=48, doc_stride=16, max_query_length=8,
-                              train_articles=3, **kw))
+                              **{"train_articles": 3, **kw}))
 
 
 def test_squad_default_split_is_by_article(tmp_path: Path) -> None:
@@ -91,6 +94,41 @@ def test_squad_default_split_is_by_article(tmp_path: Path) -> None:
     dev_ids = {ex.id for ex in data.evals["dev"].examples}
     assert len(train_ids) == 18 and len(dev_ids) == 6 and not train_ids & dev_ids
     assert all(i.startswith("a3") for i in dev_ids)  # the last article is held out
+
+
+def test_squad_holds_out_whole_articles(tmp_path: Path) -> None:
+    """task.holdout on SQuAD: every question of a drawn article leaves training, so no held-out
+    question's context is trained on; the draw is seeded and dev is untouched."""
+    write_tiny_squad(tmp_path, articles=6, questions=5)
+    whole = _squad(tmp_path, train_articles=5)
+    data = _squad(tmp_path, train_articles=5, holdout=7, holdout_seed=3)
+    held, kept = data.evals["holdout"].examples, data.train.examples
+    titles = {ex.title for ex in held}
+    assert len(titles) == 2 and len(held) == 10  # 7 questions take two articles of 5, whole
+    assert not titles & {ex.title for ex in kept} and not {ex.context for ex in held} & {ex.context for ex in kept}
+    assert sorted(held + kept, key=lambda e: e.id) == sorted(whole.train.examples, key=lambda e: e.id)
+    assert data.evals["dev"].examples == whole.evals["dev"].examples
+    assert data.metric_suffix["holdout"] == "_holdout" and "those of 2 whole titles drawn with seed 3" in \
+        data.info["holdout"]
+    assert _squad(tmp_path, train_articles=5, holdout=7, holdout_seed=3).evals["holdout"].examples == held
+    with pytest.raises(RecipeError, match=r"task.holdout: 12 examples take 3 whole titles .*15 of its 25 .*give fewer"):
+        _squad(tmp_path, train_articles=5, holdout=12, holdout_seed=3)
+    with pytest.raises(RecipeError, match="task.holdout_min_words is for sentence tasks; .*same title"):
+        _squad(tmp_path, train_articles=5, holdout=5, holdout_min_words=3)
+
+
+@given(sizes=st.lists(st.integers(1, 6), min_size=1, max_size=12), n=st.integers(1, 40), seed=st.integers(0, 9))
+def test_whole_groups_are_whole_and_just_enough(sizes: list[int], n: int, seed: int) -> None:
+    from tinyplm.tasks.holdout import whole_groups
+
+    keys = [g for g, size in enumerate(sizes) for _ in range(size)]
+    random.Random(seed).shuffle(keys)
+    held = whole_groups(keys, n, seed)
+    taken = {keys[i] for i in held}
+    assert held == {i for i, k in enumerate(keys) if k in taken}  # every member of a taken group
+    assert len(held) >= min(n, len(keys))
+    assert any(len(held) - sizes[g] < n for g in taken)  # no group taken after the one that reached n
+    assert whole_groups(keys, n, seed) == held
 
 
 def test_oracle_span_logits_score_100_on_v1_and_v2(tmp_path: Path, tok) -> None:
@@ -234,6 +272,23 @@ def test_squad_fine_tune_distil_compress_measure(tmp_path: Path) -> None:
     run_dir = Path(tmp_path / "runs" / "tiny")
     model, _ = load_classifier(run_dir / by["s1"].model_dir, (), False, "span")
     assert type(model).__name__ == "BertForQuestionAnswering" and model.config.num_hidden_layers == 1
+
+
+def test_a_squad_run_with_held_out_articles_chooses_on_them(tmp_path: Path) -> None:
+    """With task.holdout, SQuAD's runtime step judges its candidates on the held-out articles'
+    questions and the final model is chosen on their F1; the held-back articles (dev) are only
+    reported."""
+    write_tiny_squad(tmp_path, articles=5, questions=8)
+    record = _run(tmp_path, {"name": "squad", "data_dir": str(tmp_path), "max_length": 48, "doc_stride": 16,
+                             "max_query_length": 8, "train_articles": 4, "holdout": 8},
+                  [_student(compress=[FASTEST])], epochs=2)
+    for stage in record.stages:
+        assert {"f1", "exact_match", "f1_holdout", "exact_match_holdout"} <= set(stage.metrics)
+    chosen = record.stage("s1.runtime").info.compress.details["chosen_by"]
+    assert chosen["control"] == "holdout" and chosen["examples"] >= 8  # windows of the 8 held-out questions
+    results = json.loads((tmp_path / "runs" / "tiny" / "results.json").read_text())
+    assert results["info"]["selection_metric"] == "f1_holdout" and results["info"]["holdout"] == 8
+    assert "on 8 held-out training examples" in results["info"]["final_rule"]
 
 
 def test_accuracy_controlled_int8_of_a_tagger_is_refused_before_the_teacher_trains(tmp_path: Path) -> None:

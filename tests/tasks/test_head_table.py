@@ -26,6 +26,7 @@ from tinyplm.tasks import heads
 from tinyplm.tasks.base import CLASSIFICATION_METRICS, REGRESSION_METRICS, Example, Split
 from tinyplm.tasks.encoding import collate, encode_split
 from tinyplm.tasks.heads import HEADS, AgreementRule, Head, LabelKind, Loss, PerHead
+from tinyplm.tasks.squad import QAExample
 from tinyplm.train.prediction import PredictionObjective
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -149,8 +150,10 @@ def test_each_row_agrees_with_itself(head: Head) -> None:
     no_labels = row.labels is LabelKind.NONE
     assert (row.auto_suffix is None) is no_labels and (row.output_names == ()) is no_labels
     assert (row.agreement is AgreementRule.MEAN_COSINE) is no_labels
-    if row.holdout or row.class_weights or row.roc or row.classic or row.task_texts:
+    if row.class_weights or row.roc or row.classic or row.task_texts or (row.holdout and not row.holdout_group):
         assert row.labels is LabelKind.CLASS_OR_SCORE and not row.per_position
+    if row.holdout_group:  # the only grouped rows read questions on contexts, whose examples carry the field
+        assert row.holdout and row.windows and row.holdout_group in {f.name for f in dataclasses.fields(QAExample)}
     if row.windows:  # a question on a context, answered by a span of it
         assert row.fields.pair_required and row.fields.id and row.output_names == ("start", "end")
     assert bool(row.regression_metrics) is row.may_regress

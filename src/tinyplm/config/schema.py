@@ -47,7 +47,8 @@ class TaskSpec(Section):
     max_eval_examples: int | None = Field(None, ge=1, description="use the first N examples of each eval split")
     holdout: int | None = Field(None, ge=1, description="hold out N training examples (a seeded random draw), never "
                                 "trained on: every stage's kept checkpoint and the final model are chosen on them, "
-                                "and dev is only reported (sentence tasks; see tasks/holdout.py)")
+                                "and dev is only reported (sentence tasks; SQuAD: whole articles; see "
+                                "tasks/holdout.py)")
     holdout_seed: int = Field(0, description="seed of the held-out draw")
     holdout_min_words: int = Field(0, ge=0, description="draw the held-out examples only among training examples "
                                    "of at least this many words, so they look like the reported split where "

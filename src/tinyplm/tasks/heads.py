@@ -150,6 +150,9 @@ class HeadRow:
     - ``task_texts``: the texts are the task's own kind: GLUE's columns and header-less layouts,
       the spoiler tasks' clean-up and context sentences, Goodreads reviews.
     - ``holdout``: training examples can be held out to choose on (``task.holdout``);
+      ``holdout_group``: the example field whose equal values are held out together, so no
+      held-out example shares it with a trained one (SQuAD: ``title``, whole articles: a question
+      held out alone would have its paragraph trained on through the others); None: one by one;
       ``class_weights``: the classes can be weighed (``class_weights: balanced``); ``roc``: the
       positive class's score metrics (ROC AUC, PR AUC, best F1) and the ROC curve apply (binary
       tasks); ``classic``: classic students (TF-IDF, LSTMs ...) can learn it.
@@ -177,6 +180,7 @@ class HeadRow:
     roc: bool
     classic: bool
     regression_metrics: tuple[str, ...] = ()
+    holdout_group: str | None = None
 
     @property
     def may_regress(self) -> bool:
@@ -224,8 +228,8 @@ _ROWS = (
             outputs="start and end logits (batch, seq, 2)", per_position=True, auto_suffix="ForQuestionAnswering",
             labels=LabelKind.ANSWER_SPAN, output_names=("start", "end"), loss=Loss.SPAN,
             metrics=("f1", "exact_match"), records=("AnswerPrediction",), agreement=AgreementRule.SAME_SPAN,
-            subset=False, words=False, piece_memo=False, windows=True, task_texts=False, holdout=False,
-            class_weights=False, roc=False, classic=False),
+            subset=False, words=False, piece_memo=False, windows=True, task_texts=False, holdout=True,
+            class_weights=False, roc=False, classic=False, holdout_group="title"),
     HeadRow(Head.TOKEN, Reads.WORDS, InputFields("tokens"), outputs="tag logits (batch, seq, tags)",
             per_position=True, auto_suffix="ForTokenClassification", labels=LabelKind.TAGS, output_names=None,
             loss=Loss.TAGS, metrics=("f1", "precision", "recall"), records=("TagsPrediction",),

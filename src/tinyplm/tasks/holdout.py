@@ -71,17 +71,29 @@ def hold_out(data: TaskData, n: int, seed: int = 0, min_words: int = 0, drop_par
     reads easier than a dev sentence, which no phrase of the training set comes from. The draw is
     the same with or without it.
 
-    Raises ``RecipeError`` naming ``task.holdout`` for a task that is not a sentence task (span
-    and token labels are scored by their own readers' dev layouts), when ``n`` leaves fewer
-    training examples than it holds out, or (naming ``task.holdout_min_words``) when fewer than
-    ``n`` examples are that long."""
-    if not Head(data.head).row.holdout:
-        raise RecipeError(f"task.holdout: held-out examples are for sentence tasks; task '{data.task}' has a "
-                          f"{data.head} head")
+    Where the head table groups held-out examples (:attr:`~tinyplm.tasks.heads.HeadRow.holdout_group`:
+    SQuAD's ``title``), whole groups are drawn instead, in a seeded random order until they hold at
+    least ``n`` examples: every question of a held-out article, so no held-out question's paragraph
+    is trained on through another question (:func:`whole_groups`).
+
+    Raises ``RecipeError`` naming ``task.holdout`` for a task whose head cannot hold examples out
+    (token tags are scored in their readers' layouts), when ``n`` leaves fewer training examples
+    than it holds out, or (naming ``task.holdout_min_words``) when fewer than ``n`` examples are
+    that long; ``holdout_min_words`` and ``holdout_drop_parts`` are refused where groups are drawn."""
+    row = Head(data.head).row
+    if not row.holdout:
+        raise RecipeError(f"task.holdout: held-out examples are for sentence tasks and SQuAD; task '{data.task}' "
+                          f"has a {data.head} head")
     total = len(data.train)
     if n * 2 > total:
         raise RecipeError(f"task.holdout: {n} would hold out more than half of {data.task}'s {total} training "
                           f"examples ({data.train.source}); give at most {total // 2}")
+    if row.holdout_group:
+        if min_words or drop_parts:
+            key = "task.holdout_min_words" if min_words else "task.holdout_drop_parts"
+            raise RecipeError(f"{key} is for sentence tasks; task '{data.task}' holds out whole groups of "
+                              f"examples of the same {row.holdout_group}")
+        return _held_in_groups(data, n, seed, row.holdout_group)
     pool: range | list[int] = range(total)
     if min_words:
         pool = [i for i, ex in enumerate(data.train.examples) if words(ex) >= min_words]
@@ -97,12 +109,48 @@ def hold_out(data: TaskData, n: int, seed: int = 0, min_words: int = 0, drop_par
     if not kept:
         raise RecipeError(f"task.holdout_drop_parts: every training example of {data.task} ({data.train.source}) "
                           f"is part of one of the {n} held out; hold out fewer")
-    train = replace(data.train, examples=kept)
-    split = replace(data.train, name=HOLDOUT, examples=out)
     among = f" among those of {min_words}+ words" if min_words else ""
     dropped = f" ({len(parts)} training examples that are parts of them not trained on either)" if drop_parts else ""
-    info = {**data.info, "holdout": f"{n} training examples drawn with seed {seed}{among}, never trained on{dropped}: "
-            "every kept checkpoint and the final model are chosen on them"}
+    return _with_split(data, out, kept, f"{n} training examples drawn with seed {seed}{among}, never trained "
+                       f"on{dropped}")
+
+
+def whole_groups(keys: list, n: int, seed: int) -> set[int]:
+    """Indices of whole groups of equal ``keys``, the groups in a seeded random order (of their first
+    appearance, shuffled with ``seed``), taken until they hold at least ``n`` indices."""
+    groups: dict = {}
+    for i, key in enumerate(keys):
+        groups.setdefault(key, []).append(i)
+    order = list(groups)
+    random.Random(seed).shuffle(order)
+    held: set[int] = set()
+    for key in order:
+        if len(held) >= n:
+            break
+        held.update(groups[key])
+    return held
+
+
+def _held_in_groups(data: TaskData, n: int, seed: int, field: str) -> TaskData:
+    examples = data.train.examples
+    keys = [getattr(ex, field) for ex in examples]
+    held = whole_groups(keys, n, seed)
+    groups = len({keys[i] for i in held})
+    if len(held) * 2 > len(examples):
+        raise RecipeError(f"task.holdout: {n} examples take {groups} whole {field}s of {data.task} holding "
+                          f"{len(held)} of its {len(examples)} training examples ({data.train.source}), more "
+                          f"than half; give fewer (the groups are {len(set(keys))})")
+    out = [ex for i, ex in enumerate(examples) if i in held]
+    kept = [ex for i, ex in enumerate(examples) if i not in held]
+    return _with_split(data, out, kept, f"{len(out)} training examples, those of {groups} whole {field}s drawn "
+                       f"with seed {seed} (at least {n}), never trained on")
+
+
+def _with_split(data: TaskData, out: list, kept: list, what: str) -> TaskData:
+    """``data`` training on ``kept`` with ``out`` as the :data:`HOLDOUT` split, ``what`` in its info."""
+    train = replace(data.train, examples=kept)
+    split = replace(data.train, name=HOLDOUT, examples=out)
+    info = {**data.info, "holdout": f"{what}: every kept checkpoint and the final model are chosen on them"}
     return replace(data, train=train, evals={**data.evals, HOLDOUT: split},
                    metric_suffix={**data.metric_suffix, HOLDOUT: HOLDOUT_SUFFIX}, info=info)
 
