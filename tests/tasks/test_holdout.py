@@ -104,6 +104,23 @@ def test_dropping_parts_leaves_out_the_phrases_of_held_out_sentences_and_draws_t
         TaskSpec(name="sst2", holdout_drop_parts=True)
 
 
+@pytest.mark.parametrize("share, held", [(0.1, 10), (0.25, 25), (0.004, 1), (0.499, 50)])
+def test_a_share_holds_out_that_part_of_the_training_set(tmp_path: Path, share: float, held: int) -> None:
+    glue = make_tiny_glue(tmp_path / "glue", n_train=100, n_dev=20)
+    data = load_task(TaskSpec(name="sst2", data_dir=str(glue), holdout=share, holdout_seed=2))
+    assert len(data.evals[HOLDOUT]) == held and len(data.train) == 100 - held
+    assert data.info["holdout"].startswith(f"{held} training examples drawn with seed 2")
+    count = load_task(TaskSpec(name="sst2", data_dir=str(glue), holdout=held, holdout_seed=2))
+    assert count.evals[HOLDOUT].examples == data.evals[HOLDOUT].examples  # a share draws as its count does
+
+
+@pytest.mark.parametrize("value", [0, -3, 0.5, 0.0, 0.75, 1.5, -0.1, True])
+def test_a_holdout_that_is_neither_a_count_nor_a_share_under_half_is_refused(value: object) -> None:
+    with pytest.raises(ValueError, match=rf"holdout {value!r}: give a count of training examples .*under 0.5"):
+        TaskSpec(name="sst2", holdout=value)
+    assert TaskSpec(name="sst2", holdout=1000.0).holdout == 1000 and isinstance(TaskSpec(holdout=7.0).holdout, int)
+
+
 def test_holding_out_more_than_half_names_the_key_and_the_most_allowed(tmp_path: Path) -> None:
     glue = make_tiny_glue(tmp_path / "glue", n_train=40, n_dev=10)
     with pytest.raises(RecipeError, match=r"task.holdout: 21 .* 40 training examples .*at most 20"):

@@ -6,9 +6,9 @@ Every model forbids unknown keys, so a typo fails at load time naming the key (s
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from tinyplm.config.base import (  # noqa: F401  (re-exported: the recipe's schema in one place)
     LAYERWISE_TERMS,
@@ -32,6 +32,11 @@ from tinyplm.config.tracking import TrackingSpec
 from tinyplm.config.train_shares import check_train_shares
 
 
+def _bad_holdout(value: object) -> NoReturn:
+    raise ValueError(f"holdout {value!r}: give a count of training examples (1, 2, ...) or a share of them "
+                     "over 0 and under 0.5 (0.1 holds out a tenth)")
+
+
 class TaskSpec(Section):
     """Which task to read and how to encode it."""
 
@@ -45,10 +50,11 @@ class TaskSpec(Section):
     max_length: int = Field(128, ge=8, le=512, description="tokens per example after truncation")
     max_train_examples: int | None = Field(None, ge=1, description="use the first N training examples")
     max_eval_examples: int | None = Field(None, ge=1, description="use the first N examples of each eval split")
-    holdout: int | None = Field(None, ge=1, description="hold out N training examples (a seeded random draw), never "
-                                "trained on: every stage's kept checkpoint and the final model are chosen on them, "
-                                "and dev is only reported (sentence tasks; SQuAD: whole articles; see "
-                                "tasks/holdout.py)")
+    holdout: int | float | None = Field(None, description="hold out N training examples (a seeded random draw), "
+                                        "or a share of them (a number under 0.5: 0.1 holds out a tenth, the "
+                                        "same rule over tasks of any size), never trained on: every stage's kept "
+                                        "checkpoint and the final model are chosen on them, and dev is only "
+                                        "reported (sentence tasks; SQuAD: whole articles; see tasks/holdout.py)")
     holdout_seed: int = Field(0, description="seed of the held-out draw")
     holdout_min_words: int = Field(0, ge=0, description="draw the held-out examples only among training examples "
                                    "of at least this many words, so they look like the reported split where "
@@ -104,6 +110,22 @@ class TaskSpec(Section):
     class_weights: Literal["balanced", "none"] | None = Field(
         None, description="class weights in the cross-entropy: balanced (n / (classes x n_c) from the training "
         "labels) or none; default: the task's (balanced for the Goodreads spoiler tasks)")
+
+    @field_validator("holdout", mode="before")
+    @classmethod
+    def _not_a_switch(cls, value: object) -> object:
+        return _bad_holdout(value) if isinstance(value, bool) else value  # YAML's true would read as 1
+
+    @field_validator("holdout")
+    @classmethod
+    def _count_or_share(cls, value: int | float | None) -> int | float | None:
+        if value is None:
+            return None
+        if isinstance(value, float) and value.is_integer() and value >= 1:
+            value = int(value)  # 1000.0 is a count
+        if isinstance(value, int):
+            return value if value >= 1 else _bad_holdout(value)
+        return value if 0 < value < 0.5 else _bad_holdout(value)
 
     @model_validator(mode="after")
     def _windows_have_room(self) -> TaskSpec:

@@ -54,7 +54,7 @@ from tinyplm.tasks.base import Example, Split, TaskData
 from tinyplm.tasks.embedding_sample import mixed, paired
 from tinyplm.tasks.glue import GLUE_SPECS, read_glue_file
 from tinyplm.tasks.heads import Head
-from tinyplm.tasks.holdout import HOLDOUT, HOLDOUT_PASSAGES, HOLDOUT_SUFFIX
+from tinyplm.tasks.holdout import HOLDOUT, HOLDOUT_PASSAGES, HOLDOUT_SUFFIX, holdout_size
 from tinyplm.tasks.paths import resolve_data_root, resolve_glue_dir
 from tinyplm.tasks.questions import question_sources
 from tinyplm.tasks.retrieval import (
@@ -221,8 +221,9 @@ def _stsb_train(data_dir: str | None) -> StsbTrain:
     return StsbTrain(ScoredPairs.of(read_glue_file(path, "train", GLUE_SPECS["stsb"]), path), path)
 
 
-def _held_pairs(train: StsbTrain, n: int, seed: int) -> ScoredPairs:
+def _held_pairs(train: StsbTrain, value: int | float, seed: int) -> ScoredPairs:
     total = len(train.pairs.scores)
+    n = holdout_size(value, total)
     if not 2 <= n <= total // 2:
         raise RecipeError(f"task.holdout: {n} STS-B training pairs; give 2 to {total // 2} (half of {train.source})")
     drawn = sorted(random.Random(seed).sample(range(total), n))
@@ -263,7 +264,7 @@ def embedding_task_data(spec, corpus_texts: Callable[[], list[str]] | None = Non
     if held is not None:
         evals[HOLDOUT] = _sized(embedding_split(HOLDOUT, held), spec.eval_max_length)
         suffix[HOLDOUT] = HOLDOUT_SUFFIX
-        info["holdout"] = (f"{spec.holdout} STS-B training pairs drawn with seed {spec.holdout_seed}, their "
+        info["holdout"] = (f"{len(held.scores)} STS-B training pairs drawn with seed {spec.holdout_seed}, their "
                            "sentences never trained on: every kept checkpoint and the final model are chosen on them")
     if cloze is not None:
         evals[HOLDOUT_PASSAGES] = _sized(embedding_split(HOLDOUT_PASSAGES, cloze.set), spec.eval_max_length)

@@ -54,8 +54,16 @@ def parts_of(held: list[Example], train: list[Example]) -> set[int]:
                 else (tuple(ex.text.lower().split()), tuple(ex.text_pair.lower().split())) in pairs)}
 
 
-def hold_out(data: TaskData, n: int, seed: int = 0, min_words: int = 0, drop_parts: bool = False) -> TaskData:
-    """``data`` with ``n`` training examples, drawn at random with ``seed`` among those of at
+def holdout_size(value: int | float, total: int) -> int:
+    """How many of ``total`` training examples ``task.holdout: value`` holds out: ``value`` itself
+    when it is a count (an int), else that share of ``total`` (rounded, at least 1)."""
+    return value if isinstance(value, int) else max(1, round(value * total))
+
+
+def hold_out(data: TaskData, n: int | float, seed: int = 0, min_words: int = 0,
+             drop_parts: bool = False) -> TaskData:
+    """``data`` with ``n`` training examples (a share of them where ``n`` is a float, see
+    :func:`holdout_size`), drawn at random with ``seed`` among those of at
     least ``min_words`` words, moved from the training split into the eval split :data:`HOLDOUT`
     (added last, so the first eval split is still the one that is timed and reported first). The
     training examples keep their order.
@@ -85,6 +93,7 @@ def hold_out(data: TaskData, n: int, seed: int = 0, min_words: int = 0, drop_par
         raise RecipeError(f"task.holdout: held-out examples are for sentence tasks and SQuAD; task '{data.task}' "
                           f"has a {data.head} head")
     total = len(data.train)
+    n = holdout_size(n, total)
     if n * 2 > total:
         raise RecipeError(f"task.holdout: {n} would hold out more than half of {data.task}'s {total} training "
                           f"examples ({data.train.source}); give at most {total // 2}")
