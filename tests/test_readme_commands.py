@@ -288,6 +288,9 @@ DOC_LINES: dict[str, Way] = {
     "tinyplm run recipes/conll/ner_base.yaml": Way(
         None, "cheap check only: fetches all-mpnet-base-v2 (438 MB) and runs about an hour; "
         "tests/test_span_token_runs.py runs a tagger across tokenizers and the runtime step on a tiny CoNLL"),
+    "tinyplm run recipes/squad/v1_base.yaml": Way(
+        None, "cheap check only: fetches all-mpnet-base-v2 (438 MB) and runs about two hours; "
+        "tests/test_span_token_runs.py runs SQuAD with held-out articles choosing, and the runtime step, on tiny data"),
     "tinyplm run recipes/embed/minilm_embed.yaml": Way(
         None, "cheap check only: about 20 minutes on the packaged MiniLM and the shared corpus; "
         "tests/run/test_embedding_run.py and tests/run/test_static_embedding_run.py run the embedding task end to "
