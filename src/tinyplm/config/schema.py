@@ -6,7 +6,7 @@ Every model forbids unknown keys, so a typo fails at load time naming the key (s
 
 from __future__ import annotations
 
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -26,15 +26,11 @@ from tinyplm.config.classic import FamilySpec, check_family_student
 from tinyplm.config.compress import AFTER_TRIM, TERMINAL_KINDS, CompressStep, check_share_order, step_name
 from tinyplm.config.data_sources import AugmentSpec, CorpusSpec  # noqa: F401  (re-exported)
 from tinyplm.config.finetune import unsaved_form_error
+from tinyplm.config.holdout import count_or_share, not_a_switch
 from tinyplm.config.names import logits_source_problem, student_name, teacher_copies  # noqa: F401  (re-exported)
 from tinyplm.config.seeding import spread_seed
 from tinyplm.config.tracking import TrackingSpec
 from tinyplm.config.train_shares import check_train_shares
-
-
-def _bad_holdout(value: object) -> NoReturn:
-    raise ValueError(f"holdout {value!r}: give a count of training examples (1, 2, ...) or a share of them "
-                     "over 0 and under 0.5 (0.1 holds out a tenth)")
 
 
 class TaskSpec(Section):
@@ -111,21 +107,8 @@ class TaskSpec(Section):
         None, description="class weights in the cross-entropy: balanced (n / (classes x n_c) from the training "
         "labels) or none; default: the task's (balanced for the Goodreads spoiler tasks)")
 
-    @field_validator("holdout", mode="before")
-    @classmethod
-    def _not_a_switch(cls, value: object) -> object:
-        return _bad_holdout(value) if isinstance(value, bool) else value  # YAML's true would read as 1
-
-    @field_validator("holdout")
-    @classmethod
-    def _count_or_share(cls, value: int | float | None) -> int | float | None:
-        if value is None:
-            return None
-        if isinstance(value, float) and value.is_integer() and value >= 1:
-            value = int(value)  # 1000.0 is a count
-        if isinstance(value, int):
-            return value if value >= 1 else _bad_holdout(value)
-        return value if 0 < value < 0.5 else _bad_holdout(value)
+    _not_a_switch = field_validator("holdout", mode="before")(not_a_switch)
+    _count_or_share = field_validator("holdout")(count_or_share)
 
     @model_validator(mode="after")
     def _windows_have_room(self) -> TaskSpec:

@@ -79,15 +79,13 @@ def hold_out(data: TaskData, n: int | float, seed: int = 0, min_words: int = 0,
     reads easier than a dev sentence, which no phrase of the training set comes from. The draw is
     the same with or without it.
 
-    Where the head table groups held-out examples (:attr:`~tinyplm.tasks.heads.HeadRow.holdout_group`:
-    SQuAD's ``title``), whole groups are drawn instead, in a seeded random order until they hold at
-    least ``n`` examples: every question of a held-out article, so no held-out question's paragraph
-    is trained on through another question (:func:`whole_groups`).
+    Where the head table groups examples (``HeadRow.holdout_group``, SQuAD's ``title``), whole groups
+    are drawn until they hold ``n`` (:func:`whole_groups`): no held-out question's paragraph is
+    trained on through another question.
 
-    Raises ``RecipeError`` naming ``task.holdout`` for a task whose head cannot hold examples out
-    (token tags are scored in their readers' layouts), when ``n`` leaves fewer training examples
-    than it holds out, or (naming ``task.holdout_min_words``) when fewer than ``n`` examples are
-    that long; ``holdout_min_words`` and ``holdout_drop_parts`` are refused where groups are drawn."""
+    Raises ``RecipeError`` naming the key: ``task.holdout`` for a head that cannot hold out (token
+    tags) or more than half held out; ``holdout_min_words`` or ``holdout_drop_parts`` where groups
+    are drawn, or (the first) when fewer than ``n`` examples are that long."""
     row = Head(data.head).row
     if not row.holdout:
         raise RecipeError(f"task.holdout: held-out examples are for sentence tasks and SQuAD; task '{data.task}' "
