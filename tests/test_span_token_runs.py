@@ -405,3 +405,44 @@ def test_a_reader_of_another_tokenizer_learns_from_the_teachers_spans_by_charact
     assert [s.name for s in record.stages] == ["teacher", "s1", "s1.prune_ffn"]
     for name in ("s1", "s1.prune_ffn"):
         assert 0.0 <= record.stage(name).metrics["f1"] <= 100.0
+
+
+def test_squad_students_learn_the_span_logits_of_the_teachers_runtime_form(tmp_path: Path) -> None:
+    """teacher.logits_from on SQuAD: the teacher's OpenVINO form computes the start/end logits
+    over the training windows once (cached under its fingerprint); a student of the teacher's
+    layers learns them as they are, one of another tokenizer moved to its windows by character."""
+    from safetensors import safe_open
+
+    from tinyplm.models import fingerprint
+    from tinyplm.models.loading import load_classifier
+
+    write_tiny_squad(tmp_path, articles=4, questions=12)
+    other = _entity_words_dir(tmp_path / "other")
+    students = [{"name": "teacher-best", "init_from": "teacher", "stages": [], "compress": [{"kind": "openvino"}]},
+                _student(train={**TINY_TRAIN, "epochs": 2}),
+                {"name": "s2", "init_from": str(other), "objective": {"kd_weight": 1.0, "hard_weight": 0.5},
+                 "train": {**TINY_TRAIN, "epochs": 2}}]
+    teacher = make_tiny_model_dir(tmp_path / "tiny")
+    raw = tiny_recipe(tmp_path, teacher, tmp_path, students=students,
+                      task={"name": "squad", "data_dir": str(tmp_path), "max_length": 48, "doc_stride": 16,
+                            "max_query_length": 8, "train_articles": 3})
+    raw["teacher"].update(finetune={**TINY_TRAIN, "epochs": 1}, logits_from="teacher-best.openvino")
+    from tinyplm.run import run
+
+    cfg = validate_recipe(raw)
+    record = run(cfg)
+    assert [s.name for s in record.stages] == ["teacher", "teacher-best.openvino", "s1", "s2"]
+    root = Path(cfg.output_dir)
+    results = json.loads((root / "results.json").read_text())
+    assert results["info"]["precision"]["teacher_logits"] == "teacher-best.openvino"
+    source = root / "students" / "teacher-best.openvino"
+    entries = sorted((tmp_path / "cache" / "logits").glob("*.safetensors"))
+    assert len(entries) == 1  # the teacher's windows once, for both students
+    with safe_open(str(entries[0]), "pt") as f:
+        assert f.metadata()["teacher"] == fingerprint(source)
+        cached = f.get_tensor("logits")
+    ov, ov_tok = load_classifier(source, (), False, "span")
+    windows = encode_split(load_task(cfg.task).train, ov_tok, cfg.task.max_length)
+    torch.testing.assert_close(cached, predict_logits(ov, windows, batch_size=128))
+    for name in ("s1", "s2"):
+        assert 0.0 <= record.stage(name).metrics["f1"] <= 100.0
