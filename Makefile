@@ -66,9 +66,9 @@ test: setup
 	else echo "no test resolved precision auto: no TINYPLM_BF16=off pass"; fi
 
 # `make glue`: the GLUE table with the base-size teacher (issue 57, docs/results/glue.md): every task
-# under three seeds, one trial after another; long (about an hour a trial on 2 cores). Run again
-# after a kill, it continues: finished trials are read back, an unfinished one resumes from its
-# checkpoints.
+# (the small ones under three seeds), one trial after another; long (about an hour a trial on 2
+# cores). Run again after a kill, it continues: finished trials are read back, an unfinished one
+# resumes from its checkpoints.
 GLUE_SWEEP := runs/sweeps/glue_base
 
 glue: setup

@@ -148,6 +148,48 @@ def test_repeats_are_averaged_per_setting(tmp_path: Path) -> None:
         _space(tmp_path / "bad.yaml", {**body, "repeats": ["students.0.seed"]})
 
 
+SEEDS = {"name": "s", "repeats": ["seed"],
+         "params": {"seed": {"grid": [1, 2, 3]}, "task.name": {"grid": ["cola", "sst2", "mrpc"]}}}
+
+
+def test_exclude_leaves_combinations_out_of_a_grid_in_its_order(tmp_path: Path) -> None:
+    """Seeds repeated on the small tasks only: the big task's other seeds are not planned; the
+    trials run with the first key slowest (seed 1 of every task first)."""
+    body = {**SEEDS, "exclude": [{"task.name": "sst2", "seed": 2}, {"task.name": "sst2", "seed": 3}]}
+    space = _space(tmp_path / "s.yaml", body)
+    assert space.trial_count() == 7
+    plans = grid_plans(SweepJob(tmp_path / "r.yaml", space, tmp_path / "sw"))
+    assert [(p.values["seed"], p.values["task.name"]) for p in plans] == [
+        (1, "cola"), (1, "sst2"), (1, "mrpc"), (2, "cola"), (2, "mrpc"), (3, "cola"), (3, "mrpc")]
+    full = grid_plans(SweepJob(tmp_path / "r.yaml", _space(tmp_path / "f.yaml", SEEDS), tmp_path / "sw"))
+    assert {p.key for p in plans} < {p.key for p in full}  # the same trials keep their keys (and run dirs)
+    one_key = _space(tmp_path / "k.yaml", {**SEEDS, "exclude": [{"seed": 3}]})
+    assert one_key.trial_count() == 6 and all(v["seed"] != 3 for v in one_key.grid_values())
+    for bad, said in (([{"task.name": "qqp"}], r"exclude.0: task.name='qqp' is not one of its grid values"),
+                      ([{"lr": 1}], "exclude.0: lr is not one of the params"),
+                      ([{}], "exclude.0: empty"),
+                      ([{"seed": 1}, {"seed": 2}, {"seed": 3}], "exclude: leaves no trial to run")):
+        with pytest.raises(RecipeError, match=said):
+            _space(tmp_path / "bad.yaml", {**SEEDS, "exclude": bad})
+    with pytest.raises(RecipeError, match="exclude: leaves combinations out of a grid; search is random"):
+        _space(tmp_path / "bad.yaml", {"name": "s", "search": "random", "num_samples": 2, "exclude": [{"seed": 1}],
+                                       "params": {"seed": {"choice": [1, 2]}}})
+
+
+def test_tune_runs_a_grid_by_the_index_of_each_planned_trial(tmp_path: Path) -> None:
+    pytest.importorskip("ray", reason="the cluster extra (ray[tune]) is not installed")
+    from tinyplm.sweep.space import GRID_INDEX, trial_values, tune_space
+
+    space = _space(tmp_path / "s.yaml", {**SEEDS, "exclude": [{"task.name": "mrpc"}]})
+    assert tune_space(space) == {GRID_INDEX: {"grid_search": list(range(6))}}
+    assert [trial_values(space, {GRID_INDEX: i}) for i in range(6)] == space.grid_values()
+    drawn = _space(tmp_path / "d.yaml", {"name": "d", "search": "random", "num_samples": 2,
+                                         "params": {"seed": {"grid": [1, 2]}, "lr": {"choice": [0.1, 0.2]}}})
+    made = tune_space(drawn)
+    assert made["seed"] == {"grid_search": [1, 2]} and set(made) == {"seed", "lr"}
+    assert trial_values(drawn, {"lr": 0.2, "seed": 1, "other": 0}) == {"seed": 1, "lr": 0.2}
+
+
 def test_the_stage_that_stands_for_a_trial(tmp_path: Path) -> None:
     record = RunRecord(task="sst2", metric="accuracy", stages=[
         StageRecord("teacher", {"accuracy": 0.9}, disk_bytes=100, throughput_sent_per_s=10.0, kind=StageKind.TEACHER),

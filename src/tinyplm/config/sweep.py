@@ -14,12 +14,13 @@ Example::
     params:
       students.0.train.lr: {grid: [5.0e-5, 1.0e-4]}
       students.0.train.seed: {grid: [1, 2]}
+    exclude: [{students.0.train.lr: 1.0e-4, students.0.train.seed: 2}]   # 3 trials, not 4
     objectives: [{metric: primary, mode: max}, {metric: throughput, mode: max}]
 """
 
 from __future__ import annotations
 
-import math
+import itertools
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -99,6 +100,10 @@ class SweepSpace(Section):
     repeats: list[str] = Field(default_factory=list, description="params whose values repeat a setting rather than "
                                "change it (a seed): the table adds one row per setting, the mean and spread of "
                                "its finished trials over these keys")
+    exclude: list[dict[str, Any]] = Field(
+        default_factory=list, description="grid: combinations left out, each some grid keys and one of their "
+        "values; a combination matching every key of an entry is not run (a seed repeated on the small tasks "
+        "only: [{task.name: sst2, seed: 2}, ...])")
 
     @model_validator(mode="after")
     def _search_fits_params(self) -> SweepSpace:
@@ -117,6 +122,7 @@ class SweepSpace(Section):
         stray = [k for k in self.repeats if k not in self.params]
         if stray:
             raise ValueError(f"repeats: {stray[0]} is not one of the params ({', '.join(self.params)})")
+        self._check_exclude()
         clash = sorted(set(self.fixed) & set(self.params))
         if clash:
             raise ValueError(f"{clash[0]} is both fixed and a param")
@@ -125,8 +131,31 @@ class SweepSpace(Section):
                 raise ValueError(f"{key}: a trial's name and run dir are the sweep's to choose")
         return self
 
+    def _check_exclude(self) -> None:
+        if self.exclude and self.search != "grid":
+            raise ValueError(f"exclude: leaves combinations out of a grid; search is {self.search}")
+        for i, entry in enumerate(self.exclude):
+            if not entry:
+                raise ValueError(f"exclude.{i}: empty (expected some grid keys and one value of each)")
+            for key, value in entry.items():
+                if key not in self.params:
+                    raise ValueError(f"exclude.{i}: {key} is not one of the params ({', '.join(self.params)})")
+                if value not in (self.params[key].grid or ()):
+                    raise ValueError(f"exclude.{i}: {key}={value!r} is not one of its grid values "
+                                     f"{self.params[key].grid}")
+        if self.search == "grid" and not self.grid_values():
+            raise ValueError("exclude: leaves no trial to run")
+
+    def grid_values(self) -> list[dict[str, Any]]:
+        """A grid's trials in the order they run, each its value of every key: every combination
+        (the last key varying fastest) but those ``exclude`` leaves out. Empty for other searches."""
+        if self.search != "grid":
+            return []
+        keys = list(self.params)
+        grids = (self.params[k].grid or () for k in keys)
+        combos = (dict(zip(keys, c, strict=True)) for c in itertools.product(*grids))
+        return [c for c in combos if not any(all(c[k] == v for k, v in e.items()) for e in self.exclude)]
+
     def trial_count(self) -> int:
         """How many trials the sweep plans."""
-        if self.search == "grid":
-            return math.prod(len(d.grid or ()) for d in self.params.values())
-        return self.num_samples
+        return len(self.grid_values()) if self.search == "grid" else self.num_samples

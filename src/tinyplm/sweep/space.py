@@ -12,15 +12,21 @@ import yaml
 
 from tinyplm.config.sweep import SweepSpace
 
+#: A grid's one Tune key: the index of the trial in ``SweepSpace.grid_values()``. Tune's own grid
+#: would cross every key, with no way to leave a combination out (``exclude``) nor to fix the order.
+GRID_INDEX = "trial"
+
 
 def tune_space(space: SweepSpace) -> dict[str, Any]:
-    """Ray Tune's ``param_space``: one entry per varying key (a flat dict: the dotted keys stay
-    whole, so Tune never splits them)."""
+    """Ray Tune's ``param_space``: for a grid, the index of each planned trial; otherwise one entry
+    per varying key (a flat dict: the dotted keys stay whole, so Tune never splits them)."""
     from ray import tune
 
+    if space.search == "grid":
+        return {GRID_INDEX: tune.grid_search(list(range(space.trial_count())))}
     made = {}
     for key, d in space.params.items():
-        if d.grid is not None:
+        if d.grid is not None:  # a random search crosses its grid keys with its draws
             made[key] = tune.grid_search(list(d.grid))
         elif d.choice is not None:
             made[key] = tune.choice(list(d.choice))
@@ -31,6 +37,13 @@ def tune_space(space: SweepSpace) -> dict[str, Any]:
         else:
             made[key] = tune.randint(*d.randint)
     return made
+
+
+def trial_values(space: SweepSpace, config: dict[str, Any]) -> dict[str, Any]:
+    """The values of the trial Tune gave ``config``: a grid's planned trial, else the drawn values."""
+    if space.search == "grid":
+        return space.grid_values()[config[GRID_INDEX]]
+    return {k: config[k] for k in space.params}
 
 
 def search_alg(space: SweepSpace, max_concurrent: int = 1):

@@ -10,7 +10,6 @@ run dirs); the finished ones are read back from their run dirs, never run again.
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from tinyplm.cluster import cluster_cpus, connect
 from tinyplm.config import load_recipe
 from tinyplm.config.sweep import SweepSpace
 from tinyplm.errors import RecipeError, RunDirError
-from tinyplm.sweep.space import TrialPlan, search_alg, trial_plan, tune_space
+from tinyplm.sweep.space import TrialPlan, search_alg, trial_plan, trial_values, tune_space
 from tinyplm.sweep.table import TrialRow, rows_of, write_table
 from tinyplm.sweep.trial import TrialResult, run_trial
 
@@ -51,9 +50,7 @@ def grid_plans(job: SweepJob) -> list[TrialPlan] | None:
     space = job.space
     if space.search != "grid":
         return None
-    keys = list(space.params)
-    combos = itertools.product(*(space.params[k].grid or () for k in keys))
-    return [trial_plan(space, dict(zip(keys, c, strict=True)), str(trials_dir(job))) for c in combos]
+    return [trial_plan(space, values, str(trials_dir(job))) for values in space.grid_values()]
 
 
 def _unique(plans: list[TrialPlan]) -> list[TrialPlan]:
@@ -111,7 +108,7 @@ def make_trainable(job: SweepJob, parent_run_id: str | None) -> Callable[[dict[s
         os.chdir(cwd)  # Tune starts a trial in its own folder; the recipe's relative paths are the caller's
         if threads:
             torch.set_num_threads(max(1, int(threads)))
-        plan = trial_plan(space, config, out)
+        plan = trial_plan(space, trial_values(space, config), out)
         tune.report(run_trial(recipe, space, plan, parent_run_id, tracking).metrics())
 
     return trainable
@@ -153,7 +150,7 @@ def _outcomes(job: SweepJob, grid) -> tuple[list[TrialPlan], dict[str, TrialResu
     optional = ("retention", "speedup")  # None without a teacher: a metric Tune may leave out
     plans, results, errors = [], {}, {}
     for r in grid:
-        plan = trial_plan(job.space, {k: r.config[k] for k in job.space.params}, str(trials_dir(job)))
+        plan = trial_plan(job.space, trial_values(job.space, r.config), str(trials_dir(job)))
         plans.append(plan)
         if r.error is None and r.metrics and all(n in r.metrics for n in names if n not in optional):
             results[plan.key] = TrialResult(**{n: r.metrics.get(n) for n in names})
