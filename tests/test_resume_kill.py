@@ -82,7 +82,7 @@ def test_sigterm_then_resume_continues_from_that_step_and_a_second_writer_is_ref
     model = make_tiny_model_dir(tmp_path / "tiny-bert")
     glue = make_tiny_glue(tmp_path / "glue", n_train=512)
     recipe = tiny_recipe(tmp_path, model, glue)
-    # 1920 steps (~15 s), so the second process finds it still training; no periodic checkpoints
+    # 1920 steps, no periodic checkpoints: the interrupt's checkpoint is the only one
     recipe["teacher"]["finetune"] = {**TINY_TRAIN, "epochs": 60, "log_every": 1}
     path = write_recipe(tmp_path / "r.yaml", recipe)
     env = {**os.environ, "TINYPLM_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
@@ -95,10 +95,14 @@ def test_sigterm_then_resume_continues_from_that_step_and_a_second_writer_is_ref
     proc = subprocess.Popen(_cmd(path, stopped), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     log = stopped / "logs" / "train.jsonl"
     _wait_for_step(log, proc, 1)
+    # Paused (SIGSTOP) mid-loop so that on a fast CPU training cannot end while the second writer
+    # starts up; SIGTERM then waits, pending, until SIGCONT lets the loop's handler take it.
+    os.kill(proc.pid, signal.SIGSTOP)
     second = subprocess.run(_cmd(path, stopped, "--resume"), env=env, capture_output=True, text=True, timeout=300)
     assert second.returncode == 2 and f"in use by pid {proc.pid}" in second.stderr, second.stderr[-2000:]
     assert "Traceback" not in second.stderr
     os.kill(proc.pid, signal.SIGTERM)
+    os.kill(proc.pid, signal.SIGCONT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err[-2000:]
     events = [json.loads(x) for x in log.read_text().splitlines()]
