@@ -164,6 +164,20 @@ RETRY = {"Retry-After": _header("seconds to wait before retrying")}
 WWW_AUTH = {"WWW-Authenticate": _header("the scheme to authenticate with: Bearer")}
 
 
+def _predict_errors(fails: Callable[..., dict], limits: Limits, timeout_s: float) -> dict[str, dict]:
+    """``/predict``'s error answers by status code; ``fails(description, headers)`` makes one."""
+    return {
+        "400": fails("the body is not valid JSON"),
+        "413": fails(f"the body is over {limits.max_body_bytes} bytes"),
+        "415": fails("the body is not sent as JSON"),
+        "422": fails("the JSON does not fit the schema: a field missing, unknown, mistyped, empty or too long, "
+                     f"or more than {limits.max_texts} examples"),
+        "500": fails("the server failed (its log says why); never the client's fault"),
+        "503": fails("warming up, queue full or shutting down; retry after Retry-After seconds", RETRY),
+        "504": fails(f"no answer within {timeout_s:g} s"),
+    }
+
+
 def openapi_document(*, title: str, description: str, head: Head, regression: bool, body_type: Any,
                      limits: Limits, timeout_s: float, auth: bool, metrics_protected: bool,
                      extra_paths: Callable[[Callable, dict, dict], dict] | None = None) -> dict:
@@ -180,16 +194,7 @@ def openapi_document(*, title: str, description: str, head: Head, regression: bo
     error = ref(ErrorBody)
     fails = partial(_json, error)  # (description, headers): an error answer with the JSON error body
     unauthorized = {"401": fails("no bearer token, or not the server's API key", WWW_AUTH)} if auth else {}
-    predict_errors = {
-        "400": fails("the body is not valid JSON"),
-        "413": fails(f"the body is over {limits.max_body_bytes} bytes"),
-        "415": fails("the body is not sent as JSON"),
-        "422": fails("the JSON does not fit the schema: a field missing, unknown, mistyped, empty or too long, "
-                     f"or more than {limits.max_texts} examples"),
-        "500": fails("the server failed (its log says why); never the client's fault"),
-        "503": fails("warming up, queue full or shutting down; retry after Retry-After seconds", RETRY),
-        "504": fails(f"no answer within {timeout_s:g} s"),
-    }
+    predict_errors = _predict_errors(fails, limits, timeout_s)
     timing = {"Server-Timing": _header("queue, infer and app durations (ms)"),
               "X-Batch-Size": _header("examples in the forward batch of this request")}
     paths = {
