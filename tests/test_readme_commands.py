@@ -330,6 +330,10 @@ DOC_LINES: dict[str, Way] = {
         None, "cheap check only: four OpenVINO forms of the demo's student timed beside the teacher, minutes; "
         "tests/test_openvino_forms_bench.py checks its four forms, tests/compress/test_openvino.py the "
         "int8-stored weights"),
+    "python benchmarks/student_shapes.py --task sst2 --threads 2 --shape L3=3,12,768 --shape L3-pruned=3,9,512 "
+    "--shape L3-h6-f384=3,6,384 --shape L3-w256=3,8,512,256 --shape L2-f384=2,12,384 --shape L2-h6-f384=2,6,384": Way(
+        None, "cheap check only: random-weight shapes timed beside the teacher on SST-2 dev, minutes; "
+        "tests/test_student_shapes_bench.py runs the script on a tiny teacher and tiny data"),
     "python benchmarks/train_step.py runs/sst2_demo/teacher runs/sst2_demo/students/student-L3": Way(
         "test_demo_run_benchmarks", "as written, on the tiny demo run, 2 steps a round, its own --out",
         add=("--steps", "2", "--rounds", "1", "--batch-size", "8", "--out", "runs/train_step.json")),
