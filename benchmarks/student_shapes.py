@@ -127,6 +127,10 @@ def main() -> Path:
     runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]
     if not runtimes or set(runtimes) - set(RUNTIMES):
         p.error(f"--runtimes {args.runtimes!r}: expected a comma-separated list of {', '.join(RUNTIMES)}")
+    names = [s.name for s in args.shape]
+    if "teacher" in names or len(set(names)) < len(names):
+        p.error(f"--shape names must differ from each other and from 'teacher' (the teacher's own row); got "
+                f"{', '.join(names)}")
     harness.set_threads(args.threads)
 
     from transformers import AutoConfig, AutoTokenizer

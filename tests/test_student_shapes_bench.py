@@ -88,3 +88,12 @@ def test_an_unknown_runtime_is_refused_before_any_work(monkeypatch, capsys) -> N
     with pytest.raises(SystemExit):
         bench.main()
     assert "--runtimes 'openvino,tensorrt'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("shapes", [["a=1,1,8", "a=2,1,8"], ["teacher=1,1,8"]])
+def test_shape_names_that_would_overwrite_a_row_are_refused(shapes: list[str], monkeypatch, capsys) -> None:
+    monkeypatch.setattr(sys, "argv", ["student_shapes.py", *(x for s in shapes for x in ("--shape", s)),
+                                      "--teacher", "/nonexistent"])
+    with pytest.raises(SystemExit):
+        bench.main()
+    assert "--shape names must differ" in capsys.readouterr().err
