@@ -106,6 +106,15 @@ def test_a_route_missing_a_task_has_no_average(tmp_path: Path) -> None:
     assert row_cells(table.rows[0], table.tasks)[-4] == "—"
 
 
+def test_the_average_is_named_by_the_tasks_labels_before_all_have_run(tmp_path: Path) -> None:
+    write_run(tmp_path, "cola", 0, 0.6, 0.4)
+    table = glue_table([tmp_path])
+    assert table.tasks == ["cola"]
+    footer = markdown(table).split("avg: the mean over ", 1)[1]
+    labels = ", ".join(GLUE[t].label for t in AVERAGED)
+    assert footer.startswith(labels), footer
+
+
 def test_nothing_to_tabulate_is_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(TinyplmError, match="no such run dir"):
         glue_table([tmp_path / "absent"])

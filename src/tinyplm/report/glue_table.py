@@ -117,7 +117,7 @@ class GlueTable:
     tasks: list[str]
     rows: list[GlueRow]
     runs: dict[str, list[str]]  # task -> run dirs
-    specs: dict[str, TaskMetrics]  # the tasks shown
+    specs: dict[str, TaskMetrics]  # the tasks shown and the averaged ones (their labels name the average)
     skipped: dict[str, str] = field(default_factory=dict)
 
 
@@ -217,7 +217,7 @@ def glue_table(paths: list[Path], glue: GlueTasks) -> GlueTable:
                  is not None} for r in routes}
     teacher = _row("teacher", cells["teacher"], None) if "teacher" in cells else None
     rows = [_row(r, cells[r], teacher.average if teacher else None) for r in routes]
-    return GlueTable(tasks, rows, runs, {t: glue[t] for t in tasks}, skipped)
+    return GlueTable(tasks, rows, runs, {t: glue[t] for t in (*tasks, *AVERAGED) if t in glue}, skipped)
 
 
 def header(table: GlueTable) -> list[str]:
