@@ -1,6 +1,6 @@
 """The tiny "world" in which tests/test_readme_commands.py runs the command lines of README.md and docs/.
 
-A tmp ``main/`` is the working directory (its ``recipes`` a link to the shipped recipes) beside a
+A tmp ``main/`` is the working directory (its ``recipes`` and ``docs`` links to the shipped ones) beside a
 tmp ``shared/data`` holding tiny GLUE (SST-2, RTE, MRPC), SQuAD, CoNLL-2003 and corpus files in the
 official layouts, with ``TINYPLM_DATA`` pointing there; so relative paths such as ``runs/rte-l3`` or
 ``../shared/data/squad/dev-v1.1.json`` mean what they mean in the docs. ``names`` fills the
@@ -51,6 +51,7 @@ def make_world(root: Path) -> World:
     cwd, data = root / "main", root / "shared" / "data"
     cwd.mkdir(parents=True)
     (cwd / "recipes").symlink_to(REPO / "recipes", target_is_directory=True)
+    (cwd / "docs").symlink_to(REPO / "docs", target_is_directory=True)  # read only: runs the docs record
     write_tiny_data(data)
     teacher = make_tiny_teacher(root / "models" / "tiny-teacher")
     embedder = make_sentence_dir(root / "models" / "tiny-embedder")

@@ -279,6 +279,13 @@ DOC_LINES: dict[str, Way] = {
     "tinyplm heads runs/sst2_demo --task sst2 --show 1:3,2:0": Way(
         None, "cheap check only: every stage of the demo run over SST-2 dev, a heatmap per statistic and stage; "
         "tests/run/test_analysis.py runs heads (with --show) on tiny models and a pruned stage"),
+    "tinyplm run recipes/glue_table/base.yaml task.name=wnli seed=1 -o runs/glue_trials/wnli-s1": Way(
+        None, "cheap check only: fetches all-mpnet-base-v2 (438 MB), then one trial of the GLUE sweep; "
+        "tests/run/test_logits_from.py runs a tiny recipe whose students learn the logits of the teacher's runtime "
+        "stage, tests/report/test_glue_table.py the table over runs"),
+    "tinyplm glue-table docs/results/glue_runs --out runs/glue_table": Way(
+        "test_glue_table_of_the_recorded_runs", "as written: the GLUE runs docs/results/glue_runs records (their "
+        "results.json files), read through the world's link to docs/"),
     "tinyplm run recipes/glue/sst2_base.yaml": Way(
         None, "cheap check only: fetches all-mpnet-base-v2 (438 MB) and runs an hour; tests/run/test_token_ids.py "
         "distils across tokenizers and tests/compress/test_family_contract.py runs every stage on a tiny MPNet"),
@@ -532,20 +539,22 @@ def test_readme_links_resolve() -> None:
     assert not broken, f"README.md links to files that do not exist: {broken}"
 
 
+def first_table(text: str, after: str = "") -> list[str]:
+    """The rows of the first markdown table in ``text`` after the first occurrence of ``after``."""
+    rows: list[str] = []
+    for line in text[text.index(after):].splitlines():
+        if line.startswith(("| ", "|:")):
+            rows.append(line)
+        elif rows:
+            break
+    return rows
+
+
 def test_readme_demo_table_is_the_results_table() -> None:
     """The headline table in README.md is, row for row, the first one docs/results/demo.md keeps
     (later tables there are other runs)."""
-    def table(text: str) -> list[str]:
-        rows: list[str] = []
-        for line in text.splitlines():
-            if line.startswith(("| ", "|:")):
-                rows.append(line)
-            elif rows:
-                break
-        return rows
-
-    readme = table(README.read_text(encoding="utf-8"))
-    results = table((DOCS / "results" / "demo.md").read_text(encoding="utf-8"))
+    readme = first_table(README.read_text(encoding="utf-8"))
+    results = first_table((DOCS / "results" / "demo.md").read_text(encoding="utf-8"))
     assert readme and readme == results, "README.md's demo table differs from docs/results/demo.md's"
 
 
@@ -999,6 +1008,23 @@ def test_probe_and_heads_lines(world: World) -> None:
         stdout = ok(run_line(line, world))
         page = world.cwd / stdout.strip().splitlines()[-1].removeprefix("report: ")
         assert page.is_file(), (line, page)
+
+
+def test_glue_table_of_the_recorded_runs(world: World) -> None:
+    """Each run docs/results/glue_runs records is the GLUE trial its folder names (``TASK-sSEED``: the
+    task and seed its resolved recipe and results say), and the table docs/results/glue.md shows
+    under the command is, row for row, what the command writes from them."""
+    line = "tinyplm glue-table docs/results/glue_runs --out runs/glue_table"
+    runs = sorted(p for p in (DOCS / "results" / "glue_runs").iterdir() if p.is_dir())
+    assert runs, "docs/results/glue_runs records no run"
+    for run in runs:
+        config, results = _yaml(run / "config.resolved.yaml"), _results(run)
+        assert run.name == f"{config['task']['name']}-s{config['seed']}", run
+        assert results["task"] == config["task"]["name"], run
+    ok(run_line(line, world))
+    written = first_table((world.cwd / "runs" / "glue_table" / "glue.md").read_text(encoding="utf-8"))
+    page = first_table((DOCS / "results" / "glue.md").read_text(encoding="utf-8"), after=line)
+    assert written and page == written, "docs/results/glue.md shows another table than glue-table writes"
 
 
 @pytest.mark.slow
