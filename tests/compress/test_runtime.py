@@ -23,9 +23,8 @@ from tinyplm.compress.runtime import (
     choose_fastest,
     control_indices,
     judge,
-    paired_drop_upper,
-    wilson_upper,
 )
+from tinyplm.compress.runtime_bounds import paired_drop_upper, wilson_upper
 from tinyplm.config.compress import FastestRuntime
 from tinyplm.models import load_classifier
 from tinyplm.models.infer import logits_to_predictions, predict_logits

@@ -23,14 +23,12 @@ from tinyplm.compress.openvino import openvino_int8
 from tinyplm.compress.runtime import (
     ALPHA,
     Choice,
-    VectorChoice,
     choose_fastest,
     control_indices,
     control_set,
-    judge_vectors,
-    mean_lower,
-    row_cosines,
 )
+from tinyplm.compress.runtime_bounds import mean_lower
+from tinyplm.compress.runtime_vectors import VectorChoice, judge_vectors, row_cosines
 from tinyplm.compress.steps import CompressContext, apply_step
 from tinyplm.config.compress import FastestRuntime
 from tinyplm.errors import TinyplmError

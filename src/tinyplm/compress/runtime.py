@@ -29,18 +29,18 @@ candidate that keeps accuracy by trading right answers for others (flips with ``
 that flips fewest predictions (then the smaller drop bound, then the faster), and the choice says
 that it is not within the limits. Each refused candidate's record says why.
 
-**Embedding models** (:func:`judge_vectors`) have no labels or predictions to flip: a candidate's
-vectors of the control texts are compared with its parent's, text by text, and the lower confidence
-bound of their mean cosine (normal bound of the mean, at the same Bonferroni confidence) must be at
-least ``min_cosine``. When none passes, the one of highest bound is kept. The choice
-(:class:`VectorChoice`) records each candidate's mean cosine and bound. Which rule a head follows
-is the table :data:`RULES`.
+**Embedding models** (:func:`~tinyplm.compress.runtime_vectors.judge_vectors`) have no labels or
+predictions to flip: a candidate's vectors of the control texts are compared with its parent's, text
+by text, and the lower confidence bound of their mean cosine (normal bound of the mean, at the same
+Bonferroni confidence) must be at least ``min_cosine``. When none passes, the one of highest bound
+is kept. The choice (:class:`VectorChoice`) records each candidate's mean cosine and bound. Which
+rule a head follows is the table :data:`RULES`. The bounds are in
+:mod:`tinyplm.compress.runtime_bounds`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -50,7 +50,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from tinyplm.compress.runtime_bounds import mean_upper, paired_drop_upper, wilson_upper
 from tinyplm.compress.runtime_units import UNITS, Units
+from tinyplm.compress.runtime_vectors import VectorChoice, by_vectors
 from tinyplm.config.compress import (
     FastestRuntime,
     OnnxDynamicInt8,
@@ -111,41 +113,6 @@ def control_set(train: Encoded, held_out: Encoded | None, step: FastestRuntime,
         return held_out, "holdout"
     idx = control_indices(len(train), step.calibration_examples, step.control_examples, seed, train.lengths())
     return train.rows(idx), "longest_training"
-
-
-def wilson_upper(k: int, n: int, z: float) -> float:
-    """One-sided upper confidence bound of a share ``k / n`` (Wilson score; ``z`` the normal
-    quantile of the confidence). Raises ``ValueError`` for no examples or ``k`` outside 0..n."""
-    if n <= 0 or not 0 <= k <= n:
-        raise ValueError(f"a share needs 0 <= k <= n and n > 0; got k={k}, n={n}")
-    if k == n:  # the formula's value, which rounding can put a hair under
-        return 1.0
-    p, zz = k / n, z * z
-    centre = p + zz / (2 * n)
-    spread = z * math.sqrt(p * (1 - p) / n + zz / (4 * n * n))
-    return min(1.0, (centre + spread) / (1 + zz / n))
-
-
-def paired_drop_upper(b: int, c: int, n: int, z: float) -> float:
-    """One-sided upper confidence bound of the accuracy drop ``(b - c) / n`` of two models scored on
-    the same ``n`` examples, ``b`` of them right only for the first and ``c`` only for the second:
-    the Wald bound with 1/2 added to each cell of the 2x2 table (Agresti & Min 2005), at most 1. It
-    grows with ``b`` and falls with ``c`` while the two models disagree on under half the examples
-    (like any Wald bound, not always beyond). Raises ``ValueError`` when the counts cannot come
-    from ``n`` examples."""
-    if n <= 0 or b < 0 or c < 0 or b + c > n:
-        raise ValueError(f"discordant pairs need b, c >= 0 and b + c <= n; got b={b}, c={c}, n={n}")
-    bb, cc, nn = b + 0.5, c + 0.5, n + 2
-    drop = (bb - cc) / nn
-    return min(1.0, drop + z * math.sqrt(max((bb + cc) / nn - drop * drop, 0.0) / nn))
-
-
-def mean_upper(diffs: np.ndarray, z: float) -> float:
-    """One-sided upper confidence bound of the mean of paired differences ``diffs`` (N,) (normal
-    approximation); infinite for fewer than two."""
-    if len(diffs) < 2:
-        return math.inf
-    return float(diffs.mean() + z * diffs.std(ddof=1) / math.sqrt(len(diffs)))
 
 
 @dataclass(frozen=True)
@@ -252,99 +219,6 @@ def _drop_reason(accuracy: float, parent: float, bound: float, limit: float, n: 
                 f"{limit} (bound {bound:.4f} {at}): {MORE}")
     return (f"accuracy {accuracy:.4f} against the parent's {parent:.4f} on {n} examples: a drop of up to "
             f"{bound:.4f} {at}, more than max_drop {limit}")
-
-
-# ---------------------------------------------------------------------------------------------
-# embedding models: judged by their vectors
-
-
-def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The cosine of row i of ``a`` with row i of ``b`` ``(N, dim)`` -> ``(N,)`` float64; 0 where
-    either row is zero."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-    return np.where(norms > 0, np.einsum("ij,ij->i", a, b) / np.where(norms > 0, norms, 1.0), 0.0)
-
-
-def mean_lower(values: np.ndarray, z: float) -> float:
-    """One-sided lower confidence bound of the mean of ``values`` (N,) (normal approximation);
-    minus infinity for fewer than two."""
-    return -mean_upper(-np.asarray(values, dtype=np.float64), z)
-
-
-@dataclass(frozen=True)
-class VectorVerdict:
-    """How one candidate's vectors compare with its parent's on the control texts: their
-    ``mean_cosine``, its lower bound ``cosine_bound`` (at least -1), and why it was ``refused``
-    (None when it passed)."""
-
-    mean_cosine: float
-    cosine_bound: float
-    refused: str | None
-
-
-class MeasuredVectors(TypedDict):
-    """What a :class:`VectorChoice` records of one candidate: its :class:`VectorVerdict` and its speed."""
-
-    mean_cosine: float
-    cosine_bound: float
-    sent_per_s: float
-    refused: str | None
-
-
-@dataclass(frozen=True)
-class VectorChoice:
-    """An embedding model's :class:`Choice`: which candidate was kept, the limit ``min_cosine``, the
-    ``examples`` (texts) judged on and where they came from, the one-sided ``confidence`` of each
-    bound, whether the kept one passed, and what every candidate measured."""
-
-    chosen: str
-    min_cosine: float
-    examples: int
-    control: ControlSource
-    confidence: float
-    within_limits: bool
-    candidates: dict[str, MeasuredVectors]
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-def judge_vectors(reference: np.ndarray, candidate: np.ndarray, step: FastestRuntime, z: float) -> VectorVerdict:
-    """Test one candidate's vectors ``candidate`` against its parent's ``reference`` ``(N, dim)``
-    on the same texts: the lower confidence bound (``z``) of their mean cosine must be at least
-    ``step.min_cosine``. Raises ``ValueError`` for no texts or vectors of another shape."""
-    if len(reference) == 0:
-        raise ValueError("runtime: fastest has no texts to judge its candidates on")
-    if np.shape(candidate) != np.shape(reference):
-        raise ValueError(f"runtime: fastest: a candidate gives vectors of shape {np.shape(candidate)}, its parent "
-                         f"{np.shape(reference)}")
-    cosines = row_cosines(reference, candidate)
-    n, mean, bound = len(cosines), float(cosines.mean()), max(-1.0, mean_lower(cosines, z))
-    at = f"at {NormalDist().cdf(z):.1%} confidence"
-    refused = None
-    if bound < step.min_cosine and mean >= step.min_cosine:
-        refused = (f"mean cosine {mean:.4f} to its parent's vectors on {n} texts, but {n} texts cannot show it "
-                   f"at least min_cosine {step.min_cosine} (bound {bound:.4f} {at}): more texts are needed "
-                   "(control_examples)")
-    elif bound < step.min_cosine:
-        refused = (f"mean cosine {mean:.4f} to its parent's vectors on {n} texts: down to {bound:.4f} {at}, under "
-                   f"min_cosine {step.min_cosine}")
-    return VectorVerdict(round(mean, 6), round(bound, 6), refused)
-
-
-def by_vectors(j: Judged) -> VectorChoice:
-    """The embedding head's rule: :func:`judge_vectors` on each candidate; the fastest that passes,
-    else the one of highest cosine bound (then the faster)."""
-    scores: dict[str, MeasuredVectors] = {}
-    for kind, out in j.outputs.items():
-        v = judge_vectors(j.reference, out, j.step, j.z)
-        scores[kind] = MeasuredVectors(mean_cosine=v.mean_cosine, cosine_bound=v.cosine_bound,
-                                       sent_per_s=round(j.speed[kind], 1), refused=v.refused)
-    ok = [k for k, v in scores.items() if v["refused"] is None]
-    pick = (max(ok, key=lambda k: scores[k]["sent_per_s"]) if ok
-            else max(scores, key=lambda k: (scores[k]["cosine_bound"], scores[k]["sent_per_s"])))
-    return VectorChoice(pick, j.step.min_cosine, len(j.held), j.source, j.confidence, bool(ok), scores)
 
 
 # ---------------------------------------------------------------------------------------------
