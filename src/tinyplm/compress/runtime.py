@@ -44,15 +44,15 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Literal, TypedDict
+from typing import TypedDict
 
 import numpy as np
 import torch
 from torch import nn
 
 from tinyplm.compress.runtime_bounds import mean_upper, paired_drop_upper, wilson_upper
-from tinyplm.compress.runtime_units import UNITS, Units
-from tinyplm.compress.runtime_vectors import VectorChoice, by_vectors
+from tinyplm.compress.runtime_units import UNITS, ControlSource, Units
+from tinyplm.compress.runtime_vectors import MeasuredVectors, VectorChoice, judge_vectors
 from tinyplm.config.compress import (
     FastestRuntime,
     OnnxDynamicInt8,
@@ -66,8 +66,6 @@ from tinyplm.tasks.heads import Head, PerHead
 #: The chance, shared by all candidates, that one past a limit is kept (one-sided tests).
 ALPHA = 0.05
 
-#: Where the examples the candidates were judged on came from (see :func:`control_set`).
-ControlSource = Literal["holdout", "longest_training"]
 
 
 def candidate_step(kind: str, step: FastestRuntime):
@@ -223,6 +221,20 @@ def _drop_reason(accuracy: float, parent: float, bound: float, limit: float, n: 
 
 # ---------------------------------------------------------------------------------------------
 # the choice
+
+
+def by_vectors(j: Judged) -> VectorChoice:
+    """The embedding head's rule: :func:`judge_vectors` on each candidate; the fastest that passes,
+    else the one of highest cosine bound (then the faster)."""
+    scores: dict[str, MeasuredVectors] = {}
+    for kind, out in j.outputs.items():
+        v = judge_vectors(j.reference, out, j.step, j.z)
+        scores[kind] = MeasuredVectors(mean_cosine=v.mean_cosine, cosine_bound=v.cosine_bound,
+                                       sent_per_s=round(j.speed[kind], 1), refused=v.refused)
+    ok = [k for k, v in scores.items() if v["refused"] is None]
+    pick = (max(ok, key=lambda k: scores[k]["sent_per_s"]) if ok
+            else max(scores, key=lambda k: (scores[k]["cosine_bound"], scores[k]["sent_per_s"])))
+    return VectorChoice(pick, j.step.min_cosine, len(j.held), j.source, j.confidence, bool(ok), scores)
 
 
 def _by_predictions(j: Judged) -> Choice:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import torch
@@ -28,6 +29,10 @@ from tinyplm.models.infer import logits_to_predictions, predict_logits
 from tinyplm.tasks.encoding import Encoded
 from tinyplm.tasks.heads import Head, PerHead
 from tinyplm.tasks.tagging import IGNORE
+
+#: Where the control examples a candidate is judged on came from (``compress.runtime.control_set``):
+#: the task's held-out examples, or the longest training examples calibration does not use.
+ControlSource = Literal["holdout", "longest_training"]
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """``runtime: fastest`` for embedding models (:mod:`tinyplm.compress.runtime`): a candidate has no
 labels or predictions to flip, so its vectors of the control texts are compared with its parent's,
 text by text, and the lower confidence bound of their mean cosine must be at least ``min_cosine``.
-When none passes, the one of highest bound is kept; :class:`VectorChoice` records each candidate's
-mean cosine and bound.
+The rule that picks among them, :func:`~tinyplm.compress.runtime.by_vectors`, keeps the fastest
+that passes, else the one of highest bound; :class:`VectorChoice` records each candidate's mean
+cosine and bound.
 """
 
 from __future__ import annotations
@@ -10,15 +11,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import TYPE_CHECKING, TypedDict
+from typing import TypedDict
 
 import numpy as np
 
 from tinyplm.compress.runtime_bounds import mean_lower
+from tinyplm.compress.runtime_units import ControlSource
 from tinyplm.config.compress import FastestRuntime
-
-if TYPE_CHECKING:
-    from tinyplm.compress.runtime import ControlSource, Judged
 
 
 def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -88,17 +87,3 @@ def judge_vectors(reference: np.ndarray, candidate: np.ndarray, step: FastestRun
         refused = (f"mean cosine {mean:.4f} to its parent's vectors on {n} texts: down to {bound:.4f} {at}, under "
                    f"min_cosine {step.min_cosine}")
     return VectorVerdict(round(mean, 6), round(bound, 6), refused)
-
-
-def by_vectors(j: Judged) -> VectorChoice:
-    """The embedding head's rule: :func:`judge_vectors` on each candidate; the fastest that passes,
-    else the one of highest cosine bound (then the faster)."""
-    scores: dict[str, MeasuredVectors] = {}
-    for kind, out in j.outputs.items():
-        v = judge_vectors(j.reference, out, j.step, j.z)
-        scores[kind] = MeasuredVectors(mean_cosine=v.mean_cosine, cosine_bound=v.cosine_bound,
-                                       sent_per_s=round(j.speed[kind], 1), refused=v.refused)
-    ok = [k for k, v in scores.items() if v["refused"] is None]
-    pick = (max(ok, key=lambda k: scores[k]["sent_per_s"]) if ok
-            else max(scores, key=lambda k: (scores[k]["cosine_bound"], scores[k]["sent_per_s"])))
-    return VectorChoice(pick, j.step.min_cosine, len(j.held), j.source, j.confidence, bool(ok), scores)

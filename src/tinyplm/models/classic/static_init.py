@@ -42,7 +42,8 @@ import torch
 from torch import nn
 
 from tinyplm.config.classic import StaticSpec
-from tinyplm.models.classic.config import FamilyConfig
+from tinyplm.errors import TinyplmError
+from tinyplm.models.classic.config import WEIGHTINGS, FamilyConfig
 from tinyplm.models.classic.io import build_module
 from tinyplm.models.classic.static import StaticModule
 
@@ -277,3 +278,24 @@ def sentence_piece_vectors(model: nn.Module, tokenizer, ids: Sequence[int], batc
     finally:
         model.train(was_training)
     return np.concatenate(out) if out else np.zeros((0, int(getattr(model, "dim", 0))), np.float32)
+
+
+def checked_student_arguments(ids: list[int], vocab_size: int, dims: int, weighting: str,
+                              counts: np.ndarray | None) -> np.ndarray:
+    """The checks of :func:`~tinyplm.models.classic.static_sentence.static_sentence_student`'s
+    arguments, before any teacher pass (``ids``: the pieces kept and the specials); returns the piece
+    counts ``(vocab_size,)`` (zeros without ``counts``). Raises ``TinyplmError`` naming the argument."""
+    outside = [i for i in ids if not 0 <= i < vocab_size]
+    if outside:
+        raise TinyplmError(f"kept: id {outside[0]} is not a piece of the tokenizer (ids 0..{vocab_size - 1})")
+    if dims > len(ids):
+        raise TinyplmError(f"dims {dims} is more than the {len(ids)} pieces kept (specials included): PCA of "
+                           f"{len(ids)} vectors gives at most {len(ids)} components; lower dims or keep more pieces")
+    if weighting not in WEIGHTINGS:
+        raise TinyplmError(f"weighting {weighting!r} is not one of {', '.join(WEIGHTINGS)}")
+    if weighting == "sif" and counts is None:
+        raise TinyplmError("weighting sif needs counts: each piece's count in a corpus, (vocab_size,)")
+    freq = np.zeros(vocab_size, np.int64) if counts is None else np.asarray(counts)
+    if freq.ndim != 1 or len(freq) < vocab_size:
+        raise TinyplmError(f"counts: shape {freq.shape}, expected ({vocab_size},), one count per piece")
+    return freq

@@ -60,7 +60,7 @@ from tinyplm.models.classic.io import WEIGHTS, load_weights
 from tinyplm.models.classic.lstm import FamilyModule
 from tinyplm.models.classic.piece_ids import piece_ids
 from tinyplm.models.classic.static import QWEIGHT, SCALE, TABLE, pack_table, unpack_table
-from tinyplm.models.classic.static_init import pca_table, piece_weights, placeholder_pieces
+from tinyplm.models.classic.static_init import checked_student_arguments, pca_table, piece_weights, placeholder_pieces
 
 SENTENCE_MODEL_TYPE = "tinyplm_static_sentence"
 #: model.safetensors keys: Model2Vec's names (ST folds these three), then tinyplm's own.
@@ -219,19 +219,7 @@ def static_sentence_student(embed_pieces: Callable[[Sequence[int]], np.ndarray],
     vocab_size = len(tokenizer)
     specials = {int(i) for i in tokenizer.all_special_ids}
     ids = sorted({int(i) for i in kept} | specials)
-    outside = [i for i in ids if not 0 <= i < vocab_size]
-    if outside:
-        raise TinyplmError(f"kept: id {outside[0]} is not a piece of the tokenizer (ids 0..{vocab_size - 1})")
-    if dims > len(ids):
-        raise TinyplmError(f"dims {dims} is more than the {len(ids)} pieces kept (specials included): PCA of "
-                           f"{len(ids)} vectors gives at most {len(ids)} components; lower dims or keep more pieces")
-    if weighting not in WEIGHTINGS:
-        raise TinyplmError(f"weighting {weighting!r} is not one of {', '.join(WEIGHTINGS)}")
-    if weighting == "sif" and counts is None:
-        raise TinyplmError("weighting sif needs counts: each piece's count in a corpus, (vocab_size,)")
-    freq = np.zeros(vocab_size, np.int64) if counts is None else np.asarray(counts)
-    if freq.ndim != 1 or len(freq) < vocab_size:
-        raise TinyplmError(f"counts: shape {freq.shape}, expected ({vocab_size},), one count per piece")
+    freq = checked_student_arguments(ids, vocab_size, dims, weighting, counts)
     vectors = np.asarray(embed_pieces(ids), dtype=np.float32)
     if vectors.ndim != 2 or vectors.shape[0] != len(ids):
         raise TinyplmError(f"embed_pieces gave shape {vectors.shape} for {len(ids)} pieces; expected "
