@@ -67,7 +67,6 @@ from tinyplm.tasks.heads import Head, PerHead
 ALPHA = 0.05
 
 
-
 def candidate_step(kind: str, step: FastestRuntime):
     """The default settings of one candidate, with the step's ``embeddings``, calibration size,
     ``reduce_range`` and (OpenVINO float) ``weights``."""
