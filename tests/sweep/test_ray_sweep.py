@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -52,10 +53,13 @@ def _start_head(exe: Path, env: dict[str, str], temp: Path, tries: int = 3) -> i
 def ray_head(tmp_path: Path) -> Iterator[str]:
     """A Ray head started as a user would (``ray start --head``), stopped at the end. Ray 2.59+
     starts it with token authentication; RAY_AUTH_MODE=token (set here for this process and the
-    commands it starts) makes a client send the token ``ray start`` keeps in ~/.ray/auth_token."""
+    commands it starts) makes a client send the token. Ray 2.59's ``ray start`` wrote one to
+    ~/.ray/auth_token when there was none, 2.60's refuses to start without one; so the test gives
+    the head and its clients one token of its own (RAY_AUTH_TOKEN, which both versions read)."""
     exe = Path(sys.executable).with_name("ray")
     temp = Path("/tmp") / f"ray-{os.getpid()}"  # Ray's socket paths must stay short
     os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     port = _start_head(exe, env, temp)
     try:
@@ -64,6 +68,7 @@ def ray_head(tmp_path: Path) -> Iterator[str]:
         subprocess.run([str(exe), "stop", "--force"], env=env, capture_output=True, timeout=120)
         shutil.rmtree(temp, ignore_errors=True)
         os.environ.pop("RAY_AUTH_MODE", None)
+        os.environ.pop("RAY_AUTH_TOKEN", None)
 
 
 def _sweep_files(tmp_path: Path) -> tuple[Path, Path]:
