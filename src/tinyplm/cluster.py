@@ -36,7 +36,8 @@ def connect(address: str | None, library: str, command: str):
         where = f"the Ray cluster at {address}" if address else "a local Ray"
         if address and not os.environ.get("RAY_AUTH_MODE"):  # Ray 2.59+: `ray start` clusters ask for a token
             where += (" (a cluster started by `ray start` on Ray 2.59+ asks for its token: set RAY_AUTH_MODE=token "
-                      "here, with its token in ~/.ray/auth_token or RAY_AUTH_TOKEN)")
+                      "here, with its token in ~/.ray/auth_token or RAY_AUTH_TOKEN; `ray get-auth-token` on the "
+                      "head prints it)")
         raise ClusterError(f"cannot start or reach {where}: {' '.join(str(exc).split())[:300]}") from None
     return ray, True
 
