@@ -37,9 +37,10 @@ def _metrics(task: str, value: float) -> dict[str, float]:
     return {m: value - 0.01 * i for i, m in enumerate(GLUE_SPECS[task].metrics)}
 
 
-def write_run(root: Path, task: str, seed: int, teacher: float, student: float) -> Path:
+def write_run(root: Path, task: str, seed: int, teacher: float, student: float,
+              final: str = "student-minilm.runtime") -> Path:
     """A finished GLUE run: teacher, teacher-best.runtime, student-minilm and two compressed stages
-    of it (the last its final model)."""
+    of it (the last its final model unless ``final`` names another stage)."""
     run = root / f"{task}-{seed}"
     stages = [
         _stage("teacher", _metrics(task, teacher), 400_000, 40.0, StageKind.TEACHER),
@@ -51,7 +52,7 @@ def write_run(root: Path, task: str, seed: int, teacher: float, student: float) 
                parent="student-minilm.trim_vocab"),
     ]
     record = RunRecord(task, GLUE_SPECS[task].metrics[0], stages,
-                       RunInfo(run_name=run.name, final_model="student-minilm.runtime"))
+                       RunInfo(run_name=run.name, final_model=final))
     run.mkdir(parents=True)
     record.save(run / "results.json")
     return run
@@ -96,6 +97,23 @@ def test_routes_seeds_and_the_average(tmp_path: Path) -> None:
     assert "±" in cells[table.tasks.index("rte") + 1] and "±" not in cells[table.tasks.index("cola") + 1]
     text = markdown(table)
     assert "WNLI acc (apart)" in text and "Left out:" in text
+
+
+def test_a_route_is_marked_final_only_where_every_run_ended_on_it(tmp_path: Path) -> None:
+    """RTE's seeds ending on different models mark neither route; CoLA's, all on the teacher's
+    runtime, mark it."""
+    write_run(tmp_path, "rte", 1, 0.70, 0.64, final="teacher-best.runtime")
+    write_run(tmp_path, "rte", 2, 0.70, 0.65)
+    for seed in (1, 2):
+        write_run(tmp_path, "cola", seed, 0.60, 0.35, final="teacher-best.runtime")
+
+    table = glue_table([tmp_path])
+
+    rows = {r.route: row_cells(r, table.tasks) for r in table.rows}
+    rte, cola = table.tasks.index("rte") + 1, table.tasks.index("cola") + 1
+    assert not rows["student-minilm"][rte].endswith("*") and not rows["teacher-best"][rte].endswith("*")
+    assert rows["teacher-best"][cola].endswith("*") and not rows["student-minilm"][cola].endswith("*")
+    assert "final model (model/) of every run of the task" in markdown(table)
 
 
 def test_a_route_missing_a_task_has_no_average(tmp_path: Path) -> None:

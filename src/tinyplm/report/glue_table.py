@@ -265,7 +265,8 @@ def markdown(table: GlueTable) -> str:
               f"standard deviation over the runs. avg: the mean over {averaged}"
               " of each task's score (the mean of its metrics); only a model with all five has one. "
               "x smaller / x teacher sent/s: the teacher's size on disk over the model's, the model's batch "
-              "throughput over the teacher's timed in the same run; the range over runs. *: the run's final model."]
+              "throughput over the teacher's timed in the same run; the range over runs. "
+              "*: the final model (model/) of every run of the task."]
     if table.skipped:
         lines += ["", "Left out: " + "; ".join(f"{k} ({v})" for k, v in table.skipped.items()) + "."]
     return "\n".join(lines) + "\n"
