@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,75 @@ def test_projections_of_a_narrowed_student_start_as_its_channel_map(teacher, tmp
     plain = build_student(StudentSpec(shape=ShapeSpec(layers=1, hidden=16, heads=4, ffn=20)), teacher)
     rand = DistillObjective(spec, plain.config, teacher.config, is_regression=False).hidden_proj
     assert torch.count_nonzero(rand.weight) > 16 * 32 // 2
+
+
+def _heads_of(model) -> list[int]:
+    return [layer.attention.self.num_attention_heads for layer in model.bert.encoder.layer]
+
+
+def test_keep_heads_keeps_the_strongest_and_drops_heads_that_carry_nothing(teacher) -> None:
+    """Heads 1 and 3 of every teacher layer write nothing (their attention-output columns are
+    zero): keeping 2 of 4 heads from the start keeps heads 0 and 2, as index copies, and the
+    student's logits are the teacher's."""
+    size = 8
+    with torch.no_grad():
+        for layer in teacher.bert.encoder.layer:
+            for head in (1, 3):
+                layer.attention.output.dense.weight[:, head * size:(head + 1) * size] = 0.0
+    shape = ShapeSpec(layers=2, hidden=32, heads=4, ffn=37, keep_heads=2)
+    student = build_student(StudentSpec(shape=shape, teacher_layers=[0, 1]), teacher).eval()
+    assert _heads_of(student) == [2, 2]
+    rows = torch.cat([torch.arange(0, 8), torch.arange(16, 24)])
+    for s, t in zip(student.bert.encoder.layer, teacher.bert.encoder.layer, strict=True):
+        torch.testing.assert_close(s.attention.self.value.weight, t.attention.self.value.weight[rows])
+        torch.testing.assert_close(s.attention.output.dense.weight, t.attention.output.dense.weight[:, rows])
+    ids = torch.randint(5, 99, (3, 9), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    with torch.no_grad():
+        torch.testing.assert_close(student(input_ids=ids, attention_mask=mask).logits,
+                                   teacher(input_ids=ids, attention_mask=mask).logits, atol=1e-5, rtol=0)
+
+
+def test_strongest_heads_follow_the_weights(teacher) -> None:
+    """A head whose query/key and value/output weights are scaled up ranks first, layer by layer."""
+    from tinyplm.models.narrow import strongest_heads
+
+    layer = teacher.bert.encoder.layer[1]
+    with torch.no_grad():
+        for lin in (layer.attention.self.query, layer.attention.self.key, layer.attention.self.value):
+            lin.weight[24:32] *= 10  # head 3
+        layer.attention.output.dense.weight[:, 24:32] *= 10
+    assert 3 in strongest_heads(layer, 1, 8)
+    assert strongest_heads(layer, 4, 8) == [0, 1, 2, 3]
+
+
+def test_keep_heads_on_a_narrowed_student_runs_and_saves(teacher, tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Narrowed (hidden 16: four heads of 4) and cut to 3 heads a layer from the start; it reloads
+    with that shape and the same logits."""
+    from transformers import AutoTokenizer
+
+    from tinyplm.models.io import save_model
+    from tinyplm.models.loading import load_classifier
+
+    shape = ShapeSpec(layers=2, hidden=16, heads=4, ffn=20, keep_heads=3)
+    student = build_student(StudentSpec(shape=shape, teacher_layers=[0, 1]), teacher).eval()
+    assert _heads_of(student) == [3, 3]
+    ids = torch.randint(5, 99, (2, 7), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        before = student(input_ids=ids).logits
+    out = save_model(student, AutoTokenizer.from_pretrained(tiny_model_dir), tmp_path / "s")
+    loaded, _ = load_classifier(out, ("negative", "positive"), False)
+    assert _heads_of(loaded) == [3, 3]
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.eval()(input_ids=ids).logits, before)
+
+
+@pytest.mark.parametrize(("shape", "layers", "said"), [
+    ({"layers": 2, "hidden": 32, "heads": 4, "ffn": 37, "keep_heads": 5}, [0, 1], "cannot exceed heads (4)"),
+    ({"layers": 2, "hidden": 32, "heads": 4, "ffn": 37, "keep_heads": 2}, None, "it needs teacher_layers"),
+])
+def test_keep_heads_is_checked_with_the_recipe(shape, layers, said) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=re.escape(said)):
+        StudentSpec(shape=shape, teacher_layers=layers)

@@ -153,6 +153,14 @@ def test_a_student_of_its_own_tokenizer_learns_from_the_teachers_predictions(tmp
      "student later: compress step prune_heads is not possible for a mpnet model"),
     ("modernbert", {"teacher_layers": [0, 2], "objective": {"kd_weight": 1.0, "attention_kl": 1.0}},
      "student s: distilling attention scores (attention_kl) is not possible for a modernbert model"),
+    ("mpnet", {"teacher_layers": [0, 2], "shape": {"layers": 2, "hidden": 32, "heads": 4, "ffn": 37, "keep_heads": 2}},
+     "student s: shape.keep_heads is not possible for a mpnet model"),
+    # a shape the teacher's layers cannot give: refused by validate, not after the teacher's fine-tune
+    ("electra", {"teacher_layers": [0, 2], "shape": {"layers": 2, "hidden": 32, "heads": 2, "ffn": 37}},
+     "student s: teacher_layers init needs the teacher's head count (4)"),
+    ("electra", {"teacher_layers": [0, 2], "shape": {"layers": 2, "hidden": 32, "heads": 4, "ffn": 64}},
+     "widths no larger than the teacher's (hidden 32, ffn 37)"),
+    ("electra", {"teacher_layers": [0, 5]}, "student s: teacher_layers [5] out of range"),
 ])
 def test_a_step_the_students_family_cannot_take_is_refused_before_the_run(tmp_path: Path, family, student,
                                                                           said) -> None:

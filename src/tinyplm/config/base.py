@@ -202,13 +202,21 @@ LOSS_TERMS = ("kd_weight", "hard_weight", "logit_mse", *LAYERWISE_TERMS, *MLM_TE
 class ShapeSpec(Section):
     """A BERT encoder shape."""
 
+    _unwritten_defaults = ("keep_heads",)
+
     layers: int = Field(..., ge=1)
     hidden: int = Field(..., ge=8)
     heads: int = Field(..., ge=1)
     ffn: int = Field(..., ge=1)
+    keep_heads: int | None = Field(
+        None, ge=1, description="attention heads each layer keeps from the start, the strongest of the teacher's "
+        "by weight (each hidden/heads wide, as prune_heads leaves them); a student of teacher_layers only; "
+        "default: all of them")
 
     @model_validator(mode="after")
     def _heads_divide_hidden(self) -> ShapeSpec:
         if self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
+        if self.keep_heads is not None and self.keep_heads > self.heads:
+            raise ValueError(f"keep_heads ({self.keep_heads}) cannot exceed heads ({self.heads})")
         return self

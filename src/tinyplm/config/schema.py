@@ -245,6 +245,9 @@ class StudentSpec(Section):
                              "or init_from already has its word table")
         if self.shape is None and not self.teacher_layers and not self.init_from:
             raise ValueError("give a student 'shape', 'teacher_layers' or 'init_from'")
+        if self.shape is not None and self.shape.keep_heads is not None and not self.teacher_layers:
+            raise ValueError("shape.keep_heads keeps the strongest of the teacher's heads: it needs teacher_layers "
+                             "(a student from scratch sets shape.heads instead)")
         if self.stages is not None and not self.stages and not (self.init_from and self.compress):
             raise ValueError("'stages' is empty: list at least one stage or drop the key (an empty list "
                              "is for a student that is only compressed, with init_from)")

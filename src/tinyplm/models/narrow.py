@@ -32,6 +32,8 @@ from torch import Tensor, nn
 
 from tinyplm.errors import ModelError
 from tinyplm.models import roles
+from tinyplm.models.shape import head_size, keep_heads
+from tinyplm.models.widths import attention_heads, role_rows
 
 #: The config key of a width-pruned student that lists, per student channel, the teacher channel
 #: it was copied from (saved in config.json; distillation starts its projections from it).
@@ -64,6 +66,44 @@ def head_dims(a: Tensor, b: Tensor, heads: int, keep: int) -> Tensor:
     score = (a.float().norm(dim=1) * b.float().norm(dim=1)).view(heads, size)
     picked = [_top(score[h], keep) + h * size for h in range(heads)]
     return torch.cat(picked)
+
+
+def strongest_heads(layer: nn.Module, keep: int, size: int) -> list[int]:
+    """The ``keep`` heads (``size`` wide each) of one encoder layer that weigh most: a head scores
+    its share of the layer's ``|W_q row| * |W_k row|`` plus its share of ``|W_v row| * |W_o column|``
+    (the measures :func:`head_dims` ranks a head's dimensions by, summed over the head) -> sorted indices."""
+    total = attention_heads(layer)
+    index = torch.arange(total * size)
+
+    def rows(role: str) -> Tensor:
+        return roles.layer_linear(layer, role).weight[role_rows(layer, role, index)].float().norm(dim=1)
+
+    out = roles.layer_linear(layer, "attn_out").weight[:, index].float().norm(dim=0)
+    qk = (rows("query") * rows("key")).view(total, size).sum(1)
+    vo = (rows("value") * out).view(total, size).sum(1)
+    score = qk / qk.sum().clamp_min(1e-12) + vo / vo.sum().clamp_min(1e-12)
+    return _top(score, keep).tolist()
+
+
+@torch.no_grad()
+def keep_strongest_heads(model: nn.Module, keep: int) -> list[list[int]]:
+    """Physically keep the ``keep`` strongest heads (:func:`strongest_heads`) of every encoder layer
+    of ``model``, as ``prune_heads`` would, before any training -> the kept heads per layer.
+
+    A student that starts on its final head count keeps what it learns, where one pruned after
+    training loses part of it (the demo's 2-layer runs: docs/results/demo.md). Raises
+    ``ModelError`` for a family whose heads cannot be removed per layer (see the role table) or a
+    ``keep`` above a layer's head count."""
+    roles.require(model, roles.Stage.PRUNE_HEADS, "keeping the strongest heads (shape.keep_heads)")
+    size, kept = head_size(model), []
+    for layer in roles.layers(model):
+        total = attention_heads(layer)
+        if keep > total:
+            raise ModelError(f"shape.keep_heads {keep} exceeds the {total} heads of a layer")
+        kept.append(strongest_heads(layer, keep, size))
+        if keep < total:
+            keep_heads(layer, kept[-1], size)
+    return kept
 
 
 def _copy_linear(dst: nn.Linear, src: nn.Linear, rows: Tensor | None, cols: Tensor | None, scale: float = 1.0) -> None:

@@ -25,7 +25,7 @@ from transformers import (
 from tinyplm.config.schema import ShapeSpec, StudentSpec
 from tinyplm.errors import ModelError
 from tinyplm.models import roles
-from tinyplm.models.narrow import copy_narrowed_layers
+from tinyplm.models.narrow import copy_narrowed_layers, keep_strongest_heads
 from tinyplm.tasks.heads import Head, PerHead
 
 #: The BERT class of each task head (other families: :func:`head_class`; the embedding head is the bare encoder).
@@ -161,7 +161,9 @@ def build_encoder_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int
     With ``spec.teacher_layers`` the student copies the teacher's embeddings, the listed layers,
     pooler and classifier; that needs a student of the teacher's own architecture. A ``shape``
     narrower than the teacher (hidden and FFN no larger, the same number of heads) takes the most
-    important channels of each (``models.narrow``, BERT only); other cases raise ``ModelError``.
+    important channels of each (``models.narrow``, BERT only), and ``shape.keep_heads`` keeps each
+    layer's strongest heads (:func:`~tinyplm.models.narrow.keep_strongest_heads`); other cases raise
+    ``ModelError``.
     Without it the student is randomly initialised (seeded): a RoBERTa or DeBERTa student of a BERT
     teacher starts from scratch, sharing only the tokenizer. ``word_embeddings`` starts such a
     student from the teacher's word table instead (:func:`init_word_embeddings`), the same init
@@ -176,7 +178,7 @@ def build_encoder_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int
     if layers:
         base = teacher_shape(tcfg)
         shape = shape or ShapeSpec(layers=len(layers), hidden=base.hidden, heads=base.heads, ffn=base.ffn)
-        _check_layer_init(shape, base, layers, tcfg.model_type, model_type)
+        check_layer_init(shape, base, layers, tcfg.model_type, model_type)
     assert shape is not None  # guaranteed by StudentSpec validation
     torch.manual_seed(seed)
     config = student_config(shape, tcfg, task_model.config, model_type, layers)
@@ -187,11 +189,16 @@ def build_encoder_student(spec: StudentSpec, teacher: PreTrainedModel, seed: int
         copy_narrowed_layers(student, teacher, layers)
     elif word_embeddings:
         init_word_embeddings(student, teacher)
+    if layers and shape.keep_heads is not None and shape.keep_heads < shape.heads:
+        keep_strongest_heads(student, shape.keep_heads)
     return student
 
 
-def _check_layer_init(shape: ShapeSpec, base: ShapeSpec, layers: list[int], teacher_type: str,
-                      student_type: str = "bert") -> None:
+def check_layer_init(shape: ShapeSpec, base: ShapeSpec, layers: list[int], teacher_type: str,
+                     student_type: str = "bert") -> None:
+    """Raise ``ModelError`` when a student of ``shape`` and ``student_type`` cannot start from the
+    teacher ``layers`` of a ``teacher_type`` teacher of shape ``base`` (another family, a layer out of
+    range, more heads or wider than the teacher); run before the teacher is trained (preflight)."""
     if teacher_type != student_type:
         raise ModelError(f"teacher_layers init copies layers of the student's own architecture: this teacher is "
                          f"'{teacher_type}', the student '{student_type}' (drop teacher_layers to start from scratch)")
@@ -210,6 +217,8 @@ def _check_layer_init(shape: ShapeSpec, base: ShapeSpec, layers: list[int], teac
             f"teacher_layers init needs the teacher's head count ({base.heads}) and widths no larger than "
             f"the teacher's (hidden {base.hidden}, ffn {base.ffn}); the student shape has hidden "
             f"{shape.hidden}, heads {shape.heads}, ffn {shape.ffn}"
+            + (f" (fewer heads of the teacher's width: heads {base.heads} with shape.keep_heads "
+               f"{shape.heads})" if shape.heads < base.heads else "")
         )
 
 

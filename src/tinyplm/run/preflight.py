@@ -31,6 +31,7 @@ from tinyplm.pretrain.mlm_head import has_mlm_head
 from tinyplm.run.preflight_compress import check_compress_heads
 from tinyplm.run.preflight_corpus import check_corpus_stages
 from tinyplm.run.preflight_embedding import check_vector_terms
+from tinyplm.run.preflight_students import check_layer_shapes, check_student_families
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.heads import Head, PerHead
 
@@ -75,6 +76,7 @@ def preflight(cfg: RunConfig) -> Preflight:
                               f"'{model_cfg['model_type']}' teacher {src}, which a student of arch '{spec.arch}' "
                               "cannot take; drop teacher_layers (a 'shape' from scratch, optionally "
                               "word_embeddings: true) or use arch of the teacher's family")
+    check_layer_shapes(cfg, model_cfg, src)
     archs = model_cfg.get("architectures") or []
     row = Head(data.head).row
     # a head without a task class of its own (embedding) needs no trained head on the teacher
@@ -91,7 +93,7 @@ def preflight(cfg: RunConfig) -> Preflight:
                           f"has a {data.head} head whose labels are tied to word positions")
     teacher = _Teacher(src, int(model_cfg["vocab_size"]), tok)
     _check_inits(cfg, teacher, Head(data.head))
-    _check_student_families(cfg, model_cfg["model_type"])
+    check_student_families(cfg, model_cfg["model_type"])
     _check_trimmable(cfg, teacher)
     _check_augment(cfg)
     check_compress_heads(cfg, Head(data.head))
@@ -141,27 +143,6 @@ def _check_inits(cfg: RunConfig, teacher: _Teacher, head: Head) -> None:
             raise RecipeError(f"student {name}: {problem}; {blocker} needs the teacher's token positions: distil "
                               "across tokenizers with prediction-level terms only (kd_weight, hard_weight, "
                               "logit_mse) from the fine-tuned teacher, or start from a checkpoint of its tokenizer")
-
-
-#: Objective terms computed from attention scores or probabilities (``models.features``): a family
-#: whose scores are not recomputed from Q and K (the role table's ATTENTION_FEATURES) cannot give them.
-ATTENTION_TERMS = ("attention_scores", "attention_kl")
-
-
-def student_model_type(cfg: RunConfig, spec: StudentSpec, teacher_type: str) -> str | None:
-    """The ``config.model_type`` a transformer student will have (None for a classic student):
-    the teacher's for ``teacher_layers`` (unless ``arch`` says otherwise) or ``init_from: teacher``,
-    an earlier student's, a checkpoint's, or ``arch`` (default bert) for a student of ``shape``."""
-    if spec.family is not None:
-        return None
-    if spec.init_from == "teacher" or (spec.teacher_layers and spec.arch is None):
-        return teacher_type
-    earlier = cfg.earlier_student(spec) if spec.init_from else None
-    if earlier is not None:
-        return student_model_type(cfg, earlier, teacher_type)
-    if spec.init_from:
-        return str(check_model_dir(resolve_model_dir(spec.init_from))["model_type"])
-    return model_type_of(spec.arch or "bert")
 
 
 def _check_config_limits(cfg: RunConfig, model_cfg: dict, src: Path) -> None:
@@ -231,27 +212,6 @@ def _per_layer_use(spec: StudentSpec) -> str:
     uses += [f"compress step {step_name(step)}" for step in spec.compress[:1]]
     uses += ["layer-wise distillation"] if any(st.objective.layerwise for st in spec.stage_specs()) else []
     return ", ".join(uses)
-
-
-def _check_student_families(cfg: RunConfig, teacher_type: str) -> None:
-    """A compress step or a training term a student's encoder family cannot take (the role
-    table's ``cannot``: MPNet's per-layer head pruning, ModernBERT's attention-score features) is
-    refused before anything runs, naming the student, the step and why."""
-    for spec in cfg.students:
-        model_type = student_model_type(cfg, spec, teacher_type)
-        if model_type is None or model_type not in ROLES:
-            continue
-        name = student_name(spec)
-        for step in spec.compress:
-            if step.kind == "prune_heads":
-                roles.require(model_type, roles.Stage.PRUNE_HEADS, f"student {name}: compress step {step_name(step)}")
-        trained = [st.objective for st in spec.stage_specs()]
-        trained += [c.recover.objective for c in spec.compress if c.recover is not None]
-        terms = sorted({t for o in trained for t in ATTENTION_TERMS if getattr(o, t) > 0})
-        for who in dict.fromkeys((model_type, teacher_type)) if terms else ():
-            if who in ROLES:
-                roles.require(who, roles.Stage.ATTENTION_FEATURES,
-                              f"student {name}: distilling attention scores ({', '.join(terms)})")
 
 
 def _needs_shared_ids(spec: StudentSpec) -> str | None:
