@@ -24,7 +24,7 @@ OPTIMISERS = ("default", "fused")
 
 def make_optimiser(kind: str, model: torch.nn.Module, lr: float = 1e-4) -> torch.optim.Optimizer:
     """``kind`` (one of :data:`OPTIMISERS`) over ``model``'s trainable weights, in the loop's groups."""
-    from tinyplm.train.loop import adamw, param_groups
+    from tinyplm.train.optim import adamw, param_groups
 
     groups = param_groups(model, 0.01)
     return adamw(groups, lr) if kind == "fused" else torch.optim.AdamW(groups, lr=lr)

@@ -188,7 +188,7 @@ def test_sigterm_checkpoints_the_step_it_stopped_at(tiny_model_dir: Path, tmp_pa
 def test_adamw_is_fused_on_cpu_and_takes_the_default_update() -> None:
     """The fused kernel where every parameter allows it; its step equals the default's to rounding;
     a parameter it cannot take (complex) falls back to the default rather than failing at step 1."""
-    from tinyplm.train.loop import adamw
+    from tinyplm.train.optim import adamw
 
     torch.manual_seed(0)
     start, grads = torch.randn(64, 8), [torch.randn(64, 8) for _ in range(3)]

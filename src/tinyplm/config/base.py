@@ -66,10 +66,21 @@ class TrainSpec(Section):
                                       "model, and every evaluation choosing a checkpoint, use k * start + (1 - k) * "
                                       "trained; keeps what the start knew of texts the stage never shows. 0 = the "
                                       "trained weights")
+    ema_decay: float = Field(0.0, ge=0, lt=1, description="an exponential moving average of the weights, moving "
+                             "1 - d of the way to them each step (a horizon of about 1 / (1 - d) steps): every "
+                             "evaluation choosing a checkpoint, and the saved model, use the average "
+                             "(train/weight_average.py). 0 = the trained weights")
 
     @model_validator(mode="after")
     def _options_of_method(self) -> TrainSpec:
         check_options(self.method, self.method_options)
+        if self.ema_decay > 0 and self.keep_start_weights > 0:
+            raise ValueError("ema_decay and keep_start_weights both replace the trained weights by a blend; "
+                             "set one of them to 0")
+        if self.ema_decay > 0 and self.method not in START_AVERAGE_METHODS:
+            raise ValueError(f"ema_decay = {self.ema_decay} averages the model's own weights, which method "
+                             f"{self.method.value} leaves as they were; use it with method "
+                             f"{' | '.join(sorted(m.value for m in START_AVERAGE_METHODS))}, or set it to 0")
         if self.keep_start_weights > 0 and self.method not in START_AVERAGE_METHODS:
             raise ValueError(f"keep_start_weights = {self.keep_start_weights} averages the model's own weights, "
                              f"which method {self.method.value} leaves as they were (it trains an adapter, prompt "
@@ -79,7 +90,7 @@ class TrainSpec(Section):
 
     @model_serializer(mode="wrap")
     def _default_method_unwritten(self, handler):
-        """Leave ``method``/``method_options`` and ``keep_start_weights`` out of a dump while they are
+        """Leave ``method``/``method_options``, ``keep_start_weights`` and ``ema_decay`` out of a dump while they are
         the defaults, so a resolved recipe (and the run dir claimed with it) is the same as before
         they existed; else write only the options this method reads (so the dump loads back)."""
         data = handler(self)
@@ -87,6 +98,8 @@ class TrainSpec(Section):
             return data
         if self.keep_start_weights == 0:
             data.pop("keep_start_weights", None)
+        if self.ema_decay == 0:
+            data.pop("ema_decay", None)
         if self.method is Method.FULL and not self.method_options.model_fields_set:
             data.pop("method", None)
             data.pop("method_options", None)

@@ -51,8 +51,10 @@ def save_checkpoint(
     state: LoopState,
     best_weights: dict[str, torch.Tensor] | None,
     rank_rng: dict[int, torch.Tensor],
+    extra: dict[str, dict[str, torch.Tensor]] | None = None,
 ) -> Path:
     """Write ``ckpt_root/step-XXXXXX`` atomically and prune old checkpoints. Returns its path.
+    ``extra`` maps a name to more tensors kept with it (:func:`load_extra` reads them back).
 
     Every change to a ``step-*`` folder is a rename: one being replaced or pruned is renamed away
     before it is deleted, so a kill mid-delete never leaves half a checkpoint under a step name."""
@@ -66,6 +68,8 @@ def save_checkpoint(
     torch.save({str(r): s for r, s in rank_rng.items()}, tmp / "rng.pt")
     if best_weights is not None:
         save_file(best_weights, str(tmp / "best.safetensors"))
+    for name, tensors in (extra or {}).items():  # e.g. the weight average (train/weight_average.py)
+        save_file(tensors, str(tmp / f"{name}.safetensors"))
     (tmp / "state.json").write_text(json.dumps(asdict(state)), encoding="utf-8")
     replaced = _set_aside(final) if final.exists() else None
     tmp.rename(final)
@@ -102,3 +106,10 @@ def load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.O
     best = load_file(str(best_file)) if best_file.is_file() else None
     state = LoopState(**json.loads((path / "state.json").read_text(encoding="utf-8")))
     return state, best, rng
+
+
+def load_extra(path: Path, name: str) -> dict[str, torch.Tensor] | None:
+    """The tensors saved under ``name`` in checkpoint ``path`` (``save_checkpoint``'s ``extra``), or
+    None when it has none (a checkpoint written before they were kept)."""
+    file = path / f"{name}.safetensors"
+    return load_file(str(file)) if file.is_file() else None

@@ -30,15 +30,17 @@ from tinyplm.errors import Interrupted
 from tinyplm.models.infer import autocast, use_bf16
 from tinyplm.tasks.encoding import Encoded, collate
 from tinyplm.train.accelerator import get_accelerator, synced
-from tinyplm.train.checkpoint import LoopState, list_checkpoints, load_checkpoint, save_checkpoint
+from tinyplm.train.checkpoint import LoopState, list_checkpoints, load_checkpoint, load_extra, save_checkpoint
 from tinyplm.train.memory import read_peak, reset_peak
 from tinyplm.train.methods import adapt, finish, param_counts
 from tinyplm.train.objective import Batch, Objective
+from tinyplm.train.optim import optimizer
 from tinyplm.train.progress import JsonlLog, Meter, make_progress
 from tinyplm.train.schedule import epoch_batches, lr_factor, total_steps
 from tinyplm.train.signals import StopFlag
 from tinyplm.train.start_average import StartWeights
-from tinyplm.train.ulmfit import Unfreezer, discriminative_groups, layer_groups, stlr_factor
+from tinyplm.train.ulmfit import Unfreezer, layer_groups, stlr_factor
+from tinyplm.train.weight_average import AVERAGE_FILE, WeightAverage
 
 EvalFn = Callable[[torch.nn.Module], dict[str, float]]
 
@@ -88,15 +90,6 @@ class TrainResult:
                 "train_seconds": round(self.seconds, 1)}
 
 
-def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """One AdamW group of weight-decayed matrices and one of undecayed vectors and LayerNorms."""
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        if p.requires_grad:
-            (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
 class Trainable(nn.Module):
     """The model plus the objective's learned parts (projections, generators), trained and saved
     together: one ``accelerate``-prepared module (DDP across processes) covers every trained
@@ -132,6 +125,7 @@ class _Loop:
     primary: str | None = None
     unfreeze_groups: list[list[nn.Parameter]] | None = None  # ULMFiT's layer groups, top first
     start: StartWeights | None = None  # keep_start_weights: evaluations and the result blend these in
+    average: WeightAverage | None = None  # ema_decay: evaluations and the result use the average
 
     @property
     def unwrapped(self) -> Trainable:
@@ -178,7 +172,8 @@ def train(
     [0, 1] (steps or time budget, whichever is further along): pruning schedules follow it.
     ``spec.method`` chooses what trains (train/methods.py): the model is adapted first and finished
     after (LoRA/IA3 merged), so ``TrainResult.model`` is what later stages take; evaluations and
-    the result blend in the start by ``keep_start_weights`` (train/start_average.py).
+    the result blend in the start by ``keep_start_weights`` (train/start_average.py) or use the
+    weights' moving average by ``ema_decay`` (train/weight_average.py).
     Raises ``ValueError`` when the objective's needs are not met, ``errors.Interrupted`` (after a
     checkpoint) on SIGINT/SIGTERM.
     """
@@ -190,11 +185,12 @@ def train(
     _start_objective(objective, model, data, teacher, teacher_logits, io.name)
     torch.manual_seed(spec.seed + acc.process_index)
     trainable = Trainable(model, objective)
-    prepared, opt = acc.prepare(trainable, _optimizer(trainable, model, spec))
+    prepared, opt = acc.prepare(trainable, optimizer(trainable, model, spec))
     log = JsonlLog(io.log_path, io.name, acc.is_main_process)
     loop = _Loop(acc, prepared, opt, spec, io, log, LoopState(), objective, teacher, teacher_logits,
                  step_hook=step_hook, evaluate=evaluate, primary=primary,
-                 unfreeze_groups=layer_groups(model) if spec.method is Method.ULMFIT else None, start=start)
+                 unfreeze_groups=layer_groups(model) if spec.method is Method.ULMFIT else None, start=start,
+                 average=WeightAverage.of(model, spec.ema_decay))
     if teacher is not None:
         teacher.eval()
     if io.resume:
@@ -202,10 +198,7 @@ def train(
     stopped_by = _run_steps(loop, data)
     if evaluate and (not loop.state.history or loop.state.history[-1]["step"] != loop.state.step):
         _evaluate(loop)
-    if spec.keep_best and loop.best is not None:
-        loop.unwrapped.load_state_dict(loop.best)
-    if start is not None:
-        start.blend_into(loop.student)
+    _final_weights(loop)
     loop.student.train(False)
     loop.log.write(event="end", step=loop.state.step, elapsed_s=round(loop.state.elapsed, 2),
                    stopped_by=stopped_by, best_step=loop.state.best_step, best_metric=loop.state.best_metric)
@@ -218,39 +211,22 @@ def train(
                        total_params=counts.total, peak_rss_mib=peak.mib, rss_scope=peak.scope)
 
 
+def _final_weights(loop: _Loop) -> None:
+    """Put the weights the stage returns into the student: the kept best checkpoint's (with the
+    average's weights when there is one), else the average, then the start's blend if any."""
+    if loop.spec.keep_best and loop.best is not None:
+        loop.unwrapped.load_state_dict(loop.best)
+    elif loop.average is not None:
+        loop.average.copy_into(loop.student)
+    if loop.start is not None:
+        loop.start.blend_into(loop.student)
+
+
 def _check_method(spec: TrainSpec, io: StageIO, acc: Accelerator) -> None:
     """Raise ``ValueError`` for a method this process layout cannot run."""
     if spec.method is Method.ULMFIT and acc.num_processes > 1:
         raise ValueError(f"stage {io.name}: method ulmfit unfreezes layers during training, which DDP across "
                          f"{acc.num_processes} processes does not allow; run it in one process")
-
-
-def _optimizer(trainable: Trainable, model: nn.Module, spec: TrainSpec) -> torch.optim.Optimizer:
-    """AdamW over what trains: ULMFiT's discriminative layer groups, else decayed / undecayed."""
-    if spec.method is Method.ULMFIT:
-        groups = discriminative_groups(trainable, model, spec.weight_decay, spec.method_options.lr_decay)
-    else:
-        groups = param_groups(trainable, spec.weight_decay)
-    return adamw(groups, spec.lr)
-
-
-#: Devices with PyTorch's fused AdamW kernel.
-FUSED_DEVICES = frozenset({"cpu", "cuda", "xpu", "mps"})
-
-
-def adamw(groups: list[dict[str, Any]], lr: float) -> torch.optim.AdamW:
-    """AdamW with PyTorch's fused kernel where every parameter allows it, else its default.
-
-    On CPU the fused kernel makes one pass over each tensor where the default makes several: the
-    same update up to rounding, in less time. That matters most for a small student, whose step is
-    mostly the optimiser's pass over its word table (11.7M of a 3-layer MiniLM student's 15M
-    weights). What it saved, measured: docs/results/demo.md.
-    """
-    params = [p for g in groups for p in g["params"]]
-    # PyTorch checks this only at the first step; checked here so that an odd parameter (a complex
-    # one, one on a device without the kernel) falls back to the default instead of failing then.
-    fused = all(torch.is_floating_point(p) and p.device.type in FUSED_DEVICES for p in params)
-    return torch.optim.AdamW(groups, lr=lr, fused=fused or None)
 
 
 def _resume(loop: _Loop) -> None:
@@ -259,6 +235,9 @@ def _resume(loop: _Loop) -> None:
         return
     state, best, rng = load_checkpoint(ckpts[-1], loop.unwrapped, loop.opt)
     loop.state, loop.best = state, best
+    average = load_extra(ckpts[-1], AVERAGE_FILE) if loop.average is not None else None
+    if average is not None:
+        loop.average.load(average)
     if loop.acc.process_index in rng:
         torch.set_rng_state(rng[loop.acc.process_index])
     loop.log.write(event="resume", step=state.step, checkpoint=ckpts[-1].name)
@@ -347,6 +326,8 @@ def _step(loop: _Loop, data: Encoded, global_batch: list[int], factor: float) ->
         acc.clip_grad_norm_(loop.model.parameters(), loop.spec.grad_clip)
     loop.opt.step()
     loop.opt.zero_grad(set_to_none=True)
+    if loop.average is not None:
+        loop.average.update(loop.student)
     return float(loss.detach())
 
 
@@ -365,8 +346,11 @@ def _log_train(loop: _Loop, loss_eps: tuple[float, float], bar, task, total: int
 
 def _evaluate(loop: _Loop) -> None:
     state = loop.state
-    with loop.start.applied(loop.student) if loop.start else nullcontext(loop.student) as student:
-        metrics = loop.evaluate(student)
+    if loop.average is not None:
+        metrics = loop.evaluate(loop.average.model)
+    else:
+        with loop.start.applied(loop.student) if loop.start else nullcontext(loop.student) as student:
+            metrics = loop.evaluate(student)
     loop.model.train()
     entry = {"step": state.step, "elapsed_s": round(state.elapsed, 2), **metrics}
     state.history.append(entry)
@@ -375,7 +359,9 @@ def _evaluate(loop: _Loop) -> None:
     improved = value is not None and (state.best_metric is None or value > state.best_metric)
     if improved:
         state.best_metric, state.best_step = float(value), state.step
-        if loop.spec.keep_best:
+        if loop.spec.keep_best and loop.average is not None:
+            loop.best = loop.average.with_average(loop.unwrapped.state_dict(), "student.")
+        elif loop.spec.keep_best:
             loop.best = {k: v.detach().clone() for k, v in loop.unwrapped.state_dict().items()}
     loop.log.write(event="eval", step=state.step, metrics=metrics, best=improved)
 
@@ -392,7 +378,8 @@ def _checkpoint(loop: _Loop) -> str | None:
         rngs = {0: rng}
     name = None
     if acc.is_main_process:
-        path = save_checkpoint(loop.io.checkpoint_dir, loop.unwrapped, loop.opt, loop.state, loop.best, rngs)
+        extra = {AVERAGE_FILE: loop.average.state()} if loop.average is not None else None
+        path = save_checkpoint(loop.io.checkpoint_dir, loop.unwrapped, loop.opt, loop.state, loop.best, rngs, extra)
         loop.log.write(event="checkpoint", step=loop.state.step, path=path.name)
         name = path.name
     acc.wait_for_everyone()
