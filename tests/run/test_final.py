@@ -73,3 +73,24 @@ def test_a_guard_metric_must_keep_the_same_share_of_the_teacher_as_the_chosen_on
     record.info.guard_metrics = ["not_measured"]
     chosen, why = select_final(record, "fastest", 0.98)
     assert chosen.name == "student.openvino_int8" and "not_measured" not in why
+
+
+def test_a_smaller_stage_about_as_fast_as_the_fastest_is_chosen_over_it() -> None:
+    """A runtime form 2.5x smaller than its parent and 1% slower (a tie within measurement noise)
+    is chosen over the parent under the default tie; with the tie at 0 the measured fastest wins,
+    and one 10% slower is not tied."""
+    record = make_record()
+    pruned, runtime = record.stage("student.pruned"), record.stage("student.openvino_int8")
+    pruned.throughput_sent_per_s, runtime.throughput_sent_per_s = 1212.0, 1200.0
+    chosen, why = select_final(record, "fastest", 0.98, speed_tie=FinalSpec().speed_tie)
+    assert chosen is runtime
+    assert "student.openvino_int8 is 2.5x smaller than student.pruned and within 5% of its throughput" in why
+    assert select_final(record, "fastest", 0.98)[0] is pruned
+    runtime.throughput_sent_per_s = 1090.0
+    chosen, why = select_final(record, "fastest", 0.98, speed_tie=0.05)
+    assert chosen is pruned and "smaller" not in why
+
+
+def test_the_speed_tie_is_left_out_of_a_resolved_recipe_at_its_default() -> None:
+    assert "speed_tie" not in FinalSpec().model_dump()
+    assert FinalSpec(speed_tie=0.1).model_dump()["speed_tie"] == 0.1

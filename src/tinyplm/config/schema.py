@@ -301,14 +301,18 @@ class MeasureSpec(Section):
 class FinalSpec(Section):
     """How the run's final model (``RUN_DIR/model``) is chosen among the students and compressed
     stages: of those keeping at least ``min_retention`` of the teacher's primary dev metric, the
-    ``fastest`` (batch throughput), the ``smallest`` (bytes on disk) or the ``most_accurate``; when
+    ``fastest`` (batch throughput; within ``speed_tie`` of it, the smallest), the ``smallest`` (bytes
+    on disk) or the ``most_accurate``; when
     none keeps it, the most accurate one (the report says so). A task's guard metrics (the embedding
     task's held-out passages) must keep ``guard_retention`` of the teacher's value."""
 
-    _unwritten_defaults = ("guard_retention",)
+    _unwritten_defaults = ("guard_retention", "speed_tie")
 
     rule: Literal["fastest", "smallest", "most_accurate"] = "fastest"
     min_retention: float = Field(0.98, gt=0, le=1.5, description="share of the teacher's primary metric to keep")
+    speed_tie: float = Field(0.05, ge=0, lt=1, description="rule fastest: throughputs within this share of the "
+                             "fastest's count as equal (measurement noise), and of those the smallest on disk is "
+                             "chosen; 0 = the fastest as measured")
     guard_retention: float | None = Field(None, gt=0, le=1.5, description="share of the teacher's value each guard "
                                           "metric (task.holdout_passages' nDCG@10) must keep; default min_retention")
 

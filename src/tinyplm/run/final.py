@@ -18,7 +18,7 @@ RULES = {"fastest": "the fastest", "smallest": "the smallest", "most_accurate": 
 
 
 def select_final(record: RunRecord, rule: str = "fastest", min_retention: float = 0.98,
-                 guard_retention: float | None = None) -> tuple[StageRecord | None, str]:
+                 guard_retention: float | None = None, speed_tie: float = 0.0) -> tuple[StageRecord | None, str]:
     """The final model by ``rule`` (see ``config.schema.FinalSpec``) among the stages that keep at
     least ``min_retention`` of the teacher's primary metric, and a sentence saying why; the most
     accurate student when none keeps that much, the teacher when there is no student.
@@ -27,7 +27,10 @@ def select_final(record: RunRecord, rule: str = "fastest", min_retention: float 
     training examples, ``tasks.holdout``), else the primary dev metric. A stage must also keep
     ``guard_retention`` (default ``min_retention``) of the teacher's value of each of
     ``record.info.guard_metrics`` (the embedding task's nDCG@10 on held-out passages) that the
-    teacher has."""
+    teacher has. Under ``fastest``, stages within ``speed_tie`` of the fastest's throughput count
+    as equally fast (two measurements of one speed differ by a few percent), and the smallest on
+    disk of them is chosen: a runtime form 8x smaller than its parent and as fast, say, rather than
+    the parent by a reading 1% higher."""
     students = [s for s in record.stages if s.kind is not StageKind.TEACHER]
     if not students:
         return record.teacher, "no students: the teacher"
@@ -50,15 +53,23 @@ def select_final(record: RunRecord, rule: str = "fastest", min_retention: float 
     key = {"fastest": lambda s: s.throughput_sent_per_s, "smallest": lambda s: -s.disk_bytes,
            "most_accurate": lambda s: primary(record, s, metric) or 0.0}[rule]
     pick = max(keep, key=key)
-    return pick, (f"{RULES[rule]} of the {len(keep)} stage(s) keeping >= {min_retention:.0%} of the teacher's "
-                  f"{record.metric}{on}")
+    why = (f"{RULES[rule]} of the {len(keep)} stage(s) keeping >= {min_retention:.0%} of the teacher's "
+           f"{record.metric}{on}")
+    if rule == "fastest" and speed_tie > 0:
+        tied = [s for s in keep if s.throughput_sent_per_s >= (1 - speed_tie) * pick.throughput_sent_per_s]
+        smallest = min(tied, key=lambda s: (s.disk_bytes, -s.throughput_sent_per_s))
+        if smallest is not pick:
+            why += (f"; {smallest.name} is {pick.disk_bytes / smallest.disk_bytes:.1f}x smaller than {pick.name} "
+                    f"and within {speed_tie:.0%} of its throughput, so the smaller")
+            pick = smallest
+    return pick, why
 
 
 def place_final(record: RunRecord, run_dir: Path, final: FinalSpec) -> StageRecord | None:
     """Copy the stage ``final``'s rule picks to ``run_dir/model`` (replacing what is there) and
     record its name and the reason in ``record.info`` -> the stage, or None when no stage has a
     saved model dir."""
-    chosen, why = select_final(record, final.rule, final.min_retention, final.guard_retention)
+    chosen, why = select_final(record, final.rule, final.min_retention, final.guard_retention, final.speed_tie)
     if chosen is None or not chosen.model_dir:
         return None
     dst = run_dir / "model"
