@@ -29,8 +29,8 @@ def select_final(record: RunRecord, rule: str = "fastest", min_retention: float 
     ``record.info.guard_metrics`` (the embedding task's nDCG@10 on held-out passages) that the
     teacher has. Under ``fastest``, stages within ``speed_tie`` of the fastest's throughput count
     as equally fast (two measurements of one speed differ by a few percent), and the smallest on
-    disk of them is chosen: a runtime form 8x smaller than its parent and as fast, say, rather than
-    the parent by a reading 1% higher."""
+    disk of them is chosen: a runtime form several times smaller than its parent and as fast, say,
+    rather than the parent by a reading a little higher."""
     students = [s for s in record.stages if s.kind is not StageKind.TEACHER]
     if not students:
         return record.teacher, "no students: the teacher"
