@@ -38,8 +38,7 @@ def student_model_type(cfg: RunConfig, spec: StudentSpec, teacher_type: str) -> 
 def check_student_families(cfg: RunConfig, teacher_type: str) -> None:
     """A compress step, a head count kept from the start or a training term a student's encoder
     family cannot take (the role table's ``cannot``: MPNet's per-layer head pruning, ModernBERT's
-    attention-score features) is
-    refused before anything runs, naming the student, the step and why."""
+    attention-score features) is refused before anything runs, naming the student, the step and why."""
     for spec in cfg.students:
         model_type = student_model_type(cfg, spec, teacher_type)
         if model_type is None or model_type not in ROLES:

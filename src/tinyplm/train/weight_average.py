@@ -12,7 +12,8 @@ The average is kept by ``torch.optim.swa_utils.AveragedModel`` with its EMA upda
 ids, not averaged). Training goes on from the trained weights; every evaluation scores the
 average, so the checkpoint kept is the one whose average scores best, and the stage returns that
 average (or the last one without ``keep_best``). Checkpoints hold the average beside the trained
-weights, so a resumed stage averages on from where it stopped.
+weights, so a resumed stage averages on from where it stopped. What it did for the demo's
+students (nothing their held-out sentences could see): docs/results/demo.md.
 """
 
 from __future__ import annotations
