@@ -29,6 +29,15 @@ def teacher(tiny_model_dir: Path):
     return model
 
 
+def assert_same_logits(student, teacher) -> None:
+    """The two classifiers give the same logits (to float rounding) on a few random sentences."""
+    ids = torch.randint(5, 99, (3, 9), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    with torch.no_grad():
+        torch.testing.assert_close(student(input_ids=ids, attention_mask=mask).logits,
+                                   teacher(input_ids=ids, attention_mask=mask).logits, atol=1e-5, rtol=0)
+
+
 def narrow(teacher, layers=(1,), hidden=16, ffn=20):
     shape = ShapeSpec(layers=len(layers), hidden=hidden, heads=4, ffn=ffn)
     spec = StudentSpec(shape=shape, teacher_layers=list(layers))
@@ -85,11 +94,7 @@ def test_dropping_dead_ffn_neurons_keeps_the_teachers_logits(teacher, tiny_model
         for layer in teacher.bert.encoder.layer:
             layer.output.dense.weight[:, dead] = 0.0
     student = narrow(teacher, layers=(0, 1), hidden=32, ffn=30)
-    ids = torch.randint(5, 99, (3, 9), generator=torch.Generator().manual_seed(1))
-    mask = torch.ones_like(ids)
-    with torch.no_grad():
-        torch.testing.assert_close(student(input_ids=ids, attention_mask=mask).logits,
-                                   teacher(input_ids=ids, attention_mask=mask).logits, atol=1e-5, rtol=0)
+    assert_same_logits(student, teacher)
 
 
 def test_narrowed_init_starts_nearer_the_teacher_than_random(teacher) -> None:
@@ -157,11 +162,7 @@ def test_keep_heads_keeps_the_strongest_and_drops_heads_that_carry_nothing(teach
     for s, t in zip(student.bert.encoder.layer, teacher.bert.encoder.layer, strict=True):
         torch.testing.assert_close(s.attention.self.value.weight, t.attention.self.value.weight[rows])
         torch.testing.assert_close(s.attention.output.dense.weight, t.attention.output.dense.weight[:, rows])
-    ids = torch.randint(5, 99, (3, 9), generator=torch.Generator().manual_seed(1))
-    mask = torch.ones_like(ids)
-    with torch.no_grad():
-        torch.testing.assert_close(student(input_ids=ids, attention_mask=mask).logits,
-                                   teacher(input_ids=ids, attention_mask=mask).logits, atol=1e-5, rtol=0)
+    assert_same_logits(student, teacher)
 
 
 def test_strongest_heads_follow_the_weights(teacher) -> None:

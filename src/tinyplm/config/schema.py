@@ -246,8 +246,7 @@ class StudentSpec(Section):
         if self.shape is None and not self.teacher_layers and not self.init_from:
             raise ValueError("give a student 'shape', 'teacher_layers' or 'init_from'")
         if self.shape is not None and self.shape.keep_heads is not None and not self.teacher_layers:
-            raise ValueError("shape.keep_heads keeps the strongest of the teacher's heads: it needs teacher_layers "
-                             "(a student from scratch sets shape.heads instead)")
+            raise ValueError("shape.keep_heads keeps the strongest of the teacher's heads: it needs teacher_layers")
         if self.stages is not None and not self.stages and not (self.init_from and self.compress):
             raise ValueError("'stages' is empty: list at least one stage or drop the key (an empty list "
                              "is for a student that is only compressed, with init_from)")
@@ -301,18 +300,16 @@ class MeasureSpec(Section):
 class FinalSpec(Section):
     """How the run's final model (``RUN_DIR/model``) is chosen among the students and compressed
     stages: of those keeping at least ``min_retention`` of the teacher's primary dev metric, the
-    ``fastest`` (batch throughput; within ``speed_tie`` of it, the smallest), the ``smallest`` (bytes
-    on disk) or the ``most_accurate``; when
-    none keeps it, the most accurate one (the report says so). A task's guard metrics (the embedding
-    task's held-out passages) must keep ``guard_retention`` of the teacher's value."""
+    ``fastest`` (throughput; ties within ``speed_tie``: the smallest), the ``smallest`` (on disk) or
+    the ``most_accurate``; when none keeps it, the most accurate one (the report says so). A task's
+    guard metrics (the embedding task's held-out passages) must keep ``guard_retention`` of its value."""
 
     _unwritten_defaults = ("guard_retention", "speed_tie")
 
     rule: Literal["fastest", "smallest", "most_accurate"] = "fastest"
     min_retention: float = Field(0.98, gt=0, le=1.5, description="share of the teacher's primary metric to keep")
     speed_tie: float = Field(0.05, ge=0, lt=1, description="rule fastest: throughputs within this share of the "
-                             "fastest's count as equal (measurement noise), and of those the smallest on disk is "
-                             "chosen; 0 = the fastest as measured")
+                             "fastest's tie (noise); the smallest on disk of them wins. 0 = the fastest as measured")
     guard_retention: float | None = Field(None, gt=0, le=1.5, description="share of the teacher's value each guard "
                                           "metric (task.holdout_passages' nDCG@10) must keep; default min_retention")
 
