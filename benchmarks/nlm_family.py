@@ -132,10 +132,10 @@ def summary(table: list[dict], metric: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> Path:
+    args = parse(argv)  # before the imports below (seconds of them), so --help answers at once
     from tinyplm.config import load_recipe
     from tinyplm.report import write_all
 
-    args = parse(argv)
     harness.prepare_out(args.out, args.fresh)
     base = load_recipe(args.recipe)
     cfg = load_recipe(args.recipe, overrides(args, base))
