@@ -83,7 +83,7 @@ def test_sigterm_then_resume_continues_from_that_step_and_a_second_writer_is_ref
     glue = make_tiny_glue(tmp_path / "glue", n_train=512)
     recipe = tiny_recipe(tmp_path, model, glue)
     # 320 steps, no periodic checkpoints: the interrupt's checkpoint is the only one (the run is paused
-    # with SIGSTOP as soon as it logs step 1, so it cannot reach its end before the signal however fast)
+    # with SIGSTOP as soon as the 20 ms poll sees step 1 logged, hundreds of steps before its end)
     recipe["teacher"]["finetune"] = {**TINY_TRAIN, "epochs": 10, "log_every": 1}
     path = write_recipe(tmp_path / "r.yaml", recipe)
     env = {**os.environ, "TINYPLM_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
