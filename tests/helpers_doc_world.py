@@ -67,12 +67,18 @@ def run_program(words: list[str], world: World) -> Result:
 
 
 def _script(script: Path, args: list[str], world: World) -> Result:
+    return run_script(script, args, world.cwd, {"TINYPLM_CACHE": str(world.cwd / ".tinyplm-cache"), **world.env})
+
+
+def run_script(script: Path, args: list[str], cwd: Path, extra: dict[str, str]) -> Result:
+    """``python script *args`` in this process (its imports mostly loaded already, where a new
+    interpreter spends seconds on them), in ``cwd`` with ``extra`` added to the environment; all
+    three set back after."""
     out, err = io.StringIO(), io.StringIO()
-    extra = {"TINYPLM_CACHE": str(world.cwd / ".tinyplm-cache"), **world.env}
     saved_argv, saved_cwd, saved_env = sys.argv, os.getcwd(), {k: os.environ.get(k) for k in extra}
     sys.argv = [str(script), *args]
     os.environ.update(extra)
-    os.chdir(world.cwd)
+    os.chdir(cwd)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:

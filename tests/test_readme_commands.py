@@ -50,7 +50,7 @@ import yaml
 
 from conftest import REPO, tiny_vocab
 from helpers_cli import Result, cli
-from helpers_doc_world import World, make_world, ok, run_program, sentence
+from helpers_doc_world import World, make_world, ok, run_program, run_script, sentence
 
 README = REPO / "README.md"
 DOCS = REPO / "docs"
@@ -654,32 +654,11 @@ def _check_benchmark_line(line: str) -> None:
     words = shlex.split(line)
     script = REPO / words[1]
     assert script.is_file(), f"{line!r}: no {words[1]} in the repository"
-    code, shown = _help_in_process(script)
-    assert code == 0, f"{line!r}: --help exits {code}\n{shown[-2000:]}"
-    accepted = set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", shown))
+    shown = run_script(script, ["--help"], REPO, {})
+    assert shown.returncode == 0, f"{line!r}: --help exits {shown.returncode}\n{shown.output[-2000:]}"
+    accepted = set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", shown.stdout))
     unknown = options_in(words[2:]) - accepted
     assert not unknown, f"{line!r}: {words[1]} --help does not list {sorted(unknown)}"
-
-
-def _help_in_process(script: Path) -> tuple[int, str]:
-    """``python script --help`` run in this process (its imports are mostly loaded already, where a
-    new interpreter would spend seconds on them): -> (exit code, what it printed)."""
-    import contextlib
-    import io
-    import runpy
-
-    out = io.StringIO()
-    saved = sys.argv
-    sys.argv = [str(script), "--help"]
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-            runpy.run_path(str(script), run_name="__main__")
-        code = 0  # a script whose --help does not exit: argparse's own always does
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.argv = saved
-    return code, out.getvalue()
 
 
 def _check_accelerate_options(line: str) -> None:
