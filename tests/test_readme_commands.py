@@ -286,6 +286,12 @@ DOC_LINES: dict[str, Way] = {
     "tinyplm glue-table docs/results/glue_runs --out runs/glue_table": Way(
         "test_glue_table_of_the_recorded_runs", "as written: the GLUE runs docs/results/glue_runs records (their "
         "results.json files), read through the world's link to docs/"),
+    "tinyplm run recipes/glue_table/paradigms.yaml task.name=mrpc -o runs/paradigm_trials/mrpc-s1": Way(
+        None, "cheap check only: fetches all-mpnet-base-v2 (438 MB), then two hours of one task's paradigm run; "
+        "tests/report/test_paradigm_table.py builds the table over runs"),
+    "tinyplm paradigm-table docs/results/paradigm_runs --out runs/paradigm_table": Way(
+        "test_paradigm_table_of_the_recorded_runs", "as written: the paradigm runs docs/results/paradigm_runs "
+        "records (their results.json files), read through the world's link to docs/"),
     "tinyplm run recipes/glue/sst2_base.yaml": Way(
         None, "cheap check only: fetches all-mpnet-base-v2 (438 MB) and runs an hour; tests/run/test_token_ids.py "
         "distils across tokenizers and tests/compress/test_family_contract.py runs every stage on a tiny MPNet"),
@@ -1030,6 +1036,23 @@ def test_glue_table_of_the_recorded_runs(world: World) -> None:
     written = first_table((world.cwd / "runs" / "glue_table" / "glue.md").read_text(encoding="utf-8"))
     page = first_table((DOCS / "results" / "glue.md").read_text(encoding="utf-8"), after=line)
     assert written and page == written, "docs/results/glue.md shows another table than glue-table writes"
+
+
+def test_paradigm_table_of_the_recorded_runs(world: World) -> None:
+    """Each run docs/results/paradigm_runs records is the paradigm run its folder names
+    (``TASK-sSEED``), and the table docs/results/glue.md shows under the command is, row for row,
+    what the command writes from them."""
+    line = "tinyplm paradigm-table docs/results/paradigm_runs --out runs/paradigm_table"
+    runs = sorted(p for p in (DOCS / "results" / "paradigm_runs").iterdir() if p.is_dir())
+    assert runs, "docs/results/paradigm_runs records no run"
+    for run in runs:
+        config, results = _yaml(run / "config.resolved.yaml"), _results(run)
+        assert run.name == f"{config['task']['name']}-s{config['seed']}", run
+        assert config["name"] == "glue_paradigms" and results["task"] == config["task"]["name"], run
+    ok(run_line(line, world))
+    written = first_table((world.cwd / "runs" / "paradigm_table" / "paradigms.md").read_text(encoding="utf-8"))
+    page = first_table((DOCS / "results" / "glue.md").read_text(encoding="utf-8"), after=line)
+    assert written and page == written, "docs/results/glue.md shows another table than paradigm-table writes"
 
 
 @pytest.mark.slow
