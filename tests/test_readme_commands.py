@@ -1025,14 +1025,15 @@ def test_glue_table_of_the_recorded_runs(world: World) -> None:
     """Each run docs/results/glue_runs records is the GLUE trial its folder names (``TASK-sSEED``: the
     task and seed its resolved recipe and results say), and the table docs/results/glue.md shows
     under the command is, row for row, what the command writes from them."""
-    _recorded_table(world, "tinyplm glue-table docs/results/glue_runs --out runs/glue_table", "glue_runs",
-                    "runs/glue_table/glue.md", recipe="glue_base")
+    page, written = _recorded_table(world, "tinyplm glue-table docs/results/glue_runs --out runs/glue_table",
+                                    "glue_runs", "runs/glue_table/glue.md", recipe="glue_base")
+    assert written and page == written, "docs/results/glue.md shows another table than glue-table writes"
 
 
-def _recorded_table(world: World, line: str, records: str, written: str, recipe: str) -> None:
-    """Each run docs/results/``records`` holds is a run of ``recipe`` on the task and seed its folder
-    names (``TASK-sSEED``), and the first table after ``line`` in docs/results/glue.md is, row for
-    row, the one ``line`` writes to ``written`` from them."""
+def _recorded_table(world: World, line: str, records: str, written: str, recipe: str) -> tuple[list[str], list[str]]:
+    """Checks that each run docs/results/``records`` holds is a run of ``recipe`` on the task and seed
+    its folder names (``TASK-sSEED``), runs ``line``, and returns the rows of the first table after
+    ``line`` in docs/results/glue.md and of the one ``line`` wrote to ``written``."""
     runs = sorted(p for p in (DOCS / "results" / records).iterdir() if p.is_dir())
     assert runs, f"docs/results/{records} records no run"
     for run in runs:
@@ -1040,17 +1041,18 @@ def _recorded_table(world: World, line: str, records: str, written: str, recipe:
         assert run.name == f"{config['task']['name']}-s{config['seed']}", run
         assert config["name"] == recipe and results["task"] == config["task"]["name"], run
     ok(run_line(line, world))
-    table = first_table((world.cwd / written).read_text(encoding="utf-8"))
     page = first_table((DOCS / "results" / "glue.md").read_text(encoding="utf-8"), after=line)
-    assert table and page == table, f"docs/results/glue.md shows another table than {line.split()[1]} writes"
+    return page, first_table((world.cwd / written).read_text(encoding="utf-8"))
 
 
 def test_paradigm_table_of_the_recorded_runs(world: World) -> None:
     """Each run docs/results/paradigm_runs records is the paradigm run its folder names
     (``TASK-sSEED``), and the table docs/results/glue.md shows under the command is, row for row,
     what the command writes from them."""
-    _recorded_table(world, "tinyplm paradigm-table docs/results/paradigm_runs --out runs/paradigm_table",
-                    "paradigm_runs", "runs/paradigm_table/paradigms.md", recipe="glue_paradigms")
+    page, written = _recorded_table(
+        world, "tinyplm paradigm-table docs/results/paradigm_runs --out runs/paradigm_table", "paradigm_runs",
+        "runs/paradigm_table/paradigms.md", recipe="glue_paradigms")
+    assert written and page == written, "docs/results/glue.md shows another table than paradigm-table writes"
 
 
 @pytest.mark.slow
