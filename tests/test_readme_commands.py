@@ -289,6 +289,9 @@ DOC_LINES: dict[str, Way] = {
     "tinyplm run recipes/glue_table/paradigms.yaml task.name=mrpc -o runs/paradigm_trials/mrpc-s1": Way(
         None, "cheap check only: fetches all-mpnet-base-v2 (438 MB), then two hours of one task's paradigm run; "
         "tests/report/test_paradigm_table.py builds the table over runs"),
+    "tinyplm run recipes/glue_table/paradigms.yaml task.name=stsb -o runs/paradigm_trials/stsb-s1": Way(
+        None, "cheap check only: fetches all-mpnet-base-v2 (438 MB), then two hours of one task's paradigm run; "
+        "tests/report/test_paradigm_table.py builds the table over runs"),
     "tinyplm paradigm-table docs/results/paradigm_runs --out runs/paradigm_table": Way(
         "test_paradigm_table_of_the_recorded_runs", "as written: the paradigm runs docs/results/paradigm_runs "
         "records (their results.json files), read through the world's link to docs/"),
