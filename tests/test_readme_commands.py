@@ -287,8 +287,9 @@ DOC_LINES: dict[str, Way] = {
         "test_glue_table_of_the_recorded_runs", "as written: the GLUE runs docs/results/glue_runs records (their "
         "results.json files), read through the world's link to docs/"),
     **{f"tinyplm run recipes/glue_table/paradigms.yaml task.name={task} -o runs/paradigm_trials/{task}-s1": Way(
-        None, "cheap check only: fetches all-mpnet-base-v2 (438 MB), then two hours of one task's paradigm run; "
-        "tests/report/test_paradigm_table.py builds the table over runs") for task in ("mrpc", "stsb", "sst2")},
+        None, "cheap check only: fetches all-mpnet-base-v2 (438 MB), then two to two and a half hours of one "
+        "task's paradigm run; tests/report/test_paradigm_table.py builds the table over runs")
+       for task in ("mrpc", "stsb", "sst2")},
     "tinyplm paradigm-table docs/results/paradigm_runs --out runs/paradigm_table": Way(
         "test_paradigm_table_of_the_recorded_runs", "as written: the paradigm runs docs/results/paradigm_runs "
         "records (their results.json files), read through the world's link to docs/"),
