@@ -258,3 +258,39 @@ def test_augment_cli_takes_pair_and_names_the_option_when_it_is_bad(tmp_path: Pa
     ok = cli([*args, "--out", tmp_path / "aug.jsonl", "--pair", "keep"], cwd=tmp_path)
     assert ok.returncode == 0, ok.output
     assert len((tmp_path / "aug.jsonl").read_text().splitlines()) == 6 * 3
+
+
+def test_same_kind_candidates_keep_words_words_and_punctuation_punctuation(mlm_tok) -> None:
+    """With candidates: same_kind a word with letters is never replaced by punctuation (a weak masked LM
+    proposes it), nor punctuation by a word; with any, this random tiny MLM does propose across kinds."""
+    from conftest import WORDS
+    from tinyplm.distill.candidates import has_letter
+
+    text = " ".join(WORDS[:8]) + " , movie ! plot ."
+    exs = [Example(text, None, 1, 2)]
+    original = text.split()
+
+    def kinds_crossed(res: aug.AugmentResult) -> int:
+        crossed = 0
+        for copy in res.examples[1:]:
+            for old, new in zip(original, copy.text.split(), strict=True):
+                crossed += old != new and has_letter(old) != has_letter(new)
+        return crossed
+
+    spec = {"copies": 40, "p": 1.0, "top_k": 40}
+    same = run(mlm_tok, exs, candidates="same_kind", **spec)
+    assert kinds_crossed(same) == 0
+    assert any(c.text.split()[8] != "," for c in same.examples[1:])  # punctuation still varies, by punctuation
+    assert kinds_crossed(run(mlm_tok, exs, **spec)) > 0
+
+
+def test_same_kind_filters_neighbours_and_has_its_own_cache_entry(mlm_tok, tmp_path: Path) -> None:
+    mlm, tok = mlm_tok
+    exs = [Example("moviez xyz plotty", None, 1)]
+    table = Fixed({"moviez": ["!?", "film", "42"]})
+    res = augment(exs, mlm, tok, AugmentSpec(copies=10, p=1.0, candidates="same_kind"), table, progress=False)
+    assert {c.text for c in res.examples[1:]} == {"film xyz plotty"}
+    key = lambda spec: aug.cache_key(exs, tok, "fp", spec, "nb", False, 32)  # noqa: E731
+    assert key(AugmentSpec()) == key(AugmentSpec(candidates="any")) != key(AugmentSpec(candidates="same_kind"))
+    with pytest.raises(ValidationError, match="candidates"):
+        AugmentSpec(candidates="words")

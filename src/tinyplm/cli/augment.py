@@ -23,6 +23,8 @@ def augment_cmd(
     p: Annotated[float, typer.Option(help="probability of replacing each word")] = 0.4,
     top_k: Annotated[int, typer.Option(help="MLM candidates per single-piece word")] = 15,
     neighbours: Annotated[int, typer.Option(help="embedding neighbours per multi-piece word")] = 15,
+    candidates: Annotated[str, typer.Option(help="any (TinyBERT) or same_kind: words with letters only replaced "
+                                                 "by candidates with letters, punctuation by punctuation")] = "any",
     max_examples: Annotated[int | None, typer.Option(help="augment only the first N examples")] = None,
     min_words: Annotated[int, typer.Option(help="augment only examples of at least N words")] = 0,
     seed: Annotated[int, typer.Option(help="seed")] = 42,
@@ -45,7 +47,7 @@ def augment_cmd(
     examples, _ = augmented_share(examples, min_words, max_examples)  # the file holds the augmented ones only
     mlm, tok = load_mlm(mlm_dir)
     spec = _augment_spec(mlm=str(mlm_dir), copies=copies, p=p, top_k=top_k, neighbours=neighbours, seed=seed,
-                         pair=pair, min_words=min_words)
+                         pair=pair, min_words=min_words, candidates=candidates)
     result = augment(examples, mlm, tok, spec, EmbeddingNeighbours(tok, mlm.get_input_embeddings().weight, neighbours),
                      default_cache_dir(), mlm_fingerprint=fingerprint(mlm_dir))
     with atomic_open(out_file) as fh:

@@ -14,7 +14,7 @@ from tinyplm.config.base import Exact, Section
 class AugmentSpec(Section):
     """TinyBERT data augmentation of the task's training set (used by ``data: augmented`` stages)."""
 
-    _unwritten_defaults = ("min_words",)
+    _unwritten_defaults = ("min_words", "candidates")
 
     mlm: str | None = Field(None, description="a model dir with an MLM head (see `tinyplm fit-mlm-head`); "
                             "needed by data: augmented stages")
@@ -22,6 +22,11 @@ class AugmentSpec(Section):
     p: float = Field(0.4, ge=0, le=1, description="probability of replacing each word")
     top_k: int = Field(15, ge=1, description="masked-LM candidates per single-piece word")
     neighbours: int = Field(15, ge=1, description="embedding neighbours per multi-piece word")
+    candidates: Literal["any", "same_kind"] = Field(
+        "any", description="which proposals may replace a word: any (TinyBERT: the masked LM's top_k and the "
+        "neighbours as they come) or same_kind (a word with letters only by candidates with letters, "
+        "punctuation and numbers only by candidates without: a weak masked LM proposes punctuation for "
+        "words, which turns a copy into word salad rather than a nearby sentence)")
     neighbours_from: Literal["embeddings", "word2vec"] = Field(
         "embeddings", description="static embedding space for multi-piece words: the MLM model's input "
         "embeddings, or word2vec trained here (gensim) on word2vec_corpus")

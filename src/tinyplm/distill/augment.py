@@ -16,7 +16,9 @@ tokenizer:
 * special tokens (``tokenizer.all_special_tokens``, bracketed vocab tokens such as ``[unused0]``,
   words whose pieces include a special id such as ``[UNK]``) get no candidates and never change.
 
-Candidates exclude special and bracketed tokens, ``##`` sub-pieces and the original word. They are
+Candidates exclude special and bracketed tokens, ``##`` sub-pieces and the original word (and,
+with ``spec.candidates: same_kind``, those of another kind than the word: punctuation for a word
+with letters, or the other way round). They are
 computed once per distinct sentence; then copy ``c`` of example ``e`` replaces each word that has
 candidates, independently with probability ``p``, by a uniformly drawn candidate, using
 ``random.Random(hash(seed, e, c))`` -- so the draws depend only on the seed, never on batching
@@ -129,6 +131,8 @@ def cache_key(examples: list[Example], tokenizer, mlm_fp: str, spec: AugmentSpec
     shaping = {**spec.model_dump(include=set(SHAPING)), "max_length": max_length}
     if spec.pair == "keep":  # only then, so that caches made before the setting existed stay valid
         shaping["pair"] = "keep"
+    if spec.candidates != "any":  # likewise
+        shaping["candidates"] = spec.candidates
     h.update(json.dumps(shaping, sort_keys=True).encode())
     h.update(json.dumps([[e.text, e.text_pair, e.label, e.line] for e in examples]).encode())
     return h.hexdigest()[:32]
@@ -221,7 +225,8 @@ def augment(examples: list[Example], mlm, tokenizer, spec: AugmentSpec, neighbou
                      if t is not None and t not in memo}
             fresh = {t: vocab.sentence(t) for t in texts}
             rows += fill_candidates(list(fresh.values()), mlm, tokenizer, vocab, neighbours, banned, top_k=spec.top_k,
-                                    batch_size=spec.batch_size, max_length=max_length, bf16=bf16)
+                                    batch_size=spec.batch_size, max_length=max_length, bf16=bf16,
+                                    same_kind=spec.candidates == "same_kind")
             memo.update(fresh)
             for e_idx, ex in enumerate(chunk, start=lo):
                 for c in range(spec.copies):

@@ -5,6 +5,9 @@ masked; a multi-piece word gets its nearest neighbours from a :class:`NeighbourS
 and bracketed tokens, and words holding a special id such as ``[UNK]``, get none. The masked-LM
 rows of many sentences run together in length-sorted batches, and the prediction head runs only
 at the masked positions.
+
+With ``same_kind`` a candidate must be of the replaced word's kind (:func:`has_letter`): words
+with letters get only candidates with letters, punctuation and numbers only candidates without.
 """
 
 from __future__ import annotations
@@ -31,6 +34,20 @@ def banned_tokens(tokenizer, size: int) -> torch.Tensor:
             banned[i] = tok.startswith("##") or bool(_BRACKETED.match(tok))
     banned[[i for i in tokenizer.all_special_ids if i < size]] = True
     return banned
+
+
+def has_letter(text: str) -> bool:
+    """The kind of a word or token for ``same_kind`` candidates: True when it holds a letter."""
+    return any(ch.isalpha() for ch in text)
+
+
+def lettered_tokens(tokenizer, size: int) -> torch.Tensor:
+    """``(size,)`` bool: which ids are tokens holding a letter (``##`` marks not counted)."""
+    out = torch.zeros(size, dtype=torch.bool)
+    for tok, i in tokenizer.get_vocab().items():
+        if i < size:
+            out[i] = has_letter(tok.removeprefix("##"))
+    return out
 
 
 @dataclass
@@ -94,8 +111,12 @@ def _encoder_and_head(mlm) -> tuple[torch.nn.Module, torch.nn.Module] | None:
 
 @torch.inference_mode()
 def mlm_top_k(mlm, rows: list[list[int]], positions: list[int], originals: list[int], banned: torch.Tensor,
-              k: int, batch_size: int, bf16: bool, pad_id: int) -> list[list[int]]:
+              k: int, batch_size: int, bf16: bool, pad_id: int,
+              lettered: torch.Tensor | None = None) -> list[list[int]]:
     """Top-``k`` ids at one masked position per row, in row order (length-sorted batches).
+
+    With ``lettered`` (:func:`lettered_tokens`) a row's candidates are of its original token's kind
+    only, and fewer than ``k`` where the vocabulary holds fewer allowed ones.
 
     For a masked LM of a family in the role table (encoder + prediction head) the head runs only at
     the masked positions ``(batch, hidden) -> (batch, vocab)``; other models fall back to full
@@ -120,28 +141,36 @@ def mlm_top_k(mlm, rows: list[list[int]], positions: list[int], originals: list[
                 logits = split[1](hidden).float()  # (batch, vocab)
             else:
                 logits = mlm(input_ids=ids, attention_mask=mask).logits[arange, pos].float()
-        logits[:, banned[: logits.shape[-1]]] = float("-inf")
-        logits[arange, torch.tensor([originals[r] for r in idx])] = float("-inf")
-        allowed = int((~banned[: logits.shape[-1]]).sum()) - 1
-        top = logits.topk(max(0, min(k, allowed)), dim=-1).indices.tolist()
+        vocab = logits.shape[-1]
+        orig = torch.tensor([originals[r] for r in idx])
+        logits[:, banned[:vocab]] = float("-inf")
+        logits[arange, orig] = float("-inf")
+        if lettered is not None:  # (batch, vocab): True where the candidate's kind differs from the original's
+            logits[lettered[:vocab][None, :] != lettered[orig.clamp(max=len(lettered) - 1)][:, None]] = float("-inf")
+        allowed = int((~banned[:vocab]).sum()) - 1
+        values, top = logits.topk(max(0, min(k, allowed)), dim=-1)
         for j, r in enumerate(idx):
-            out[r] = top[j]
+            out[r] = [i for i, v in zip(top[j].tolist(), values[j].tolist(), strict=True) if v != float("-inf")]
     return out
 
 
 def fill_candidates(sents: list[Sentence], mlm, tokenizer, vocab: Vocabulary, neighbours: NeighbourSource,
-                    banned: torch.Tensor, *, top_k: int, batch_size: int, max_length: int, bf16: bool) -> int:
+                    banned: torch.Tensor, *, top_k: int, batch_size: int, max_length: int, bf16: bool,
+                    same_kind: bool = False) -> int:
     """Fill every sentence's per-word candidates (``top_k`` MLM predictions for single-piece words,
     rows of at most ``max_length`` ids in batches of ``batch_size``; neighbours for multi-piece
-    words) in place; returns the number of MLM rows run."""
+    words; with ``same_kind`` only those of the word's kind, see :func:`has_letter`) in place;
+    returns the number of MLM rows run."""
     rows = [(s, row) for s in sents for row in mlm_rows(s, vocab, tokenizer, max_length)]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    lettered = lettered_tokens(tokenizer, len(banned)) if same_kind else None
     top = mlm_top_k(mlm, [r[1] for _, r in rows], [r[2] for _, r in rows], [r[3] for _, r in rows],
-                    banned, top_k, batch_size, bf16, pad) if rows else []
+                    banned, top_k, batch_size, bf16, pad, lettered) if rows else []
     for (sent, row), ids in zip(rows, top, strict=True):
         sent.candidates[row[0]] = tokenizer.convert_ids_to_tokens(ids)
     for sent in sents:
         for w, (word, pieces) in enumerate(zip(sent.words, sent.pieces, strict=True)):
             if len(pieces) > 1 and not vocab.frozen(word, pieces):
-                sent.candidates[w] = list(neighbours.neighbours(word))
+                near = list(neighbours.neighbours(word))
+                sent.candidates[w] = [c for c in near if has_letter(c) == has_letter(word)] if same_kind else near
     return len(rows)
