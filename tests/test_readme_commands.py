@@ -290,6 +290,10 @@ DOC_LINES: dict[str, Way] = {
         None, "cheap check only: fetches all-mpnet-base-v2 (438 MB), then two to two and a half hours of one "
         "task's paradigm run; tests/report/test_paradigm_table.py builds the table over runs")
        for task in ("mrpc", "stsb", "sst2")},
+    **{f"tinyplm run docs/results/cola_augment_runs/{r}/config.resolved.yaml -o runs/cola/{r}": Way(
+        None, "cheap check only: a recorded CoLA run (fetches all-mpnet-base-v2, then 45-75 minutes); "
+        "tests/distill/test_augment.py tests the same_kind candidates it compares")
+       for r in ("a", "b")},
     "tinyplm paradigm-table docs/results/paradigm_runs --out runs/paradigm_table": Way(
         "test_paradigm_table_of_the_recorded_runs", "as written: the paradigm runs docs/results/paradigm_runs "
         "records (their results.json files), read through the world's link to docs/"),
