@@ -44,7 +44,7 @@ from pathlib import Path
 import torch
 
 from tinyplm.config.schema import AugmentSpec
-from tinyplm.distill.candidates import Sentence, Vocabulary, banned_tokens, fill_candidates
+from tinyplm.distill.candidates import Sentence, Vocabulary, banned_tokens, fill_candidates, lettered_tokens
 from tinyplm.distill.neighbours import (
     EmbeddingNeighbours,
     NeighbourSource,
@@ -213,6 +213,7 @@ def augment(examples: list[Example], mlm, tokenizer, spec: AugmentSpec, neighbou
         if hit is not None:
             return _finish(hit[0], len(examples), start, hit[1], True, 0, log)
     vocab, banned = Vocabulary(tokenizer), banned_tokens(tokenizer, mlm.config.vocab_size)
+    lettered = lettered_tokens(tokenizer, len(banned)) if spec.candidates == "same_kind" else None
     was_training, memo, keep_pair = mlm.training, {}, spec.pair == "keep"
     mlm.eval()
     copies: list[Example] = []
@@ -226,7 +227,7 @@ def augment(examples: list[Example], mlm, tokenizer, spec: AugmentSpec, neighbou
             fresh = {t: vocab.sentence(t) for t in texts}
             rows += fill_candidates(list(fresh.values()), mlm, tokenizer, vocab, neighbours, banned, top_k=spec.top_k,
                                     batch_size=spec.batch_size, max_length=max_length, bf16=bf16,
-                                    same_kind=spec.candidates == "same_kind")
+                                    lettered=lettered)
             memo.update(fresh)
             for e_idx, ex in enumerate(chunk, start=lo):
                 for c in range(spec.copies):

@@ -146,7 +146,7 @@ def mlm_top_k(mlm, rows: list[list[int]], positions: list[int], originals: list[
         logits[:, banned[:vocab]] = float("-inf")
         logits[arange, orig] = float("-inf")
         if lettered is not None:  # (batch, vocab): True where the candidate's kind differs from the original's
-            logits[lettered[:vocab][None, :] != lettered[orig.clamp(max=len(lettered) - 1)][:, None]] = float("-inf")
+            logits[lettered[:vocab][None, :] != lettered[orig][:, None]] = float("-inf")
         allowed = int((~banned[:vocab]).sum()) - 1
         values, top = logits.topk(max(0, min(k, allowed)), dim=-1)
         for j, r in enumerate(idx):
@@ -156,14 +156,13 @@ def mlm_top_k(mlm, rows: list[list[int]], positions: list[int], originals: list[
 
 def fill_candidates(sents: list[Sentence], mlm, tokenizer, vocab: Vocabulary, neighbours: NeighbourSource,
                     banned: torch.Tensor, *, top_k: int, batch_size: int, max_length: int, bf16: bool,
-                    same_kind: bool = False) -> int:
+                    lettered: torch.Tensor | None = None) -> int:
     """Fill every sentence's per-word candidates (``top_k`` MLM predictions for single-piece words,
     rows of at most ``max_length`` ids in batches of ``batch_size``; neighbours for multi-piece
-    words; with ``same_kind`` only those of the word's kind, see :func:`has_letter`) in place;
-    returns the number of MLM rows run."""
+    words; with ``lettered`` (:func:`lettered_tokens`, for ``same_kind``) only those of the word's
+    kind, see :func:`has_letter`) in place; returns the number of MLM rows run."""
     rows = [(s, row) for s in sents for row in mlm_rows(s, vocab, tokenizer, max_length)]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    lettered = lettered_tokens(tokenizer, len(banned)) if same_kind else None
     top = mlm_top_k(mlm, [r[1] for _, r in rows], [r[2] for _, r in rows], [r[3] for _, r in rows],
                     banned, top_k, batch_size, bf16, pad, lettered) if rows else []
     for (sent, row), ids in zip(rows, top, strict=True):
@@ -172,5 +171,6 @@ def fill_candidates(sents: list[Sentence], mlm, tokenizer, vocab: Vocabulary, ne
         for w, (word, pieces) in enumerate(zip(sent.words, sent.pieces, strict=True)):
             if len(pieces) > 1 and not vocab.frozen(word, pieces):
                 near = list(neighbours.neighbours(word))
-                sent.candidates[w] = [c for c in near if has_letter(c) == has_letter(word)] if same_kind else near
+                same = has_letter(word)
+                sent.candidates[w] = near if lettered is None else [c for c in near if has_letter(c) == same]
     return len(rows)
