@@ -186,6 +186,11 @@ def augmented_share(examples: list[Example], min_words: int = 0,
     return chosen, rest
 
 
+def _token_masks(tokenizer, size: int, spec: AugmentSpec) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(ids never proposed, which ids hold a letter -- only for ``candidates: same_kind``), each ``(size,)``."""
+    return banned_tokens(tokenizer, size), lettered_tokens(tokenizer, size) if spec.candidates == "same_kind" else None
+
+
 def augment(examples: list[Example], mlm, tokenizer, spec: AugmentSpec, neighbours: NeighbourSource,
             cache_dir: Path | None = None, log: JsonlLog | None = None, progress: bool = True, *,
             max_length: int = 128, mlm_fingerprint: str | None = None, precision: str | None = None) -> AugmentResult:
@@ -212,8 +217,7 @@ def augment(examples: list[Example], mlm, tokenizer, spec: AugmentSpec, neighbou
         hit = _load(path)
         if hit is not None:
             return _finish(hit[0], len(examples), start, hit[1], True, 0, log)
-    vocab, banned = Vocabulary(tokenizer), banned_tokens(tokenizer, mlm.config.vocab_size)
-    lettered = lettered_tokens(tokenizer, len(banned)) if spec.candidates == "same_kind" else None
+    vocab, (banned, lettered) = Vocabulary(tokenizer), _token_masks(tokenizer, mlm.config.vocab_size, spec)
     was_training, memo, keep_pair = mlm.training, {}, spec.pair == "keep"
     mlm.eval()
     copies: list[Example] = []
