@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tinyplm.errors import DataError
-from tinyplm.pretrain.corpus import read_corpus, read_documents
+from tinyplm.pretrain.corpus import read_corpus, read_corpus_pairs, read_documents
 
 ROWS = [
     {"id": "1", "sentence": "The second half of this book  drags on far too long.", "stars": "2"},
@@ -29,6 +29,13 @@ def _write_csv(path: Path, rows: list[dict], delimiter: str = ",") -> Path:
     return path
 
 
+def _write_tsv(path: Path, rows: list[dict]) -> Path:
+    """A TSV as GLUE writes it: no quoting, one record per line (a cell's line break becomes spaces)."""
+    lines = ["\t".join(rows[0]), *("\t".join(" ".join(v.split("\n")) for v in r.values()) for r in rows)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
 def _write_jsonl(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
@@ -41,12 +48,45 @@ WANTED = ["The second half of this book drags on far too long.",
 @pytest.mark.parametrize("suffix", [".csv", ".tsv", ".jsonl"])
 def test_each_table_kind_gives_its_rows_text_field_whitespace_collapsed(tmp_path: Path, suffix: str) -> None:
     path = tmp_path / f"reviews{suffix}"
-    if suffix == ".jsonl":
-        _write_jsonl(path, ROWS)
-    else:
-        _write_csv(path, ROWS, "\t" if suffix == ".tsv" else ",")
+    write = {".jsonl": _write_jsonl, ".tsv": _write_tsv, ".csv": _write_csv}[suffix]
+    write(path, ROWS)
     assert read_corpus([path], text_field="sentence") == WANTED
     assert read_documents([path], text_field="sentence") == [WANTED]  # one table, one document
+
+
+def test_a_quote_in_a_tsv_is_an_ordinary_character_as_in_glues_files(tmp_path: Path) -> None:
+    # GLUE's QNLI dev.tsv has such cells: a quoting reader takes the quote to open a field and
+    # swallows the tabs and lines after it into one cell, losing rows without a word.
+    rows = ['"Quoted words" open this sentence, and it goes on', 'A plain second sentence that follows it',
+            'One more "half-quoted sentence, long enough to keep']
+    path = tmp_path / "glue.tsv"
+    path.write_text("index\tsentence\n" + "".join(f"{i}\t{t}\n" for i, t in enumerate(rows)), encoding="utf-8")
+    assert read_corpus([path], text_field="sentence") == rows
+
+
+def test_pairs_are_two_columns_of_each_row_and_a_row_missing_either_is_left_out(tmp_path: Path) -> None:
+    rows = [{"question": "Who wrote it?", "sentence": "The book was written  by a poet.", "label": "entailment"},
+            {"question": "", "sentence": "A sentence without its question.", "label": "not_entailment"},
+            {"question": "When?", "sentence": "In the spring of that year.", "label": "entailment"}]
+    wanted = [("Who wrote it?", "The book was written by a poet."), ("When?", "In the spring of that year.")]
+    for path in (_write_tsv(tmp_path / "qnli.tsv", rows), _write_csv(tmp_path / "qnli.csv", rows),
+                 _write_jsonl(tmp_path / "qnli.jsonl", rows)):
+        assert read_corpus_pairs([path], "question", "sentence") == wanted  # short texts kept: a pair's halves
+        assert read_corpus_pairs([path], "question", "sentence", max_docs=1) == wanted[:1]
+    with pytest.raises(DataError, match=r"qnli\.tsv:2: no field 'answer' \(the text field asked for\)"):
+        read_corpus_pairs([tmp_path / "qnli.tsv"], "question", "answer")
+    (tmp_path / "notes.txt").write_text("A paragraph of plain text, long enough to be read.\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"notes\.txt: not a table; pairs of texts \(corpus\.pair_field\)"):
+        read_corpus_pairs([tmp_path / "notes.txt"], "question", "sentence")
+    with pytest.raises(DataError, match="no row holds text in both 'label' and 'question'"):
+        read_corpus_pairs([_write_csv(tmp_path / "empty.csv", [{"label": "", "question": ""}])], "label", "question")
+
+
+def test_a_tsv_row_of_another_width_than_its_header_names_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "r.tsv"
+    path.write_text("id\tsentence\n1\tA sentence that is long enough to keep.\n2\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"r\.tsv:3: expected 2 tab-separated fields, got 1"):
+        read_corpus([path], text_field="sentence")
 
 
 def test_a_table_beside_text_files_and_max_docs_over_both(tmp_path: Path) -> None:

@@ -98,7 +98,8 @@ def _data(head: Head, pair: str | None = None):
 
 
 @pytest.mark.parametrize(("head", "pair", "said"), [
-    (Head.SEQUENCE, "a second sentence", "is a sentence-pair task"),
+    (Head.SEQUENCE, "a second sentence", "is a sentence-pair task, .*name the column of each row's second text "
+                                         "in corpus.pair_field"),
     (Head.TOKEN, None, "is a token-head task"),
     (Head.EMBEDDING, None, "an embedding task's corpus texts are task.train_texts: corpus"),
 ])
@@ -116,3 +117,45 @@ def test_an_unreadable_corpus_is_found_by_preflight_naming_corpus_paths(tmp_path
         check_corpus_stages(_cfg(tmp_path), _data(Head.SEQUENCE))
     with pytest.raises(DataError, match=r"corpus\.paths: .*r\.csv:2: no field 'text'"):
         check_corpus_stages(_cfg(tmp_path, text_field="text"), _data(Head.SEQUENCE))
+
+
+def test_a_pair_task_reads_pairs_of_a_table_and_a_sentence_task_refuses_them(tmp_path: Path) -> None:
+    (tmp_path / "r.csv").write_text("question,sentence\nWho wrote it?,A poet wrote the book.\n", encoding="utf-8")
+    check_corpus_stages(_cfg(tmp_path, text_field="question", pair_field="sentence"),
+                        _data(Head.SEQUENCE, "a second sentence"))
+    with pytest.raises(RecipeError, match="is a single-sentence task, and corpus.pair_field makes the corpus pairs"):
+        check_corpus_stages(_cfg(tmp_path, text_field="question", pair_field="sentence"), _data(Head.SEQUENCE))
+    with pytest.raises(DataError, match=r"corpus\.paths: .*r\.csv:2: no field 'hypothesis'"):
+        check_corpus_stages(_cfg(tmp_path, text_field="question", pair_field="hypothesis"),
+                            _data(Head.SEQUENCE, "a second sentence"))
+    with pytest.raises(ValidationError, match="corpus.pair_field: 'sentence' is a pair's second text; name its first"):
+        _cfg(tmp_path, pair_field="sentence")
+    student = {"shape": {"layers": 1, "hidden": 16, "heads": 4, "ffn": 20},
+               "stages": [{"data": "corpus", "objective": {"kd_weight": 0, "hard_weight": 0, "hidden": 1}}]}
+    with pytest.raises(ValidationError, match="a 'data: corpus' stage reads single texts; corpus.pair_field"):
+        RunConfig.model_validate({"students": [student], "corpus": {"paths": ["r.csv"], "text_field": "question",
+                                                                    "pair_field": "sentence"}})
+
+
+def test_a_pair_tasks_stage_data_is_its_pairs_then_the_corpus_pairs_it_has_not_seen(tmp_path: Path) -> None:
+    from tinyplm.config.data_sources import CorpusSpec
+    from tinyplm.run.inputs import StageData
+    from tinyplm.tasks.base import Split
+
+    train = [Example("Who wrote it?", "A poet wrote the book.", 1), Example("When?", "In May.", 0)]
+    dev = [Example("Where is it?", "It is in Paris.", 1)]
+    rows = [("Where is it?", "It is in Paris."), ("Who wrote it?", "A poet wrote the book."),
+            ("Who wrote it?", "Nobody knows who did."), ("How old is she?", "She turned forty  in June.")]
+    table = tmp_path / "qnli.tsv"
+    table.write_text("question\tsentence\n" + "".join(f"{q}\t{a}\n" for q, a in rows), encoding="utf-8")
+    data = SimpleNamespace(train=Split("train", train, None), evals={"dev": Split("dev", dev, None)},
+                           is_regression=False)
+    task = SimpleNamespace(max_train_examples=None, max_length=32)
+    corpus = CorpusSpec(paths=[str(table)], text_field="question", pair_field="sentence")
+    stage = StageData(task, data, None, None, None, corpus, None, tmp_path)
+    got = stage.split("task+corpus").examples
+    # the dev pair and the training pair are left out; a known question with a new sentence is new
+    assert [(e.text, e.text_pair) for e in got] == [*((e.text, e.text_pair) for e in train),
+                                                   ("Who wrote it?", "Nobody knows who did."),
+                                                   ("How old is she?", "She turned forty in June.")]
+    assert [e.label for e in got[2:]] == [UNLABELLED_CLASS] * 2 and [e.label for e in got[:2]] == [1, 0]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from tinyplm.config.base import Exact, Section
 
@@ -51,11 +51,23 @@ class AugmentSpec(Section):
 
 class CorpusSpec(Section):
     """Unlabelled text for ``data: corpus`` stages (general distillation) and ``data: task+corpus``
-    ones (the fine-tuned teacher's logits on it)."""
+    ones (the fine-tuned teacher's logits on it; on a pair task, pairs of texts: ``pair_field``)."""
+
+    _unwritten_defaults = ("pair_field",)
 
     paths: list[str] = Field(..., min_length=1, description="text files or folders (*.txt; Gutenberg headers are "
                              "stripped), or tables (.csv, .tsv, .jsonl: one text per row, its text_field)")
     text_field: str | None = Field(None, min_length=1, description="the column (key) of a table's rows that "
                                    "holds the text")
+    pair_field: str | None = Field(None, min_length=1, description="the column holding each row's second text: "
+                                   "the corpus is then pairs (text_field, pair_field) of tables, for a pair "
+                                   "task's data: task+corpus stage (e.g. QNLI's question and sentence)")
     max_docs: int | None = Field(None, ge=1, description="use at most this many paragraphs")
     max_length: int = Field(128, ge=8, le=512)
+
+    @model_validator(mode="after")
+    def _pairs_from_two_columns(self) -> CorpusSpec:
+        if self.pair_field is not None and self.text_field in (None, self.pair_field):
+            raise ValueError(f"corpus.pair_field: {self.pair_field!r} is a pair's second text; name its first in "
+                             "corpus.text_field, another column of the same tables")
+        return self

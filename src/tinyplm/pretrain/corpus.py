@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from tinyplm.errors import DataError, TinyplmError
-from tinyplm.pretrain.corpus_tables import is_table, table_items
+from tinyplm.pretrain.corpus_tables import is_table, table_items, table_pairs
 
 T = TypeVar("T")
 
@@ -193,6 +193,26 @@ def read_corpus(paths: Sequence[Path], min_chars: int = 20, max_docs: int | None
     ``text_field``, or when nothing of at least ``min_chars`` characters is found.
     """
     return [item for doc in read_documents(paths, min_chars, max_docs, text_field) for item in doc]
+
+
+def read_corpus_pairs(paths: Sequence[Path], text_field: str, pair_field: str,
+                      max_docs: int | None = None) -> list[tuple[str, str]]:
+    """``(text_field, pair_field)`` of every row of the tables at ``paths`` whose two cells hold text,
+    at most ``max_docs`` of them (files in the given, then sorted, order). Raises ``DataError``
+    naming a path that is not a table (a text file, or a folder's: they hold single texts), a table
+    without either field (with its line), or when no row holds both."""
+    pairs: list[tuple[str, str]] = []
+    for path in corpus_files(paths):
+        if not is_table(path):
+            raise DataError(f"{path}: not a table; pairs of texts (corpus.pair_field) are read from .csv, .tsv "
+                            "or .jsonl files, each row's text_field and pair_field")
+        pairs += table_pairs(path, _normalise(_read_utf8(path)), text_field, pair_field)
+        if max_docs is not None and len(pairs) >= max_docs:
+            return pairs[:max_docs]
+    if not pairs:
+        shown = ", ".join(str(p) for p in paths)
+        raise DataError(f"{shown}: no row holds text in both {text_field!r} and {pair_field!r}")
+    return pairs
 
 
 def split_holdout(items: Sequence[T], fraction: float, seed: int = 0) -> tuple[list[T], list[T]]:

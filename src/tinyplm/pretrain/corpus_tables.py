@@ -1,25 +1,28 @@
-"""Corpus text kept in tables: one text per row of a CSV, TSV or JSON-lines file.
+"""Corpus text kept in tables: one text (or one pair of texts) per row of a CSV, TSV or JSON-lines file.
 
 Unlabelled text often comes as a table whose one column is the text (review sentences with their
 book and rating, a scrape with its URL). A corpus path ending in one of :data:`TABLE_SUFFIXES` is
 read as such a table: each row's ``text_field`` (``corpus.text_field`` of a recipe) is one item,
-whitespace collapsed. Tables are read only where named as files: a folder's corpus is its
+whitespace collapsed. A pair task's unlabelled examples come as two columns of one table (a
+question and a sentence, two sentences): :func:`table_pairs` reads ``text_field`` and
+``pair_field`` of each row. Tables are read only where named as files: a folder's corpus is its
 ``*.txt`` files (:func:`tinyplm.pretrain.corpus.corpus_files`).
 
-Read with the standard library's ``csv`` and ``json`` (the tables are small enough to hold, and
-pandas would add nothing but a dependency here).
+CSV and TSV go through the project's one table reader (:mod:`tinyplm.tasks.readers.table`: a TSV as
+GLUE writes it, without quoting, so a GLUE file's texts read as its task's do; a CSV with normal
+quoting); JSON lines through the standard library's ``json`` (the tables are small enough to hold).
 """
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
 from tinyplm.errors import DataError
+from tinyplm.tasks.readers.table import read_table
 
-#: File endings read as tables, and the CSV delimiter of each (None: JSON lines).
-TABLE_SUFFIXES: dict[str, str | None] = {".csv": ",", ".tsv": "\t", ".jsonl": None}
+#: File endings read as tables, and whether each is tab-separated (None: JSON lines).
+TABLE_SUFFIXES: dict[str, bool | None] = {".csv": False, ".tsv": True, ".jsonl": None}
 
 
 def is_table(path: Path) -> bool:
@@ -30,43 +33,60 @@ def is_table(path: Path) -> bool:
 def table_items(path: Path, text: str, text_field: str | None, min_chars: int = 20) -> list[str]:
     """The ``text_field`` of every row of the table ``path`` (its decoded ``text``), whitespace
     collapsed, those of at least ``min_chars`` characters. Raises ``DataError`` naming the file
-    (and line) when ``text_field`` is not given, is not a column of the table, a JSON line is not
-    an object or its field is not a string."""
-    path = Path(path)
-    delimiter = TABLE_SUFFIXES[path.suffix.lower()]
-    rows = _json_rows(path, text) if delimiter is None else _csv_rows(path, text, delimiter)
+    (and line) when ``text_field`` is not given, is not a column of the table, a row cannot be read
+    (a CSV or TSV record of another width than the header), a JSON line is not an object or its
+    field is not a string."""
+    rows = _rows(Path(path), text, text_field)
+    return [flat for line, row in rows if len(flat := _cell(path, line, row, text_field)) >= min_chars]
+
+
+def table_pairs(path: Path, text: str, text_field: str | None, pair_field: str) -> list[tuple[str, str]]:
+    """``(text_field, pair_field)`` of every row of the table ``path`` whose two cells both hold
+    text, whitespace collapsed; raises ``DataError`` as :func:`table_items` does, for either field."""
+    rows = _rows(Path(path), text, text_field)
+    pairs = [(_cell(path, line, row, text_field), _cell(path, line, row, pair_field)) for line, row in rows]
+    return [(a, b) for a, b in pairs if a and b]
+
+
+def _rows(path: Path, text: str, text_field: str | None) -> list[tuple[int, dict]]:
+    """(line, row) of every row of the table, once the text field is known to be named."""
+    tsv = TABLE_SUFFIXES[path.suffix.lower()]
+    rows = _json_rows(path, text) if tsv is None else _csv_rows(path, text, tsv)
     if text_field is None:
         raise DataError(f"{path}: a table; name the field holding the text (corpus.text_field in a recipe, "
                         f"--text-field on the command line; its fields: {_fields(rows)})")
-    out: list[str] = []
-    for line, row in rows:
-        if text_field not in row:
-            raise DataError(f"{path}:{line}: no field {text_field!r} (the text field asked for); this row has "
-                            f"{', '.join(map(repr, row)) or 'none'}")
-        value = row[text_field]
-        if value is None:
-            continue  # an empty cell
-        if not isinstance(value, str):
-            raise DataError(f"{path}:{line}: field {text_field!r} holds {type(value).__name__}, expected text")
-        flat = " ".join(value.split())
-        if len(flat) >= min_chars:
-            out.append(flat)
-    return out
+    return rows
+
+
+def _cell(path: Path, line: int, row: dict, field: str) -> str:
+    """The row's ``field``, whitespace collapsed ('' for an empty cell)."""
+    if field not in row:
+        raise DataError(f"{path}:{line}: no field {field!r} (the text field asked for); this row has "
+                        f"{', '.join(map(repr, row)) or 'none'}")
+    value = row[field]
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise DataError(f"{path}:{line}: field {field!r} holds {type(value).__name__}, expected text")
+    return " ".join(value.split())
 
 
 def _fields(rows: list[tuple[int, dict]]) -> str:
     return ", ".join(repr(k) for k in rows[0][1]) if rows else "none: the table is empty"
 
 
-def _csv_rows(path: Path, text: str, delimiter: str) -> list[tuple[int, dict]]:
-    """(line of the row's start, row) for each row under the header; a short row's missing cells are None."""
-    reader = csv.DictReader(text.splitlines(keepends=True), delimiter=delimiter)
-    try:
-        rows = [(reader.line_num, row) for row in reader]
-    except csv.Error as exc:
-        raise DataError(f"{path}:{reader.line_num}: not a valid {path.suffix[1:].upper()} row ({exc})") from None
-    if reader.fieldnames is None:
+def _csv_rows(path: Path, text: str, tsv: bool) -> list[tuple[int, dict]]:
+    """(line of the row's start, row) for each row under the header; the first unreadable row (a
+    record of another width than the header, a line that cannot be split) raises ``DataError``."""
+    if not text.strip():
         raise DataError(f"{path}: empty table (expected a header line naming its columns)")
+    lines = ((number, line, None) for number, line in enumerate(text.split("\n"), 1))
+    table = read_table(lines, str(path), tsv=tsv)
+    rows = []
+    for row in table.rows:
+        if row.error is not None:
+            raise DataError(row.error)
+        rows.append((row.line, row.item))
     return rows
 
 

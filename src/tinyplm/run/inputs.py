@@ -150,7 +150,8 @@ class StageData:
     ``task+corpus`` is the task's training examples followed by the corpus texts as unlabelled
     examples (:func:`~tinyplm.tasks.base.unlabelled`: the hard loss skips them, the fine-tuned
     teacher's logits are their targets): more, and more varied, text to learn the teacher from than
-    the task's own. A corpus text that is also an evaluated or held-out text is left out.
+    the task's own; on a pair task, the corpus's pairs (``corpus.pair_field``). A corpus text (or
+    pair) that is also an evaluated, held-out or training one is left out.
     """
 
     def __init__(self, task: TaskSpec, data: TaskData, tokenizer, train: Encoded, augment: AugmentSpec | None,
@@ -242,13 +243,22 @@ class StageData:
         examples = [Example(t, None, label, i) for i, t in enumerate(self._corpus_texts())]
         return encode_split(Split("corpus", examples, Path(c.paths[0])), self.tokenizer, c.max_length)
 
+    def _corpus_items(self) -> list[tuple[str, str | None]]:
+        """The corpus as (text, second text or None): its pairs where it names ``pair_field``."""
+        from tinyplm.pretrain.corpus import read_corpus_pairs
+
+        c = self.corpus
+        if c.pair_field is None:
+            return [(t, None) for t in self._corpus_texts()]
+        return read_corpus_pairs([Path(p) for p in c.paths], c.text_field, c.pair_field, max_docs=c.max_docs)
+
     def _with_corpus(self, task: Split) -> Split:
-        """``task``'s examples, then each corpus text (not an evaluated or held-out text, nor a training
-        one) as an unlabelled example, read at the task's ``max_length``."""
-        seen = {ex.text for split in self.data.evals.values() for ex in split.examples}
-        seen |= {ex.text for ex in task.examples}
+        """``task``'s examples, then each corpus text or pair (not an evaluated or held-out one, nor a
+        training one) as an unlabelled example, read at the task's ``max_length``."""
+        seen = {(ex.text, ex.text_pair) for split in self.data.evals.values() for ex in split.examples}
+        seen |= {(ex.text, ex.text_pair) for ex in task.examples}
         label = unlabelled(self.data.is_regression)
-        extra = [Example(t, None, label, i) for i, t in enumerate(self._corpus_texts(), 1) if t not in seen]
+        extra = [Example(t, p, label, i) for i, (t, p) in enumerate(self._corpus_items(), 1) if (t, p) not in seen]
         return replace(task, name=f"{task.name}+corpus", examples=[*task.examples, *extra])
 
 
