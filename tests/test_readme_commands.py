@@ -294,6 +294,9 @@ DOC_LINES: dict[str, Way] = {
         None, "cheap check only: a recorded CoLA run (fetches all-mpnet-base-v2, then 45-75 minutes); "
         "tests/distill/test_augment.py tests the same_kind candidates it compares")
        for r in ("a", "b")},
+    "tinyplm run docs/results/rte_transfer_run/config.resolved.yaml -o runs/rte_transfer": Way(
+        None, "cheap check only: a recorded RTE run (fetches all-mpnet-base-v2, then 80 minutes); "
+        "tests/run/test_task_corpus.py tests the corpus pairs it adds"),
     "tinyplm paradigm-table docs/results/paradigm_runs --out runs/paradigm_table": Way(
         "test_paradigm_table_of_the_recorded_runs", "as written: the paradigm runs docs/results/paradigm_runs "
         "records (their results.json files), read through the world's link to docs/"),

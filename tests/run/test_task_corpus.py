@@ -132,9 +132,10 @@ def test_a_pair_task_reads_pairs_of_a_table_and_a_sentence_task_refuses_them(tmp
         _cfg(tmp_path, pair_field="sentence")
     student = {"shape": {"layers": 1, "hidden": 16, "heads": 4, "ffn": 20},
                "stages": [{"data": "corpus", "objective": {"kd_weight": 0, "hard_weight": 0, "hidden": 1}}]}
-    with pytest.raises(ValidationError, match="a 'data: corpus' stage reads single texts; corpus.pair_field"):
-        RunConfig.model_validate({"students": [student], "corpus": {"paths": ["r.csv"], "text_field": "question",
-                                                                    "pair_field": "sentence"}})
+    general = RunConfig.model_validate({"students": [student], "corpus": {
+        "paths": [str(tmp_path / "r.csv")], "text_field": "question", "pair_field": "sentence"}})
+    with pytest.raises(RecipeError, match="a 'data: corpus' stage reads single texts; corpus.pair_field"):
+        check_corpus_stages(general, _data(Head.SEQUENCE, "a second sentence"))
 
 
 def test_a_pair_tasks_stage_data_is_its_pairs_then_the_corpus_pairs_it_has_not_seen(tmp_path: Path) -> None:

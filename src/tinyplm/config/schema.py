@@ -353,9 +353,6 @@ class RunConfig(Section):
                 if stage.data in ("corpus", "task+corpus") and self.corpus is None:
                     raise ValueError(f"student {student_name(spec)}: a 'data: {stage.data}' stage needs a 'corpus' "
                                      "section")
-                if stage.data == "corpus" and self.corpus is not None and self.corpus.pair_field:
-                    raise ValueError(f"student {student_name(spec)}: a 'data: corpus' stage reads single texts; "
-                                     "corpus.pair_field (pairs of texts) is for data: task+corpus on a pair task")
         return self
 
     @model_validator(mode="after")

@@ -23,13 +23,17 @@ def check_corpus_stages(cfg: RunConfig, data: TaskData) -> None:
     """Raise ``RecipeError`` for a ``data: task+corpus`` stage on a task whose examples are not one
     text or one pair of texts with one label (a span, token or embedding task; the embedding task
     takes corpus text through ``task.train_texts``), on a pair task without ``corpus.pair_field``
-    or a single-sentence one with it; and ``DataError`` naming ``corpus.paths`` when a stage reads
-    a corpus with a missing path or a table that cannot be read (or, for pairs, a path that is not
-    a table)."""
+    or a single-sentence one with it, and for a ``data: corpus`` stage with it; and ``DataError``
+    naming ``corpus.paths`` when a stage reads a corpus with a missing path or a table that
+    cannot be read (or, for pairs, a path that is not a table)."""
     stages = [(student_name(s), st) for s in cfg.students for st in s.stage_specs()]
     mixed = [name for name, st in stages if st.data == "task+corpus"]
     if mixed:
         _check_examples_fit(mixed[0], cfg, data)
+    single = [name for name, st in stages if st.data == "corpus"]
+    if single and cfg.corpus is not None and cfg.corpus.pair_field is not None:
+        raise RecipeError(f"student {single[0]}: a 'data: corpus' stage reads single texts; corpus.pair_field "
+                          "(pairs of texts) is for data: task+corpus on a pair task")
     if cfg.corpus is not None and any(st.data in CORPUS_KINDS for _, st in stages):
         c = cfg.corpus
         try:
