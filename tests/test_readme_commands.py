@@ -291,12 +291,16 @@ DOC_LINES: dict[str, Way] = {
         "task's paradigm run; tests/report/test_paradigm_table.py builds the table over runs")
        for task in ("mrpc", "stsb", "sst2")},
     **{f"tinyplm run docs/results/cola_augment_runs/{r}/config.resolved.yaml -o runs/cola/{r}": Way(
-        None, "cheap check only: a recorded CoLA run (fetches all-mpnet-base-v2, then 45-75 minutes); "
-        "tests/distill/test_augment.py tests the same_kind candidates it compares")
-       for r in ("a", "b")},
+        None, "cheap check only: a recorded CoLA run (fetches all-mpnet-base-v2, then 38-75 minutes); "
+        "tests/distill/test_augment.py tests the same_kind candidates it compares, "
+        "tests/run/test_task_corpus.py the corpus sentences")
+       for r in ("a", "b", "c")},
     "tinyplm run docs/results/rte_transfer_run/config.resolved.yaml -o runs/rte_transfer": Way(
         None, "cheap check only: a recorded RTE run (fetches all-mpnet-base-v2, then 80 minutes); "
         "tests/run/test_task_corpus.py tests the corpus pairs it adds"),
+    "tinyplm run docs/results/rte_transfer_run/c/config.resolved.yaml -o runs/rte_c": Way(
+        None, "cheap check only: a recorded RTE run on runs/rte_transfer's teacher (47 minutes); "
+        "tests/test_stages.py runs an augmented+corpus stage"),
     "tinyplm paradigm-table docs/results/paradigm_runs --out runs/paradigm_table": Way(
         "test_paradigm_table_of_the_recorded_runs", "as written: the paradigm runs docs/results/paradigm_runs "
         "records (their results.json files), read through the world's link to docs/"),

@@ -1,6 +1,6 @@
 """A student with three stages: general distillation on a corpus, layer-wise on augmented task
-data, then prediction-layer KD; every stage saved, and a run killed in its last stage resumes
-without training the finished stages again."""
+data, then prediction-layer KD on the augmented data with the corpus beside it; every stage
+saved, and a run killed in its last stage resumes without training the finished stages again."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from conftest import (
     write_tiny_corpus,
 )
 from tinyplm.config import load_recipe
+from tinyplm.pretrain.corpus import read_corpus
 from tinyplm.run import run
 
 pytestmark = pytest.mark.slow
@@ -37,7 +38,7 @@ def _recipe(tmp_path: Path) -> Path:
              "objective": {"kd_weight": 0, "hidden": 1, "attention_scores": 1, "layer_map": "last"}, "train": short},
             {"name": "intermediate", "data": "augmented",
              "objective": {"kd_weight": 0, "hidden": 1, "embedding": 1, "attention_kl": 1}, "train": short},
-            {"name": "prediction", "data": "augmented", "objective": {"kd_weight": 1, "temperature": 2},
+            {"name": "prediction", "data": "augmented+corpus", "objective": {"kd_weight": 1, "temperature": 2},
              "train": short},
         ],
     }
@@ -55,8 +56,11 @@ def test_three_stage_student(tmp_path: Path) -> None:
     stage = next(s for s in record.stages if s.name == "tiny-student")
     infos = stage.info.training
     assert [i.stage for i in infos] == ["general", "intermediate", "prediction"]
-    # 40 originals + 2 copies each, and the other 24 once
+    # 40 originals + 2 copies each, and the other 24 once; then those with the corpus paragraphs
+    # beside them (the teacher's logits their targets), none of them a task text
     assert infos[0].teacher == "base" and infos[1].examples == 40 * 3 + 24
+    paragraphs = read_corpus([tmp_path / "corpus"])
+    assert infos[2].data == "augmented+corpus" and infos[2].examples == 40 * 3 + 24 + len(paragraphs) > 144
     assert all(i.steps == 4 for i in infos)
     for k in (0, 1):
         assert (run_dir / "students" / f"tiny-student.stage-{k}" / "model.safetensors").is_file()

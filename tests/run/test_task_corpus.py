@@ -5,6 +5,7 @@ also a dev or training text left out; refused up front where it cannot work."""
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -72,19 +73,26 @@ def test_corpus_texts_train_beside_the_task_from_the_teachers_logits_only(tmp_pa
     assert seen["logits"].shape[0] == 48 + new and torch.isfinite(seen["logits"]).all()
 
 
-def test_a_task_corpus_stage_needs_the_teachers_logits_and_a_corpus_section() -> None:
+@pytest.mark.parametrize("kind", ["task+corpus", "augmented+corpus"])
+def test_a_task_corpus_stage_needs_the_teachers_logits_and_a_corpus_section(kind: str) -> None:
     student = {"shape": {"layers": 1, "hidden": 16, "heads": 4, "ffn": 20}}
-    with pytest.raises(ValidationError, match="task\\+corpus: its corpus texts are learnt from the fine-tuned"):
-        RunConfig.model_validate({"students": [{**student, "stages": [{**MIXED, "objective": {"hard_weight": 1.0,
+    mixed = {**MIXED, "data": kind}
+    aug = {"augment": {"mlm": "mlm-dir"}} if kind.startswith("augmented") else {}
+    said = re.escape(kind)
+    with pytest.raises(ValidationError, match=f"{said}: its corpus texts are learnt from the fine-tuned"):
+        RunConfig.model_validate({"students": [{**student, "stages": [{**mixed, "objective": {"hard_weight": 1.0,
                                                                                                "kd_weight": 0}}]}],
-                                  "corpus": {"paths": ["texts/"]}})
-    with pytest.raises(ValidationError, match="task\\+corpus: its corpus texts"):
-        RunConfig.model_validate({"students": [{**student, "stages": [{**MIXED, "teacher": "base",
+                                  "corpus": {"paths": ["texts/"]}, **aug})
+    with pytest.raises(ValidationError, match=f"{said}: its corpus texts"):
+        RunConfig.model_validate({"students": [{**student, "stages": [{**mixed, "teacher": "base",
                                                                        "objective": {"kd_weight": 0, "hidden": 1}}]}],
-                                  "corpus": {"paths": ["texts/"]}})
-    with pytest.raises(ValidationError, match="a 'data: task\\+corpus' stage needs a 'corpus' section"):
-        RunConfig.model_validate({"students": [{**student, "stages": [MIXED]}]})
-    RunConfig.model_validate({"students": [{**student, "stages": [MIXED]}], "corpus": {"paths": ["texts/"]}})
+                                  "corpus": {"paths": ["texts/"]}, **aug})
+    with pytest.raises(ValidationError, match=f"a 'data: {said}' stage needs a 'corpus' section"):
+        RunConfig.model_validate({"students": [{**student, "stages": [mixed]}], **aug})
+    if aug:  # the copies need the augment section's masked LM, as a data: augmented stage does
+        with pytest.raises(ValidationError, match=f"a 'data: {said}' stage needs an 'augment' section with 'mlm'"):
+            RunConfig.model_validate({"students": [{**student, "stages": [mixed]}], "corpus": {"paths": ["texts/"]}})
+    RunConfig.model_validate({"students": [{**student, "stages": [mixed]}], "corpus": {"paths": ["texts/"]}, **aug})
 
 
 def _cfg(tmp_path: Path, **corpus) -> RunConfig:
@@ -109,6 +117,17 @@ def test_task_corpus_is_refused_before_any_work_where_a_corpus_text_is_no_exampl
     with pytest.raises(RecipeError, match=said):
         check_corpus_stages(_cfg(tmp_path, text_field="sentence"), _data(head, pair))
     check_corpus_stages(_cfg(tmp_path, text_field="sentence"), _data(Head.SEQUENCE))
+
+
+def test_the_refusal_names_the_stages_kind_of_data(tmp_path: Path) -> None:
+    (tmp_path / "r.csv").write_text("sentence\nA review sentence long enough to keep.\n", encoding="utf-8")
+    student = {"shape": {"layers": 1, "hidden": 16, "heads": 4, "ffn": 20},
+               "stages": [{**MIXED, "data": "augmented+corpus"}]}
+    cfg = RunConfig.model_validate({"students": [student], "augment": {"mlm": "mlm-dir"},
+                                    "corpus": {"paths": [str(tmp_path / "r.csv")], "text_field": "sentence"}})
+    with pytest.raises(RecipeError, match=r"data: augmented\+corpus: task 'mrpc' is a sentence-pair task"):
+        check_corpus_stages(cfg, _data(Head.SEQUENCE, "a second sentence"))
+    check_corpus_stages(cfg, _data(Head.SEQUENCE))
 
 
 def test_an_unreadable_corpus_is_found_by_preflight_naming_corpus_paths(tmp_path: Path) -> None:

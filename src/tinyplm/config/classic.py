@@ -289,7 +289,8 @@ def check_family_student(spec: Section) -> None:
                              "use kd_weight, hard_weight or logit_mse")
         if o.layerwise or o.masked_lm or stage.data == "corpus":
             raise ValueError("a 'family' student learns from the task's labels and the teacher's logits only: "
-                             "use kd_weight, hard_weight or logit_mse on data: task, augmented or task+corpus")
+                             "use kd_weight, hard_weight or logit_mse on data: task, augmented, task+corpus or "
+                             "augmented+corpus")
 
 
 def _check_sentence_stages(spec: Section) -> None:

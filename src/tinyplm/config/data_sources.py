@@ -10,9 +10,29 @@ from pydantic import Field, model_validator
 
 from tinyplm.config.base import Exact, Section
 
+#: What a distillation stage trains on (``StageSpec.data``): the task's training set, it with its
+#: TinyBERT copies (``augment``), unlabelled text (``corpus``), or either of the first two with the
+#: corpus texts (or pairs) beside them, labelled by the fine-tuned teacher.
+StageDataKind = Literal["task", "augmented", "corpus", "task+corpus", "augmented+corpus"]
+
+#: The kinds that add the corpus's texts to the task's examples (those are learnt from the
+#: fine-tuned teacher's logits alone).
+MIXED_KINDS: tuple[str, ...] = ("task+corpus", "augmented+corpus")
+
+
+def uses_augment(kind: str) -> bool:
+    """Whether stage data ``kind`` holds the training set's TinyBERT copies (needs ``augment``)."""
+    return kind in ("augmented", "augmented+corpus")
+
+
+def uses_corpus(kind: str) -> bool:
+    """Whether stage data ``kind`` reads the recipe's ``corpus`` section."""
+    return kind == "corpus" or kind in MIXED_KINDS
+
 
 class AugmentSpec(Section):
-    """TinyBERT data augmentation of the task's training set (used by ``data: augmented`` stages)."""
+    """TinyBERT data augmentation of the task's training set (used by ``data: augmented`` and
+    ``augmented+corpus`` stages)."""
 
     _unwritten_defaults = ("min_words", "candidates")
 
@@ -51,7 +71,8 @@ class AugmentSpec(Section):
 
 class CorpusSpec(Section):
     """Unlabelled text for ``data: corpus`` stages (general distillation) and ``data: task+corpus``
-    ones (the fine-tuned teacher's logits on it; on a pair task, pairs of texts: ``pair_field``)."""
+    or ``augmented+corpus`` ones (the fine-tuned teacher's logits on it; on a pair task, pairs of
+    texts: ``pair_field``)."""
 
     _unwritten_defaults = ("pair_field",)
 
@@ -61,7 +82,8 @@ class CorpusSpec(Section):
                                    "holds the text")
     pair_field: str | None = Field(None, min_length=1, description="the column holding each row's second text: "
                                    "the corpus is then pairs (text_field, pair_field) of tables, for a pair "
-                                   "task's data: task+corpus stage (e.g. QNLI's question and sentence)")
+                                   "task's data: task+corpus or augmented+corpus stage (e.g. QNLI's question "
+                                   "and sentence)")
     max_docs: int | None = Field(None, ge=1, description="use at most this many paragraphs")
     max_length: int = Field(128, ge=8, le=512)
 

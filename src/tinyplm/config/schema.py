@@ -1,8 +1,7 @@
 """Typed recipe sections. Each stage reads only its own section.
 
 Every model forbids unknown keys, so a typo fails at load time naming the key (see
-``config.load``). Defaults are the CPU-sized values a user would reach for first.
-"""
+``config.load``). Defaults are the CPU-sized values a user would reach for first."""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from tinyplm.config import data_sources as sources
 from tinyplm.config.base import (  # noqa: F401  (re-exported: the recipe's schema in one place)
     LAYERWISE_TERMS,
     LOSS_TERMS,
@@ -171,11 +171,11 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # names become folder names in t
 class StageSpec(Section):
     """One distillation stage of a student; each starts from the previous stage's weights.
 
-    ``data``: ``task`` (the task's training set), ``augmented`` (the training set plus its
-    TinyBERT augmentation, see the run's ``augment`` section), ``corpus`` (unlabelled text from
-    the run's ``corpus`` section: general distillation, layer-wise or masked-LM terms only) or
-    ``task+corpus`` (the training set and the corpus texts beside it, those learnt from the
-    fine-tuned teacher's logits alone: a sentence task's transfer set made larger and more varied).
+    ``data``: ``task`` (the task's training set), ``augmented`` (it plus its TinyBERT copies, the
+    run's ``augment`` section), ``corpus`` (unlabelled text from the run's ``corpus`` section:
+    general distillation, layer-wise or masked-LM terms only), ``task+corpus`` or ``augmented+corpus``
+    (the first two with the corpus texts beside them, learnt from the fine-tuned teacher's logits
+    alone: the transfer set made larger and more varied; ``config.data_sources.StageDataKind``).
     ``teacher``: ``finetuned`` (the task teacher), ``base`` (the teacher's source checkpoint
     before fine-tuning, as TinyBERT's general distillation uses) or a model dir/alias. Stages
     with ``mlm_soft``/``mlm_hard`` (DistilBERT) need a teacher with a masked-LM head: ``base``
@@ -183,7 +183,7 @@ class StageSpec(Section):
     """
 
     name: str | None = Field(None, pattern=NAME_PATTERN)
-    data: Literal["task", "augmented", "corpus", "task+corpus"] = "task"
+    data: sources.StageDataKind = "task"
     teacher: str = Field("finetuned", min_length=1, description="finetuned | base | a model dir")
     objective: ObjectiveSpec = ObjectiveSpec()
     train: TrainSpec = TrainSpec()
@@ -193,8 +193,8 @@ class StageSpec(Section):
         o = self.objective
         if self.data == "corpus" and (o.kd_weight > 0 or o.hard_weight > 0):
             raise ValueError("a corpus stage has no labels or task logits: set kd_weight and hard_weight to 0")
-        if self.data == "task+corpus" and (self.teacher != "finetuned" or not (o.kd_weight > 0 or o.logit_mse > 0)):
-            raise ValueError("data: task+corpus: its corpus texts are learnt from the fine-tuned teacher's logits "
+        if self.data in sources.MIXED_KINDS and (self.teacher != "finetuned" or max(o.kd_weight, o.logit_mse) <= 0):
+            raise ValueError(f"data: {self.data}: its corpus texts are learnt from the fine-tuned teacher's logits "
                              "only: use teacher: finetuned and kd_weight (or logit_mse) > 0")
         if self.teacher != "finetuned" and o.kd_weight > 0:
             raise ValueError(f"teacher '{self.teacher}' has no task logits: only a 'teacher: finetuned' stage "
@@ -342,15 +342,15 @@ class RunConfig(Section):
     def _stage_inputs(self) -> RunConfig:
         for spec in self.students:
             for stage in spec.stages or []:
-                if stage.data == "augmented" and (self.augment is None or not self.augment.mlm):
-                    raise ValueError(f"student {student_name(spec)}: a 'data: augmented' stage needs an 'augment' "
+                if sources.uses_augment(stage.data) and (self.augment is None or not self.augment.mlm):
+                    raise ValueError(f"student {student_name(spec)}: a 'data: {stage.data}' stage needs an 'augment' "
                                      "section with 'mlm' (a model dir with a masked-LM head, see "
                                      "`tinyplm fit-mlm-head`)")
-                if (stage.data == "augmented" and self.augment.neighbours_from == "word2vec"
+                if (sources.uses_augment(stage.data) and self.augment.neighbours_from == "word2vec"
                         and not self.augment.word2vec_corpus and self.corpus is None):
                     raise ValueError("augment.neighbours_from: word2vec needs augment.word2vec_corpus "
                                      "or a 'corpus' section to train on")
-                if stage.data in ("corpus", "task+corpus") and self.corpus is None:
+                if sources.uses_corpus(stage.data) and self.corpus is None:
                     raise ValueError(f"student {student_name(spec)}: a 'data: {stage.data}' stage needs a 'corpus' "
                                      "section")
         return self

@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import nn
 
+from tinyplm.config.data_sources import MIXED_KINDS, StageDataKind
 from tinyplm.config.schema import AugmentSpec, CorpusSpec, MeasureSpec, TaskSpec
 from tinyplm.distill import cached_teacher_logits
 from tinyplm.distill.across_tokenizers import student_targets
@@ -34,7 +35,7 @@ from tinyplm.tasks.encoding import Encoded, encode_split
 from tinyplm.train import get_accelerator
 from tinyplm.train.progress import JsonlLog
 
-DataKind = Literal["task", "augmented", "corpus", "task+corpus"]
+DataKind = StageDataKind  # what a stage trains on, as its recipe's ``data`` names it
 
 
 @dataclass(frozen=True)
@@ -144,14 +145,15 @@ class Teachers:
 
 
 class StageData:
-    """Training data of a stage by kind (``task``, ``augmented``, ``corpus``, ``task+corpus``), each
-    built once.
+    """Training data of a stage by kind (``task``, ``augmented``, ``corpus``, ``task+corpus``,
+    ``augmented+corpus``), each built once.
 
     ``task+corpus`` is the task's training examples followed by the corpus texts as unlabelled
     examples (:func:`~tinyplm.tasks.base.unlabelled`: the hard loss skips them, the fine-tuned
     teacher's logits are their targets): more, and more varied, text to learn the teacher from than
     the task's own; on a pair task, the corpus's pairs (``corpus.pair_field``). A corpus text (or
-    pair) that is also an evaluated, held-out or training one is left out.
+    pair) that is also an evaluated, held-out or training one is left out. ``augmented+corpus`` is
+    the same beside the ``augmented`` examples (the training set and its TinyBERT copies).
     """
 
     def __init__(self, task: TaskSpec, data: TaskData, tokenizer, train: Encoded, augment: AugmentSpec | None,
@@ -161,8 +163,8 @@ class StageData:
         self._augmented: Encoded | None = None
         self._augmented_split: Split | None = None
         self._corpus: Encoded | None = None
-        self._task_corpus: Split | None = None
-        self._task_corpus_enc: Encoded | None = None
+        self._mixed: dict[str, Split] = {}  # task+corpus, augmented+corpus
+        self._mixed_enc: dict[str, Encoded] = {}
         self._texts: list[str] | None = None
 
     def get(self, kind: DataKind) -> Encoded:
@@ -175,25 +177,25 @@ class StageData:
             if self._corpus is None:
                 self._corpus = self._make_corpus()
             return self._corpus
-        if kind == "task+corpus":
-            if self._task_corpus_enc is None:
-                self._task_corpus_enc = encode_split(self.split(kind), self.tokenizer, self.task.max_length)
-            return self._task_corpus_enc
+        if kind in MIXED_KINDS:
+            if kind not in self._mixed_enc:
+                self._mixed_enc[kind] = encode_split(self.split(kind), self.tokenizer, self.task.max_length)
+            return self._mixed_enc[kind]
         return self.train
 
     def split(self, kind: DataKind) -> Split:
-        """The examples behind :meth:`get` (``task`` or ``augmented``), in the same order, for a
+        """The examples behind :meth:`get` (every kind but ``corpus``), in the same order, for a
         student with its own tokenizer (a classic student): row i of its encoding and of the
         teacher's logits on ``get(kind)`` are the same example."""
         if kind == "augmented":
             self.get("augmented")
             return self._augmented_split
         if kind == "corpus":
-            raise ValueError("corpus text has no labels: only task and augmented splits are examples")
-        if kind == "task+corpus":
-            if self._task_corpus is None:
-                self._task_corpus = self._with_corpus(self.split("task"))
-            return self._task_corpus
+            raise ValueError("corpus text has no labels: only the task's (and augmented) splits are examples")
+        if kind in MIXED_KINDS:
+            if kind not in self._mixed:
+                self._mixed[kind] = self._with_corpus(self.split(kind.removesuffix("+corpus")))
+            return self._mixed[kind]
         limit = self.task.max_train_examples
         examples = self.data.train.examples[:limit] if limit else self.data.train.examples
         return replace(self.data.train, examples=examples)
@@ -229,7 +231,7 @@ class StageData:
             return word2vec_neighbours(texts, k=a.neighbours, seed=a.seed, cache_dir=self.cache_dir)
 
     def _corpus_texts(self) -> list[str]:
-        """The corpus section's texts, read once for the ``corpus`` and ``task+corpus`` kinds."""
+        """The corpus section's texts, read once for the kinds that read it."""
         from tinyplm.pretrain.corpus import read_corpus
 
         if self._texts is None:

@@ -9,6 +9,7 @@ from tinyplm import tasks
 from tinyplm.compress.vocab import trim_refusal
 from tinyplm.config.classic import CLASSIFIER_ARCHS, SENTENCE_ARCHS
 from tinyplm.config.compress import step_name
+from tinyplm.config.data_sources import uses_augment
 from tinyplm.config.schema import (
     LAYERWISE_TERMS,
     MLM_TERMS,
@@ -88,8 +89,9 @@ def preflight(cfg: RunConfig) -> Preflight:
             f"{src}: has no {data.head} head ({suffix}) for task '{data.task}'; add a teacher.finetune section "
             "to the recipe to fine-tune it first"
         )
-    if row.per_position and any(st.data == "augmented" for _, st in stages):
-        raise RecipeError(f"data: augmented (TinyBERT word replacement) is for sentence tasks; task '{data.task}' "
+    augmented = next((st.data for _, st in stages if uses_augment(st.data)), None)
+    if row.per_position and augmented:
+        raise RecipeError(f"data: {augmented} (TinyBERT word replacement) is for sentence tasks; task '{data.task}' "
                           f"has a {data.head} head whose labels are tied to word positions")
     teacher = _Teacher(src, int(model_cfg["vocab_size"]), tok)
     _check_inits(cfg, teacher, Head(data.head))
@@ -235,7 +237,7 @@ def _needs_shared_ids(spec: StudentSpec) -> str | None:
 def _check_augment(cfg: RunConfig) -> None:
     """``augment.mlm`` is a model dir with a masked-LM head when a stage trains on augmented data
     (found now, not after the teacher has been fine-tuned for minutes)."""
-    if cfg.augment is None or not any(st.data == "augmented" for s in cfg.students for st in s.stage_specs()):
+    if cfg.augment is None or not any(uses_augment(st.data) for s in cfg.students for st in s.stage_specs()):
         return
     path = Path(cfg.augment.mlm)
     try:

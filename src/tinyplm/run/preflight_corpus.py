@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tinyplm.config.data_sources import MIXED_KINDS, uses_corpus
 from tinyplm.config.schema import RunConfig, student_name
 from tinyplm.errors import DataError, RecipeError
 from tinyplm.pretrain.corpus import corpus_files, read_corpus, read_corpus_pairs
@@ -15,26 +16,23 @@ from tinyplm.pretrain.corpus_tables import is_table
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.heads import Head, LabelKind
 
-#: The stage data kinds that read the recipe's corpus section.
-CORPUS_KINDS = ("corpus", "task+corpus")
-
 
 def check_corpus_stages(cfg: RunConfig, data: TaskData) -> None:
-    """Raise ``RecipeError`` for a ``data: task+corpus`` stage on a task whose examples are not one
-    text or one pair of texts with one label (a span, token or embedding task; the embedding task
-    takes corpus text through ``task.train_texts``), on a pair task without ``corpus.pair_field``
-    or a single-sentence one with it, and for a ``data: corpus`` stage with it; and ``DataError``
-    naming ``corpus.paths`` when a stage reads a corpus with a missing path or a table that
-    cannot be read (or, for pairs, a path that is not a table)."""
+    """Raise ``RecipeError`` for a ``data: task+corpus`` (or ``augmented+corpus``) stage on a task
+    whose examples are not one text or one pair of texts with one label (a span, token or embedding
+    task; the embedding task takes corpus text through ``task.train_texts``), on a pair task without
+    ``corpus.pair_field`` or a single-sentence one with it, and for a ``data: corpus`` stage with
+    it; and ``DataError`` naming ``corpus.paths`` when a stage reads a corpus with a missing path
+    or a table that cannot be read (or, for pairs, a path that is not a table)."""
     stages = [(student_name(s), st) for s in cfg.students for st in s.stage_specs()]
-    mixed = [name for name, st in stages if st.data == "task+corpus"]
+    mixed = [(name, st.data) for name, st in stages if st.data in MIXED_KINDS]
     if mixed:
-        _check_examples_fit(mixed[0], cfg, data)
+        _check_examples_fit(*mixed[0], cfg, data)
     single = [name for name, st in stages if st.data == "corpus"]
     if single and cfg.corpus is not None and cfg.corpus.pair_field is not None:
         raise RecipeError(f"student {single[0]}: a 'data: corpus' stage reads single texts; corpus.pair_field "
-                          "(pairs of texts) is for data: task+corpus on a pair task")
-    if cfg.corpus is not None and any(st.data in CORPUS_KINDS for _, st in stages):
+                          "(pairs of texts) is for data: task+corpus or augmented+corpus on a pair task")
+    if cfg.corpus is not None and any(uses_corpus(st.data) for _, st in stages):
         c = cfg.corpus
         try:
             if c.pair_field is not None:  # pairs come from tables only, read whole here
@@ -47,11 +45,12 @@ def check_corpus_stages(cfg: RunConfig, data: TaskData) -> None:
             raise DataError(f"corpus.paths: {exc}") from None
 
 
-def _check_examples_fit(student: str, cfg: RunConfig, data: TaskData) -> None:
-    """The task's examples are what a corpus row becomes: one text, or a pair with ``pair_field``."""
+def _check_examples_fit(student: str, kind: str, cfg: RunConfig, data: TaskData) -> None:
+    """The task's examples are what a corpus row becomes: one text, or a pair with ``pair_field``
+    (``kind``: the stage's data, named in the error)."""
     row = Head(data.head).row
     paired = next((ex for ex in data.train.examples if getattr(ex, "text_pair", None) is not None), None)
-    where = f"student {student}: data: task+corpus"
+    where = f"student {student}: data: {kind}"
     if row.labels is not LabelKind.CLASS_OR_SCORE:
         raise RecipeError(f"{where} adds corpus texts to a task's examples; task '{data.task}' is a {data.head}-head "
                           "task: use data: task" + (" (an embedding task's corpus texts are task.train_texts: corpus)"
