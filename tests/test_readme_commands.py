@@ -291,10 +291,10 @@ DOC_LINES: dict[str, Way] = {
         "task's paradigm run; tests/report/test_paradigm_table.py builds the table over runs")
        for task in ("mrpc", "stsb", "sst2")},
     **{f"tinyplm run docs/results/cola_augment_runs/{r}/config.resolved.yaml -o runs/cola/{r}": Way(
-        None, "cheap check only: a recorded CoLA run (fetches all-mpnet-base-v2, then 38-75 minutes); "
+        None, "cheap check only: a recorded CoLA run (fetches all-mpnet-base-v2, then 17-75 minutes); "
         "tests/distill/test_augment.py tests the same_kind candidates it compares, "
         "tests/run/test_task_corpus.py the corpus sentences")
-       for r in ("a", "b", "c")},
+       for r in ("a", "b", "c", "d")},
     "tinyplm run docs/results/rte_transfer_run/config.resolved.yaml -o runs/rte_transfer": Way(
         None, "cheap check only: a recorded RTE run (fetches all-mpnet-base-v2, then 80 minutes); "
         "tests/run/test_task_corpus.py tests the corpus pairs it adds"),
