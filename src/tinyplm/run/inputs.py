@@ -171,7 +171,7 @@ class StageData:
         """The encoded training data of ``kind``."""
         if kind == "augmented":
             if self._augmented is None:
-                self._augmented = self._make_augmented()
+                self._augmented = encode_split(self.split("augmented"), self.tokenizer, self.task.max_length)
             return self._augmented
         if kind == "corpus":
             if self._corpus is None:
@@ -188,7 +188,8 @@ class StageData:
         student with its own tokenizer (a classic student): row i of its encoding and of the
         teacher's logits on ``get(kind)`` are the same example."""
         if kind == "augmented":
-            self.get("augmented")
+            if self._augmented_split is None:  # augmented once, encoded only where a stage reads it
+                self._augmented_split = self._make_augmented()
             return self._augmented_split
         if kind == "corpus":
             raise ValueError("corpus text has no labels: only the task's (and augmented) splits are examples")
@@ -200,7 +201,8 @@ class StageData:
         examples = self.data.train.examples[:limit] if limit else self.data.train.examples
         return replace(self.data.train, examples=examples)
 
-    def _make_augmented(self) -> Encoded:
+    def _make_augmented(self) -> Split:
+        """The training examples and their TinyBERT copies (the copies cached by ``augment``)."""
         from tinyplm.distill.augment import augment, augmented_share, resolve_pair
         from tinyplm.pretrain.mlm_head import load_mlm
 
@@ -213,9 +215,7 @@ class StageData:
             result = augment(examples, mlm, tok, a, self._neighbours(mlm, tok), self.cache_dir, log,
                              progress=acc.is_main_process, max_length=self.task.max_length,
                              mlm_fingerprint=fingerprint(Path(a.mlm)))
-        split = Split("train-augmented", result.examples + rest, self.data.train.source)  # rest: trained once each
-        self._augmented_split = split
-        return encode_split(split, self.tokenizer, self.task.max_length)
+        return Split("train-augmented", result.examples + rest, self.data.train.source)  # rest: trained once each
 
     def _neighbours(self, mlm, tok):
         """Neighbours of multi-piece words: the MLM's input embeddings, or word2vec on a corpus."""
