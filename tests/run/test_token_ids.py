@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from transformers import BertTokenizerFast
 
 from conftest import make_tiny_glue, make_tiny_model_dir, tiny_recipe, tiny_vocab, write_recipe
@@ -54,12 +55,13 @@ def test_equal_tokenizers_match_and_others_are_named() -> None:
 
 
 @pytest.mark.parametrize("vocab", [_shifted, _swapped], ids=["shifted", "swapped"])
-def test_validate_refuses_a_layerwise_student_of_another_tokenizer(tmp_path: Path, vocab) -> None:
-    """Layer-wise terms compare token positions: a student initialised from a checkpoint of another
-    tokenizer may not use them; with prediction-level terms it may (distilled across tokenizers)."""
+def test_validate_refuses_a_student_of_another_tokenizer_terms_over_its_ids(tmp_path: Path, vocab) -> None:
+    """``attention_kl`` and the masked-LM terms compare distributions over one tokenizer's pieces: a
+    student initialised from a checkpoint of another tokenizer may not use them; with prediction-level
+    and the other layer-wise terms it may (distilled across tokenizers, on the aligned positions)."""
     teacher = make_tiny_model_dir(tmp_path / "teacher")
     other = _retokenized(tmp_path / "other", vocab())
-    student = {"name": "s", "init_from": str(other), "objective": {"kd_weight": 1.0, "hidden": 1.0}}
+    student = {"name": "s", "init_from": str(other), "objective": {"kd_weight": 1.0, "attention_kl": 1.0}}
     recipe = tiny_recipe(tmp_path, teacher, make_tiny_glue(tmp_path / "glue", n_train=16, n_dev=8),
                          students=[student])
     path = write_recipe(tmp_path / "r.yaml", recipe)
@@ -68,9 +70,10 @@ def test_validate_refuses_a_layerwise_student_of_another_tokenizer(tmp_path: Pat
     line = result.stderr.strip()
     assert "\n" not in line and str(other) in line and str(teacher) in line
     assert "student s: init_from" in line and "tokenizes otherwise than the teacher" in line
-    assert "stage 0's hidden needs the teacher's token positions" in line
-    student["objective"] = {"kd_weight": 1.0, "hard_weight": 0.5}  # predictions only: distilled across tokenizers
-    assert cli(["validate", str(write_recipe(path, recipe))], cwd=tmp_path).returncode == 0
+    assert "stage 0's attention_kl needs the teacher's token ids" in line and "layer-wise terms but" in line
+    for objective in ({"kd_weight": 1.0, "hard_weight": 0.5}, {"kd_weight": 1.0, "hidden": 1.0, "qkv_relation": 1.0}):
+        student["objective"] = objective  # distilled across tokenizers
+        assert cli(["validate", str(write_recipe(path, recipe))], cwd=tmp_path).returncode == 0
     recovery = {"kind": "prune_ffn", "keep": 0.5, "recover": {"objective": {"kd_weight": 1.0, "attention_kl": 1.0}}}
     recipe["students"].append({"name": "later", "init_from": "s", "stages": [], "compress": [recovery]})
     result = cli(["validate", str(write_recipe(path, recipe))], cwd=tmp_path)
@@ -81,12 +84,12 @@ def test_validate_refuses_a_layerwise_student_of_another_tokenizer(tmp_path: Pat
 
 def test_init_from_takes_an_alias_and_checks_its_tokenizer(tmp_path: Path) -> None:
     """``init_from: minilm-l6`` names the packaged MiniLM as the CLI's --model does; its tokenizer
-    is not the tiny teacher's, so a layer-wise term is refused naming the resolved dir, and
+    is not the tiny teacher's, so ``attention_kl`` is refused naming the resolved dir, and
     prediction-level distillation across tokenizers validates."""
     from tinyplm.models import resolve_model_dir
 
     teacher = make_tiny_model_dir(tmp_path / "teacher")
-    student = {"name": "s", "init_from": "minilm-l6", "objective": {"kd_weight": 1.0, "hidden": 1.0}}
+    student = {"name": "s", "init_from": "minilm-l6", "objective": {"kd_weight": 1.0, "attention_kl": 1.0}}
     recipe = tiny_recipe(tmp_path, teacher, make_tiny_glue(tmp_path / "glue", n_train=16, n_dev=8),
                          students=[student])
     path = write_recipe(tmp_path / "r.yaml", recipe)
@@ -175,3 +178,55 @@ def test_a_step_the_students_family_cannot_take_is_refused_before_the_run(tmp_pa
     result = cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path)
     assert result.returncode == 2 and said in result.stderr, result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_student_of_its_own_tokenizer_learns_the_teachers_layers(tmp_path: Path) -> None:
+    """Layer-wise distillation across tokenizers: a first stage of hidden states and attention
+    scores (no logits), the teacher run on its own ids and compared on the positions both cut alike
+    (here all: one vocabulary in other ids), then prediction-level KD; the alignment is logged."""
+    import json
+
+    from conftest import TINY_TRAIN
+    from tinyplm.config import validate_recipe
+    from tinyplm.run import run_or_reuse
+
+    teacher = make_tiny_model_dir(tmp_path / "teacher")
+    other = _retokenized(tmp_path / "other", _shifted())
+    glue = make_tiny_glue(tmp_path / "glue", n_train=128, n_dev=32)
+    stages = [{"name": "layers", "objective": {"kd_weight": 0.0, "hidden": 1.0, "attention_scores": 1.0},
+               "train": {**TINY_TRAIN, "max_steps": 6}},
+              {"name": "logits", "objective": {"kd_weight": 1.0}, "train": {**TINY_TRAIN, "epochs": 4}}]
+    cfg = validate_recipe(tiny_recipe(tmp_path, teacher, glue, students=[
+        {"name": "s", "init_from": str(other), "stages": stages}]), source="test")
+    record = run_or_reuse(cfg)
+    run = Path(cfg.output_dir)
+    logged = [json.loads(line) for line in (run / "logs" / "train.jsonl").read_text().splitlines()]
+    aligned = [r for r in logged if r.get("event") == "aligned_pieces"]
+    assert [r["stage"] for r in aligned] == ["s/layers"]
+    assert aligned[0]["share"] == 1.0 and aligned[0]["aligned"] == aligned[0]["positions"] > 128
+    texts = [line.split("\t")[0] for line in (glue / "SST-2" / "train.tsv").read_text().splitlines()[1:33]]
+    assert _hidden_loss(run / "teacher", run / "students" / "s.stage-0", texts) < _hidden_loss(run / "teacher", other,
+                                                                                                  texts)
+    assert record.stage("s").info.training[0].stage == "layers"
+
+
+def _hidden_loss(teacher_dir: Path, student_dir: Path, texts: list[str]) -> float:
+    """The hidden-state term of the student against the teacher, across their tokenizers, on ``texts``."""
+    from tinyplm.config.schema import ObjectiveSpec
+    from tinyplm.distill.aligned_pieces import TeacherPieces, align
+    from tinyplm.distill.objective import build_objective
+    from tinyplm.models import load_classifier
+    from tinyplm.tasks.base import Example, Split
+    from tinyplm.tasks.encoding import collate, encode_split
+    from tinyplm.train.objective import supervised_batch
+
+    split = Split("train", [Example(t, None, 0, i) for i, t in enumerate(texts)], None)
+    (teacher, t_tok), (student, s_tok) = (load_classifier(d, ("negative", "positive"), False)
+                                          for d in (teacher_dir, student_dir))
+    t_enc, s_enc = encode_split(split, t_tok, 32), encode_split(split, s_tok, 32)
+    objective = build_objective(ObjectiveSpec(kd_weight=0.0, hidden=1.0), student.config, teacher.config, False)
+    objective.read_teacher_from(TeacherPieces(t_enc, align(t_enc, t_tok, s_enc, s_tok)))
+    batch = supervised_batch(collate(s_enc, list(range(len(texts)))))
+    with torch.no_grad():
+        t = objective.teacher_outputs(teacher.eval(), batch)
+        return objective.terms(objective._features(student.eval(), batch), t, batch.targets, None)[1]["hidden"]

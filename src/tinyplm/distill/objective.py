@@ -18,11 +18,13 @@ from torch import nn
 
 from tinyplm.config.schema import LAYERWISE_TERMS, ObjectiveSpec
 from tinyplm.distill import intermediate as im
+from tinyplm.distill.aligned_pieces import TeacherPieces, on_student_positions
 from tinyplm.distill.matching import LayerMap, resolve
 from tinyplm.distill.mlm import is_masked_lm, mlm_forward, mlm_hard_loss, mlm_soft_kd
 from tinyplm.errors import RecipeError
 from tinyplm.models.features import Features, forward_features
 from tinyplm.models.narrow import TEACHER_CHANNELS
+from tinyplm.tasks.encoding import collate, model_inputs
 from tinyplm.tasks.heads import Head, PerHead
 from tinyplm.train.masking import Masking, mask_tokens
 from tinyplm.train.objective import Batch, supervised_batch
@@ -70,6 +72,17 @@ class DistillObjective(nn.Module):
         self._check(spec, ds, dt)
         wants = {f for k, fs in _NEEDS.items() if getattr(spec, k) > 0 for f in fs}
         self.wants: frozenset[str] = frozenset(wants | ({"hidden"} if spec.masked_lm else set()))
+        self.across: TeacherPieces | None = None
+
+    def read_teacher_from(self, pieces: TeacherPieces) -> None:
+        """Run the teacher on its own encoding of each batch's examples and compare it with the
+        student on the positions both tokenizers cut alike (``distill.aligned_pieces``): for a
+        student of another tokenizer. Raises ``RecipeError`` for terms that cannot be compared so."""
+        if self.masked_lm or self.spec.attention_kl:
+            term = "attention_kl" if self.spec.attention_kl else "mlm_soft/mlm_hard"
+            raise RecipeError(f"objective.{term} compares whole distributions over the pieces of one tokenizer; "
+                              "across tokenizers use hidden, embedding, cosine, attention_scores or qkv_relation")
+        self.across = pieces
 
     def _check(self, spec: ObjectiveSpec, ds: int, dt: int) -> None:
         heads_terms = [k for k in ("attention_scores", "attention_kl", "value_relation") if getattr(spec, k) > 0]
@@ -119,7 +132,12 @@ class DistillObjective(nn.Module):
         return forward_features(model, batch.inputs, self.wants)
 
     def teacher_outputs(self, teacher: nn.Module, batch: Batch) -> Features:
-        return self._features(teacher, batch)
+        if self.across is None:
+            return self._features(teacher, batch)
+        index = batch.index.long()
+        inputs = model_inputs(collate(self.across.encoding, index.tolist()))
+        rows = self.across.alignment.rows(index, batch.inputs["input_ids"].shape[1])
+        return on_student_positions(forward_features(teacher, inputs, self.wants), rows)
 
     def loss(self, model: nn.Module, batch: Batch, teacher_out: Any) -> torch.Tensor:
         return self.terms(self._features(model, batch), teacher_out, batch.targets, batch.teacher_logits)[0]
@@ -169,7 +187,8 @@ class DistillObjective(nn.Module):
         return out
 
     def _layerwise(self, s: Features, t: Features) -> dict[str, torch.Tensor]:
-        spec, mask = self.spec, s.attention_mask
+        # across tokenizers the teacher's features sit on the student's positions, its mask marks the aligned ones
+        spec, mask = self.spec, s.attention_mask if self.across is None else t.attention_mask
         out: dict[str, torch.Tensor] = {}
         if spec.embedding:
             out["embedding"] = im.hidden_mse(s.embeddings, t.embeddings, mask, self.embedding_proj)

@@ -21,6 +21,7 @@ from tinyplm.config.schema import (
     student_name,
 )
 from tinyplm.distill.across_tokenizers import ACROSS
+from tinyplm.distill.aligned_pieces import ALIGNED_HEADS, SHARED_ID_TERMS
 from tinyplm.errors import DataError, ModelError, RecipeError, TinyplmError
 from tinyplm.models import check_model_dir, load_tokenizer, resolve_model_dir, roles
 from tinyplm.models.classic.config import TEACHER_TOKENIZED
@@ -140,11 +141,13 @@ def _check_inits(cfg: RunConfig, teacher: _Teacher, head: Head) -> None:
             raise RecipeError(f"student {name}: {problem}; the {head} head has no {ACROSS.capability}: start the "
                               "student from the teacher's own layers (teacher_layers) or from a checkpoint of the "
                               "teacher's tokenizer")
-        blocker = _needs_shared_ids(spec)
+        blocker = _needs_shared_ids(spec, head)
         if blocker is not None:
-            raise RecipeError(f"student {name}: {problem}; {blocker} needs the teacher's token positions: distil "
-                              "across tokenizers with prediction-level terms only (kd_weight, hard_weight, "
-                              "logit_mse) from the fine-tuned teacher, or start from a checkpoint of its tokenizer")
+            layered = ", layer-wise terms but attention_kl" if head in ALIGNED_HEADS else ""
+            raise RecipeError(f"student {name}: {problem}; {blocker} needs the teacher's token ids: distil "
+                              f"across tokenizers with prediction-level terms (kd_weight, hard_weight, "
+                              f"logit_mse){layered} from the fine-tuned teacher, or start from a checkpoint of "
+                              "its tokenizer")
 
 
 def _check_config_limits(cfg: RunConfig, model_cfg: dict, src: Path) -> None:
@@ -216,15 +219,18 @@ def _per_layer_use(spec: StudentSpec) -> str:
     return ", ".join(uses)
 
 
-def _needs_shared_ids(spec: StudentSpec) -> str | None:
-    """What in ``spec``'s training compares the student with the teacher token by token (a
-    layer-wise or masked-LM term, corpus text, a stage teacher other than the fine-tuned one), in
-    words, or None when every stage and recovery learns from predictions only."""
+def _needs_shared_ids(spec: StudentSpec, head: Head) -> str | None:
+    """What in ``spec``'s training needs the teacher's own token ids (a masked-LM term or
+    ``attention_kl``: distributions over one tokenizer's pieces; any layer-wise term on a head whose
+    rows differ by tokenizer, a reader's windows; corpus text; a stage teacher other than the
+    fine-tuned one), in words, or None when every stage and recovery can learn across tokenizers
+    (layer-wise terms on the positions both cut alike: ``distill.aligned_pieces``)."""
     trained = [(f"stage {k}", st.objective, st.data, st.teacher) for k, st in enumerate(spec.stage_specs())]
     trained += [(f"the recovery of compress step {step_name(c)}", c.recover.objective, c.recover.data, "finetuned")
                 for c in spec.compress if c.recover is not None]
     for where, objective, data, stage_teacher in trained:
-        terms = [t for t in (*LAYERWISE_TERMS, *MLM_TERMS) if getattr(objective, t) > 0]
+        needs_ids = SHARED_ID_TERMS if head in ALIGNED_HEADS else (*LAYERWISE_TERMS, *MLM_TERMS)
+        terms = [t for t in needs_ids if getattr(objective, t) > 0]
         if terms:
             return f"{where}'s {', '.join(terms)}"
         if data == "corpus":

@@ -16,6 +16,7 @@ from dataclasses import replace
 import torch
 
 from tinyplm.config.schema import StageSpec, StudentSpec, TrainSpec, student_name
+from tinyplm.distill.aligned_pieces import TeacherPieces, align
 from tinyplm.distill.embedding import with_start
 from tinyplm.distill.mlm import with_mlm_head
 from tinyplm.distill.objective import stage_objective
@@ -33,6 +34,7 @@ from tinyplm.tasks.encoding import Encoded
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.holdout import selection_evals, selection_metric
 from tinyplm.train import StageIO, get_accelerator, train
+from tinyplm.train.progress import JsonlLog
 
 
 def initial_student(spec: StudentSpec, inp: RunInputs) -> tuple[torch.nn.Module, str, RunInputs]:
@@ -112,6 +114,8 @@ def train_stage(model, stage: StageSpec, inp: RunInputs, log_name: str, ckpt_nam
     head = Head(inp.data.head) if stage.data != "corpus" else Head.SEQUENCE  # corpus text: no task labels
     objective = stage_objective(stage.objective, model, teacher, inp.data.is_regression, inp.student_tokenizer,
                                 head, inp.data.class_weights if stage.data != "corpus" else None)
+    if enc is not teacher_enc and objective.needs_teacher:
+        objective.read_teacher_from(teacher_pieces(inp, enc, teacher_enc, log_name))
     trained = with_mlm_head(model, teacher) if masked_lm else model
     predicts = stage.objective.predicts
     spec = stage.train if predicts else stage.train.model_copy(update={"keep_best": False, "eval_every": 0})
@@ -123,6 +127,15 @@ def train_stage(model, stage: StageSpec, inp: RunInputs, log_name: str, ckpt_nam
     shown = stage.objective.model_dump(exclude=None if masked_lm else {"mask_rate"})
     info = replace(train_info(result, stage.train, shown), examples=len(enc))
     return TrainedStage(model if masked_lm else result.model, result.model, info)
+
+
+def teacher_pieces(inp: RunInputs, enc: Encoded, teacher_enc: Encoded, log_name: str) -> TeacherPieces:
+    """The teacher's encoding of a stage's examples and its positions matched with the student's
+    (another tokenizer's: ``distill.aligned_pieces``), with the share aligned in the run's log."""
+    alignment = align(teacher_enc, inp.tokenizer, enc, inp.student_tokenizer)
+    JsonlLog(inp.paths.log, log_name, get_accelerator().is_main_process).write(
+        event="aligned_pieces", aligned=alignment.aligned, positions=alignment.total, share=round(alignment.share, 4))
+    return TeacherPieces(teacher_enc, alignment)
 
 
 def stage_targets(inp: RunInputs, stage: StageSpec, model: torch.nn.Module, enc: Encoded,
