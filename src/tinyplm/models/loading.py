@@ -195,6 +195,19 @@ def _one_line(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+#: The dtype every checkpoint's float weights load in. transformers 5 keeps the dtype they were
+#: saved in (``dtype="auto"``): a checkpoint saved in fp16 or bf16 would train there, losing most
+#: small updates to rounding, and be timed and reported as if it were fp32. Lower precisions are
+#: the runtimes' and autocast's to choose, measured as such.
+FLOAT_WEIGHTS = "float32"
+
+
+def check_config(path: Path) -> None:
+    """Raise ``ModelError`` naming ``path``'s config.json when transformers cannot build a config from
+    it (an unknown ``model_type``, a value of the wrong type): found before any work."""
+    _config(path)
+
+
 def _config(path: Path, **kwargs):
     """``AutoConfig`` of ``path``; raises ``ModelError`` naming config.json when transformers
     cannot use it (an unknown model_type, a value of the wrong type)."""
@@ -221,6 +234,7 @@ def _auto_class(head: Head):
 def _load_shaped(path: Path, has_head: bool, head: Head = Head.SEQUENCE, **config_kwargs):
     """A classifier whose config records per-layer shapes (pruned): built to that shape, then
     its safetensors weights loaded; only a missing classifier (no head saved) is tolerated."""
+    import torch
     from safetensors.torch import load_file
 
     from tinyplm.models.student import HEAD_CLASSES
@@ -248,7 +262,21 @@ def _load_shaped(path: Path, has_head: bool, head: Head = Head.SEQUENCE, **confi
     missing = [k for k in missing if k not in shared and (has_head or k.startswith(encoder))]
     if missing or unexpected:
         raise ModelError(f"{path}: weights do not match the config: missing {missing[:5]}, unexpected {unexpected[:5]}")
-    return model.eval()
+    return model.to(getattr(torch, FLOAT_WEIGHTS)).eval()
+
+
+def head_outputs(path: Path, cfg: dict, labels: tuple[str, ...], is_regression: bool,
+                 head: Head) -> tuple[tuple[str, ...], bool]:
+    """(the outputs a task of ``labels`` needs of ``head``, whether ``cfg`` (``path``'s config.json)
+    holds such a head). Raises ``ModelError`` when it holds one trained for another number of outputs."""
+    row = head.row
+    outputs = row.output_labels(labels, is_regression)  # the head's own (start, end), 'score' or the labels
+    has_head = any(row.auto_suffix in a for a in cfg.get("architectures") or [])
+    # transformers leaves num_labels/id2label out of config.json for the default of 2 labels.
+    found = cfg.get("num_labels") or len(cfg.get("id2label") or {}) or 2
+    if has_head and found != len(outputs):
+        raise ModelError(f"{path}: its classifier has {found} outputs but the task needs {len(outputs)}")
+    return outputs, has_head
 
 
 def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, head: Head | str = Head.SEQUENCE):
@@ -271,13 +299,8 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
     if is_family_dir(path):  # a classic student (LSTM, TF-IDF ...): models.classic.io
         return load_family(path, labels, is_regression, head)
     cfg = check_model_dir(path)
-    outputs = row.output_labels(labels, is_regression)  # the head's own (start, end), 'score' or the labels
+    outputs, has_head = head_outputs(path, cfg, labels, is_regression, head)
     num_labels = len(outputs)
-    has_head = any(row.auto_suffix in a for a in cfg.get("architectures") or [])
-    # transformers leaves num_labels/id2label out of config.json for the default of 2 labels.
-    found = cfg.get("num_labels") or len(cfg.get("id2label") or {}) or 2
-    if has_head and found != num_labels:
-        raise ModelError(f"{path}: its classifier has {found} outputs but the task needs {num_labels}")
     id2label = dict(enumerate(outputs))
     labelling = {"num_labels": num_labels, "id2label": id2label, "label2id": {v: k for k, v in id2label.items()}}
     problem = "regression" if is_regression else "single_label_classification"
@@ -327,7 +350,7 @@ def _load_hf(path: Path, head: str, has_head: bool, config):
     """A plain Hugging Face checkpoint under ``head``; raises ``ModelError`` naming the weight file."""
     try:
         return _auto_class(head).from_pretrained(
-            str(path), config=config, trust_remote_code=False,
+            str(path), config=config, trust_remote_code=False, dtype=FLOAT_WEIGHTS,
             # another kind of head (a sentiment classifier loaded as a tagger: both are named
             # "classifier") is dropped and a new one initialised, as for a bare encoder
             ignore_mismatched_sizes=not has_head,

@@ -25,7 +25,7 @@ from tinyplm.errors import ModelError, TinyplmError
 from tinyplm.files import replace_dir
 from tinyplm.models import roles
 from tinyplm.models.io import save_model
-from tinyplm.models.loading import LOAD_ERRORS, check_model_dir, load_tokenizer, quiet_transformers
+from tinyplm.models.loading import FLOAT_WEIGHTS, LOAD_ERRORS, check_model_dir, load_tokenizer, quiet_transformers
 from tinyplm.models.onnx import FORMAT_KEY
 from tinyplm.models.pooling import (
     ACTIVATIONS,
@@ -193,7 +193,8 @@ def _load_encoder(folder: Path, cfg: dict) -> nn.Module:
     try:
         config = AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
         if not cfg.get(SHAPE_KEY):
-            return AutoModel.from_pretrained(str(folder), config=config, trust_remote_code=False).eval()
+            return AutoModel.from_pretrained(str(folder), config=config, trust_remote_code=False,
+                                             dtype=FLOAT_WEIGHTS).eval()
     except LOAD_ERRORS as exc:
         raise ModelError(f"{folder}: cannot load the encoder ({exc.__class__.__name__}: {_one_line(exc)})") from None
     return _load_shaped(folder, config)
@@ -215,7 +216,7 @@ def _load_shaped(folder: Path, config) -> nn.Module:
     if missing or unexpected:
         raise ModelError(f"{file}: does not fit {folder / 'config.json'}: missing {missing[:5]}, "
                          f"unexpected {unexpected[:5]}")
-    return model.eval()
+    return model.to(getattr(torch, FLOAT_WEIGHTS)).eval()
 
 
 def _load_dense(folder: Path, layer: DenseLayer) -> None:
@@ -321,11 +322,13 @@ def declare_max_length(model: object, max_length: int) -> bool:
 
 def default_max_length(model: SentenceEncoder, tokenizer) -> int:
     """The token limit ST applies: the layout's ``max_seq_length``, else the tokenizer's
-    ``model_max_length`` capped at the encoder's ``max_position_embeddings``."""
+    ``model_max_length`` capped at the positions the encoder can read."""
     if model.layout.max_seq_length is not None:
         return model.layout.max_seq_length
     limit = int(tokenizer.model_max_length)
     positions = getattr(model.config, "max_position_embeddings", None)
+    usable = roles.usable_positions(model.config.to_dict())  # RoBERTa's table starts after its padding id
+    positions = usable if usable is not None else positions
     return min(limit, positions) if isinstance(positions, int) and positions != -1 else limit
 
 
