@@ -230,3 +230,29 @@ def _hidden_loss(teacher_dir: Path, student_dir: Path, texts: list[str]) -> floa
     with torch.no_grad():
         t = objective.teacher_outputs(teacher.eval(), batch)
         return objective.terms(objective._features(student.eval(), batch), t, batch.targets, None)[1]["hidden"]
+
+
+def test_a_pair_task_on_a_checkpoint_without_segment_rows_is_refused(tmp_path: Path) -> None:
+    """BERT's tokenizer gives a pair's second text segment id 1; a checkpoint trained without
+    segments (``type_vocab_size: 1``) has no row for it: validate refuses before the teacher's
+    fine-tune would fail at its first batch; a single-sentence task on it validates."""
+    import json
+
+    from helpers_doc_world import write_tiny_data
+
+    teacher = make_tiny_model_dir(tmp_path / "teacher")
+    config = json.loads((teacher / "config.json").read_text())
+    (teacher / "config.json").write_text(json.dumps({**config, "type_vocab_size": 1}))
+    import safetensors.torch as st_io
+    weights = st_io.load_file(str(teacher / "model.safetensors"))
+    key = next(k for k in weights if k.endswith("token_type_embeddings.weight"))
+    st_io.save_file({**weights, key: weights[key][:1].contiguous()}, str(teacher / "model.safetensors"))
+    write_tiny_data(tmp_path / "data")
+    recipe = tiny_recipe(tmp_path, teacher, tmp_path / "data" / "glue")
+    recipe["task"]["name"] = "mrpc"
+    result = cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert f"{teacher / 'config.json'}: type_vocab_size 1 has no row for segment id 1" in result.stderr
+    assert "task 'mrpc' (a pair task)" in result.stderr
+    recipe["task"]["name"] = "sst2"
+    assert cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path).returncode == 0

@@ -199,6 +199,9 @@ def check_layer_init(shape: ShapeSpec, base: ShapeSpec, layers: list[int], teach
     """Raise ``ModelError`` when a student of ``shape`` and ``student_type`` cannot start from the
     teacher ``layers`` of a ``teacher_type`` teacher of shape ``base`` (another family, a layer out of
     range, more heads or wider than the teacher); run before the teacher is trained (preflight)."""
+    if student_type not in roles.ROLES:
+        raise ModelError(f"teacher_layers init copies layers of a family in the role table ({', '.join(roles.ROLES)});"
+                         f" this one is '{student_type}' (drop teacher_layers, or use a checkpoint of those families)")
     if teacher_type != student_type:
         raise ModelError(f"teacher_layers init copies layers of the student's own architecture: this teacher is "
                          f"'{teacher_type}', the student '{student_type}' (drop teacher_layers to start from scratch)")

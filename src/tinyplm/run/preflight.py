@@ -22,14 +22,17 @@ from tinyplm.config.schema import (
 )
 from tinyplm.distill.across_tokenizers import ACROSS
 from tinyplm.distill.aligned_pieces import ALIGNED_HEADS, SHARED_ID_TERMS
-from tinyplm.errors import DataError, ModelError, RecipeError, TinyplmError
+from tinyplm.errors import DataError, ModelError, RecipeError
 from tinyplm.models import check_model_dir, load_tokenizer, resolve_model_dir, roles
 from tinyplm.models.classic.config import TEACHER_TOKENIZED
+from tinyplm.models.loading import check_config
+from tinyplm.models.onnx import FORMAT_KEY
 from tinyplm.models.roles import ROLES
 from tinyplm.models.student import model_type_of
 from tinyplm.models.token_ids import token_id_mismatch
 from tinyplm.pretrain.corpus import corpus_files, read_corpus
 from tinyplm.pretrain.mlm_head import has_mlm_head
+from tinyplm.run.preflight_checkpoints import check_checkpoints
 from tinyplm.run.preflight_compress import check_compress_heads
 from tinyplm.run.preflight_corpus import check_corpus_stages
 from tinyplm.run.preflight_embedding import check_vector_terms
@@ -64,10 +67,12 @@ def preflight(cfg: RunConfig) -> Preflight:
     data = load_task(cfg.task, cfg.corpus)
     src = resolve_model_dir(cfg.teacher.model)
     model_cfg = check_model_dir(src)
+    if not model_cfg.get(FORMAT_KEY):  # an ONNX or OpenVINO teacher's config is read by its runtime
+        check_config(src)
     tok = load_tokenizer(src, int(model_cfg["vocab_size"]))
     stages = [(spec, st) for spec in cfg.students for st in spec.stage_specs()]
     _check_config_limits(cfg, model_cfg, src)
-    _check_window(cfg, model_cfg, src)
+    check_checkpoints(cfg, data, src, model_cfg)
     if any(st.objective.layerwise for _, st in stages) and model_cfg["model_type"] not in ROLES:
         raise ModelError(f"{src}: layer-wise distillation needs a teacher of a family in the role table "
                          f"({', '.join(ROLES)}); this one is '{model_cfg['model_type']}'")
@@ -163,32 +168,6 @@ def _check_config_limits(cfg: RunConfig, model_cfg: dict, src: Path) -> None:
         how = _per_layer_use(spec)
         if how:
             raise ModelError(f"{src / 'config.json'}: student {student_name(spec)} ({how}): {'; '.join(layered)}")
-
-
-def _check_window(cfg: RunConfig, model_cfg: dict, src: Path) -> None:
-    """``task.max_length`` (and an embedding task's ``task.eval_max_length``) longer than the
-    teacher's position table, or that of a model a student starts from (``init_from``), can read is
-    refused before any work (a text that long would fail mid-training or at the first evaluation),
-    naming both numbers and what would work."""
-    task = cfg.task
-    checked = [("teacher", src, model_cfg)]
-    for s in cfg.students:
-        if s.family is None and s.init_from and s.init_from != "teacher" and cfg.earlier_student(s) is None:
-            try:
-                folder = resolve_model_dir(s.init_from)
-                checked.append((f"student {student_name(s)}'s init_from", folder, check_model_dir(folder)))
-            except TinyplmError:  # a missing or damaged start is named by the student's own check below
-                continue
-    limits = [("task.max_length", task.max_length)]
-    limits += [("task.eval_max_length", task.eval_max_length)] if task.name.strip().lower() == "embedding" else []
-    for who, folder, config in checked:
-        usable = roles.usable_positions(config)
-        for key, value in limits:
-            if usable is not None and value > usable:
-                rows = config.get("max_position_embeddings")
-                why = f" (max_position_embeddings {rows}, counted after the padding id)" if rows != usable else ""
-                raise RecipeError(f"{key} {value} is longer than the {usable} positions the {who} "
-                                  f"{folder / 'config.json'} can read{why}; set {key} to at most {usable}")
 
 
 def _check_trimmable(cfg: RunConfig, teacher: _Teacher) -> None:

@@ -1,0 +1,75 @@
+"""What the teacher's checkpoint and those students start from allow a run, from their config.json,
+checked before any work: the positions they read (``task.max_length``), the segment ids a pair task
+gives them, and a task head trained for as many outputs as the task has."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tinyplm.config.schema import RunConfig, student_name
+from tinyplm.errors import ModelError, RecipeError, TinyplmError
+from tinyplm.models import check_model_dir, load_tokenizer, resolve_model_dir, roles
+from tinyplm.models.classic.io import is_family_dir
+from tinyplm.models.loading import head_outputs
+from tinyplm.tasks.base import TaskData
+from tinyplm.tasks.heads import Head
+
+
+def check_checkpoints(cfg: RunConfig, data: TaskData, src: Path, model_cfg: dict) -> None:
+    """Every check of this module on the teacher ``src`` (its config.json ``model_cfg``) and the
+    model dirs students start from; raises ``TinyplmError`` subclasses naming the file and key."""
+    _check_window(cfg, model_cfg, src)
+    _check_segments(cfg, data, src, model_cfg)
+    head = Head(data.head)
+    if head.row.auto_suffix is not None and not is_family_dir(src):  # a classifier trained for another task
+        head_outputs(src, model_cfg, data.labels, data.is_regression, head)
+
+
+def read_checkpoints(cfg: RunConfig, src: Path, model_cfg: dict) -> list[tuple[str, Path, dict]]:
+    """(who, folder, config.json) of the teacher and of each model dir a student starts from."""
+    checked = [("teacher", src, model_cfg)]
+    for s in cfg.students:
+        if s.family is None and s.init_from and s.init_from != "teacher" and cfg.earlier_student(s) is None:
+            try:
+                folder = resolve_model_dir(s.init_from)
+                checked.append((f"student {student_name(s)}'s init_from", folder, check_model_dir(folder)))
+            except TinyplmError:  # a missing or damaged start is named by the student's own check below
+                continue
+    return checked
+
+
+def _check_segments(cfg: RunConfig, data: TaskData, src: Path, model_cfg: dict) -> None:
+    """A pair task on a checkpoint whose tokenizer gives the second text a segment id its
+    ``type_vocab_size`` has no row for (BERT's tokenizer on a model trained without segments) is
+    refused before any work: the first batch would index past the table."""
+    if not data.train.examples or getattr(data.train.examples[0], "text_pair", None) is None:
+        return
+    for who, folder, config in read_checkpoints(cfg, src, model_cfg):
+        rows = config.get("type_vocab_size")
+        if rows is None:  # a family without segment embeddings (DistilBERT, MPNet)
+            continue
+        tok = load_tokenizer(folder, int(config["vocab_size"]))
+        used = max(tok("a b", "c d", return_token_type_ids=True).get("token_type_ids") or [0])
+        if used >= rows:
+            raise ModelError(f"{folder / 'config.json'}: type_vocab_size {rows} has no row for segment id {used}, "
+                             f"which the {who}'s tokenizer gives the second text of task '{data.task}' (a pair "
+                             "task); use a checkpoint trained with segments (type_vocab_size 2) for pair tasks")
+
+
+def _check_window(cfg: RunConfig, model_cfg: dict, src: Path) -> None:
+    """``task.max_length`` (and an embedding task's ``task.eval_max_length``) longer than the
+    teacher's position table, or that of a model a student starts from (``init_from``), can read is
+    refused before any work (a text that long would fail mid-training or at the first evaluation),
+    naming both numbers and what would work."""
+    task = cfg.task
+    checked = read_checkpoints(cfg, src, model_cfg)
+    limits = [("task.max_length", task.max_length)]
+    limits += [("task.eval_max_length", task.eval_max_length)] if task.name.strip().lower() == "embedding" else []
+    for who, folder, config in checked:
+        usable = roles.usable_positions(config)
+        for key, value in limits:
+            if usable is not None and value > usable:
+                rows = config.get("max_position_embeddings")
+                why = f" (max_position_embeddings {rows}, counted after the padding id)" if rows != usable else ""
+                raise RecipeError(f"{key} {value} is longer than the {usable} positions the {who} "
+                                  f"{folder / 'config.json'} can read{why}; set {key} to at most {usable}")
