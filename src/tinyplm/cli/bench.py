@@ -50,7 +50,7 @@ def bench_cmd(
     wanted = [r.strip() for r in runtimes.split(",") if r.strip()] if runtimes else None
     exact_precision(precision)
     max_length, context_sentences, context_after = as_trained(model_dirs[0], task, max_length, context_sentences,
-                                                               context_after)
+                                                               context_after, also=list(model_dirs[1:]))
     spec = TaskSpec(name=task, data_dir=data_dir, max_length=max_length, context_sentences=context_sentences,
                     context_after=context_after)
     with tempfile.TemporaryDirectory(prefix="tinyplm-bench-") as scratch:

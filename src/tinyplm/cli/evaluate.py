@@ -92,19 +92,20 @@ def _print_evaluation(model, model_dir: Path, data, metrics: dict, context: dict
 
 
 def as_trained(model_dir: Path, task: str, max_length: int | None, context: int | None,
-                after: int | None) -> tuple[int, int, int]:
+                after: int | None, also: list[Path] | None = None) -> tuple[int, int, int]:
     """``(max length, context sentences before, after)`` to read ``task`` with for ``model_dir``:
     the given ones, else those the model was trained with (its run's recipe or its config's stamp;
-    128, 0 and 0 when nothing records them). Context applies to the tasks that take it only."""
-    from tinyplm.inference.model_info import DEFAULT_MAX_LENGTH, trained_task
+    128, 0 and 0 when nothing records them). Context applies to the tasks that take it only. The
+    max length fits the positions of ``model_dir`` and of the models ``also`` read beside it: a
+    longer one asked for is refused (``TinyplmError``), the trained or default one is cut."""
+    from tinyplm.inference.model_info import fitting_max_length, trained_task
     from tinyplm.tasks import canonical
     from tinyplm.tasks.spoilers import CONTEXT_TASKS
 
     takes_context = canonical(task) in CONTEXT_TASKS
     wants_context = takes_context and (context is None or after is None)
     run = trained_task(model_dir) if max_length is None or wants_context else None
-    if max_length is None:
-        max_length = run.max_length if run is not None and run.max_length else DEFAULT_MAX_LENGTH
+    max_length = fitting_max_length(max_length, run, list(also or ()) + [model_dir])  # within each one's positions
     if takes_context and context is None:
         context = run.context_sentences if run is not None else 0
     if takes_context and after is None:

@@ -153,6 +153,8 @@ def model_info(target: Path, max_length: int | None = None, doc_stride: int | No
     embedding = is_embedding_dir(path)  # its Transformer may sit in 0_Transformer/: load_embedder checks its files
     cfg = _root_config(path) if embedding else check_model_dir(path)
     head = Head.EMBEDDING if embedding else Head.of_architectures(cfg.get("architectures") or [])
+    if not embedding:
+        _check_task_head(path, cfg)
     id2label = cfg.get("id2label") or {}
     try:
         labels = tuple(id2label[k] for k in sorted(id2label, key=int))
@@ -177,6 +179,23 @@ def model_info(target: Path, max_length: int | None = None, doc_stride: int | No
                      max_query_length=spec.max_query_length if spec else 64, null_threshold=null_threshold,
                      context_sentences=(run.context_sentences or 0) if run else 0,
                      context_after=(run.context_after or 0) if run else 0)
+
+
+def _check_task_head(path: Path, cfg: dict) -> None:
+    """A checkpoint whose ``architectures`` name only a bare encoder (``BertModel``) or a
+    pre-training head has no trained task head: predicting with it would answer from a random
+    classifier, so it is refused (``ModelError``) naming the file and what would work. A config
+    without ``architectures`` is read as a classifier, as transformers reads it."""
+    from tinyplm.models.classic.io import is_family_dir
+    from tinyplm.tasks.heads import HEADS
+
+    names = cfg.get("architectures") or []
+    suffixes = [row.auto_suffix for row in HEADS.values() if row.auto_suffix]
+    if names and not any(n.endswith(x) for n in names for x in suffixes) and not is_family_dir(path):
+        raise ModelError(f"{path / 'config.json'}: architectures {names} hold no task head "
+                         f"({', '.join('...' + x for x in suffixes)}), so its predictions would come from an "
+                         "untrained classifier; fine-tune it first (tinyplm finetune), or save a sentence-embedding "
+                         "model in the sentence-transformers layout (modules.json)")
 
 
 def is_embedding_dir(path: Path) -> bool:
@@ -209,6 +228,13 @@ def embedding_limit(embedder) -> tuple[int | None, str]:
     return default_max_length(embedder.model, embedder.tokenizer), "the model's own (max_seq_length, as embed-eval)"
 
 
+def fitting_max_length(asked: int | None, run: RunTask | None, paths: list[Path]) -> int:
+    """The max length to read a task with for every model of ``paths`` (``evaluate``, ``bench``):
+    ``asked``, refused with ``TinyplmError`` where a model has fewer positions; else the trained
+    one (``run``) or the default, cut to the fewest positions among them."""
+    return min(_max_length(asked, run, _root_config(model_dir_of(p)), p)[0] for p in paths)
+
+
 def _max_length(asked: int | None, run: RunTask | None, cfg: dict, path: Path) -> tuple[int, str]:
     """(max length, where it came from); see the module docstring."""
     positions = _positions(cfg)
@@ -228,11 +254,15 @@ def _max_length(asked: int | None, run: RunTask | None, cfg: dict, path: Path) -
 
 
 def _positions(cfg: dict) -> int | None:
-    """The model's position embeddings: its own, or (a feature-based classic student) its frozen
-    encoder's, recorded under ``encoder``; None when it has none (a word-level model)."""
+    """The positions the model can read: its own, or (a feature-based classic student) its frozen
+    encoder's, recorded under ``encoder`` (the table's rows, less those before RoBERTa's padding
+    id: ``roles.usable_positions``); None when it has none (a word-level model)."""
+    from tinyplm.models.roles import usable_positions
+
     for source in (cfg, cfg.get("encoder")):
         if isinstance(source, dict) and isinstance(source.get("max_position_embeddings"), int):
-            return source["max_position_embeddings"]
+            usable = usable_positions(source)  # RoBERTa's table starts after its padding id
+            return usable if usable is not None else source["max_position_embeddings"]
     return None
 
 

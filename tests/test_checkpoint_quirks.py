@@ -1,0 +1,62 @@
+"""Checkpoints people bring, with their config quirks: each works, or is refused in one line naming
+the file and key before any work (``validate`` for a run; ``predict`` and ``evaluate`` before a row)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import WORDS, make_tiny_glue, make_tiny_model_dir, tiny_recipe, write_recipe
+from helpers_cli import assert_bad_input, cli
+from helpers_families import make_family_dir
+
+
+def _set(folder: Path, **keys) -> Path:
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **keys}))
+    return folder
+
+
+def test_positions_after_the_padding_id_bound_predict_and_evaluate(tmp_path: Path) -> None:
+    """XLM-RoBERTa's table of 66 rows holds 64 usable positions (they start after its padding id 1): a
+    long text is cut there by default, and a longer --max-length is refused naming both numbers."""
+    model = make_family_dir(tmp_path / "xlmr", "xlm-roberta")
+    glue = make_tiny_glue(tmp_path / "glue", n_train=8, n_dev=16)
+    (tmp_path / "long.txt").write_text(" ".join(WORDS * 8) + "\nshort one\n", encoding="utf-8")
+    result = cli(["predict", str(model), "-i", "long.txt", "-o", "out.jsonl"], cwd=tmp_path)
+    assert result.returncode == 0, result.output
+    assert "max length 64" in result.stderr and "cut to the model's 64 positions" in result.stderr
+    assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 2
+    assert_bad_input(cli(["predict", str(model), "-i", "long.txt", "--max-length", "66"], cwd=tmp_path),
+                     "--max-length 66 is longer than the 64 positions")
+    result = cli(["evaluate", str(model), "--task", "sst2", "--data-dir", str(glue)], cwd=tmp_path)
+    assert result.returncode == 0, result.output
+    assert_bad_input(cli(["evaluate", str(model), "--task", "sst2", "--data-dir", str(glue), "--max-length", "128"],
+                         cwd=tmp_path), "--max-length 128 is longer than the 64 positions")
+
+
+def test_predict_refuses_a_checkpoint_without_a_task_head(tmp_path: Path) -> None:
+    """A bare encoder (``BertModel``) would answer from a classifier initialised at random."""
+    from transformers import BertModel
+
+    model = make_tiny_model_dir(tmp_path / "bare")
+    BertModel.from_pretrained(str(model)).save_pretrained(model)
+    (tmp_path / "in.txt").write_text("good film\n", encoding="utf-8")
+    assert_bad_input(cli(["predict", str(model), "-i", "in.txt"], cwd=tmp_path),
+                     f"{model / 'config.json'}: architectures ['BertModel'] hold no task head", "tinyplm finetune")
+
+
+def test_validate_refuses_what_the_run_would_refuse_later(tmp_path: Path) -> None:
+    """An unknown model_type (with and without a student of the teacher's layers) and a classifier
+    trained for another number of labels: refused by validate, nothing written."""
+    glue = make_tiny_glue(tmp_path / "glue", n_train=16, n_dev=8)
+    unknown = _set(make_tiny_model_dir(tmp_path / "unknown"), model_type="fancybert")
+    for students in ([], [{"name": "s", "teacher_layers": [0]}]):
+        recipe = tiny_recipe(tmp_path, unknown, glue, students=students)
+        assert_bad_input(cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path),
+                         f"{unknown / 'config.json'}: transformers cannot use it", "fancybert")
+    three = make_tiny_model_dir(tmp_path / "three", num_labels=3)
+    recipe = tiny_recipe(tmp_path, three, glue)
+    assert_bad_input(cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path),
+                     f"{three}: its classifier has 3 outputs but the task needs 2")
+    assert not (tmp_path / "runs").exists()
