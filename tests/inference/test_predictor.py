@@ -74,11 +74,39 @@ def test_tags_equal_evaluates(tmp_path: Path) -> None:
     sentences_ = read_conll(write_conll(tmp_path / "valid.txt", 20))
     split = Split("dev", sentences_, tmp_path / "valid.txt", Head.TOKEN, {"tags": TAGS})
     model, tok = load_classifier(model_dir, TAGS, False, Head.TOKEN)
-    enc = encode_split(split, tok, 8)  # some sentences are cut: their last words are tagged O
+    enc = encode_split(split, tok, 8)  # some sentences are cut: evaluate tags their last words O
     expected = tags_from_logits(enc.meta, predict_logits(model, enc), TAGS, [len(s.tokens) for s in sentences_])
     preds = Predictor.load(model_dir, max_length=8, batch_size=4).predict([TokensInput(s.tokens) for s in sentences_])
-    assert [list(x.tags) for x in preds] == expected
     assert all(len(x.tags) == len(s.tokens) for x, s in zip(preds, sentences_, strict=True))
+    for i, (x, want) in enumerate(zip(preds, expected, strict=True)):
+        read = max(enc.meta.words_of(i), default=-1) + 1  # the words evaluate's encoding holds
+        assert list(x.tags[:read]) == want[:read]
+
+
+def test_a_sentence_longer_than_the_max_length_is_tagged_in_windows(tmp_path: Path) -> None:
+    """A tagger reads a long sentence in windows of words, each starting a quarter of the previous
+    one back: every word's tag is the model's at its first piece in the first window that holds
+    it, as if that window had been the input."""
+    from conftest import WORDS
+
+    model_dir = make_tiny_head_dir(tmp_path / "ner", "token")
+    words = tuple(WORDS[i % len(WORDS)] for i in range(40))  # one piece each: 14 fit in 16 with [CLS], [SEP]
+    predictor = Predictor.load(model_dir, max_length=16, batch_size=4)
+    tags = predictor.predict([TokensInput(words)])[0].tags
+    assert len(tags) == 40
+
+    def alone(start: int) -> tuple[str, ...]:
+        return predictor.predict([TokensInput(words[start:start + 14])])[0].tags
+
+    starts, covered = [0], 14  # windows of 14 words, the next from 14 - 14 // 4 = 11 words on
+    while covered < 40:
+        starts.append(starts[-1] + 11)
+        covered = starts[-1] + 14
+    assert starts == [0, 11, 22, 33]
+    for start in starts:
+        first_new = 0 if start == 0 else start + 3  # the words before were tagged by the window before
+        window = alone(start)
+        assert tags[first_new:start + 14] == window[first_new - start:len(window)]
 
 
 def test_length_groups_cover_everything_once_and_beat_one_pass() -> None:

@@ -273,11 +273,37 @@ class Predictor:
         return [VectorPrediction(tuple(row), n) for row, n in zip(vectors.tolist(), counts, strict=True)]
 
     def _tags(self, inputs: list[TokensInput]) -> list[Prediction]:
+        """A tag per word. A sentence longer than the max length is read in windows of words, each
+        starting a quarter of the previous one back (left context for its first words); a word
+        takes its tag from the first window that holds its first piece, so every word is read."""
         tags = self.info.labels
-        sentences = [Sentence(x.tokens, (tags[0],) * len(x.tokens), 0) for x in inputs]
-        enc, logits = self._logits(Split("predict", sentences, Path("<input>"), self.info.head, {"tags": tags}))
-        predicted = tags_from_logits(enc.meta, logits, tags, [len(x.tokens) for x in inputs])
-        return [TagsPrediction(x.tokens, tuple(t)) for x, t in zip(inputs, predicted, strict=True)]
+        out: list[list[str | None]] = [[None] * len(x.tokens) for x in inputs]
+        starts = dict.fromkeys(range(len(inputs)), 0)  # the sentences still to read, from which word
+        while starts:
+            pending = list(starts)
+            chunks = [inputs[i].tokens[starts[i]:] for i in pending]
+            sentences = [Sentence(c, (tags[0],) * len(c), 0) for c in chunks]
+            enc, logits = self._logits(Split("predict", sentences, Path("<input>"), self.info.head, {"tags": tags}))
+            predicted = tags_from_logits(enc.meta, logits, tags, [len(c) for c in chunks])
+            for k, i in enumerate(pending):
+                start, chunk = starts.pop(i), chunks[k]
+                read = _words_read(enc.meta, k, len(chunk), self.info.max_length)
+                for j in range(read):
+                    if out[i][start + j] is None:
+                        out[i][start + j] = predicted[k][j]
+                if start + read < len(inputs[i].tokens):
+                    starts[i] = start + max(1, read - read // 4)
+        return [TagsPrediction(x.tokens, tuple(t)) for x, t in zip(inputs, out, strict=True)]
+
+
+def _words_read(tagged, k: int, words: int, max_length: int | None) -> int:
+    """How many of sentence ``k``'s ``words`` its encoding read: all of them unless it was cut at
+    ``max_length``, else those up to the last whose first piece it holds (at least one, so a word
+    of more pieces than the window still moves the reading on, tagged as cut words are: ``O``)."""
+    if max_length is None or len(tagged.input_ids[k]) < max_length:
+        return words
+    kept = tagged.words_of(k)
+    return max(1, max(kept) + 1) if kept else 1
 
 
 @dataclass(frozen=True)

@@ -114,7 +114,8 @@ class AnswerPrediction:
 
 @dataclass(frozen=True)
 class TagsPrediction:
-    """One tag per word of the sentence (words past the model's max length are tagged ``O``)."""
+    """One tag per word of the sentence (a sentence longer than the model's max length is read in
+    overlapping windows of words: ``Predictor._tags``)."""
 
     tokens: tuple[str, ...]
     tags: tuple[str, ...]
