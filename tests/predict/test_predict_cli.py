@@ -235,3 +235,56 @@ def test_a_tvtropes_context_model_scores_each_line_with_the_lines_before(tmp_pat
               TextInput(texts[2], f"{texts[1]} | {texts[3]}"), TextInput(texts[3], f"{texts[2]} |")]
     expected = [p.scores["LABEL_1"] for p in Predictor.load(model_dir).predict(around)]
     assert [r["scores"]["LABEL_1"] for r in lines(tmp_path / "around.jsonl")] == pytest.approx(expected, abs=1e-7)
+
+
+def test_a_broken_file_is_refused_before_the_model_reads_a_row(world: Path) -> None:
+    """A CSV quote never closed, a text file whose lines end in a lone ``\\r``, a bad row at the end of
+    a file: each stops the run naming the line, before a prediction is made, and leaves nothing."""
+    (world / "open_quote.csv").write_text('sentence\n"good movie\nbad\nfine film\n', encoding="utf-8")
+    assert_bad_input(cli(["predict", "run", "-i", "open_quote.csv", "-o", "q.jsonl"], cwd=world),
+                     "open_quote.csv:2: cannot split the line (a quoted field opened here is never closed)")
+    (world / "old_mac.txt").write_bytes(b"good\rbad\rthe film\r")
+    assert_bad_input(cli(["predict", "run", "-i", "old_mac.txt", "-o", "m.jsonl"], cwd=world),
+                     "old_mac.txt:1: holds a carriage return")
+    (world / "late.txt").write_text("\n".join(sentences(300)) + "\n\n", encoding="utf-8")
+    result = cli(["predict", "run", "-i", "late.txt"], cwd=world)  # stdout: nothing written before the error
+    assert_bad_input(result, "late.txt:301: empty text")
+    assert result.stdout == ""
+    assert not {"q.jsonl", "m.jsonl"} & {p.name for p in world.iterdir()}
+
+
+def test_an_output_that_cannot_be_written_is_refused_first(world: Path) -> None:
+    (world / "a_folder").mkdir(exist_ok=True)
+    (world / "a_file").write_text("x")
+    for output, said in (("a_folder", "--output a_folder: is a folder"), ("a_file/x.jsonl", "a_file is a file"),
+                         ("", "expected a file name"), ("new_dir/", "expected a file name, not a folder")):
+        assert_bad_input(cli(["predict", "run", "-i", "reviews.txt", "-o", output], cwd=world), said)
+    assert_bad_input(cli(["predict", "run", "-i", "reviews.txt", "-o", "ok.jsonl", "--on-error", "skip",
+                          "--skipped", "a_folder"], cwd=world), "--skipped a_folder: is a folder")
+    assert not (world / "ok.jsonl").exists() and not (world / "new_dir").exists()
+
+
+def test_sigterm_leaves_no_temporary_file(world: Path) -> None:
+    """A predict stopped by SIGTERM (a scheduler, ``kill``) removes its temporary output as Ctrl-C
+    does, and leaves an older output of that name as it was."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (world / "many.txt").write_text("\n".join(sentences(20000, seed=2)) + "\n", encoding="utf-8")
+    (world / "term.jsonl").write_text("old\n")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    args = ["predict", "run", "-i", "many.txt", "-o", "term.jsonl", "--window", "64"]
+    proc = subprocess.Popen([sys.executable, "-m", "tinyplm.cli", *args], cwd=world, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not [p for p in world.iterdir() if p.name.startswith(".term.jsonl")] and proc.poll() is None:
+        assert time.monotonic() < deadline, "no temporary output appeared"
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.stderr.read()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 143
+    assert (world / "term.jsonl").read_text() == "old\n"
+    assert not [p for p in world.iterdir() if p.name.startswith(".term.jsonl")]

@@ -3,6 +3,9 @@ a saved model, written atomically."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -91,6 +94,24 @@ def predict_cmd(
     _predict_plain(model_dir, input_file, output, options, skipped)
 
 
+@contextlib.contextmanager
+def exits_on_sigterm() -> Iterator[None]:
+    """``SIGTERM`` (``kill``, a scheduler's stop) raised as ``SystemExit(143)`` inside the block, so
+    the atomic output's temporary file is removed as it is on Ctrl-C instead of left beside it."""
+    def stop(signum, frame) -> None:
+        raise SystemExit(128 + signum)
+
+    try:
+        before = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread (a test's worker): leave the default
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def _predict_plain(model_dir: Path, input_file: str, output: str | None, o, skipped: Path | None) -> None:
     """``predict`` in this process: one input file (or stdin) into one output file (or stdout)."""
     from tinyplm.inference.predictor import Predictor
@@ -104,7 +125,7 @@ def _predict_plain(model_dir: Path, input_file: str, output: str | None, o, skip
     source = source_for(info, input_file, o.input_format, o.text_column, o.pair_column, o.header)
     job = PredictJob(source, output, output_format(output, o.fmt), o.on_error, skipped, o.window)
     check_job(job, info)
-    with _progress() as advance:
+    with _progress() as advance, exits_on_sigterm():
         summary = predict_file(predictor, job, advance)
     line = (f"{summary.predicted} predictions -> {summary.output} ({summary.seconds:.1f} s, "
             f"{summary.per_second:.0f} examples/s); {info.head} head, max length {info.max_length or 'none'} "

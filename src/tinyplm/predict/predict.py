@@ -8,9 +8,13 @@ fits in one window is batched exactly as ``tinyplm evaluate`` batches it.
 
 Output (see :mod:`tinyplm.predict.writers`; an embedding model's vectors as JSON lines or a ``.npy``
 array with its row ids beside it) goes to a temporary sibling renamed onto ``output`` only when
-every row is done: an error or an interrupt leaves no half-written file (and an older file of that
-name untouched). On stdout records stream as they are made. A bad row (see
-:mod:`tinyplm.predict.inputs`) stops the run with a ``DataError`` naming it, or, with
+every row is done: an error, an interrupt or a ``SIGTERM`` (the command turns it into an exit that
+cleans up) leaves no half-written file (and an older file of that name untouched); an output or
+side file that cannot be written (a folder, a path under a file, no permission) is refused before
+the model reads a row (:func:`writable`). On stdout records stream as they are made. A bad row (see
+:mod:`tinyplm.predict.inputs`) stops the run with a ``DataError`` naming it (a file is read through
+once before the model runs, :func:`scan_rows`, so a bad row anywhere in it stops the run before
+any work; stdin, which can be read only once, is checked as it streams), or, with
 ``on_error="skip"``, is left out and listed in the side file (JSON lines: ``line``, ``where``,
 ``error``; written the same atomic way): the ``on_error`` of the readers'
 :class:`~tinyplm.tasks.readers.rows.Policy`, the one difference from how training reads.
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -100,6 +105,10 @@ def check_job(job: PredictJob, info=None) -> None:
     if job.on_error == "skip" and job.skipped is None:
         raise TinyplmError("--on-error skip with the output on stdout: name the side file for skipped rows "
                            "with --skipped FILE")
+    if not job.to_stdout:
+        writable(job.output, "--output")
+    if job.skipped is not None:
+        writable(str(job.skipped), "--skipped")
     if not job.to_stdout and job.source.path != STDIN and Path(job.output).resolve() == Path(job.source.path).resolve():
         raise TinyplmError(f"{job.output}: the output would replace the input; choose another --output")
     if job.skipped is not None:
@@ -111,6 +120,32 @@ def check_job(job: PredictJob, info=None) -> None:
                                    "--skipped")
 
 
+def writable(path: str, flag: str) -> None:
+    """Raise ``TinyplmError`` naming ``flag`` when ``path`` cannot be written as a new file: empty,
+    ending in a slash or a folder already, or under a file or a folder this user cannot write to
+    (found before the model reads a row, not when the finished predictions are moved into place)."""
+    if not path.strip() or path.endswith(("/", os.sep)):
+        raise TinyplmError(f"{flag} {path!r}: expected a file name, not a folder")
+    target = Path(path)
+    if target.is_dir():
+        raise TinyplmError(f"{flag} {path}: is a folder; name a file in it")
+    parent = target.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent  # the nearest folder that exists: the rest is created
+    if not parent.is_dir():
+        raise TinyplmError(f"{flag} {path}: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise TinyplmError(f"{flag} {path}: cannot write in {parent} (permission denied)")
+
+
+def scan_rows(source: Source) -> int:
+    """Read every row of the file ``source`` names (no model) and raise ``DataError`` at the first
+    bad one, naming its file and line: run before predicting with ``--on-error raise``, so a bad
+    row near the end of a large file stops the run before the model reads anything -> rows read."""
+    with open_binary(source.path) as stream:
+        return sum(1 for _ in read_inputs(source, stream, Policy("raise", labels=False, hint=SKIP_HINT)))
+
+
 def predict_file(predictor: Predictor, job: PredictJob, progress: Callable[[int], None] | None = None,
                  stdout: TextIO | None = None) -> PredictSummary:
     """Run ``job`` (see the module docstring); ``progress`` is called with the count of each window
@@ -118,6 +153,8 @@ def predict_file(predictor: Predictor, job: PredictJob, progress: Callable[[int]
     an unreadable input, and ``TinyplmError`` for a job :func:`check_job` refuses."""
     check_job(job, predictor.info)
     start, done, skipped = time.perf_counter(), 0, 0
+    if job.on_error == "raise" and job.source.path != STDIN:  # stdin is read once: its rows are checked as they come
+        scan_rows(job.source)
     out_path = None if job.to_stdout else job.output
     keys = REVIEW_KEYS if job.source.format == "reviews" else ()
     with (open_binary(job.source.path) as stream,

@@ -22,6 +22,9 @@ def read_text_lines(lines: Iterable[Line], name: str, words: bool = False) -> It
         try:
             if not row.item.strip():
                 raise RowError("empty text (a blank line)")
+            if "\r" in row.item:  # only \n (or \r\n) ends a line
+                raise RowError("holds a carriage return (\\r) inside the line: a file whose lines end in \\r alone "
+                               "(old Mac line ends) reads as one line; save it with \\n or \\r\\n line ends")
             text = check_text(row.item, "the line")
         except RowError as exc:
             yield replace(row, item=None, error=f"{row.where}: {exc}")

@@ -55,7 +55,9 @@ def read_table(lines: Iterable[Line], name: str, tsv: bool, header: Header = fir
                 bad[number] = error
             yield text + "\n"
 
-    reader = csv.reader(texts(), delimiter="\t" if tsv else ",", quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL)
+    # strict: a quoted field never closed is an error, not the rest of the file read as one field
+    reader = csv.reader(texts(), delimiter="\t" if tsv else ",", quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL,
+                        strict=True)
     records = _records(reader, name, bad)
     first = next(records, None)
     if first is None:
@@ -85,7 +87,8 @@ def _records(reader, name: str, bad: dict[int, str]) -> Iterator[Row]:
             return
         except csv.Error as err:
             where = f"{name}:{previous + 1}"
-            yield Row(previous + 1, where, error=f"{where}: cannot split the line ({err})")
+            why = "a quoted field opened here is never closed" if "unexpected end of data" in str(err) else str(err)
+            yield Row(previous + 1, where, error=f"{where}: cannot split the line ({why})")
             previous = reader.line_num
             continue
         first, previous = previous + 1, reader.line_num
