@@ -293,8 +293,9 @@ DOC_LINES: dict[str, Way] = {
     **{f"tinyplm run docs/results/cola_augment_runs/{r}/config.resolved.yaml -o runs/cola/{r}": Way(
         None, "cheap check only: a recorded CoLA run (fetches all-mpnet-base-v2, then 17-75 minutes); "
         "tests/distill/test_augment.py tests the same_kind candidates it compares, "
-        "tests/run/test_task_corpus.py the corpus sentences")
-       for r in ("a", "b", "c", "d")},
+        "tests/run/test_task_corpus.py the corpus sentences, tests/distill/test_aligned_pieces.py the "
+        "layer-wise terms across tokenizers")
+       for r in ("a", "b", "c", "d", "e")},
     "tinyplm run docs/results/rte_transfer_run/config.resolved.yaml -o runs/rte_transfer": Way(
         None, "cheap check only: a recorded RTE run (fetches all-mpnet-base-v2, then 80 minutes); "
         "tests/run/test_task_corpus.py tests the corpus pairs it adds"),

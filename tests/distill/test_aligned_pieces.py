@@ -43,7 +43,7 @@ texts_strategy = st.lists(st.lists(st.sampled_from(WORDS + ["zq", "xyzzy", "!", 
                           .map(" ".join), min_size=1, max_size=6)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(texts_strategy)
 def test_the_same_pieces_in_other_ids_align_position_for_position(texts: list[str]) -> None:
     """MPNet's case: one vocabulary in other ids: every position aligned with itself."""
@@ -56,7 +56,7 @@ def test_the_same_pieces_in_other_ids_align_position_for_position(texts: list[st
         assert (a.positions[i, len(ids):] == -1).all()
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(texts_strategy)
 def test_aligned_positions_hold_the_same_characters(texts: list[str]) -> None:
     """A student vocabulary without some whole words cuts them into letters: those positions stay

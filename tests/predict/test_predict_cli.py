@@ -273,7 +273,7 @@ def test_sigterm_leaves_no_temporary_file(world: Path) -> None:
     import sys
     import time
 
-    (world / "many.txt").write_text("\n".join(sentences(20000, seed=2)) + "\n", encoding="utf-8")
+    (world / "many.txt").write_text("\n".join(sentences(6000, seed=2)) + "\n", encoding="utf-8")
     (world / "term.jsonl").write_text("old\n")
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     args = ["predict", "run", "-i", "many.txt", "-o", "term.jsonl", "--window", "64"]

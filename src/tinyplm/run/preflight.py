@@ -32,7 +32,7 @@ from tinyplm.models.student import model_type_of
 from tinyplm.models.token_ids import token_id_mismatch
 from tinyplm.pretrain.corpus import corpus_files, read_corpus
 from tinyplm.pretrain.mlm_head import has_mlm_head
-from tinyplm.run.preflight_checkpoints import check_checkpoints
+from tinyplm.run.preflight_checkpoints import check_checkpoints, check_task_head
 from tinyplm.run.preflight_compress import check_compress_heads
 from tinyplm.run.preflight_corpus import check_corpus_stages
 from tinyplm.run.preflight_embedding import check_vector_terms
@@ -112,6 +112,7 @@ def preflight(cfg: RunConfig) -> Preflight:
     for spec in cfg.students:
         for k, st in enumerate(spec.stage_specs()):
             _check_stage_teacher(st, teacher, f"student {student_name(spec)}, stage {k}")
+    check_task_head(data, src, model_cfg)
     return Preflight(data, src, tok)
 
 

@@ -1,6 +1,7 @@
 """What the teacher's checkpoint and those students start from allow a run, from their config.json,
 checked before any work: the positions they read (``task.max_length``), the segment ids a pair task
-gives them, and a task head trained for as many outputs as the task has."""
+gives them (:func:`check_checkpoints`), and a teacher's task head trained for as many outputs as the
+task has (:func:`check_task_head`)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,14 @@ def check_checkpoints(cfg: RunConfig, data: TaskData, src: Path, model_cfg: dict
     model dirs students start from; raises ``TinyplmError`` subclasses naming the file and key."""
     _check_window(cfg, model_cfg, src)
     _check_segments(cfg, data, src, model_cfg)
+
+
+def check_task_head(data: TaskData, src: Path, model_cfg: dict) -> None:
+    """A teacher whose task head was trained for another number of outputs than the task's (a
+    3-class classifier on SST-2, a 2-class one on STS-B) is refused naming it: the run would refuse
+    it when it loads the teacher. Checked after the students' own refusals, which say more."""
     head = Head(data.head)
-    if head.row.auto_suffix is not None and not is_family_dir(src):  # a classifier trained for another task
+    if head.row.auto_suffix is not None and not is_family_dir(src):
         head_outputs(src, model_cfg, data.labels, data.is_regression, head)
 
 
