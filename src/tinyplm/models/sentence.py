@@ -25,7 +25,7 @@ from tinyplm.errors import ModelError, TinyplmError
 from tinyplm.files import replace_dir
 from tinyplm.models import roles
 from tinyplm.models.io import save_model
-from tinyplm.models.loading import FLOAT_WEIGHTS, LOAD_ERRORS, check_model_dir, load_tokenizer, quiet_transformers
+from tinyplm.models.loading import LOAD_ERRORS, check_model_dir, in_fp32, load_tokenizer, quiet_transformers
 from tinyplm.models.onnx import FORMAT_KEY
 from tinyplm.models.pooling import (
     ACTIVATIONS,
@@ -193,8 +193,7 @@ def _load_encoder(folder: Path, cfg: dict) -> nn.Module:
     try:
         config = AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
         if not cfg.get(SHAPE_KEY):
-            return AutoModel.from_pretrained(str(folder), config=config, trust_remote_code=False,
-                                             dtype=FLOAT_WEIGHTS).eval()
+            return in_fp32(AutoModel.from_pretrained(str(folder), config=config, trust_remote_code=False)).eval()
     except LOAD_ERRORS as exc:
         raise ModelError(f"{folder}: cannot load the encoder ({exc.__class__.__name__}: {_one_line(exc)})") from None
     return _load_shaped(folder, config)
@@ -216,7 +215,7 @@ def _load_shaped(folder: Path, config) -> nn.Module:
     if missing or unexpected:
         raise ModelError(f"{file}: does not fit {folder / 'config.json'}: missing {missing[:5]}, "
                          f"unexpected {unexpected[:5]}")
-    return model.to(getattr(torch, FLOAT_WEIGHTS)).eval()
+    return in_fp32(model).eval()
 
 
 def _load_dense(folder: Path, layer: DenseLayer) -> None:

@@ -25,7 +25,7 @@ from tinyplm.errors import DataError, ModelError, TinyplmError
 from tinyplm.files import write_json_atomic
 from tinyplm.models.infer import autocast, use_bf16
 from tinyplm.models.io import save_model
-from tinyplm.models.loading import FLOAT_WEIGHTS, check_model_dir, load_tokenizer, quiet_transformers
+from tinyplm.models.loading import check_model_dir, in_fp32, load_tokenizer, quiet_transformers
 from tinyplm.models.roles import base_model, mlm_head
 from tinyplm.pretrain.corpus import split_holdout
 from tinyplm.pretrain.data import encode_texts
@@ -78,7 +78,7 @@ def load_mlm(model_dir: Path):
         )
     quiet_transformers()
     try:
-        model = BertForMaskedLM.from_pretrained(str(model_dir), trust_remote_code=False, dtype=FLOAT_WEIGHTS)
+        model = in_fp32(BertForMaskedLM.from_pretrained(str(model_dir), trust_remote_code=False))
     except (OSError, ValueError, RuntimeError) as exc:
         raise ModelError(f"{model_dir}: cannot load as BertForMaskedLM ({exc.__class__.__name__}: {exc})") from None
     return model.eval(), load_tokenizer(model_dir, model.config.vocab_size)
@@ -163,7 +163,7 @@ def _setup(model_dir: Path, seed: int):
     check_model_dir(Path(model_dir))
     torch.manual_seed(seed)
     try:
-        model = BertForMaskedLM.from_pretrained(str(model_dir), trust_remote_code=False, dtype=FLOAT_WEIGHTS)
+        model = in_fp32(BertForMaskedLM.from_pretrained(str(model_dir), trust_remote_code=False))
     except (OSError, ValueError, RuntimeError) as exc:
         raise ModelError(f"{model_dir}: cannot load as BertForMaskedLM ({exc.__class__.__name__}: {exc})") from None
     emb, dec = model.get_input_embeddings().weight, model.get_output_embeddings().weight

@@ -113,12 +113,12 @@ class Teachers:
             from transformers import AutoModel
 
             from tinyplm.models import resolve_model_dir
-            from tinyplm.models.loading import FLOAT_WEIGHTS
+            from tinyplm.models.loading import in_fp32
             from tinyplm.pretrain.mlm_head import load_mlm
 
             path = self.source_dir if which == "base" else resolve_model_dir(which)
             self._loaded[key] = load_mlm(path)[0] if masked_lm else \
-                AutoModel.from_pretrained(str(path), dtype=FLOAT_WEIGHTS).eval()
+                in_fp32(AutoModel.from_pretrained(str(path))).eval()
         return self._loaded[key]
 
     def logits(self, enc: Encoded) -> torch.Tensor:
