@@ -200,8 +200,8 @@ def in_fp32(model):
     (``dtype="auto"``): a checkpoint saved in fp16 or bf16 would train there, losing most small
     updates to rounding, and be timed and reported as if it were fp32. Lower precisions are the
     runtimes' and autocast's to choose, measured as such. Cast after loading, and only when some
-    weight is not fp32: asking ``from_pretrained`` for ``dtype=float32`` made every load of a
-    MiniLM about 45% slower, for the fp32 checkpoints that nearly all are."""
+    weight is not fp32: asking ``from_pretrained`` for ``dtype=float32`` made every load slower,
+    for the fp32 checkpoints that nearly all are."""
     import torch
 
     if any(p.is_floating_point() and p.dtype != torch.float32 for p in model.parameters()):
