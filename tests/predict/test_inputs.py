@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from helpers_serve import squad_doc
 from tinyplm.errors import DataError, TinyplmError
@@ -48,6 +50,21 @@ def test_csv_quoted_records_keep_their_first_line_and_named_columns() -> None:
         rows(data, "csv", text_column="txt")
     with pytest.raises(DataError, match="no text column found"):
         rows(b"a,b\n1,2\n", "csv")
+
+
+
+@settings(max_examples=10, deadline=None)
+@given(length=st.integers(131_000, 400_000), quoted=st.booleans(), tsv=st.booleans())
+def test_a_field_longer_than_pythons_csv_default_is_read_whole(length: int, quoted: bool, tsv: bool) -> None:
+    """A long document in one field (Python's csv module stops at 131,072 characters by default) is
+    read as it is, quoted or not, in CSV and TSV, with the rows around it."""
+    text = ("word " * (length // 5 + 1))[:length].strip()
+    field = f'"{text}"' if quoted and not tsv else text
+    sep = "\t" if tsv else ","
+    data = f"id{sep}review\n1{sep}short one\n2{sep}{field}\n3{sep}after it\n".encode()
+    got = rows(data, "tsv" if tsv else "csv", text_column="review")
+    assert [r.error for r in got] == [None] * 3
+    assert [r.item.text for r in got] == ["short one", text, "after it"]
 
 
 def test_jsonl_objects_strings_and_mistakes() -> None:

@@ -237,6 +237,26 @@ def test_a_tvtropes_context_model_scores_each_line_with_the_lines_before(tmp_pat
     assert [r["scores"]["LABEL_1"] for r in lines(tmp_path / "around.jsonl")] == pytest.approx(expected, abs=1e-7)
 
 
+def test_options_the_input_or_output_cannot_honour_are_refused_first(world: Path) -> None:
+    """--text-column/--pair-column on an input without named fields (plain text, CoNLL) and an
+    output named for a format predict does not write (``x.parquet``): refused before any work,
+    not ignored (a column the user believes chosen; JSON lines under a Parquet name)."""
+    for flags, said in ((["--text-column", "review"], "--text-column: only for input with named fields"),
+                        (["--pair-column", "2"], "--pair-column: only for input with named fields"),
+                        (["--text-column", "a", "--pair-column", "b"], "--text-column and --pair-column")):
+        assert_bad_input(cli(["predict", "run", "-i", "reviews.txt", "-o", "c.jsonl", *flags], cwd=world),
+                         said, "reviews.txt is read as text")
+    for name, said in (("p.parquet", "Apache Parquet"), ("x.XLSX", "Excel"), ("y.jsonl.gz", "gzip")):
+        assert_bad_input(cli(["predict", "run", "-i", "reviews.txt", "-o", name], cwd=world),
+                         f"--output {name}: ", said, "jsonl, csv, tsv, npy")
+    assert not {"c.jsonl", "p.parquet", "x.XLSX", "y.jsonl.gz"} & {p.name for p in world.iterdir()}
+    done = cli(["predict", "run", "-i", "reviews.txt", "-o", "p.parquet", "--format", "jsonl"], cwd=world)
+    assert done.returncode == 0, done.stderr  # asked for by name: written as asked
+    assert len(lines(world / "p.parquet")) == 50
+    done = cli(["predict", "run", "-i", "reviews.txt", "-o", "preds.out"], cwd=world)  # any other name: JSON lines
+    assert done.returncode == 0 and len(lines(world / "preds.out")) == 50
+
+
 def test_a_broken_file_is_refused_before_the_model_reads_a_row(world: Path) -> None:
     """A CSV quote never closed, a text file whose lines end in a lone ``\\r``, a bad row at the end of
     a file: each stops the run naming the line, before a prediction is made, and leaves nothing."""

@@ -120,10 +120,11 @@ def _predict_plain(model_dir: Path, input_file: str, output: str | None, o, skip
 
     if skipped is None and o.on_error == "skip" and output not in (None, "-"):
         skipped = Path(f"{output}.skipped.jsonl")
+    fmt = output_format(output, o.fmt)  # an output name of another format is refused before the model loads
     predictor = Predictor.load(model_dir, batch_size=o.batch_size, **o.settings)
     info = predictor.info
     source = source_for(info, input_file, o.input_format, o.text_column, o.pair_column, o.header)
-    job = PredictJob(source, output, output_format(output, o.fmt), o.on_error, skipped, o.window)
+    job = PredictJob(source, output, fmt, o.on_error, skipped, o.window)
     check_job(job, info)
     with _progress() as advance, exits_on_sigterm():
         summary = predict_file(predictor, job, advance)

@@ -80,15 +80,25 @@ class PredictSummary:
         return self.predicted / self.seconds if self.seconds > 0 else 0.0
 
 
+#: The input formats whose examples are records of named fields (--text-column/--pair-column pick them).
+COLUMN_FORMATS = ("csv", "tsv", "jsonl")
+
+
 def source_for(info, path: str, input_format: str | None = None, text_column: str | None = None,
                pair_column: str | None = None, header: bool | None = None) -> Source:
     """What ``predict`` reads from ``path`` for the model ``info`` describes: the input's format
     (asked, or from its name and the model's task) and the model's head, task and review context.
-    Raises ``TinyplmError`` for --header/--no-header on an input that is not a table."""
+    Raises ``TinyplmError`` for --header/--no-header on an input that is not a table, and for
+    --text-column/--pair-column on one whose examples have no named fields (plain text, CoNLL,
+    SQuAD JSON, reviews): ignored, they would leave the user believing a column was chosen."""
     fmt = detect_format(path, info.head, input_format, info.task)
     if header is not None and fmt not in ("csv", "tsv"):
         flag = "--header" if header else "--no-header"
         raise TinyplmError(f"{flag}: only for CSV/TSV input; {path} is read as {fmt}")
+    named = [flag for flag, given in (("--text-column", text_column), ("--pair-column", pair_column)) if given]
+    if named and fmt not in COLUMN_FORMATS:
+        raise TinyplmError(f"{' and '.join(named)}: only for input with named fields ({', '.join(COLUMN_FORMATS)}); "
+                           f"{path} is read as {fmt}, whose examples have no columns to choose from")
     return Source(path, fmt, info.head, text_column, pair_column, info.task, header, info.context_sentences,
                   info.context_after)
 

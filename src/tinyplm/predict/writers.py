@@ -38,17 +38,28 @@ OUTPUT_FORMATS = ("jsonl", "csv", "tsv", "npy")
 #: Formats written as one array once every row is done (a file, never stdout).
 ARRAY_FORMATS = ("npy",)
 #: What the vector formats are, in words (for the refusals).
+#: Output suffixes of formats predict does not write: JSON lines under such a name would be taken for
+#: that format by whatever reads it next, so they are refused (any other unknown suffix gets JSON lines).
+OTHER_FORMATS = {"parquet": "Apache Parquet", "pq": "Apache Parquet", "arrow": "Apache Arrow",
+                 "feather": "Apache Arrow", "orc": "Apache ORC", "avro": "Apache Avro", "xlsx": "Excel",
+                 "xls": "Excel", "ods": "OpenDocument", "pkl": "pickle", "pickle": "pickle", "h5": "HDF5",
+                 "hdf5": "HDF5", "npz": "NumPy zip", "gz": "gzip", "zip": "zip", "bz2": "bzip2", "xz": "xz",
+                 "zst": "zstandard"}
 VECTOR_FORMATS = "JSON lines (.jsonl, the default) or a NumPy array (.npy, with its row ids in X.ids.json)"
 
 
 def output_format(output: str | None, asked: str | None) -> str:
-    """``asked``, else from ``output``'s suffix (``.csv``, ``.tsv``), else ``jsonl``. Raises
-    ``TinyplmError`` for an unknown format."""
+    """``asked``, else from ``output``'s suffix (``.csv``, ``.tsv``, ``.npy``), else ``jsonl``. Raises
+    ``TinyplmError`` for an unknown format asked, or a suffix of another format (:data:`OTHER_FORMATS`)."""
     if asked is not None:
         if asked not in OUTPUT_FORMATS:
             raise TinyplmError(f"--format: expected one of {', '.join(OUTPUT_FORMATS)}, got {asked!r}")
         return asked
     suffix = Path(output).suffix.lower().lstrip(".") if output else ""
+    if suffix in OTHER_FORMATS:
+        raise TinyplmError(f"--output {output}: .{suffix} names a format predict does not write "
+                           f"({OTHER_FORMATS[suffix]}); expected {', '.join(OUTPUT_FORMATS)} (from the suffix or "
+                           "--format), or another name for JSON lines")
     return suffix if suffix in OUTPUT_FORMATS else "jsonl"
 
 

@@ -17,6 +17,11 @@ from dataclasses import dataclass
 from tinyplm.errors import DataError
 from tinyplm.tasks.readers.rows import Line, Row
 
+#: The longest field read, in characters. Python's csv module refuses fields over 131,072 characters
+#: by default; a long document (a review, a SQuAD context, a page of text to embed) is valid input,
+#: and memory is its real bound. 2**31 - 1: the largest the module takes on every platform (a C long).
+FIELD_LIMIT = 2**31 - 1
+
 #: Given the first record's fields: (the column names, whether that record is a header line naming them).
 Header = Callable[[list[str]], tuple[list[str], bool]]
 
@@ -55,6 +60,7 @@ def read_table(lines: Iterable[Line], name: str, tsv: bool, header: Header = fir
                 bad[number] = error
             yield text + "\n"
 
+    csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))  # process-wide: never lowered here
     # strict: a quoted field never closed is an error, not the rest of the file read as one field
     reader = csv.reader(texts(), delimiter="\t" if tsv else ",", quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL,
                         strict=True)
