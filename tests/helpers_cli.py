@@ -18,11 +18,12 @@ import contextlib
 import hashlib
 import io
 import os
-import subprocess as sp
 import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
+
+import helpers_warm as warm
 
 #: file path relative to the snapshot root -> (size, mtime_ns, sha256 hex digest)
 Snapshot = dict[str, tuple[int, int, str]]
@@ -53,8 +54,8 @@ def cli(args: list[str], cwd: Path, env: dict[str, str] | None = None, *, subpro
 
 def _subprocess(args: list[str], cwd: Path, extra: dict[str, str]) -> Result:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1", **extra}
-    proc = sp.run([sys.executable, "-m", "tinyplm.cli", *args], cwd=cwd, env=env,
-                  capture_output=True, text=True, timeout=300)
+    proc = warm.run([sys.executable, "-m", "tinyplm.cli", *args], cwd=cwd, env=env,
+                    capture_output=True, text=True, timeout=300)
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 

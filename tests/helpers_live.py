@@ -13,6 +13,8 @@ from pathlib import Path
 
 import httpx
 
+import helpers_warm as warm
+
 
 class LiveServer:
     """``tinyplm serve MODEL ARGS --port 0`` as a subprocess (a context manager: stopped with SIGTERM
@@ -20,8 +22,8 @@ class LiveServer:
 
     def __init__(self, model: Path, *args: str, env: dict | None = None) -> None:
         cmd = [sys.executable, "-m", "tinyplm.cli", "serve", str(model), "--port", "0", "--threads", "1", *args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
+        self.proc = warm.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
         self.lines: list[str] = []
         self.url = ""
         self._listening = threading.Event()

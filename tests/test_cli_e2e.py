@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import helpers_warm as warm
 from conftest import TINY_TRAIN, make_tiny_glue, make_tiny_model_dir, tiny_recipe, write_recipe
 from tinyplm.report.records import STAGE_KEYS
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "TINYPLM_CACHE": str(cwd / "cache"), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "tinyplm.cli", *args], cwd=cwd, env=env,
+    return warm.run([sys.executable, "-m", "tinyplm.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
 
 

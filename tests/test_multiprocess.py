@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import helpers_warm as warm
 from conftest import TINY_TRAIN, make_tiny_glue, make_tiny_model_dir, tiny_recipe, write_recipe
 
 pytestmark = pytest.mark.slow
@@ -33,7 +34,7 @@ def test_two_process_distillation_matches_one_process(tmp_path: Path) -> None:
     path = write_recipe(tmp_path / "r.yaml", recipe)
     env = {**os.environ, "TINYPLM_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
 
-    one = subprocess.run([sys.executable, "-m", "tinyplm.cli", "run", str(path), "--run-dir", str(tmp_path / "one")],
+    one = warm.run([sys.executable, "-m", "tinyplm.cli", "run", str(path), "--run-dir", str(tmp_path / "one")],
                          env=env, capture_output=True, text=True, timeout=600)
     assert one.returncode == 0, one.stderr[-2000:]
     # On a CPU-only machine accelerate starts several processes only through its torchrun

@@ -48,6 +48,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import helpers_warm as warm
 from conftest import REPO, tiny_vocab
 from helpers_cli import Result, cli
 from helpers_doc_world import World, make_world, ok, run_program, run_script, sentence
@@ -1087,7 +1088,7 @@ def test_serve_line(world: World, demo_run: Path) -> None:
 
     command = [sys.executable, "-m", "tinyplm.cli", *argv("tinyplm serve runs/sst2_demo --port 8000", world)]
     env = {**os.environ, **world.env, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(command, cwd=world.cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    proc = warm.popen(command, cwd=world.cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
     lines: list[str] = []
     listening = threading.Event()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
+import helpers_warm as warm
 from conftest import TINY_TRAIN, make_tiny_glue, make_tiny_model_dir, tiny_recipe, write_recipe
 
 pytestmark = pytest.mark.slow
@@ -32,11 +33,11 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path: Path) -> None:
     env = {**os.environ, "TINYPLM_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
 
     straight = tmp_path / "straight"
-    res = subprocess.run(_cmd(path, straight), env=env, capture_output=True, text=True, timeout=600)
+    res = warm.run(_cmd(path, straight), env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
 
     killed = tmp_path / "killed"
-    proc = subprocess.Popen(_cmd(path, killed), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = warm.popen(_cmd(path, killed), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ckpts = killed / "checkpoints" / "teacher"
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
@@ -52,7 +53,7 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path: Path) -> None:
     last_step = max(json.loads(line).get("step", 0) for line in log)
     assert 64 <= last_step < 256
 
-    res = subprocess.run(_cmd(path, killed, "--resume"), env=env, capture_output=True, text=True, timeout=600)
+    res = warm.run(_cmd(path, killed, "--resume"), env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     assert any('"event": "resume"' in line for line in (killed / "logs" / "train.jsonl").read_text().splitlines())
 
@@ -89,17 +90,17 @@ def test_sigterm_then_resume_continues_from_that_step_and_a_second_writer_is_ref
     env = {**os.environ, "TINYPLM_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
 
     straight = tmp_path / "straight"
-    res = subprocess.run(_cmd(path, straight), env=env, capture_output=True, text=True, timeout=600)
+    res = warm.run(_cmd(path, straight), env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
 
     stopped = tmp_path / "stopped"
-    proc = subprocess.Popen(_cmd(path, stopped), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = warm.popen(_cmd(path, stopped), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     log = stopped / "logs" / "train.jsonl"
     _wait_for_step(log, proc, 1)
     # Paused (SIGSTOP) mid-loop so that on a fast CPU training cannot end while the second writer
     # starts up; SIGTERM then waits, pending, until SIGCONT lets the loop's handler take it.
     os.kill(proc.pid, signal.SIGSTOP)
-    second = subprocess.run(_cmd(path, stopped, "--resume"), env=env, capture_output=True, text=True, timeout=300)
+    second = warm.run(_cmd(path, stopped, "--resume"), env=env, capture_output=True, text=True, timeout=300)
     assert second.returncode == 2 and f"in use by pid {proc.pid}" in second.stderr, second.stderr[-2000:]
     assert "Traceback" not in second.stderr
     os.kill(proc.pid, signal.SIGTERM)
@@ -111,7 +112,7 @@ def test_sigterm_then_resume_continues_from_that_step_and_a_second_writer_is_ref
     assert 1 <= stop["step"] < 320 and f"SIGTERM at step {stop['step']}" in err
     assert (stopped / "checkpoints" / "teacher" / f"step-{stop['step']:06d}").is_dir()
 
-    res = subprocess.run(_cmd(path, stopped, "--resume"), env=env, capture_output=True, text=True, timeout=600)
+    res = warm.run(_cmd(path, stopped, "--resume"), env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     events = [json.loads(x) for x in log.read_text().splitlines()]
     assert [e["step"] for e in events if e["event"] == "resume"] == [stop["step"]]

@@ -41,6 +41,7 @@ from typing import Any
 
 import pytest
 
+import helpers_warm as warm
 from conftest import TINY_TRAIN, make_tiny_glue, make_tiny_model_dir, tiny_recipe, write_recipe
 
 pytestmark = pytest.mark.slow
@@ -136,7 +137,7 @@ def _straight(cmd: list[str], env: dict, run_dir: Path, err: Path) -> Timeline:
     """Run to the end, timing the launch to the claim; its landmarks are read from its files."""
     t0 = time.monotonic()
     with err.open("w") as fh:
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=fh)
+        proc = warm.popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=fh)
     _wait(proc, lambda: _claimed_by(run_dir, proc.pid), t0 + 300)
     claim_s = time.monotonic() - t0
     assert proc.wait(timeout=600) == 0, err.read_text()[-3000:]
@@ -228,7 +229,7 @@ def _kill_run(recipe: Path, env: dict, run_dir: Path, moments: list[float], line
         err = errs / f"launch-{k}.txt"
         progress.launch()
         with err.open("w") as fh:
-            proc = subprocess.Popen(_cmd(recipe, run_dir, *(["--resume"] if k else [])), env=env,
+            proc = warm.popen(_cmd(recipe, run_dir, *(["--resume"] if k else [])), env=env,
                                     stdout=subprocess.DEVNULL, stderr=fh)
         t0 = time.monotonic()
         if moment is None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import helpers_warm as warm
 from conftest import make_tiny_glue, make_tiny_model_dir
 
 pytestmark = pytest.mark.slow
@@ -23,7 +24,7 @@ def _bench(tmp: Path, *extra: str) -> subprocess.CompletedProcess:
             "--budget-minutes", "0.005",
             "--distill-minutes", "0.005", "--eval-every", "2", "--max-length", "32", "--threads", "1",
             "--student-layers", "1", "--out", str(tmp / "out"), *extra]
-    return subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=tmp)
+    return warm.run(args, capture_output=True, text=True, timeout=300, cwd=tmp)
 
 
 def test_benchmark_table_plot_and_distillation(tmp_path: Path) -> None:

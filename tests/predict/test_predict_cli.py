@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import helpers_warm as warm
 from conftest import make_tiny_glue, make_tiny_model_dir
 from helpers_cli import assert_bad_input, cli
 from helpers_serve import TAGS, make_tiny_head_dir, sentences, write_conll, write_squad
@@ -297,7 +298,7 @@ def test_sigterm_leaves_no_temporary_file(world: Path) -> None:
     (world / "term.jsonl").write_text("old\n")
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     args = ["predict", "run", "-i", "many.txt", "-o", "term.jsonl", "--window", "64"]
-    proc = subprocess.Popen([sys.executable, "-m", "tinyplm.cli", *args], cwd=world, env=env,
+    proc = warm.popen([sys.executable, "-m", "tinyplm.cli", *args], cwd=world, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while not [p for p in world.iterdir() if p.name.startswith(".term.jsonl")] and proc.poll() is None:

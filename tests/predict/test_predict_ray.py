@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import helpers_warm as warm
 from conftest import make_tiny_glue, make_tiny_model_dir
 from helpers_cli import cli
 from helpers_serve import sentences
@@ -136,7 +137,7 @@ def test_a_killed_actor_leaves_the_output_complete_and_identical(tmp_path: Path,
         (tmp_path / "in" / f"part-{i}.txt").write_text("\n".join(texts[1500 * i: 1500 * (i + 1)]) + "\n")
     cmd = [sys.executable, "-m", "tinyplm", "predict", str(world / "run"), "-i", str(tmp_path / "in"), "-o",
            str(tmp_path / "out"), "--ray", "--workers", "2", "--window", "64"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = warm.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline, killed = time.monotonic() + 300, None
     while killed is None and time.monotonic() < deadline and proc.poll() is None:
         done = list((tmp_path / "out").glob("part-*.jsonl")) if (tmp_path / "out").is_dir() else []

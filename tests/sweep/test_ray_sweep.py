@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import helpers_warm as warm
 from conftest import make_tiny_glue, make_tiny_model_dir, tiny_recipe, write_recipe
 from helpers_cli import cli
 from tinyplm.files import lock_state
@@ -123,7 +124,7 @@ def test_a_sweep_on_a_ray_cluster_survives_a_killed_worker_and_resumes(tmp_path:
     cmd = [sys.executable, "-m", "tinyplm", "sweep", str(recipe), "--space", str(space), "--address", ray_head,
            "--max-concurrent", "2", "--cpus-per-trial", "1", "--track"]
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = warm.popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     killed = _kill_one_training_worker(tmp_path / "sweep" / "trials", time.monotonic() + 240)
     stdout, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 0, stderr[-3000:]
