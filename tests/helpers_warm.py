@@ -56,46 +56,54 @@ _MAX_MESSAGE = 1 << 20
 # --- the launcher process ------------------------------------------------------------------------
 
 def _serve(sock: socket.socket) -> None:
-    """The launcher's loop: fork a child per request, report each child's exit; ends (killing the
-    children left) when the test process closes its end."""
+    """The launcher's loop: fork a child per request and report each child's exit; a child stays a
+    zombie (its pid taken, as a ``Popen`` child's is until ``wait``) until the test has read its
+    status and asks to reap it. Ends, killing the children left, when the test process closes its end."""
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the wake-up fd hears SIGCHLD
     signal.set_wakeup_fd(wake_w)
-    children: set[int] = set()
+    children: dict[int, bool] = {}  # pid -> its exit reported
     with selectors.DefaultSelector() as sel:
         sel.register(sock, selectors.EVENT_READ)
         sel.register(wake_r, selectors.EVENT_READ)
         while True:
-            for key, _ in sel.select():
-                if key.fileobj is sock:
-                    msg, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 3)
-                    if not msg:
-                        for pid in children:
-                            _quiet_kill(pid)
-                        return
-                    pid = os.fork()
-                    if pid == 0:
-                        _child(json.loads(msg), fds, [sock.fileno(), wake_r, wake_w])
-                    children.add(pid)
-                    for fd in fds:
-                        os.close(fd)
-                    sock.sendall(json.dumps({"pid": pid}).encode())
-                else:
+            for key, _ in sel.select(timeout=0.5):  # the timeout: a safety net for a lost wake-up
+                if key.fileobj is not sock:
                     os.read(wake_r, 4096)
-            _reap(sock, children)
+                    continue
+                msg, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 3)
+                if not msg:
+                    for pid in children:
+                        _quiet_kill(pid)
+                        os.waitpid(pid, 0)
+                    return
+                req = json.loads(msg)
+                if "reap" in req:
+                    os.waitpid(req["reap"], 0)
+                    children.pop(req["reap"], None)
+                    continue
+                pid = os.fork()
+                if pid == 0:
+                    _child(req, fds, [sock.fileno(), wake_r, wake_w])
+                children[pid] = False
+                for fd in fds:
+                    os.close(fd)
+                sock.sendall(json.dumps({"pid": pid}).encode())
+            _report_exits(sock, children)
 
 
-def _reap(sock: socket.socket, children: set[int]) -> None:
-    while children:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        children.discard(pid)
-        sock.sendall(json.dumps({"exit": pid, "code": os.waitstatus_to_exitcode(status)}).encode())
+def _report_exits(sock: socket.socket, children: dict[int, bool]) -> None:
+    """Tell the test of each child that has ended, leaving it unreaped (``WNOWAIT``)."""
+    for pid, told in children.items():
+        if told:
+            continue
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        if info is None or info.si_pid == 0:
+            continue
+        code = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+        children[pid] = True
+        sock.sendall(json.dumps({"exit": pid, "code": code}).encode())
 
 
 def _quiet_kill(pid: int) -> None:
@@ -179,19 +187,27 @@ class _Launcher:
         while True:
             try:
                 msg = self.sock.recv(_MAX_MESSAGE)
-            except OSError:
-                msg = b""
+                item = json.loads(msg) if msg else None
+            except (OSError, ValueError):
+                item = None
             with self.done:
-                if not msg:
+                if item is None:
                     self.exits.setdefault(-1, -1)  # the launcher is gone: waiters stop waiting
                     self.done.notify_all()
                     return
-                item = json.loads(msg)
                 if "exit" in item:
                     self.exits[item["exit"]] = item["code"]
                 else:
                     self.replies.append(item)
                 self.done.notify_all()
+
+    def reap(self, pid: int) -> None:
+        """Let the launcher reap ``pid``, whose status the test has read (its pid is free after)."""
+        with self.lock:
+            try:
+                self.sock.sendall(json.dumps({"reap": pid}).encode())
+            except OSError:
+                pass
 
     def start(self, req: dict, fds: list[int]) -> int:
         with self.lock:
@@ -250,18 +266,26 @@ class WarmProcess:
 
     def poll(self) -> int | None:
         with self._launcher.done:
-            self._settle()
+            took = self._settle()
+        if took:
+            self._launcher.reap(self.pid)
         return self.returncode
 
-    def _settle(self) -> None:
+    def _settle(self) -> bool:
+        """Take the exit status if it has come (under ``done``); True when taken now (to be reaped)."""
         if self.returncode is None and self.pid in self._launcher.exits:
             self.returncode = self._launcher.exits.pop(self.pid)
-        elif self.returncode is None and -1 in self._launcher.exits:
+            return True
+        if self.returncode is None and -1 in self._launcher.exits:
             self.returncode = -signal.SIGKILL  # the launcher died, and its children with it
+        return False
 
     def wait(self, timeout: float | None = None) -> int:
+        took: list[bool] = []
         with self._launcher.done:
-            self._launcher.done.wait_for(lambda: self._settle() or self.returncode is not None, timeout)
+            self._launcher.done.wait_for(lambda: took.append(self._settle()) or self.returncode is not None, timeout)
+        if any(took):
+            self._launcher.reap(self.pid)
         if self.returncode is None:
             raise subprocess.TimeoutExpired(self.args, timeout)
         return self.returncode

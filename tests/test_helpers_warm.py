@@ -64,6 +64,30 @@ def test_a_signal_is_a_negative_status_and_a_cli_error_its_exit_code(tmp_path: P
     assert refused.returncode == 2 and "none.yaml: recipe file not found" in refused.stderr
 
 
+def test_an_ended_child_keeps_its_pid_until_its_status_is_read(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a ``Popen`` child stays a zombie until ``wait``: a kill sent after it ended but before
+    the test read its status is not an error (it was, while the launcher reaped at once)."""
+    monkeypatch.delenv(warm.COLD, raising=False)
+    script = tmp_path / "quick.py"
+    script.write_text("pass\n", encoding="utf-8")
+    proc = warm.popen([sys.executable, str(script)])
+    deadline = time.monotonic() + 60
+    while proc.pid not in proc._launcher.exits:  # ended, and the launcher said so
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)  # the zombie: no ProcessLookupError
+    assert proc.wait(30) == 0
+    while time.monotonic() < deadline:  # reaped once read
+        try:
+            os.kill(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.01)
+    else:
+        raise AssertionError(f"pid {proc.pid} was never reaped")
+
+
 def test_cold_launches_when_asked_or_for_commands_it_does_not_know(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(warm.COLD, raising=False)
