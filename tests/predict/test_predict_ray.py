@@ -95,6 +95,21 @@ def test_ray_needs_an_output_folder(world: Path) -> None:
     assert result.returncode == 2 and "name the output folder with --output" in result.stderr
 
 
+def test_what_an_actor_would_refuse_is_refused_before_ray_starts(world: Path, tmp_path: Path) -> None:
+    """Column options a shard's format cannot honour, a shard the model's head cannot read, an output
+    format it cannot write: refused by the CLI, naming the shard, before Ray (or the output folder)."""
+    (tmp_path / "txt").mkdir()
+    (tmp_path / "txt" / "a.txt").write_text("a good film\n", encoding="utf-8")
+    (tmp_path / "json").mkdir()
+    (tmp_path / "json" / "b.json").write_text('{"data": []}', encoding="utf-8")
+    for shards, extra, said in (("txt", ["--text-column", "x"], "a.txt is read as text"),
+                                ("json", [], "b.json: SQuAD JSON is for question-answering models")):
+        out = tmp_path / f"out-{shards}"
+        result = cli(["predict", "run", "-i", str(tmp_path / shards), "-o", str(out), "--ray", *extra], cwd=world)
+        assert result.returncode == 2 and said in result.stderr, result.stderr
+        assert "Traceback" not in result.output and not out.exists()
+
+
 @pytest.mark.slow
 def test_shards_through_ray_equal_plain_predict(world: Path) -> None:
     pytest.importorskip("ray", reason="the cluster extra (ray[data]) is not installed")

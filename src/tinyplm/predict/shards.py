@@ -124,6 +124,21 @@ def check_shard_job(job: ShardJob) -> None:
                            "worker and more than 0 threads (CPUs) each")
 
 
+def check_shard_inputs(job: ShardJob) -> None:
+    """Raise ``TinyplmError`` before Ray starts for what each actor would refuse at its first shard:
+    a model dir that is not one, a max length it cannot take, a shard format or column options the
+    model's head cannot read (``source_for``), an output format it cannot write. Reads configs only."""
+    from tinyplm.inference.model_info import model_info
+    from tinyplm.predict.predict import source_for
+    from tinyplm.predict.writers import check_output
+
+    info = model_info(job.model_dir, **job.options.settings)
+    check_output(job.options.fmt, info, to_stdout=False)
+    o = job.options
+    for shard in job.shards:
+        source_for(info, str(shard), o.input_format, o.text_column, o.pair_column, o.header)
+
+
 class ShardPredictor:
     """A Ray Data actor: loads the model once, then predicts whole shards (see the module docstring)."""
 
@@ -158,6 +173,7 @@ def run_shards(job: ShardJob) -> tuple[list[ShardDone], dict[str, float]]:
     ``total_s``. Raises ``TinyplmError`` for a job :func:`check_shard_job` refuses or when Ray is
     missing or cannot be reached; a shard's bad row stops the job as it stops plain ``predict``."""
     check_shard_job(job)
+    check_shard_inputs(job)
     t0 = time.perf_counter()
     ray, ours = connect(job.address, "ray.data", "tinyplm predict --ray")
     ray.data.DataContext.get_current().enable_progress_bars = False

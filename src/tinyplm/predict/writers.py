@@ -37,7 +37,6 @@ from tinyplm.tasks.heads import Head, PerHead
 OUTPUT_FORMATS = ("jsonl", "csv", "tsv", "npy")
 #: Formats written as one array once every row is done (a file, never stdout).
 ARRAY_FORMATS = ("npy",)
-#: What the vector formats are, in words (for the refusals).
 #: Output suffixes of formats predict does not write: JSON lines under such a name would be taken for
 #: that format by whatever reads it next, so they are refused (any other unknown suffix gets JSON lines).
 OTHER_FORMATS = {"parquet": "Apache Parquet", "pq": "Apache Parquet", "arrow": "Apache Arrow",
@@ -45,6 +44,7 @@ OTHER_FORMATS = {"parquet": "Apache Parquet", "pq": "Apache Parquet", "arrow": "
                  "xls": "Excel", "ods": "OpenDocument", "pkl": "pickle", "pickle": "pickle", "h5": "HDF5",
                  "hdf5": "HDF5", "npz": "NumPy zip", "gz": "gzip", "zip": "zip", "bz2": "bzip2", "xz": "xz",
                  "zst": "zstandard"}
+#: What the vector formats are, in words (for the refusals).
 VECTOR_FORMATS = "JSON lines (.jsonl, the default) or a NumPy array (.npy, with its row ids in X.ids.json)"
 
 
