@@ -130,3 +130,22 @@ def test_unknown_roles_and_families_are_refused_by_name() -> None:
     with pytest.raises(ModelError, match="without config.model_type"):
         roles.base_model(nn.Linear(2, 2))
     assert not roles.is_encoder(gpt2) and not roles.is_encoder(nn.Linear(2, 2)) and not roles.is_encoder(object())
+
+
+@pytest.mark.parametrize(("model_type", "pad"), [("mpnet", 3), ("mpnet", 1), ("roberta", 3), ("roberta", 1)])
+def test_usable_positions_are_what_the_model_reads(model_type: str, pad: int) -> None:
+    """A window of ``usable_positions`` tokens runs through the family's transformers model and one
+    more token does not: RoBERTa's positions start after its config's pad_token_id, MPNet's after
+    the padding id its code fixes at 1 whatever the config says."""
+    from transformers import AutoConfig, AutoModel
+
+    config = AutoConfig.for_model(model_type, vocab_size=40, hidden_size=16, num_hidden_layers=1,
+                                  num_attention_heads=2, intermediate_size=20, max_position_embeddings=24,
+                                  pad_token_id=pad)
+    usable = roles.usable_positions(config.to_dict())
+    model = AutoModel.from_config(config).eval()
+    ids = torch.full((1, usable + 1), 5)
+    with torch.no_grad():
+        model(input_ids=ids[:, :usable])
+        with pytest.raises((IndexError, RuntimeError)):
+            model(input_ids=ids)

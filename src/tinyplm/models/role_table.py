@@ -153,6 +153,8 @@ class Roles:
     first_layer: str | None = None  # why layer 0 must stay the first layer (None: any layer may lead)
     limits: tuple[ConfigLimit, ...] = ()  # config values that cannot be run (validate refuses them)
     positions: Positions = Positions.ABSOLUTE
+    position_pad: int | None = None  # AFTER_PAD: the padding id the positions start after, when the family's
+    # code fixes it whatever the config's pad_token_id says (transformers' MPNet: always 1)
     table_key: str | None = None  # config key that, when false, means no absolute table (DeBERTa)
     scores: Scores = Scores.PLAIN
     cannot: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -233,7 +235,7 @@ MPNET = Roles(
     self_attention="attention.attn", parts=_BERT_PARTS,
     mlm_head="lm_head", mlm_predictions="lm_head", pair_head=None,
     task_heads=("classifier", "qa_outputs"), class_prefix="MPNet", scores=Scores.POSITION_BIAS,
-    positions=Positions.AFTER_PAD,
+    positions=Positions.AFTER_PAD, position_pad=1,
     limits=(ConfigLimit("relative_attention_num_buckets", lambda v, _: isinstance(v, int) and v >= 32, 32,
                         "at least 32: transformers' MPNet always sorts relative positions into 32 buckets "
                         "(compute_position_bias), so a smaller bias table fails on the first forward pass"),),
@@ -332,7 +334,8 @@ def config_problems(config: Mapping[str, object], per_layer: bool = True) -> lis
 
 def usable_positions(config: Mapping[str, object]) -> int | None:
     """The longest window (in tokens, specials included) a checkpoint's config can read: its
-    position table's rows, less the padding id + 1 where positions start after it; None when the
+    position table's rows, less the padding id + 1 where positions start after it (the family's fixed
+    one, ``position_pad``, where its code ignores the config's); None when the
     family has no absolute table (rotary, or DeBERTa without ``position_biased_input``) or the
     config does not say."""
     family = ROLES.get(str(config.get("model_type")))
@@ -342,7 +345,8 @@ def usable_positions(config: Mapping[str, object]) -> int | None:
     if family.table_key and not config.get(family.table_key, True):
         return None
     if family.positions == Positions.AFTER_PAD:
-        return rows - (int(config.get("pad_token_id") or 0) + 1)
+        pad = family.position_pad if family.position_pad is not None else int(config.get("pad_token_id") or 0)
+        return rows - (pad + 1)
     return rows
 
 
