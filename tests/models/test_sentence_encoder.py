@@ -166,6 +166,26 @@ def test_transformer_in_a_subfolder(bert_dir, tmp_path):
     _assert_same(_st_load(root).encode(TEXTS), expected)
 
 
+def test_a_max_seq_length_past_the_positions_is_cut_to_them(bert_dir, tmp_path):
+    """A layout declaring more tokens than the encoder has positions (64 here): long texts are read
+    at the 64 positions, as the layout would with max_seq_length 64, instead of crashing, and the
+    limit says why (what predict and serve print)."""
+    from tinyplm.inference.model_info import embedding_limit
+    from tinyplm.models.embedder import load_embedder
+
+    for declared in (64, 128):
+        root = tmp_path / f"st{declared}"
+        _st_model(bert_dir, PoolMode.MEAN, True).save(str(root), create_model_card=False)
+        settings_file = root / "sentence_bert_config.json"  # the key as older ST versions write it
+        settings_file.write_text(json.dumps({**json.loads(settings_file.read_text()), "max_seq_length": declared}))
+    long = [" ".join(["good"] * 200), "a short one"]
+    at_64 = encode_texts(*load_sentence_encoder(tmp_path / "st64"), long)
+    np.testing.assert_array_equal(encode_texts(*load_sentence_encoder(tmp_path / "st128"), long), at_64)
+    limit, source = embedding_limit(load_embedder(tmp_path / "st128"))
+    assert limit == 64 and "max_seq_length 128" in source and "64 positions" in source
+    assert embedding_limit(load_embedder(tmp_path / "st64")) == (64, "the model's own (max_seq_length, as embed-eval)")
+
+
 def test_do_lower_case_lowercases_as_st_does(tmp_path):
     """sentence_bert_config's do_lower_case lower-cases text for a cased tokenizer, in ST and here."""
     src = _bert_dir(tmp_path / "cased", lower=False)

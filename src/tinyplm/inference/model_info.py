@@ -221,11 +221,13 @@ def embedding_limit(embedder) -> tuple[int | None, str]:
     no max length, where it comes from): a transformer's is sentence-transformers' own
     (:func:`~tinyplm.models.sentence.default_max_length`); a static encoder has none (None)."""
     from tinyplm.models.embedder import EmbedderKind
-    from tinyplm.models.sentence import default_max_length
+    from tinyplm.models.sentence import default_max_length, positions_cap
 
     if embedder.kind is EmbedderKind.STATIC:
         return None, "a static sentence encoder, which reads every piece"
-    return default_max_length(embedder.model, embedder.tokenizer), "the model's own (max_seq_length, as embed-eval)"
+    capped = positions_cap(embedder.model)
+    source = f"the model's own: its {capped}" if capped else "the model's own (max_seq_length, as embed-eval)"
+    return default_max_length(embedder.model, embedder.tokenizer), source
 
 
 def fitting_max_length(asked: int | None, run: RunTask | None, paths: list[Path]) -> int:

@@ -321,14 +321,32 @@ def declare_max_length(model: object, max_length: int) -> bool:
 
 def default_max_length(model: SentenceEncoder, tokenizer) -> int:
     """The token limit ST applies: the layout's ``max_seq_length``, else the tokenizer's
-    ``model_max_length`` capped at the positions the encoder can read."""
-    if model.layout.max_seq_length is not None:
-        return model.layout.max_seq_length
-    limit = int(tokenizer.model_max_length)
-    positions = getattr(model.config, "max_position_embeddings", None)
-    usable = roles.usable_positions(model.config.to_dict())  # RoBERTa's table starts after its padding id
+    ``model_max_length``; either capped at the positions the encoder can read (a ``max_seq_length``
+    past them, which ST itself crashes on for longer texts, is cut to them: :func:`positions_cap`)."""
+    limit = model.layout.max_seq_length if model.layout.max_seq_length is not None else int(tokenizer.model_max_length)
+    positions = readable_positions(getattr(model, "config", None))
+    return min(limit, positions) if positions is not None else limit
+
+
+def readable_positions(config) -> int | None:
+    """The most tokens ``config``'s encoder reads (its usable position rows), None when unbounded
+    or unknown (no Hugging Face config)."""
+    if not hasattr(config, "to_dict"):
+        return None
+    positions = getattr(config, "max_position_embeddings", None)
+    usable = roles.usable_positions(config.to_dict())  # RoBERTa's table starts after its padding id
     positions = usable if usable is not None else positions
-    return min(limit, positions) if isinstance(positions, int) and positions != -1 else limit
+    return positions if isinstance(positions, int) and positions != -1 else None
+
+
+def positions_cap(model: SentenceEncoder) -> str | None:
+    """Why :func:`default_max_length` is less than the layout's ``max_seq_length`` (a sentence for
+    the user), or None when it is not."""
+    declared, positions = model.layout.max_seq_length, readable_positions(getattr(model, "config", None))
+    if declared is None or positions is None or declared <= positions:
+        return None
+    return (f"max_seq_length {declared} (sentence-transformers' settings) is past the {positions} positions the "
+            f"encoder reads, so texts are cut at {positions}")
 
 
 def encode_texts(model: SentenceEncoder, tokenizer, texts: Sequence[str], max_length: int | None = None,
