@@ -175,3 +175,45 @@ def test_final_runtime_form_loads_in_sentence_transformers_with_its_float_weight
     card = (model_dir / "README.md").read_text(encoding="utf-8")
     assert "pipeline_tag: sentence-similarity" in card and "library_name: sentence-transformers" in card
     assert "SentenceTransformer(" in card and "load_classifier" not in card
+
+
+def _into_subfolder(root: Path) -> None:
+    """Move an ST folder's Transformer files into 0_Transformer/, as older sentence-transformers saved them."""
+    import shutil
+
+    sub = root / "0_Transformer"
+    sub.mkdir()
+    for file in list(root.iterdir()):
+        if file.is_file() and file.name not in ("modules.json", "config_sentence_transformers.json", "README.md"):
+            shutil.move(file, sub / file.name)
+    modules = json.loads((root / "modules.json").read_text())
+    modules[0]["path"] = "0_Transformer"
+    (root / "modules.json").write_text(json.dumps(modules))
+
+
+def test_a_teacher_with_its_transformer_in_a_subfolder_validates_and_runs(tmp_path: Path) -> None:
+    """validate (preflight) reads the encoder where modules.json says, as loading does; it refused
+    such a teacher for want of a config.json at its root."""
+    from tinyplm.run.preflight import preflight
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    path = _recipe(tmp_path, [{"name": "s", "teacher_layers": [1], "objective": {"vector_mse": 1.0}, "train": SHORT}])
+    _into_subfolder(tmp_path / "teacher")
+    cfg = load_recipe(path)
+    assert preflight(cfg).teacher_dir == tmp_path / "teacher"
+    stages = {s.name: s for s in run(cfg).stages}
+    assert set(stages) == {"teacher", "s"} and 0 <= stages["s"].metrics["ndcg_at_10"] <= 100
+
+
+@pytest.mark.parametrize("subfolder", [False, True])
+def test_a_layout_that_does_not_fit_its_encoder_is_refused_by_validate(tmp_path: Path, subfolder: bool) -> None:
+    from tinyplm.errors import ModelError
+    from tinyplm.run.preflight import preflight
+
+    path = _recipe(tmp_path, [{"name": "s", "teacher_layers": [1], "objective": {"vector_mse": 1.0}, "train": SHORT}])
+    pooling = tmp_path / "teacher" / "1_Pooling" / "config.json"
+    pooling.write_text(json.dumps({**json.loads(pooling.read_text()), "word_embedding_dimension": 48}))
+    if subfolder:
+        _into_subfolder(tmp_path / "teacher")
+    with pytest.raises(ModelError, match="pools vectors 48 wide .word_embedding_dimension in its config.json.*hidden"):
+        preflight(load_recipe(path))

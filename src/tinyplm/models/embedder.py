@@ -80,7 +80,7 @@ def embedder_kind(path: Path) -> EmbedderKind:
                      "(model_type tinyplm_static_sentence); the pooling is read from the model, never assumed")
 
 
-def _model_dir(name: str) -> Path:
+def model_dir(name: str) -> Path:
     """An alias or a dir -> the model dir. A sentence-transformers layout (``modules.json``) may keep
     its Transformer in a subfolder (``0_Transformer/``), with no ``config.json`` at the root: its files
     are checked when it is loaded (:func:`~tinyplm.models.sentence.load_sentence_encoder`); any other
@@ -101,7 +101,7 @@ def load_embedder(name: str | Path, max_length: int | None = None, batch_size: i
         raise TinyplmError(f"max_length must be at least 1, got {max_length}")
     if batch_size < 1:
         raise TinyplmError(f"batch_size must be at least 1, got {batch_size}")
-    path = _model_dir(str(name))
+    path = model_dir(str(name))
     kind = embedder_kind(path)
     model, tokenizer = _KINDS[kind].load(path)
     return Embedder(model.eval(), tokenizer, kind, path, max_length, batch_size)

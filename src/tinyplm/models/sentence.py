@@ -65,15 +65,9 @@ class SentenceEncoder(nn.Module):
     def __init__(self, encoder: nn.Module, layout: SentenceLayout) -> None:
         super().__init__()
         width = roles.config_shape(encoder.config).hidden
-        if layout.pooling.dimension not in (None, width):
-            raise ModelError(f"the Pooling config pools vectors {layout.pooling.dimension} wide, but the encoder's "
-                             f"hidden size is {width}")
-        before = width
-        for i, spec in enumerate(layout.dense):
-            if spec.in_features != before:
-                raise ModelError(f"Dense layer {i} ({spec.path or 'new'}) takes {spec.in_features} inputs, but gets "
-                                 f"{before}")
-            before = spec.out_features
+        mismatch = layout_mismatch(layout, width)
+        if mismatch is not None:
+            raise ModelError(mismatch)
         self.encoder = encoder
         self.layout = replace(layout, pooling=replace(layout.pooling, dimension=width))
         self.dense = nn.ModuleList(DenseLayer(spec) for spec in layout.dense)
@@ -145,6 +139,45 @@ def with_encoder(template: SentenceEncoder, encoder: nn.Module) -> SentenceEncod
 
 # ---------------------------------------------------------------------------------------------
 # loading
+
+
+def layout_mismatch(layout: SentenceLayout, width: int) -> str | None:
+    """What in ``layout`` does not fit an encoder of hidden size ``width`` (the Pooling's width, a
+    Dense layer's inputs), naming the file and key; None when all fits."""
+    if layout.pooling.dimension not in (None, width):
+        return (f"the Pooling config pools vectors {layout.pooling.dimension} wide (word_embedding_dimension in its "
+                f"config.json), but the encoder's hidden size is {width}")
+    before = width
+    for i, spec in enumerate(layout.dense):
+        if spec.in_features != before:
+            return (f"Dense layer {i} ({spec.path or 'new'}) takes {spec.in_features} inputs (in_features in its "
+                    f"config.json), but gets {before}")
+        before = spec.out_features
+    return None
+
+
+def check_sentence_dir(path: Path) -> Path:
+    """A sentence-transformers folder ``path`` checked from its files alone (no weights loaded, as
+    ``validate`` does it): its layout (:func:`~tinyplm.models.pooling.read_layout`), its encoder's
+    folder (the root or e.g. ``0_Transformer/``: :func:`~tinyplm.models.loading.check_model_dir`)
+    and that the layout's widths fit the encoder's. Returns the encoder's folder; a folder without
+    modules.json is returned as it is. Raises ``ModelError`` naming the dir, file and key."""
+    path = Path(path)
+    layout = read_layout(path)
+    if layout is None:
+        return path
+    folder = path / layout.transformer_path
+    check_model_dir(folder)
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
+    except LOAD_ERRORS:
+        return folder  # check_config names what is wrong with it
+    mismatch = layout_mismatch(layout, roles.config_shape(config).hidden)
+    if mismatch is not None:
+        raise ModelError(f"{path}: {mismatch}")
+    return folder
 
 
 def load_sentence_encoder(path: Path, layout: SentenceLayout | None = None) -> tuple[SentenceEncoder, object]:

@@ -25,9 +25,11 @@ from tinyplm.distill.aligned_pieces import ALIGNED_HEADS, SHARED_ID_TERMS
 from tinyplm.errors import DataError, ModelError, RecipeError
 from tinyplm.models import check_model_dir, load_tokenizer, resolve_model_dir, roles
 from tinyplm.models.classic.config import TEACHER_TOKENIZED
+from tinyplm.models.embedder import model_dir as teacher_dir
 from tinyplm.models.loading import check_config
 from tinyplm.models.onnx import FORMAT_KEY
 from tinyplm.models.roles import ROLES
+from tinyplm.models.sentence import check_sentence_dir
 from tinyplm.models.student import model_type_of
 from tinyplm.models.token_ids import token_id_mismatch
 from tinyplm.pretrain.corpus import corpus_files, read_corpus
@@ -65,14 +67,15 @@ def preflight(cfg: RunConfig) -> Preflight:
     line), the teacher directory, its tokenizer, that a teacher used as is has a head, and each
     stage's own teacher. Raises ``TinyplmError`` subclasses naming the problem."""
     data = load_task(cfg.task, cfg.corpus)
-    src = resolve_model_dir(cfg.teacher.model)
-    model_cfg = check_model_dir(src)
+    src = teacher_dir(cfg.teacher.model)
+    enc = check_sentence_dir(src)  # src, or a sentence-transformers folder's encoder (e.g. 0_Transformer/)
+    model_cfg = check_model_dir(enc)
     if not model_cfg.get(FORMAT_KEY):  # an ONNX or OpenVINO teacher's config is read by its runtime
-        check_config(src)
-    tok = load_tokenizer(src, int(model_cfg["vocab_size"]))
+        check_config(enc)
+    tok = load_tokenizer(enc, int(model_cfg["vocab_size"]))
     stages = [(spec, st) for spec in cfg.students for st in spec.stage_specs()]
-    _check_config_limits(cfg, model_cfg, src)
-    check_checkpoints(cfg, data, src, model_cfg)
+    _check_config_limits(cfg, model_cfg, enc)
+    check_checkpoints(cfg, data, enc, model_cfg)
     if any(st.objective.layerwise for _, st in stages) and model_cfg["model_type"] not in ROLES:
         raise ModelError(f"{src}: layer-wise distillation needs a teacher of a family in the role table "
                          f"({', '.join(ROLES)}); this one is '{model_cfg['model_type']}'")
