@@ -221,7 +221,8 @@ def embedding_limit(embedder) -> tuple[int | None, str]:
     no max length, where it comes from): a transformer's is sentence-transformers' own
     (:func:`~tinyplm.models.sentence.default_max_length`); a static encoder has none (None)."""
     from tinyplm.models.embedder import EmbedderKind
-    from tinyplm.models.sentence import default_max_length, positions_cap
+    from tinyplm.models.sentence import default_max_length
+    from tinyplm.models.sentence_fit import positions_cap
 
     if embedder.kind is EmbedderKind.STATIC:
         return None, "a static sentence encoder, which reads every piece"

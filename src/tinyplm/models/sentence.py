@@ -39,6 +39,7 @@ from tinyplm.models.pooling import (
 )
 from tinyplm.models.quantized import QUANT_KEY
 from tinyplm.models.safetensors_header import safetensors_shapes
+from tinyplm.models.sentence_fit import layout_mismatch, readable_positions
 from tinyplm.models.shape import SHAPE_KEY, build_shaped, duplicate_keys
 
 
@@ -139,45 +140,6 @@ def with_encoder(template: SentenceEncoder, encoder: nn.Module) -> SentenceEncod
 
 # ---------------------------------------------------------------------------------------------
 # loading
-
-
-def layout_mismatch(layout: SentenceLayout, width: int) -> str | None:
-    """What in ``layout`` does not fit an encoder of hidden size ``width`` (the Pooling's width, a
-    Dense layer's inputs), naming the file and key; None when all fits."""
-    if layout.pooling.dimension not in (None, width):
-        return (f"the Pooling config pools vectors {layout.pooling.dimension} wide (word_embedding_dimension in its "
-                f"config.json), but the encoder's hidden size is {width}")
-    before = width
-    for i, spec in enumerate(layout.dense):
-        if spec.in_features != before:
-            return (f"Dense layer {i} ({spec.path or 'new'}) takes {spec.in_features} inputs (in_features in its "
-                    f"config.json), but gets {before}")
-        before = spec.out_features
-    return None
-
-
-def check_sentence_dir(path: Path) -> Path:
-    """A sentence-transformers folder ``path`` checked from its files alone (no weights loaded, as
-    ``validate`` does it): its layout (:func:`~tinyplm.models.pooling.read_layout`), its encoder's
-    folder (the root or e.g. ``0_Transformer/``: :func:`~tinyplm.models.loading.check_model_dir`)
-    and that the layout's widths fit the encoder's. Returns the encoder's folder; a folder without
-    modules.json is returned as it is. Raises ``ModelError`` naming the dir, file and key."""
-    path = Path(path)
-    layout = read_layout(path)
-    if layout is None:
-        return path
-    folder = path / layout.transformer_path
-    check_model_dir(folder)
-    from transformers import AutoConfig
-
-    try:
-        config = AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
-    except LOAD_ERRORS:
-        return folder  # check_config names what is wrong with it
-    mismatch = layout_mismatch(layout, roles.config_shape(config).hidden)
-    if mismatch is not None:
-        raise ModelError(f"{path}: {mismatch}")
-    return folder
 
 
 def load_sentence_encoder(path: Path, layout: SentenceLayout | None = None) -> tuple[SentenceEncoder, object]:
@@ -355,31 +317,11 @@ def declare_max_length(model: object, max_length: int) -> bool:
 def default_max_length(model: SentenceEncoder, tokenizer) -> int:
     """The token limit ST applies: the layout's ``max_seq_length``, else the tokenizer's
     ``model_max_length``; either capped at the positions the encoder can read (a ``max_seq_length``
-    past them, which ST itself crashes on for longer texts, is cut to them: :func:`positions_cap`)."""
+    past them, which ST itself crashes on for longer texts, is cut to them:
+    :func:`~tinyplm.models.sentence_fit.positions_cap`)."""
     limit = model.layout.max_seq_length if model.layout.max_seq_length is not None else int(tokenizer.model_max_length)
     positions = readable_positions(getattr(model, "config", None))
     return min(limit, positions) if positions is not None else limit
-
-
-def readable_positions(config) -> int | None:
-    """The most tokens ``config``'s encoder reads (its usable position rows), None when unbounded
-    or unknown (no Hugging Face config)."""
-    if not hasattr(config, "to_dict"):
-        return None
-    positions = getattr(config, "max_position_embeddings", None)
-    usable = roles.usable_positions(config.to_dict())  # RoBERTa's table starts after its padding id
-    positions = usable if usable is not None else positions
-    return positions if isinstance(positions, int) and positions != -1 else None
-
-
-def positions_cap(model: SentenceEncoder) -> str | None:
-    """Why :func:`default_max_length` is less than the layout's ``max_seq_length`` (a sentence for
-    the user), or None when it is not."""
-    declared, positions = model.layout.max_seq_length, readable_positions(getattr(model, "config", None))
-    if declared is None or positions is None or declared <= positions:
-        return None
-    return (f"max_seq_length {declared} (sentence-transformers' settings) is past the {positions} positions the "
-            f"encoder reads, so texts are cut at {positions}")
 
 
 def encode_texts(model: SentenceEncoder, tokenizer, texts: Sequence[str], max_length: int | None = None,

@@ -29,7 +29,7 @@ from tinyplm.models.embedder import model_dir as teacher_dir
 from tinyplm.models.loading import check_config
 from tinyplm.models.onnx import FORMAT_KEY
 from tinyplm.models.roles import ROLES
-from tinyplm.models.sentence import check_sentence_dir
+from tinyplm.models.sentence_fit import check_sentence_dir
 from tinyplm.models.student import model_type_of
 from tinyplm.models.token_ids import token_id_mismatch
 from tinyplm.pretrain.corpus import corpus_files, read_corpus
