@@ -186,6 +186,24 @@ def test_a_max_seq_length_past_the_positions_is_cut_to_them(bert_dir, tmp_path):
     assert embedding_limit(load_embedder(tmp_path / "st64")) == (64, "the model's own (max_seq_length, as embed-eval)")
 
 
+def test_prompts_and_similarity_survive_a_save(bert_dir, tmp_path):
+    """An e5-style model's prompts (no default: tinyplm's vectors are ST's without a prompt) and its
+    similarity function are written again when it is saved, so its students offer them too."""
+    src = tmp_path / "src"
+    _st_model(bert_dir, PoolMode.MEAN, False).save(str(src), create_model_card=False)
+    settings_file = src / "config_sentence_transformers.json"
+    prompts = {"query": "query: ", "passage": "passage: "}
+    settings_file.write_text(json.dumps({**json.loads(settings_file.read_text()), "prompts": prompts,
+                                         "default_prompt_name": None, "similarity_fn_name": "dot"}))
+    model, tok = load_sentence_encoder(src)
+    save_sentence_encoder(model, tok, tmp_path / "out")
+    saved = json.loads((tmp_path / "out" / "config_sentence_transformers.json").read_text())
+    assert saved["prompts"] == prompts and saved["similarity_fn_name"] == "dot"
+    loaded = _st_load(tmp_path / "out")
+    assert {k: loaded.prompts.get(k) for k in prompts} == prompts and loaded.similarity_fn_name == "dot"
+    _assert_same(loaded.encode(TEXTS), encode_texts(model, tok, TEXTS))
+
+
 def test_do_lower_case_lowercases_as_st_does(tmp_path):
     """sentence_bert_config's do_lower_case lower-cases text for a cased tokenizer, in ST and here."""
     src = _bert_dir(tmp_path / "cased", lower=False)

@@ -29,6 +29,8 @@ MODEL_SETTINGS_FILE = "config_sentence_transformers.json"
 #: Where ST keeps the Transformer's settings (the first that exists is read, as ST does).
 TRANSFORMER_SETTINGS = tuple(f"sentence_{name}_config.json" for name in ("bert", "roberta", "distilbert", "camembert",
                                                                           "albert", "xlm-roberta"))
+#: ST's similarity function when a model names none.
+DEFAULT_SIMILARITY = "cosine"
 DENSE_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 L = TypeVar("L", bound=Layout)
 
@@ -111,7 +113,10 @@ class SentenceLayout:
     ``transformer_path``: the encoder's folder ("" = the model dir itself, or e.g. "0_Transformer");
     ``dense``: Dense layers after pooling, in order; ``normalize``: L2-normalise last;
     ``max_seq_length``: the token limit ST applies (None: the tokenizer's, capped at the model's
-    positions); ``do_lower_case``: lower-case text before tokenizing."""
+    positions); ``do_lower_case``: lower-case text before tokenizing. ``prompts`` (name, text) and
+    ``similarity`` (ST's ``similarity_fn_name``; None: its default, cosine) change no vector
+    tinyplm computes; they are kept so a model saved from this layout (a student of it) offers its
+    users the same prompts (``encode(..., prompt_name=...)``) and similarity as its source."""
 
     pooling: Pooling
     transformer_path: str = ""
@@ -119,6 +124,8 @@ class SentenceLayout:
     normalize: bool = False
     max_seq_length: int | None = None
     do_lower_case: bool = False
+    prompts: tuple[tuple[str, str], ...] = ()
+    similarity: str | None = None
 
     @property
     def dim(self) -> int | None:
@@ -185,6 +192,7 @@ class _ModelKeys(Layout):
     prompts: dict[str, str | None] = {}
     default_prompt_name: str | None = None
     truncate_dim: int | None = None
+    similarity_fn_name: str | None = None
 
 
 _TEXT = {"method": "forward", "method_output_name": "last_hidden_state"}
@@ -231,8 +239,10 @@ def read_layout(model_dir: Path) -> SentenceLayout | None:
     transformer = paths[ModuleKind.TRANSFORMER][0]
     found = [model_dir / transformer / n for n in TRANSFORMER_SETTINGS if (model_dir / transformer / n).is_file()]
     settings = _settings(_TransformerKeys, found[0]) if found else _TransformerKeys()
+    model = _ModelKeys()
     if (model_dir / MODEL_SETTINGS_FILE).is_file():
-        _check_prompt(_settings(_ModelKeys, model_dir / MODEL_SETTINGS_FILE), model_dir / MODEL_SETTINGS_FILE)
+        model = _settings(_ModelKeys, model_dir / MODEL_SETTINGS_FILE)
+        _check_prompt(model, model_dir / MODEL_SETTINGS_FILE)
     for path in paths[ModuleKind.NORMALIZE]:
         if (model_dir / path / "config.json").is_file():
             _settings(_NormalizeKeys, model_dir / path / "config.json")
@@ -240,7 +250,10 @@ def read_layout(model_dir: Path) -> SentenceLayout | None:
         pooling=_read_pooling(model_dir / paths[ModuleKind.POOLING][0] / "config.json"),
         transformer_path=transformer, dense=tuple(_read_dense(model_dir, p) for p in paths[ModuleKind.DENSE]),
         normalize=bool(paths[ModuleKind.NORMALIZE]), max_seq_length=settings.max_seq_length,
-        do_lower_case=settings.do_lower_case)
+        do_lower_case=settings.do_lower_case,
+        prompts=tuple((name, text) for name, text in model.prompts.items() if text is not None),
+        similarity=None if model.similarity_fn_name in (None, DEFAULT_SIMILARITY) else model.similarity_fn_name,
+    )
 
 
 def _entries(file: Path) -> list[tuple[ModuleKind, _Entry]]:
@@ -371,8 +384,9 @@ def layout_json(layout: SentenceLayout) -> dict[str, Any]:
                                         "bias": spec.bias, "activation_function": spec.activation}
     settings = str(PurePosixPath(layout.transformer_path or ".") / TRANSFORMER_SETTINGS[0])
     files[settings] = {"max_seq_length": layout.max_seq_length, "do_lower_case": layout.do_lower_case}
-    files[MODEL_SETTINGS_FILE] = {"model_type": "SentenceTransformer", "prompts": {}, "default_prompt_name": None,
-                                  "similarity_fn_name": "cosine"}
+    files[MODEL_SETTINGS_FILE] = {"model_type": "SentenceTransformer", "prompts": dict(layout.prompts),
+                                  "default_prompt_name": None,
+                                  "similarity_fn_name": layout.similarity or DEFAULT_SIMILARITY}
     return files
 
 
