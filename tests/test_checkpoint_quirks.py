@@ -60,3 +60,16 @@ def test_validate_refuses_what_the_run_would_refuse_later(tmp_path: Path) -> Non
     assert_bad_input(cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path),
                      f"{three}: its classifier has 3 outputs but the task needs 2")
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_padding_id_that_leaves_no_positions_is_refused_by_name(tmp_path: Path) -> None:
+    """RoBERTa (here XLM-R) numbers positions from pad_token_id + 1: a pad id past the table crashed predict with
+    an OverflowError and let validate speak of "at most -42 positions"; MPNet, whose code fixes its
+    padding id at 1, is not bound by its config's pad_token_id and works."""
+    (tmp_path / "t.txt").write_text("a good film\n", encoding="utf-8")
+    roberta = _set(make_family_dir(tmp_path / "xlmr", "xlm-roberta"), pad_token_id=107)
+    assert_bad_input(cli(["predict", str(roberta), "-i", "t.txt"], cwd=tmp_path),
+                     "config.json: pad_token_id 107", "xlm-roberta model", "expected a pad_token_id below")
+    mpnet = _set(make_family_dir(tmp_path / "mpnet", "mpnet"), pad_token_id=90)
+    result = cli(["predict", str(mpnet), "-i", "t.txt", "-o", "m.jsonl"], cwd=tmp_path)
+    assert result.returncode == 0, result.output
