@@ -18,7 +18,7 @@ from tinyplm.errors import ModelError, TinyplmError, did_you_mean
 from tinyplm.models.classic.io import family_tokenizer_files, is_family_dir, load_family
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
 from tinyplm.models.quantized import QUANT_KEY, load_quantized
-from tinyplm.models.roles import ROLES
+from tinyplm.models.roles import ROLES, usable_positions
 from tinyplm.models.safetensors_header import safetensors_shapes
 from tinyplm.models.shape import SHAPE_KEY, build_shaped, duplicate_keys
 from tinyplm.tasks.heads import Head
@@ -111,7 +111,11 @@ def check_model_dir(path: Path) -> dict:
         raise ModelError(f"{path}: no config.json (expected a Hugging Face checkpoint directory)")
     cfg = load_json(cfg_file, ModelError)
     validate(_ConfigKeys, cfg, cfg_file, ModelError)
-    _check_positions(cfg, cfg_file)
+    usable, rows = usable_positions(cfg), cfg.get("max_position_embeddings")
+    if usable is not None and usable < 2:  # RoBERTa numbers its positions from pad_token_id + 1
+        raise ModelError(f"{cfg_file}: pad_token_id {cfg.get('pad_token_id')} leaves {usable} of a "
+                         f"{cfg.get('model_type')} model's {rows} position rows (they start after it); expected a "
+                         f"pad_token_id below {rows - 2}")
     if not any((path / f).is_file() for f in WEIGHT_FILES):
         raise ModelError(f"{path}: no weights (expected one of {', '.join(WEIGHT_FILES)})")
     words = family_tokenizer_files(cfg)  # a TF-IDF, (Bi)LSTM or ELMo student's word vocabulary
@@ -119,19 +123,6 @@ def check_model_dir(path: Path) -> dict:
         raise ModelError(f"{path}: no tokenizer files (expected {' or '.join((*words, *TOKENIZER_FILES[:2]))})")
     check_weight_files(path)
     return cfg
-
-
-def _check_positions(cfg: dict, cfg_file: Path) -> None:
-    """Raise ``ModelError`` when a family whose positions start after the padding id (RoBERTa's)
-    has a ``pad_token_id`` that leaves fewer than two of its position rows (a [CLS] and a [SEP])."""
-    from tinyplm.models.roles import usable_positions
-
-    usable = usable_positions(cfg)
-    if usable is not None and usable < 2:
-        rows = cfg.get("max_position_embeddings")
-        raise ModelError(f"{cfg_file}: pad_token_id {cfg.get('pad_token_id')}: a {cfg.get('model_type')} model "
-                         f"numbers its positions from the padding id + 1, so {usable} of its {rows} "
-                         f"max_position_embeddings rows are left; expected a pad_token_id below {int(rows) - 2}")
 
 
 def check_weight_files(path: Path) -> None:

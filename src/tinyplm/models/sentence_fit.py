@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tinyplm.errors import ModelError
 from tinyplm.models import roles
-from tinyplm.models.loading import LOAD_ERRORS, check_model_dir
+from tinyplm.models.loading import LOAD_ERRORS
 from tinyplm.models.pooling import SentenceLayout, read_layout
 
 
@@ -30,22 +30,22 @@ def layout_mismatch(layout: SentenceLayout, width: int) -> str | None:
 
 def check_sentence_dir(path: Path) -> Path:
     """A sentence-transformers folder ``path`` checked from its files alone (no weights loaded, as
-    ``validate`` does it): its layout (:func:`~tinyplm.models.pooling.read_layout`), its encoder's
-    folder (the root or e.g. ``0_Transformer/``: :func:`~tinyplm.models.loading.check_model_dir`)
-    and that the layout's widths fit the encoder's. Returns the encoder's folder; a folder without
-    modules.json is returned as it is. Raises ``ModelError`` naming the dir, file and key."""
+    ``validate`` does it): its layout (:func:`~tinyplm.models.pooling.read_layout`) and that its
+    widths fit the encoder's config. Returns the encoder's folder (the root or e.g.
+    ``0_Transformer/``), for the caller's checks of a checkpoint dir
+    (:func:`~tinyplm.models.loading.check_model_dir`); a folder without modules.json is returned as
+    it is. Raises ``ModelError`` naming the dir, file and key."""
     path = Path(path)
     layout = read_layout(path)
     if layout is None:
         return path
     folder = path / layout.transformer_path
-    check_model_dir(folder)
     from transformers import AutoConfig
 
     try:
         config = AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
     except LOAD_ERRORS:
-        return folder  # check_config names what is wrong with it
+        return folder  # the caller's check_model_dir and check_config name what is wrong with it
     mismatch = layout_mismatch(layout, roles.config_shape(config).hidden)
     if mismatch is not None:
         raise ModelError(f"{path}: {mismatch}")
