@@ -378,12 +378,13 @@ def popen(cmd: Sequence[str], *, cwd: str | Path | None = None, env: dict[str, s
     env = dict(os.environ if env is None else env)
     opened: list[int] = []
     ours: list[tuple[str, int]] = []
+    launcher = _launcher(env)
     try:
         fds = [_fd(stdin, "r", opened, ours, "stdin")]
         fds.append(_fd(stdout, "w", opened, ours, "stdout"))
         fds.append(_fd(stderr, "w", opened, ours, "stderr", stdout_fd=fds[1]))
-        pid = _launcher(env).start({"module": module, "argv": argv, "cwd": str(Path(cwd or os.getcwd()).resolve()),
-                                    "env": env}, fds)
+        pid = launcher.start({"module": module, "argv": argv, "cwd": str(Path(cwd or os.getcwd()).resolve()),
+                              "env": env}, fds)
     except BaseException:
         for _, fd in ours:
             os.close(fd)
@@ -393,7 +394,7 @@ def popen(cmd: Sequence[str], *, cwd: str | Path | None = None, env: dict[str, s
             os.close(fd)
     files = {name: os.fdopen(fd, ("w" if name == "stdin" else "r") + ("" if text else "b"), buffering=-1)
              for name, fd in ours}
-    return WarmProcess(_launcher(env), pid, list(map(str, cmd)), files.get("stdin"), files.get("stdout"),
+    return WarmProcess(launcher, pid, list(map(str, cmd)), files.get("stdin"), files.get("stdout"),
                        files.get("stderr"))
 
 
