@@ -217,3 +217,38 @@ def test_a_layout_that_does_not_fit_its_encoder_is_refused_by_validate(tmp_path:
         _into_subfolder(tmp_path / "teacher")
     with pytest.raises(ModelError, match="pools vectors 48 wide .word_embedding_dimension in its config.json.*hidden"):
         preflight(load_recipe(path))
+
+
+def test_a_teacher_meant_for_dot_products_has_every_model_judged_by_them(tmp_path: Path) -> None:
+    """preflight reads the teacher's similarity_fn_name into the task, and the embedding head's
+    metrics compare vectors by it: vectors of unequal lengths read otherwise under dot products."""
+    from tinyplm.evaluate.embedding import set_metrics
+    from tinyplm.evaluate.model_eval import encode_evals, metrics_from_logits
+    from tinyplm.evaluate.similarity import Similarity
+    from tinyplm.run import preflight
+    from tinyplm.tasks.retrieval import SET_OPTION
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    cfg = load_recipe(_recipe(tmp_path, [{"name": "student-L1", "teacher_layers": [1], "train": SHORT,
+                                          "objective": {"vector_mse": 1.0}}]))
+    assert preflight(cfg).data.similarity is None  # ST's default: cosine
+    settings = tmp_path / "teacher" / "config_sentence_transformers.json"
+    settings.write_text(json.dumps({**json.loads(settings.read_text()), "similarity_fn_name": "dot"}))
+    checked = preflight(cfg)
+    assert checked.data.similarity == "dot"
+    evals = encode_evals(checked.data, checked.tokenizer, 48)
+    rng = np.random.default_rng(0)
+    vectors = {name: torch_tensor(rng.normal(size=(len(enc), 8)) * rng.uniform(0.1, 10, size=(len(enc), 1)))
+               for name, enc in evals.items()}
+    got = metrics_from_logits(checked.data, evals, vectors)
+    split = checked.data.evals["stsb"]
+    texts = [ex.text for ex in split.examples]
+    by_dot = set_metrics(split.options[SET_OPTION], texts, vectors["stsb"].numpy(), Similarity.DOT)
+    by_cosine = set_metrics(split.options[SET_OPTION], texts, vectors["stsb"].numpy())
+    assert got["spearman"] == by_dot["spearman"] != by_cosine["spearman"]
+
+
+def torch_tensor(values: np.ndarray):
+    import torch
+
+    return torch.tensor(values, dtype=torch.float32)

@@ -17,7 +17,8 @@ from tinyplm.files import write_json_atomic
 def embed_eval_cmd(
     model: Annotated[str, typer.Argument(help="an embedding model dir (sentence-transformers layout, or a static "
                                               "sentence encoder tinyplm saved) or an alias (minilm-l6, mpnet-base)")],
-    stsb: Annotated[bool, typer.Option("--stsb/--no-stsb", help="STS-B dev: Spearman of the pairs' cosines")] = True,
+    stsb: Annotated[bool, typer.Option(
+        "--stsb/--no-stsb", help="STS-B dev: Spearman of the pairs' similarities")] = True,
     squad: Annotated[bool, typer.Option(
         "--squad/--no-squad", help="SQuAD v1.1 dev as retrieval: each question ranks every paragraph")] = True,
     pairs: Annotated[list[Path] | None, typer.Option(
@@ -31,30 +32,43 @@ def embed_eval_cmd(
     max_length: Annotated[int | None, typer.Option(
         help="tokens per text (default: the model's own limit, e.g. its sentence_bert_config.json)")] = None,
     batch_size: Annotated[int, typer.Option(help="texts per forward pass (sorted by length)")] = 64,
+    similarity: Annotated[str | None, typer.Option(
+        "--similarity", help="compare vectors by cosine, dot, euclidean or manhattan (default: the model's own "
+                             "similarity_fn_name, cosine when it names none)")] = None,
+    prompts: Annotated[bool, typer.Option(
+        "--prompts/--no-prompts", help="retrieval: put the model's 'query' prompt before queries and its "
+                                       "'document'/'passage'/'corpus' prompt before documents, as "
+                                       "sentence-transformers does")] = True,
     save: Annotated[Path | None, typer.Option("--out", help="also write the scores here (JSON)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    """Score an embedding model on STS-B dev (Spearman x 100 of cosines), SQuAD v1.1 dev as retrieval
-    (nDCG@10, MRR@10, recall@1, recall@10), and your own pairs or BEIR sets. Every set is read and
-    checked before the model is loaded.
+    """Score an embedding model on STS-B dev (Spearman x 100 of similarities), SQuAD v1.1 dev as
+    retrieval (nDCG@10, MRR@10, recall@1, recall@10), and your own pairs or BEIR sets, comparing
+    vectors by the model's own similarity function and giving its retrieval prompts, as
+    sentence-transformers' evaluators do. Every set is read and checked before the model is loaded.
 
     Example: tinyplm embed-eval minilm-l6
     Example: tinyplm embed-eval runs/minilm_embed/model --no-squad --pairs my_pairs.csv
     """
-    from tinyplm.evaluate.embed_suite import own_sets, read_sets, score_sets, standard_sets
+    from tinyplm.evaluate.embed_suite import model_scoring, own_sets, read_sets, score_sets, standard_sets
+    from tinyplm.evaluate.similarity import similarity_of
     from tinyplm.models.embedder import load_embedder
 
+    if similarity is not None:
+        similarity_of(similarity, "--similarity")  # refused before any set or model is read
     sets = read_sets(standard_sets(data_dir, stsb, squad) + own_sets(pairs or [], beir or [], split))
     embedder = load_embedder(model, max_length, batch_size)
-    scores = score_sets(embedder.embed, sets)
+    scoring = model_scoring(embedder, prompts, similarity)
+    scores = score_sets(embedder.embed, sets, scoring)
     result = {"model": str(embedder.path), "kind": str(embedder.kind), "dim": embedder.dim,
-              "max_length": max_length, "sets": [s.as_dict() for s in scores]}
+              "max_length": max_length, **scoring.as_dict(), "sets": [s.as_dict() for s in scores]}
     if save is not None:
         write_json_atomic(save, result)
     if as_json:
         out.print_json(json.dumps(result))
         return
-    table = Table(title=f"{embedder.path} ({embedder.kind}, {embedder.dim} dims)")
+    said = "".join(f", {k.replace('_', ' ')} {v!r}" for k, v in scoring.as_dict().items() if k != "similarity" and v)
+    table = Table(title=f"{embedder.path} ({embedder.kind}, {embedder.dim} dims, {scoring.similarity}{said})")
     for column in ("set", "kind", "metrics", "size", "seconds"):
         table.add_column(column)
     for s in scores:

@@ -4,7 +4,8 @@ A set is a pairs file with gold scores (STS-B dev, or your own: :func:`~tinyplm.
 or a retrieval set (SQuAD v1.1 dev as questions ranking paragraphs, or a BEIR folder). Every file
 is read and checked by :func:`read_sets` before the model is loaded, so a missing or malformed file
 is named before any vectors are computed. :func:`score_sets` then scores each set with one
-``embed`` callable (:mod:`tinyplm.evaluate.embedding`).
+``embed`` callable (:mod:`tinyplm.evaluate.embedding`), the way :func:`model_scoring` reads off the
+model (its similarity function and prompts, as sentence-transformers' own evaluators use them).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from tinyplm.evaluate.embedding import Embed, retrieval_scores, similarity_scores
+from tinyplm.evaluate.similarity import DOCUMENT_PROMPTS, QUERY_PROMPTS, Scoring, first_prompt, similarity_of
 from tinyplm.tasks.paths import resolve_data_root
 from tinyplm.tasks.retrieval import RetrievalSet, ScoredPairs, read_beir, read_pairs, squad_retrieval, stsb_pairs
 
@@ -72,7 +74,7 @@ class SetScore:
 
 
 def standard_sets(data_dir: str | Path | None, stsb: bool, squad: bool) -> list[SetRequest]:
-    """The standard sets asked for, under the data root: STS-B dev (Spearman of cosines) and SQuAD
+    """The standard sets asked for, under the data root: STS-B dev (Spearman of similarities) and SQuAD
     v1.1 dev as a retrieval set (each question ranks every paragraph)."""
     root = resolve_data_root(data_dir)
     out = []
@@ -104,17 +106,45 @@ def read_sets(requests: list[SetRequest]) -> list[EvalSet]:
     return [EvalSet(r, r.read()) for r in requests]
 
 
-def score_sets(embed: Embed, sets: list[EvalSet]) -> list[SetScore]:
-    """Each set scored with ``embed``: pairs -> spearman, pearson; retrieval -> ndcg_at_10,
-    mrr_at_10, recall_at_1, recall_at_10 (each x 100)."""
+def model_scoring(embedder, prompts: bool = True, similarity: str | None = None) -> Scoring:
+    """How ``embedder`` (a :class:`~tinyplm.models.embedder.Embedder`) is judged, as
+    sentence-transformers' evaluators judge it: by its own similarity function (``similarity``
+    overrides it), and with ``prompts`` its ``query`` prompt before retrieval queries and its
+    ``document`` (or ``passage``, ``corpus``) prompt before documents. A static encoder compares by
+    cosine and has no prompts. Raises ``ModelError`` for prompts its pooling leaves out
+    (``include_prompt: false``, which tinyplm's pooling does not do) and ``TinyplmError`` for an
+    unknown similarity."""
+    from tinyplm.errors import ModelError
+    from tinyplm.models.embedder import EmbedderKind
+    from tinyplm.models.onnx import sentence_layout
+    from tinyplm.models.pooling import MODEL_SETTINGS_FILE
+
+    layout = sentence_layout(embedder.model) if embedder.kind is EmbedderKind.TRANSFORMER else None
+    if similarity is not None:
+        chosen = similarity_of(similarity, "--similarity")
+    else:
+        chosen = similarity_of(layout.similarity if layout else None,
+                               f"{embedder.path / MODEL_SETTINGS_FILE}: similarity_fn_name")
+    named = dict(layout.prompts) if layout is not None and prompts else {}
+    query, document = first_prompt(named, QUERY_PROMPTS), first_prompt(named, DOCUMENT_PROMPTS)
+    if (query or document) and not layout.pooling.include_prompt:
+        raise ModelError(f"{embedder.path}: its pooling leaves the prompt's tokens out (include_prompt: false), "
+                         "which tinyplm's pooling does not do, so its query/document prompts cannot be applied as "
+                         "sentence-transformers applies them; score it without prompts (--no-prompts)")
+    return Scoring(chosen, query, document)
+
+
+def score_sets(embed: Embed, sets: list[EvalSet], scoring: Scoring = Scoring()) -> list[SetScore]:
+    """Each set scored with ``embed`` as ``scoring`` says: pairs -> spearman, pearson; retrieval ->
+    ndcg_at_10, mrr_at_10, recall_at_1, recall_at_10 (each x 100)."""
     out = []
     for s in sets:
         start = time.perf_counter()
         if s.request.kind is SetKind.PAIRS:
-            sim = similarity_scores(embed, s.data)
+            sim = similarity_scores(embed, s.data, scoring)
             metrics, size = {"spearman": sim.spearman, "pearson": sim.pearson}, {"pairs": sim.pairs}
         else:
-            ret = retrieval_scores(embed, s.data)
+            ret = retrieval_scores(embed, s.data, scoring=scoring)
             metrics = {"ndcg_at_10": ret.ndcg_at_10, "mrr_at_10": ret.mrr_at_10, "recall_at_1": ret.recall_at_1,
                        "recall_at_10": ret.recall_at_10}
             size = {"queries": ret.queries, "documents": ret.documents}

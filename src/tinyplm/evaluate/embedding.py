@@ -3,15 +3,18 @@ retrieval, and how two models' vectors of the same texts agree.
 
 An ``embed`` callable takes a list of texts and returns their vectors, ``(n, dim)``, in input order
 (batching and sorting by length are its own business). It is called once per list of texts: each
-distinct text of a pairs set, then a retrieval set's queries and its corpus. Its vectors are L2-
-normalised here, so the cosine of two is their dot product (a zero vector's cosine with anything is 0).
+distinct text of a pairs set, then a retrieval set's queries and its corpus. Vectors are compared by
+the model's own similarity function, cosine unless its :class:`~tinyplm.evaluate.similarity.Scoring`
+says otherwise (:mod:`tinyplm.evaluate.similarity`: cosine of L2-normalised rows, dot product,
+negative euclidean or manhattan distance, as sentence-transformers' evaluators compare them).
 
-- :func:`similarity_scores`: Spearman and Pearson correlation (x 100) of the cosine of each pair's
-  vectors with its gold score, as STS-B and MTEB's STS tasks report them.
+- :func:`similarity_scores`: Spearman and Pearson correlation (x 100) of the similarity of each
+  pair's vectors with its gold score, as STS-B and MTEB's STS tasks report them.
 - :func:`retrieval_scores`: nDCG@k, MRR@k, recall@1 and recall@k (x 100, averaged over queries) of
-  ranking the whole corpus by cosine, as BEIR computes them with pytrec_eval: linear gain (the graded
-  relevance), ``log2(rank + 1)`` discount, the ideal ranking from the query's own qrels, relevant
-  meaning relevance above 0. Ties in a ranking go to the earlier document of the corpus.
+  ranking the whole corpus by similarity, as BEIR computes them with pytrec_eval: linear gain (the
+  graded relevance), ``log2(rank + 1)`` discount, the ideal ranking from the query's own qrels,
+  relevant meaning relevance above 0. Ties in a ranking go to the earlier document of the corpus.
+  The queries and documents get the scoring's prompts first (ST's ``encode_query``/``encode_document``).
 - :func:`embedding_agreement`: the mean cosine of paired rows of two models' vectors.
 - :func:`set_metrics`: the metrics of a set from vectors already computed for its distinct texts
   (an eval split of the embedding head, :func:`tinyplm.tasks.retrieval.embedding_split`).
@@ -31,6 +34,7 @@ import numpy as np
 
 from tinyplm.errors import TinyplmError
 from tinyplm.evaluate.metrics import pearson, spearman
+from tinyplm.evaluate.similarity import Scoring, Similarity, matrix, pairwise, prepared
 from tinyplm.tasks.retrieval import RetrievalSet, ScoredPairs, set_texts
 
 #: Texts -> their vectors, ``(len(texts), dim)``, in input order.
@@ -39,8 +43,8 @@ Embed = Callable[[Sequence[str]], np.ndarray]
 
 @dataclass(frozen=True)
 class SimilarityScores:
-    """Spearman and Pearson correlation (x 100) of the pairs' cosines with the gold scores, over
-    ``pairs`` pairs; 0.0 where undefined (constant cosines)."""
+    """Spearman and Pearson correlation (x 100) of the pairs' similarities with the gold scores, over
+    ``pairs`` pairs; 0.0 where undefined (constant similarities)."""
 
     spearman: float
     pearson: float
@@ -65,44 +69,50 @@ def unit_vectors(embed: Embed, texts: Sequence[str]) -> np.ndarray:
     """``embed(texts)`` as float64 rows of length 1 (a zero row stays zero)  # (n, dim)
 
     Raises ``TinyplmError`` when ``embed`` returns anything but one finite row per text."""
+    return compared_vectors(embed, texts, Similarity.COSINE)
+
+
+def compared_vectors(embed: Embed, texts: Sequence[str], similarity: Similarity) -> np.ndarray:
+    """``embed(texts)`` as float64 rows ready for ``similarity`` (unit rows for cosine)  # (n, dim)
+
+    Raises ``TinyplmError`` when ``embed`` returns anything but one finite row per text."""
     vectors = np.asarray(embed(list(texts)))
     if vectors.ndim != 2 or vectors.shape[0] != len(texts) or not np.issubdtype(vectors.dtype, np.number):
         raise TinyplmError(f"embed returned {vectors.dtype} of shape {vectors.shape} for {len(texts)} texts; "
                            f"expected numbers of shape ({len(texts)}, dim)")
-    return _normalised(vectors, "embed's vectors")
+    return prepared(vectors, similarity, "embed's vectors")
 
 
 def _normalised(vectors: np.ndarray, what: str) -> np.ndarray:
     """``vectors`` as float64 rows of length 1 (zero rows stay zero); raises ``TinyplmError`` for
     a value that is not finite."""
-    vectors = vectors.astype(np.float64)
-    if not np.isfinite(vectors).all():
-        raise TinyplmError(f"{what} hold values that are not finite (nan or inf)")
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.where(norms > 0, norms, 1.0)
+    return prepared(vectors, Similarity.COSINE, what)
 
 
-def similarity_scores(embed: Embed, pairs: ScoredPairs) -> SimilarityScores:
-    """Spearman and Pearson (x 100) of the cosine of each pair's vectors against its gold score.
-    Each distinct text is embedded once. Raises ``TinyplmError`` for a bad ``embed``."""
+def similarity_scores(embed: Embed, pairs: ScoredPairs, scoring: Scoring = Scoring()) -> SimilarityScores:
+    """Spearman and Pearson (x 100) of the similarity of each pair's vectors (``scoring.similarity``)
+    against its gold score. Each distinct text is embedded once. Raises ``TinyplmError`` for a bad
+    ``embed``."""
     texts = list(dict.fromkeys(pairs.texts_a + pairs.texts_b))
     index = {text: i for i, text in enumerate(texts)}
-    vectors = unit_vectors(embed, texts)  # (texts, dim)
+    vectors = compared_vectors(embed, texts, scoring.similarity)  # (texts, dim)
     a = vectors[[index[text] for text in pairs.texts_a]]  # (pairs, dim)
     b = vectors[[index[text] for text in pairs.texts_b]]
-    cosines = np.einsum("ij,ij->i", a, b)  # (pairs,)
+    scores = pairwise(a, b, scoring.similarity)  # (pairs,)
     gold = np.asarray(pairs.scores, dtype=np.float64)
-    return SimilarityScores(100 * spearman(cosines, gold), 100 * pearson(cosines, gold), len(gold))
+    return SimilarityScores(100 * spearman(scores, gold), 100 * pearson(scores, gold), len(gold))
 
 
-def top_k(queries: np.ndarray, documents: np.ndarray, k: int) -> np.ndarray:
-    """The indices of the ``k`` documents of highest cosine for each query, best first, ties going
-    to the lower index  # (queries, k)
+def top_k(queries: np.ndarray, documents: np.ndarray, k: int,
+          similarity: Similarity = Similarity.COSINE) -> np.ndarray:
+    """The indices of the ``k`` documents most similar to each query, best first, ties going to the
+    lower index  # (queries, k)
 
-    ``queries`` # (q, dim) and ``documents`` # (n, dim) are unit rows; ``k`` <= n. The products are
+    ``queries`` # (q, dim) and ``documents`` # (n, dim) are rows prepared for ``similarity`` (unit
+    rows for cosine: :func:`~tinyplm.evaluate.similarity.prepared`); ``k`` <= n. The similarities are
     taken in float64 and rounded to float32, so that two equal documents tie exactly (float32 sums in
     another order could tell them apart) and the result does not depend on how queries are chunked."""
-    scores = (queries @ documents.T).astype(np.float32)  # (q, n)
+    scores = matrix(queries, documents, similarity).astype(np.float32)  # (q, n)
     n = scores.shape[1]
     if k >= n:
         return np.argsort(-scores, axis=1, kind="stable")[:, :k]
@@ -130,24 +140,27 @@ def query_metrics(ranked: Sequence[int], judged: dict[int, int], k: int) -> np.n
                      found / len(relevant)])
 
 
-def retrieval_scores(embed: Embed, rset: RetrievalSet, k: int = 10, chunk: int = 1024) -> RetrievalScores:
-    """Each query of ``rset`` ranks the whole corpus by cosine; -> the mean of
-    :func:`query_metrics` over the queries, x 100. The queries and the corpus are embedded once each;
-    the ranking is done ``chunk`` queries at a time (memory: ``chunk`` x documents scores). Raises
-    ``TinyplmError`` for ``k`` or ``chunk`` below 1, or a bad ``embed`` (rows of another width for
-    queries than for documents included)."""
+def retrieval_scores(embed: Embed, rset: RetrievalSet, k: int = 10, chunk: int = 1024,
+                     scoring: Scoring = Scoring()) -> RetrievalScores:
+    """Each query of ``rset`` ranks the whole corpus by ``scoring.similarity``; -> the mean of
+    :func:`query_metrics` over the queries, x 100. The queries (each after ``scoring.query_prompt``)
+    and the corpus (after ``scoring.document_prompt``) are embedded once each; the ranking is done
+    ``chunk`` queries at a time (memory: ``chunk`` x documents scores). Raises ``TinyplmError`` for
+    ``k`` or ``chunk`` below 1, or a bad ``embed`` (rows of another width for queries than for
+    documents included)."""
     if k < 1 or chunk < 1:
         raise TinyplmError(f"k and chunk must be 1 or more, got k={k}, chunk={chunk}")
     query_ids, doc_ids = list(rset.queries), list(rset.corpus)
-    queries = unit_vectors(embed, list(rset.queries.values()))  # (queries, dim)
-    documents = unit_vectors(embed, list(rset.corpus.values()))  # (documents, dim)
+    similarity = scoring.similarity
+    queries = compared_vectors(embed, [scoring.query_prompt + q for q in rset.queries.values()], similarity)
+    documents = compared_vectors(embed, [scoring.document_prompt + d for d in rset.corpus.values()], similarity)
     if queries.shape[1] != documents.shape[1]:
         raise TinyplmError(f"embed returned {queries.shape[1]}-dim vectors for the queries and "
                            f"{documents.shape[1]}-dim ones for the documents; expected one width")
     position = {doc: i for i, doc in enumerate(doc_ids)}
     totals = np.zeros(4)
     for start in range(0, len(query_ids), chunk):
-        ranked = top_k(queries[start:start + chunk], documents, min(k, len(doc_ids)))  # (chunk, k)
+        ranked = top_k(queries[start:start + chunk], documents, min(k, len(doc_ids)), similarity)  # (chunk, k)
         for row, query in zip(ranked, query_ids[start:start + chunk], strict=True):
             judged = {position[doc]: rel for doc, rel in rset.qrels[query].items()}
             totals += query_metrics(row, judged, k)
@@ -168,12 +181,13 @@ def embedding_agreement(a: np.ndarray, b: np.ndarray) -> float:
     return float(cosines.mean())
 
 
-def set_metrics(data: ScoredPairs | RetrievalSet, texts: Sequence[str], vectors: np.ndarray) -> dict[str, float]:
+def set_metrics(data: ScoredPairs | RetrievalSet, texts: Sequence[str], vectors: np.ndarray,
+                similarity: Similarity = Similarity.COSINE) -> dict[str, float]:
     """The metrics (x 100) of a pairs set (``spearman``, ``pearson``) or a retrieval set
     (``ndcg_at_10``, ``mrr_at_10``, ``recall_at_1``, ``recall_at_10``) from ``vectors`` # (len(texts), dim),
-    row i the vector of ``texts[i]``. Raises ``TinyplmError`` when ``texts`` are not every text of the
-    set (:func:`~tinyplm.tasks.retrieval.set_texts`: an eval split cut short, e.g. by
-    ``task.max_eval_examples``) or the rows do not match them."""
+    row i the vector of ``texts[i]``, compared by ``similarity``. Raises ``TinyplmError`` when
+    ``texts`` are not every text of the set (:func:`~tinyplm.tasks.retrieval.set_texts`: an eval
+    split cut short, e.g. by ``task.max_eval_examples``) or the rows do not match them."""
     texts = list(texts)
     if texts != set_texts(data):
         raise TinyplmError(f"{data.source}: the vectors given are of {len(texts)} texts, not of the set's "
@@ -189,8 +203,8 @@ def set_metrics(data: ScoredPairs | RetrievalSet, texts: Sequence[str], vectors:
         return vectors[[row[text] for text in asked]]
 
     if isinstance(data, ScoredPairs):
-        sim = similarity_scores(lookup, data)
+        sim = similarity_scores(lookup, data, Scoring(similarity))
         return {"spearman": sim.spearman, "pearson": sim.pearson}
-    ret = retrieval_scores(lookup, data)
+    ret = retrieval_scores(lookup, data, scoring=Scoring(similarity))
     return {"ndcg_at_10": ret.ndcg_at_10, "mrr_at_10": ret.mrr_at_10, "recall_at_1": ret.recall_at_1,
             "recall_at_10": ret.recall_at_10}

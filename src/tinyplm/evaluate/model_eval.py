@@ -68,13 +68,15 @@ def _token_metrics(data: TaskData, name: str, enc: Encoded, logits: torch.Tensor
 
 def _embedding_metrics(data: TaskData, name: str, enc: Encoded, vectors: torch.Tensor) -> dict[str, float]:
     """The set's similarity or retrieval metrics from the vectors of its distinct texts (the split's
-    examples, :func:`tinyplm.tasks.retrieval.embedding_split`)."""
+    examples, :func:`tinyplm.tasks.retrieval.embedding_split`), compared as ``data.similarity`` says."""
     from tinyplm.evaluate.embedding import set_metrics
+    from tinyplm.evaluate.similarity import similarity_of
     from tinyplm.tasks.retrieval import SET_OPTION
 
     split = data.evals[name]
     texts = [ex.text for ex in split.examples[: len(enc)]]
-    return _suffixed(data, name, set_metrics(split.options[SET_OPTION], texts, vectors.numpy()))
+    similarity = similarity_of(data.similarity, f"task {data.task}: similarity")
+    return _suffixed(data, name, set_metrics(split.options[SET_OPTION], texts, vectors.numpy(), similarity))
 
 
 def _suffixed(data: TaskData, name: str, scores: dict[str, float]) -> dict[str, float]:

@@ -29,8 +29,20 @@ MODEL_SETTINGS_FILE = "config_sentence_transformers.json"
 #: Where ST keeps the Transformer's settings (the first that exists is read, as ST does).
 TRANSFORMER_SETTINGS = tuple(f"sentence_{name}_config.json" for name in ("bert", "roberta", "distilbert", "camembert",
                                                                           "albert", "xlm-roberta"))
+
+
+class Similarity(StrEnum):
+    """ST's similarity functions, by their ``similarity_fn_name`` (how the model's vectors are meant
+    to be compared: :mod:`tinyplm.evaluate.similarity` compares them so)."""
+
+    COSINE = "cosine"
+    DOT = "dot"
+    EUCLIDEAN = "euclidean"
+    MANHATTAN = "manhattan"
+
+
 #: ST's similarity function when a model names none.
-DEFAULT_SIMILARITY = "cosine"
+DEFAULT_SIMILARITY = Similarity.COSINE.value
 DENSE_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 L = TypeVar("L", bound=Layout)
 
@@ -243,6 +255,9 @@ def read_layout(model_dir: Path) -> SentenceLayout | None:
     if (model_dir / MODEL_SETTINGS_FILE).is_file():
         model = _settings(_ModelKeys, model_dir / MODEL_SETTINGS_FILE)
         _check_prompt(model, model_dir / MODEL_SETTINGS_FILE)
+    if model.similarity_fn_name is not None and model.similarity_fn_name not in set(Similarity):
+        raise ModelError(f"{model_dir / MODEL_SETTINGS_FILE}: similarity_fn_name: {model.similarity_fn_name!r} is "
+                         f"not a sentence-transformers similarity ({', '.join(Similarity)})")
     for path in paths[ModuleKind.NORMALIZE]:
         if (model_dir / path / "config.json").is_file():
             _settings(_NormalizeKeys, model_dir / path / "config.json")
@@ -254,6 +269,14 @@ def read_layout(model_dir: Path) -> SentenceLayout | None:
         prompts=tuple((name, text) for name, text in model.prompts.items() if text is not None),
         similarity=None if model.similarity_fn_name in (None, DEFAULT_SIMILARITY) else model.similarity_fn_name,
     )
+
+
+def layout_similarity(model_dir: Path) -> str | None:
+    """The similarity function (ST's ``similarity_fn_name``) the model in ``model_dir`` is meant to be
+    compared by: None for cosine (ST's default) or a dir without ``modules.json``. Raises
+    ``ModelError`` as :func:`read_layout` does."""
+    layout = read_layout(model_dir)
+    return layout.similarity if layout is not None else None
 
 
 def _entries(file: Path) -> list[tuple[ModuleKind, _Entry]]:

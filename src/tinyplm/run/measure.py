@@ -18,6 +18,7 @@ from tinyplm.evaluate.speed import measure_speed
 from tinyplm.models import shape_of
 from tinyplm.models.head_loading import load_for_head
 from tinyplm.models.infer import precision_name
+from tinyplm.models.pooling import layout_similarity
 from tinyplm.report import RunRecord, StageRecord
 from tinyplm.report.records import StageKind
 from tinyplm.report.run_info import FastestRuntime, RunInfo, RunPrecision
@@ -25,6 +26,7 @@ from tinyplm.run.preflight import load_task
 from tinyplm.run.results import StageResult
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.encoding import Encoded
+from tinyplm.tasks.heads import Head
 
 
 def measure_stages(stages: list[StageResult], root: Path, data: TaskData, evals: dict[str, Encoded],
@@ -83,6 +85,8 @@ def bench(model_dirs: list[Path], task: TaskSpec, rounds: int = 3, runtimes: lis
     if unknown:
         raise TinyplmError(f"--runtimes: unknown {', '.join(unknown)}; choose from {', '.join(RUNTIMES)}")
     data = load_task(task)
+    if data.head == Head.EMBEDDING:  # judged as the reference is meant to be compared (its similarity_fn_name)
+        data = replace(data, similarity=layout_similarity(model_dirs[0]))
     stages, groups = [], {}
     for i, d in enumerate(model_dirs):
         names = {s.name for s in stages}

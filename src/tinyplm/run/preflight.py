@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tinyplm import tasks
@@ -28,6 +28,7 @@ from tinyplm.models.classic.config import TEACHER_TOKENIZED
 from tinyplm.models.embedder import model_dir as teacher_dir
 from tinyplm.models.loading import check_config
 from tinyplm.models.onnx import FORMAT_KEY
+from tinyplm.models.pooling import layout_similarity
 from tinyplm.models.roles import ROLES
 from tinyplm.models.sentence_fit import check_sentence_dir
 from tinyplm.models.student import model_type_of
@@ -69,6 +70,8 @@ def preflight(cfg: RunConfig) -> Preflight:
     data = load_task(cfg.task, cfg.corpus)
     src = teacher_dir(cfg.teacher.model)
     enc = check_sentence_dir(src)  # src, or a sentence-transformers folder's encoder (e.g. 0_Transformer/)
+    if data.head == Head.EMBEDDING:  # every model of the run is judged as the teacher is meant to be compared
+        data = replace(data, similarity=layout_similarity(src))
     model_cfg = check_model_dir(enc)
     if not model_cfg.get(FORMAT_KEY):  # an ONNX or OpenVINO teacher's config is read by its runtime
         check_config(enc)

@@ -84,6 +84,9 @@ class TaskData:
     ``info`` says how the data was split and weighed, for the report. ``guard_metrics``: held-out
     metric keys besides the one choices are made on that the final model must keep
     ``final.min_retention`` of too (the embedding task's ``ndcg_at_10_holdout_passages``).
+    ``similarity``: how the embedding task compares vectors (sentence-transformers'
+    ``similarity_fn_name`` of the models judged, set by whoever reads the task beside its model;
+    None: cosine).
     """
 
     task: str
@@ -98,6 +101,7 @@ class TaskData:
     class_weights: tuple[float, ...] | None = None
     info: dict = field(default_factory=dict)
     guard_metrics: tuple[str, ...] = ()
+    similarity: str | None = None
 
     @property
     def num_labels(self) -> int:
