@@ -19,8 +19,9 @@ from conftest import WORDS, tiny_vocab
 from helpers_families import tiny_config, tiny_tokenizer
 from tinyplm.errors import ModelError
 from tinyplm.models import roles
+from tinyplm.models.layout_files import with_paths
 from tinyplm.models.loading import resolve_model_dir
-from tinyplm.models.pooling import LEGACY_KEYS, Pooling, PoolMode, SentenceLayout, pool, read_layout, with_paths
+from tinyplm.models.pooling import LEGACY_KEYS, Pooling, PoolMode, SentenceLayout, pool, read_layout
 from tinyplm.models.sentence import encode_texts, load_sentence_encoder, save_sentence_encoder
 from tinyplm.models.shape import SHAPE_KEY, keep_heads, keep_neurons
 

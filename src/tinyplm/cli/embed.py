@@ -66,7 +66,12 @@ def embed_eval_cmd(
         write_json_atomic(save, result)
     if as_json:
         out.print_json(json.dumps(result))
-        return
+    else:
+        _print_scores(embedder, scoring, scores)
+
+
+def _print_scores(embedder, scoring, scores) -> None:
+    """The scores as a table, titled with the model and how its vectors were compared."""
     said = "".join(f", {k.replace('_', ' ')} {v!r}" for k, v in scoring.as_dict().items() if k != "similarity" and v)
     table = Table(title=f"{embedder.path} ({embedder.kind}, {embedder.dim} dims, {scoring.similarity}{said})")
     for column in ("set", "kind", "metrics", "size", "seconds"):

@@ -38,7 +38,8 @@ import torch
 
 from tinyplm.errors import ModelError
 from tinyplm.files import COMPLETE_MARK, replace_dir
-from tinyplm.models.pooling import SentenceLayout, layout_json, with_paths
+from tinyplm.models.layout_files import layout_json, with_paths
+from tinyplm.models.pooling import SentenceLayout
 from tinyplm.tasks.heads import Head
 
 ONNX_FILE = "model.onnx"

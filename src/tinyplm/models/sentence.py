@@ -25,18 +25,10 @@ from tinyplm.errors import ModelError, TinyplmError
 from tinyplm.files import replace_dir
 from tinyplm.models import roles
 from tinyplm.models.io import save_model
+from tinyplm.models.layout_files import layout_json, with_paths
 from tinyplm.models.loading import LOAD_ERRORS, check_model_dir, in_fp32, load_tokenizer, quiet_transformers
 from tinyplm.models.onnx import FORMAT_KEY
-from tinyplm.models.pooling import (
-    ACTIVATIONS,
-    DENSE_WEIGHTS,
-    DenseSpec,
-    SentenceLayout,
-    layout_json,
-    pool,
-    read_layout,
-    with_paths,
-)
+from tinyplm.models.pooling import ACTIVATIONS, DENSE_WEIGHTS, DenseSpec, SentenceLayout, pool, read_layout
 from tinyplm.models.quantized import QUANT_KEY
 from tinyplm.models.safetensors_header import safetensors_shapes
 from tinyplm.models.sentence_fit import layout_mismatch, readable_positions
