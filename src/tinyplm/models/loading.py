@@ -16,6 +16,7 @@ from safetensors import SafetensorError
 
 from tinyplm.errors import ModelError, TinyplmError, did_you_mean
 from tinyplm.models.classic.io import family_tokenizer_files, is_family_dir, load_family
+from tinyplm.models.head_labels import head_outputs, output_order, reorder_outputs
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
 from tinyplm.models.quantized import QUANT_KEY, load_quantized
 from tinyplm.models.roles import ROLES, usable_positions
@@ -276,20 +277,6 @@ def _load_shaped(path: Path, has_head: bool, head: Head = Head.SEQUENCE, **confi
     return in_fp32(model).eval()
 
 
-def head_outputs(path: Path, cfg: dict, labels: tuple[str, ...], is_regression: bool,
-                 head: Head) -> tuple[tuple[str, ...], bool]:
-    """(the outputs a task of ``labels`` needs of ``head``, whether ``cfg`` (``path``'s config.json)
-    holds such a head). Raises ``ModelError`` when it holds one trained for another number of outputs."""
-    row = head.row
-    outputs = row.output_labels(labels, is_regression)  # the head's own (start, end), 'score' or the labels
-    has_head = any(row.auto_suffix in a for a in cfg.get("architectures") or [])
-    # transformers leaves num_labels/id2label out of config.json for the default of 2 labels.
-    found = cfg.get("num_labels") or len(cfg.get("id2label") or {}) or 2
-    if has_head and found != len(outputs):
-        raise ModelError(f"{path}: its classifier has {found} outputs but the task needs {len(outputs)}")
-    return outputs, has_head
-
-
 def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, head: Head | str = Head.SEQUENCE):
     """Load ``path`` with a task's ``head`` (``sequence``, ``span`` or ``token``) -> (model, tokenizer); a
     head without a task class (``embedding``: its row's ``auto_suffix`` is None) raises ``TinyplmError``
@@ -311,6 +298,10 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
         return load_family(path, labels, is_regression, head)
     cfg = check_model_dir(path)
     outputs, has_head = head_outputs(path, cfg, labels, is_regression, head)
+    order = output_order(path, cfg, outputs) if has_head else None
+    if order is not None and cfg.get(FORMAT_KEY):
+        raise ModelError(f"{path}: its {cfg[FORMAT_KEY]} graph names the task's labels in another order (id2label), "
+                         "and a graph's rows are not reordered; give the task's labels in its order (task.labels)")
     num_labels = len(outputs)
     id2label = dict(enumerate(outputs))
     labelling = {"num_labels": num_labels, "id2label": id2label, "label2id": {v: k for k, v in id2label.items()}}
@@ -325,6 +316,8 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
         model = _load_shaped(path, has_head, head, **labelling, problem_type=problem)
     else:
         model = _load_hf(path, head, has_head, _config(path, **labelling, problem_type=problem))
+    if order is not None:  # the head's rows in the task's order, as its labels say
+        reorder_outputs(model, order, path)
     return model, load_tokenizer(path, model.config.vocab_size)
 
 

@@ -11,7 +11,7 @@ from tinyplm.config.schema import RunConfig, student_name
 from tinyplm.errors import ModelError, RecipeError, TinyplmError
 from tinyplm.models import check_model_dir, load_tokenizer, resolve_model_dir, roles
 from tinyplm.models.classic.io import is_family_dir
-from tinyplm.models.loading import head_outputs
+from tinyplm.models.head_labels import head_outputs
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.heads import Head
 

@@ -1,0 +1,104 @@
+"""A trained head's outputs matched to a task's labels by name, not by position.
+
+A checkpoint fine-tuned elsewhere (or by another run) names its outputs in ``config.json``'s
+``id2label``. A task names its labels in its own order (GLUE's fixed order; a custom task's
+``task.labels`` or its sorted label values). When both name the same labels in another order, the
+head's rows are put in the task's order (:func:`reorder_outputs`), so output ``i`` of the loaded
+model is the task's label ``i``, as everything downstream assumes. When they name some of the same
+labels at other positions and not the same set, no order can be trusted and the checkpoint is
+refused (:func:`output_order`). Default names (``LABEL_0``...) or names the task does not use at all
+(``NEG``/``POS`` against ``negative``/``positive``) say nothing of the order: the head is taken as it
+is, in the task's order.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from tinyplm.errors import ModelError
+from tinyplm.tasks.heads import Head
+
+#: transformers' names for outputs a config never named.
+DEFAULT_NAME = re.compile(r"label_\d+")
+
+
+def _key(name: object) -> str:
+    return str(name).strip().lower()
+
+
+def head_names(cfg: dict) -> list[str] | None:
+    """The names of a head's outputs in row order from ``config.json``'s ``id2label`` (None when it
+    has none, or only transformers' default names)."""
+    id2label = cfg.get("id2label")
+    if not isinstance(id2label, dict) or not id2label:
+        return None
+    try:
+        rows = sorted((int(k), v) for k, v in id2label.items())
+    except (TypeError, ValueError):
+        return None
+    names = [str(v) for _, v in rows]
+    return None if all(DEFAULT_NAME.fullmatch(_key(n)) for n in names) else names
+
+
+def output_order(path: Path, cfg: dict, outputs: tuple[str, ...]) -> tuple[int, ...] | None:
+    """For a head that has the task's ``outputs`` (label names, in the task's order): the head's row
+    for each of them when its ``id2label`` names the same labels in another order (case and spaces
+    aside); None when the rows are to be taken as they are. Raises ``ModelError`` naming
+    ``config.json``'s ``id2label`` when it names some of the task's labels at other rows but not the
+    same set (no order can be trusted)."""
+    names = head_names(cfg)
+    if names is None or len(names) != len(outputs):
+        return None
+    mine, wanted = [_key(n) for n in names], [_key(o) for o in outputs]
+    if mine == wanted:
+        return None
+    if sorted(mine) == sorted(wanted) and len(set(mine)) == len(mine):
+        return tuple(mine.index(w) for w in wanted)
+    moved = [w for i, w in enumerate(wanted) if w in mine and mine.index(w) != i]
+    if moved:
+        raise ModelError(f"{path / 'config.json'}: id2label names its outputs {names}, the task's labels are "
+                         f"{list(outputs)}: {', '.join(repr(m) for m in moved)} sit at other rows, and the two do "
+                         "not name the same labels, so no order can be trusted; give the task's labels in the "
+                         "checkpoint's order (task.labels) or rename them in id2label")
+    return None
+
+
+def reorder_outputs(model: nn.Module, order: tuple[int, ...], path: Path) -> None:
+    """Put the rows of ``model``'s last output layer (a ``Linear`` outside its encoder with one row
+    per label) in ``order`` (row ``i`` becomes the old row ``order[i]``), in place. Raises
+    ``ModelError`` naming ``path`` when no such layer is found (a head tinyplm cannot reorder)."""
+    prefix = getattr(model, "base_model_prefix", "") or "\0"
+    last = None
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Linear) and module.out_features == len(order) and not name.startswith(prefix):
+            last = module
+    if last is None:
+        raise ModelError(f"{path}: its head names the task's labels in another order, and tinyplm finds no output "
+                         "layer of one row per label to put in the task's order; give the task's labels in the "
+                         "checkpoint's order (task.labels)")
+    index = torch.tensor(order)
+    with torch.no_grad():
+        last.weight.copy_(last.weight[index])
+        if last.bias is not None:
+            last.bias.copy_(last.bias[index])
+
+
+def head_outputs(path: Path, cfg: dict, labels: tuple[str, ...], is_regression: bool,
+                 head: Head) -> tuple[tuple[str, ...], bool]:
+    """(the outputs a task of ``labels`` needs of ``head``, whether ``cfg`` (``path``'s config.json)
+    holds such a head). Raises ``ModelError`` when it holds one trained for another number of outputs,
+    or one whose ``id2label`` contradicts the task's order (:func:`output_order`)."""
+    row = head.row
+    outputs = row.output_labels(labels, is_regression)  # the head's own (start, end), 'score' or the labels
+    has_head = any(row.auto_suffix in a for a in cfg.get("architectures") or [])
+    # transformers leaves num_labels/id2label out of config.json for the default of 2 labels.
+    found = cfg.get("num_labels") or len(cfg.get("id2label") or {}) or 2
+    if has_head and found != len(outputs):
+        raise ModelError(f"{path}: its classifier has {found} outputs but the task needs {len(outputs)}")
+    if has_head:
+        output_order(path, cfg, outputs)  # refuses a head whose names contradict the task's order
+    return outputs, has_head
