@@ -46,6 +46,19 @@ def test_predict_refuses_a_checkpoint_without_a_task_head(tmp_path: Path) -> Non
                      f"{model / 'config.json'}: architectures ['BertModel'] hold no task head", "tinyplm finetune")
 
 
+def test_a_family_outside_the_role_table_is_refused_by_every_command(tmp_path: Path) -> None:
+    """GPT-2 loads in transformers, but tinyplm gives every model segment ids, which GPT-2 adds to its
+    inputs as tokens: predict would answer otherwise than the model; validate's run would fine-tune it
+    and only then fail measuring its shape. Both are refused before any work, naming the family."""
+    glue = make_tiny_glue(tmp_path / "glue", n_train=16, n_dev=8)
+    gpt2 = _set(make_tiny_model_dir(tmp_path / "gpt2"), model_type="gpt2")
+    (tmp_path / "in.txt").write_text("a film\n", encoding="utf-8")
+    expected = f"{gpt2 / 'config.json'}: model_type 'gpt2' is not a family tinyplm reads"
+    assert_bad_input(cli(["predict", str(gpt2), "-i", "in.txt"], cwd=tmp_path), expected)
+    recipe = tiny_recipe(tmp_path, gpt2, glue, students=[])
+    assert_bad_input(cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path), expected)
+
+
 def test_validate_refuses_what_the_run_would_refuse_later(tmp_path: Path) -> None:
     """An unknown model_type (with and without a student of the teacher's layers) and a classifier
     trained for another number of labels: refused by validate, nothing written."""
@@ -54,7 +67,7 @@ def test_validate_refuses_what_the_run_would_refuse_later(tmp_path: Path) -> Non
     for students in ([], [{"name": "s", "teacher_layers": [0]}]):
         recipe = tiny_recipe(tmp_path, unknown, glue, students=students)
         assert_bad_input(cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path),
-                         f"{unknown / 'config.json'}: transformers cannot use it", "fancybert")
+                         f"{unknown / 'config.json'}: model_type 'fancybert' is not a family tinyplm reads")
     three = make_tiny_model_dir(tmp_path / "three", num_labels=3)
     recipe = tiny_recipe(tmp_path, three, glue)
     assert_bad_input(cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path),

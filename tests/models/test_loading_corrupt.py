@@ -153,7 +153,7 @@ CASES: dict[str, tuple[Damage, str, str]] = {
     "config-no-model-type": (del_key("config.json", "model_type"), "config.json",
                              ": top level: missing key 'model_type'"),
     "config-unknown-model-type": (set_key("config.json", "model_type", "bort"), "config.json",
-                                  ": transformers cannot use it (ValueError: "),
+                                  ": model_type 'bort' is not a family tinyplm reads; it reads bert, roberta"),
     "config-architectures-number": (set_key("config.json", "architectures", 3), "config.json",
                                     ": architectures: expected a list, got a number (3)"),
     "config-hidden-size-changed": (set_key("config.json", "hidden_size", 16), "model.safetensors", ": does not fit "),

@@ -15,7 +15,9 @@ from pydantic import Field
 from safetensors import SafetensorError
 
 from tinyplm.errors import ModelError, TinyplmError, did_you_mean
+from tinyplm.models.classic.config import MODEL_TYPE as FAMILY_TYPE
 from tinyplm.models.classic.io import family_tokenizer_files, is_family_dir, load_family
+from tinyplm.models.classic.static_sentence import SENTENCE_MODEL_TYPE
 from tinyplm.models.head_labels import head_outputs, output_order, reorder_outputs
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
 from tinyplm.models.quantized import QUANT_KEY, load_quantized
@@ -33,6 +35,8 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "model.onnx", "model.xml")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model")
+#: model_type of tinyplm's own models outside the role table (classic students, static sentence encoders).
+OWN_TYPES = (FAMILY_TYPE, SENTENCE_MODEL_TYPE)
 #: Tokenizer files that are JSON objects, checked before transformers reads them.
 TOKENIZER_JSON = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
 #: What loading a damaged weight file raises (safetensors, torch's unpickler, transformers).
@@ -100,7 +104,8 @@ def check_model_dir(path: Path) -> dict:
     """Check a HF checkpoint dir and return its config dict.
 
     Raises ``ModelError`` naming the file when the dir or ``config.json`` is missing, config.json
-    is not a JSON object with a string ``model_type`` and a positive integer ``vocab_size``, there
+    is not a JSON object with a string ``model_type`` of a family tinyplm reads (the role table's,
+    or its own classic students') and a positive integer ``vocab_size``, there
     are no weights or no tokenizer files, or a safetensors file is truncated or its header damaged.
     """
     if not path.exists():
@@ -112,6 +117,9 @@ def check_model_dir(path: Path) -> dict:
         raise ModelError(f"{path}: no config.json (expected a Hugging Face checkpoint directory)")
     cfg = load_json(cfg_file, ModelError)
     validate(_ConfigKeys, cfg, cfg_file, ModelError)
+    if cfg["model_type"] not in ROLES and cfg["model_type"] not in OWN_TYPES:  # e.g. GPT-2 scored with segment ids
+        raise ModelError(f"{cfg_file}: model_type {cfg['model_type']!r} is not a family tinyplm reads; it reads "
+                         f"{', '.join(ROLES)} encoders and the classic students it saves")
     usable, rows = usable_positions(cfg), cfg.get("max_position_embeddings")
     if usable is not None and usable < 2:  # RoBERTa numbers its positions from pad_token_id + 1
         raise ModelError(f"{cfg_file}: pad_token_id {cfg.get('pad_token_id')} leaves {usable} of a "
