@@ -253,6 +253,48 @@ def test_a_pair_task_on_a_checkpoint_without_segment_rows_is_refused(tmp_path: P
     result = cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert f"{teacher / 'config.json'}: type_vocab_size 1 has no row for segment id 1" in result.stderr
-    assert "task 'mrpc' (a pair task)" in result.stderr
+    assert "task 'mrpc' is a pair task" in result.stderr
     recipe["task"]["name"] = "sst2"
     assert cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path).returncode == 0
+
+
+def test_pairs_on_a_checkpoint_without_segment_rows_are_refused_by_evaluate_predict_and_serve(tmp_path: Path) -> None:
+    """The same checkpoint outside a run: evaluate on a pair task and predict of a pairs file are
+    refused with the reason (they crashed with an IndexError), serve answers a request with a
+    text_pair 422 naming the field (it answered 500); single texts are predicted and served."""
+    import json
+    import time
+
+    import safetensors.torch as st_io
+    from fastapi.testclient import TestClient
+
+    from helpers_doc_world import write_tiny_data
+    from tinyplm.inference.predictor import Predictor
+    from tinyplm.serve.app import ServeSettings, create_app
+
+    model = make_tiny_model_dir(tmp_path / "model")
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "type_vocab_size": 1}))
+    weights = st_io.load_file(str(model / "model.safetensors"))
+    key = next(k for k in weights if k.endswith("token_type_embeddings.weight"))
+    st_io.save_file({**weights, key: weights[key][:1].contiguous()}, str(model / "model.safetensors"))
+    write_tiny_data(tmp_path / "data")
+    reason = f"{model / 'config.json'}: type_vocab_size 1 has no row for segment id 1"
+    result = cli(["evaluate", str(model), "--task", "mrpc", "--data-dir", str(tmp_path / "data")], cwd=tmp_path)
+    assert result.returncode == 2 and reason in result.stderr and "Traceback" not in result.output, result.output
+    (tmp_path / "pairs.jsonl").write_text('{"text": "a film", "pair": "the plot"}\n', encoding="utf-8")
+    result = cli(["predict", str(model), "-i", "pairs.jsonl", "--text-column", "text", "--pair-column", "pair",
+                  "-o", "out.jsonl"], cwd=tmp_path)
+    assert result.returncode == 2 and reason in result.stderr and "Traceback" not in result.output, result.output
+    assert not (tmp_path / "out.jsonl").exists()
+    app, state = create_app(Predictor.load(model), ServeSettings())
+    with TestClient(app) as client:
+        for _ in range(500):
+            if state.ready:
+                break
+            time.sleep(0.01)
+        assert client.post("/predict", json={"text": "a film"}).status_code == 200
+        answer = client.post("/predict", json={"inputs": [{"text": "a"}, {"text": "a film", "text_pair": "plot"}]})
+        assert answer.status_code == 422, answer.text
+        (problem,) = answer.json()["problems"]
+        assert problem["field"] == "inputs[1].text_pair" and reason in problem["expected"]

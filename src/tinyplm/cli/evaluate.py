@@ -4,14 +4,13 @@ predictions file); :func:`as_trained`, the settings a model is read with, which 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from tinyplm.cli.app import EvalPrecision, app, exact_precision, out
-from tinyplm.errors import TinyplmError
+from tinyplm.errors import ModelError, TinyplmError
 from tinyplm.files import write_json_atomic
 from tinyplm.tasks.heads import Head
 
@@ -49,7 +48,7 @@ def evaluate_cmd(
     from tinyplm.evaluate.model_eval import encode_evals, evaluate_model, span_prediction_texts
     from tinyplm.models import load_classifier
     from tinyplm.models.infer import predict_logits
-    from tinyplm.models.pooling import layout_similarity
+    from tinyplm.models.token_ids import segment_problem
     from tinyplm.run import load_task
     from tinyplm.tasks.spoilers import CONTEXT_TASKS
 
@@ -64,8 +63,11 @@ def evaluate_cmd(
     if predictions is not None and not Head(data.head).row.windows:
         raise TinyplmError(f"--predictions writes SQuAD answers; task {data.task} has a {data.head} head")
     model, tok = load_classifier(model_dir, data.labels, data.is_regression, data.head)
-    if data.head == Head.EMBEDDING:  # compared as the model is meant to be (its similarity_fn_name)
-        data = replace(data, similarity=layout_similarity(model_dir))
+    dev = next(iter(data.evals.values()))
+    if dev.examples and getattr(dev.examples[0], "text_pair", None) is not None:
+        problem = segment_problem(model_dir, getattr(model.config, "to_dict", dict)(), tok)
+        if problem:
+            raise ModelError(f"{problem} (task '{data.task}' is a pair task)")
     evals = encode_evals(data, tok, max_length)
     metrics = evaluate_model(model, data, evals, bf16=bf16)
     if predictions is not None:

@@ -69,6 +69,7 @@ from tinyplm.inference.records import (
 from tinyplm.models import load_classifier
 from tinyplm.models.embedder import Embedder, EmbedderKind, load_embedder
 from tinyplm.models.infer import logits_to_predictions, predict_logits
+from tinyplm.models.token_ids import segment_problem
 from tinyplm.tasks import canonical
 from tinyplm.tasks.base import Example, Split
 from tinyplm.tasks.conll import Sentence
@@ -116,7 +117,8 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 class Predictor:
     """A loaded model ready to predict (see the module docstring). ``batch_size`` is the largest
     forward pass; ``split_by_length`` turns on length groups, which weigh a forward pass as
-    ``pass_overhead_tokens`` padded tokens; ``forward_passes`` counts passes."""
+    ``pass_overhead_tokens`` padded tokens; ``forward_passes`` counts passes; ``pair_problem`` says
+    why the model cannot read pairs of texts (None when it can), and pairs are refused with it."""
 
     model: object
     tokenizer: object
@@ -126,6 +128,7 @@ class Predictor:
     forward_passes: int = 0
     pass_overhead_tokens: float = PASS_OVERHEAD_TOKENS
     pieces: PieceCache | None = None
+    pair_problem: str | None = None
     _tokenizing: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
@@ -144,7 +147,9 @@ class Predictor:
         if info.head.row.words and not getattr(tokenizer, "is_fast", False):
             raise TinyplmError(f"{info.path}: a tagger needs a fast tokenizer (tokenizer.json) to align words")
         pieces = PieceCache.of(tokenizer) if info.head.row.piece_memo else None
-        return cls(model, tokenizer, info, batch_size, split_by_length, pieces=pieces)
+        config = getattr(getattr(model, "config", None), "to_dict", dict)()
+        pairs = segment_problem(info.path, config, tokenizer) if info.head == Head.SEQUENCE else None
+        return cls(model, tokenizer, info, batch_size, split_by_length, pieces=pieces, pair_problem=pairs)
 
     @classmethod
     def _load_embedder(cls, info: ModelInfo, batch_size: int, split_by_length: bool,
@@ -231,6 +236,8 @@ class Predictor:
         return logits
 
     def _classify(self, inputs: list[TextInput]) -> list[Prediction]:
+        if self.pair_problem and any(x.text_pair is not None for x in inputs):
+            raise TinyplmError(self.pair_problem)
         # the text as the task's reader gave it to training and evaluate
         clean = text_cleanup(canonical(self.info.task or "")) or (lambda text: text)
         examples = [Example(clean(x.text), None if x.text_pair is None else clean(x.text_pair), 0) for x in inputs]

@@ -33,3 +33,19 @@ def token_id_mismatch(ours, theirs) -> str | None:
     if x != y:
         return f"{PROBE!r} is {x} here and {y} there"
     return None
+
+
+def segment_problem(folder, config: dict, tokenizer, who: str = "model") -> str | None:
+    """Why the model in ``folder`` cannot read a pair of texts as its tokenizer encodes them: the
+    tokenizer gives the second text a segment id past the ``type_vocab_size`` rows of ``config``
+    (BERT's tokenizer on a model trained without segments: the first pair would index past the
+    table); None when it can (a family without segment embeddings, DistilBERT or MPNet, included)."""
+    rows = config.get("type_vocab_size")
+    if rows is None:
+        return None
+    used = max(tokenizer("a b", "c d", return_token_type_ids=True).get("token_type_ids") or [0])
+    if used < rows:
+        return None
+    return (f"{folder}/config.json: type_vocab_size {rows} has no row for segment id {used}, which the {who}'s "
+            "tokenizer gives the second text of a pair; use a checkpoint trained with segments (type_vocab_size 2) "
+            "for pairs of texts")

@@ -12,6 +12,7 @@ from tinyplm.errors import ModelError, RecipeError, TinyplmError
 from tinyplm.models import check_model_dir, load_tokenizer, resolve_model_dir, roles
 from tinyplm.models.classic.io import is_family_dir
 from tinyplm.models.head_labels import head_outputs
+from tinyplm.models.token_ids import segment_problem
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.heads import Head
 
@@ -52,15 +53,11 @@ def _check_segments(cfg: RunConfig, data: TaskData, src: Path, model_cfg: dict) 
     if not data.train.examples or getattr(data.train.examples[0], "text_pair", None) is None:
         return
     for who, folder, config in read_checkpoints(cfg, src, model_cfg):
-        rows = config.get("type_vocab_size")
-        if rows is None:  # a family without segment embeddings (DistilBERT, MPNet)
+        if config.get("type_vocab_size") is None:  # a family without segment embeddings (DistilBERT, MPNet)
             continue
-        tok = load_tokenizer(folder, int(config["vocab_size"]))
-        used = max(tok("a b", "c d", return_token_type_ids=True).get("token_type_ids") or [0])
-        if used >= rows:
-            raise ModelError(f"{folder / 'config.json'}: type_vocab_size {rows} has no row for segment id {used}, "
-                             f"which the {who}'s tokenizer gives the second text of task '{data.task}' (a pair "
-                             "task); use a checkpoint trained with segments (type_vocab_size 2) for pair tasks")
+        problem = segment_problem(folder, config, load_tokenizer(folder, int(config["vocab_size"])), who)
+        if problem:
+            raise ModelError(f"{problem} (task '{data.task}' is a pair task)")
 
 
 def _check_window(cfg: RunConfig, model_cfg: dict, src: Path) -> None:

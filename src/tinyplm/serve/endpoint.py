@@ -152,6 +152,13 @@ class PredictEndpoint(JsonEndpoint):
         if body is None:
             return
         items, many = to_inputs(self.head, body)
+        refused = self.state.predictor.pair_problem
+        paired = next((i for i, x in enumerate(items) if getattr(x, "text_pair", None) is not None), None)
+        if refused and paired is not None:  # the client's request, not the server's failure
+            field = f"inputs[{paired}].text_pair" if many else "text_pair"
+            await self.fail(send, 422, "validation", "this model cannot read pairs of texts",
+                            [{"field": field, "expected": f"no text_pair: {refused}"}])
+            return
         done = await self.submitted(send, items)
         if done is None:
             return
