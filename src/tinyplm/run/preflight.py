@@ -23,6 +23,7 @@ from tinyplm.config.schema import (
 from tinyplm.distill.across_tokenizers import ACROSS
 from tinyplm.distill.aligned_pieces import ALIGNED_HEADS, SHARED_ID_TERMS
 from tinyplm.errors import DataError, ModelError, RecipeError
+from tinyplm.files import check_creatable
 from tinyplm.models import check_model_dir, load_tokenizer, resolve_model_dir, roles
 from tinyplm.models.classic.config import TEACHER_TOKENIZED
 from tinyplm.models.embedder import model_dir as teacher_dir
@@ -39,6 +40,7 @@ from tinyplm.run.preflight_checkpoints import check_checkpoints, check_task_head
 from tinyplm.run.preflight_compress import check_compress_heads
 from tinyplm.run.preflight_corpus import check_corpus_stages
 from tinyplm.run.preflight_embedding import check_vector_terms
+from tinyplm.run.preflight_objectives import check_objectives
 from tinyplm.run.preflight_students import check_layer_shapes, check_student_families
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.heads import Head, PerHead
@@ -67,6 +69,7 @@ def preflight(cfg: RunConfig) -> Preflight:
     """Check everything a run reads before it writes anything: the task's data files (every
     line), the teacher directory, its tokenizer, that a teacher used as is has a head, and each
     stage's own teacher. Raises ``TinyplmError`` subclasses naming the problem."""
+    check_creatable(Path(cfg.output_dir.replace("{name}", cfg.name)))
     data = load_task(cfg.task, cfg.corpus)
     src = teacher_dir(cfg.teacher.model)
     enc = check_sentence_dir(src)  # src, or a sentence-transformers folder's encoder (e.g. 0_Transformer/)
@@ -111,6 +114,7 @@ def preflight(cfg: RunConfig) -> Preflight:
     _check_trimmable(cfg, teacher)
     _check_augment(cfg)
     check_compress_heads(cfg, Head(data.head))
+    check_objectives(cfg, model_cfg, src, Head(data.head))  # after the checks above, which say more
     _check_families(cfg, data)
     _check_feature_encoders(cfg, model_cfg, teacher)
     check_vector_terms(cfg, data, src)

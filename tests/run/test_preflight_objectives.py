@@ -1,0 +1,48 @@
+"""A layer-wise objective the student's and the teacher's shapes cannot take is refused by validate
+(and so by run) before the teacher is fine-tuned, naming the student, the stage and both shapes;
+one they can take validates. The tiny teacher: 2 layers, 4 heads, hidden 32."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import make_tiny_glue, make_tiny_model_dir, tiny_recipe, write_recipe
+from helpers_cli import assert_bad_input, cli
+
+SHORT = {"epochs": 1, "max_steps": 2, "batch_size": 8}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("objectives")
+    return make_tiny_model_dir(root / "teacher"), make_tiny_glue(root / "glue", n_train=16, n_dev=8)
+
+
+@pytest.mark.parametrize(("student", "expected"), [
+    ({"shape": {"layers": 1, "hidden": 24, "heads": 3, "ffn": 40}, "objective": {"attention_scores": 1.0}},
+     "compares attention heads one to one, but the student has 3 heads and the teacher 4"),
+    ({"teacher_layers": [1], "objective": {"hidden": 1.0, "layer_map": [[1, 5]]}},
+     "layer pair (1, 5) is out of range"),
+    ({"teacher_layers": [0, 1], "objective": {"qkv_relation": 1.0, "relation_heads": 3}},
+     "relation_heads=3 must divide both hidden sizes (32, 32)"),
+], ids=["heads", "layer-map", "relation-heads"])
+def test_an_objective_the_shapes_cannot_take_is_refused_before_any_work(tmp_path: Path, world, student: dict,
+                                                                      expected: str) -> None:
+    teacher, glue = world
+    recipe = tiny_recipe(tmp_path, teacher, glue, students=[{"name": "s1", "train": SHORT, **student}])
+    result = cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path)
+    assert_bad_input(result, "student s1, stage 0: ", expected, f"teacher {teacher}: 2 layers, 4 heads, hidden 32")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_objective_the_shapes_take_validates(tmp_path: Path, world) -> None:
+    teacher, glue = world
+    students = [{"name": "s1", "train": SHORT, "teacher_layers": [1],
+                 "objective": {"attention_scores": 1.0, "hidden": 1.0, "layer_map": [[1, 2]]}},
+                {"name": "s2", "train": SHORT, "init_from": "s1",
+                 "objective": {"qkv_relation": 1.0, "relation_heads": 4}}]
+    recipe = tiny_recipe(tmp_path, teacher, glue, students=students)
+    result = cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path)
+    assert result.returncode == 0, result.output
