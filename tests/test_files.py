@@ -181,3 +181,34 @@ def test_replace_dir_swaps_in_the_staged_folder_and_clears_a_stale_old_copy(tmp_
     fresh = tmp_path / "fresh.tmp"  # nothing there yet: the staged folder simply takes the name
     fresh.mkdir()
     assert replace_dir(fresh, tmp_path / "fresh").is_dir() and not fresh.exists()
+
+
+def test_a_run_dir_that_cannot_be_made_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A run dir that is a file, or under a file, or in a folder this user cannot write: a
+    RunDirError naming the path, before anything is made (it was a NotADirectoryError traceback)."""
+    from tinyplm.files import check_creatable, claim_run_dir
+
+    a_file = tmp_path / "afile"
+    a_file.write_text("x", encoding="utf-8")
+    with pytest.raises(RunDirError, match="afile: is a file; the run directory must be a folder"):
+        claim_run_dir(a_file, "recipe: 1\n")
+    with pytest.raises(RunDirError, match=r"afile: is a file, so the run directory .*afile/run/x cannot be made"):
+        claim_run_dir(a_file / "run" / "x", "recipe: 1\n")
+    check_creatable(tmp_path / "new" / "run")  # folders that do not exist yet are made by the claim
+    assert not (tmp_path / "new").exists()
+    if os.geteuid() != 0:  # root writes anywhere
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        with pytest.raises(RunDirError, match="locked: the folder .* would be made in is not writable"):
+            check_creatable(locked / "run")
+
+
+def test_validate_refuses_an_output_dir_under_a_file(tmp_path: Path) -> None:
+    from conftest import make_tiny_glue, make_tiny_model_dir, tiny_recipe, write_recipe
+    from helpers_cli import assert_bad_input, cli
+
+    (tmp_path / "afile").write_text("x", encoding="utf-8")
+    recipe = tiny_recipe(tmp_path, make_tiny_model_dir(tmp_path / "m"), make_tiny_glue(tmp_path / "glue", 8, 8))
+    recipe["output_dir"] = str(tmp_path / "afile" / "run")
+    assert_bad_input(cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path),
+                     f"{tmp_path / 'afile'}: is a file, so the run directory")

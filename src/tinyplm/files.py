@@ -178,8 +178,11 @@ class RunDirLock:
     def acquire(cls, run_dir: Path) -> RunDirLock:
         """Lock ``run_dir`` (created if missing) and record this process as the holder.
         Raises ``RunDirError`` naming a live holder."""
-        run_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:  # a read-only file system, a full disk: said in one line, not a traceback
+            raise RunDirError(f"{run_dir}: cannot make the run directory ({exc.strerror or exc})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -250,6 +253,22 @@ class Claim:
         self.release()
 
 
+def check_creatable(run_dir: Path) -> None:
+    """Raise ``RunDirError`` when ``run_dir`` cannot be a run directory: it is a file, or the nearest
+    folder that exists on its way is a file or one this process cannot write to. Nothing is created."""
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunDirError(f"{run_dir}: is a file; the run directory must be a folder (choose another output directory)")
+    found = next((p for p in (run_dir, *run_dir.absolute().parents) if p.exists()), None)
+    if found is None:
+        return
+    if not found.is_dir():
+        raise RunDirError(f"{found}: is a file, so the run directory {run_dir} cannot be made under it")
+    if not os.access(found, os.W_OK | os.X_OK):
+        what = "the run directory" if found == run_dir else f"the folder {run_dir} would be made in"
+        raise RunDirError(f"{found}: {what} is not writable by this user")
+
+
 def claim_run_dir(run_dir: Path, resolved: str, *, resume: bool = False, force: bool = False,
                   finished: str = RESULTS) -> Claim:
     """Make ``run_dir`` ready for a run of the resolved recipe ``resolved`` and lock it.
@@ -261,6 +280,7 @@ def claim_run_dir(run_dir: Path, resolved: str, *, resume: bool = False, force: 
     deleted or written before these checks pass.
     """
     run_dir = Path(run_dir)
+    check_creatable(run_dir)
     live, previous = lock_state(run_dir)
     if live:
         raise _in_use(run_dir)
