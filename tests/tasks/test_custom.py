@@ -197,3 +197,33 @@ def test_jsonl_lone_surrogate_escape(tmp_path: Path) -> None:
     train.write_text('{"text": "ok", "label": "a"}\n{"text": "bad \\ud800", "label": "b"}\n', encoding="utf-8")
     with pytest.raises(DataError, match=r"train\.jsonl:2: column 'text' holds an unpaired surrogate escape"):
         custom_task("t", train, train, "text", "label", labels=["a", "b"]).load()
+
+
+def test_an_empty_label_is_refused_at_its_line_not_made_a_class(tmp_path: Path) -> None:
+    train = write_csv(tmp_path / "train.csv", "text,label\na,pos\nb,\nc,neg\n")
+    with pytest.raises(DataError, match=r"train\.csv:3: the label is empty"):
+        custom_task("t", train, train, "text", "label")
+    given = write_csv(tmp_path / "dev.csv", "text,label\na,pos\nb, \n")
+    with pytest.raises(DataError, match=r"dev\.csv:3: the label is empty"):
+        custom_task("t", given, given, "text", "label", labels=["neg", "pos"]).read("dev")
+
+
+@pytest.mark.parametrize(("rows", "pair"), [
+    ("text,label\na,1\nb,1.0\nc,0\n", ("'1'", "'1.0'")),
+    ("text,label\na,2\nb,02\nc,0\n", ("'02'", "'2'")),
+], ids=["one-point-zero", "leading-zero"])
+def test_one_number_written_two_ways_is_refused_not_made_two_classes(tmp_path: Path, rows: str, pair) -> None:
+    train = write_csv(tmp_path / "train.csv", rows)
+    with pytest.raises(DataError, match=rf"train\.csv: the labels {pair[0]} and {pair[1]} are one number written two"):
+        custom_task("t", train, train, "text", "label")
+
+
+def test_json_numbers_of_one_value_and_nan_labels_are_refused(tmp_path: Path) -> None:
+    train = write_jsonl(tmp_path / "train.jsonl", [{"text": "a", "label": 1}, {"text": "b", "label": 1.0},
+                                                    {"text": "c", "label": 0}])
+    with pytest.raises(DataError, match=r"the labels '1' and '1\.0' are one number written two ways"):
+        custom_task("t", train, train, "text", "label")
+    nan = tmp_path / "nan.jsonl"
+    nan.write_text('{"text": "a", "label": 1}\n{"text": "b", "label": NaN}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"nan\.jsonl:2: key 'label' holds nan, expected a label"):
+        custom_task("t", nan, nan, "text", "label")

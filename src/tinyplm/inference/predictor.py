@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tinyplm.errors import TinyplmError
+from tinyplm.errors import ModelError, TinyplmError
 from tinyplm.evaluate.model_eval import span_answers
 from tinyplm.evaluate.squad import answers_with_threshold
 from tinyplm.inference.model_info import ModelInfo, model_info
@@ -148,7 +148,9 @@ class Predictor:
             raise TinyplmError(f"{info.path}: a tagger needs a fast tokenizer (tokenizer.json) to align words")
         pieces = PieceCache.of(tokenizer) if info.head.row.piece_memo else None
         config = getattr(getattr(model, "config", None), "to_dict", dict)()
-        pairs = segment_problem(info.path, config, tokenizer) if info.head == Head.SEQUENCE else None
+        pairs = segment_problem(info.path, config, tokenizer) if info.head.row.fields.pair else None
+        if pairs and info.head.row.fields.pair_required:  # a reader: every question comes with its context
+            raise ModelError(pairs)
         return cls(model, tokenizer, info, batch_size, split_by_length, pieces=pieces, pair_problem=pairs)
 
     @classmethod

@@ -98,7 +98,9 @@ def head_outputs(path: Path, cfg: dict, labels: tuple[str, ...], is_regression: 
     # transformers leaves num_labels/id2label out of config.json for the default of 2 labels.
     found = cfg.get("num_labels") or len(cfg.get("id2label") or {}) or 2
     if has_head and found != len(outputs):
-        raise ModelError(f"{path}: its classifier has {found} outputs but the task needs {len(outputs)}")
+        kind = "regression head (one score)" if found == 1 else "classifier"
+        raise ModelError(f"{path}: its {kind} has {found} outputs but the task needs {len(outputs)} "
+                         f"({', '.join(outputs)})")
     if has_head:
         output_order(path, cfg, outputs)  # refuses a head whose names contradict the task's order
     return outputs, has_head

@@ -85,7 +85,7 @@ def bench(model_dirs: list[Path], task: TaskSpec, rounds: int = 3, runtimes: lis
     if unknown:
         raise TinyplmError(f"--runtimes: unknown {', '.join(unknown)}; choose from {', '.join(RUNTIMES)}")
     data = load_task(task)
-    if data.head == Head.EMBEDDING:  # judged as the reference is meant to be compared (its similarity_fn_name)
+    if Head(data.head).row.vectors:  # judged as the reference is meant to be compared (its similarity_fn_name)
         data = replace(data, similarity=layout_similarity(model_dirs[0]))
     stages, groups = [], {}
     for i, d in enumerate(model_dirs):

@@ -73,7 +73,7 @@ def preflight(cfg: RunConfig) -> Preflight:
     data = load_task(cfg.task, cfg.corpus)
     src = teacher_dir(cfg.teacher.model)
     enc = check_sentence_dir(src)  # src, or a sentence-transformers folder's encoder (e.g. 0_Transformer/)
-    if data.head == Head.EMBEDDING:  # every model of the run is judged as the teacher is meant to be compared
+    if Head(data.head).row.vectors:  # every model of the run is judged as the teacher is meant to be compared
         data = replace(data, similarity=layout_similarity(src))
     model_cfg = check_model_dir(enc)
     if not model_cfg.get(FORMAT_KEY):  # an ONNX or OpenVINO teacher's config is read by its runtime

@@ -27,7 +27,7 @@ def check_objectives(cfg: RunConfig, model_cfg: dict, src: Path, head: Head) -> 
     shape (``model_cfg``, its config.json) and the student's; raises ``RecipeError`` naming the
     student and stage (and the teacher ``src``) for what the objective refuses. A student whose shape
     cannot be known from the recipe and the checkpoints it names is left to the run."""
-    if head == Head.EMBEDDING:  # its vector terms compare sentence vectors, not layers
+    if head.row.vectors:  # its vector terms compare sentence vectors, not layers
         return
     teacher = teacher_shape(SimpleNamespace(**model_cfg))
     for spec in cfg.students:

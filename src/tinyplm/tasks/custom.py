@@ -26,7 +26,7 @@ from tinyplm.tasks.io import at, no_examples
 from tinyplm.tasks.readers.fields import Fields, Labels, missing, sequence_rows
 from tinyplm.tasks.readers.formats import format_of
 from tinyplm.tasks.readers.jsonl import read_json_lines
-from tinyplm.tasks.readers.rows import Row, file_lines, items
+from tinyplm.tasks.readers.rows import Row, RowError, file_lines, items
 from tinyplm.tasks.readers.table import read_table, require_columns
 
 
@@ -86,6 +86,8 @@ class _Found(Labels):
     found: set[str] = field(default_factory=set)
 
     def parse(self, raw: str, path: Path | str | None = None) -> int:
+        if not raw.strip():
+            raise RowError("the label is empty")
         self.found.add(raw.strip())
         return 0
 
@@ -99,9 +101,26 @@ def infer_labels(path: Path, columns: Fields) -> tuple[str, ...]:
     found = rule.found
     if len(found) < 2:
         raise DataError(f"{path}: a classifier needs two or more labels, found only {found}")
+    _one_spelling(path, found)
     if all(_is_int(label) for label in found):
         return tuple(sorted(found, key=int))
     return tuple(sorted(found))
+
+
+def _one_spelling(path: Path, found: set[str]) -> None:
+    """Raise ``DataError`` when two labels of ``path`` are one number written two ways (``1`` and
+    ``1.0``): each would become a class of its own."""
+    by_value: dict[float, str] = {}
+    for label in sorted(found):
+        try:
+            value = float(label)
+        except ValueError:
+            continue
+        if value in by_value:
+            raise DataError(f"{path}: the labels {by_value[value]!r} and {label!r} are one number written two ways, "
+                            "and each would become a class of its own; write each label one way (or give "
+                            "task.labels)")
+        by_value[value] = label
 
 
 def read_custom_file(path: Path, split: str, columns: Fields, labels: tuple[str, ...], regression: bool,

@@ -188,6 +188,11 @@ class HeadRow:
         return self.labels is LabelKind.CLASS_OR_SCORE
 
     @property
+    def vectors(self) -> bool:
+        """Whether the model's outputs are vectors, judged by how alike they are (the embedding head)."""
+        return self.labels is LabelKind.NONE
+
+    @property
     def piece_labels(self) -> bool:
         """Whether the labels are one per word piece ``(N, width)``, cut to each batch's width."""
         return self.labels is LabelKind.TAGS

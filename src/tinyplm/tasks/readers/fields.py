@@ -53,6 +53,8 @@ class Labels:
         value = raw.strip()
         if self.regression:
             return _score(value, self.bounds)
+        if not value:
+            raise RowError("the label is empty")
         try:
             return self.names.index(value)
         except ValueError:
@@ -108,6 +110,8 @@ def label_value(values: Mapping[str, object], key: str) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
+        if not math.isfinite(value):
+            raise RowError(f"key '{key}' holds {value}, expected a label (a string or a finite number)")
         return str(value)
     raise RowError(f"key '{key}' holds {shown(value)}, expected a string or number")
 
