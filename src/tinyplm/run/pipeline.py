@@ -38,6 +38,7 @@ from tinyplm.report.records import StageKind
 from tinyplm.report.run_info import Machine, RunInfo, RunPrecision
 from tinyplm.run.compress import run_compress
 from tinyplm.run.final import place_final
+from tinyplm.run.input_files import check_same_inputs
 from tinyplm.run.inputs import LogitsSource, RunInputs, RunPaths, StageData, Teachers, stamp_task
 from tinyplm.run.measure import measure_stages
 from tinyplm.run.preflight import Preflight, preflight
@@ -82,6 +83,8 @@ def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, fo
             claim = claim_run_dir(run_dir, dump_resolved(cfg), resume=resume, force=force)
     try:
         resumed = claim.resumed if claim else True
+        if claim is not None:  # a resumed run's data must be what its checkpoints were trained on
+            check_same_inputs(run_dir, data_files(cfg, checked.data), claim.resumed)
         with tracked(cfg, RunPaths(run_dir), resumed, parent_run_id) as tracker:
             record = _run_claimed(cfg, RunPaths(run_dir), checked, resumed, started)
             tracker.finish(record, run_dir)
@@ -89,6 +92,13 @@ def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, fo
     finally:
         if claim is not None:
             claim.release()
+
+
+def data_files(cfg: RunConfig, data) -> list[Path]:
+    """The files a run's data comes from: its splits' sources and its corpus paths (folders and
+    names that are not files are left out)."""
+    sources = [data.train.source, *(split.source for split in data.evals.values())]
+    return [Path(p) for p in (*sources, *(cfg.corpus.paths if cfg.corpus else ())) if p is not None]
 
 
 def run_or_reuse(cfg: RunConfig, run_dir: Path | None = None, *, parent_run_id: str | None = None) -> RunRecord:
