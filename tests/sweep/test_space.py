@@ -99,6 +99,26 @@ def test_every_trial_recipe_is_checked_before_anything_runs(tmp_path: Path) -> N
     assert check_job(SweepJob(job.recipe, job.space, job.sweep_dir, resume=True))
 
 
+def test_a_drawn_fraction_for_an_integer_key_and_missing_data_are_refused_before_ray(tmp_path: Path) -> None:
+    """uniform over batch_size: its bounds are whole numbers and pass, its draws are not; a trial
+    recipe whose data file is gone: each trial would fail inside Ray. Both refused by check_job."""
+    from tinyplm.errors import DataError
+
+    drawn = {"name": "s", "search": "random", "num_samples": 2,
+             "params": {"students.0.train.batch_size": {"uniform": [4, 16]}}}
+    job = _tiny_job(tmp_path, _space(tmp_path / "d.yaml", drawn))
+    with pytest.raises(RecipeError, match=r"students.0.train.batch_size: uniform and loguniform draw numbers with "
+                                          r"fractions.*randint"):
+        check_job(job)
+    ok = {**drawn, "params": {"students.0.train.batch_size": {"randint": [4, 16]}}}
+    assert check_job(SweepJob(job.recipe, _space(tmp_path / "ok.yaml", ok), job.sweep_dir)) is None
+    dev = tmp_path / "glue" / "SST-2" / "dev.tsv"
+    dev.unlink()
+    with pytest.raises(DataError, match=rf"{dev}: file not found"):
+        check_job(SweepJob(job.recipe, _space(tmp_path / "ok.yaml", ok), job.sweep_dir))
+    assert not job.sweep_dir.exists()
+
+
 def _result(key: str, primary: float, throughput: float, size: int) -> TrialResult:
     return TrialResult(key, "st", primary, throughput, 1.0, size, 10, primary / 0.9, f"/r/{key}", throughput / 100)
 
@@ -213,10 +233,11 @@ SWEEPS = sorted((Path(__file__).resolve().parents[2] / "sweeps").glob("*.yaml"))
 @pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.name)
 def test_every_shipped_space_opens_with_its_command_and_its_trials_validate(path: Path) -> None:
     """The first line is the launch command; the space loads; the recipe it names loads with every
-    trial's overrides (every grid trial; for a drawn search, each listed value and bound)."""
+    trial's overrides (every grid trial; for a drawn search, each listed value and bound). Their data
+    and teachers (earlier runs) are not here: those are read by the sweep itself, before Ray."""
     repo = path.parents[1]
     words = path.read_text(encoding="utf-8").splitlines()[0].split()
     assert words[:3] == ["#", "tinyplm", "sweep"] and words[4:6] == ["--space", f"sweeps/{path.name}"], words
     space = load_recipe(path, schema=SweepSpace)
-    plans = check_job(SweepJob(repo / words[3], space, path.parent / "no-such-sweep-dir"))
+    plans = check_job(SweepJob(repo / words[3], space, path.parent / "no-such-sweep-dir"), inputs=False)
     assert plans is None or len(plans) == space.trial_count()

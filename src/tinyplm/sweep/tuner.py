@@ -62,32 +62,52 @@ def trials_dir(job: SweepJob) -> Path:
     return (job.sweep_dir / "trials").resolve()
 
 
-def check_job(job: SweepJob) -> list[TrialPlan] | None:
+def check_job(job: SweepJob, inputs: bool = True) -> list[TrialPlan] | None:
     """Every input checked before Ray starts or anything is written: the recipe with each grid
-    trial's overrides (or, for a drawn search, with each listed value and each bound), and the
-    sweep dir (an existing one only with ``resume``). Raises ``RecipeError`` / ``RunDirError``."""
+    trial's overrides (or, for a drawn search, with each listed value, each bound and a value with
+    a fraction between the bounds of a ``uniform``/``loguniform`` key), the data and teacher of each
+    distinct task the trials read (``tinyplm.run.preflight``; not with ``inputs`` False), and the sweep
+    dir (an existing one only with ``resume``). Raises ``RecipeError``, ``DataError``, ``ModelError``
+    or ``RunDirError``."""
+    from tinyplm.run import preflight
+
     plans = grid_plans(job)
-    for overrides in _probe_overrides(job, plans):
+    read: set[str] = set()
+    for key, overrides in _probe_overrides(job, plans):
         try:
-            load_recipe(job.recipe, overrides)
+            cfg = load_recipe(job.recipe, overrides)
         except RecipeError as exc:
+            if key is not None:
+                raise RecipeError(f"sweep {job.space.name}: {key}: uniform and loguniform draw numbers with fractions, "
+                                  f"which the recipe does not take there ({exc}); draw integers with randint, or "
+                                  "list the values with choice") from None
             raise RecipeError(f"sweep {job.space.name}: a trial's recipe is not valid: {exc}") from None
+        task = repr((cfg.task, cfg.teacher.model, cfg.corpus))
+        if inputs and task not in read:  # each task's data and teacher, read as a trial would, before Ray starts
+            preflight(cfg)
+            read.add(task)
     if job.sweep_dir.exists() and any(job.sweep_dir.iterdir()) and not job.resume:
         raise RunDirError(f"{job.sweep_dir}: a sweep is there; --resume continues it (finished trials are read "
                           "back, not run again), or choose another output_dir")
     return plans
 
 
-def _probe_overrides(job: SweepJob, plans: list[TrialPlan] | None) -> list[list[str]]:
+def _probe_overrides(job: SweepJob, plans: list[TrialPlan] | None) -> list[tuple[str | None, list[str]]]:
+    """(the key drawn with a fraction, or None; the overrides of a trial) of each recipe to check."""
     if plans is not None:
-        return [p.overrides for p in plans]
+        return [(None, p.overrides) for p in plans]
     space, out = job.space, []
     for key, d in space.params.items():
         values = d.choice or [*(d.uniform or ()), *(d.loguniform or ()), *((d.randint[0], d.randint[1] - 1)
                                                                             if d.randint else ())]
-        for v in values:
+        probes = [(None, v) for v in values]
+        bounds = d.uniform or d.loguniform
+        if bounds:  # a value with a fraction, as a draw would give, between the bounds
+            lo, hi = bounds
+            probes.append((key, lo + (hi - lo) * 0.381966 if (hi - lo) * 0.381966 % 1 else lo + 0.5))
+        for drawn, v in probes:
             probe = {k: _first(p) for k, p in space.params.items()} | {key: v}
-            out.append(trial_plan(space, probe, str(trials_dir(job))).overrides)
+            out.append((drawn, trial_plan(space, probe, str(trials_dir(job))).overrides))
     return out
 
 

@@ -156,7 +156,7 @@ class Task:
             raise TinyplmError(f"task '{self.name}' has no split '{split}'{hint} Splits: {known}")
         path = self.files[split]
         if not path.is_file():
-            what = f"{self.collection} {self.name}".strip()
+            what = " ".join(dict.fromkeys(f"{self.collection} {self.name}".split()))  # not "custom custom"
             raise DataError(f"{path}: file not found (expected the {what} {split} split)")
         return Split(name=split, examples=self.reader(path, split), source=path, head=self.head,
                      options=dict(self.options))

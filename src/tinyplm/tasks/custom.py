@@ -62,7 +62,8 @@ def custom_task(
         label_names = tuple(str(label) for label in labels)
     else:
         if not train.is_file():
-            raise DataError(f"{train}: file not found (expected the custom {name} train split)")
+            what = "custom" if name == "custom" else f"custom {name}"
+            raise DataError(f"{train}: file not found (expected the {what} train split)")
         label_names = infer_labels(train, columns)
     return Task(
         name=name,
