@@ -227,3 +227,21 @@ def test_json_numbers_of_one_value_and_nan_labels_are_refused(tmp_path: Path) ->
     nan.write_text('{"text": "a", "label": 1}\n{"text": "b", "label": NaN}\n', encoding="utf-8")
     with pytest.raises(DataError, match=r"nan\.jsonl:2: key 'label' holds nan, expected a label"):
         custom_task("t", nan, nan, "text", "label")
+
+
+def test_a_column_named_twice_or_the_label_read_as_text_is_refused(tmp_path: Path) -> None:
+    twice = write_csv(tmp_path / "twice.csv", "text,text,label\na,b,x\nc,d,y\n")
+    with pytest.raises(DataError, match=r"twice\.csv:1: column 'text' appears 2 times in the header line"):
+        custom_task("t", twice, twice, "text", "label")
+    ok = write_csv(tmp_path / "ok.csv", "text,label\na,x\nb,y\n")
+    with pytest.raises(TinyplmError, match="the label column 'label' is also a text column"):
+        custom_task("t", ok, ok, "label", "label")
+    with pytest.raises(TinyplmError, match="the label column 'label' is also a text column"):
+        custom_task("t", ok, ok, "text", "label", text_pair_column="label")
+
+
+def test_a_tab_separated_file_named_csv_is_said_to_look_so(tmp_path: Path) -> None:
+    tabs = write_csv(tmp_path / "tabs.csv", "text\tlabel\na\tx\nb\ty\n")
+    with pytest.raises(DataError, match=r"missing column 'text'; found columns: 'text\\tlabel' \(the header holds "
+                                        r"tabs: a tab-separated file is read as one when named \.tsv\)"):
+        custom_task("t", tabs, tabs, "text", "label")

@@ -96,7 +96,8 @@ def default_columns(header: Sequence[str], head: Head, task: str | None, text: s
             raise DataError(f"{where}: no text column found among {', '.join(map(repr, header)) or 'none'}; "
                             "name it with --text-column (and --pair-column for pairs)")
         cols = Fields(first[0], pair or first[1], pair_required=(pair or first[1]) is not None)
-    require_columns(list(header), [cols.text, cols.pair if cols.pair_required else None], where)
+    require_columns(list(header), [cols.text, cols.pair if cols.pair_required else None], where,
+                    twice="if the file has no header line, pass --no-header (its columns are then numbered from 1)")
     return cols
 
 

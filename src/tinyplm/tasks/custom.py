@@ -49,6 +49,10 @@ def custom_task(
     ``regression``. Raises ``TinyplmError`` for an unknown file type or metric, and
     ``DataError`` when labels must be inferred and the train file is missing or malformed.
     """
+    if label_column in (text_column, text_pair_column):
+        raise TinyplmError(f"custom task '{name}': the label column {label_column!r} is also a text column, so the "
+                           "model would read its answer; name another column for the text (task.text_column, "
+                           "task.text_pair_column) or the label (task.label_column)")
     train, dev = Path(train).expanduser().resolve(), Path(dev).expanduser().resolve()
     for path in (train, dev):
         _format(path)

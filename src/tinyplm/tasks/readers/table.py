@@ -120,9 +120,18 @@ def _rows(records: Iterator[Row], names: list[str], tsv: bool) -> Iterator[Row]:
             yield Row(record.line, record.where, values)
 
 
-def require_columns(names: list[str], required: Iterable[str | None], where: str) -> None:
-    """Raise ``DataError`` at ``where`` naming the first of ``required`` that ``names`` lacks, and those found."""
+def require_columns(names: list[str], required: Iterable[str | None], where: str,
+                    twice: str = "rename the others") -> None:
+    """Raise ``DataError`` at ``where`` naming the first of ``required`` that ``names`` lacks (and
+    those found; a header of one column holding tabs is said to look tab-separated), or that the
+    header names more than once (which of the columns is meant cannot be known; ``twice`` says what
+    to do)."""
     for column in required:
         if column is not None and column not in names:
             shown = ", ".join(repr(c) for c in names) or "none"
-            raise DataError(f"{where}: missing column '{column}'; found columns: {shown}")
+            tabs = " (the header holds tabs: a tab-separated file is read as one when named .tsv)" if (
+                len(names) == 1 and "\t" in names[0]) else ""
+            raise DataError(f"{where}: missing column '{column}'; found columns: {shown}{tabs}")
+        if column is not None and names.count(column) > 1:
+            raise DataError(f"{where}: column '{column}' appears {names.count(column)} times in the header line; "
+                            f"{twice}")
