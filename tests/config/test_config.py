@@ -182,6 +182,28 @@ def test_invalid_yaml_names_the_line(tmp_path: Path) -> None:
     assert str(info.value).startswith(f"{path}:3: not valid YAML"), str(info.value)
 
 
+def test_a_key_given_twice_is_refused_at_its_line_and_merges_still_override(tmp_path: Path) -> None:
+    """Plain YAML keeps the last of two equal keys silently (a recipe read max_length 64 where its
+    author saw 16 first); a merge's keys may still be overridden."""
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("task:\n  name: sst2\n  max_length: 16\n  max_length: 64\n", encoding="utf-8")
+    with pytest.raises(RecipeError, match=rf"{twice}:4: not valid YAML \(key 'max_length' is given twice"):
+        load_recipe(twice)
+    merged = tmp_path / "merged.yaml"
+    merged.write_text("defaults: &d {name: sst2, max_length: 16}\ntask:\n  <<: *d\n  max_length: 32\n",
+                      encoding="utf-8")
+    from tinyplm.config.load import _parse_yaml
+
+    assert _parse_yaml(merged, merged.read_text(encoding="utf-8"))["task"] == {"name": "sst2", "max_length": 32}
+
+
+def test_an_empty_recipe_is_said_to_be_empty(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing yet\n", encoding="utf-8")
+    with pytest.raises(RecipeError, match=rf"{empty}: the recipe is empty"):
+        load_recipe(empty)
+
+
 def test_missing_file_and_non_mapping(tmp_path: Path) -> None:
     with pytest.raises(RecipeError, match="recipe file not found"):
         load_recipe(tmp_path / "nope.yaml")
@@ -191,7 +213,9 @@ def test_missing_file_and_non_mapping(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("text", ["", "# only a comment\n"])
 def test_empty_recipe_gives_defaults(tmp_path: Path, text: str) -> None:
-    cfg = load_recipe(write(tmp_path, text))
+    """An empty file alone is refused (test_an_empty_recipe_is_said_to_be_empty); with overrides it
+    is the defaults they change."""
+    cfg = load_recipe(write(tmp_path, text), ["name=run"])
     assert cfg == RunConfig()
     assert (cfg.name, cfg.task.name, cfg.task.max_length, cfg.teacher.model) == ("run", "sst2", 128, "minilm-l6")
     assert cfg.students == [] and cfg.measure.rounds == 3 and cfg.cache_dir is None

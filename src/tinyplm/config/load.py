@@ -29,6 +29,9 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None, schema: ty
         raise RecipeError(f"{path}: recipe file not found")
     text = read_utf8(path, RecipeError)
     raw = _parse_yaml(path, text)
+    if raw is None and not overrides:
+        raise RecipeError(f"{path}: the recipe is empty; a recipe names at least its task and teacher "
+                          "(recipes/glue/sst2_demo.yaml is one)")
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -38,10 +41,28 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None, schema: ty
     return validate_recipe(raw, source=path, text=text, overrides=overrides, schema=schema)
 
 
+class _UniqueKeys(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (plain YAML keeps the last one
+    silently); keys a merge (``<<: *anchor``) brings in may still be overridden."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice in one mapping (the "
+                                                        "last would win silently)", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def _parse_yaml(path: Path, text: str) -> Any:
-    """The YAML document in ``text``; raises ``RecipeError`` naming the file and line, on one line."""
+    """The YAML document in ``text``; raises ``RecipeError`` naming the file and line, on one line
+    (a key given twice in one mapping included)."""
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_UniqueKeys)  # noqa: S506 - a SafeLoader subclass
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow: no problem_mark, only a position
         line = text.count("\n", 0, exc.position) + 1
         raise RecipeError(f"{path}:{line}: not valid YAML (character {chr(exc.character)!r} is not allowed)") from None
