@@ -85,3 +85,17 @@ def test_validate_refuses_a_teacher_whose_labels_contradict_the_task(tmp_path: P
     task = f"{{name: custom, train_file: {tmp_path / 'train.csv'}, dev_file: {tmp_path / 'dev.csv'}, max_length: 32}}"
     recipe.write_text(f"task: {task}\nteacher: {{model: {teacher}}}\nstudents: []\n", encoding="utf-8")
     assert_bad_input(cli(["validate", recipe], cwd=tmp_path), "id2label", "'pos'", "task.labels")
+
+
+def test_a_multi_label_head_is_refused_by_predict_not_read_as_one_label(tmp_path: Path) -> None:
+    """A head trained with a sigmoid per label: transformers' pipeline scores each label alone;
+    tinyplm would give one softmax label. Refused, naming problem_type."""
+    from helpers_cli import assert_bad_input, cli
+
+    model = _named(tmp_path / "multi", ["sports", "politics", "music"])
+    config = json.loads((model / "config.json").read_text(encoding="utf-8"))
+    (model / "config.json").write_text(json.dumps({**config, "problem_type": "multi_label_classification"}),
+                                       encoding="utf-8")
+    (tmp_path / "in.txt").write_text("a film\n", encoding="utf-8")
+    assert_bad_input(cli(["predict", str(model), "-i", "in.txt"], cwd=tmp_path),
+                     f"{model / 'config.json'}: problem_type multi_label_classification")

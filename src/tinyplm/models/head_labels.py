@@ -91,7 +91,7 @@ def head_outputs(path: Path, cfg: dict, labels: tuple[str, ...], is_regression: 
                  head: Head) -> tuple[tuple[str, ...], bool]:
     """(the outputs a task of ``labels`` needs of ``head``, whether ``cfg`` (``path``'s config.json)
     holds such a head). Raises ``ModelError`` when it holds one trained for another number of outputs,
-    or one whose ``id2label`` contradicts the task's order (:func:`output_order`)."""
+    one whose ``id2label`` contradicts the task's order (:func:`output_order`), or a multi-label head."""
     row = head.row
     outputs = row.output_labels(labels, is_regression)  # the head's own (start, end), 'score' or the labels
     has_head = any(row.auto_suffix in a for a in cfg.get("architectures") or [])
@@ -101,6 +101,10 @@ def head_outputs(path: Path, cfg: dict, labels: tuple[str, ...], is_regression: 
         kind = "regression head (one score)" if found == 1 else "classifier"
         raise ModelError(f"{path}: its {kind} has {found} outputs but the task needs {len(outputs)} "
                          f"({', '.join(outputs)})")
+    if has_head and cfg.get("problem_type") == "multi_label_classification":
+        raise ModelError(f"{path / 'config.json'}: problem_type multi_label_classification: its head scores each "
+                         "label on its own (a sigmoid each, any number of labels per text), while tinyplm's tasks, "
+                         "predict and serve give one label per text (a softmax) and would answer otherwise")
     if has_head:
         output_order(path, cfg, outputs)  # refuses a head whose names contradict the task's order
     return outputs, has_head
