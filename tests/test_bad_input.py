@@ -398,3 +398,10 @@ def test_evaluate_unknown_task(tmp_path: Path, model_dir: Path, glue_ok: Path) -
     assert_bad_input(result, "unknown task 'qqq'")
 
 
+def test_distill_names_the_shape_options_left_out(tmp_path: Path) -> None:
+    from conftest import make_tiny_model_dir
+    from helpers_cli import assert_bad_input, cli
+
+    teacher = make_tiny_model_dir(tmp_path / "teacher")
+    result = cli(["distill", "--teacher", str(teacher), "--task", "sst2", "--layers", "1", "--out", "o"], cwd=tmp_path)
+    assert_bad_input(result, "takes all of --layers, --hidden, --heads and --ffn; --hidden, --heads, --ffn missing")

@@ -99,3 +99,4 @@ def test_a_multi_label_head_is_refused_by_predict_not_read_as_one_label(tmp_path
     (tmp_path / "in.txt").write_text("a film\n", encoding="utf-8")
     assert_bad_input(cli(["predict", str(model), "-i", "in.txt"], cwd=tmp_path),
                      f"{model / 'config.json'}: problem_type multi_label_classification")
+

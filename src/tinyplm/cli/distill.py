@@ -10,6 +10,7 @@ import typer
 
 from tinyplm.cli.app import DataDir, Force, Overrides, Resume, Track, app, int_list
 from tinyplm.cli.run import run_flags
+from tinyplm.errors import RecipeError
 
 
 @app.command("distill")
@@ -41,7 +42,13 @@ def distill_cmd(
     """
     student: dict = {"objective": {"temperature": temperature, "kd_weight": kd_weight, "hard_weight": hard_weight},
                      "train": {"epochs": epochs, "budget_minutes": budget_minutes, "lr": lr}}
-    if any(v is not None for v in (layers, hidden, heads, ffn)):
+    shape = {"--layers": layers, "--hidden": hidden, "--heads": heads, "--ffn": ffn}
+    if any(v is not None for v in shape.values()):
+        left = [name for name, v in shape.items() if v is None]
+        if left:  # said in the command's words, not as the recipe key it becomes
+            raise RecipeError(f"a student's shape takes all of --layers, --hidden, --heads and --ffn; "
+                              f"{', '.join(left)} missing (or give --teacher-layers alone to copy the teacher's "
+                              "layers)")
         student["shape"] = {"layers": layers, "hidden": hidden, "heads": heads, "ffn": ffn}
     if teacher_layers:
         student["teacher_layers"] = int_list(teacher_layers, "--teacher-layers")

@@ -24,9 +24,9 @@ from tinyplm.models.quantized import QUANT_KEY, load_quantized
 from tinyplm.models.roles import ROLES, usable_positions
 from tinyplm.models.safetensors_header import safetensors_shapes
 from tinyplm.models.shape import SHAPE_KEY, build_shaped, duplicate_keys
+from tinyplm.models.tokenizer_files import check_tokenizer_files, sentencepiece_missing
 from tinyplm.tasks.heads import Head
-from tinyplm.tasks.io import read_text
-from tinyplm.tasks.json_layout import Layout, load_json, shown, validate
+from tinyplm.tasks.json_layout import Layout, load_json, validate
 
 # Offline by design: nothing is ever fetched from a hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -37,8 +37,6 @@ WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_mo
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model")
 #: model_type of tinyplm's own models outside the role table (classic students, static sentence encoders).
 OWN_TYPES = (FAMILY_TYPE, SENTENCE_MODEL_TYPE)
-#: Tokenizer files that are JSON objects, checked before transformers reads them.
-TOKENIZER_JSON = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
 #: What loading a damaged weight file raises (safetensors, torch's unpickler, transformers).
 LOAD_ERRORS = (OSError, ValueError, RuntimeError, KeyError, EOFError, SafetensorError, pickle.UnpicklingError)
 
@@ -166,41 +164,14 @@ def load_tokenizer(path: Path, model_vocab_size: int):
     try:
         tok = AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)
     except Exception as exc:  # transformers raises many types for broken tokenizer files
-        raise ModelError(f"{path}: cannot load tokenizer ({exc.__class__.__name__}: {_one_line(exc)})") from None
+        said = f"{path}: cannot load tokenizer ({exc.__class__.__name__}: {_one_line(exc)})"
+        raise ModelError(sentencepiece_missing(path) or said) from None
     if len(tok) > model_vocab_size:
         raise ModelError(
             f"{path}: tokenizer has {len(tok)} tokens but the model's vocab_size is {model_vocab_size}; "
             "the tokenizer does not belong to this model"
         )
     return tok
-
-
-def check_tokenizer_files(path: Path) -> None:
-    """Check the tokenizer files of ``path`` are whole: each JSON file (tokenizer.json,
-    tokenizer_config.json ...) parses to an object, and vocab.txt is UTF-8, ends with a line
-    break (every saved vocab.txt does; a cut-short one does not) and, beside a WordPiece
-    tokenizer.json, lists as many tokens as its vocabulary. Raises ``ModelError`` naming the file."""
-    docs = {}
-    for name in TOKENIZER_JSON:
-        file = path / name
-        if file.is_file():
-            docs[name] = load_json(file, ModelError)
-            if not isinstance(docs[name], dict):
-                raise ModelError(f"{file}: expected a JSON object, got {shown(docs[name])}")
-    model = docs.get("tokenizer.json", {}).get("model", {})
-    if "tokenizer.json" in docs and not isinstance(model, dict):
-        raise ModelError(f"{path / 'tokenizer.json'}: 'model' should be an object, got {shown(model)}")
-    vocab_file = path / "vocab.txt"
-    if vocab_file.is_file():
-        text = read_text(vocab_file, ModelError)
-        if not text.endswith("\n"):
-            raise ModelError(f"{vocab_file}: the last line has no line break, so the file looks cut short; "
-                             "copy or save the tokenizer again")
-        vocab = model.get("vocab") if model.get("type") == "WordPiece" else None
-        count = text.count("\n")
-        if isinstance(vocab, dict) and count != len(vocab):
-            raise ModelError(f"{vocab_file}: holds {count} tokens but tokenizer.json's vocabulary has {len(vocab)}; "
-                             "one of them is cut short or from another model")
 
 
 def _one_line(exc: BaseException, limit: int = 300) -> str:

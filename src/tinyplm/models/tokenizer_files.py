@@ -1,0 +1,55 @@
+"""The tokenizer files of a checkpoint, checked before transformers reads them, and what a
+checkpoint's tokenizer needs that is not installed."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from tinyplm.errors import ModelError
+from tinyplm.tasks.io import read_text
+from tinyplm.tasks.json_layout import load_json, shown
+
+#: Tokenizer files that are JSON objects, checked before transformers reads them.
+TOKENIZER_JSON = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
+#: sentencepiece models, which transformers reads only with the sentencepiece package.
+SENTENCEPIECE_FILES = ("spiece.model", "sentencepiece.bpe.model")
+
+
+def check_tokenizer_files(path: Path) -> None:
+    """Check the tokenizer files of ``path`` are whole: each JSON file (tokenizer.json,
+    tokenizer_config.json ...) parses to an object, and vocab.txt is UTF-8, ends with a line
+    break (every saved vocab.txt does; a cut-short one does not) and, beside a WordPiece
+    tokenizer.json, lists as many tokens as its vocabulary. Raises ``ModelError`` naming the file."""
+    docs = {}
+    for name in TOKENIZER_JSON:
+        file = path / name
+        if file.is_file():
+            docs[name] = load_json(file, ModelError)
+            if not isinstance(docs[name], dict):
+                raise ModelError(f"{file}: expected a JSON object, got {shown(docs[name])}")
+    model = docs.get("tokenizer.json", {}).get("model", {})
+    if "tokenizer.json" in docs and not isinstance(model, dict):
+        raise ModelError(f"{path / 'tokenizer.json'}: 'model' should be an object, got {shown(model)}")
+    vocab_file = path / "vocab.txt"
+    if vocab_file.is_file():
+        text = read_text(vocab_file, ModelError)
+        if not text.endswith("\n"):
+            raise ModelError(f"{vocab_file}: the last line has no line break, so the file looks cut short; "
+                             "copy or save the tokenizer again")
+        vocab = model.get("vocab") if model.get("type") == "WordPiece" else None
+        count = text.count("\n")
+        if isinstance(vocab, dict) and count != len(vocab):
+            raise ModelError(f"{vocab_file}: holds {count} tokens but tokenizer.json's vocabulary has {len(vocab)}; "
+                             "one of them is cut short or from another model")
+
+
+def sentencepiece_missing(path: Path) -> str | None:
+    """Why the tokenizer of ``path`` cannot be read here, when it is only a sentencepiece model (no
+    tokenizer.json) and the sentencepiece package is not installed (transformers then names another
+    package); None otherwise."""
+    found = [f for f in SENTENCEPIECE_FILES if (path / f).is_file()]
+    if not found or (path / "tokenizer.json").is_file() or importlib.util.find_spec("sentencepiece") is not None:
+        return None
+    return (f"{path}: its tokenizer is only {found[0]}, which transformers reads with the sentencepiece package: "
+            "pip install sentencepiece (or save a tokenizer.json beside it)")
