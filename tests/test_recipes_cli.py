@@ -175,3 +175,12 @@ def test_validate_without_inputs_exits_0(path: Path, tmp_path: Path) -> None:
     """Keys and values only: needs neither ../shared/data nor the tokenizer the recipe names."""
     result = cli(["validate", rel(path), "--no-inputs"], cwd=REPO, env={"TINYPLM_CACHE": str(tmp_path / "cache")})
     assert_ok(result, rel(path))
+
+
+def test_validate_counts_the_training_examples_the_run_takes(tmp_path: Path) -> None:
+    from conftest import make_tiny_glue, tiny_recipe, write_recipe
+
+    recipe = tiny_recipe(tmp_path, make_tiny_model_dir(tmp_path / "m"), make_tiny_glue(tmp_path / "glue", 16, 8))
+    recipe["task"]["max_train_examples"] = 4
+    result = cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path)
+    assert result.returncode == 0 and "4 of 16 train / 8 dev" in result.stdout, result.output

@@ -123,3 +123,15 @@ def test_measure_speed_restores_threads_when_a_model_fails() -> None:
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(original)
+
+
+def test_the_protocol_says_how_many_sentences_were_timed_not_asked_for() -> None:
+    """A dev split of 30 sentences under a spec asking for 1,000 and 5,000: 30 were timed, and the
+    report says so (it said 1,000 and 5,000)."""
+    from tinyplm.config.schema import MeasureSpec
+    from tinyplm.evaluate.speed import protocol
+
+    spec = MeasureSpec(latency_sentences=1000, throughput_sentences=5000)
+    said = protocol(spec, 2, available=30)
+    assert said.latency.startswith("batch 1, 30 dev sentences") and ", 30 dev sentences per round" in said.throughput
+    assert "1000 dev sentences" in protocol(spec, 2, available=2000).latency

@@ -87,7 +87,9 @@ def validate_cmd(
     students = ", ".join(student_name(s) for s in cfg.students) or "none"
     counts = ""
     if data:
-        counts = f", {len(data.train)} train / " + " / ".join(f"{len(v)} {k}" for k, v in data.evals.items())
+        cap = cfg.task.max_train_examples  # what the run trains on: the first so many of the split
+        train = f"{cap} of {len(data.train)}" if cap is not None and cap < len(data.train) else f"{len(data.train)}"
+        counts = f", {train} train / " + " / ".join(f"{len(v)} {k}" for k, v in data.evals.items())
     out.print(f"{recipe}: ok (task {cfg.task.name}{counts}; teacher {teacher}; students: {students})", soft_wrap=True)
 
 

@@ -66,11 +66,15 @@ class Measurement:
         return cls(**{k.replace(" ", "_"): v for k, v in data.items()})
 
 
-def protocol(spec: MeasureSpec, threads: int) -> Measurement:
-    """How speed was measured, for the report."""
+def protocol(spec: MeasureSpec, threads: int, available: int | None = None) -> Measurement:
+    """How speed was measured, for the report; ``available``: the dev sentences there were to time
+    (fewer than the spec asks for are all that was timed, and are what the report says)."""
+    def timed(asked: int) -> int:
+        return asked if available is None else min(asked, available)
+
     return Measurement(
-        latency=f"batch 1, {spec.latency_sentences} dev sentences per round, p50 and p90",
-        throughput=f"batches of {spec.throughput_batch}, {spec.throughput_sentences} dev sentences per round"
+        latency=f"batch 1, {timed(spec.latency_sentences)} dev sentences per round, p50 and p90",
+        throughput=f"batches of {spec.throughput_batch}, {timed(spec.throughput_sentences)} dev sentences per round"
                    + (", sorted by length (as deployed)" if spec.sort_by_length else ", in dev order"),
         threads=threads, warmup_batches=spec.warmup, rounds=spec.rounds,
         same_batches="every model is timed on the same sentences, interleaved, order rotating each round",

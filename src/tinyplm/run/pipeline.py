@@ -159,7 +159,8 @@ def _run_claimed(cfg: RunConfig, paths: RunPaths, checked: Preflight, resumed: b
                        info=run_info(cfg, paths.root, started, checked.teacher_dir, checked.data))
     if acc.is_main_process:
         record.stages = measure_stages(stages, paths.root, inp.data, inp.evals, cfg.measure)
-        record.info.measurement = protocol(cfg.measure, cfg.measure.threads or torch.get_num_threads())
+        record.info.measurement = protocol(cfg.measure, cfg.measure.threads or torch.get_num_threads(),
+                                           len(next(iter(inp.evals.values()))))
         finish(record, paths.root, cfg.final)
     acc.wait_for_everyone()
     return record
