@@ -241,3 +241,20 @@ def test_every_shipped_space_opens_with_its_command_and_its_trials_validate(path
     space = load_recipe(path, schema=SweepSpace)
     plans = check_job(SweepJob(repo / words[3], space, path.parent / "no-such-sweep-dir"), inputs=False)
     assert plans is None or len(plans) == space.trial_count()
+
+
+def test_a_failed_trial_is_said_by_its_error_not_a_traceback_fragment() -> None:
+    from tinyplm.errors import DataError
+    from tinyplm.sweep.tuner import error_text
+
+    class Wrapped(Exception):  # as Ray wraps a trial's exception: its text the remote traceback
+        def __init__(self, cause: BaseException | None, text: str) -> None:
+            super().__init__(text)
+            self.cause = cause
+
+    trace = 'Traceback (most recent call last):\n  File "x.py", line 3, in f\n    ^^^^\n'
+    cause = DataError("/data/train.csv: file not found")
+    assert error_text(Wrapped(cause, trace + "DataError: ...")) == "/data/train.csv: file not found"
+    assert error_text(Wrapped(None, trace + "tinyplm.errors.DataError: /d: file not found\n")) == (
+        "tinyplm.errors.DataError: /d: file not found")
+    assert error_text(None) == "no result reported"

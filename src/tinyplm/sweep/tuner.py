@@ -175,9 +175,23 @@ def _outcomes(job: SweepJob, grid) -> tuple[list[TrialPlan], dict[str, TrialResu
         if r.error is None and r.metrics and all(n in r.metrics for n in names if n not in optional):
             results[plan.key] = TrialResult(**{n: r.metrics.get(n) for n in names})
         else:
-            text = " ".join(str(r.error or "no result reported").split())
-            errors[plan.key] = text[-400:]
+            errors[plan.key] = error_text(r.error)
     return _unique(plans), results, errors
+
+
+def error_text(error: BaseException | None, limit: int = 400) -> str:
+    """What failed a trial, in one line: the message of the error that started it (Ray wraps a
+    trial's exception in its own, whose text is the whole remote traceback: its last line is the
+    error), not a fragment of the traceback."""
+    if error is None:
+        return "no result reported"
+    for _ in range(8):  # Ray's RayTaskError keeps the trial's exception as .cause
+        cause = getattr(error, "cause", None) or error.__cause__
+        if not isinstance(cause, BaseException):
+            break
+        error = cause
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return " ".join((lines[-1] if lines else type(error).__name__).split())[:limit]
 
 
 def run_sweep(job: SweepJob) -> tuple[list[TrialRow], Path]:
