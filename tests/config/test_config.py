@@ -322,3 +322,11 @@ def test_word2vec_neighbours_need_text_to_train_on() -> None:
     ok = RunConfig.model_validate({"students": [student], "augment": {**augment, "word2vec_corpus": ["texts/"]}})
     assert ok.augment.neighbours_from == "word2vec"
     RunConfig.model_validate({"students": [student], "augment": augment, "corpus": {"paths": ["texts/"]}})
+
+
+def test_task_labels_given_as_integers_are_read_as_the_file_writes_them() -> None:
+    task = validate_recipe({"task": {"name": "custom", "labels": [0, 1], "train_file": "a.csv",
+                                     "dev_file": "b.csv"}}).task
+    assert task.labels == ["0", "1"]
+    with pytest.raises(RecipeError, match=r"task.labels\[0\]: Input should be a valid string"):
+        validate_recipe({"task": {"name": "custom", "labels": [0.5, 1], "train_file": "a.csv", "dev_file": "b.csv"}})

@@ -108,6 +108,14 @@ class TaskSpec(Section):
         "labels) or none; default: the task's (balanced for the Goodreads spoiler tasks)")
 
     _not_a_switch = field_validator("holdout", mode="before")(not_a_switch)
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _numbers_as_written(cls, value):
+        """``labels: [0, 1]`` names the labels a file holds as 0 and 1: read as the strings a data file holds."""
+        if isinstance(value, list):
+            return [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
+        return value
     _count_or_share = field_validator("holdout")(count_or_share)
 
     @model_validator(mode="after")
