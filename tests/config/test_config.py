@@ -330,3 +330,9 @@ def test_task_labels_given_as_integers_are_read_as_the_file_writes_them() -> Non
     assert task.labels == ["0", "1"]
     with pytest.raises(RecipeError, match=r"task.labels\[0\]: Input should be a valid string"):
         validate_recipe({"task": {"name": "custom", "labels": [0.5, 1], "train_file": "a.csv", "dev_file": "b.csv"}})
+
+
+def test_labels_beside_regression_are_refused() -> None:
+    with pytest.raises(RecipeError, match="labels name classes, and regression: true reads a score"):
+        validate_recipe({"task": {"name": "custom", "labels": ["a", "b"], "regression": True, "train_file": "a.csv",
+                                  "dev_file": "b.csv"}})

@@ -119,6 +119,12 @@ class TaskSpec(Section):
     _count_or_share = field_validator("holdout")(count_or_share)
 
     @model_validator(mode="after")
+    def _labels_name_classes(self) -> TaskSpec:
+        if self.regression and self.labels:
+            raise ValueError("labels name classes, and regression: true reads a score per example: drop one of them")
+        return self
+
+    @model_validator(mode="after")
     def _windows_have_room(self) -> TaskSpec:
         room = self.max_length - self.max_query_length - 3  # [CLS] question [SEP] context [SEP]
         if self.name.lower().startswith("squad"):
