@@ -190,7 +190,7 @@ FORMATS: dict[str, Format] = {
 
 #: Complaints about the whole file, which have no line or path to name.
 WHOLE_FILE = ("holds no examples", "no sentences found", "a classifier needs two or more labels", "holds no questions",
-              "cannot keep", "cannot split by article", "a recipe is a mapping",
+              "cannot keep", "cannot split by article", "a recipe is a mapping", "the recipe is empty",
               "the dev split")
 PATH_PART = re.compile(r'\.?([A-Za-z_]\w*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
 

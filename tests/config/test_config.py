@@ -197,6 +197,13 @@ def test_a_key_given_twice_is_refused_at_its_line_and_merges_still_override(tmp_
     assert _parse_yaml(merged, merged.read_text(encoding="utf-8"))["task"] == {"name": "sst2", "max_length": 32}
 
 
+def test_a_list_as_a_key_is_refused_at_its_line(tmp_path: Path) -> None:
+    listed = tmp_path / "listed.yaml"
+    listed.write_text("name: x\n? [a, b]\n: 1\n", encoding="utf-8")
+    with pytest.raises(RecipeError, match=rf"{listed}:2: not valid YAML"):
+        load_recipe(listed)
+
+
 def test_an_empty_recipe_is_said_to_be_empty(tmp_path: Path) -> None:
     empty = tmp_path / "empty.yaml"
     empty.write_text("# nothing yet\n", encoding="utf-8")

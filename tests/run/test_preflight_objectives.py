@@ -46,3 +46,26 @@ def test_an_objective_the_shapes_take_validates(tmp_path: Path, world) -> None:
     recipe = tiny_recipe(tmp_path, teacher, glue, students=students)
     result = cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path)
     assert result.returncode == 0, result.output
+
+
+def test_a_stage_is_checked_against_its_own_teacher(tmp_path: Path, world) -> None:
+    """A stage that learns from another dir (4 layers here) is checked against that teacher's
+    layers, not the run's (2): a layer_map into its fourth layer validates, into a fifth is refused."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    teacher, glue = world
+    deeper = make_tiny_model_dir(tmp_path / "deeper")  # its tokenizer; the model is replaced by a deeper one
+    (deeper / "model.safetensors").unlink()
+    BertForSequenceClassification(BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=4, num_attention_heads=4,
+                                             intermediate_size=37, max_position_embeddings=64)).save_pretrained(deeper)
+
+    def student(pair: list[int]) -> dict:
+        return {"name": "s1", "shape": {"layers": 2, "hidden": 32, "heads": 4, "ffn": 37},
+                "stages": [{"teacher": str(deeper), "objective": {"kd_weight": 0.0, "hidden": 1.0, "layer_map": [pair]},
+                            "train": SHORT}]}
+
+    ok = tiny_recipe(tmp_path, teacher, glue, students=[student([2, 4])])
+    assert cli(["validate", str(write_recipe(tmp_path / "r.yaml", ok))], cwd=tmp_path).returncode == 0
+    bad = tiny_recipe(tmp_path, teacher, glue, students=[student([2, 5])])
+    assert_bad_input(cli(["validate", str(write_recipe(tmp_path / "r.yaml", bad))], cwd=tmp_path),
+                     "layer pair (2, 5) is out of range", f"teacher {deeper}: 4 layers")

@@ -298,3 +298,26 @@ def test_pairs_on_a_checkpoint_without_segment_rows_are_refused_by_evaluate_pred
         assert answer.status_code == 422, answer.text
         (problem,) = answer.json()["problems"]
         assert problem["field"] == "inputs[1].text_pair" and reason in problem["expected"]
+    from tinyplm.config.schema import TaskSpec
+    from tinyplm.errors import ModelError
+    from tinyplm.run.measure import bench
+
+    with pytest.raises(ModelError, match=reason):
+        bench([model], TaskSpec(name="mrpc", data_dir=str(tmp_path / "data")), rounds=1)
+
+
+def test_deberta_v3s_zero_segment_rows_read_no_segments_and_take_pairs() -> None:
+    """DeBERTa-v3 configs say type_vocab_size 0: the model adds no segment embeddings at all, so the
+    segment ids its tokenizer gives a pair's second text are never looked up."""
+    from transformers import DebertaV2Config
+
+    from tinyplm.models.token_ids import segment_problem
+
+    class Pairs:
+        def __call__(self, *texts, return_token_type_ids=True):
+            return {"token_type_ids": [0, 0, 0, 1, 1]}
+
+    assert DebertaV2Config().type_vocab_size == 0
+    assert segment_problem(Path("d"), DebertaV2Config().to_dict(), Pairs()) is None
+    refused = segment_problem(Path("b"), {"type_vocab_size": 1}, Pairs())
+    assert refused is not None and "type_vocab_size 1 has no row for segment id 1" in refused

@@ -245,3 +245,13 @@ def test_a_tab_separated_file_named_csv_is_said_to_look_so(tmp_path: Path) -> No
     with pytest.raises(DataError, match=r"missing column 'text'; found columns: 'text\\tlabel' \(the header holds "
                                         r"tabs: a tab-separated file is read as one when named \.tsv\)"):
         custom_task("t", tabs, tabs, "text", "label")
+
+
+def test_labels_with_fractions_are_names_and_nan_is_a_missing_label(tmp_path: Path) -> None:
+    sections = write_csv(tmp_path / "sections.csv", "text,label\na,1.1\nb,1.10\nc,2.3\n")
+    assert custom_task("t", sections, sections, "text", "label").labels == ("1.1", "1.10", "2.3")
+    big = write_csv(tmp_path / "big.csv", "text,label\na,9007199254740993\nb,9007199254740992\n")
+    assert len(custom_task("t", big, big, "text", "label").labels) == 2
+    nan = write_csv(tmp_path / "nan.csv", "text,label\na,0\nb,1\nc,nan\n")
+    with pytest.raises(DataError, match=r"nan\.csv: a label is 'nan', a missing value written out"):
+        custom_task("t", nan, nan, "text", "label")

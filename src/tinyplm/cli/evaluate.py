@@ -48,7 +48,6 @@ def evaluate_cmd(
     from tinyplm.evaluate.model_eval import encode_evals, evaluate_model, span_prediction_texts
     from tinyplm.models import load_classifier
     from tinyplm.models.infer import predict_logits
-    from tinyplm.models.token_ids import segment_problem
     from tinyplm.run import load_task
     from tinyplm.tasks.spoilers import CONTEXT_TASKS
 
@@ -63,11 +62,7 @@ def evaluate_cmd(
     if predictions is not None and not Head(data.head).row.windows:
         raise TinyplmError(f"--predictions writes SQuAD answers; task {data.task} has a {data.head} head")
     model, tok = load_classifier(model_dir, data.labels, data.is_regression, data.head)
-    dev = next(iter(data.evals.values()))
-    if dev.examples and getattr(dev.examples[0], "text_pair", None) is not None:
-        problem = segment_problem(model_dir, getattr(model.config, "to_dict", dict)(), tok)
-        if problem:
-            raise ModelError(f"{problem} (task '{data.task}' is a pair task)")
+    _check_pairs(model_dir, model, tok, data)
     evals = encode_evals(data, tok, max_length)
     metrics = evaluate_model(model, data, evals, bf16=bf16)
     if predictions is not None:
@@ -77,6 +72,18 @@ def evaluate_cmd(
     context = ({"context_sentences": spec.context_sentences, "context_after": spec.context_after}
                if data.task in CONTEXT_TASKS else {})
     _print_evaluation(model, model_dir, data, metrics, context, precision, as_json)
+
+
+def _check_pairs(model_dir: Path, model, tok, data) -> None:
+    """Refuse a pair task on a model that cannot read pairs as its tokenizer encodes them
+    (:func:`~tinyplm.models.token_ids.segment_problem`): it would fail on the first batch."""
+    from tinyplm.models.token_ids import segment_problem
+
+    dev = next(iter(data.evals.values()))
+    if dev.examples and getattr(dev.examples[0], "text_pair", None) is not None:
+        problem = segment_problem(model_dir, getattr(model.config, "to_dict", dict)(), tok)
+        if problem:
+            raise ModelError(f"{problem} (task '{data.task}' is a pair task)")
 
 
 def _print_evaluation(model, model_dir: Path, data, metrics: dict, context: dict, precision: str,

@@ -114,6 +114,7 @@ def exits_on_sigterm() -> Iterator[None]:
 
 def _predict_plain(model_dir: Path, input_file: str, output: str | None, o, skipped: Path | None) -> None:
     """``predict`` in this process: one input file (or stdin) into one output file (or stdout)."""
+    from tinyplm.errors import TinyplmError
     from tinyplm.inference.predictor import Predictor
     from tinyplm.predict.predict import PredictJob, check_job, predict_file, source_for
     from tinyplm.predict.writers import output_format
@@ -126,6 +127,9 @@ def _predict_plain(model_dir: Path, input_file: str, output: str | None, o, skip
     source = source_for(info, input_file, o.input_format, o.text_column, o.pair_column, o.header)
     job = PredictJob(source, output, fmt, o.on_error, skipped, o.window)
     check_job(job, info)
+    # pairs asked for are refused before a row is read (a task's own pair columns: at the first pair)
+    if predictor.pair_problem and (source.pair_column or source.context_sentences or source.context_after):
+        raise TinyplmError(predictor.pair_problem)
     with _progress() as advance, exits_on_sigterm():
         summary = predict_file(predictor, job, advance)
     line = (f"{summary.predicted} predictions -> {summary.output} ({summary.seconds:.1f} s, "

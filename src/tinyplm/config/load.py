@@ -51,6 +51,10 @@ class _UniqueKeys(yaml.SafeLoader):
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue
             key = self.construct_object(key_node, deep=True)
+            try:
+                hash(key)
+            except TypeError:  # a list or mapping as a key: the base loader refuses it, with its line
+                continue
             if key in seen:
                 raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice in one mapping (the "
                                                         "last would win silently)", key_node.start_mark)

@@ -29,6 +29,7 @@ from tinyplm.config.finetune import unsaved_form_error
 from tinyplm.config.holdout import count_or_share, not_a_switch
 from tinyplm.config.names import logits_source_problem, student_name, teacher_copies  # noqa: F401  (re-exported)
 from tinyplm.config.seeding import spread_seed
+from tinyplm.config.task_labels import task_labels
 from tinyplm.config.tracking import TrackingSpec
 from tinyplm.config.train_shares import check_train_shares
 
@@ -67,8 +68,7 @@ class TaskSpec(Section):
     label_column: str = "label"
     labels: list[str] | None = None
     regression: bool = False
-    # SQuAD: windows of max_length tokens over the context, overlapping by doc_stride tokens.
-    # train_file/dev_file name the official files; without them (v1.1) the dev file is split by article.
+    # SQuAD: windows of max_length overlapping by doc_stride; train_file/dev_file: official files (else dev split)
     doc_stride: int | None = Field(None, ge=1, description="SQuAD: tokens shared by consecutive windows of a long "
                                    "context; default 128, or half a window's context room when that is less")
     max_query_length: int = Field(64, ge=1, description="SQuAD: question tokens kept")
@@ -106,23 +106,9 @@ class TaskSpec(Section):
     class_weights: Literal["balanced", "none"] | None = Field(
         None, description="class weights in the cross-entropy: balanced (n / (classes x n_c) from the training "
         "labels) or none; default: the task's (balanced for the Goodreads spoiler tasks)")
-
     _not_a_switch = field_validator("holdout", mode="before")(not_a_switch)
-
-    @field_validator("labels", mode="before")
-    @classmethod
-    def _numbers_as_written(cls, value):
-        """``labels: [0, 1]`` names the labels a file holds as 0 and 1: read as the strings a data file holds."""
-        if isinstance(value, list):
-            return [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
-        return value
+    _task_labels = model_validator(mode="before")(task_labels)
     _count_or_share = field_validator("holdout")(count_or_share)
-
-    @model_validator(mode="after")
-    def _labels_name_classes(self) -> TaskSpec:
-        if self.regression and self.labels:
-            raise ValueError("labels name classes, and regression: true reads a score per example: drop one of them")
-        return self
 
     @model_validator(mode="after")
     def _windows_have_room(self) -> TaskSpec:

@@ -261,10 +261,13 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
     head without a task class (``embedding``: its row's ``auto_suffix`` is None) raises ``TinyplmError``
     (its models load through :func:`tinyplm.models.head_loading.load_for_head`).
 
-    A checkpoint without that head (a bare encoder, or another kind of head) gets a new one. Raises
-    ``ModelError`` naming the file for a damaged config.json, weight or tokenizer file (see
-    :func:`check_model_dir`, :func:`load_tokenizer`), weights whose shapes do not fit config.json,
-    or a checkpoint whose head was trained for a different number of labels.
+    A checkpoint without that head (a bare encoder, or another kind of head) gets a new one; a head
+    whose ``id2label`` names the task's labels in another order has its rows put in the task's
+    order (:mod:`tinyplm.models.head_labels`). Raises ``ModelError`` naming the file for a damaged
+    config.json, weight or tokenizer file (see :func:`check_model_dir`, :func:`load_tokenizer`), a
+    family outside the role table, weights whose shapes do not fit config.json, a head trained for
+    a different number of labels, a multi-label head, labels named against the task's order, and a
+    graph (ONNX, OpenVINO) or head whose rows would have to be reordered but cannot be.
     """
     if head not in set(Head):
         raise ValueError(f"unknown head {head!r}; expected one of {', '.join(Head)}")

@@ -87,8 +87,9 @@ TANH = "torch.nn.modules.activation.Tanh"  # ST's default when a Dense config na
 
 @dataclass(frozen=True)
 class Pooling:
-    """One pooling mode; ``include_prompt`` is kept for the round trip (tinyplm prepends no prompts,
-    so it changes nothing here); ``dimension`` is the token vector width it pools (None: not known yet)."""
+    """One pooling mode; ``include_prompt``: whether the tokens of a prompt put before a text are
+    pooled too (tinyplm pools every token, so ``tinyplm embed-eval`` gives a model whose pooling
+    leaves them out no prompts); ``dimension`` is the token vector width it pools (None: not known yet)."""
 
     mode: PoolMode
     include_prompt: bool = True
@@ -125,9 +126,10 @@ class SentenceLayout:
     ``dense``: Dense layers after pooling, in order; ``normalize``: L2-normalise last;
     ``max_seq_length``: the token limit ST applies (None: the tokenizer's, capped at the model's
     positions); ``do_lower_case``: lower-case text before tokenizing. ``prompts`` (name, text) and
-    ``similarity`` (ST's ``similarity_fn_name``; None: its default, cosine) change no vector
-    tinyplm computes; they are kept so a model saved from this layout (a student of it) offers its
-    users the same prompts (``encode(..., prompt_name=...)``) and similarity as its source."""
+    ``similarity`` (ST's ``similarity_fn_name``; None: its default, cosine) change no vector the
+    model computes for a text: they say how its texts are prefixed and its vectors compared, which
+    ``tinyplm embed-eval`` and a run of the embedding task follow, and a model saved from this layout
+    (a student of it) keeps them for its users (``encode(..., prompt_name=...)``)."""
 
     pooling: Pooling
     transformer_path: str = ""
@@ -363,10 +365,11 @@ def activation_name(name: str, file: Path | str = "Dense config") -> str:
 
 
 def _check_prompt(keys: _ModelKeys, file: Path) -> None:
-    """Refuse a default prompt: ST would prepend it to every text, tinyplm prepends none."""
+    """Refuse a default prompt: ST would prepend it to every text, where tinyplm puts prompts only
+    before retrieval queries and documents (``embed-eval``)."""
     if keys.default_prompt_name and keys.prompts.get(keys.default_prompt_name):
         raise ModelError(f"{file}: default_prompt_name: ST prepends the prompt {keys.default_prompt_name!r} to "
-                         "every text; tinyplm prepends no prompts")
+                         "every text; tinyplm prepends no prompt to every text")
 
 
 def pool(hidden: Tensor, mask: Tensor, pooling: Pooling) -> Tensor:

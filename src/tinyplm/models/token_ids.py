@@ -39,9 +39,10 @@ def segment_problem(folder, config: dict, tokenizer, who: str = "model") -> str 
     """Why the model in ``folder`` cannot read a pair of texts as its tokenizer encodes them: the
     tokenizer gives the second text a segment id past the ``type_vocab_size`` rows of ``config``
     (BERT's tokenizer on a model trained without segments: the first pair would index past the
-    table); None when it can (a family without segment embeddings, DistilBERT or MPNet, included)."""
+    table); None when it can (a family without segment embeddings, DistilBERT or MPNet, and
+    DeBERTa-v3, whose ``type_vocab_size`` 0 means it adds none, included)."""
     rows = config.get("type_vocab_size")
-    if rows is None:
+    if not rows:  # no segment table (DistilBERT, MPNet), or DeBERTa's 0: it reads no segment ids at all
         return None
     used = max(tokenizer("a b", "c d", return_token_type_ids=True).get("token_type_ids") or [0])
     if used < rows:

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from tinyplm.config.schema import MeasureSpec, TaskSpec
-from tinyplm.errors import TinyplmError
+from tinyplm.errors import ModelError, TinyplmError
 from tinyplm.evaluate.compute import effective_rate
 from tinyplm.evaluate.model_eval import encode_evals, eval_logits, metrics_from_logits
 from tinyplm.evaluate.roc import logits_roc
@@ -19,6 +19,7 @@ from tinyplm.models import shape_of
 from tinyplm.models.head_loading import load_for_head
 from tinyplm.models.infer import precision_name
 from tinyplm.models.pooling import layout_similarity
+from tinyplm.models.token_ids import segment_problem
 from tinyplm.report import RunRecord, StageRecord
 from tinyplm.report.records import StageKind
 from tinyplm.report.run_info import FastestRuntime, RunInfo, RunPrecision
@@ -92,6 +93,10 @@ def bench(model_dirs: list[Path], task: TaskSpec, rounds: int = 3, runtimes: lis
         names = {s.name for s in stages}
         base = "teacher" if i == 0 else (d.name if d.name not in names else f"{d.parent.name}-{d.name}")
         model, tok = load_for_head(d, data.labels, data.is_regression, data.head)
+        pairs = data.train.examples and getattr(data.train.examples[0], "text_pair", None) is not None
+        problem = segment_problem(d, getattr(getattr(model, "config", None), "to_dict", dict)(), tok) if pairs else None
+        if problem:
+            raise ModelError(f"{problem} (task '{data.task}' is a pair task)")
         enc = encode_evals(data, tok, task.max_length, task.max_eval_examples)
         for name, variant, where in _variants(base, model, Path(d), runtimes, work):
             kind = StageKind.TEACHER if name == "teacher" else StageKind.MODEL

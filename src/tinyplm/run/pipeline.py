@@ -94,11 +94,12 @@ def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, fo
             claim.release()
 
 
-def data_files(cfg: RunConfig, data) -> list[Path]:
-    """The files a run's data comes from: its splits' sources and its corpus paths (folders and
-    names that are not files are left out)."""
-    sources = [data.train.source, *(split.source for split in data.evals.values())]
-    return [Path(p) for p in (*sources, *(cfg.corpus.paths if cfg.corpus else ())) if p is not None]
+def data_files(cfg: RunConfig, data) -> dict[str, Path]:
+    """The files a run's data comes from, by role: its splits' sources (``train``, ``eval NAME``) and
+    its corpus paths (``corpus I``); :func:`~tinyplm.run.input_files.fingerprints` keeps the files."""
+    roles = {"train": data.train.source, **{f"eval {name}": split.source for name, split in data.evals.items()}}
+    roles |= {f"corpus {i}": p for i, p in enumerate(cfg.corpus.paths if cfg.corpus else ())}
+    return {role: Path(p) for role, p in roles.items() if p is not None}
 
 
 def run_or_reuse(cfg: RunConfig, run_dir: Path | None = None, *, parent_run_id: str | None = None) -> RunRecord:

@@ -53,7 +53,7 @@ def _check_segments(cfg: RunConfig, data: TaskData, src: Path, model_cfg: dict) 
     if not data.train.examples or getattr(data.train.examples[0], "text_pair", None) is None:
         return
     for who, folder, config in read_checkpoints(cfg, src, model_cfg):
-        if config.get("type_vocab_size") is None:  # a family without segment embeddings (DistilBERT, MPNet)
+        if not config.get("type_vocab_size"):  # no segment embeddings (DistilBERT, MPNet; DeBERTa-v3's 0)
             continue
         problem = segment_problem(folder, config, load_tokenizer(folder, int(config["vocab_size"])), who)
         if problem:

@@ -23,49 +23,66 @@ from tinyplm.tasks.heads import Head
 
 
 def check_objectives(cfg: RunConfig, model_cfg: dict, src: Path, head: Head) -> None:
-    """Build every layer-wise stage objective of every transformer student against the teacher's
-    shape (``model_cfg``, its config.json) and the student's; raises ``RecipeError`` naming the
-    student and stage (and the teacher ``src``) for what the objective refuses. A student whose shape
-    cannot be known from the recipe and the checkpoints it names is left to the run."""
+    """Build every layer-wise stage objective of every transformer student against its stage's
+    teacher's shape (the run's teacher, ``model_cfg`` its config.json, for ``finetuned`` and
+    ``base``; the named dir's otherwise) and the student's; raises ``RecipeError`` naming the
+    student and stage (and the teacher) for what the objective refuses. A shape that cannot be
+    known from the recipe and the checkpoints it names is left to the run (and a damaged
+    checkpoint to the checks that read it)."""
     if head.row.vectors:  # its vector terms compare sentence vectors, not layers
         return
-    teacher = teacher_shape(SimpleNamespace(**model_cfg))
+    main = teacher_shape(SimpleNamespace(**model_cfg))
     for spec in cfg.students:
-        shape = _student_shape(cfg, spec, teacher)
-        if spec.family is not None or shape is None:
+        if spec.family is not None:
             continue
+        shape = _student_shape(cfg, spec, main)
         for k, stage in enumerate(spec.stage_specs()):
-            if not stage.objective.layerwise:
+            teacher = _teacher_of(stage.teacher, main)
+            if shape is None or teacher is None or not stage.objective.layerwise:
                 continue
             layerwise = stage.objective.model_copy(update=dict.fromkeys(MLM_TERMS, 0.0))  # those need a tokenizer
             try:
                 DistillObjective(layerwise, _config(shape), _config(teacher), False, None, head)
             except TinyplmError as exc:
-                raise RecipeError(f"student {student_name(spec)}, stage {k}: {exc} (teacher {src}: "
+                who = src if stage.teacher in ("finetuned", "base") else stage.teacher
+                raise RecipeError(f"student {student_name(spec)}, stage {k}: {exc} (teacher {who}: "
                                   f"{teacher.layers} layers, {teacher.heads} heads, hidden {teacher.hidden}; "
                                   f"student: {shape.layers} layers, {shape.heads} heads, hidden {shape.hidden})"
                                   ) from None
 
 
-def _student_shape(cfg: RunConfig, spec: StudentSpec, teacher: ShapeSpec) -> ShapeSpec | None:
-    """The shape ``spec`` trains at: its ``shape``; the teacher's with as many layers as it copies;
-    the teacher's, a named checkpoint's or an earlier student's when it starts from one; None when
-    unknown (a damaged checkpoint is named by the checks that read it)."""
+def _teacher_of(name: str, main: ShapeSpec) -> ShapeSpec | None:
+    """The shape of a stage's teacher: the run's (``finetuned``, ``base``: one shape) or the named
+    dir's; None when it cannot be read here."""
+    if name in ("finetuned", "base"):
+        return main
+    return _shape_of_dir(name)
+
+
+def _shape_of_dir(name: str) -> ShapeSpec | None:
+    try:
+        return teacher_shape(SimpleNamespace(**check_model_dir(resolve_model_dir(name))))
+    except TinyplmError:
+        return None
+
+
+def _student_shape(cfg: RunConfig, spec: StudentSpec, main: ShapeSpec) -> ShapeSpec | None:
+    """The shape ``spec`` trains at: its ``shape``; the shape of the teacher it copies layers from
+    (its first stage's) with as many layers as it copies; the run's teacher's (``init_from:
+    teacher``), an earlier student's or a named checkpoint's when it starts from one; None when
+    unknown."""
     if spec.shape is not None:
         return spec.shape
     if spec.teacher_layers:
-        return teacher.model_copy(update={"layers": len(spec.teacher_layers)})
+        stages = spec.stage_specs()
+        source = _teacher_of(stages[0].teacher, main) if stages else main
+        return source.model_copy(update={"layers": len(spec.teacher_layers)}) if source else None
     if spec.init_from == "teacher":
-        return teacher
+        return main
     earlier = cfg.earlier_student(spec)
     if earlier is not None:
-        return _student_shape(cfg, earlier, teacher)
-    if spec.init_from:
-        try:
-            return teacher_shape(SimpleNamespace(**check_model_dir(resolve_model_dir(spec.init_from))))
-        except TinyplmError:
-            return None
-    return None
+        return _student_shape(cfg, earlier, main)
+    return _shape_of_dir(spec.init_from) if spec.init_from else None
 
 
 def _config(shape: ShapeSpec) -> SimpleNamespace:

@@ -58,6 +58,10 @@ def _unique(plans: list[TrialPlan]) -> list[TrialPlan]:
     return [p for p in plans if not (p.key in seen or seen.add(p.key))]
 
 
+#: Where between a drawn key's bounds its fractional probe lies: a share no round bound lands on.
+INSIDE = 0.381966
+
+
 def trials_dir(job: SweepJob) -> Path:
     return (job.sweep_dir / "trials").resolve()
 
@@ -77,7 +81,7 @@ def check_job(job: SweepJob, inputs: bool = True) -> list[TrialPlan] | None:
         try:
             cfg = load_recipe(job.recipe, overrides)
         except RecipeError as exc:
-            if key is not None:
+            if key is not None and "fractional part" in str(exc):
                 raise RecipeError(f"sweep {job.space.name}: {key}: uniform and loguniform draw numbers with fractions, "
                                   f"which the recipe does not take there ({exc}); draw integers with randint, or "
                                   "list the values with choice") from None
@@ -104,7 +108,8 @@ def _probe_overrides(job: SweepJob, plans: list[TrialPlan] | None) -> list[tuple
         bounds = d.uniform or d.loguniform
         if bounds:  # a value with a fraction, as a draw would give, between the bounds
             lo, hi = bounds
-            probes.append((key, lo + (hi - lo) * 0.381966 if (hi - lo) * 0.381966 % 1 else lo + 0.5))
+            inside = lo + (hi - lo) * INSIDE
+            probes.append((key, inside if inside % 1 else lo + 0.5))
         for drawn, v in probes:
             probe = {k: _first(p) for k, p in space.params.items()} | {key: v}
             out.append((drawn, trial_plan(space, probe, str(trials_dir(job))).overrides))

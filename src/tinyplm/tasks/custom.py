@@ -113,19 +113,35 @@ def infer_labels(path: Path, columns: Fields) -> tuple[str, ...]:
 
 
 def _one_spelling(path: Path, found: set[str]) -> None:
-    """Raise ``DataError`` when two labels of ``path`` are one number written two ways (``1`` and
-    ``1.0``): each would become a class of its own."""
-    by_value: dict[float, str] = {}
+    """Raise ``DataError`` when two labels of ``path`` are one whole number written two ways (``1``
+    and ``1.0``, ``2`` and ``02``: each would become a class of its own), or a label is ``nan`` (a
+    missing value written out). Labels with fractions are names as written (``1.1`` and ``1.10``
+    may be two sections)."""
+    by_value: dict[int, str] = {}
     for label in sorted(found):
-        try:
-            value = float(label)
-        except ValueError:
+        if label.lower() == "nan":
+            raise DataError(f"{path}: a label is {label!r}, a missing value written out; give every row its label")
+        value = _whole(label)
+        if value is None:
             continue
         if value in by_value:
             raise DataError(f"{path}: the labels {by_value[value]!r} and {label!r} are one number written two ways, "
                             "and each would become a class of its own; write each label one way (or give "
                             "task.labels)")
         by_value[value] = label
+
+
+def _whole(label: str) -> int | None:
+    """The whole number ``label`` writes (``1``, ``01``, ``1.0``), exactly; None for anything else."""
+    try:
+        return int(label)
+    except ValueError:
+        pass
+    try:
+        value = float(label)
+    except ValueError:
+        return None
+    return int(value) if value.is_integer() and "." in label and label.rstrip("0").endswith(".") else None
 
 
 def read_custom_file(path: Path, split: str, columns: Fields, labels: tuple[str, ...], regression: bool,
