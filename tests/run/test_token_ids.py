@@ -232,21 +232,28 @@ def _hidden_loss(teacher_dir: Path, student_dir: Path, texts: list[str]) -> floa
         return objective.terms(objective._features(student.eval(), batch), t, batch.targets, None)[1]["hidden"]
 
 
+def _without_segments(model: Path) -> Path:
+    """The tiny BERT in ``model`` cut to one segment row (``type_vocab_size: 1``), as a checkpoint
+    trained without segments is, its tokenizer still BERT's (segment id 1 for a pair's second text)."""
+    import json
+
+    import safetensors.torch as st_io
+
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "type_vocab_size": 1}))
+    weights = st_io.load_file(str(model / "model.safetensors"))
+    key = next(k for k in weights if k.endswith("token_type_embeddings.weight"))
+    st_io.save_file({**weights, key: weights[key][:1].contiguous()}, str(model / "model.safetensors"))
+    return model
+
+
 def test_a_pair_task_on_a_checkpoint_without_segment_rows_is_refused(tmp_path: Path) -> None:
     """BERT's tokenizer gives a pair's second text segment id 1; a checkpoint trained without
     segments (``type_vocab_size: 1``) has no row for it: validate refuses before the teacher's
     fine-tune would fail at its first batch; a single-sentence task on it validates."""
-    import json
-
     from helpers_doc_world import write_tiny_data
 
-    teacher = make_tiny_model_dir(tmp_path / "teacher")
-    config = json.loads((teacher / "config.json").read_text())
-    (teacher / "config.json").write_text(json.dumps({**config, "type_vocab_size": 1}))
-    import safetensors.torch as st_io
-    weights = st_io.load_file(str(teacher / "model.safetensors"))
-    key = next(k for k in weights if k.endswith("token_type_embeddings.weight"))
-    st_io.save_file({**weights, key: weights[key][:1].contiguous()}, str(teacher / "model.safetensors"))
+    teacher = _without_segments(make_tiny_model_dir(tmp_path / "teacher"))
     write_tiny_data(tmp_path / "data")
     recipe = tiny_recipe(tmp_path, teacher, tmp_path / "data" / "glue")
     recipe["task"]["name"] = "mrpc"
@@ -262,22 +269,15 @@ def test_pairs_on_a_checkpoint_without_segment_rows_are_refused_by_evaluate_pred
     """The same checkpoint outside a run: evaluate on a pair task and predict of a pairs file are
     refused with the reason (they crashed with an IndexError), serve answers a request with a
     text_pair 422 naming the field (it answered 500); single texts are predicted and served."""
-    import json
     import time
 
-    import safetensors.torch as st_io
     from fastapi.testclient import TestClient
 
     from helpers_doc_world import write_tiny_data
     from tinyplm.inference.predictor import Predictor
     from tinyplm.serve.app import ServeSettings, create_app
 
-    model = make_tiny_model_dir(tmp_path / "model")
-    config = json.loads((model / "config.json").read_text())
-    (model / "config.json").write_text(json.dumps({**config, "type_vocab_size": 1}))
-    weights = st_io.load_file(str(model / "model.safetensors"))
-    key = next(k for k in weights if k.endswith("token_type_embeddings.weight"))
-    st_io.save_file({**weights, key: weights[key][:1].contiguous()}, str(model / "model.safetensors"))
+    model = _without_segments(make_tiny_model_dir(tmp_path / "model"))
     write_tiny_data(tmp_path / "data")
     reason = f"{model / 'config.json'}: type_vocab_size 1 has no row for segment id 1"
     result = cli(["evaluate", str(model), "--task", "mrpc", "--data-dir", str(tmp_path / "data")], cwd=tmp_path)
