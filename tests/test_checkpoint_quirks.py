@@ -69,20 +69,36 @@ def test_validate_refuses_what_the_run_would_refuse_later(tmp_path: Path) -> Non
         assert_bad_input(cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path),
                          f"{unknown / 'config.json'}: model_type 'fancybert' is not a family tinyplm reads")
     three = make_tiny_model_dir(tmp_path / "three", num_labels=3)
-    recipe = tiny_recipe(tmp_path, three, glue)
+    recipe = tiny_recipe(tmp_path, three, glue, teacher={"model": str(three)})  # used as it is: no fine-tune
     assert_bad_input(cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path),
                      f"{three}: its classifier has 3 outputs but the task needs 2")
     assert not (tmp_path / "runs").exists()
 
 
-def test_a_padding_id_that_leaves_no_positions_is_refused_by_name(tmp_path: Path) -> None:
-    """RoBERTa (here XLM-R) numbers positions from pad_token_id + 1: a pad id past the table crashed predict with
-    an OverflowError and let validate speak of "at most -42 positions"; MPNet, whose code fixes its
-    padding id at 1, is not bound by its config's pad_token_id and works."""
-    (tmp_path / "t.txt").write_text("a good film\n", encoding="utf-8")
-    roberta = _set(make_family_dir(tmp_path / "xlmr", "xlm-roberta"), pad_token_id=107)
-    assert_bad_input(cli(["predict", str(roberta), "-i", "t.txt"], cwd=tmp_path),
-                     "config.json: pad_token_id 107", "xlm-roberta model", "expected a pad_token_id below")
-    mpnet = _set(make_family_dir(tmp_path / "mpnet", "mpnet"), pad_token_id=90)
-    result = cli(["predict", str(mpnet), "-i", "t.txt", "-o", "m.jsonl"], cwd=tmp_path)
+def test_a_head_of_other_labels_is_replaced_where_the_run_trains_it(tmp_path: Path) -> None:
+    """An MNLI-style 3-class classifier brought as the teacher of SST-2 with teacher.finetune, and as
+    a student's init_from: both train on the task next, so the head is replaced by a new one of the
+    task's 2 labels (validate and the run say so, the report records it), not refused after work."""
+    from conftest import TINY_TRAIN
+    from tinyplm.config import validate_recipe
+    from tinyplm.models import load_classifier
+    from tinyplm.run import run
+
+    glue = make_tiny_glue(tmp_path / "glue", n_train=16, n_dev=8)
+    three = _set(make_tiny_model_dir(tmp_path / "three", num_labels=3),
+                 id2label={"0": "contradiction", "1": "neutral", "2": "entailment"})
+    student = {"name": "s", "init_from": str(three), "train": {**TINY_TRAIN, "epochs": 1}}
+    recipe = tiny_recipe(tmp_path, three, glue, students=[student])
+    result = cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path)
     assert result.returncode == 0, result.output
+    assert f"note: {three}: its classifier has 3 outputs but the task needs 2" in result.stdout
+    assert "teacher.finetune trains a new sequence head" in result.stdout
+    record = run(validate_recipe(recipe, source="test"))
+    teacher = next(s for s in record.stages if s.name == "teacher")
+    assert "3 outputs but the task needs 2" in teacher.info.init
+    assert next(s for s in record.stages if s.name == "s").info.init == f"from {three}"
+    for name in ("teacher", "s"):
+        folder = tmp_path / "runs" / "tiny" / ("students/s" if name == "s" else name)
+        model, _ = load_classifier(folder, ("negative", "positive"), False)
+        assert model.config.id2label == {0: "negative", 1: "positive"}
+        assert tuple(model.classifier.weight.shape) == (2, 32)

@@ -88,23 +88,35 @@ def reorder_outputs(model: nn.Module, order: tuple[int, ...], path: Path) -> Non
 
 
 def head_outputs(path: Path, cfg: dict, labels: tuple[str, ...], is_regression: bool,
-                 head: Head) -> tuple[tuple[str, ...], bool]:
+                 head: Head, *, replace: bool = False) -> tuple[tuple[str, ...], bool]:
     """(the outputs a task of ``labels`` needs of ``head``, whether ``cfg`` (``path``'s config.json)
-    holds such a head). Raises ``ModelError`` when it holds one trained for another number of outputs,
-    one whose ``id2label`` contradicts the task's order (:func:`output_order`), or a multi-label head."""
+    holds such a head to keep). A trained head that cannot serve the task (:func:`head_misfit`: another
+    number of outputs, a multi-label head, an ``id2label`` that contradicts the task's order) raises
+    ``ModelError``, or with ``replace`` (the model is about to be trained on the task) is dropped:
+    the second value is then False and the loader initialises a new head, as for a bare encoder."""
     row = head.row
     outputs = row.output_labels(labels, is_regression)  # the head's own (start, end), 'score' or the labels
     has_head = any(row.auto_suffix in a for a in cfg.get("architectures") or [])
+    misfit = head_misfit(path, cfg, outputs) if has_head else None
+    if misfit and not replace:
+        raise ModelError(misfit)
+    return outputs, has_head and misfit is None
+
+
+def head_misfit(path: Path, cfg: dict, outputs: tuple[str, ...]) -> str | None:
+    """Why the trained head of ``cfg`` (``path``'s config.json, which holds one) cannot serve a task
+    whose head has ``outputs``, in one line naming the file; None when it can."""
     # transformers leaves num_labels/id2label out of config.json for the default of 2 labels.
     found = cfg.get("num_labels") or len(cfg.get("id2label") or {}) or 2
-    if has_head and found != len(outputs):
+    if found != len(outputs):
         kind = "regression head (one score)" if found == 1 else "classifier"
-        raise ModelError(f"{path}: its {kind} has {found} outputs but the task needs {len(outputs)} "
-                         f"({', '.join(outputs)})")
-    if has_head and cfg.get("problem_type") == "multi_label_classification":
-        raise ModelError(f"{path / 'config.json'}: problem_type multi_label_classification: its head scores each "
-                         "label on its own (a sigmoid each, any number of labels per text), while tinyplm's tasks, "
-                         "predict and serve give one label per text (a softmax) and would answer otherwise")
-    if has_head:
+        return f"{path}: its {kind} has {found} outputs but the task needs {len(outputs)} ({', '.join(outputs)})"
+    if cfg.get("problem_type") == "multi_label_classification":
+        return (f"{path / 'config.json'}: problem_type multi_label_classification: its head scores each "
+                "label on its own (a sigmoid each, any number of labels per text), while tinyplm's tasks, "
+                "predict and serve give one label per text (a softmax) and would answer otherwise")
+    try:
         output_order(path, cfg, outputs)  # refuses a head whose names contradict the task's order
-    return outputs, has_head
+    except ModelError as err:
+        return str(err)
+    return None

@@ -17,8 +17,9 @@ from tinyplm.models.loading import load_classifier
 from tinyplm.tasks.heads import Head, PerHead
 
 
-def _embedding_model(path: Path, labels: tuple[str, ...], is_regression: bool, head: Head):
-    """The embedding model of ``path`` -> (model, tokenizer); labels do not apply."""
+def _embedding_model(path: Path, labels: tuple[str, ...], is_regression: bool, head: Head, *,
+                     replace_head: bool = False):
+    """The embedding model of ``path`` -> (model, tokenizer); labels (and a head to replace) do not apply."""
     embedder = load_embedder(path)
     return embedder.model, embedder.tokenizer
 
@@ -28,10 +29,13 @@ LOADERS: PerHead = PerHead("model loader", {Head.SEQUENCE: load_classifier, Head
                                             Head.TOKEN: load_classifier, Head.EMBEDDING: _embedding_model})
 
 
-def load_for_head(path: Path, labels: tuple[str, ...], is_regression: bool, head: Head | str):
+def load_for_head(path: Path, labels: tuple[str, ...], is_regression: bool, head: Head | str, *,
+                  replace_head: bool = False):
     """``path`` loaded for ``head`` (see the module docstring) -> (model, tokenizer). Raises
-    ``ModelError`` naming the dir at fault, ``TinyplmError`` for an unknown head."""
+    ``ModelError`` naming the dir at fault, ``TinyplmError`` for an unknown head. ``replace_head``:
+    the model is trained on the task next, so a trained head that does not fit it is replaced
+    (:func:`~tinyplm.models.loading.load_classifier`)."""
     from tinyplm.tasks.heads import head_of_name
 
     head = head_of_name(head)
-    return LOADERS[head](Path(path), labels, is_regression, head)
+    return LOADERS[head](Path(path), labels, is_regression, head, replace_head=replace_head)

@@ -256,7 +256,8 @@ def _load_shaped(path: Path, has_head: bool, head: Head = Head.SEQUENCE, **confi
     return in_fp32(model).eval()
 
 
-def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, head: Head | str = Head.SEQUENCE):
+def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, head: Head | str = Head.SEQUENCE,
+                    *, replace_head: bool = False):
     """Load ``path`` with a task's ``head`` (``sequence``, ``span`` or ``token``) -> (model, tokenizer); a
     head without a task class (``embedding``: its row's ``auto_suffix`` is None) raises ``TinyplmError``
     (its models load through :func:`tinyplm.models.head_loading.load_for_head`).
@@ -267,7 +268,10 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
     config.json, weight or tokenizer file (see :func:`check_model_dir`, :func:`load_tokenizer`), a
     family outside the role table, weights whose shapes do not fit config.json, a head trained for
     a different number of labels, a multi-label head, labels named against the task's order, and a
-    graph (ONNX, OpenVINO) or head whose rows would have to be reordered but cannot be.
+    graph (ONNX, OpenVINO) or head whose rows would have to be reordered but cannot be. With
+    ``replace_head`` (the caller trains the model on the task next) a trained head that does not fit
+    the task is dropped for a new one instead (:func:`~tinyplm.models.head_labels.head_outputs`);
+    a graph or a quantized model, which is not trained, is refused all the same.
     """
     if head not in set(Head):
         raise ValueError(f"unknown head {head!r}; expected one of {', '.join(Head)}")
@@ -279,7 +283,8 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
     if is_family_dir(path):  # a classic student (LSTM, TF-IDF ...): models.classic.io
         return load_family(path, labels, is_regression, head)
     cfg = check_model_dir(path)
-    outputs, has_head = head_outputs(path, cfg, labels, is_regression, head)
+    trainable = not (cfg.get(FORMAT_KEY) or cfg.get(QUANT_KEY))
+    outputs, has_head = head_outputs(path, cfg, labels, is_regression, head, replace=replace_head and trainable)
     order = output_order(path, cfg, outputs) if has_head else None
     if order is not None and cfg.get(FORMAT_KEY):
         raise ModelError(f"{path}: its {cfg[FORMAT_KEY]} graph names the task's labels in another order (id2label), "

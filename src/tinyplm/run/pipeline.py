@@ -8,6 +8,7 @@ continues an interrupted one from its last checkpoint.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -53,6 +54,8 @@ from tinyplm.train import StageIO, get_accelerator, train
 from tinyplm.train.prediction import PredictionObjective
 
 RESULTS = "results.json"
+
+log = logging.getLogger(__name__)
 
 
 def run_dir_of(cfg: RunConfig) -> Path:
@@ -192,8 +195,11 @@ def prepare_teacher(cfg: RunConfig, checked: Preflight, train_enc, evals, paths:
     if resumed and (done := paths.finished(out)) is not None:
         model, tok = load_for_head(out, data.labels, data.is_regression, data.head)
         return model, tok, replace(StageInfo.from_saved(done), reused=True)
-    model, tok = load_for_head(checked.teacher_dir, data.labels, data.is_regression, data.head)
-    info = StageInfo(source=str(cfg.teacher.model))
+    finetune = cfg.teacher.finetune is not None
+    model, tok = load_for_head(checked.teacher_dir, data.labels, data.is_regression, data.head, replace_head=finetune)
+    info = StageInfo(source=str(cfg.teacher.model), init=checked.head_note)
+    if checked.head_note:
+        log.warning("%s", checked.head_note)
     if cfg.teacher.finetune is not None:
         spec = cfg.teacher.finetune
         objective = PredictionObjective(kd_weight=0.0, hard_weight=1.0, is_regression=data.is_regression,

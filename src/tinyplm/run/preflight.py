@@ -48,11 +48,14 @@ from tinyplm.tasks.heads import Head, PerHead
 
 @dataclass(frozen=True)
 class Preflight:
-    """What a run reads, checked: the task's data, the teacher's directory and its tokenizer."""
+    """What a run reads, checked: the task's data, the teacher's directory and its tokenizer;
+    ``head_note``: why the teacher's trained head is replaced by a new one before its fine-tune
+    (:func:`~tinyplm.run.preflight_checkpoints.check_task_head`), None when it is kept or it has none."""
 
     data: TaskData
     teacher_dir: Path
     tokenizer: object
+    head_note: str | None = None
 
 
 def load_task(spec: TaskSpec, corpus: CorpusSpec | None = None) -> TaskData:
@@ -122,8 +125,8 @@ def preflight(cfg: RunConfig) -> Preflight:
     for spec in cfg.students:
         for k, st in enumerate(spec.stage_specs()):
             _check_stage_teacher(st, teacher, f"student {student_name(spec)}, stage {k}")
-    check_task_head(data, src, model_cfg)
-    return Preflight(data, src, tok)
+    head_note = check_task_head(data, src, model_cfg, finetuned=cfg.teacher.finetune is not None)
+    return Preflight(data, src, tok, head_note)
 
 
 def _check_inits(cfg: RunConfig, teacher: _Teacher, head: Head) -> None:

@@ -1,7 +1,7 @@
 """What the teacher's checkpoint and those students start from allow a run, from their config.json,
 checked before any work: the positions they read (``task.max_length``), the segment ids a pair task
-gives them (:func:`check_checkpoints`), and a teacher's task head trained for as many outputs as the
-task has (:func:`check_task_head`)."""
+gives them (:func:`check_checkpoints`), and a teacher's task head that serves the task, or is replaced
+because the recipe fine-tunes it (:func:`check_task_head`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from tinyplm.config.schema import RunConfig, student_name
 from tinyplm.errors import ModelError, RecipeError, TinyplmError
 from tinyplm.models import check_model_dir, load_tokenizer, resolve_model_dir, roles
 from tinyplm.models.classic.io import is_family_dir
-from tinyplm.models.head_labels import head_outputs
+from tinyplm.models.head_labels import head_misfit, head_outputs
+from tinyplm.models.loading import FORMAT_KEY, QUANT_KEY
 from tinyplm.models.token_ids import segment_problem
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.heads import Head
@@ -24,13 +25,22 @@ def check_checkpoints(cfg: RunConfig, data: TaskData, src: Path, model_cfg: dict
     _check_segments(cfg, data, src, model_cfg)
 
 
-def check_task_head(data: TaskData, src: Path, model_cfg: dict) -> None:
-    """A teacher whose task head was trained for another number of outputs than the task's (a
-    3-class classifier on SST-2, a 2-class one on STS-B) is refused naming it: the run would refuse
-    it when it loads the teacher. Checked after the students' own refusals, which say more."""
+def check_task_head(data: TaskData, src: Path, model_cfg: dict, *, finetuned: bool) -> str | None:
+    """A teacher whose task head cannot serve the task (trained for another number of outputs than
+    the task's, such as a 3-class classifier on SST-2; multi-label; labels named against the task's
+    order) is refused naming it when the run uses it as it is (it would refuse it when it loads the
+    teacher). When the recipe fine-tunes it (``finetuned``) the head is replaced by a new one
+    instead: the returned line says so, for the log and the report. Checked after the students'
+    own refusals, which say more."""
     head = Head(data.head)
-    if head.row.auto_suffix is not None and not is_family_dir(src):
-        head_outputs(src, model_cfg, data.labels, data.is_regression, head)
+    if head.row.auto_suffix is None or is_family_dir(src):
+        return None
+    trainable = finetuned and not (model_cfg.get(FORMAT_KEY) or model_cfg.get(QUANT_KEY))
+    outputs, kept = head_outputs(src, model_cfg, data.labels, data.is_regression, head, replace=trainable)
+    if kept or not any(head.row.auto_suffix in a for a in model_cfg.get("architectures") or []):
+        return None
+    return (f"{head_misfit(src, model_cfg, outputs)}: teacher.finetune trains a new {data.head} head "
+            f"for the task's outputs ({', '.join(outputs)}) in its place")
 
 
 def read_checkpoints(cfg: RunConfig, src: Path, model_cfg: dict) -> list[tuple[str, Path, dict]]:

@@ -49,7 +49,9 @@ def initial_student(spec: StudentSpec, inp: RunInputs) -> tuple[torch.nn.Module,
         return copy.deepcopy(inp.students[spec.init_from]), f"student {spec.init_from}", view
     if spec.init_from:
         data = inp.data
-        model, tok = load_for_head(resolve_model_dir(spec.init_from), data.labels, data.is_regression, data.head)
+        # the student is trained on the task next: a trained head that does not fit it is replaced
+        model, tok = load_for_head(resolve_model_dir(spec.init_from), data.labels, data.is_regression, data.head,
+                                   replace_head=True)
         if token_id_mismatch(tok, inp.tokenizer) is None:
             return model, f"from {spec.init_from}", inp
         return model, f"from {spec.init_from}, its own tokenizer", inp.with_tokenizer(tok)
