@@ -24,8 +24,9 @@ from tinyplm.tasks.embedding_task import EMBEDDING_TASK, embedding_task_data
 from tinyplm.tasks.glue import GLUE_SPECS, glue_task
 from tinyplm.tasks.holdout import hold_out
 from tinyplm.tasks.paths import resolve_data_root, resolve_glue_dir
-from tinyplm.tasks.spoilers import BINARY, CONTEXT_TASKS, SPOILER_NAMES, SPOILER_TASKS, spoiler_task
+from tinyplm.tasks.spoilers import BINARY, SPOILER_NAMES, SPOILER_TASKS, spoiler_task
 from tinyplm.tasks.squad import squad_task
+from tinyplm.tasks.task_keys import check_task_keys
 
 __all__ = [
     "METRIC_NAMES",
@@ -97,7 +98,11 @@ def load_task(spec, corpus_texts: Callable[[], list[str]] | None = None) -> Task
     Raises ``TinyplmError`` subclasses naming the missing key, file or line."""
     from tinyplm.errors import RecipeError
 
-    if spec.name.strip().lower() == EMBEDDING_TASK:
+    embedding = spec.name.strip().lower() == EMBEDDING_TASK
+    name = EMBEDDING_TASK if embedding else "custom" if spec.name == "custom" else canonical(spec.name)
+    if name is not None:  # an unknown name is named by get() below
+        check_task_keys(spec, name)
+    if embedding:
         return embedding_task_data(spec, corpus_texts)
     if spec.name == "custom":
         if not spec.train_file or not spec.dev_file:
@@ -116,10 +121,6 @@ def load_task(spec, corpus_texts: Callable[[], list[str]] | None = None) -> Task
                             spec.context_after)
     else:
         task = get(spec.name, spec.data_dir)
-    for key in ("context_sentences", "context_after"):
-        if getattr(spec, key) and task.name not in CONTEXT_TASKS:
-            raise RecipeError(f"task.{key} is for {' and '.join(CONTEXT_TASKS)} (sentences of whole reviews "
-                              f"or pages); task '{task.name}' has no neighbouring sentences to take context from")
     if spec.class_weights is not None:
         task = replace(task, class_weights=spec.class_weights)
     data = task.load()
