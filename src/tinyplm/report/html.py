@@ -15,7 +15,7 @@ from typing import Any
 
 from tinyplm import __version__
 from tinyplm.report.info import StageInfo
-from tinyplm.report.notes import compression_notes
+from tinyplm.report.notes import compression_notes, cut_notes
 from tinyplm.report.records import RunRecord, StageRecord
 from tinyplm.report.tables import (
     RETENTION_TARGET,
@@ -271,6 +271,7 @@ def render_html(record: RunRecord, plots: dict[str, Path], sections: Sequence[Se
         f"<b>{escape(record.metric)}</b> · {len(record.stages)} stage(s)</p>",
         f'<p class="headline">{escape(headline(record))}</p>',
         "<h2>Comparison</h2>", _table(record),
+        *(f'<p class="note">⚠ {escape(n)}</p>' for n in cut_notes(record)),
         *(["<h2>Compression</h2>",
            "<ul>" + "".join(f"<li>{escape(n)}</li>" for n in compression_notes(record)) + "</ul>"]
           if compression_notes(record) else []),

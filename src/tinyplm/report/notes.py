@@ -88,3 +88,10 @@ def compression_notes(record: RunRecord) -> list[str]:
         if parent is not None:
             notes.append(_note(record, stage, parent))
     return notes
+
+
+def cut_notes(record: RunRecord) -> list[str]:
+    """One sentence per split of which ``task.max_length`` cut examples (``info.cut``): every stage
+    trained and was measured on their first pieces only."""
+    return [f"`task.max_length`: {c.sentence()}; every stage read only their first {c.width} pieces."
+            for c in record.info.cut or []]

@@ -94,6 +94,32 @@ class BenchmarkInfo:
 
 
 @dataclass(kw_only=True)
+class CutTexts:
+    """How many of a split's ``examples`` (``split``: train, or an eval split's name) are longer
+    than the ``width`` of word pieces the run reads (``task.max_length``; an embedding task's eval
+    sets: ``task.eval_max_length``): ``cut`` of them lose their pieces past it, and ``longest`` is
+    the longest's length in pieces (special tokens included)."""
+
+    split: str
+    cut: int
+    examples: int
+    width: int
+    longest: int
+
+    def sentence(self) -> str:
+        """The count in words."""
+        return (f"{self.cut:,} of {self.examples:,} {self.split} examples ({self.cut / max(self.examples, 1):.1%}) "
+                f"are longer than {self.width} pieces and are cut there (the longest: {self.longest:,})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_plain(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CutTexts:
+        return from_plain(cls, data)
+
+
+@dataclass(kw_only=True)
 class RunInfo:
     """What a run records about itself.
 
@@ -107,7 +133,8 @@ class RunInfo:
     when they read dev; ``guard_metrics``: other held-out metric keys the final model must keep
     ``final.guard_retention`` of the teacher's value of (``TaskData.guard_metrics``); ``bench``: the
     model dirs ``tinyplm bench`` measured and ``fastest`` its choice per model; ``benchmark``: the
-    script that made the record.
+    script that made the record; ``cut``: the splits of which ``task.max_length`` cuts some examples
+    (:class:`CutTexts`; None where none or not counted).
     """
 
     run_name: str | None = None
@@ -128,6 +155,7 @@ class RunInfo:
     bench: list[str] | None = None
     fastest: dict[str, FastestRuntime] | None = None
     benchmark: BenchmarkInfo | None = None
+    cut: list[CutTexts] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return to_plain(self)
@@ -137,7 +165,7 @@ class RunInfo:
         return from_plain(cls, data, {
             "machine": Machine.from_dict, "precision": RunPrecision.from_dict, "measurement": Measurement.from_dict,
             "fastest": lambda d: {k: FastestRuntime.from_dict(v) for k, v in d.items()},
-            "benchmark": BenchmarkInfo.from_dict})
+            "benchmark": BenchmarkInfo.from_dict, "cut": lambda rows: [CutTexts.from_dict(r) for r in rows]})
 
     @classmethod
     def from_v2(cls, data: dict[str, Any]) -> RunInfo:

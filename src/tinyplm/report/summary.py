@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tinyplm.report.notes import compression_notes
+from tinyplm.report.notes import compression_notes, cut_notes
 from tinyplm.report.records import RunRecord
 from tinyplm.report.tables import RETENTION_TARGET, column_note, headline, markdown_table
 
@@ -40,6 +40,7 @@ def render_summary(record: RunRecord) -> str:
         "",
         f"![{record.metric} vs latency](plots/accuracy_vs_latency.png)",
         "",
+        *[f"⚠ {n}\n" for n in cut_notes(record)],
         *_compression(record),
         "## How speed was measured",
         "",

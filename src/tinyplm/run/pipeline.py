@@ -36,8 +36,9 @@ from tinyplm.models.infer import precision_facts, use_bf16
 from tinyplm.report import RunRecord, write_all
 from tinyplm.report.info import StageInfo
 from tinyplm.report.records import StageKind
-from tinyplm.report.run_info import Machine, RunInfo, RunPrecision
+from tinyplm.report.run_info import CutTexts, Machine, RunInfo, RunPrecision
 from tinyplm.run.compress import run_compress
+from tinyplm.run.cut_texts import cut_texts
 from tinyplm.run.final import place_final
 from tinyplm.run.input_files import check_same_inputs
 from tinyplm.run.inputs import LogitsSource, RunInputs, RunPaths, StageData, Teachers, stamp_task
@@ -143,7 +144,7 @@ def _as_stored(cfg: RunConfig, run_dir: Path) -> RunConfig:
 
 def _run_claimed(cfg: RunConfig, paths: RunPaths, checked: Preflight, resumed: bool, started: float) -> RunRecord:
     acc = get_accelerator()
-    inp, teacher = _inputs(cfg, paths, checked, resumed)
+    inp, teacher, cut = _inputs(cfg, paths, checked, resumed)
     stages = [teacher]
     reported = {"teacher"}
     for spec in cfg.students:
@@ -161,6 +162,7 @@ def _run_claimed(cfg: RunConfig, paths: RunPaths, checked: Preflight, resumed: b
             reported.add(result.name)
     record = RunRecord(task=checked.data.task, metric=checked.data.primary_metric,
                        info=run_info(cfg, paths.root, started, checked.teacher_dir, checked.data))
+    record.info.cut = cut or None
     if acc.is_main_process:
         record.stages = measure_stages(stages, paths.root, inp.data, inp.evals, cfg.measure)
         record.info.measurement = protocol(cfg.measure, cfg.measure.threads or torch.get_num_threads(),
@@ -170,12 +172,17 @@ def _run_claimed(cfg: RunConfig, paths: RunPaths, checked: Preflight, resumed: b
     return record
 
 
-def _inputs(cfg: RunConfig, paths: RunPaths, checked: Preflight, resumed: bool) -> tuple[RunInputs, StageResult]:
+def _inputs(cfg: RunConfig, paths: RunPaths, checked: Preflight,
+            resumed: bool) -> tuple[RunInputs, StageResult, list[CutTexts]]:
     """Encode the task, prepare the teacher, and gather what the stages share -> (the shared
-    inputs, the teacher's stage)."""
+    inputs, the teacher's stage, the splits of which ``task.max_length`` cuts examples, each logged)."""
     data, tok, task = checked.data, checked.tokenizer, cfg.task
     train_enc = encode_split(data.train, tok, task.max_length, task.max_train_examples)
     evals = encode_evals(data, tok, task.max_length, task.max_eval_examples)
+    cut = cut_texts({"train": (data.train, train_enc), **{k: (data.evals[k], e) for k, e in evals.items()}},
+                    tok, task.max_length)
+    for split in cut:
+        log.warning("task.max_length: %s; raise it to read more of them (at a cost in time)", split.sentence())
     cache = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_dir()
     teacher, tok, info = prepare_teacher(cfg, checked, train_enc, evals, paths, resumed)
     source = cfg.teacher.logits_from
@@ -185,7 +192,7 @@ def _inputs(cfg: RunConfig, paths: RunPaths, checked: Preflight, resumed: bool) 
                         logits_from)
     stage_data = StageData(task, data, tok, train_enc, cfg.augment, cfg.corpus, paths, cache)
     inp = RunInputs(task, data, tok, train_enc, evals, teachers, stage_data, paths, cfg.measure)
-    return inp, StageResult("teacher", teacher, "teacher", StageKind.TEACHER, shape_of(teacher), info=info)
+    return inp, StageResult("teacher", teacher, "teacher", StageKind.TEACHER, shape_of(teacher), info=info), cut
 
 
 def prepare_teacher(cfg: RunConfig, checked: Preflight, train_enc, evals, paths: RunPaths, resumed: bool):
