@@ -69,3 +69,17 @@ def test_a_run_logs_and_reports_what_max_length_cuts(tmp_path: Path, caplog) -> 
     assert [c["split"] for c in saved] == [c.split for c in record.info.cut]
     assert "⚠ `task.max_length`: " in (root / "summary.md").read_text()
     assert "every stage read only their first 8 pieces" in (root / "report.html").read_text()
+
+
+def test_evaluate_says_what_its_max_length_cuts(tmp_path: Path) -> None:
+    from helpers_cli import cli
+
+    glue = make_tiny_glue(tmp_path / "glue", n_train=8, n_dev=8)
+    model = make_tiny_model_dir(tmp_path / "m")
+    result = cli(["evaluate", str(model), "--task", "sst2", "--data-dir", str(glue), "--max-length", "8", "--json"],
+                 cwd=tmp_path)
+    assert result.returncode == 0, result.output
+    assert "note: --max-length 8: " in result.stderr and "dev examples" in result.stderr
+    assert json.loads(result.stdout)["task"] == "sst2"  # the note stays off the JSON
+    wide = cli(["evaluate", str(model), "--task", "sst2", "--data-dir", str(glue), "--max-length", "64"], cwd=tmp_path)
+    assert wide.returncode == 0 and "note:" not in wide.stderr

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from tinyplm.cli.app import EvalPrecision, app, exact_precision, out
+from tinyplm.cli.app import EvalPrecision, app, err, exact_precision, out
 from tinyplm.errors import ModelError, TinyplmError
 from tinyplm.files import write_json_atomic
 from tinyplm.tasks.heads import Head
@@ -64,6 +64,7 @@ def evaluate_cmd(
     model, tok = load_classifier(model_dir, data.labels, data.is_regression, data.head)
     _check_pairs(model_dir, model, tok, data)
     evals = encode_evals(data, tok, max_length)
+    _note_cut(data, evals, tok, max_length)
     metrics = evaluate_model(model, data, evals, bf16=bf16)
     if predictions is not None:
         texts = span_prediction_texts(data.evals["dev"], evals["dev"], predict_logits(model, evals["dev"], bf16=bf16))
@@ -84,6 +85,15 @@ def _check_pairs(model_dir: Path, model, tok, data) -> None:
         problem = segment_problem(model_dir, getattr(model.config, "to_dict", dict)(), tok)
         if problem:
             raise ModelError(f"{problem} (task '{data.task}' is a pair task)")
+
+
+def _note_cut(data, evals: dict, tok, max_length: int) -> None:
+    """Say on stderr how many examples of each split ``max_length`` cuts (the metrics read only their
+    first pieces; :func:`~tinyplm.run.cut_texts.cut_texts`)."""
+    from tinyplm.run.cut_texts import cut_texts
+
+    for split in cut_texts({k: (data.evals[k], e) for k, e in evals.items()}, tok, max_length):
+        err.print(f"note: --max-length {max_length}: {split.sentence()}", highlight=False, markup=False)
 
 
 def _print_evaluation(model, model_dir: Path, data, metrics: dict, context: dict, precision: str,
