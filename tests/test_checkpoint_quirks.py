@@ -102,3 +102,19 @@ def test_a_head_of_other_labels_is_replaced_where_the_run_trains_it(tmp_path: Pa
         model, _ = load_classifier(folder, ("negative", "positive"), False)
         assert model.config.id2label == {0: "negative", 1: "positive"}
         assert tuple(model.classifier.weight.shape) == (2, 32)
+
+
+def test_evaluate_and_bench_refuse_a_checkpoint_without_the_tasks_head(tmp_path: Path) -> None:
+    """A question-answering checkpoint (or a bare encoder) read for SST-2 had a classifier drawn at
+    random put on it: evaluate and bench printed accuracies that changed from run to run."""
+    from transformers import BertForQuestionAnswering, BertModel
+
+    glue = make_tiny_glue(tmp_path / "glue", n_train=8, n_dev=8)
+    for name, cls in (("qa", BertForQuestionAnswering), ("bare", BertModel)):
+        model = make_tiny_model_dir(tmp_path / name)
+        cls.from_pretrained(str(model)).save_pretrained(model)
+        expected = f"{model / 'config.json'}: architectures ['{cls.__name__}'] hold no sequence head"
+        assert_bad_input(cli(["evaluate", str(model), "--task", "sst2", "--data-dir", str(glue)], cwd=tmp_path),
+                         expected, "tinyplm finetune")
+    assert_bad_input(cli(["bench", str(tmp_path / "qa"), "--task", "sst2", "--data-dir", str(glue)], cwd=tmp_path),
+                     "['BertForQuestionAnswering'] hold no sequence head")

@@ -182,7 +182,9 @@ def test_load_classifier_adds_head_to_bare_encoder(teacher, tiny_model_dir: Path
     bare = tmp_path / "bare"
     teacher.bert.save_pretrained(bare)  # a BertModel checkpoint: no classification head
     shutil.copy(tiny_model_dir / "vocab.txt", bare / "vocab.txt")
-    model, _ = load_classifier(bare, ("a", "b", "c"), is_regression=False)
+    with pytest.raises(ModelError, match=r"architectures \['BertModel'\] hold no sequence head .*untrained"):
+        load_classifier(bare, ("a", "b", "c"), is_regression=False)  # read as it is: a random head would answer
+    model, _ = load_classifier(bare, ("a", "b", "c"), is_regression=False, replace_head=True)  # trained next
     assert model.config.num_labels == 3 and model.classifier.out_features == 3
     copied, original = model.bert.encoder.layer[1].output.dense, teacher.bert.encoder.layer[1].output.dense
     assert torch.equal(copied.weight, original.weight)

@@ -66,7 +66,7 @@ def open_model(path: Path) -> OpenedModel:
     regression = head.row.may_regress and (cfg.get("problem_type") == "regression" or cfg.get("num_labels") == 1)
     if not labels and not regression:
         labels = ("LABEL_0", "LABEL_1")
-    model, tokenizer = load_for_head(path, labels, regression, head)
+    model, tokenizer = load_for_head(path, labels, regression, head, replace_head=not trained)  # the encoder is read
     return OpenedModel(model.float().eval(), tokenizer, head, labels, trained, path)
 
 

@@ -262,16 +262,17 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
     head without a task class (``embedding``: its row's ``auto_suffix`` is None) raises ``TinyplmError``
     (its models load through :func:`tinyplm.models.head_loading.load_for_head`).
 
-    A checkpoint without that head (a bare encoder, or another kind of head) gets a new one; a head
-    whose ``id2label`` names the task's labels in another order has its rows put in the task's
+    A head whose ``id2label`` names the task's labels in another order has its rows put in the task's
     order (:mod:`tinyplm.models.head_labels`). Raises ``ModelError`` naming the file for a damaged
     config.json, weight or tokenizer file (see :func:`check_model_dir`, :func:`load_tokenizer`), a
     family outside the role table, weights whose shapes do not fit config.json, a head trained for
     a different number of labels, a multi-label head, labels named against the task's order, and a
-    graph (ONNX, OpenVINO) or head whose rows would have to be reordered but cannot be. With
-    ``replace_head`` (the caller trains the model on the task next) a trained head that does not fit
-    the task is dropped for a new one instead (:func:`~tinyplm.models.head_labels.head_outputs`);
-    a graph or a quantized model, which is not trained, is refused all the same.
+    graph (ONNX, OpenVINO) or head whose rows would have to be reordered but cannot be, and a
+    checkpoint without a head of the task's kind (:func:`_refuse_headless`). With ``replace_head``
+    (the caller trains the model on the task next, or does not read its head) a missing head, or
+    a trained one that does not fit the task, gets a new one instead
+    (:func:`~tinyplm.models.head_labels.head_outputs`); a graph or a quantized model, which is not
+    trained, is refused all the same.
     """
     if head not in set(Head):
         raise ValueError(f"unknown head {head!r}; expected one of {', '.join(Head)}")
@@ -285,6 +286,8 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
     cfg = check_model_dir(path)
     trainable = not (cfg.get(FORMAT_KEY) or cfg.get(QUANT_KEY))
     outputs, has_head = head_outputs(path, cfg, labels, is_regression, head, replace=replace_head and trainable)
+    if not has_head and not replace_head:
+        _refuse_headless(path, cfg, head)
     order = output_order(path, cfg, outputs) if has_head else None
     if order is not None and cfg.get(FORMAT_KEY):
         raise ModelError(f"{path}: its {cfg[FORMAT_KEY]} graph names the task's labels in another order (id2label), "
@@ -306,6 +309,21 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
     if order is not None:  # the head's rows in the task's order, as its labels say
         reorder_outputs(model, order, path)
     return model, load_tokenizer(path, model.config.vocab_size)
+
+
+def _refuse_headless(path: Path, cfg: dict, head: Head) -> None:
+    """A checkpoint whose ``architectures`` name no ``head`` of the task's kind (a bare encoder, a
+    pre-training head, a tagger read for a sentence task, a sentence-embedding model) would answer
+    from a head initialised at random: ``ModelError`` naming the file and what would work. A config
+    without ``architectures`` is read as transformers reads it."""
+    names = cfg.get("architectures") or []
+    if not names:
+        return
+    what = ("; a sentence-embedding model is scored with tinyplm embed-eval" if (path / "modules.json").is_file()
+            else "")
+    raise ModelError(f"{path / 'config.json'}: architectures {names} hold no {head} head (...{head.row.auto_suffix}) "
+                     "for this task, so its answers would come from an untrained one; fine-tune it on the task "
+                     f"first (tinyplm finetune, or teacher.finetune in a recipe){what}")
 
 
 def _load_onnx(path: Path) -> OrtClassifier:
