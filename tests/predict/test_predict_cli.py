@@ -309,3 +309,18 @@ def test_sigterm_leaves_no_temporary_file(world: Path) -> None:
     assert proc.wait(timeout=60) == 143
     assert (world / "term.jsonl").read_text() == "old\n"
     assert not [p for p in world.iterdir() if p.name.startswith(".term.jsonl")]
+
+
+def test_a_pair_column_is_refused_for_a_model_that_reads_one_text(tmp_path: Path) -> None:
+    """A sentence-embedding model and a tagger read one text per example: --pair-column (even one
+    naming no column of the file) was silently dropped and the first text alone predicted."""
+    from helpers_embedding import make_sentence_dir
+
+    make_sentence_dir(tmp_path / "emb")
+    make_tiny_head_dir(tmp_path / "ner", "token")
+    (tmp_path / "pairs.csv").write_text("text,other\na good film,the plot\n", encoding="utf-8")
+    for model, kind in (("emb", "embedding"), ("ner", "token")):
+        assert_bad_input(cli(["predict", model, "-i", "pairs.csv", "-o", "o.jsonl", "--pair-column", "no_such"],
+                             cwd=tmp_path), f"--pair-column: the model in {model} reads one text per example "
+                         f"(its {kind} head)")
+    assert not (tmp_path / "o.jsonl").exists()

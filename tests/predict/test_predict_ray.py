@@ -19,15 +19,18 @@ from conftest import make_tiny_glue, make_tiny_model_dir
 from helpers_cli import cli
 from helpers_serve import sentences
 from tinyplm.cluster import cluster_cpus
-from tinyplm.errors import TinyplmError
+from tinyplm.errors import DataError, TinyplmError
 from tinyplm.predict.shards import (
     CLUSTER_WORKERS,
     MANIFEST,
     ShardJob,
+    ShardOptions,
+    check_shard_inputs,
     check_shard_job,
     list_shards,
     output_of,
     pool_shape,
+    tinyplm_cause,
 )
 
 pytestmark = pytest.mark.ray
@@ -108,6 +111,45 @@ def test_what_an_actor_would_refuse_is_refused_before_ray_starts(world: Path, tm
         result = cli(["predict", "run", "-i", str(tmp_path / shards), "-o", str(out), "--ray", *extra], cwd=world)
         assert result.returncode == 2 and said in result.stderr, result.stderr
         assert "Traceback" not in result.output and not out.exists()
+
+
+def test_options_and_rows_an_actor_would_refuse_are_refused_before_ray_starts(world: Path, tmp_path: Path) -> None:
+    """Before, each of these started Ray (about 30 s here) and ended in a Ray traceback from an actor
+    (or, for --skipped, was silently ignored); now one line and exit 2, no output folder."""
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "p0.txt").write_text("a good film\nthe plot is dull\n", encoding="utf-8")
+    (bad / "p1.txt").write_text("fun\n\nplot\n", encoding="utf-8")  # a blank line in the last shard
+    shards = str(world / "shards")
+    for extra, said in ((["--on-error", "ignore"], "--on-error: expected one of"),
+                        (["--window", "0"], "--window: expected at least 1"),
+                        (["--skipped", "s.jsonl", "--on-error", "skip"], "--skipped: with --ray each shard's")):
+        out = tmp_path / "out"
+        result = cli(["predict", "run", "-i", shards, "-o", str(out), "--ray", *extra], cwd=world)
+        assert result.returncode == 2 and said in result.stderr, result.stderr
+        assert "Traceback" not in result.output and not out.exists()
+    job = ShardJob(world / "run", list_shards(str(bad)), tmp_path / "out")
+    with pytest.raises(DataError, match=r"p1\.txt:2: empty text"):
+        check_shard_inputs(job)
+    one = make_tiny_model_dir(tmp_path / "one-segment")  # BERT's tokenizer, no row for the second segment
+    config = json.loads((one / "config.json").read_text())
+    (one / "config.json").write_text(json.dumps({**config, "type_vocab_size": 1}))
+    paired = ShardJob(one, list_shards(shards), tmp_path / "out", ShardOptions(pair_column="label"))
+    with pytest.raises(TinyplmError, match="type_vocab_size 1 has no row for segment id 1"):
+        check_shard_inputs(paired)
+
+
+def test_an_actors_own_error_is_found_inside_rays_wrapping() -> None:
+    class RayTaskError(Exception):  # Ray's wrapper: the actor's exception under .cause
+        def __init__(self, cause):
+            super().__init__("ray")
+            self.cause = cause
+
+    ours = DataError("a.tsv, line 3: empty")
+    wrapped = RayTaskError(RuntimeError("user code"))
+    wrapped.cause.__cause__ = ours
+    assert tinyplm_cause(wrapped) is ours
+    assert tinyplm_cause(RayTaskError(ValueError("x"))) is None
 
 
 @pytest.mark.slow

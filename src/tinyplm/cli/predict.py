@@ -82,10 +82,15 @@ def predict_cmd(
     Example: tinyplm predict my-sentence-model/ -i sentences.txt -o vectors.npy
     """
     from tinyplm.errors import TinyplmError
+    from tinyplm.predict.predict import check_options
     from tinyplm.predict.shards import ShardOptions
 
     if batch_size < 1:
         raise TinyplmError(f"--batch-size: expected at least 1, got {batch_size}")
+    check_options(on_error, window)
+    if ray and skipped is not None:
+        raise TinyplmError("--skipped: with --ray each shard's skipped rows are listed beside its output shard "
+                           "(NAME.skipped.jsonl); leave --skipped out")
     set_threads(threads)
     options = ShardOptions(fmt, input_format, text_column, pair_column, header, on_error, window, batch_size,
                            model_settings(max_length, doc_stride, max_query_length, null_threshold))
@@ -115,6 +120,7 @@ def exits_on_sigterm() -> Iterator[None]:
 def _predict_plain(model_dir: Path, input_file: str, output: str | None, o, skipped: Path | None) -> None:
     """``predict`` in this process: one input file (or stdin) into one output file (or stdout)."""
     from tinyplm.errors import TinyplmError
+    from tinyplm.inference.model_info import model_info
     from tinyplm.inference.predictor import Predictor
     from tinyplm.predict.predict import PredictJob, check_job, predict_file, source_for
     from tinyplm.predict.writers import output_format
@@ -122,11 +128,13 @@ def _predict_plain(model_dir: Path, input_file: str, output: str | None, o, skip
     if skipped is None and o.on_error == "skip" and output not in (None, "-"):
         skipped = Path(f"{output}.skipped.jsonl")
     fmt = output_format(output, o.fmt)  # an output name of another format is refused before the model loads
-    predictor = Predictor.load(model_dir, batch_size=o.batch_size, **o.settings)
-    info = predictor.info
+    # the input, its columns and the output are checked on the model's config before the model loads
+    info = model_info(model_dir, **o.settings)
     source = source_for(info, input_file, o.input_format, o.text_column, o.pair_column, o.header)
     job = PredictJob(source, output, fmt, o.on_error, skipped, o.window)
     check_job(job, info)
+    predictor = Predictor.load(model_dir, batch_size=o.batch_size, **o.settings)
+    info = predictor.info
     # pairs asked for are refused before a row is read (a task's own pair columns: at the first pair)
     if predictor.pair_problem and (source.pair_column or source.context_sentences or source.context_after):
         raise TinyplmError(predictor.pair_problem)

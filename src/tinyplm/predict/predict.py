@@ -38,6 +38,7 @@ from tinyplm.inference.predictor import Predictor
 from tinyplm.predict.inputs import read_inputs
 from tinyplm.predict.sources import STDIN, Row, Source, detect_format, open_binary
 from tinyplm.predict.writers import Writer, check_output, opened_writer
+from tinyplm.tasks.heads import Head
 from tinyplm.tasks.readers.reviews import REVIEW_KEYS
 from tinyplm.tasks.readers.rows import ON_ERROR, Policy
 
@@ -90,7 +91,8 @@ def source_for(info, path: str, input_format: str | None = None, text_column: st
     (asked, or from its name and the model's task) and the model's head, task and review context.
     Raises ``TinyplmError`` for --header/--no-header on an input that is not a table, and for
     --text-column/--pair-column on one whose examples have no named fields (plain text, CoNLL,
-    SQuAD JSON, reviews): ignored, they would leave the user believing a column was chosen."""
+    SQuAD JSON, reviews), and --pair-column for a model that reads one text (an embedding model, a
+    tagger): ignored, they would leave the user believing a column was chosen."""
     fmt = detect_format(path, info.head, input_format, info.task)
     if header is not None and fmt not in ("csv", "tsv"):
         flag = "--header" if header else "--no-header"
@@ -99,8 +101,19 @@ def source_for(info, path: str, input_format: str | None = None, text_column: st
     if named and fmt not in COLUMN_FORMATS:
         raise TinyplmError(f"{' and '.join(named)}: only for input with named fields ({', '.join(COLUMN_FORMATS)}); "
                            f"{path} is read as {fmt}, whose examples have no columns to choose from")
+    if pair_column and Head(info.head).row.fields.pair is None:
+        raise TinyplmError(f"--pair-column: the model in {info.path} reads one text per example (its {info.head} "
+                           "head); leave --pair-column out")
     return Source(path, fmt, info.head, text_column, pair_column, info.task, header, info.context_sentences,
                   info.context_after)
+
+
+def check_options(on_error: str, window: int) -> None:
+    """Raise ``TinyplmError`` for an ``--on-error`` or ``--window`` no job can run with (no file read)."""
+    if on_error not in ON_ERROR:
+        raise TinyplmError(f"--on-error: expected one of {', '.join(ON_ERROR)}, got {on_error!r}")
+    if window < 1:
+        raise TinyplmError(f"--window: expected at least 1 example, got {window}")
 
 
 def check_job(job: PredictJob, info=None) -> None:
@@ -108,10 +121,7 @@ def check_job(job: PredictJob, info=None) -> None:
     with the model's ``info``, also for an output format its head cannot be written in."""
     if info is not None:
         check_output(job.fmt, info, job.to_stdout)
-    if job.on_error not in ON_ERROR:
-        raise TinyplmError(f"--on-error: expected one of {', '.join(ON_ERROR)}, got {job.on_error!r}")
-    if job.window < 1:
-        raise TinyplmError(f"--window: expected at least 1 example, got {job.window}")
+    check_options(job.on_error, job.window)
     if job.on_error == "skip" and job.skipped is None:
         raise TinyplmError("--on-error skip with the output on stdout: name the side file for skipped rows "
                            "with --skipped FILE")

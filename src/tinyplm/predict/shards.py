@@ -129,14 +129,46 @@ def check_shard_inputs(job: ShardJob) -> None:
     a model dir that is not one, a max length it cannot take, a shard format or column options the
     model's head cannot read (``source_for``), an output format it cannot write. Reads configs only."""
     from tinyplm.inference.model_info import model_info
-    from tinyplm.predict.predict import source_for
+    from tinyplm.predict.predict import check_options, scan_rows, source_for
     from tinyplm.predict.writers import check_output
 
-    info = model_info(job.model_dir, **job.options.settings)
-    check_output(job.options.fmt, info, to_stdout=False)
     o = job.options
-    for shard in job.shards:
-        source_for(info, str(shard), o.input_format, o.text_column, o.pair_column, o.header)
+    check_options(o.on_error, o.window)
+    info = model_info(job.model_dir, **o.settings)
+    check_output(o.fmt, info, to_stdout=False)
+    sources = [source_for(info, str(shard), o.input_format, o.text_column, o.pair_column, o.header)
+               for shard in job.shards]
+    if o.pair_column and (problem := _pair_problem(info)):
+        raise TinyplmError(problem)
+    if o.on_error == "raise":  # a bad row in any shard stops the job here, as plain predict stops before a row
+        for source in sources:
+            scan_rows(source)
+
+
+def _pair_problem(info) -> str | None:
+    """Why the model ``info`` describes cannot read pairs of texts (``segment_problem``), from its
+    config.json and tokenizer alone; None when it can."""
+    from tinyplm.models import check_model_dir, load_tokenizer
+    from tinyplm.models.token_ids import segment_problem
+
+    config = check_model_dir(info.path)
+    return segment_problem(info.path, config, load_tokenizer(info.path, int(config["vocab_size"])))
+
+
+def tinyplm_cause(exc: BaseException) -> TinyplmError | None:
+    """The ``TinyplmError`` an actor raised inside the exception Ray gives the driver (a
+    ``RayTaskError`` whose ``cause`` chain holds it), or None: shown as plain ``predict`` shows it."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, TinyplmError):
+            return e
+        todo += [getattr(e, "cause", None), e.__cause__, e.__context__]
+    return None
 
 
 class ShardPredictor:
@@ -195,7 +227,13 @@ def _run(job: ShardJob, ray, t0: float) -> tuple[list[ShardDone], dict[str, floa
         fn_constructor_kwargs={"model_dir": str(Path(job.model_dir).resolve()), "out_dir": str(job.out_dir.resolve()),
                                "options": job.options, "threads": int(max(1, cpus))},
         max_restarts=-1, max_task_retries=-1)
-    rows = ds.take_all()
+    try:
+        rows = ds.take_all()
+    except Exception as exc:  # Ray wraps an actor's error in its own: show ours as plain predict does
+        cause = tinyplm_cause(exc)
+        if cause is None:
+            raise
+        raise cause from None
     done_at = time.perf_counter()
     for stale in job.out_dir.glob(".*.*.tmp"):  # a killed actor's half-written shard (atomic_open's .NAME.PID.tmp),
         stale.unlink(missing_ok=True)          # written again whole by the actor that took its shard over
