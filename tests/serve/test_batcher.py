@@ -165,3 +165,43 @@ def test_free_workers_share_what_is_queued() -> None:
 
     asyncio.run(scenario())
     assert sorted(map(len, run.batches)) == [4, 4]  # 8 queued, 2 free workers: half each, not 8 and 0
+
+
+class Slow(Recorder):
+    """A ``run`` that takes ``seconds`` a call."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    def __call__(self, items):
+        import time
+
+        time.sleep(self.seconds)
+        return super().__call__(items)
+
+
+def test_a_request_past_max_batch_runs_in_chunks_and_stops_when_it_times_out() -> None:
+    """One request of 10 texts at max_batch 2 runs as five passes, answered in order; timed out
+    after two passes, the rest of its work is dropped, so the request queued behind it is answered
+    after one more pass, not after all ten texts (before: 504s for every request meanwhile)."""
+    run = Slow(0.3)
+
+    async def scenario():
+        b = MicroBatcher(run, max_batch=2, max_wait_s=0.0, max_queue=100)
+        b.start()
+        whole, _ = await b.submit([TextInput(f"t{i}") for i in range(10)], 5)
+        run.batches.clear()
+        big = asyncio.create_task(b.submit([TextInput(f"b{i}") for i in range(10)], 0.45))
+        await asyncio.sleep(0.01)
+        small = asyncio.create_task(b.submit([TextInput("small")], 5))
+        with pytest.raises(TimeoutError):
+            await big
+        answered, _ = await small
+        await b.stop()
+        return whole, answered
+
+    whole, answered = asyncio.run(scenario())
+    assert whole == [f"T{i}" for i in range(10)]
+    assert answered == ["SMALL"]
+    assert [len(x) for x in run.batches] == [2, 2, 1]  # two passes of the big request, then the small one

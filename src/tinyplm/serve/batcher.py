@@ -31,7 +31,8 @@ queue delay) do not; it waits only for the clients it has just answered (the las
 Back-pressure: a request that would take the queue past ``max_queue`` examples is refused at once
 (:class:`QueueFull`, the server's 503 with ``Retry-After``) rather than left to hang, and every
 request has a deadline (``TimeoutError``; a request that times out while queued leaves the
-queue). :meth:`MicroBatcher.stop` refuses new requests (:class:`Stopped`) and returns when every
+queue; one larger than ``max_batch``, which runs alone ``max_batch`` examples a pass, stops between
+passes). :meth:`MicroBatcher.stop` refuses new requests (:class:`Stopped`) and returns when every
 accepted one has been answered.
 
 Why not a batching library: the policy is ~100 lines of asyncio, and owning it lets the queue
@@ -232,6 +233,21 @@ class MicroBatcher:
         self._depth -= count
         return batch
 
+    async def _run_chunks(self, live: list[_Job], items: list[Input]) -> list[Prediction] | None:
+        """``items`` predicted ``max_batch`` at a time (one request may hold more, up to the server's
+        ``--max-texts``): between chunks, a batch whose every request has timed out is stopped
+        (None), so a large request answered 504 does not keep the model busy for the requests queued
+        behind it. ``on_batch`` observes each chunk."""
+        loop, preds = asyncio.get_running_loop(), []
+        for at in range(0, len(items), self.max_batch):
+            if all(j.future.done() for j in live):
+                return None
+            chunk, start = items[at:at + self.max_batch], time.perf_counter()
+            preds += await loop.run_in_executor(self._executor, self.run, chunk)
+            if self.on_batch is not None:
+                self.on_batch(len(chunk), time.perf_counter() - start)
+        return preds
+
     async def _infer(self, batch: list[_Job]) -> None:
         """Run one batch on the inference thread and hand each request its predictions."""
         live = [j for j in batch if not j.future.done()]
@@ -240,15 +256,15 @@ class MicroBatcher:
         items = [x for j in live for x in j.items]
         start = time.perf_counter()
         try:
-            preds = await asyncio.get_running_loop().run_in_executor(self._executor, self.run, items)
+            preds = await self._run_chunks(live, items)
         except Exception as exc:  # the server answers 500: a model failure is not the client's
             for j in live:
                 if not j.future.done():
                     j.future.set_exception(exc)
             return
+        if preds is None:  # every request of the batch timed out: its work was stopped
+            return
         seconds = time.perf_counter() - start
-        if self.on_batch is not None:
-            self.on_batch(len(items), seconds)
         at = 0
         for j in live:
             if not j.future.done():
