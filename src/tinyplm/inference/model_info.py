@@ -198,6 +198,17 @@ def _check_task_head(path: Path, cfg: dict) -> None:
                          "model in the sentence-transformers layout (modules.json)")
 
 
+def pair_problem(info: ModelInfo) -> str | None:
+    """Why the model ``info`` describes cannot read pairs of texts
+    (:func:`~tinyplm.models.token_ids.segment_problem`), from its config.json and tokenizer alone,
+    without loading the model; None when it can."""
+    from tinyplm.models import check_model_dir, load_tokenizer
+    from tinyplm.models.token_ids import segment_problem
+
+    config = check_model_dir(info.path)
+    return segment_problem(info.path, config, load_tokenizer(info.path, int(config["vocab_size"])))
+
+
 def is_embedding_dir(path: Path) -> bool:
     """Whether ``path`` holds an embedding model: a sentence-transformers layout (``modules.json``)
     or a static sentence encoder (see :func:`tinyplm.models.embedder.embedder_kind`)."""

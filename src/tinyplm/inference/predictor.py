@@ -50,8 +50,6 @@ import numpy as np
 import torch
 
 from tinyplm.errors import ModelError, TinyplmError
-from tinyplm.evaluate.model_eval import span_answers
-from tinyplm.evaluate.squad import answers_with_threshold
 from tinyplm.inference.model_info import ModelInfo, model_info
 from tinyplm.inference.records import (
     INPUT_OF,
@@ -254,6 +252,11 @@ class Predictor:
                 for c, p in zip(values, probs, strict=True)]
 
     def _answers(self, inputs: list[QAInput]) -> list[Prediction]:
+        # imported here: the evaluation modules bring scipy and scikit-learn (seconds of start-up)
+        # that a classifier, tagger or embedding model never uses
+        from tinyplm.evaluate.model_eval import span_answers
+        from tinyplm.evaluate.squad import answers_with_threshold
+
         examples = [QAExample(x.id or str(i), x.question, x.context, ()) for i, x in enumerate(inputs)]
         options = {"doc_stride": self.info.doc_stride, "max_query_length": self.info.max_query_length}
         split = Split("predict", examples, Path("<input>"), self.info.head, options)

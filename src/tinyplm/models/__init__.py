@@ -11,7 +11,21 @@ from tinyplm.models.loading import (
     quiet_transformers,
     resolve_model_dir,
 )
-from tinyplm.models.student import build_student, copy_teacher_layers, shape_of, student_config
+
+#: Names read from :mod:`tinyplm.models.student` when first asked for (PEP 562): it imports
+#: transformers' model classes, seconds that ``predict`` and ``serve`` of a saved model never need.
+_STUDENT = ("build_student", "copy_teacher_layers", "shape_of", "student_config")
+
+
+def __getattr__(name: str):
+    if name in _STUDENT:
+        from tinyplm.models import student
+
+        value = getattr(student, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "build_student", "check_model_dir", "copy_teacher_layers", "fingerprint",

@@ -10,8 +10,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 from pathlib import Path
-
-from transformers import PreTrainedModel
+from typing import TYPE_CHECKING
 
 from tinyplm.files import COMPLETE_MARK, replace_dir
 from tinyplm.models import roles
@@ -20,6 +19,9 @@ from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
 from tinyplm.models.openvino import OV_BIN, OV_XML, RUNTIME_KEY, OvClassifier, runtime_record, save_openvino
 from tinyplm.models.quantized import is_quantized, quantized_state
 from tinyplm.models.shape import SHAPE_KEY, record_shape, unique_state
+
+if TYPE_CHECKING:  # transformers' model classes take seconds to import; predict and serve need none here
+    from transformers import PreTrainedModel
 
 
 def save_model(model: PreTrainedModel, tokenizer, path: Path) -> Path:

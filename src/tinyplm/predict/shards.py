@@ -128,7 +128,7 @@ def check_shard_inputs(job: ShardJob) -> None:
     """Raise ``TinyplmError`` before Ray starts for what each actor would refuse at its first shard:
     a model dir that is not one, a max length it cannot take, a shard format or column options the
     model's head cannot read (``source_for``), an output format it cannot write. Reads configs only."""
-    from tinyplm.inference.model_info import model_info
+    from tinyplm.inference.model_info import model_info, pair_problem
     from tinyplm.predict.predict import check_options, scan_rows, source_for
     from tinyplm.predict.writers import check_output
 
@@ -138,21 +138,11 @@ def check_shard_inputs(job: ShardJob) -> None:
     check_output(o.fmt, info, to_stdout=False)
     sources = [source_for(info, str(shard), o.input_format, o.text_column, o.pair_column, o.header)
                for shard in job.shards]
-    if o.pair_column and (problem := _pair_problem(info)):
+    if o.pair_column and (problem := pair_problem(info)):
         raise TinyplmError(problem)
     if o.on_error == "raise":  # a bad row in any shard stops the job here, as plain predict stops before a row
         for source in sources:
             scan_rows(source)
-
-
-def _pair_problem(info) -> str | None:
-    """Why the model ``info`` describes cannot read pairs of texts (``segment_problem``), from its
-    config.json and tokenizer alone; None when it can."""
-    from tinyplm.models import check_model_dir, load_tokenizer
-    from tinyplm.models.token_ids import segment_problem
-
-    config = check_model_dir(info.path)
-    return segment_problem(info.path, config, load_tokenizer(info.path, int(config["vocab_size"])))
 
 
 def tinyplm_cause(exc: BaseException) -> TinyplmError | None:
