@@ -136,6 +136,12 @@ def test_tagging_conll_and_plain_text(tmp_path: Path) -> None:
     assert result.returncode == 0, result.output
     row = (tmp_path / "s.tsv").read_text().splitlines()[1].split("\t")
     assert row[:2] == ["1", "the actor was good"] and len(row[2].split()) == 4
+    # JSON lines with a "text" (as serve and tables take it) are split into words; "tokens" wins when both are there
+    (tmp_path / "s.jsonl").write_text('{"text": "the actor was good"}\n{"tokens": ["a", "film"], "text": "x"}\n',
+                                      encoding="utf-8")
+    result = cli(["predict", "ner", "-i", "s.jsonl", "-o", "j.jsonl"], cwd=tmp_path)
+    assert result.returncode == 0, result.output
+    assert [p["tokens"] for p in lines(tmp_path / "j.jsonl")] == [["the", "actor", "was", "good"], ["a", "film"]]
 
 
 def test_a_family_student_predicts_a_headerless_tvtropes_file(tmp_path: Path) -> None:

@@ -186,6 +186,9 @@ def test_span_and_token_models(tmp_path: Path) -> None:
         got = resp.json()["prediction"]
         assert got["id"] == "x" and "the actor was good"[got["start"]:got["end"]] == got["answer"]
         assert c.post("/predict", json={"question": "who"}).json()["problems"][0]["field"] == "context"
+        numbered = c.post("/predict", json={"question": "who", "context": "the actor", "id": 7})  # predict takes it
+        assert numbered.status_code == 200 and numbered.json()["prediction"]["id"] == "7"
+        assert c.post("/predict", json={"question": "who", "context": "the actor", "id": True}).status_code == 422
     ner = Predictor.load(make_tiny_head_dir(tmp_path / "ner", "token"))
     app, _ = create_app(ner, ServeSettings())
     with TestClient(app) as c:
@@ -193,3 +196,6 @@ def test_span_and_token_models(tmp_path: Path) -> None:
         tags = c.post("/predict", json={"inputs": [{"tokens": ["the", "actor"]}, {"text": "a good film"}]}).json()
         assert [len(p["tags"]) for p in tags["predictions"]] == [2, 3]
         assert c.post("/predict", json={"tokens": ["a b"]}).status_code == 422
+        for space in ("\u00a0", "\u3000", "a\u2009b"):  # Unicode spaces, refused in a word as predict refuses them
+            assert c.post("/predict", json={"tokens": ["the", space]}).status_code == 422
+        assert c.post("/predict", json={"text": "\u00a0\u2003"}).status_code == 422

@@ -118,8 +118,8 @@ def build_input(head: Head, values: Mapping[str, object], cols: Fields) -> Input
 
 def _question(values: Mapping[str, object], cols: Fields) -> QAInput:
     ident = values.get(cols.id) if cols.id else None
-    if ident is not None and not isinstance(ident, str | int):
-        raise RowError(f"'{cols.id}' holds {shown(ident)}, expected a string")
+    if ident is not None and (not isinstance(ident, str | int) or isinstance(ident, bool)):
+        raise RowError(f"'{cols.id}' holds {shown(ident)}, expected a string or a whole number")
     return QAInput(text_value(values, cols.text), text_value(values, cols.pair), None if ident is None else str(ident))
 
 

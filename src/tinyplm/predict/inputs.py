@@ -121,6 +121,10 @@ def _read_jsonl(source: Source, lines: Iterable[Line]) -> Iterator[Row]:
     """JSON lines: objects, or (where an example is one text: not a question) a bare string as the text."""
     cols = head_columns(source.head, source.text_column, source.pair_column)
     rows = read_json_lines(lines, source.name)
-    if not Head(source.head).row.fields.pair_required:
+    row = Head(source.head).row
+    if not row.fields.pair_required:
         rows = (replace(r, item={cols.text: r.item}) if isinstance(r.item, str) else r for r in rows)
+    if row.words and source.text_column is None:  # a tagger reads a "text" as its words, as tables and serve do
+        rows = (replace(r, item={**r.item, cols.text: r.item["text"]})
+                if isinstance(r.item, dict) and cols.text not in r.item and "text" in r.item else r for r in rows)
     return item_rows(rows, source.head, cols, source.name)

@@ -11,7 +11,7 @@ the example's fields follow the head:
 Validation is pydantic in strict mode (a number is not a text) with unknown fields refused, so a
 typo is named rather than ignored. Every rule is a JSON Schema keyword, so the OpenAPI document
 states exactly what is accepted: limits (texts per request, characters per text) are ``maxItems`` and
-``maxLength``; a text must hold a character that is not ASCII whitespace (``pattern``; the classes
+``maxLength``; a text must hold a character that is not whitespace (``pattern``; the classes
 are spelled out, since ``\\s`` means different sets to Python, Rust and ECMA regexes); a word is such
 characters only; a tagger's example has ``tokens`` or ``text``, exactly one (``oneOf``). The body is
 parsed and validated in one pass from its bytes (:func:`parse_body`, pydantic-core), which rejects
@@ -33,9 +33,10 @@ from tinyplm.tasks.heads import Head, PerHead
 from tinyplm.tasks.json_layout import EXPECTED, json_path, shown
 
 ONE, BATCH = "one", "batch"
-#: ASCII whitespace, spelled out (see the module docstring).
-SPACE = "\t\n\v\f\r "
-#: A text holds at least one character that is not ASCII whitespace (search semantics, as JSON Schema's).
+#: Whitespace as Python's ``str.isspace`` has it (ASCII's, the no-break and other Unicode spaces), spelled
+#: out (see the module docstring): ``predict`` refuses a text or word of these alone the same way.
+SPACE = "\t\n\v\f\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+#: A text holds at least one character that is not whitespace (search semantics, as JSON Schema's).
 TEXT_PATTERN = f"[^{SPACE}]"
 #: A word is one or more such characters, and nothing else.
 WORD_PATTERN = f"^[^{SPACE}]+$"
@@ -87,7 +88,7 @@ def _question_example(Text: Any, Word: Any, limits: Limits) -> type[BaseModel]:
 
         question: Text
         context: Text
-        id: str | None = None
+        id: str | int | None = None  # echoed back as a string, as predict writes it
 
     return QuestionExample
 
@@ -229,7 +230,7 @@ class Wire:
 #: Each head's request example and its input (the fields are its row's ``fields``).
 WIRES: PerHead = PerHead("request example", {
     Head.SEQUENCE: Wire(_text_example, lambda x: TextInput(x.text, x.text_pair)),
-    Head.SPAN: Wire(_question_example, lambda x: QAInput(x.question, x.context, x.id)),
+    Head.SPAN: Wire(_question_example, lambda x: QAInput(x.question, x.context, None if x.id is None else str(x.id))),
     Head.TOKEN: Wire(_sentence_example,
                      lambda x: TokensInput(tuple(x.tokens) if x.tokens is not None else tuple(x.text.split()))),
     Head.EMBEDDING: Wire(_single_text_example, lambda x: TextInput(x.text)),
