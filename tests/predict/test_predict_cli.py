@@ -121,6 +121,13 @@ def test_question_answering_from_official_json_and_csv(tmp_path: Path) -> None:
     result = cli(["predict", "qa", "-i", "q.csv", "-o", "a.csv"], cwd=tmp_path)
     assert result.returncode == 0, result.output
     assert next(csv.DictReader((tmp_path / "a.csv").open()))["line"] == "2"
+    # a window too short for the default question length names the flag to change, not a recipe key
+    assert_bad_input(cli(["predict", "qa", "-i", "q.csv", "--max-length", "64"], cwd=tmp_path),
+                     "max length 64 leaves -3 pieces for the context after questions of up to 64 "
+                     "(--max-query-length's default); give --max-query-length 53 or less")
+    result = cli(["predict", "qa", "-i", "q.csv", "-o", "b.csv", "--max-length", "64", "--max-query-length", "32"],
+                 cwd=tmp_path)
+    assert result.returncode == 0, result.output
 
 
 def test_tagging_conll_and_plain_text(tmp_path: Path) -> None:

@@ -83,3 +83,13 @@ def test_npy_is_refused_for_a_classifier(tmp_path: Path) -> None:
     make_tiny_model_dir(tmp_path / "clf")
     (tmp_path / "t.txt").write_text("a b\n", encoding="utf-8")
     assert_bad_input(cli(["predict", "clf", "-i", "t.txt", "-o", "x.npy"], cwd=tmp_path), "embedding", "jsonl")
+
+
+def test_an_input_without_examples_gives_an_array_of_the_models_width(world: Path) -> None:
+    """An empty input writes a (0, dim) array (before: (0, 0), which no caller stacking arrays can
+    use) and says that the input held no examples."""
+    (world / "empty.txt").write_text("", encoding="utf-8")
+    result = cli(["predict", "m", "-i", "empty.txt", "-o", "empty.npy"], cwd=world)
+    assert result.returncode == 0, result.output
+    assert "0 predictions" in result.stderr and "empty.txt holds no examples" in result.stderr
+    assert np.load(world / "empty.npy").shape == (0, load_embedder(world / "m").dim)

@@ -145,6 +145,8 @@ def _predict_plain(model_dir: Path, input_file: str, output: str | None, o, skip
             f"({info.max_length_from})")
     if summary.skipped_file is not None:
         line += f"; {summary.skipped} rows skipped, listed in {summary.skipped_file}"
+    if summary.predicted == 0 and not summary.skipped:  # said, so an empty output is not taken for a failure
+        line += f"; {'the input' if input_file == '-' else input_file} holds no examples"
     err.print(line, markup=False, highlight=False, soft_wrap=True)
 
 

@@ -64,7 +64,8 @@ class ModelInfo:
     models; ``null_threshold`` is set for SQuAD v2.0 models (answer empty when the no-answer
     score beats the best span by more than it); ``context_sentences`` and ``context_after`` are
     the sentences before and after each that a Goodreads-reviews or TV Tropes model was trained
-    with as context (0: none)."""
+    with as context (0: none); ``dimension``: an embedding model's vector width (set when it is
+    loaded)."""
 
     path: Path
     head: Head
@@ -78,6 +79,7 @@ class ModelInfo:
     null_threshold: float | None = None
     context_sentences: int = 0
     context_after: int = 0
+    dimension: int | None = None  # an embedding model's vector width, once loaded
 
     def describe(self) -> dict:
         """A JSON-able summary (``/ready``, ``predict``'s report)."""
@@ -284,6 +286,13 @@ def _window_spec(run: RunTask | None, length: int, doc_stride: int | None, max_q
     """The SQuAD window settings as a ``TaskSpec`` (so its checks and default stride apply)."""
     stride = doc_stride if doc_stride is not None else (run.doc_stride if run else None)
     query = max_query_length if max_query_length is not None else (run.max_query_length if run else None)
+    room = length - (query or 64) - 3  # [CLS] question [SEP] context [SEP]
+    if room < 8:  # named by the flags, not the recipe keys the TaskSpec check names
+        said = ("--max-query-length" if max_query_length is not None else
+                "the run's task.max_query_length" if query else "--max-query-length's default")
+        raise TinyplmError(f"SQuAD windows: max length {length} leaves {room} pieces for the context after "
+                           f"questions of up to {query or 64} ({said}); give --max-query-length {length - 11} or "
+                           "less, or a longer --max-length where the model's positions allow")
     try:
         return TaskSpec(name="squad", max_length=length, doc_stride=stride, max_query_length=query or 64)
     except ValidationError as exc:  # no room for context in a window

@@ -162,6 +162,7 @@ class Predictor:
         from tinyplm.inference.model_info import embedding_limit
 
         embedder = load_embedder(info.path, max_length, batch_size)
+        info = replace(info, dimension=embedder.dim)
         if max_length is None:
             limit, source = embedding_limit(embedder)
             info = replace(info, max_length=limit, max_length_from=source)

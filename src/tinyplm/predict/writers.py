@@ -150,7 +150,7 @@ class ArrayWriter:
     float32 ``(n, dim)`` ``.npy`` at ``path`` and its ids at :func:`ids_path` (see the module docstring)."""
 
     def __init__(self, path: Path, info: ModelInfo, keys: tuple[str, ...] = ()) -> None:
-        self.path, self.row_of = Path(path), ARRAYS[info.head]
+        self.path, self.row_of, self.dimension = Path(path), ARRAYS[info.head], info.dimension or 0
         self.vectors: list[tuple[float, ...]] = []
         self.ids: list[dict] = []
 
@@ -161,8 +161,8 @@ class ArrayWriter:
     def close(self) -> None:
         """Write both files, each atomically; neither is replaced unless both were written."""
         array = np.asarray(self.vectors, dtype=np.float32)
-        if not self.vectors:
-            array = array.reshape(0, 0)
+        if not self.vectors:  # no rows: still the model's width, as a reader of the file expects
+            array = array.reshape(0, self.dimension)
         with atomic_path(self.path) as tmp, atomic_path(ids_path(self.path)) as tmp_ids:
             with tmp.open("wb") as fh:
                 np.save(fh, array)
