@@ -410,3 +410,28 @@ def test_use_bf16_explicit_choices() -> None:
     assert use_bf16("fp32") is False
     assert use_bf16("bf16") is True
     assert isinstance(use_bf16("auto"), bool)
+
+
+def test_fingerprint_reads_a_sentence_layout_and_sharded_weights(tmp_path: Path) -> None:
+    """Two sentence-transformers folders over the same encoder but pooled otherwise gave one
+    fingerprint, so a run's cache of teacher vectors handed the CLS teacher's student the mean
+    teacher's vectors; a sharded checkpoint's weights were not read at all."""
+    from helpers_embedding import make_sentence_dir
+
+    a = make_sentence_dir(tmp_path / "a")
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    assert fingerprint(a) == fingerprint(b)
+    pooling = next(b.glob("*_Pooling")) / "config.json"
+    cfg = json.loads(pooling.read_text())
+    cfg.update(pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
+    pooling.write_text(json.dumps(cfg))
+    assert fingerprint(b) != fingerprint(a)
+    assert fingerprint(b, legacy=True) == fingerprint(a, legacy=True)  # what runs recorded before
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / "config.json").write_text("{}")
+    (shards / "model-00001-of-00002.safetensors").write_bytes(b"one")
+    before = fingerprint(shards)
+    (shards / "model-00001-of-00002.safetensors").write_bytes(b"two")
+    assert fingerprint(shards) != before

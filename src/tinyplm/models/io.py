@@ -80,15 +80,56 @@ def is_complete(path: Path) -> bool:
     return (Path(path) / COMPLETE_MARK).is_file()
 
 
-def fingerprint(path: Path) -> str:
-    """sha256 over the weight and config files of a model dir (identifies a teacher for caches),
-    in whichever form it is saved: PyTorch, ONNX or OpenVINO IR (graph and weights)."""
+#: The files of a model dir (and of each sentence-transformers module folder) whose bytes make
+#: its fingerprint, in order: config and weights in each saved form (PyTorch, ONNX, OpenVINO IR).
+#: Tokenizer files are left out (a cache keys its token ids by their own fingerprint).
+WEIGHT_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", ONNX_FILE, OV_XML, OV_BIN)
+#: Weights saved in shards, with their index.
+SHARD_PATTERNS = ("model-*-of-*.safetensors", "pytorch_model-*-of-*.bin", "*.index.json")
+#: A sentence-transformers layout's own files: which modules, how it pools, its prompts and limits.
+LAYOUT_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
+
+
+def fingerprint(path: Path, legacy: bool = False) -> str:
+    """sha256 over the weight and config files of a model dir (identifies a teacher for caches and
+    for reusing a finished run), in whichever form it is saved: PyTorch (sharded too), ONNX or
+    OpenVINO IR (graph and weights); for a sentence-transformers layout also its module list,
+    settings and every module's folder (pooling, Dense, Normalize ...), which change the vectors
+    as much as the encoder does. ``legacy``: the config and single weight files of the root alone,
+    as fingerprints recorded before the layout and shards were read (a finished run records one)."""
     h = hashlib.sha256()
-    for name in ("config.json", "model.safetensors", "pytorch_model.bin", ONNX_FILE, OV_XML, OV_BIN):
-        f = Path(path) / name
-        if f.is_file():
-            h.update(name.encode())
-            with f.open("rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(chunk)
+    for name, f in _fingerprint_files(Path(path), legacy):
+        h.update(name.encode())
+        with f.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
     return h.hexdigest()
+
+
+def _fingerprint_files(root: Path, legacy: bool) -> list[tuple[str, Path]]:
+    """(name in the hash, file) of what :func:`fingerprint` reads, in a fixed order."""
+    def own(folder: Path) -> list[Path]:
+        found = [folder / n for n in WEIGHT_FILES]
+        if not legacy:
+            found += sorted({f for pattern in SHARD_PATTERNS for f in folder.glob(pattern)})
+            found += [folder / n for n in LAYOUT_FILES]
+        return [f for f in found if f.is_file()]
+
+    files = own(root)
+    if not legacy:
+        for module in _module_folders(root):
+            files += [f for f in own(module) if f not in files]
+    return [(f.relative_to(root).as_posix(), f) for f in files]
+
+
+def _module_folders(root: Path) -> list[Path]:
+    """The folders a sentence-transformers ``modules.json`` lists under ``root`` (its root module's
+    own files are the root's); none when it has none or it cannot be read."""
+    import json
+
+    try:
+        modules = json.loads((root / "modules.json").read_text(encoding="utf-8"))
+        paths = [str(m.get("path") or "") for m in modules if isinstance(m, dict)]
+    except (OSError, ValueError, TypeError, AttributeError):
+        return []
+    return [root / p for p in paths if p and (root / p).is_dir()]

@@ -120,7 +120,8 @@ def run_or_reuse(cfg: RunConfig, run_dir: Path | None = None, *, parent_run_id: 
     if reuse_finished(run_dir, dump_resolved(_as_stored(cfg, run_dir))):
         record = RunRecord.load(run_dir / RESULTS)
         recorded = record.info.teacher_fingerprint
-        if recorded is not None and recorded != fingerprint(resolve_model_dir(cfg.teacher.model)):
+        teacher = resolve_model_dir(cfg.teacher.model)  # a run recorded before fingerprints read layouts: legacy
+        if recorded is not None and recorded not in (fingerprint(teacher), fingerprint(teacher, legacy=True)):
             raise RunDirError(f"{run_dir}: a finished run of this recipe is there, but its teacher "
                               f"{cfg.teacher.model} has other weights now (sha256 differs from the run's); "
                               "choose another output dir (or remove it) to run again")
