@@ -56,6 +56,17 @@ def test_max_length_cuts_the_texts(dirs):
     assert not np.allclose(short, full)
 
 
+def test_a_max_length_past_the_positions_is_refused_at_load(dirs):
+    """Before, embed-eval --max-length 100 on a 64-position encoder read and embedded its sets, then
+    crashed in the encoder at the first long text."""
+    path = dirs[EmbedderKind.TRANSFORMER]
+    with pytest.raises(TinyplmError, match=r"--max-length 100 is longer than the 64 positions the encoder of .* "
+                                           r"reads; give at most 64"):
+        load_embedder(path, max_length=100)
+    assert load_embedder(path, max_length=64).embed([" ".join(WORDS * 3)]).shape[0] == 1
+    assert load_embedder(dirs[EmbedderKind.STATIC], max_length=1000).max_length == 1000  # reads every piece
+
+
 def test_a_classifier_dir_is_refused_naming_what_was_expected(tmp_path):
     path = make_tiny_model_dir(tmp_path / "classifier")
     with pytest.raises(ModelError, match="not an embedding model: expected modules.json"):

@@ -156,6 +156,12 @@ def test_final_runtime_form_loads_in_sentence_transformers_with_its_float_weight
     run_dir = Path(cfg.output_dir.replace("{name}", cfg.name))
     model_dir = run_dir / "model"
     assert (model_dir / "model.onnx").is_file() and (model_dir / "model.safetensors").is_file()
+    from tinyplm.errors import TinyplmError
+    from tinyplm.run.export import export_run
+
+    with pytest.raises(TinyplmError, match=r"its models output vectors .*runtime step"):
+        export_run(run_dir)  # before: a logits graph of the bare encoder written, then a crash
+    assert not (run_dir / "export").exists()
     texts = ["a good movie", "the plot was not great at all", "actor"]
     parent, tok = load_for_head(run_dir / "students" / "s.trim_vocab", (), False, Head.EMBEDDING)
     torch_vectors = encode_texts(parent, tok, texts)
@@ -252,3 +258,35 @@ def torch_tensor(values: np.ndarray):
     import torch
 
     return torch.tensor(values, dtype=torch.float32)
+
+
+def test_an_eval_length_other_than_the_teachers_own_is_noted_before_the_run(tmp_path: Path) -> None:
+    """The teacher's row is the retention baseline: read at another length than its own
+    max_seq_length, it scores otherwise than embed-eval and sentence-transformers say; preflight
+    (validate, and the run's log) says so and names the value that reads as they do."""
+    from tinyplm.run.preflight import preflight
+
+    notes = preflight(load_recipe(_recipe(tmp_path, [], eval_max_length=40))).notes
+    assert len(notes) == 1 and "task.eval_max_length 40 reads the evaluation sets at 40 pieces" in notes[0]
+    assert "set task.eval_max_length: 48" in notes[0]
+    assert preflight(load_recipe(_recipe(tmp_path / "same", []))).notes == ()  # 48, as its layout says
+
+
+def test_bench_reads_embedding_sets_at_the_models_own_length(tmp_path: Path) -> None:
+    """bench --task embedding read every set at the task's default 256 pieces whatever --max-length or
+    the models said: a 64-position encoder crashed, and a model of max_seq_length 48 scored otherwise
+    than embed-eval. Now: --max-length (checked against each model's positions), else the least of
+    the models' own limits."""
+    from tinyplm.errors import TinyplmError
+    from tinyplm.inference.model_info import embedding_window
+
+    own = make_sentence_dir(tmp_path / "own")  # max_seq_length 48 over 64 positions
+    past = make_sentence_dir(tmp_path / "past")
+    settings = json.loads((past / "sentence_bert_config.json").read_text())
+    (past / "sentence_bert_config.json").write_text(json.dumps({**settings, "max_seq_length": 128}))
+    assert embedding_window(None, [own]) == 48
+    assert embedding_window(None, [past]) == 64  # its max_seq_length cut to its positions
+    assert embedding_window(None, [past, own]) == 48
+    assert embedding_window(60, [own, past]) == 60
+    with pytest.raises(TinyplmError, match="--max-length 100 is longer than the 64 positions of"):
+        embedding_window(100, [own])

@@ -49,10 +49,16 @@ def bench_cmd(
 
     wanted = [r.strip() for r in runtimes.split(",") if r.strip()] if runtimes else None
     exact_precision(precision)
+    asked = max_length
     max_length, context_sentences, context_after = as_trained(model_dirs[0], task, max_length, context_sentences,
                                                                context_after, also=list(model_dirs[1:]))
     spec = TaskSpec(name=task, data_dir=data_dir, max_length=max_length, context_sentences=context_sentences,
                     context_after=context_after)
+    if task.strip().lower() == "embedding":  # its sets are read at eval_max_length: the models' own, as embed-eval
+        from tinyplm.inference.model_info import embedding_window
+
+        window = embedding_window(asked, list(model_dirs))
+        spec = spec.model_copy(update={"eval_max_length": window}) if window is not None else spec
     with tempfile.TemporaryDirectory(prefix="tinyplm-bench-") as scratch:
         record = bench(model_dirs, spec, rounds, runtimes=wanted, work=out_dir or Path(scratch), tolerance=tolerance,
                        precision=precision)

@@ -91,8 +91,8 @@ def validate_cmd(
         train = f"{cap} of {len(data.train)}" if cap is not None and cap < len(data.train) else f"{len(data.train)}"
         counts = f", {train} train / " + " / ".join(f"{len(v)} {k}" for k, v in data.evals.items())
     out.print(f"{recipe}: ok (task {cfg.task.name}{counts}; teacher {teacher}; students: {students})", soft_wrap=True)
-    if checked and checked.head_note:
-        out.print(f"note: {checked.head_note}", soft_wrap=True, markup=False)
+    for note in checked.notes if checked else ():
+        out.print(f"note: {note}", soft_wrap=True, markup=False)
 
 
 def run_flags(raw: dict, overrides: list[str] | None, run_dir: Path, resume: bool, force: bool, track: bool) -> None:

@@ -251,6 +251,27 @@ def fitting_max_length(asked: int | None, run: RunTask | None, paths: list[Path]
     return min(_max_length(asked, run, _root_config(model_dir_of(p)), p)[0] for p in paths)
 
 
+def embedding_window(asked: int | None, paths: list[Path]) -> int | None:
+    """The pieces to read an embedding task's evaluation sets at for every model of ``paths``
+    (``bench --task embedding``): ``asked`` (``--max-length``), refused with ``TinyplmError`` where a
+    model has fewer positions; else the least of the models' own limits (their ``max_seq_length``,
+    cut to their positions), as each would be read alone; None when none has one (the task's default)."""
+    from tinyplm.models.pooling import read_layout
+
+    own = []
+    for p in paths:
+        folder = model_dir_of(p)
+        positions = _positions(_root_config(folder))
+        if asked is not None and positions is not None and asked > positions:
+            raise TinyplmError(f"--max-length {asked} is longer than the {positions} positions of {p}")
+        layout = read_layout(folder)  # None without modules.json (a static encoder: its positions, if any)
+        limit = layout.max_seq_length if layout is not None else None
+        limit = limit if limit is not None else positions
+        if limit is not None:
+            own.append(min(limit, positions) if positions is not None else limit)
+    return asked if asked is not None else min(own, default=None)
+
+
 def _max_length(asked: int | None, run: RunTask | None, cfg: dict, path: Path) -> tuple[int, str]:
     """(max length, where it came from); see the module docstring."""
     positions = _positions(cfg)

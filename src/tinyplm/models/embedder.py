@@ -96,7 +96,8 @@ def model_dir(name: str) -> Path:
 def load_embedder(name: str | Path, max_length: int | None = None, batch_size: int = 64) -> Embedder:
     """An alias (``minilm-l6``, ``mpnet-base``) or model dir -> its :class:`Embedder`. Raises
     ``ModelError`` naming the dir (not found, not an embedding model, damaged files) and
-    ``TinyplmError`` for a ``max_length`` or ``batch_size`` below 1."""
+    ``TinyplmError`` for a ``max_length`` or ``batch_size`` below 1, or a ``max_length`` past the
+    positions of the model's encoder."""
     if max_length is not None and max_length < 1:
         raise TinyplmError(f"max_length must be at least 1, got {max_length}")
     if batch_size < 1:
@@ -104,7 +105,19 @@ def load_embedder(name: str | Path, max_length: int | None = None, batch_size: i
     path = model_dir(str(name))
     kind = embedder_kind(path)
     model, tokenizer = _KINDS[kind].load(path)
+    _check_window(path, model, max_length)
     return Embedder(model.eval(), tokenizer, kind, path, max_length, batch_size)
+
+
+def _check_window(path: Path, model, max_length: int | None) -> None:
+    """A ``max_length`` past the positions the encoder of ``model`` reads would fail at the first long
+    text, after the sets were read and embedded: refused here (``TinyplmError``), as ``predict`` does."""
+    from tinyplm.models.sentence_fit import readable_positions
+
+    positions = readable_positions(getattr(model, "config", None))
+    if max_length is not None and positions is not None and max_length > positions:
+        raise TinyplmError(f"--max-length {max_length} is longer than the {positions} positions the encoder of "
+                           f"{path} reads; give at most {positions}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from tinyplm.models.openvino import OvClassifier
 from tinyplm.models.quantized import QUANT_KEY
 from tinyplm.report import load_record
 from tinyplm.run.preflight import load_task
+from tinyplm.tasks.heads import Head
 
 PARITY_FILE = "parity.json"
 #: The lowest agreement an export may have before the CLI reports it as failed.
@@ -51,7 +52,8 @@ class Parity:
 def export_run(run_dir: Path, stages: list[str] | None = None, out_dir: Path | None = None) -> list[Parity]:
     """Export the run's stages (all, or the named ones) to ONNX and check parity -> one Parity each.
 
-    Raises ``TinyplmError`` when ``run_dir`` is not a finished run or a named stage is unknown.
+    Raises ``TinyplmError`` when ``run_dir`` is not a finished run, a named stage is unknown, or its
+    models output vectors (an embedding run: its runtime step makes their graphs), before writing.
     """
     run_dir = Path(run_dir)
     results, resolved = run_dir / "results.json", run_dir / "config.resolved.yaml"
@@ -64,6 +66,11 @@ def export_run(run_dir: Path, stages: list[str] | None = None, out_dir: Path | N
         raise TinyplmError(f"{run_dir}: no stage(s) {unknown}; stages with a model: {sorted(known)}")
     cfg = load_recipe(resolved)
     data = load_task(cfg.task, cfg.corpus)
+    if Head(data.head).row.auto_suffix is None:  # before anything is written: its graph has no logits output
+        raise TinyplmError(f"{run_dir}: its models output vectors ({data.head} head), and export writes a "
+                           "classifier's logits graph; an embedding model's ONNX or OpenVINO form, with its pooling, "
+                           "is made by the run's runtime step (compress: [{kind: runtime}]), which "
+                           "sentence-transformers and tinyplm predict load")
     out_dir = Path(out_dir or run_dir / "export")
     out_dir.mkdir(parents=True, exist_ok=True)
     report = []

@@ -81,6 +81,8 @@ def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, fo
     run_dir = Path(run_dir or run_dir_of(cfg))
     started = time.time()
     checked = preflight(cfg)  # bad input fails here, before the run dir is touched
+    for note in checked.notes:
+        log.warning("%s", note)
     claim = None
     with acc.main_process_first():
         if acc.is_main_process:
@@ -206,8 +208,6 @@ def prepare_teacher(cfg: RunConfig, checked: Preflight, train_enc, evals, paths:
     finetune = cfg.teacher.finetune is not None
     model, tok = load_for_head(checked.teacher_dir, data.labels, data.is_regression, data.head, replace_head=finetune)
     info = StageInfo(source=str(cfg.teacher.model), init=checked.head_note)
-    if checked.head_note:
-        log.warning("%s", checked.head_note)
     if cfg.teacher.finetune is not None:
         spec = cfg.teacher.finetune
         objective = PredictionObjective(kd_weight=0.0, hard_weight=1.0, is_regression=data.is_regression,

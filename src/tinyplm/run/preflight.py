@@ -36,7 +36,7 @@ from tinyplm.models.student import model_type_of
 from tinyplm.models.token_ids import token_id_mismatch
 from tinyplm.pretrain.corpus import corpus_files, read_corpus
 from tinyplm.pretrain.mlm_head import has_mlm_head
-from tinyplm.run.preflight_checkpoints import check_checkpoints, check_task_head
+from tinyplm.run.preflight_checkpoints import check_checkpoints, check_task_head, eval_length_note
 from tinyplm.run.preflight_compress import check_compress_heads
 from tinyplm.run.preflight_corpus import check_corpus_stages
 from tinyplm.run.preflight_embedding import check_vector_terms
@@ -50,12 +50,15 @@ from tinyplm.tasks.heads import Head, PerHead
 class Preflight:
     """What a run reads, checked: the task's data, the teacher's directory and its tokenizer;
     ``head_note``: why the teacher's trained head is replaced by a new one before its fine-tune
-    (:func:`~tinyplm.run.preflight_checkpoints.check_task_head`), None when it is kept or it has none."""
+    (:func:`~tinyplm.run.preflight_checkpoints.check_task_head`), None when it is kept or it has none;
+    ``notes``: what the user should know before the run starts (``validate`` prints them, the run
+    logs them), the head note among them."""
 
     data: TaskData
     teacher_dir: Path
     tokenizer: object
     head_note: str | None = None
+    notes: tuple[str, ...] = ()
 
 
 def load_task(spec: TaskSpec, corpus: CorpusSpec | None = None) -> TaskData:
@@ -126,7 +129,8 @@ def preflight(cfg: RunConfig) -> Preflight:
         for k, st in enumerate(spec.stage_specs()):
             _check_stage_teacher(st, teacher, f"student {student_name(spec)}, stage {k}")
     head_note = check_task_head(data, src, model_cfg, finetuned=cfg.teacher.finetune is not None)
-    return Preflight(data, src, tok, head_note)
+    notes = tuple(n for n in (head_note, eval_length_note(cfg, data, src, model_cfg, tok)) if n)
+    return Preflight(data, src, tok, head_note, notes)
 
 
 def _check_inits(cfg: RunConfig, teacher: _Teacher, head: Head) -> None:

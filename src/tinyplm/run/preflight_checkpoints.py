@@ -13,6 +13,7 @@ from tinyplm.models import check_model_dir, load_tokenizer, resolve_model_dir, r
 from tinyplm.models.classic.io import is_family_dir
 from tinyplm.models.head_labels import head_misfit, head_outputs
 from tinyplm.models.loading import FORMAT_KEY, QUANT_KEY
+from tinyplm.models.pooling import read_layout
 from tinyplm.models.token_ids import segment_problem
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.heads import Head
@@ -87,3 +88,24 @@ def _check_window(cfg: RunConfig, model_cfg: dict, src: Path) -> None:
                 why = f" (max_position_embeddings {rows}, counted after the padding id)" if rows != usable else ""
                 raise RecipeError(f"{key} {value} is longer than the {usable} positions the {who} "
                                   f"{folder / 'config.json'} can read{why}; set {key} to at most {usable}")
+
+
+def eval_length_note(cfg: RunConfig, data: TaskData, src: Path, model_cfg: dict, tokenizer) -> str | None:
+    """For a task judged on vectors: a line saying that ``task.eval_max_length`` reads the evaluation
+    sets at another length than the teacher's own (its ``max_seq_length``, else its tokenizer's limit,
+    capped at its positions: what sentence-transformers and ``tinyplm embed-eval`` read), so its
+    scores in the run differ from theirs; None when they agree or the teacher has no layout."""
+    if not Head(data.head).row.vectors:
+        return None
+    layout = read_layout(src)
+    if layout is None:
+        return None
+    own = layout.max_seq_length if layout.max_seq_length is not None else int(tokenizer.model_max_length)
+    usable = roles.usable_positions(model_cfg)
+    own = min(own, usable) if usable is not None else own
+    asked = cfg.task.eval_max_length
+    if own == asked:
+        return None
+    return (f"task.eval_max_length {asked} reads the evaluation sets at {asked} pieces, but the teacher {src} "
+            f"reads {own} (its own limit, as sentence-transformers and tinyplm embed-eval read it), so every "
+            f"score of the run differs from theirs; set task.eval_max_length: {own} to read as they do")
