@@ -221,7 +221,7 @@ def test_a_layout_that_does_not_fit_its_encoder_is_refused_by_validate(tmp_path:
     pooling.write_text(json.dumps({**json.loads(pooling.read_text()), "word_embedding_dimension": 48}))
     if subfolder:
         _into_subfolder(tmp_path / "teacher")
-    with pytest.raises(ModelError, match="pools vectors 48 wide .word_embedding_dimension in its config.json.*hidden"):
+    with pytest.raises(ModelError, match="pools vectors 48 wide .embedding_dimension, or word_embedding_dim.*hidden"):
         preflight(load_recipe(path))
 
 

@@ -279,7 +279,8 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
     head = Head(head)
     row = head.row
     if row.auto_suffix is None:
-        raise TinyplmError(f"{path}: the {head} head has no classifier to load (its model outputs {row.outputs})")
+        raise TinyplmError(f"{path}: the {head} head has no classifier to load (its model outputs {row.outputs}); "
+                           "an embedding model is scored with tinyplm embed-eval")
     quiet_transformers()
     if is_family_dir(path):  # a classic student (LSTM, TF-IDF ...): models.classic.io
         return load_family(path, labels, is_regression, head)

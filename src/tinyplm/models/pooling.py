@@ -297,8 +297,11 @@ def _entries(file: Path) -> list[tuple[ModuleKind, _Entry]]:
         kind = module_kind(entry.type)
         if kind is None:
             supported = ", ".join(k.st_type for k in ModuleKind)
+            static = ("; a StaticEmbedding folder loads only as a static sentence encoder tinyplm saved (its "
+                      "config.json says so), not a model2vec or other StaticEmbedding model"
+                      if "StaticEmbedding" in entry.type else "")
             raise ModelError(f"{file}: [{i}].type: module type {entry.type!r} is not supported by tinyplm "
-                             f"(supported: {supported})")
+                             f"(supported: {supported}){static}")
         if kind not in _NEXT[before]:
             raise ModelError(f"{file}: [{i}].type: a {kind} module after {before or 'nothing'}; "
                              f"tinyplm reads {_ORDER}")

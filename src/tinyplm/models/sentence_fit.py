@@ -17,8 +17,9 @@ def layout_mismatch(layout: SentenceLayout, width: int) -> str | None:
     """What in ``layout`` does not fit an encoder of hidden size ``width`` (the Pooling's width, a
     Dense layer's inputs), naming the file and key; None when all fits."""
     if layout.pooling.dimension not in (None, width):
-        return (f"the Pooling config pools vectors {layout.pooling.dimension} wide (word_embedding_dimension in its "
-                f"config.json), but the encoder's hidden size is {width}")
+        return (f"the Pooling module pools vectors {layout.pooling.dimension} wide (embedding_dimension, or "
+                f"word_embedding_dimension in older files, in its folder's config.json), but the encoder's hidden "
+                f"size is {width}")
     before = width
     for i, spec in enumerate(layout.dense):
         if spec.in_features != before:
