@@ -87,3 +87,23 @@ def test_split_holdout_is_deterministic_and_disjoint() -> None:
     assert split_holdout(items, 0.0, seed=0) == (items, [])
     with pytest.raises(TinyplmError, match="fraction"):
         split_holdout(items, 1.0, seed=0)
+
+
+def test_a_file_of_one_text_per_line_is_one_item_per_line(tmp_path: Path) -> None:
+    """Without a blank line, 2,000 short lines were one paragraph: one 72k-character item, of which
+    pre-training read its first max_length pieces (validate said "1 train text")."""
+    lines = [f"review number {i} says the plot was fine" for i in range(2000)]
+    (tmp_path / "lines.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert read_corpus([tmp_path / "lines.txt"]) == lines
+    second = "A second paragraph here, one line."
+    (tmp_path / "para.txt").write_text(f"A first paragraph,\nwrapped over lines.\n\n{second}\n")
+    assert read_corpus([tmp_path / "para.txt"]) == ["A first paragraph, wrapped over lines.", second]
+
+
+def test_a_long_text_without_sentence_ends_is_cut_at_spaces() -> None:
+    from tinyplm.pretrain.corpus import MAX_CHARS, book_items
+
+    words = " ".join(f"word{i}" for i in range(1000))  # 7,890 characters, no sentence end
+    items = book_items(words)
+    assert len(items) > 1 and all(len(i) <= MAX_CHARS for i in items)
+    assert " ".join(items) == words

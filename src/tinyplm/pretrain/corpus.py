@@ -4,8 +4,11 @@ Three layouts are understood, chosen per file:
 
 * **books** (Project Gutenberg novels, any plain text): the licence header and footer are cut at
   the ``*** START OF`` / ``*** END OF`` marker lines (:func:`strip_gutenberg`); the rest is split
-  into blank-line separated paragraphs, whitespace collapsed. A paragraph longer than
-  ``MAX_CHARS`` is cut at sentence ends into pieces of at most ~``MAX_CHARS`` characters.
+  into blank-line separated paragraphs, whitespace collapsed; a text without any blank line (a file
+  of one sentence or review per line) into its lines instead, since read as one paragraph it would
+  be one item, cut to its first ``max_length`` pieces. A paragraph longer than ``MAX_CHARS`` is cut at
+  sentence ends into pieces of at most ~``MAX_CHARS`` characters (a sentence longer than that at
+  spaces).
 * **wikitext** (a file whose first non-blank line is a `` = Title = `` heading): one item per
   non-blank, non-heading line; the tokenised ``@-@``, ``@,@``, ``@.@`` joiners are undone and
   ``<unk>`` becomes ``[UNK]``.
@@ -68,7 +71,7 @@ def _chunks(paragraph: str, max_chars: int) -> Iterator[str]:
         yield paragraph
         return
     piece = ""
-    for sentence in _SENTENCE_END.split(paragraph):
+    for sentence in (part for s in _SENTENCE_END.split(paragraph) for part in _at_spaces(s, max_chars)):
         if piece and len(piece) + 1 + len(sentence) > max_chars:
             yield piece
             piece = sentence
@@ -78,10 +81,32 @@ def _chunks(paragraph: str, max_chars: int) -> Iterator[str]:
         yield piece
 
 
+def _at_spaces(sentence: str, max_chars: int) -> Iterator[str]:
+    """A sentence longer than ``max_chars`` (no sentence end in it) cut at spaces into pieces of at
+    most ``max_chars`` characters (a single word longer than that stays whole)."""
+    if len(sentence) <= max_chars:
+        yield sentence
+        return
+    piece = ""
+    for word in sentence.split(" "):
+        if piece and len(piece) + 1 + len(word) > max_chars:
+            yield piece
+            piece = word
+        else:
+            piece = f"{piece} {word}" if piece else word
+    if piece:
+        yield piece
+
+
 def book_items(text: str, min_chars: int = 20) -> list[str]:
-    """Gutenberg/plain text -> whitespace-collapsed paragraphs (long ones cut at sentence ends)."""
+    """Gutenberg/plain text -> whitespace-collapsed paragraphs (long ones cut at sentence ends); a
+    text without a blank line -> its lines (see the module docstring)."""
     out: list[str] = []
-    for para in _BLANK_LINES.split(strip_gutenberg(text)):
+    body = strip_gutenberg(text)
+    paragraphs = _BLANK_LINES.split(body)
+    if len(paragraphs) == 1:  # no blank line at all: one text per line, not one paragraph of them all
+        paragraphs = body.split("\n")
+    for para in paragraphs:
         flat = " ".join(para.split())
         out.extend(c for c in _chunks(flat, MAX_CHARS) if len(c) >= min_chars)
     return out

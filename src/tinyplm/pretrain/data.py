@@ -26,7 +26,10 @@ def word_starts_of(word_ids: Sequence[int | None], sequence_ids: Sequence[int | 
 
 
 def encode_texts(texts: Sequence[str] | Sequence[Pair], tokenizer, max_length: int) -> Encoded:
-    """Tokenise ``texts`` (strings, or :class:`Pair` s) truncated to ``max_length`` tokens.
+    """Tokenise ``texts``: strings in windows of ``max_length`` tokens (a text longer than one window
+    is read in several, each framed by the specials, so every piece is trained on rather than all
+    past the first ``max_length`` dropped), or :class:`Pair` s truncated to ``max_length`` (their
+    segments are built to fit).
 
     Raises ``TinyplmError`` when the tokenizer is not a fast one (word boundaries need it) or
     there is nothing to encode.
@@ -41,8 +44,9 @@ def encode_texts(texts: Sequence[str] | Sequence[Pair], tokenizer, max_length: i
                         max_length=max_length, return_token_type_ids=True)
         labels = torch.tensor([p.label for p in texts], dtype=torch.long)
     else:
-        out = tokenizer(list(texts), truncation=True, max_length=max_length, return_token_type_ids=True)
-        labels = torch.zeros(len(texts), dtype=torch.long)
+        out = tokenizer(list(texts), truncation=True, max_length=max_length, return_token_type_ids=True,
+                        return_overflowing_tokens=True, stride=0)
+        labels = torch.zeros(len(out["input_ids"]), dtype=torch.long)
     ids = [list(x) for x in out["input_ids"]]
     types = [list(x) for x in out["token_type_ids"]]
     starts = [word_starts_of(out.word_ids(i), out.sequence_ids(i)) for i in range(len(ids))]

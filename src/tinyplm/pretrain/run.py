@@ -68,7 +68,9 @@ class PretrainResult:
 
     ``objective``: the recipe's objective section as run; ``init``: the checkpoint it continued
     (None: from scratch, in ``shape``); ``params``: the saved model's parameters; ``train_texts`` /
-    ``held_texts``: training and held-out texts (or pairs); ``steps``, ``train_seconds`` and
+    ``held_texts``: training and held-out examples encoded: windows of ``corpus.max_length`` pieces
+    (a longer text is read in several), or pairs; ``train_items``: the corpus items the training
+    windows come from; ``steps``, ``train_seconds`` and
     ``stopped_by`` (epochs, max_steps, budget) of the loop; ``before`` / ``after``: the held-out
     figures before and after training (``tinyplm.pretrain.evaluate``: MLM loss and accuracy, the
     unigram loss, pseudo-perplexity, NSP/SOP or replaced-token accuracy); ``history``: the dev
@@ -82,6 +84,7 @@ class PretrainResult:
     params: int = 0
     train_texts: int = 0
     held_texts: int = 0
+    train_items: int = 0
     steps: int = 0
     train_seconds: float = 0.0
     stopped_by: str = "epochs"
@@ -289,7 +292,7 @@ def _pretrain_claimed(recipe: PretrainRecipe, run_dir: Path, texts: Texts, resum
         name=recipe.name, objective=recipe.objective.model_dump(mode="json"),
         init=recipe.init, shape=recipe.shape.model_dump() if recipe.shape else None,
         params=sum(p.numel() for p in result.model.parameters()),
-        train_texts=len(data.train), held_texts=len(data.held),
+        train_texts=len(data.train), held_texts=len(data.held), train_items=len(texts.train),
         steps=result.steps, train_seconds=round(result.seconds, 1), stopped_by=result.stopped_by,
         before=before, after=after, history=result.history,
         seconds=round(time.perf_counter() - started, 1),
