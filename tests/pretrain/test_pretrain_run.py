@@ -191,3 +191,44 @@ def test_cli_pretrain_prints_the_table_and_writes_the_run(tmp_path: Path) -> Non
     path.write_text(yaml.safe_dump({**recipe, "objective": {"kind": "mlm", "masking": {"strategy": "words"}}}))
     bad = CliRunner().invoke(app, ["pretrain", str(path)])
     assert bad.exit_code != 0 and "objective.masking.strategy" in str(bad.exception)
+
+
+def test_inputs_a_run_cannot_use_are_refused_before_its_dir_is_claimed(tmp_path: Path) -> None:
+    """Each of these failed mid-run before (the run dir claimed, so the next try asked for --resume
+    or --force), most with a traceback naming no file."""
+    import json as json_
+
+    from tinyplm.errors import DataError, ModelError, RecipeError
+    from tinyplm.pretrain.run import preflight
+
+    base = _recipe(tmp_path).model_dump(mode="json")
+    init = make_tiny_mlm_dir(tmp_path / "init")  # BERT of 64 positions
+
+    def with_(**changes) -> PretrainRecipe:
+        raw = json_.loads(json_.dumps(base))
+        for key, value in changes.items():
+            section, _, name = key.partition("__")
+            if name:
+                raw[section][name] = value
+            else:
+                raw[section] = value
+        return PretrainRecipe.model_validate(raw)
+
+    scratch = {"shape": None, "tokenizer": None}
+    with pytest.raises(RecipeError, match=r"corpus.max_length 128 is longer than the 64 positions .*init"):
+        preflight(with_(init=str(init), corpus__max_length=128, **scratch))
+    roberta = tmp_path / "roberta"
+    roberta.mkdir()
+    for f in init.iterdir():
+        (roberta / f.name).write_bytes(f.read_bytes())
+    config = json_.loads((roberta / "config.json").read_text())
+    (roberta / "config.json").write_text(json_.dumps({**config, "model_type": "roberta"}))
+    with pytest.raises(ModelError, match=r"model_type 'roberta': pre-training continues BERT checkpoints"):
+        preflight(with_(init=str(roberta), **scratch))
+    with pytest.raises(RecipeError, match=r"corpus.holdout 0.1 of the 1 texts .* holds out none"):
+        preflight(with_(corpus__max_docs=1))  # one text: none to hold out
+    one = tmp_path / "one"
+    _corpus(one, docs=1)
+    with pytest.raises(DataError, match=r"the training texts make no nsp pairs: next-sentence pairs need at least two"):
+        preflight(with_(corpus__paths=[str(one)], objective={"kind": "mlm", "pairs": "nsp"}))
+    assert not (tmp_path / "run").exists()

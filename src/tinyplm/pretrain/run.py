@@ -46,6 +46,7 @@ from tinyplm.pretrain.data import encode_texts
 from tinyplm.pretrain.evaluate import evaluate_electra, evaluate_mlm, pseudo_perplexity, unigram_log_probs
 from tinyplm.pretrain.objective import PretrainObjective
 from tinyplm.pretrain.pairs import build_pairs
+from tinyplm.pretrain.preflight_checks import check_init, check_texts, check_tokenizer
 from tinyplm.tasks.encoding import Encoded
 from tinyplm.train import StageIO, train
 from tinyplm.train.masking import Masking
@@ -231,18 +232,22 @@ def held_out_metrics(recipe: PretrainRecipe, model, objective: PretrainObjective
 
 def preflight(recipe: PretrainRecipe) -> Texts:
     """Check what a pre-training run reads before it writes anything: the corpus (every file
-    read), the ``init`` checkpoint and the ``tokenizer`` dir. Returns the corpus split; raises
-    ``DataError``/``ModelError`` naming the file or dir."""
+    read; a held-out text, NSP/SOP pairs), the ``init`` checkpoint (BERT, positions for
+    ``corpus.max_length``) and the tokenizer (a mask token): :mod:`tinyplm.pretrain.preflight_checks`.
+    Returns the corpus split; raises ``DataError``/``ModelError``/``RecipeError`` naming the file or key."""
     texts = load_texts(recipe)
+    check_texts(recipe, texts.train_docs, texts.held_docs)
     if recipe.tokenizer and not Path(recipe.tokenizer).is_dir():
         raise ModelError(f"{recipe.tokenizer}: tokenizer dir not found; make it first with `tinyplm tokenizer "
                          f"train CORPUS --out {recipe.tokenizer}` (or point 'tokenizer' at an existing one)")
     if recipe.init is not None:
         src = resolve_model_dir(recipe.init)
-        vocab = int(check_model_dir(src)["vocab_size"])
-        load_tokenizer(Path(recipe.tokenizer) if recipe.tokenizer else src, vocab)
+        config = check_model_dir(src)
+        check_init(recipe, src, config)
+        where = Path(recipe.tokenizer) if recipe.tokenizer else src
+        check_tokenizer(recipe, load_tokenizer(where, int(config["vocab_size"])), where)
     elif recipe.tokenizer:  # a model from scratch is sized to its tokenizer: any size fits
-        load_tokenizer(Path(recipe.tokenizer), 2**31)
+        check_tokenizer(recipe, load_tokenizer(Path(recipe.tokenizer), 2**31), Path(recipe.tokenizer))
     return texts
 
 
