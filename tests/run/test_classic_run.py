@@ -154,6 +154,16 @@ def test_family_recipe_errors(tmp_path: Path, student: dict, message: str) -> No
      r"student bilstm-alone: family.embeddings.corpus: .*nowhere: corpus file or directory not found"),
     (lambda r, tmp: r["corpus"].update(paths=[str(tmp / "empty")]) or (tmp / "empty").mkdir(), DataError,
      r"student bilstm-alone: corpus.paths: .*empty: directory holds no .txt files"),
+    # vocabulary settings nothing reaches: a library traceback after the teacher, or a student of [UNK] only
+    (lambda r, tmp: r["students"][0]["family"].update(tfidf={"min_df": 1000}), RecipeError,
+     "student tfidf: family.tfidf.min_df 1000 is more than the 64 training texts"),
+    (lambda r, tmp: r["students"][1]["family"].update(min_count=100000), RecipeError,
+     r"student bilstm-alone: family.min_count 100000 keeps no word of the 64 training texts .*\[UNK\]"),
+    (lambda r, tmp: r["students"][1]["family"]["embeddings"].update(min_count=100000), RecipeError,
+     r"student bilstm-alone: family.embeddings.min_count 100000 keeps no word of the \d+ corpus texts"),
+    (lambda r, tmp: r["students"][1]["family"]["embeddings"].update(corpus=[str(tmp / "e.txt")])
+     or (tmp / "e.txt").write_text(" \n"), DataError,
+     r"student bilstm-alone: family.embeddings.corpus: .*e.txt: no text items"),
     (lambda r, tmp: r["students"][4]["family"]["bilm"].update(model=str(tmp)), ModelError,
      "student elmo: family.bilm.model: .* holds no bilm.safetensors"),
     (lambda r, tmp: r["students"][5]["family"].update(feature_layers=3), RecipeError,

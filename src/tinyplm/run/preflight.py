@@ -37,6 +37,7 @@ from tinyplm.models.token_ids import token_id_mismatch
 from tinyplm.pretrain.corpus import corpus_files, read_corpus
 from tinyplm.pretrain.mlm_head import has_mlm_head
 from tinyplm.run.preflight_checkpoints import check_checkpoints, check_task_head, eval_length_note
+from tinyplm.run.preflight_classic import check_vocabularies
 from tinyplm.run.preflight_compress import check_compress_heads
 from tinyplm.run.preflight_corpus import check_corpus_stages
 from tinyplm.run.preflight_embedding import check_vector_terms
@@ -122,6 +123,7 @@ def preflight(cfg: RunConfig) -> Preflight:
     check_compress_heads(cfg, Head(data.head))
     check_objectives(cfg, model_cfg, src, Head(data.head))  # after the checks above, which say more
     _check_families(cfg, data)
+    check_vocabularies(cfg, data)
     _check_feature_encoders(cfg, model_cfg, teacher)
     check_vector_terms(cfg, data, src)
     check_corpus_stages(cfg, data)
