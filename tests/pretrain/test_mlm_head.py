@@ -86,3 +86,23 @@ def test_bad_arguments(tiny_model_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="no config.json"):
         fit_mlm_head(tmp_path, CORPUS, tmp_path / "o", steps=1, progress=False)
     assert not (tmp_path / "o").exists()
+
+
+def test_the_command_refuses_options_no_fit_can_run_with(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Before: --lr 0 was a pydantic traceback, --max-length 2 a 'successful' fit that masked nothing,
+    --max-length past the positions a shape error mid-fit, --out naming a file a traceback."""
+    from helpers_cli import assert_bad_input, cli
+
+    (tmp_path / "c.txt").write_text("\n".join(CORPUS), encoding="utf-8")
+    (tmp_path / "file").write_text("x")
+    base = ["fit-mlm-head", str(tiny_model_dir), "--corpus", "c.txt", "--steps", "2"]
+    for extra, said in ((["--lr", "0"], "--lr: expected a learning rate above 0"),
+                        (["--max-length", "2"], "--max-length: expected at least 8"),
+                        (["--max-length", "200"], "--max-length 200 is longer than the 64 positions"),
+                        (["--batch-size", "0"], "--batch-size: expected at least 1")):
+        assert_bad_input(cli([*base, "--out", "o", *extra], cwd=tmp_path), said)
+    assert_bad_input(cli([*base, "--out", "file"], cwd=tmp_path), "--out file: is a file")
+    assert not (tmp_path / "o").exists()
+    done = cli([*base, "--out", "o", "--resume"], cwd=tmp_path)  # nothing to resume: a fresh fit
+    assert done.returncode == 0, done.output
+    assert (tmp_path / "o" / METRICS_FILE).is_file()

@@ -196,6 +196,7 @@ def fit_mlm_head(
     eval_max: int = 256,
     log_path: Path | None = None,
     progress: bool = True,
+    resume: bool = False,
 ) -> dict:
     """Train only the MLM head of ``model_dir`` on ``texts`` with the one training loop; save
     model + tokenizer to ``out_dir``.
@@ -204,6 +205,8 @@ def fit_mlm_head(
     held-out part of ``texts`` (``eval_fraction``, at most ``eval_max`` texts) is masked once and
     scored before and after. Returns metrics (eval loss/accuracy before and after, first/last
     train loss, seconds, ...), also written to ``out_dir/mlm_head.json``. The save is atomic.
+    ``resume``: continue from the checkpoints an interrupted fit left beside ``out_dir``
+    (``.OUT.checkpoints``), as its interruption message says; else they are started over.
     Raises ``TinyplmError`` (bad arguments, diverged), ``ModelError``, ``DataError`` (< 2 texts).
     """
     if steps < 1 or batch_size < 1:
@@ -219,7 +222,7 @@ def fit_mlm_head(
     before = evaluate_head(model, held, masking, seed + 1, batch_size, bf16)
     spec = head_train_spec(steps, batch_size, lr, seed, precision)
     io = StageIO("fit-mlm-head", Path(out_dir).with_name(f".{Path(out_dir).name}.checkpoints"), log_path,
-                 show_progress=progress)
+                 show_progress=progress, resume=resume)
     result = train(model, encode_texts(train_texts, tok, max_length), HeadMLMObjective(masking), spec=spec, io=io)
     after = evaluate_head(result.model, held, masking, seed + 1, batch_size, bf16)
     losses = [loss for _, loss in result.losses]

@@ -156,8 +156,9 @@ def _fit_head(recipe: PretrainRecipe, src: Path, run_dir: Path, texts: list[str]
 
     out = run_dir / "mlm_head"
     if not (out / "model.safetensors").is_file():
+        # resumed with the run: an interrupted fit's checkpoints are this run's (a --force run starts anew)
         fit_mlm_head(src, texts, out, steps=recipe.fit_head_steps, max_length=recipe.corpus.max_length,
-                     seed=recipe.train.seed, precision=recipe.train.precision)
+                     seed=recipe.train.seed, precision=recipe.train.precision, resume=True)
     return out
 
 
