@@ -44,6 +44,19 @@ def test_refuses_to_overwrite_and_bad_kind(tmp_path: Path) -> None:
         train_tokenizer([corpus], "wordpiece", 200, tmp_path / "tok")
     with pytest.raises(TinyplmError, match="kind must be one of"):
         train_tokenizer([corpus], "unigram", 200, tmp_path / "other")  # type: ignore[arg-type]
+    # before: a 5-token tokenizer saved (--max-docs 0), a short read (-1), an OverflowError, a 261-token
+    # byte-level vocabulary for 150, a FileExistsError after training
+    (tmp_path / "file").write_text("x")
+    for kwargs, said in (({"max_items": 0}, "--max-docs: expected at least 1"),
+                         ({"max_items": -1}, "--max-docs: expected at least 1"),
+                         ({"min_frequency": -3}, "--min-frequency: expected 0 or more")):
+        with pytest.raises(TinyplmError, match=said):
+            train_tokenizer([corpus], "wordpiece", 200, tmp_path / "other", **kwargs)
+    with pytest.raises(TinyplmError, match=r"--vocab-size 150: a byte-level BPE .* give at least 2\d\d"):
+        train_tokenizer([corpus], "bytelevel-bpe", 150, tmp_path / "other")
+    with pytest.raises(TinyplmError, match="--out .*file: is a file"):
+        train_tokenizer([corpus], "wordpiece", 200, tmp_path / "file")
+    assert not (tmp_path / "other").exists()
 
 
 def test_cli_trains_a_tokenizer(tmp_path: Path) -> None:

@@ -89,11 +89,21 @@ def train_tokenizer(
     from transformers import PreTrainedTokenizerFast
 
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise TinyplmError(f"--out {out}: is a file; name a folder to save the tokenizer in")
     if (out / "tokenizer.json").exists():
         raise TinyplmError(f"{out} already holds a tokenizer; choose another --out or remove it")
     if vocab_size < 100:
         raise TinyplmError(f"--vocab-size must be at least 100, got {vocab_size}")
+    if max_items is not None and max_items < 1:
+        raise TinyplmError(f"--max-docs: expected at least 1 paragraph, got {max_items}")
+    if min_frequency < 0:
+        raise TinyplmError(f"--min-frequency: expected 0 or more, got {min_frequency}")
     tok, specials = build_tokenizer(kind, lowercase)
+    floor = len(specials) + 256  # byte-level BPE starts from every byte: its vocabulary cannot be smaller
+    if kind == "bytelevel-bpe" and vocab_size < floor:
+        raise TinyplmError(f"--vocab-size {vocab_size}: a byte-level BPE holds its {len(specials)} specials and all "
+                           f"256 bytes before any merge; give at least {floor}")
     trainer = _trainer(kind, vocab_size, min_frequency, specials)
     tok.train_from_iterator(_items(files, max_items, text_field), trainer=trainer)
     cls, sep = specials["cls"], specials["sep"]
