@@ -294,3 +294,16 @@ def test_same_kind_filters_neighbours_and_has_its_own_cache_entry(mlm_tok, tmp_p
     assert key(AugmentSpec()) == key(AugmentSpec(candidates="any")) != key(AugmentSpec(candidates="same_kind"))
     with pytest.raises(ValidationError, match="candidates"):
         AugmentSpec(candidates="words")
+
+
+def test_the_command_refuses_a_selection_that_leaves_nothing_to_augment(tmp_path: Path) -> None:
+    """--min-words past every example (or --max-examples 0) wrote an empty file and exited 0."""
+    from conftest import make_tiny_glue, make_tiny_mlm_dir
+    from helpers_cli import assert_bad_input, cli
+
+    glue, mlm = make_tiny_glue(tmp_path / "glue", n_train=8, n_dev=4), make_tiny_mlm_dir(tmp_path / "mlm")
+    base = ["augment", "sst2", "--mlm", str(mlm), "--data-dir", str(glue), "--out", "a.jsonl"]
+    assert_bad_input(cli([*base, "--min-words", "1000"], cwd=tmp_path),
+                     "--min-words 1000 leaves none of the 8 training examples of sst2 to augment")
+    assert_bad_input(cli([*base, "--max-examples", "0"], cwd=tmp_path), "--max-examples 0 leaves none")
+    assert not (tmp_path / "a.jsonl").exists()

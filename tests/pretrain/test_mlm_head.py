@@ -106,3 +106,21 @@ def test_the_command_refuses_options_no_fit_can_run_with(tiny_model_dir: Path, t
     done = cli([*base, "--out", "o", "--resume"], cwd=tmp_path)  # nothing to resume: a fresh fit
     assert done.returncode == 0, done.output
     assert (tmp_path / "o" / METRICS_FILE).is_file()
+
+
+def test_another_family_is_refused_by_name_by_augment_and_fit_mlm_head(tmp_path: Path) -> None:
+    """A RoBERTa checkpoint (its head is lm_head) was called headless by augment, which sent the user
+    to fit-mlm-head, which then said BertForMaskedLM had no head at 'lm_head', naming no folder."""
+    import json
+
+    from conftest import make_tiny_mlm_dir
+
+    roberta = make_tiny_mlm_dir(tmp_path / "roberta")
+    config = json.loads((roberta / "config.json").read_text())
+    (roberta / "config.json").write_text(json.dumps({**config, "model_type": "roberta"}))
+    def fit() -> None:
+        fit_mlm_head(roberta, CORPUS, tmp_path / "o", steps=1, progress=False)
+
+    for call, what in ((lambda: load_mlm(roberta), "TinyBERT augmentation"), (fit, "fit-mlm-head")):
+        with pytest.raises(ModelError, match=rf"roberta/config.json: model_type 'roberta': {what} reads BERT"):
+            call()

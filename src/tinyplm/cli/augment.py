@@ -44,7 +44,13 @@ def augment_cmd(
     if out_file.exists():
         raise TinyplmError(f"{out_file}: already exists; choose another --out")
     examples = tasks.get(task, data_dir).read("train").examples
+    total = len(examples)
     examples, _ = augmented_share(examples, min_words, max_examples)  # the file holds the augmented ones only
+    if not examples:  # an empty file written and exit 0 before
+        why = f"--max-examples {max_examples}" if max_examples is not None and max_examples < 1 else \
+            f"--min-words {min_words}"
+        raise TinyplmError(f"{why} leaves none of the {total} training examples of {task} to augment; "
+                           "lower it")
     mlm, tok = load_mlm(mlm_dir)
     spec = _augment_spec(mlm=str(mlm_dir), copies=copies, p=p, top_k=top_k, neighbours=neighbours, seed=seed,
                          pair=pair, min_words=min_words, candidates=candidates)

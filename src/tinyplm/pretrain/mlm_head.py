@@ -61,6 +61,17 @@ def has_mlm_head(model_dir: Path) -> bool:
     return any(k.endswith(HEAD_KEY) for k in weight_keys(model_dir))
 
 
+def check_bert(model_dir: Path, what: str) -> None:
+    """``what`` (augmentation, head fitting) reads BERT's masked-LM head (``cls.predictions``): a
+    checkpoint of another family is refused naming its ``model_type``, before anything is loaded
+    (a RoBERTa ``lm_head`` was called missing by one command and unreadable by the other)."""
+    kind = check_model_dir(Path(model_dir)).get("model_type")
+    if kind != "bert":
+        raise ModelError(f"{Path(model_dir) / 'config.json'}: model_type {kind!r}: {what} reads BERT checkpoints "
+                         "and their masked-LM head (cls.predictions) only; give a BERT model (its vocabulary "
+                         "the teacher's)")
+
+
 def load_mlm(model_dir: Path):
     """Load a teacher with a masked-LM head -> ``(BertForMaskedLM in eval mode, tokenizer)``.
 
@@ -70,7 +81,7 @@ def load_mlm(model_dir: Path):
     from transformers import BertForMaskedLM
 
     model_dir = Path(model_dir)
-    check_model_dir(model_dir)
+    check_bert(model_dir, "TinyBERT augmentation")
     if not has_mlm_head(model_dir):
         raise ModelError(
             f"{model_dir}: has no masked-LM head (no {HEAD_KEY}); fit one first with "
@@ -160,7 +171,7 @@ def _setup(model_dir: Path, seed: int):
     from transformers import BertForMaskedLM
 
     quiet_transformers()
-    check_model_dir(Path(model_dir))
+    check_bert(Path(model_dir), "fit-mlm-head")
     torch.manual_seed(seed)
     try:
         model = in_fp32(BertForMaskedLM.from_pretrained(str(model_dir), trust_remote_code=False))

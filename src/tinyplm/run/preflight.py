@@ -35,7 +35,7 @@ from tinyplm.models.sentence_fit import check_sentence_dir
 from tinyplm.models.student import model_type_of
 from tinyplm.models.token_ids import token_id_mismatch
 from tinyplm.pretrain.corpus import corpus_files, read_corpus
-from tinyplm.pretrain.mlm_head import has_mlm_head
+from tinyplm.pretrain.mlm_head import check_bert, has_mlm_head
 from tinyplm.run.preflight_checkpoints import check_checkpoints, check_task_head, eval_length_note
 from tinyplm.run.preflight_classic import check_vocabularies
 from tinyplm.run.preflight_compress import check_compress_heads
@@ -249,6 +249,10 @@ def _check_augment(cfg: RunConfig) -> None:
         check_model_dir(path)
     except ModelError as exc:
         raise ModelError(f"augment.mlm: {exc} (make it with `tinyplm fit-mlm-head minilm-l6 --out {path}`)") from None
+    try:
+        check_bert(path, "TinyBERT augmentation")
+    except ModelError as exc:
+        raise ModelError(f"augment.mlm: {exc}") from None
     if not has_mlm_head(path):
         raise ModelError(f"augment.mlm: {path} has no masked-LM head; fit one with "
                          f"`tinyplm fit-mlm-head {path} --out DIR` and name DIR here")
