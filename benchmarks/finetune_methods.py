@@ -105,7 +105,7 @@ def run_cell(args, method: str, seed: int, inputs, save_to: Path | None) -> dict
     data, train_enc, evals, model_dir = inputs
     spec = TrainSpec(**train_spec(args, method, seed))
     torch.manual_seed(seed)  # the task head's initialisation
-    model, tok = load_classifier(model_dir, data.labels, data.is_regression, data.head)
+    model, tok = load_classifier(model_dir, data.labels, data.is_regression, data.head, replace_head=True)
     full_params = sum(p.numel() for p in model.parameters())
     bf16 = use_bf16(spec.eval_precision)  # the dev checks: fp32 unless the spec names bf16
     objective = PredictionObjective(kd_weight=0.0, hard_weight=1.0, is_regression=data.is_regression, head=data.head,
@@ -146,7 +146,7 @@ def load_inputs(args):
     data, model_dir = load_task(task), resolve_model_dir(args.model)
     if args.holdout:
         data = hold_out(data, args.holdout)
-    _, tok = load_classifier(model_dir, data.labels, data.is_regression, data.head)
+    _, tok = load_classifier(model_dir, data.labels, data.is_regression, data.head, replace_head=True)
     train_enc = encode_split(data.train, tok, task.max_length, task.max_train_examples)
     return data, train_enc, encode_evals(data, tok, task.max_length, task.max_eval_examples), model_dir
 

@@ -99,7 +99,7 @@ def main() -> Path:
     bf16 = use_bf16(args.precision)
     rows = []
     for model_dir in args.models:
-        model, tok = load_classifier(model_dir, task.labels, False)
+        model, tok = load_classifier(model_dir, task.labels, False, replace_head=True)  # timed training
         train = encode_split(task.train, tok, args.max_length)
         lengths = np.array([len(ids) for ids in train.input_ids])
         order = epoch_batches(len(train), args.batch_size, 0, 0, lengths=lengths)

@@ -23,7 +23,7 @@ def minilm_dir() -> Path:
 def test_minilm_loads_as_a_classifier_with_a_fitting_tokenizer(minilm_dir: Path) -> None:
     from tinyplm.models import load_classifier
 
-    model, tok = load_classifier(minilm_dir, ("0", "1"), False)
+    model, tok = load_classifier(minilm_dir, ("0", "1"), False, replace_head=True)  # a bare encoder: a new head
     assert model.config.num_hidden_layers == 6 and model.config.hidden_size == 384
     assert len(tok) <= model.config.vocab_size
     assert model.num_parameters() == 22_713_986

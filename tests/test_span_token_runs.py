@@ -181,7 +181,8 @@ def test_oracle_token_logits_score_1_and_predict_logits_is_per_token(tmp_path: P
 
     from tinyplm.models.loading import load_classifier
 
-    model, _ = load_classifier(make_tiny_model_dir(tmp_path / "m"), data.labels, False, "token")
+    model, _ = load_classifier(make_tiny_model_dir(tmp_path / "m"), data.labels, False, "token",
+                                   replace_head=True)  # a new tagger head on the tiny classifier
     assert type(model).__name__ == "BertForTokenClassification"
     out = predict_logits(model, enc, batch_size=4)
     assert out.shape[0] == len(enc) and out.shape[2] == len(TAGS) and out.shape[1] >= int(enc.lengths().max())
@@ -199,7 +200,8 @@ def test_runtime_units_are_labelled_words_and_windows_inside_their_length(tmp_pa
 
     data = load_task(TaskSpec(name="conll2003", data_dir=str(write_tiny_conll(tmp_path)), max_length=32))
     enc = encode_split(data.train, tok, 32).rows([5, 0, 3])
-    tagger, _ = load_classifier(make_tiny_model_dir(tmp_path / "m"), data.labels, False, "token")
+    tagger, _ = load_classifier(make_tiny_model_dir(tmp_path / "m"), data.labels, False, "token",
+                                replace_head=True)  # a new tagger head on the tiny classifier
     words, gold = UNITS[Head.TOKEN].outputs(tagger, enc, False), UNITS[Head.TOKEN].gold(enc)
     labelled = enc.labels != IGNORE
     assert len(words) == len(gold) == int(labelled.sum()) > 0
@@ -210,7 +212,7 @@ def test_runtime_units_are_labelled_words_and_windows_inside_their_length(tmp_pa
                                doc_stride=16, max_query_length=8, train_articles=3))
     windows = encode_split(squad.train, tok, 48)
     rows = windows.rows(range(len(windows)))
-    reader, _ = load_classifier(make_tiny_model_dir(tmp_path / "r"), (), False, "span")
+    reader, _ = load_classifier(make_tiny_model_dir(tmp_path / "r"), (), False, "span", replace_head=True)
     with torch.no_grad():  # every logit negative: the zeros past a window's end must not win
         reader.qa_outputs.bias.fill_(-1e3)
     spans = UNITS[Head.SPAN].outputs(reader, rows, False)
@@ -325,7 +327,9 @@ def test_evaluate_writes_squad_predictions_that_score_the_same(tmp_path: Path) -
     from tinyplm.evaluate.squad import questions, squad_scores
 
     write_tiny_squad(tmp_path, articles=40, questions=3)  # the default split: 38 articles train, 2 evaluate
-    model = make_tiny_model_dir(tmp_path / "m")
+    from helpers_serve import make_tiny_head_dir
+
+    model = make_tiny_head_dir(tmp_path / "m", "span")  # a reader's head (untrained: scores only need to agree)
     preds = tmp_path / "preds.json"
     # no --doc-stride: the default fits the 48-token window
     result = CliRunner().invoke(app, ["evaluate", str(model), "--task", "squad", "--data-dir", str(tmp_path),

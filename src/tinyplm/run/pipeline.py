@@ -205,8 +205,8 @@ def prepare_teacher(cfg: RunConfig, checked: Preflight, train_enc, evals, paths:
     if resumed and (done := paths.finished(out)) is not None:
         model, tok = load_for_head(out, data.labels, data.is_regression, data.head)
         return model, tok, replace(StageInfo.from_saved(done), reused=True)
-    finetune = cfg.teacher.finetune is not None
-    model, tok = load_for_head(checked.teacher_dir, data.labels, data.is_regression, data.head, replace_head=finetune)
+    # preflight let it through: a head that fits, one teacher.finetune replaces, or none where no stage reads it
+    model, tok = load_for_head(checked.teacher_dir, data.labels, data.is_regression, data.head, replace_head=True)
     info = StageInfo(source=str(cfg.teacher.model), init=checked.head_note)
     if cfg.teacher.finetune is not None:
         spec = cfg.teacher.finetune

@@ -24,7 +24,9 @@ from tinyplm.tasks.base import TaskData
 def check_vocabularies(cfg: RunConfig, data: TaskData) -> None:
     """Each classic student's ``tfidf.min_df``, ``min_count`` and ``embeddings.min_count`` against the
     texts they count over (see the module docstring). Raises ``RecipeError``/``DataError``."""
-    texts = [t for ex in data.train.examples for t in (ex.text, ex.text_pair) if isinstance(t, str)]
+    # classic students classify sentences (the family check comes first): their examples are texts
+    texts = [t for ex in data.train.examples for t in (getattr(ex, "text", None), getattr(ex, "text_pair", None))
+             if isinstance(t, str)] if any(s.family is not None for s in cfg.students) else []
     for spec in cfg.students:
         fam = spec.family
         if fam is None:
