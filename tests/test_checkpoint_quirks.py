@@ -104,6 +104,23 @@ def test_a_head_of_other_labels_is_replaced_where_the_run_trains_it(tmp_path: Pa
         assert tuple(model.classifier.weight.shape) == (2, 32)
 
 
+
+def test_a_replaced_head_of_the_tasks_shape_keeps_none_of_its_weights(tmp_path: Path) -> None:
+    """A 2-output multi-label head on a 2-label task has the task's shape: loading dropped only tensors
+    of another shape, so the 'new' head was the old one."""
+    import torch
+    from safetensors.torch import load_file
+
+    from tinyplm.models import load_classifier
+
+    multi = _set(make_tiny_model_dir(tmp_path / "multi"), problem_type="multi_label_classification")
+    saved = load_file(str(multi / "model.safetensors"))["classifier.weight"]
+    model, _ = load_classifier(multi, ("negative", "positive"), False, replace_head=True)
+    assert model.classifier.weight.shape == saved.shape and not torch.equal(model.classifier.weight, saved)
+    kept = load_file(str(multi / "model.safetensors"))["bert.encoder.layer.0.output.dense.weight"]
+    assert torch.equal(model.bert.encoder.layer[0].output.dense.weight, kept)  # the encoder is the checkpoint's
+
+
 def test_evaluate_and_bench_refuse_a_checkpoint_without_the_tasks_head(tmp_path: Path) -> None:
     """A question-answering checkpoint (or a bare encoder) read for SST-2 had a classifier drawn at
     random put on it: evaluate and bench printed accuracies that changed from run to run."""
@@ -118,3 +135,16 @@ def test_evaluate_and_bench_refuse_a_checkpoint_without_the_tasks_head(tmp_path:
                          expected, "tinyplm finetune")
     assert_bad_input(cli(["bench", str(tmp_path / "qa"), "--task", "sst2", "--data-dir", str(glue)], cwd=tmp_path),
                      "['BertForQuestionAnswering'] hold no sequence head")
+
+
+def test_a_padding_id_that_leaves_no_positions_is_refused_by_name(tmp_path: Path) -> None:
+    """RoBERTa (here XLM-R) numbers positions from pad_token_id + 1: a pad id past the table crashed predict with
+    an OverflowError and let validate speak of "at most -42 positions"; MPNet, whose code fixes its
+    padding id at 1, is not bound by its config's pad_token_id and works."""
+    (tmp_path / "t.txt").write_text("a good film\n", encoding="utf-8")
+    roberta = _set(make_family_dir(tmp_path / "xlmr", "xlm-roberta"), pad_token_id=107)
+    assert_bad_input(cli(["predict", str(roberta), "-i", "t.txt"], cwd=tmp_path),
+                     "config.json: pad_token_id 107", "xlm-roberta model", "expected a pad_token_id below")
+    mpnet = _set(make_family_dir(tmp_path / "mpnet", "mpnet"), pad_token_id=90)
+    result = cli(["predict", str(mpnet), "-i", "t.txt", "-o", "m.jsonl"], cwd=tmp_path)
+    assert result.returncode == 0, result.output

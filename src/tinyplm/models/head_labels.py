@@ -120,3 +120,25 @@ def head_misfit(path: Path, cfg: dict, outputs: tuple[str, ...]) -> str | None:
     except ModelError as err:
         return str(err)
     return None
+
+
+def fresh_head(model: nn.Module) -> None:
+    """Draw the head of ``model`` anew, in place, as BERT initialises one (every ``Linear`` outside its
+    encoder ``N(0, initializer_range)`` with zero bias, every ``LayerNorm`` 1 and 0): a trained head
+    replaced because it does not fit the task but has the task's shape (a 2-output multi-label head,
+    names that contradict the task's) would otherwise keep its weights, since loading drops only
+    tensors of another shape. (Not transformers' ``_init_weights``: it skips weights it loaded.)"""
+    prefix = getattr(model, "base_model_prefix", "") or "\0"
+    std = float(getattr(getattr(model, "config", None), "initializer_range", 0.02))
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            if not name or name.startswith(prefix):
+                continue
+            if isinstance(module, nn.Linear):
+                module.weight.normal_(0.0, std)
+                if module.bias is not None:
+                    module.bias.zero_()
+            elif isinstance(module, nn.LayerNorm) and module.weight is not None:
+                module.weight.fill_(1.0)
+                if module.bias is not None:
+                    module.bias.zero_()

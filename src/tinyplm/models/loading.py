@@ -18,7 +18,7 @@ from tinyplm.errors import ModelError, TinyplmError, did_you_mean
 from tinyplm.models.classic.config import MODEL_TYPE as FAMILY_TYPE
 from tinyplm.models.classic.io import family_tokenizer_files, is_family_dir, load_family
 from tinyplm.models.classic.static_sentence import SENTENCE_MODEL_TYPE
-from tinyplm.models.head_labels import head_outputs, output_order, reorder_outputs
+from tinyplm.models.head_labels import fresh_head, head_outputs, output_order, reorder_outputs
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
 from tinyplm.models.quantized import QUANT_KEY, load_quantized
 from tinyplm.models.roles import ROLES, usable_positions
@@ -309,6 +309,8 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
         model = _load_hf(path, head, has_head, _config(path, **labelling, problem_type=problem))
     if order is not None:  # the head's rows in the task's order, as its labels say
         reorder_outputs(model, order, path)
+    if not has_head and any(row.auto_suffix in a for a in cfg.get("architectures") or []):
+        fresh_head(model)  # a trained head replaced (replace_head): none of its weights is kept
     return model, load_tokenizer(path, model.config.vocab_size)
 
 

@@ -40,9 +40,10 @@ def check_vocabularies(cfg: RunConfig, data: TaskData) -> None:
         if fam.corpus_needed:
             key = "bilm" if fam.arch == "elmo_bilstm" else "embeddings"
             paths = fam.own_corpus or cfg.corpus.paths
+            field = None if fam.own_corpus else cfg.corpus.text_field  # as run/classic.py reads it
             section = getattr(fam, key)
             try:
-                corpus = read_corpus([Path(p) for p in paths], max_docs=section.max_docs)
+                corpus = read_corpus([Path(p) for p in paths], max_docs=section.max_docs, text_field=field)
             except DataError as exc:
                 raise DataError(f"{where}.{key}.corpus: {exc}") from None
             if key == "embeddings":
