@@ -1,6 +1,6 @@
 """``predict`` and ``serve`` of a saved model start without the modules only training and
 evaluation need: scipy and scikit-learn (the metrics), transformers' model classes (students).
-Each took seconds of every start-up (found by a probe: 7 s to predict three lines with an ONNX model)."""
+Each took seconds of every start-up (found by a probe predicting three lines with an ONNX model)."""
 
 from __future__ import annotations
 

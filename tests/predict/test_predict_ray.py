@@ -114,7 +114,7 @@ def test_what_an_actor_would_refuse_is_refused_before_ray_starts(world: Path, tm
 
 
 def test_options_and_rows_an_actor_would_refuse_are_refused_before_ray_starts(world: Path, tmp_path: Path) -> None:
-    """Before, each of these started Ray (about 30 s here) and ended in a Ray traceback from an actor
+    """Before, each of these started Ray (seconds of start-up) and ended in a Ray traceback from an actor
     (or, for --skipped, was silently ignored); now one line and exit 2, no output folder."""
     bad = tmp_path / "bad"
     bad.mkdir()

@@ -124,3 +124,21 @@ def test_another_family_is_refused_by_name_by_augment_and_fit_mlm_head(tmp_path:
     for call, what in ((lambda: load_mlm(roberta), "TinyBERT augmentation"), (fit, "fit-mlm-head")):
         with pytest.raises(ModelError, match=rf"roberta/config.json: model_type 'roberta': {what} reads BERT"):
             call()
+
+
+def test_resume_takes_only_the_checkpoints_of_the_same_fit(tmp_path: Path) -> None:
+    """An interrupted fit, rerun without --resume with other options and interrupted again, then
+    resumed, would have continued the first fit's steps."""
+    from tinyplm.pretrain.mlm_head import _claim_checkpoints
+
+    out = tmp_path / "o"
+    first = {"model": "m", "steps": 500, "lr": 1e-3}
+    folder = _claim_checkpoints(out, first, resume=False)
+    assert folder == tmp_path / ".o.checkpoints"
+    (folder / "step-000300").mkdir()
+    _claim_checkpoints(out, first, resume=True)  # the same fit: its steps stay
+    assert (folder / "step-000300").is_dir()
+    with pytest.raises(TinyplmError, match=r"--resume: the checkpoints in .* are of a fit with other lr \(lr 0.001\)"):
+        _claim_checkpoints(out, {**first, "lr": 1e-2}, resume=True)
+    _claim_checkpoints(out, {**first, "lr": 1e-2}, resume=False)  # started over: the old steps are gone
+    assert not (folder / "step-000300").exists()

@@ -1,6 +1,5 @@
 """Pre-training texts longer than corpus.max_length are read in windows, every piece trained on:
-before, each was cut to its first max_length pieces (42% of a one-sentence-per-line CoLA corpus's
-pieces were never seen at max_length 128)."""
+before, each was cut to its first max_length pieces, and the pieces past them were never seen."""
 
 from __future__ import annotations
 

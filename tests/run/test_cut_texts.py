@@ -83,3 +83,13 @@ def test_evaluate_says_what_its_max_length_cuts(tmp_path: Path) -> None:
     assert json.loads(result.stdout)["task"] == "sst2"  # the note stays off the JSON
     wide = cli(["evaluate", str(model), "--task", "sst2", "--data-dir", str(glue), "--max-length", "64"], cwd=tmp_path)
     assert wide.returncode == 0 and "note:" not in wide.stderr
+
+
+def test_evaluate_names_its_own_flags_for_window_settings_on_another_task(tmp_path: Path) -> None:
+    from helpers_cli import assert_bad_input, cli
+
+    glue = make_tiny_glue(tmp_path / "glue", n_train=8, n_dev=8)
+    model = make_tiny_model_dir(tmp_path / "m")
+    assert_bad_input(cli(["evaluate", str(model), "--task", "sst2", "--data-dir", str(glue),
+                          "--max-query-length", "32"], cwd=tmp_path),
+                     "--max-query-length: for SQuAD tasks (squad, squad_v2)", "task sst2 reads none")

@@ -47,3 +47,23 @@ def test_a_glue_task_with_a_data_file_is_refused_before_reading(tmp_path: Path) 
         load_task(TaskSpec(name="SST-2", data_dir=str(glue), train_file=str(tmp_path / "mine.csv")))
     with pytest.raises(RecipeError, match=r"task\.doc_stride is for squad and squad_v2; task 'sst2'"):
         load_task(TaskSpec(name="sst2", data_dir=str(glue), doc_stride=32))
+
+
+def test_a_finished_runs_stored_recipe_is_read_as_it_ran(tmp_path: Path) -> None:
+    """A run recorded before the table (doc_stride beside sst2, then ignored) can still be exported."""
+    from tinyplm.run import load_task
+
+    glue = make_tiny_glue(tmp_path / "glue", n_train=8, n_dev=4)
+    stored = TaskSpec(name="sst2", data_dir=str(glue), doc_stride=32)
+    assert len(load_task(stored, check_keys=False).train) == 8
+
+
+def test_the_table_says_what_each_reader_reads() -> None:
+    """Written out, so a wrong entry of the table fails here (the test above derives from it)."""
+    expected = {"train_file": {"custom", "squad", "squad_v2"}, "dev_file": {"custom", "squad", "squad_v2"},
+                "text_column": {"custom"}, "text_pair_column": {"custom"}, "label_column": {"custom"},
+                "labels": {"custom"}, "regression": {"custom"}, "doc_stride": {"squad", "squad_v2"},
+                "max_query_length": {"squad", "squad_v2"}, "train_articles": {"squad"},
+                "context_sentences": {"goodreads_spoilers_reviews", "tvtropes_spoilers"},
+                "context_after": {"goodreads_spoilers_reviews", "tvtropes_spoilers"}, "eval_max_length": {"embedding"}}
+    assert {k: set(v) for k, v in READ_BY.items()} == expected

@@ -52,6 +52,7 @@ def evaluate_cmd(
     from tinyplm.tasks.spoilers import CONTEXT_TASKS
 
     bf16 = exact_precision(precision) == "bf16"
+    _check_window_flags(task, doc_stride, max_query_length)
     max_length, context_sentences, context_after = as_trained(model_dir, task, max_length, context_sentences,
                                                                context_after)
     spec = validate_recipe({"task": {"name": task, "data_dir": data_dir, "max_length": max_length,
@@ -85,6 +86,18 @@ def _check_pairs(model_dir: Path, model, tok, data) -> None:
         problem = segment_problem(model_dir, getattr(model.config, "to_dict", dict)(), tok)
         if problem:
             raise ModelError(f"{problem} (task '{data.task}' is a pair task)")
+
+
+def _check_window_flags(task: str, doc_stride: int | None, max_query_length: int) -> None:
+    """--doc-stride and --max-query-length read a SQuAD task's windows: on another task they are
+    refused naming the flag (the recipe check would name task.KEY, which the user never wrote)."""
+    from tinyplm.tasks import canonical
+
+    given = [flag for flag, on in (("--doc-stride", doc_stride is not None), ("--max-query-length",
+                                                                             max_query_length != 64)) if on]
+    if given and canonical(task) not in ("squad", "squad_v2"):
+        raise TinyplmError(f"{' and '.join(given)}: for SQuAD tasks (squad, squad_v2), whose contexts are read in "
+                           f"windows; task {task} reads none")
 
 
 def _note_cut(data, evals: dict, tok, max_length: int) -> None:

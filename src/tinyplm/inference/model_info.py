@@ -311,9 +311,11 @@ def _window_spec(run: RunTask | None, length: int, doc_stride: int | None, max_q
     if room < 8:  # named by the flags, not the recipe keys the TaskSpec check names
         said = ("--max-query-length" if max_query_length is not None else
                 "the run's task.max_query_length" if query else "--max-query-length's default")
+        shorter = (f"give --max-query-length {length - 11} or less, or " if length >= 12 else
+                   "a window this short holds no question and context; give ")
         raise TinyplmError(f"SQuAD windows: max length {length} leaves {room} pieces for the context after "
-                           f"questions of up to {query or 64} ({said}); give --max-query-length {length - 11} or "
-                           "less, or a longer --max-length where the model's positions allow")
+                           f"questions of up to {query or 64} ({said}); {shorter}a longer --max-length where the "
+                           "model's positions allow")
     try:
         return TaskSpec(name="squad", max_length=length, doc_stride=stride, max_query_length=query or 64)
     except ValidationError as exc:  # no room for context in a window

@@ -62,8 +62,8 @@ def output_order(path: Path, cfg: dict, outputs: tuple[str, ...]) -> tuple[int, 
     if moved:
         raise ModelError(f"{path / 'config.json'}: id2label names its outputs {names}, the task's labels are "
                          f"{list(outputs)}: {', '.join(repr(m) for m in moved)} sit at other rows, and the two do "
-                         "not name the same labels, so no order can be trusted; give the task's labels in the "
-                         "checkpoint's order (task.labels) or rename them in id2label")
+                         "not name the same labels, so no order can be trusted; give a custom task's labels "
+                         "in the checkpoint's order (task.labels) or rename them in id2label")
     return None
 
 
@@ -78,8 +78,8 @@ def reorder_outputs(model: nn.Module, order: tuple[int, ...], path: Path) -> Non
             last = module
     if last is None:
         raise ModelError(f"{path}: its head names the task's labels in another order, and tinyplm finds no output "
-                         "layer of one row per label to put in the task's order; give the task's labels in the "
-                         "checkpoint's order (task.labels)")
+                         "layer of one row per label to put in the task's order; give a custom task's labels "
+                         "in the checkpoint's order (task.labels)")
     index = torch.tensor(order)
     with torch.no_grad():
         last.weight.copy_(last.weight[index])

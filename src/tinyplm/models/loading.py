@@ -292,7 +292,7 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
     order = output_order(path, cfg, outputs) if has_head else None
     if order is not None and cfg.get(FORMAT_KEY):
         raise ModelError(f"{path}: its {cfg[FORMAT_KEY]} graph names the task's labels in another order (id2label), "
-                         "and a graph's rows are not reordered; give the task's labels in its order (task.labels)")
+                         "and a graph's rows are not reordered; give a custom task's labels in its order (task.labels)")
     num_labels = len(outputs)
     id2label = dict(enumerate(outputs))
     labelling = {"num_labels": num_labels, "id2label": id2label, "label2id": {v: k for k, v in id2label.items()}}

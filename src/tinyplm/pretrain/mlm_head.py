@@ -183,6 +183,29 @@ def _setup(model_dir: Path, seed: int):
     return model.eval(), load_tokenizer(Path(model_dir), model.config.vocab_size), freeze_all_but_head(model)
 
 
+def _claim_checkpoints(out_dir: Path, options: dict, resume: bool) -> Path:
+    """The checkpoint folder of a fit into ``out_dir`` (``.OUT.checkpoints`` beside it). An interrupted
+    fit's checkpoints are resumed only by a fit of the same ``options`` (recorded beside them):
+    ``resume`` with other options is refused naming them (``TinyplmError``); without ``resume`` the
+    folder is cleared, so a later ``--resume`` cannot pick up an older fit's steps."""
+    import shutil
+
+    folder = out_dir.with_name(f".{out_dir.name}.checkpoints")
+    record = folder / "fit.json"
+    if resume and record.is_file():
+        before = json.loads(record.read_text(encoding="utf-8"))
+        changed = sorted(k for k in options if before.get(k) != options[k])
+        if changed:
+            raise TinyplmError(f"--resume: the checkpoints in {folder} are of a fit with other "
+                               f"{', '.join(changed)} ({', '.join(f'{k} {before.get(k)!r}' for k in changed)}); "
+                               "resume with those, or start over without --resume")
+    elif not resume:
+        shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(record, options)
+    return folder
+
+
 def head_train_spec(steps: int, batch_size: int, lr: float, seed: int, precision: str) -> TrainSpec:
     """The loop settings of head fitting: ``steps`` optimiser steps, linear warm-up over 10% of
     them (at most 100) then linear decay, no weight decay or clipping, no dev evaluation."""
@@ -215,9 +238,8 @@ def fit_mlm_head(
     Masking: 15% of non-special tokens, of which 80% -> [MASK], 10% random, 10% unchanged. A
     held-out part of ``texts`` (``eval_fraction``, at most ``eval_max`` texts) is masked once and
     scored before and after. Returns metrics (eval loss/accuracy before and after, first/last
-    train loss, seconds, ...), also written to ``out_dir/mlm_head.json``. The save is atomic.
-    ``resume``: continue from the checkpoints an interrupted fit left beside ``out_dir``
-    (``.OUT.checkpoints``), as its interruption message says; else they are started over.
+    train loss, seconds, ...), also written to ``out_dir/mlm_head.json``. The save is atomic. ``resume``:
+    go on from an interrupted fit's checkpoints (:func:`_claim_checkpoints`); else they are cleared.
     Raises ``TinyplmError`` (bad arguments, diverged), ``ModelError``, ``DataError`` (< 2 texts).
     """
     if steps < 1 or batch_size < 1:
@@ -232,7 +254,9 @@ def fit_mlm_head(
     masking = Masking.from_tokenizer(tok, 0.15, vocab_size=model.config.vocab_size)
     before = evaluate_head(model, held, masking, seed + 1, batch_size, bf16)
     spec = head_train_spec(steps, batch_size, lr, seed, precision)
-    io = StageIO("fit-mlm-head", Path(out_dir).with_name(f".{Path(out_dir).name}.checkpoints"), log_path,
+    options = {"model": str(Path(model_dir).resolve()), "steps": steps, "batch_size": batch_size,
+               "max_length": max_length, "lr": lr, "seed": seed, "texts": len(texts)}
+    io = StageIO("fit-mlm-head", _claim_checkpoints(Path(out_dir), options, resume), log_path,
                  show_progress=progress, resume=resume)
     result = train(model, encode_texts(train_texts, tok, max_length), HeadMLMObjective(masking), spec=spec, io=io)
     after = evaluate_head(result.model, held, masking, seed + 1, batch_size, bf16)

@@ -65,7 +65,7 @@ def export_run(run_dir: Path, stages: list[str] | None = None, out_dir: Path | N
     if unknown:
         raise TinyplmError(f"{run_dir}: no stage(s) {unknown}; stages with a model: {sorted(known)}")
     cfg = load_recipe(resolved)
-    data = load_task(cfg.task, cfg.corpus)
+    data = load_task(cfg.task, cfg.corpus, check_keys=False)  # a finished run's recipe, as it ran
     if Head(data.head).row.auto_suffix is None:  # before anything is written: its graph has no logits output
         raise TinyplmError(f"{run_dir}: its models output vectors ({data.head} head), and export writes a "
                            "classifier's logits graph; an embedding model's ONNX or OpenVINO form, with its pooling, "

@@ -62,14 +62,15 @@ class Preflight:
     notes: tuple[str, ...] = ()
 
 
-def load_task(spec: TaskSpec, corpus: CorpusSpec | None = None) -> TaskData:
+def load_task(spec: TaskSpec, corpus: CorpusSpec | None = None, *, check_keys: bool = True) -> TaskData:
     """Read the task's train and eval splits (see :func:`tinyplm.tasks.load_task`); an embedding
     task whose ``train_texts`` name ``corpus`` reads the paragraphs of ``corpus`` (the recipe's
-    section)."""
+    section). ``check_keys=False`` for a finished run's stored recipe, which may hold keys its
+    task never read (refused only for new recipes)."""
     def paragraphs() -> list[str]:
         return read_corpus([Path(p) for p in corpus.paths], max_docs=corpus.max_docs, text_field=corpus.text_field)
 
-    return tasks.load_task(spec, paragraphs if corpus is not None else None)
+    return tasks.load_task(spec, paragraphs if corpus is not None else None, check_keys=check_keys)
 
 
 def preflight(cfg: RunConfig) -> Preflight:
@@ -77,8 +78,7 @@ def preflight(cfg: RunConfig) -> Preflight:
     line), the teacher directory, its tokenizer, that a teacher used as is has a head, and each
     stage's own teacher. Raises ``TinyplmError`` subclasses naming the problem."""
     check_creatable(Path(cfg.output_dir.replace("{name}", cfg.name)))
-    data = load_task(cfg.task, cfg.corpus)
-    src = teacher_dir(cfg.teacher.model)
+    data, src = load_task(cfg.task, cfg.corpus), teacher_dir(cfg.teacher.model)
     enc = check_sentence_dir(src)  # src, or a sentence-transformers folder's encoder (e.g. 0_Transformer/)
     if Head(data.head).row.vectors:  # every model of the run is judged as the teacher is meant to be compared
         data = replace(data, similarity=layout_similarity(src))
@@ -131,8 +131,8 @@ def preflight(cfg: RunConfig) -> Preflight:
         for k, st in enumerate(spec.stage_specs()):
             _check_stage_teacher(st, teacher, f"student {student_name(spec)}, stage {k}")
     head_note = check_task_head(data, src, model_cfg, finetuned=cfg.teacher.finetune is not None)
-    notes = tuple(n for n in (head_note, eval_length_note(cfg, data, src, model_cfg, tok)) if n)
-    return Preflight(data, src, tok, head_note, notes)
+    return Preflight(data, src, tok, head_note, tuple(n for n in (head_note, eval_length_note(
+        cfg, data, src, model_cfg, tok)) if n))
 
 
 def _check_inits(cfg: RunConfig, teacher: _Teacher, head: Head) -> None:

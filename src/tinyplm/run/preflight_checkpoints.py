@@ -100,12 +100,14 @@ def eval_length_note(cfg: RunConfig, data: TaskData, src: Path, model_cfg: dict,
     layout = read_layout(src)
     if layout is None:
         return None
-    own = layout.max_seq_length if layout.max_seq_length is not None else int(tokenizer.model_max_length)
-    usable = roles.usable_positions(model_cfg)
-    own = min(own, usable) if usable is not None else own
+    limit = int(tokenizer.model_max_length)
+    own = layout.max_seq_length if layout.max_seq_length is not None else limit if limit < 1_000_000 else None
+    usable = roles.usable_positions(model_cfg)  # the tokenizer's "no limit" sentinel is not a length
+    own = min(own, usable) if own is not None and usable is not None else own if own is not None else usable
     asked = cfg.task.eval_max_length
-    if own == asked:
+    if own is None or own == asked:
         return None
     return (f"task.eval_max_length {asked} reads the evaluation sets at {asked} pieces, but the teacher {src} "
-            f"reads {own} (its own limit, as sentence-transformers and tinyplm embed-eval read it), so every "
-            f"score of the run differs from theirs; set task.eval_max_length: {own} to read as they do")
+            f"reads {own} (its own limit, as sentence-transformers and tinyplm embed-eval read it), so a text "
+            f"longer than {min(own, asked)} pieces scores otherwise than they score it; set "
+            f"task.eval_max_length: {own} to read as they do")

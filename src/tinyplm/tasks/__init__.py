@@ -90,17 +90,18 @@ def get(name: str, data_dir: str | Path | None = None) -> Task:
     return glue_task(key, resolve_glue_dir(data_dir))
 
 
-def load_task(spec, corpus_texts: Callable[[], list[str]] | None = None) -> TaskData:
+def load_task(spec, corpus_texts: Callable[[], list[str]] | None = None, *, check_keys: bool = True) -> TaskData:
     """Read a recipe's task (a ``TaskSpec``): GLUE by name, a custom CSV/JSONL task, or the
     ``embedding`` task (:func:`~tinyplm.tasks.embedding_task.embedding_task_data`; ``corpus_texts``
     reads the run's corpus section's paragraphs when its ``train_texts`` name ``corpus``).
 
-    Raises ``TinyplmError`` subclasses naming the missing key, file or line."""
+    ``check_keys``: refuse keys the task does not read (:mod:`tinyplm.tasks.task_keys`); off for a
+    finished run's stored recipe. Raises ``TinyplmError`` subclasses naming the missing key, file or line."""
     from tinyplm.errors import RecipeError
 
     embedding = spec.name.strip().lower() == EMBEDDING_TASK
     name = EMBEDDING_TASK if embedding else "custom" if spec.name == "custom" else canonical(spec.name)
-    if name is not None:  # an unknown name is named by get() below
+    if name is not None and check_keys:  # an unknown name is named by get() below
         check_task_keys(spec, name)
     if embedding:
         return embedding_task_data(spec, corpus_texts)
