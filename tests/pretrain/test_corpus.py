@@ -107,3 +107,9 @@ def test_a_long_text_without_sentence_ends_is_cut_at_spaces() -> None:
     items = book_items(words)
     assert len(items) > 1 and all(len(i) <= MAX_CHARS for i in items)
     assert " ".join(items) == words
+
+
+def test_blank_lines_at_either_end_do_not_turn_lines_into_one_paragraph(tmp_path: Path) -> None:
+    lines = [f"review number {i} says the plot was fine" for i in range(50)]
+    (tmp_path / "lines.txt").write_text("\n\n" + "\n".join(lines) + "\n\n\n", encoding="utf-8")
+    assert read_corpus([tmp_path / "lines.txt"]) == lines

@@ -68,7 +68,7 @@ def test_a_run_logs_and_reports_what_max_length_cuts(tmp_path: Path, caplog) -> 
     saved = json.loads((root / "results.json").read_text())["info"]["cut"]
     assert [c["split"] for c in saved] == [c.split for c in record.info.cut]
     assert "⚠ `task.max_length`: " in (root / "summary.md").read_text()
-    assert "every stage read only their first 8 pieces" in (root / "report.html").read_text()
+    assert "the transformer stages read only their first 8 pieces" in (root / "report.html").read_text()
 
 
 def test_evaluate_says_what_its_max_length_cuts(tmp_path: Path) -> None:
@@ -93,3 +93,13 @@ def test_evaluate_names_its_own_flags_for_window_settings_on_another_task(tmp_pa
     assert_bad_input(cli(["evaluate", str(model), "--task", "sst2", "--data-dir", str(glue),
                           "--max-query-length", "32"], cwd=tmp_path),
                      "--max-query-length: for SQuAD tasks (squad, squad_v2)", "task sst2 reads none")
+
+
+def test_sentences_of_words_are_counted_as_a_tagger_reads_them(tokenizer) -> None:
+    from tinyplm.tasks.conll import Sentence
+    from tinyplm.tasks.heads import Head
+
+    sentences = [Sentence(tuple(WORDS[:n]), ("O",) * n, i + 1) for i, n in enumerate((6, 9, 3))]  # n + 2 pieces
+    split = Split("train", sentences, Path("train.txt"), Head.TOKEN, {"tags": ("O",)})
+    (row,) = cut_texts({"train": (split, encode_split(split, tokenizer, 8))}, tokenizer, 8)
+    assert (row.cut, row.longest) == (1, 11)  # 6 words fill the window exactly: not cut

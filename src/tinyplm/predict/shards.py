@@ -124,6 +124,10 @@ def check_shard_job(job: ShardJob) -> None:
                            "worker and more than 0 threads (CPUs) each")
 
 
+#: Input shards up to this many bytes in all are read for bad rows before Ray starts.
+SCAN_BYTES = 1 << 30
+
+
 def check_shard_inputs(job: ShardJob) -> None:
     """Raise ``TinyplmError`` before Ray starts for what each actor would refuse at its first shard:
     a model dir that is not one, a max length it cannot take, a shard format or column options the
@@ -140,7 +144,9 @@ def check_shard_inputs(job: ShardJob) -> None:
                for shard in job.shards]
     if o.pair_column and (problem := pair_problem(info)):
         raise TinyplmError(problem)
-    if o.on_error == "raise":  # a bad row in any shard stops the job here, as plain predict stops before a row
+    # a bad row in any shard stops the job here, as plain predict stops before a row; past SCAN_BYTES of
+    # input the one process reading every shard would hold the pool up: the actors find it (shown unwrapped)
+    if o.on_error == "raise" and sum(s.stat().st_size for s in job.shards) <= SCAN_BYTES:
         for source in sources:
             scan_rows(source)
 

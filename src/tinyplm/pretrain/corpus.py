@@ -102,7 +102,7 @@ def book_items(text: str, min_chars: int = 20) -> list[str]:
     """Gutenberg/plain text -> whitespace-collapsed paragraphs (long ones cut at sentence ends); a
     text without a blank line -> its lines (see the module docstring)."""
     out: list[str] = []
-    body = strip_gutenberg(text)
+    body = strip_gutenberg(text).strip("\n")  # blank lines at either end separate nothing
     paragraphs = _BLANK_LINES.split(body)
     if len(paragraphs) == 1:  # no blank line at all: one text per line, not one paragraph of them all
         paragraphs = body.split("\n")

@@ -93,5 +93,5 @@ def compression_notes(record: RunRecord) -> list[str]:
 def cut_notes(record: RunRecord) -> list[str]:
     """One sentence per split of which ``task.max_length`` cut examples (``info.cut``): every stage
     trained and was measured on their first pieces only."""
-    return [f"`task.max_length`: {c.sentence()}; every stage read only their first {c.width} pieces."
+    return [f"`task.max_length`: {c.sentence()}; the transformer stages read only their first {c.width} pieces."
             for c in record.info.cut or []]

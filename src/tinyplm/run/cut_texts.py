@@ -20,9 +20,8 @@ def cut_texts(splits: dict[str, tuple[Split, Encoded]], tokenizer, max_length: i
     """The splits (name -> (split, its encoding)) of which some examples are cut, with how many.
 
     An encoding as long as its window (an eval split's own ``max_length`` option, else
-    ``max_length``) marks an example that may have been cut; single texts and text pairs are
-    tokenised again, uncut, to tell (and to find the longest), other examples (words) are taken
-    as cut."""
+    ``max_length``) marks an example that may have been cut; it is tokenised again, uncut, to tell
+    (and to find the longest)."""
     out = []
     for name, (split, enc) in splits.items():
         if split.head.row.windows:
@@ -37,11 +36,15 @@ def cut_texts(splits: dict[str, tuple[Split, Encoded]], tokenizer, max_length: i
 
 
 def _uncut_lengths(examples: list, tokenizer, width: int) -> list[int]:
-    """The pieces (special tokens included) of each example read whole; an example that is not one
-    text or a text pair counts as one piece past ``width``."""
+    """The pieces (special tokens included) of each example read whole: one text or a text pair, or
+    a sentence of words (``tokens``, split as a tagger reads them); any other counts as one piece
+    past ``width``."""
     texts = [ex for ex in examples if isinstance(getattr(ex, "text", None), str)]
     if not examples:
         return []
+    words = [list(ex.tokens) for ex in examples if isinstance(getattr(ex, "tokens", None), tuple)]
+    if len(words) == len(examples):
+        return [len(i) for i in tokenizer(words, is_split_into_words=True)["input_ids"]]
     if len(texts) != len(examples):
         return [width + 1] * len(examples)
     pairs = [ex.text_pair for ex in texts]
