@@ -148,3 +148,20 @@ def test_a_padding_id_that_leaves_no_positions_is_refused_by_name(tmp_path: Path
     mpnet = _set(make_family_dir(tmp_path / "mpnet", "mpnet"), pad_token_id=90)
     result = cli(["predict", str(mpnet), "-i", "t.txt", "-o", "m.jsonl"], cwd=tmp_path)
     assert result.returncode == 0, result.output
+
+
+def test_a_run_dir_named_as_a_model_is_told_where_its_models_are(tmp_path: Path) -> None:
+    from tinyplm.errors import ModelError
+    from tinyplm.models import check_model_dir
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.resolved.yaml").write_text("name: x\n", encoding="utf-8")
+    import re
+
+    import pytest
+
+    said = f"no config.json (expected a Hugging Face checkpoint directory); it is a tinyplm run dir: name one of " \
+           f"its models ({run / 'model'}"
+    with pytest.raises(ModelError, match=re.escape(said)):
+        check_model_dir(run)

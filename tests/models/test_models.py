@@ -435,3 +435,9 @@ def test_fingerprint_reads_a_sentence_layout_and_sharded_weights(tmp_path: Path)
     before = fingerprint(shards)
     (shards / "model-00001-of-00002.safetensors").write_bytes(b"two")
     assert fingerprint(shards) != before
+
+
+def test_an_empty_tokenizer_folder_is_named_as_such(tmp_path: Path) -> None:
+    """It was refused with transformers' word about sentencepiece or tiktoken."""
+    with pytest.raises(ModelError, match=r"no tokenizer files \(expected tokenizer.json or vocab.txt"):
+        load_tokenizer(tmp_path, 99)

@@ -112,7 +112,10 @@ def check_model_dir(path: Path) -> dict:
         raise ModelError(f"{path}: expected a Hugging Face model directory, found a file")
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
-        raise ModelError(f"{path}: no config.json (expected a Hugging Face checkpoint directory)")
+        run = (path / "config.resolved.yaml").is_file() or (path / "results.json").is_file()
+        hint = (f"; it is a tinyplm run dir: name one of its models ({path / 'model'}, {path / 'teacher'}, "
+                f"{path / 'students'}/NAME)" if run else "")
+        raise ModelError(f"{path}: no config.json (expected a Hugging Face checkpoint directory){hint}")
     cfg = load_json(cfg_file, ModelError)
     validate(_ConfigKeys, cfg, cfg_file, ModelError)
     if cfg["model_type"] not in ROLES and cfg["model_type"] not in OWN_TYPES:  # e.g. GPT-2 scored with segment ids
@@ -160,6 +163,11 @@ def load_tokenizer(path: Path, model_vocab_size: int):
     from the files or the tokenizer has more tokens than the model's ``vocab_size``."""
     from transformers import AutoTokenizer
 
+    folder = Path(path)  # nothing a tokenizer is read from: transformers would speak of sentencepiece or tiktoken
+    if folder.is_dir() and not any((folder / f).is_file() for f in (*TOKENIZER_FILES, "tokenizer_config.json")) \
+            and not any(folder.glob("*.model")):
+        raise ModelError(f"{path}: no tokenizer files (expected {' or '.join(TOKENIZER_FILES[:2])}; make one with "
+                         "tinyplm tokenizer train, or save the model's own beside it)")
     check_tokenizer_files(path)
     try:
         tok = AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)

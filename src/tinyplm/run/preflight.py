@@ -108,8 +108,8 @@ def preflight(cfg: RunConfig) -> Preflight:
     suffix = row.auto_suffix
     if needs_head and cfg.teacher.finetune is None and not any(suffix in a for a in archs):
         raise ModelError(
-            f"{src}: has no {data.head} head ({suffix}) for task '{data.task}'; add a teacher.finetune section "
-            "to the recipe to fine-tune it first"
+            f"{src}: has no {data.head} head ({suffix}) for task '{data.task}'; fine-tune it first (tinyplm "
+            "finetune, or a teacher.finetune section in the recipe)"
         )
     augmented = next((st.data for _, st in stages if uses_augment(st.data)), None)
     if row.per_position and augmented:
