@@ -142,3 +142,18 @@ def fresh_head(model: nn.Module) -> None:
                 module.weight.fill_(1.0)
                 if module.bias is not None:
                     module.bias.zero_()
+
+
+def refuse_headless(path: Path, cfg: dict, head: Head) -> None:
+    """A checkpoint whose ``architectures`` name no ``head`` of the task's kind (a bare encoder, a
+    pre-training head, a tagger read for a sentence task, a sentence-embedding model) would answer
+    from a head initialised at random: ``ModelError`` naming the file and what would work. A config
+    without ``architectures`` is read as transformers reads it."""
+    names = cfg.get("architectures") or []
+    if not names:
+        return
+    what = ("; a sentence-embedding model is scored with tinyplm embed-eval" if (path / "modules.json").is_file()
+            else "")
+    raise ModelError(f"{path / 'config.json'}: architectures {names} hold no {head} head (...{head.row.auto_suffix}) "
+                     "for this task, so its answers would come from an untrained one; fine-tune it on the task "
+                     f"first (tinyplm finetune, or teacher.finetune in a recipe){what}")

@@ -18,7 +18,7 @@ from tinyplm.errors import ModelError, TinyplmError, did_you_mean
 from tinyplm.models.classic.config import MODEL_TYPE as FAMILY_TYPE
 from tinyplm.models.classic.io import family_tokenizer_files, is_family_dir, load_family
 from tinyplm.models.classic.static_sentence import SENTENCE_MODEL_TYPE
-from tinyplm.models.head_labels import fresh_head, head_outputs, output_order, reorder_outputs
+from tinyplm.models.head_labels import fresh_head, head_outputs, output_order, refuse_headless, reorder_outputs
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
 from tinyplm.models.quantized import QUANT_KEY, load_quantized
 from tinyplm.models.roles import ROLES, usable_positions
@@ -276,8 +276,8 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
     family outside the role table, weights whose shapes do not fit config.json, a head trained for
     a different number of labels, a multi-label head, labels named against the task's order, and a
     graph (ONNX, OpenVINO) or head whose rows would have to be reordered but cannot be, and a
-    checkpoint without a head of the task's kind (:func:`_refuse_headless`). With ``replace_head``
-    (the caller trains the model on the task next, or does not read its head) a missing head, or
+    checkpoint without a head of the task's kind (:func:`~tinyplm.models.head_labels.refuse_headless`).
+    With ``replace_head`` (the caller trains the model on the task next, or does not read its head) a missing head, or
     a trained one that does not fit the task, gets a new one instead
     (:func:`~tinyplm.models.head_labels.head_outputs`); a graph or a quantized model, which is not
     trained, is refused all the same.
@@ -296,7 +296,7 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
     trainable = not (cfg.get(FORMAT_KEY) or cfg.get(QUANT_KEY))
     outputs, has_head = head_outputs(path, cfg, labels, is_regression, head, replace=replace_head and trainable)
     if not has_head and not replace_head:
-        _refuse_headless(path, cfg, head)
+        refuse_headless(path, cfg, head)
     order = output_order(path, cfg, outputs) if has_head else None
     if order is not None and cfg.get(FORMAT_KEY):
         raise ModelError(f"{path}: its {cfg[FORMAT_KEY]} graph names the task's labels in another order (id2label), "
@@ -320,21 +320,6 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
     if not has_head and any(row.auto_suffix in a for a in cfg.get("architectures") or []):
         fresh_head(model)  # a trained head replaced (replace_head): none of its weights is kept
     return model, load_tokenizer(path, model.config.vocab_size)
-
-
-def _refuse_headless(path: Path, cfg: dict, head: Head) -> None:
-    """A checkpoint whose ``architectures`` name no ``head`` of the task's kind (a bare encoder, a
-    pre-training head, a tagger read for a sentence task, a sentence-embedding model) would answer
-    from a head initialised at random: ``ModelError`` naming the file and what would work. A config
-    without ``architectures`` is read as transformers reads it."""
-    names = cfg.get("architectures") or []
-    if not names:
-        return
-    what = ("; a sentence-embedding model is scored with tinyplm embed-eval" if (path / "modules.json").is_file()
-            else "")
-    raise ModelError(f"{path / 'config.json'}: architectures {names} hold no {head} head (...{head.row.auto_suffix}) "
-                     "for this task, so its answers would come from an untrained one; fine-tune it on the task "
-                     f"first (tinyplm finetune, or teacher.finetune in a recipe){what}")
 
 
 def _load_onnx(path: Path) -> OrtClassifier:
