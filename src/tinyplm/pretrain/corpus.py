@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -66,34 +66,26 @@ def strip_gutenberg(text: str) -> str:
 
 
 def _chunks(paragraph: str, max_chars: int) -> Iterator[str]:
-    """Cut a long paragraph at sentence ends into pieces of about ``max_chars`` at most."""
+    """Cut a long paragraph at sentence ends into pieces of about ``max_chars`` at most (a sentence
+    longer than that at spaces; a single word longer than that stays whole)."""
     if len(paragraph) <= max_chars:
         yield paragraph
         return
-    piece = ""
-    for sentence in (part for s in _SENTENCE_END.split(paragraph) for part in _at_spaces(s, max_chars)):
-        if piece and len(piece) + 1 + len(sentence) > max_chars:
-            yield piece
-            piece = sentence
-        else:
-            piece = f"{piece} {sentence}" if piece else sentence
-    if piece:
-        yield piece
+    sentences = (part for s in _SENTENCE_END.split(paragraph)
+                 for part in ([s] if len(s) <= max_chars else _packed(s.split(" "), max_chars)))
+    yield from _packed(sentences, max_chars)
 
 
-def _at_spaces(sentence: str, max_chars: int) -> Iterator[str]:
-    """A sentence longer than ``max_chars`` (no sentence end in it) cut at spaces into pieces of at
-    most ``max_chars`` characters (a single word longer than that stays whole)."""
-    if len(sentence) <= max_chars:
-        yield sentence
-        return
+def _packed(parts: Iterable[str], max_chars: int) -> Iterator[str]:
+    """``parts`` joined by spaces, greedily, into pieces of at most ``max_chars`` characters (a part
+    longer than that alone)."""
     piece = ""
-    for word in sentence.split(" "):
-        if piece and len(piece) + 1 + len(word) > max_chars:
+    for part in parts:
+        if piece and len(piece) + 1 + len(part) > max_chars:
             yield piece
-            piece = word
+            piece = part
         else:
-            piece = f"{piece} {word}" if piece else word
+            piece = f"{piece} {part}" if piece else part
     if piece:
         yield piece
 
