@@ -15,7 +15,9 @@ from tinyplm.errors import DataError, TinyplmError
 from tinyplm.inference.records import QAInput, TextInput, TokensInput
 from tinyplm.predict.inputs import read_inputs
 from tinyplm.predict.sources import Source, detect_format
+from tinyplm.predict.table_inputs import columns_read
 from tinyplm.tasks.heads import Head
+from tinyplm.tasks.readers.rows import decoded_lines
 
 
 def rows(data: bytes, fmt: str, head: Head = Head.SEQUENCE, **kw) -> list:
@@ -138,6 +140,22 @@ def test_no_header_numbers_the_columns_from_one() -> None:
         rows(b"7,first text,x\n", "csv", header=False)
     with pytest.raises(DataError, match="column 4 asked for, but the rows have 3 columns"):
         rows(b"7,first text,x\n", "csv", header=False, text_column="4")
+
+
+def test_the_columns_read_are_named_as_the_reader_chose_them() -> None:
+    """What ``predict`` says it read: the first known layout of the header (a pair's two columns),
+    the columns asked for, and a header-less file's columns by number."""
+    def said(data: bytes, fmt: str = "csv", **kw) -> str:
+        source = Source("in", fmt, Head.SEQUENCE, **kw)
+        return columns_read(source, decoded_lines(io.BytesIO(data)))
+
+    assert said(b"id,sentence,text\n1,a,b\n") == "column 'text'"  # the generic name comes first
+    assert said(b"index\tsentence1\tsentence2\tlabel\n0\ta\tb\t1\n", "tsv") == "columns 'sentence1' and 'sentence2'"
+    assert said(b"id,review,other\n", text_column="review", pair_column="other") == "columns 'review' and 'other'"
+    assert said(b"7,first text,x\n", header=False, text_column="2") == "column number 2"
+    assert said(b"src\t1\t\tA fine sentence .\n", "tsv", task="cola") == "column 'sentence' (number 4)"
+    with pytest.raises(DataError, match="no text column found"):
+        said(b"a,b\n1,2\n")
 
 
 def test_a_header_with_the_chosen_name_twice_suggests_no_header() -> None:

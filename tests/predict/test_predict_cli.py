@@ -40,6 +40,7 @@ def test_predictions_match_tinyplm_evaluate_on_a_run_dir(world: Path) -> None:
     result = cli(["predict", "run", "-i", dev, "-o", "dev.jsonl"], cwd=world)
     assert result.returncode == 0, result.output
     assert "max length 32" in result.stderr and "config.resolved.yaml" in result.stderr
+    assert f"text from column 'sentence' of {dev}" in result.stderr  # the choice among known layouts, said
     preds = lines(world / "dev.jsonl")
     gold = [row.split("\t")[1] for row in dev.read_text().splitlines()[1:]]
     assert [p["line"] for p in preds] == list(range(2, 66))
@@ -174,9 +175,11 @@ def test_a_family_student_predicts_a_headerless_tvtropes_file(tmp_path: Path) ->
                  "-o", "asked.jsonl"], cwd=tmp_path)
     assert asked.returncode == 0, asked.output
     assert lines(tmp_path / "asked.jsonl") == got
+    assert all("text from column 'sentence' (number 2) of dev.csv" in r.stderr for r in (auto, asked))
     ids = cli(["predict", "run/students/tfidf", "-i", "dev.csv", "--no-header", "--text-column", "1",
                "-o", "ids.jsonl"], cwd=tmp_path)  # the id column, as asked: other texts, other scores
     assert ids.returncode == 0 and lines(tmp_path / "ids.jsonl") != got
+    assert "text from column 'id' (number 1)" in ids.stderr
     (tmp_path / "plain.txt").write_text("a text\n", encoding="utf-8")
     assert_bad_input(cli(["predict", "run/students/tfidf", "-i", "plain.txt", "--no-header"], cwd=tmp_path),
                      "--no-header: only for CSV/TSV input")

@@ -143,6 +143,8 @@ def _predict_plain(model_dir: Path, input_file: str, output: str | None, o, skip
     line = (f"{summary.predicted} predictions -> {summary.output} ({summary.seconds:.1f} s, "
             f"{summary.per_second:.0f} examples/s); {info.head} head, max length {info.max_length or 'none'} "
             f"({info.max_length_from})")
+    if summary.columns is not None:
+        line += f"; text from {summary.columns} of {input_file}"
     if summary.skipped_file is not None:
         line += f"; {summary.skipped} rows skipped, listed in {summary.skipped_file}"
     if summary.predicted == 0 and not summary.skipped:  # said, so an empty output is not taken for a failure

@@ -37,10 +37,11 @@ from tinyplm.files import atomic_open
 from tinyplm.inference.predictor import Predictor
 from tinyplm.predict.inputs import read_inputs
 from tinyplm.predict.sources import STDIN, Row, Source, detect_format, open_binary
+from tinyplm.predict.table_inputs import columns_read
 from tinyplm.predict.writers import Writer, check_output, opened_writer
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.readers.reviews import REVIEW_KEYS
-from tinyplm.tasks.readers.rows import ON_ERROR, Policy
+from tinyplm.tasks.readers.rows import ON_ERROR, Policy, decoded_lines
 
 #: Added to the message of a bad row that stops a run (``--on-error raise``).
 SKIP_HINT = " (--on-error skip leaves such rows out and lists them)"
@@ -75,6 +76,7 @@ class PredictSummary:
     seconds: float
     output: str
     skipped_file: str | None
+    columns: str | None = None
 
     @property
     def per_second(self) -> float:
@@ -192,7 +194,17 @@ def predict_file(predictor: Predictor, job: PredictJob, progress: Callable[[int]
         done += _flush(predictor, window, writer, progress)
     output = "<stdout>" if job.to_stdout else str(job.output)
     return PredictSummary(done, skipped, time.perf_counter() - start, output,
-                          str(job.skipped) if job.skipped is not None else None)
+                          str(job.skipped) if job.skipped is not None else None, columns_note(job.source))
+
+
+def columns_note(source: Source) -> str | None:
+    """Which columns of a CSV/TSV file the examples were read from (see
+    :func:`~tinyplm.predict.table_inputs.columns_read`); None for other formats and for stdin,
+    which cannot be read again."""
+    if source.format not in ("csv", "tsv") or source.path == STDIN:
+        return None
+    with open_binary(source.path) as stream:
+        return columns_read(source, decoded_lines(stream))
 
 
 @contextlib.contextmanager

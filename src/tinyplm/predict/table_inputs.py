@@ -21,9 +21,33 @@ def read_table(source: Source, lines: Iterable[Line]) -> Iterator[Row]:
     (:func:`tinyplm.tasks.readers.table.read_table`); a row's ``line`` is its first line. The first
     line is a header naming the columns unless the file has none (:func:`table_columns`). Raises
     ``DataError`` for an empty file or a header without the needed columns."""
-    table = reader.read_table(lines, source.name, source.format == "tsv", lambda first: table_columns(source, first))
-    cols = _columns(source, table.names, table.header_line is not None, table.first_line)
+    table, cols = _table(source, lines)
     return item_rows(table.rows, source.head, cols, source.name)
+
+
+def _table(source: Source, lines: Iterable[Line]) -> tuple[reader.Table, Fields]:
+    """The table in ``lines`` (its rows not read yet) and the columns its examples are read from."""
+    table = reader.read_table(lines, source.name, source.format == "tsv", lambda first: table_columns(source, first))
+    return table, _columns(source, table.names, table.header_line is not None, table.first_line)
+
+
+def columns_read(source: Source, lines: Iterable[Line]) -> str:
+    """The columns :func:`read_table` reads the examples of the table in ``lines`` from, for the
+    user to see (``column 'sentence'``, ``columns 'sentence1' and 'sentence2'``; a header-less
+    file's are named by number as well): the choice among known layouts is otherwise silent.
+    Only the first record is read. Raises ``DataError`` as :func:`read_table` does."""
+    table, cols = _table(source, lines)
+    named = [_shown_column(name, table.names, table.header_line is not None)
+             for name in (cols.text, cols.pair) if name is not None]
+    return f"column{'s' if len(named) > 1 else ''} {' and '.join(named)}"
+
+
+def _shown_column(name: str, names: list[str], has_header: bool) -> str:
+    """``name`` quoted; a header-less file's column also by its number (its name alone if it is one)."""
+    if has_header or name not in names:
+        return repr(name)
+    number = names.index(name) + 1
+    return f"number {number}" if name == str(number) else f"{name!r} (number {number})"
 
 
 def table_columns(source: Source, first: list[str]) -> tuple[list[str], bool]:
