@@ -405,3 +405,24 @@ def test_distill_names_the_shape_options_left_out(tmp_path: Path) -> None:
     teacher = make_tiny_model_dir(tmp_path / "teacher")
     result = cli(["distill", "--teacher", str(teacher), "--task", "sst2", "--layers", "1", "--out", "o"], cwd=tmp_path)
     assert_bad_input(result, "takes all of --layers, --hidden, --heads and --ffn; --hidden, --heads, --ffn missing")
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["finetune", "--task", "sst2", "--epochs", "0"], "command line: --epochs (teacher.finetune.epochs): "),
+    (["finetune", "--task", "sst2", "--max-length", "4"], "command line: --max-length (task.max_length): "),
+    (["finetune", "--task", "sst2", "teacher.finetune.epochs=0"],
+     "override 'teacher.finetune.epochs=0': teacher.finetune.epochs: "),
+    (["distill", "--teacher", "t", "--task", "sst2", "--temperature", "0"],
+     "command line: --temperature (students[0].objective.temperature): "),
+    (["distill", "--teacher", "t", "--task", "sst2", "--layers", "0", "--hidden", "8", "--heads", "2", "--ffn", "8"],
+     "command line: --layers (students[0].shape.layers): "),
+])
+def test_flag_commands_name_the_option_or_override_that_set_a_bad_value(tmp_path: Path, args: list[str],
+                                                                        said: str) -> None:
+    """``finetune`` and ``distill`` make a recipe from their options: a bad value is named as the user
+    typed it (the option beside the recipe key; an override as written), before anything is read."""
+    from helpers_cli import assert_bad_input, cli
+
+    result = cli([*args, "--out", "o"], cwd=tmp_path)
+    assert_bad_input(result, said)
+    assert not (tmp_path / "o").exists()

@@ -55,4 +55,8 @@ def distill_cmd(
     raw = {"name": out_dir.name, "output_dir": str(out_dir),
            "task": {"name": task, "data_dir": data_dir, "max_length": max_length},
            "teacher": {"model": teacher}, "students": [student]}
-    run_flags(raw, overrides, out_dir, resume, force, track)
+    flags = {"task.name": "--task", "task.max_length": "--max-length", "task.data_dir": "--data-dir",
+             "teacher.model": "--teacher", "students[0].teacher_layers": "--teacher-layers",
+             **{f"students[0].{part}.{key}": "--" + key.replace("_", "-")
+                for part in ("objective", "train", "shape") for key in student.get(part, {})}}
+    run_flags(raw, overrides, out_dir, resume, force, track, flags)

@@ -39,4 +39,7 @@ def finetune_cmd(
     raw = {"name": out_dir.name, "output_dir": str(out_dir),
            "task": {"name": task, "data_dir": data_dir, "max_length": max_length},
            "teacher": {"model": model, "finetune": train}, "measure": {"precision": eval_precision}}
-    run_flags(raw, overrides, out_dir, resume, force, track)
+    flags = {"task.name": "--task", "task.max_length": "--max-length", "task.data_dir": "--data-dir",
+             "teacher.model": "--model", "measure.precision": "--eval-precision",
+             **{f"teacher.finetune.{key}": "--" + key.replace("_", "-") for key in train}}
+    run_flags(raw, overrides, out_dir, resume, force, track, flags)

@@ -95,11 +95,14 @@ def validate_cmd(
         out.print(f"note: {note}", soft_wrap=True, markup=False)
 
 
-def run_flags(raw: dict, overrides: list[str] | None, run_dir: Path, resume: bool, force: bool, track: bool) -> None:
+def run_flags(raw: dict, overrides: list[str] | None, run_dir: Path, resume: bool, force: bool, track: bool,
+              flags: dict[str, str] | None = None) -> None:
     """Run the recipe a command's flags made (``raw``, a recipe dict) with ``overrides`` applied;
-    a bad key or value is a ``TinyplmError`` naming it, as in a recipe file."""
+    a bad key or value is a ``TinyplmError`` naming it, as in a recipe file: the override that set
+    it, or the option (``flags``: dotted key -> option) beside the key."""
     from tinyplm.config import apply_override, validate_recipe
 
     for item in overrides or []:
         apply_override(raw, item)
-    run_and_report(validate_recipe(raw, source="command line"), run_dir, resume, force, track)
+    cfg = validate_recipe(raw, source="command line", overrides=overrides, flags=flags)
+    run_and_report(cfg, run_dir, resume, force, track)

@@ -5,6 +5,7 @@ Unknown or misspelled keys fail naming the key, its line in the file and the nea
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -89,10 +90,12 @@ def is_pretrain_recipe(path: str | Path) -> bool:
 
 def validate_recipe(
     raw: dict[str, Any], source: Path | str = "<recipe>", text: str | None = None, overrides: list[str] | None = None,
-    schema: type[M] = RunConfig,
+    schema: type[M] = RunConfig, flags: Mapping[str, str] | None = None,
 ) -> M:
     """Validate a recipe mapping against ``schema``; errors name the key path, its line (or the
-    override that set it) and the nearest valid key."""
+    override that set it) and the nearest valid key. ``flags``: for a recipe a command made from
+    its options, the option that set each dotted key, named beside the key in an error (the user
+    typed ``--epochs 0``, not ``teacher.finetune.epochs``)."""
     try:
         return schema.model_validate(raw)
     except ValidationError as exc:
@@ -112,6 +115,8 @@ def validate_recipe(
                 f"{where}: unknown key '{key}'{hint} Valid keys here: {', '.join(sorted(valid))}"
             ) from None
         msg = err["msg"].removeprefix("Value error, ")
+        if not override and key in (flags or {}):
+            key = f"{flags[key]} ({key})"
         raise RecipeError(f"{where}: {key or 'recipe'}: {msg}") from None
 
 
