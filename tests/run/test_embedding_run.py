@@ -290,3 +290,31 @@ def test_bench_reads_embedding_sets_at_the_models_own_length(tmp_path: Path) -> 
     assert embedding_window(60, [own, past]) == 60
     with pytest.raises(TinyplmError, match="--max-length 100 is longer than the 64 positions of"):
         embedding_window(100, [own])
+
+
+def test_a_tokenizer_limit_under_the_positions_is_the_models_own_length_everywhere(tmp_path: Path) -> None:
+    """Without a max_seq_length, sentence-transformers (and embed-eval) cut texts at the tokenizer's
+    model_max_length: bench's window and the run's note on task.eval_max_length read the same limit
+    (bench read the encoder's positions, the note no cap but the table's)."""
+    from tinyplm.inference.model_info import embedding_window
+    from tinyplm.models.embedder import load_embedder
+    from tinyplm.models.sentence import default_max_length
+    from tinyplm.run.preflight import preflight
+
+    model = make_sentence_dir(tmp_path / "own")  # 64 positions
+    settings = json.loads((model / "sentence_bert_config.json").read_text())
+    (model / "sentence_bert_config.json").write_text(json.dumps({**settings, "max_seq_length": None}))
+    tok_cfg = json.loads((model / "tokenizer_config.json").read_text())
+    (model / "tokenizer_config.json").write_text(json.dumps({**tok_cfg, "model_max_length": 40}))
+    loaded = load_embedder(model)
+    assert default_max_length(loaded.model, loaded.tokenizer) == 40 == embedding_window(None, [model])
+    (model / "tokenizer_config.json").write_text(json.dumps({**tok_cfg, "model_max_length": 1e30}))
+    assert embedding_window(None, [model]) == 64  # "no limit": the positions
+
+    (model / "tokenizer_config.json").write_text(json.dumps({**tok_cfg, "model_max_length": 40}))
+    recipe = _recipe(tmp_path, [], eval_max_length=48)
+    raw = yaml.safe_load(recipe.read_text())
+    raw["teacher"]["model"] = str(model)
+    recipe.write_text(yaml.safe_dump(raw))
+    notes = preflight(load_recipe(recipe)).notes
+    assert len(notes) == 1 and "set task.eval_max_length: 40" in notes[0]

@@ -24,6 +24,7 @@ when the model sits in a run dir, from the run's recipe.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -254,22 +255,37 @@ def fitting_max_length(asked: int | None, run: RunTask | None, paths: list[Path]
 def embedding_window(asked: int | None, paths: list[Path]) -> int | None:
     """The pieces to read an embedding task's evaluation sets at for every model of ``paths``
     (``bench --task embedding``): ``asked`` (``--max-length``), refused with ``TinyplmError`` where a
-    model has fewer positions; else the least of the models' own limits (their ``max_seq_length``,
-    cut to their positions), as each would be read alone; None when none has one (the task's default)."""
+    model has fewer positions; else the least of the models' own limits
+    (:func:`~tinyplm.models.sentence_fit.own_limit`, as ``embed-eval`` reads each alone); None when
+    none has one (the task's default)."""
     from tinyplm.models.pooling import read_layout
+    from tinyplm.models.sentence_fit import own_limit
 
     own = []
     for p in paths:
         folder = model_dir_of(p)
-        positions = _positions(_root_config(folder))
+        layout = read_layout(folder)  # None without modules.json (a static encoder: its positions, if any)
+        encoder = folder / layout.transformer_path if layout is not None else folder  # older layouts: 0_Transformer/
+        positions = _positions(_root_config(encoder))
         if asked is not None and positions is not None and asked > positions:
             raise TinyplmError(f"--max-length {asked} is longer than the {positions} positions of {p}")
-        layout = read_layout(folder)  # None without modules.json (a static encoder: its positions, if any)
-        limit = layout.max_seq_length if layout is not None else None
-        limit = limit if limit is not None else positions
+        limit = positions if layout is None else own_limit(layout.max_seq_length, _tokenizer_limit(encoder), positions)
         if limit is not None:
-            own.append(min(limit, positions) if positions is not None else limit)
+            own.append(limit)
     return asked if asked is not None else min(own, default=None)
+
+
+def _tokenizer_limit(folder: Path) -> int | None:
+    """The ``model_max_length`` of the tokenizer in ``folder`` (its ``tokenizer_config.json``), read
+    without loading it; None when it does not say or the file cannot be read."""
+    try:
+        cfg = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    limit = cfg.get("model_max_length") if isinstance(cfg, dict) else None
+    if not isinstance(limit, int | float) or isinstance(limit, bool) or not 0 < limit < math.inf:
+        return None
+    return int(limit)  # transformers' "no limit" sentinel (1e30) too: own_limit sets it aside
 
 
 def _max_length(asked: int | None, run: RunTask | None, cfg: dict, path: Path) -> tuple[int, str]:

@@ -31,7 +31,7 @@ from tinyplm.models.onnx import FORMAT_KEY
 from tinyplm.models.pooling import ACTIVATIONS, DENSE_WEIGHTS, DenseSpec, SentenceLayout, pool, read_layout
 from tinyplm.models.quantized import QUANT_KEY
 from tinyplm.models.safetensors_header import safetensors_shapes
-from tinyplm.models.sentence_fit import layout_mismatch, readable_positions
+from tinyplm.models.sentence_fit import layout_mismatch, own_limit, readable_positions
 from tinyplm.models.shape import SHAPE_KEY, build_shaped, duplicate_keys
 
 
@@ -311,9 +311,9 @@ def default_max_length(model: SentenceEncoder, tokenizer) -> int:
     ``model_max_length``; either capped at the positions the encoder can read (a ``max_seq_length``
     past them, which ST itself crashes on for longer texts, is cut to them:
     :func:`~tinyplm.models.sentence_fit.positions_cap`)."""
-    limit = model.layout.max_seq_length if model.layout.max_seq_length is not None else int(tokenizer.model_max_length)
-    positions = readable_positions(getattr(model, "config", None))
-    return min(limit, positions) if positions is not None else limit
+    tokenizer_limit = int(tokenizer.model_max_length)
+    own = own_limit(model.layout.max_seq_length, tokenizer_limit, readable_positions(getattr(model, "config", None)))
+    return own if own is not None else tokenizer_limit
 
 
 def encode_texts(model: SentenceEncoder, tokenizer, texts: Sequence[str], max_length: int | None = None,

@@ -53,15 +53,36 @@ def check_sentence_dir(path: Path) -> Path:
     return folder
 
 
+#: A tokenizer's ``model_max_length`` at or past this is transformers' "no limit" sentinel, not a length.
+NO_LIMIT = 1_000_000
+
+
 def readable_positions(config) -> int | None:
     """The most tokens ``config``'s encoder reads (its usable position rows), None when unbounded
     or unknown (no Hugging Face config)."""
-    if not hasattr(config, "to_dict"):
-        return None
-    positions = getattr(config, "max_position_embeddings", None)
-    usable = roles.usable_positions(config.to_dict())  # RoBERTa's table starts after its padding id
+    return config_positions(config.to_dict()) if hasattr(config, "to_dict") else None
+
+
+def config_positions(cfg: dict) -> int | None:
+    """:func:`readable_positions` of a ``config.json`` read as a dict."""
+    positions = cfg.get("max_position_embeddings")
+    usable = roles.usable_positions(cfg)  # RoBERTa's table starts after its padding id
     positions = usable if usable is not None else positions
-    return positions if isinstance(positions, int) and positions != -1 else None
+    return positions if isinstance(positions, int) and not isinstance(positions, bool) and positions > 0 else None
+
+
+def own_limit(max_seq_length: int | None, tokenizer_limit: int | None, positions: int | None) -> int | None:
+    """The token limit sentence-transformers reads a model at, so every place that states or uses it
+    agrees (``embed-eval``, ``bench --task embedding``, a run's note on ``task.eval_max_length``):
+    the layout's ``max_seq_length``, else the tokenizer's ``model_max_length`` (not the "no limit"
+    sentinel), either cut to the ``positions`` the encoder reads; the positions alone when neither
+    says; None when nothing does."""
+    limit = max_seq_length
+    if limit is None and tokenizer_limit is not None and tokenizer_limit < NO_LIMIT:
+        limit = tokenizer_limit
+    if positions is None:
+        return limit
+    return positions if limit is None else min(limit, positions)
 
 
 def positions_cap(model) -> str | None:

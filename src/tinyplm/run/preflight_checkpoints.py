@@ -14,6 +14,7 @@ from tinyplm.models.classic.io import is_family_dir
 from tinyplm.models.head_labels import head_misfit, head_outputs
 from tinyplm.models.loading import FORMAT_KEY, QUANT_KEY
 from tinyplm.models.pooling import read_layout
+from tinyplm.models.sentence_fit import config_positions, own_limit
 from tinyplm.models.token_ids import segment_problem
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.heads import Head
@@ -100,10 +101,7 @@ def eval_length_note(cfg: RunConfig, data: TaskData, src: Path, model_cfg: dict,
     layout = read_layout(src)
     if layout is None:
         return None
-    limit = int(tokenizer.model_max_length)
-    own = layout.max_seq_length if layout.max_seq_length is not None else limit if limit < 1_000_000 else None
-    usable = roles.usable_positions(model_cfg)  # the tokenizer's "no limit" sentinel is not a length
-    own = min(own, usable) if own is not None and usable is not None else own if own is not None else usable
+    own = own_limit(layout.max_seq_length, int(tokenizer.model_max_length), config_positions(model_cfg))
     asked = cfg.task.eval_max_length
     if own is None or own == asked:
         return None
