@@ -257,6 +257,19 @@ def test_rebuild_regenerates_reports(tmp_path: Path) -> None:
     assert (tmp_path / "report.html").is_file()
 
 
+def test_rebuild_reads_results_json_and_never_rewrites_it(tmp_path: Path) -> None:
+    """An older schema or keys this version does not know (a user's note, a newer tinyplm's field)
+    were dropped for good when ``report`` saved the record it had read."""
+    data = make_record().to_dict()
+    data["my_note"] = "kept"
+    data["stages"][0]["reviewer"] = "kept too"
+    text = json.dumps(data, indent=1)
+    (tmp_path / "results.json").write_text(text, encoding="utf-8")
+    out = rebuild(tmp_path)
+    assert out["summary"].is_file()
+    assert (tmp_path / "results.json").read_text(encoding="utf-8") == text
+
+
 def test_rebuild_missing_results_names_file(tmp_path: Path) -> None:
     with pytest.raises(TinyplmError, match="results.json") as err:
         rebuild(tmp_path)

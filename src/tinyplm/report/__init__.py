@@ -73,7 +73,7 @@ def _write_cards(record: RunRecord, run_dir: Path) -> dict[str, Path]:
     return out
 
 
-def write_all(record: RunRecord, run_dir: Path) -> dict[str, Path]:
+def write_all(record: RunRecord, run_dir: Path, save_record: bool = True) -> dict[str, Path]:
     """Write every report file of ``record`` into ``run_dir``; returns {name: path}.
 
     Names: ``results`` (results.json), ``summary`` (summary.md), ``report`` (report.html),
@@ -83,6 +83,7 @@ def write_all(record: RunRecord, run_dir: Path) -> dict[str, Path]:
     when run_dir/model exists and there is a student) and ``card:<stage>`` for each stage whose
     ``model_dir`` (relative to run_dir) exists. All files are written atomically, results.json
     last: it marks the run finished, so a run killed while writing its reports is not taken for one.
+    ``save_record`` False leaves an existing results.json as it is (:func:`rebuild`).
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -103,7 +104,8 @@ def write_all(record: RunRecord, run_dir: Path) -> dict[str, Path]:
     out["report"] = write_atomic(run_dir / "report.html", render_html(record, plots, sections))
     out.update(_write_cards(record, run_dir))
     out["results"] = run_dir / RESULTS
-    record.save(out["results"])
+    if save_record:
+        record.save(out["results"])
     return out
 
 
@@ -153,9 +155,11 @@ def load_record(path: Path) -> RunRecord:
 
 
 def rebuild(run_dir: Path) -> dict[str, Path]:
-    """Regenerate every report file of ``run_dir`` from its results.json (see :func:`write_all`).
+    """Regenerate every report file of ``run_dir`` from its results.json (see :func:`write_all`),
+    which is read, never rewritten: a record of an older schema, or with keys this version does not
+    know (a newer tinyplm's, a user's notes), stays as it was written.
 
     Raises :class:`TinyplmError` naming the file when results.json is missing or invalid.
     """
     run_dir = Path(run_dir)
-    return write_all(load_record(run_dir / RESULTS), run_dir)
+    return write_all(load_record(run_dir / RESULTS), run_dir, save_record=False)
