@@ -353,6 +353,19 @@ def test_unfinished_run_dir_needs_resume(tmp_path: Path, finished_run: Path) -> 
     assert_bad_input(result, f"{run_dir}: holds an unfinished run; pass --resume to continue it or --force to restart")
 
 
+def test_bench_never_writes_into_a_run_dir_or_a_file(tmp_path: Path, finished_run: Path, glue_ok: Path) -> None:
+    """bench --out into an unfinished run wrote its results.json there: the run then read as
+    finished, and --resume was refused with only --force (deleting its work) offered. A file as
+    --out failed after all the measuring. Both are refused before any model is read."""
+    run_dir = unfinished_run(finished_run, tmp_path / "unfinished")
+    (tmp_path / "afile").write_text("x")
+    bench = ["bench", finished_run / "teacher", "--task", "sst2", "--data-dir", glue_ok, "--rounds", "1", "--out"]
+    assert_bad_input(run_bad(tmp_path, [*bench, run_dir], run_dir),
+                     f"--out {run_dir}: is a tinyplm run directory; a results.json written there would mark the run")
+    assert_bad_input(run_bad(tmp_path, [*bench, tmp_path / "afile" / "sub"]),
+                     f"--out: {tmp_path / 'afile'}: is a file, so the run directory")
+
+
 def test_resume_with_a_changed_recipe_is_refused(tmp_path: Path, finished_run: Path) -> None:
     run_dir = unfinished_run(finished_run, tmp_path / "unfinished")
     args = ["run", finished_run.parents[1] / "recipe.yaml", "task.max_length=16", "-o", run_dir, "--resume"]

@@ -109,6 +109,11 @@ def test_force_replaces_a_run_but_never_a_foreign_dir(tmp_path: Path) -> None:
     with pytest.raises(RunDirError, match="refusing to delete it"):
         claim_run_dir(foreign, "recipe: a\n", force=True)
     assert sorted(p.name for p in foreign.iterdir()) == ["chapter1.tex"]
+    (foreign / "results.json").write_text('{"accuracy": 0.9}')  # a results.json alone makes no run dir
+    for force in (True, False):
+        with pytest.raises(RunDirError, match="not a tinyplm run directory"):
+            claim_run_dir(foreign, "recipe: a\n", force=force)
+    assert sorted(p.name for p in foreign.iterdir()) == ["chapter1.tex", "results.json"]
 
 
 def test_a_claim_killed_before_its_recipe_was_written_starts_afresh_with_or_without_resume(tmp_path: Path) -> None:

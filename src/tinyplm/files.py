@@ -269,6 +269,27 @@ def check_creatable(run_dir: Path) -> None:
         raise RunDirError(f"{found}: {what} is not writable by this user")
 
 
+def check_results_dir(out_dir: Path, flag: str) -> None:
+    """Raise ``RunDirError`` (naming ``flag``) when a command's own results.json and reports
+    (``bench --out``) cannot go into ``out_dir``: it is a file or cannot be made, it is a run
+    directory (finished or not, live or not: a results.json there would mark it finished and its
+    resume would be refused), or it holds a results.json already. Found before any measuring."""
+    out_dir = Path(out_dir)
+    try:
+        check_creatable(out_dir)
+    except RunDirError as exc:
+        raise RunDirError(f"{flag}: {exc}") from None
+    live, holder = lock_state(out_dir)
+    if live:
+        who = holder.describe() if holder else "another process"
+        raise RunDirError(f"{flag} {out_dir}: a run is in progress there ({who}); choose another {flag}")
+    if (out_dir / RESOLVED).is_file() or (out_dir / LOCK).exists():
+        raise RunDirError(f"{flag} {out_dir}: is a tinyplm run directory; a {RESULTS} written there would mark "
+                          f"the run finished; choose another {flag}")
+    if (out_dir / RESULTS).exists():
+        raise RunDirError(f"{flag} {out_dir}: already holds {RESULTS}; choose another {flag}")
+
+
 def claim_run_dir(run_dir: Path, resolved: str, *, resume: bool = False, force: bool = False,
                   finished: str = RESULTS) -> Claim:
     """Make ``run_dir`` ready for a run of the resolved recipe ``resolved`` and lock it.
@@ -314,7 +335,7 @@ def _check(run_dir: Path, resolved: str, resume: bool, force: bool, finished: st
     stale = _unclaimed(run_dir)
     if all(p.name == LOCK or p in stale for p in run_dir.iterdir()):
         return False  # nothing there, or a claim killed before it wrote the recipe: start afresh
-    if not existing.is_file() and not (run_dir / finished).is_file():
+    if not existing.is_file():  # a results.json alone (bench's folder, a user's copy) is no run to replace
         if force:
             raise RunDirError(f"{run_dir}: not a tinyplm run directory (no {RESOLVED}); refusing to delete it")
         raise RunDirError(f"{run_dir}: exists and is not a tinyplm run directory (no {RESOLVED}); "

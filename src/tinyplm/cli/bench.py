@@ -10,7 +10,7 @@ import typer
 
 from tinyplm.cli.app import EvalPrecision, app, exact_precision, out, print_stages
 from tinyplm.cli.evaluate import as_trained
-from tinyplm.errors import TinyplmError
+from tinyplm.files import check_results_dir
 
 
 @app.command("bench")
@@ -40,8 +40,8 @@ def bench_cmd(
     Example: tinyplm bench runs/sst2_demo/teacher runs/sst2_demo/model --task sst2 --out runs/bench
     Example: tinyplm bench runs/sst2_demo/teacher --task sst2 --runtimes torch,onnxruntime,openvino --out runs/rt
     """
-    if out_dir and (out_dir / "results.json").exists():
-        raise TinyplmError(f"{out_dir}: already holds results.json; choose another --out")
+    if out_dir:
+        check_results_dir(out_dir, "--out")
     import tempfile
 
     from tinyplm.config import TaskSpec
