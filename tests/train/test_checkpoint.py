@@ -45,3 +45,30 @@ def test_a_kill_while_deleting_a_checkpoint_leaves_only_whole_ones(tmp_path: Pat
     kept = ["step-000003", "step-000004"] if step == 3 else ["step-000002", "step-000004"]
     assert _whole(tmp_path) == kept
     assert sorted(p.name for p in tmp_path.iterdir()) == kept
+
+
+@pytest.mark.parametrize("damage", ["no weights", "cut weights", "cut state", "empty optimiser"])
+def test_a_damaged_newest_checkpoint_is_passed_over_for_the_one_before(tmp_path: Path, damage: str) -> None:
+    """A run folder copied in part, or a disk that filled: resuming raised a raw JSONDecodeError or
+    FileNotFoundError, after the stages before it had been reloaded. Now the newest whole
+    checkpoint is used and each one passed over is named; with none whole the folder is named."""
+    from tinyplm.errors import RunDirError
+    from tinyplm.train.checkpoint import checkpoint_damage, latest_whole
+
+    older, newest = _save(tmp_path, 1), _save(tmp_path, 2)
+    file = {"no weights": "model.safetensors", "cut weights": "model.safetensors", "cut state": "state.json",
+            "empty optimiser": "optimizer.pt"}[damage]
+    target = newest / file
+    if damage == "no weights":
+        target.unlink()
+    elif damage == "empty optimiser":
+        target.write_bytes(b"")
+    else:
+        target.write_bytes(target.read_bytes()[: len(target.read_bytes()) // 2])
+    assert checkpoint_damage(older) is None and str(target) in checkpoint_damage(newest)
+    path, passed = latest_whole(tmp_path)
+    assert path == older and len(passed) == 1 and str(target) in passed[0]
+    (older / "state.json").write_text('{"step": 1')
+    with pytest.raises(RunDirError, match="every checkpoint is damaged .*remove the folder"):
+        latest_whole(tmp_path)
+    assert latest_whole(tmp_path / "none") == (None, [])

@@ -146,6 +146,43 @@ def test_resume_from_checkpoint_reproduces_the_uninterrupted_run(tiny_model_dir:
     assert set(load_file(str(ckpts[-1] / "model.safetensors"))) == {f"student.{k}" for k in a}
 
 
+def test_resume_passes_over_a_damaged_last_checkpoint(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """The last checkpoint's weights lost (a copy cut short): the stage continues from the one
+    before it, says so in its log, and still ends as one straight run."""
+    import json
+
+    def fresh():
+        return load_classifier(tiny_model_dir, ("0", "1"), False)
+
+    model, tok = fresh()
+    enc = _data(tok, 128, 0)
+    spec = _spec(epochs=5, checkpoint_every=10, eval_every=10, keep_best=False)
+    straight = train(model, enc, PredictionObjective(), spec=spec,
+                     io=StageIO("a", tmp_path / "a", tmp_path / "a.jsonl"), evaluate=lambda m: {"accuracy": 0.5})
+    calls = {"n": 0}
+
+    def crash_on_third_eval(_model) -> dict[str, float]:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise _Crash
+        return {"accuracy": 0.5}
+
+    with pytest.raises(_Crash):
+        train(fresh()[0], enc, PredictionObjective(), spec=spec, io=StageIO("b", tmp_path / "b", tmp_path / "b.jsonl"),
+              evaluate=crash_on_third_eval)
+    (tmp_path / "b" / "step-000020" / "model.safetensors").unlink()
+    resumed = train(fresh()[0], enc, PredictionObjective(), spec=spec,
+                    io=StageIO("b", tmp_path / "b", tmp_path / "b.jsonl", resume=True),
+                    evaluate=lambda m: {"accuracy": 0.5})
+    events = [json.loads(line) for line in (tmp_path / "b.jsonl").read_text().splitlines()]
+    assert [e["checkpoint"] for e in events if e.get("event") == "resume"] == ["step-000010"]
+    assert any(e.get("event") == "damaged_checkpoint" and "step-000020" in e["damage"] for e in events)
+    assert resumed.steps == straight.steps == 40
+    a, b = straight.model.state_dict(), resumed.model.state_dict()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=0, atol=0, msg=key)
+
+
 def test_sigterm_checkpoints_the_step_it_stopped_at(tiny_model_dir: Path, tmp_path: Path) -> None:
     """SIGTERM arriving during step 8 (sent from the hook after step 7; no periodic checkpoint): the
     loop finishes that step, writes step-000008 and raises Interrupted (exit 143); resuming

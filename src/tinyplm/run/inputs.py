@@ -10,6 +10,7 @@ corpus text, or the task's training set with corpus text beside it) on first use
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ from tinyplm.tasks.embedding_task import EMBEDDING_TASK
 from tinyplm.tasks.encoding import Encoded, encode_split
 from tinyplm.train import get_accelerator
 from tinyplm.train.progress import JsonlLog
+
+log = logging.getLogger(__name__)
 
 DataKind = StageDataKind  # what a stage trains on, as its recipe's ``data`` names it
 
@@ -73,9 +76,18 @@ class RunPaths:
         finished, else None: its dir is whole and those facts were written after it. The caller
         reads them as what it saved (``StageInfo.from_saved``, ``report.info.training_from_saved``)."""
         path = self._info(model_dir)
-        if not is_complete(model_dir) or not path.is_file():
+        if not is_complete(model_dir):
             return None
-        return json.loads(path.read_text(encoding="utf-8"))
+        if not path.is_file():  # a whole model without its record: a run copied without checkpoints/
+            log.warning("%s is whole, but its record %s is missing (a kill right after its save, or a run "
+                        "copied without its checkpoints/ folder): the stage is made again", model_dir, path)
+            return None
+        try:
+            facts = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            log.warning("%s: damaged (%s); the stage saved in %s is made again", path, exc, model_dir)
+            return None
+        return facts if isinstance(facts, dict) else None
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
+
+from tinyplm.errors import RunDirError
 
 KEEP_LAST = 2
 
@@ -92,6 +95,48 @@ def list_checkpoints(ckpt_root: Path) -> list[Path]:
     if not ckpt_root.is_dir():
         return []
     return sorted(p for p in ckpt_root.glob("step-*") if (p / "state.json").is_file())
+
+
+#: The files every checkpoint holds (``best.safetensors`` and extras are optional).
+REQUIRED = ("model.safetensors", "optimizer.pt", "rng.pt", "state.json")
+
+
+def checkpoint_damage(path: Path) -> str | None:
+    """What is wrong with checkpoint ``path`` (a file missing or empty, a ``state.json`` that is not
+    the loop's state, a safetensors file whose header does not read: a copy cut short, a disk
+    that filled), found without loading its tensors; None when it looks whole."""
+    for name in REQUIRED:
+        file = path / name
+        if not file.is_file() or file.stat().st_size == 0:
+            return f"{file}: {'empty' if file.is_file() else 'missing'}"
+    try:
+        state = json.loads((path / "state.json").read_text(encoding="utf-8"))
+        LoopState(**state)
+    except (OSError, UnicodeDecodeError, ValueError, TypeError) as exc:
+        return f"{path / 'state.json'}: not a training state ({exc})"
+    for file in sorted(path.glob("*.safetensors")):
+        try:
+            with safe_open(str(file), framework="pt") as fh:
+                fh.keys()
+        except Exception as exc:  # noqa: BLE001  (safetensors raises its own error types, and OSError)
+            return f"{file}: unreadable ({exc})"
+    return None
+
+
+def latest_whole(ckpt_root: Path) -> tuple[Path | None, list[str]]:
+    """(the newest checkpoint under ``ckpt_root`` that :func:`checkpoint_damage` finds whole, the
+    damage of each newer one passed over). Raises ``RunDirError`` when there are checkpoints and
+    every one is damaged: training the stage again from nothing is the user's call, not ours."""
+    passed: list[str] = []
+    for path in reversed(list_checkpoints(ckpt_root)):
+        damage = checkpoint_damage(path)
+        if damage is None:
+            return path, passed
+        passed.append(damage)
+    if passed:
+        raise RunDirError(f"{ckpt_root}: every checkpoint is damaged ({'; '.join(passed)}); remove the folder "
+                          "to train this stage again from its start")
+    return None, passed
 
 
 def load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer):

@@ -13,6 +13,7 @@ optimiser state. SIGINT/SIGTERM stop after the current step with a checkpoint
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -30,7 +31,7 @@ from tinyplm.errors import Interrupted
 from tinyplm.models.infer import autocast, use_bf16
 from tinyplm.tasks.encoding import Encoded, collate
 from tinyplm.train.accelerator import get_accelerator, synced
-from tinyplm.train.checkpoint import LoopState, list_checkpoints, load_checkpoint, load_extra, save_checkpoint
+from tinyplm.train.checkpoint import LoopState, latest_whole, load_checkpoint, load_extra, save_checkpoint
 from tinyplm.train.memory import read_peak, reset_peak
 from tinyplm.train.methods import adapt, finish, param_counts
 from tinyplm.train.objective import Batch, Objective
@@ -41,6 +42,8 @@ from tinyplm.train.signals import StopFlag
 from tinyplm.train.start_average import StartWeights
 from tinyplm.train.ulmfit import Unfreezer, layer_groups, stlr_factor
 from tinyplm.train.weight_average import AVERAGE_FILE, WeightAverage
+
+log = logging.getLogger(__name__)
 
 EvalFn = Callable[[torch.nn.Module], dict[str, float]]
 
@@ -230,17 +233,22 @@ def _check_method(spec: TrainSpec, io: StageIO, acc: Accelerator) -> None:
 
 
 def _resume(loop: _Loop) -> None:
-    ckpts = list_checkpoints(loop.io.checkpoint_dir)
-    if not ckpts:
+    """Continue from the newest whole checkpoint; a damaged newer one is passed over, said in the
+    log and on stderr (``latest_whole`` refuses when none is whole)."""
+    path, passed = latest_whole(loop.io.checkpoint_dir)
+    for damage in passed:
+        log.warning("%s: a damaged checkpoint (%s); continuing from the one before it", loop.io.name, damage)
+        loop.log.write(event="damaged_checkpoint", damage=damage)
+    if path is None:
         return
-    state, best, rng = load_checkpoint(ckpts[-1], loop.unwrapped, loop.opt)
+    state, best, rng = load_checkpoint(path, loop.unwrapped, loop.opt)
     loop.state, loop.best = state, best
-    average = load_extra(ckpts[-1], AVERAGE_FILE) if loop.average is not None else None
+    average = load_extra(path, AVERAGE_FILE) if loop.average is not None else None
     if average is not None:
         loop.average.load(average)
     if loop.acc.process_index in rng:
         torch.set_rng_state(rng[loop.acc.process_index])
-    loop.log.write(event="resume", step=state.step, checkpoint=ckpts[-1].name)
+    loop.log.write(event="resume", step=state.step, checkpoint=path.name)
 
 
 def _run_steps(loop: _Loop, data: Encoded) -> str:
