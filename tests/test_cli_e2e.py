@@ -35,9 +35,10 @@ def finished_run(tmp_path_factory) -> Path:
         {"name": "layers-1", "teacher_layers": [1], "train": {**TINY_TRAIN, "epochs": 2}},
     ]
     recipe = write_recipe(tmp / "tiny.yaml", tiny_recipe(tmp, model, glue, students=students))
-    res = cli("run", str(recipe), cwd=tmp)
+    res = cli("run", str(recipe), "--resume", cwd=tmp)  # nothing to continue: said, and a new run starts
     assert res.returncode == 0, res.stderr[-2000:]
     run_dir = tmp / "runs" / "tiny"
+    (tmp / "run.stderr").write_text(res.stderr, encoding="utf-8")
     assert f"report: {run_dir / 'report.html'}" in res.stdout.replace("\n", "")
     (tmp / "run.stdout").write_text(res.stdout, encoding="utf-8")
     return run_dir
@@ -54,6 +55,13 @@ def test_run_dir_holds_every_output(finished_run: Path) -> None:
     assert not missing
     stages = {json.loads(line)["stage"] for line in (finished_run / "logs/train.jsonl").read_text().splitlines()}
     assert stages == {"teacher", "random-L1", "layers-1"}
+
+
+def test_resume_with_no_run_to_continue_says_a_new_one_starts(finished_run: Path) -> None:
+    """--resume on a folder that holds no run (a typo, a relative output_dir from another folder)
+    started a new run without a word: the user believed it continued."""
+    said = (finished_run.parents[1] / "run.stderr").read_text(encoding="utf-8").replace("\n", "")
+    assert f"note: --resume: {finished_run} holds no run to continue; a new run starts there" in said
 
 
 def test_the_run_states_its_cpu_kind(finished_run: Path) -> None:

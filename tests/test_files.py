@@ -217,3 +217,18 @@ def test_validate_refuses_an_output_dir_under_a_file(tmp_path: Path) -> None:
     recipe["output_dir"] = str(tmp_path / "afile" / "run")
     assert_bad_input(cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path),
                      f"{tmp_path / 'afile'}: is a file, so the run directory")
+
+
+def test_a_changed_recipe_is_named_key_by_key_and_a_moved_output_dir_resumes(tmp_path: Path) -> None:
+    """--resume with another recipe said only "the recipe changed" (which key?) and offered --force,
+    which deletes the stages made; a run folder moved, its recipe's output_dir edited to match, was
+    refused though no stage reads output_dir."""
+    run_dir = tmp_path / "run"
+    stored = "output_dir: runs/old\nmeasure:\n  rounds: 1\nstudents:\n- name: s\n  lr: 0.1\n"
+    claim_run_dir(run_dir, stored).release()
+    edited = stored.replace("rounds: 1", "rounds: 2").replace("lr: 0.1", "lr: 0.2")
+    with pytest.raises(RunDirError, match=r"changed since this run started \(measure\.rounds: 1 -> 2; "
+                                          r"students\.0\.lr: 0\.1 -> 0\.2\); --resume needs the same recipe"):
+        claim_run_dir(run_dir, edited, resume=True)
+    with claim_run_dir(run_dir, stored.replace("runs/old", "runs/new"), resume=True) as claim:
+        assert claim.resumed and (run_dir / RESOLVED).read_text() == stored

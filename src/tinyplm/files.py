@@ -349,9 +349,16 @@ def _check(run_dir: Path, resolved: str, resume: bool, force: bool, finished: st
         gone = f" (its last writer, {previous.describe()}, is no longer running)" if previous else ""
         raise RunDirError(f"{run_dir}: holds an unfinished run; pass --resume to continue it "
                           f"or --force to restart{gone}")
-    if existing.read_text(encoding="utf-8") != resolved:
-        raise RunDirError(f"{existing}: the recipe changed since this run started; --resume needs the same "
-                          "recipe (or pass --force to restart)")
+    stored = existing.read_text(encoding="utf-8")
+    if stored != resolved:
+        from tinyplm.config.changes import FREE_KEYS, changed_keys, recipe_changes  # config imports files
+
+        changes = recipe_changes(stored, resolved)
+        if changed_keys(changes) - FREE_KEYS:
+            shown = "; ".join(changes[:4]) + (f"; and {len(changes) - 4} more" if len(changes) > 4 else "")
+            raise RunDirError(f"{existing}: the recipe changed since this run started ({shown}); --resume needs "
+                              "the same recipe: undo the change, or run it in another output dir (--force "
+                              "restarts here, deleting the stages already made)")
     return True
 
 

@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from tinyplm.cli.app import Force, Overrides, Resume, Track, app, out, print_stages
+from tinyplm.cli.app import Force, Overrides, Resume, Track, app, err, out, print_stages
+from tinyplm.files import RESOLVED
 
 
 def run_and_report(cfg, run_dir: Path | None, resume: bool, force: bool, track: bool = False) -> None:
@@ -24,6 +25,9 @@ def run_and_report(cfg, run_dir: Path | None, resume: bool, force: bool, track: 
     if track:
         cfg = cfg.model_copy(update={"tracking": cfg.tracking.with_mlflow()})
     target = run_dir or run_dir_of(cfg)
+    if main and resume and not (Path(target) / RESOLVED).is_file():  # a typo, or a relative path from elsewhere
+        err.print(f"note: --resume: {target} holds no run to continue; a new run starts there", markup=False,
+                  highlight=False, soft_wrap=True)
     record = run(cfg, target, resume=resume, force=force)
     if main:
         print_stages(record)
