@@ -439,3 +439,16 @@ def test_flag_commands_name_the_option_or_override_that_set_a_bad_value(tmp_path
     result = cli([*args, "--out", "o"], cwd=tmp_path)
     assert_bad_input(result, said)
     assert not (tmp_path / "o").exists()
+
+
+def test_a_run_dir_given_on_the_command_line_is_the_one_checked(tmp_path: Path, model_dir: Path,
+                                                                glue_ok: Path) -> None:
+    """A recipe copied from another machine, its output_dir unwritable here (under a file): with -o
+    the run goes elsewhere, yet it was refused over the output_dir it does not use."""
+    (tmp_path / "afile").write_text("x")
+    recipe = recipe_file(tmp_path, glue_ok, model_dir, output_dir=str(tmp_path / "afile" / "{name}"))
+    refused = cli(["run", recipe.name], tmp_path)
+    assert_bad_input(refused, f"{tmp_path / 'afile'}: is a file, so the run directory")
+    result = cli(["run", recipe.name, "-o", "elsewhere"], tmp_path)
+    assert result.returncode == 0, result.output
+    assert (tmp_path / "elsewhere" / "results.json").is_file()

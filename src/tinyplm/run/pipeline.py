@@ -80,7 +80,7 @@ def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, fo
     acc = get_accelerator()
     run_dir = Path(run_dir or run_dir_of(cfg))
     started = time.time()
-    checked = preflight(cfg)  # bad input fails here, before the run dir is touched
+    checked = preflight(cfg, run_dir)  # bad input fails here, before the run dir is touched
     for note in checked.notes:
         log.warning("%s", note)
     claim = None

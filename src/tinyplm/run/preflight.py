@@ -73,11 +73,12 @@ def load_task(spec: TaskSpec, corpus: CorpusSpec | None = None, *, check_keys: b
     return tasks.load_task(spec, paragraphs if corpus is not None else None, check_keys=check_keys)
 
 
-def preflight(cfg: RunConfig) -> Preflight:
-    """Check everything a run reads before it writes anything: the task's data files (every
-    line), the teacher directory, its tokenizer, that a teacher used as is has a head, and each
-    stage's own teacher. Raises ``TinyplmError`` subclasses naming the problem."""
-    check_creatable(Path(cfg.output_dir.replace("{name}", cfg.name)))
+def preflight(cfg: RunConfig, run_dir: Path | None = None) -> Preflight:
+    """Check everything a run reads before it writes anything: that its run dir (``run_dir``, else
+    the recipe's ``output_dir``) can be made, the task's data files (every line), the teacher
+    directory, its tokenizer, that a teacher used as is has a head, and each stage's own teacher.
+    Raises ``TinyplmError`` subclasses naming the problem."""
+    check_creatable(Path(run_dir) if run_dir is not None else Path(cfg.output_dir.replace("{name}", cfg.name)))
     data, src = load_task(cfg.task, cfg.corpus), teacher_dir(cfg.teacher.model)
     enc = check_sentence_dir(src)  # src, or a sentence-transformers folder's encoder (e.g. 0_Transformer/)
     if Head(data.head).row.vectors:  # every model of the run is judged as the teacher is meant to be compared
