@@ -155,6 +155,24 @@ def test_evaluate_and_bench_subcommands(finished_run: Path) -> None:
     assert [s["name"] for s in bench["stages"]] == ["teacher", "model"]
 
 
+def test_evaluate_and_bench_read_dev_alone(finished_run: Path, tmp_path: Path) -> None:
+    """A task had as its dev file alone (GLUE's QNLI often is) could not be evaluated: both
+    commands read the train split first and stopped at its missing file."""
+    import shutil
+
+    glue = tmp_path / "glue"
+    shutil.copytree(finished_run.parent.parent / "glue", glue)
+    (glue / "SST-2" / "train.tsv").unlink()
+    res = cli("evaluate", str(finished_run / "teacher"), "--task", "sst2", "--data-dir", str(glue), "--json",
+              "--max-length", "32", cwd=finished_run)
+    assert res.returncode == 0, res.stderr
+    teacher = json.loads((finished_run / "results.json").read_text())["stages"][0]
+    assert json.loads(res.stdout)["metrics"]["accuracy"] == pytest.approx(teacher["metrics"]["accuracy"])
+    res = cli("bench", str(finished_run / "teacher"), "--task", "sst2", "--data-dir", str(glue), "--max-length", "32",
+              "--rounds", "1", cwd=finished_run)
+    assert res.returncode == 0, res.stderr
+
+
 def test_help_of_every_subcommand_has_an_example(tmp_path: Path) -> None:
     for cmd in ("run", "finetune", "distill", "evaluate", "bench", "report", "validate", "tasks"):
         res = cli(cmd, "--help", cwd=tmp_path)

@@ -59,7 +59,7 @@ def evaluate_cmd(
                                      "doc_stride": doc_stride, "max_query_length": max_query_length,
                                      "context_sentences": context_sentences, "context_after": context_after}},
                            source="command line").task
-    data = load_task(spec)
+    data = load_task(spec, train=False)  # dev alone: a task's train file may be absent (QNLI's often is)
     if predictions is not None and not Head(data.head).row.windows:
         raise TinyplmError(f"--predictions writes SQuAD answers; task {data.task} has a {data.head} head")
     model, tok = load_classifier(model_dir, data.labels, data.is_regression, data.head)

@@ -85,7 +85,7 @@ def bench(model_dirs: list[Path], task: TaskSpec, rounds: int = 3, runtimes: lis
     unknown = sorted(set(runtimes or []) - set(RUNTIMES))
     if unknown:
         raise TinyplmError(f"--runtimes: unknown {', '.join(unknown)}; choose from {', '.join(RUNTIMES)}")
-    data = load_task(task)
+    data = load_task(task, train=False)  # the eval splits alone: a task's train file may be absent
     if Head(data.head).row.vectors:  # judged as the reference is meant to be compared (its similarity_fn_name)
         data = replace(data, similarity=layout_similarity(model_dirs[0]))
     stages, groups = [], {}
@@ -93,7 +93,8 @@ def bench(model_dirs: list[Path], task: TaskSpec, rounds: int = 3, runtimes: lis
         names = {s.name for s in stages}
         base = "teacher" if i == 0 else (d.name if d.name not in names else f"{d.parent.name}-{d.name}")
         model, tok = load_for_head(d, data.labels, data.is_regression, data.head)
-        pairs = data.train.examples and getattr(data.train.examples[0], "text_pair", None) is not None
+        first = next((split.examples[0] for split in data.evals.values() if split.examples), None)
+        pairs = getattr(first, "text_pair", None) is not None
         problem = segment_problem(d, getattr(getattr(model, "config", None), "to_dict", dict)(), tok) if pairs else None
         if problem:
             raise ModelError(f"{problem} (task '{data.task}' is a pair task)")

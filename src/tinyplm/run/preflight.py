@@ -62,15 +62,17 @@ class Preflight:
     notes: tuple[str, ...] = ()
 
 
-def load_task(spec: TaskSpec, corpus: CorpusSpec | None = None, *, check_keys: bool = True) -> TaskData:
+def load_task(spec: TaskSpec, corpus: CorpusSpec | None = None, *, check_keys: bool = True,
+              train: bool = True) -> TaskData:
     """Read the task's train and eval splits (see :func:`tinyplm.tasks.load_task`); an embedding
     task whose ``train_texts`` name ``corpus`` reads the paragraphs of ``corpus`` (the recipe's
     section). ``check_keys=False`` for a finished run's stored recipe, which may hold keys its
-    task never read (refused only for new recipes)."""
+    task never read (refused only for new recipes); ``train`` False reads the eval splits alone
+    (:func:`tinyplm.tasks.load_task`)."""
     def paragraphs() -> list[str]:
         return read_corpus([Path(p) for p in corpus.paths], max_docs=corpus.max_docs, text_field=corpus.text_field)
 
-    return tasks.load_task(spec, paragraphs if corpus is not None else None, check_keys=check_keys)
+    return tasks.load_task(spec, paragraphs if corpus is not None else None, check_keys=check_keys, train=train)
 
 
 def preflight(cfg: RunConfig, run_dir: Path | None = None) -> Preflight:

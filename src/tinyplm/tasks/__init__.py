@@ -90,13 +90,16 @@ def get(name: str, data_dir: str | Path | None = None) -> Task:
     return glue_task(key, resolve_glue_dir(data_dir))
 
 
-def load_task(spec, corpus_texts: Callable[[], list[str]] | None = None, *, check_keys: bool = True) -> TaskData:
+def load_task(spec, corpus_texts: Callable[[], list[str]] | None = None, *, check_keys: bool = True,
+              train: bool = True) -> TaskData:
     """Read a recipe's task (a ``TaskSpec``): GLUE by name, a custom CSV/JSONL task, or the
     ``embedding`` task (:func:`~tinyplm.tasks.embedding_task.embedding_task_data`; ``corpus_texts``
     reads the run's corpus section's paragraphs when its ``train_texts`` name ``corpus``).
 
     ``check_keys``: refuse keys the task does not read (:mod:`tinyplm.tasks.task_keys`); off for a
-    finished run's stored recipe. Raises ``TinyplmError`` subclasses naming the missing key, file or line."""
+    finished run's stored recipe. ``train`` False: the eval splits alone (a GLUE, custom or spoiler
+    task's train file is not read; no held-out split is cut from it). Raises ``TinyplmError``
+    subclasses naming the missing key, file or line."""
     from tinyplm.errors import RecipeError
 
     embedding = spec.name.strip().lower() == EMBEDDING_TASK
@@ -124,8 +127,8 @@ def load_task(spec, corpus_texts: Callable[[], list[str]] | None = None, *, chec
         task = get(spec.name, spec.data_dir)
     if spec.class_weights is not None:
         task = replace(task, class_weights=spec.class_weights)
-    data = task.load()
-    if not spec.holdout:
+    data = task.load(train=train)
+    if not spec.holdout or not train:
         return data
     return hold_out(data, spec.holdout, spec.holdout_seed, spec.holdout_min_words, spec.holdout_drop_parts)
 

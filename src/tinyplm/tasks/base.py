@@ -161,9 +161,12 @@ class Task:
         return Split(name=split, examples=self.reader(path, split), source=path, head=self.head,
                      options=dict(self.options))
 
-    def load(self) -> TaskData:
-        """Read train and every eval split into a :class:`TaskData` (raises ``DataError``)."""
-        train = self.read("train")
+    def load(self, train: bool = True) -> TaskData:
+        """Read train and every eval split into a :class:`TaskData` (raises ``DataError``); with
+        ``train`` False the train split is left unread (empty): what ``evaluate`` and ``bench`` need,
+        where a task's train file may be absent (GLUE's QNLI is often had as its dev file alone)."""
+        train = self.read("train") if train else Split("train", [], self.files.get("train", Path("")), self.head,
+                                                         dict(self.options))
         evals = {name: self.read(name) for name in self.eval_splits}
         self._check_both_classes(evals)
         weights = None
