@@ -173,6 +173,17 @@ def test_evaluate_and_bench_read_dev_alone(finished_run: Path, tmp_path: Path) -
     assert res.returncode == 0, res.stderr
 
 
+def test_a_model_scored_on_another_task_than_its_own_is_said(finished_run: Path, capsys) -> None:
+    """An SST-2 model evaluated (or benched) with --task cola printed an MCC and nothing else."""
+    from tinyplm.cli.evaluate import note_other_task
+
+    note_other_task([finished_run / "teacher", finished_run], "SST-2")
+    assert capsys.readouterr().err == ""
+    note_other_task([finished_run / "teacher"], "cola")
+    said = capsys.readouterr().err.replace("\n", " ")
+    assert f"note: {finished_run / 'teacher'} was trained for sst2; scored on cola as it is" in said
+
+
 def test_help_of_every_subcommand_has_an_example(tmp_path: Path) -> None:
     for cmd in ("run", "finetune", "distill", "evaluate", "bench", "report", "validate", "tasks"):
         res = cli(cmd, "--help", cwd=tmp_path)

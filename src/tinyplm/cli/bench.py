@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from tinyplm.cli.app import EvalPrecision, app, exact_precision, out, print_stages
-from tinyplm.cli.evaluate import as_trained
+from tinyplm.cli.evaluate import as_trained, note_other_task
 from tinyplm.files import check_results_dir
 
 
@@ -50,6 +50,7 @@ def bench_cmd(
     wanted = [r.strip() for r in runtimes.split(",") if r.strip()] if runtimes else None
     exact_precision(precision)
     asked = max_length
+    note_other_task(list(model_dirs), task)
     max_length, context_sentences, context_after = as_trained(model_dirs[0], task, max_length, context_sentences,
                                                                context_after, also=list(model_dirs[1:]))
     spec = TaskSpec(name=task, data_dir=data_dir, max_length=max_length, context_sentences=context_sentences,

@@ -53,6 +53,7 @@ def evaluate_cmd(
 
     bf16 = exact_precision(precision) == "bf16"
     _check_window_flags(task, doc_stride, max_query_length)
+    note_other_task([model_dir], task)
     max_length, context_sentences, context_after = as_trained(model_dir, task, max_length, context_sentences,
                                                                context_after)
     spec = validate_recipe({"task": {"name": task, "data_dir": data_dir, "max_length": max_length,
@@ -125,6 +126,20 @@ def _print_evaluation(model, model_dir: Path, data, metrics: dict, context: dict
     shown = {**context, **metrics, "precision": measured_in, **{k: ", ".join(v) for k, v in labels.items()}}
     for k, v in shown.items():
         out.print(f"{k}: {v:.4f}" if isinstance(v, float) else f"{k}: {v}")
+
+
+def note_other_task(model_dirs: list[Path], task: str) -> None:
+    """Say on stderr which of ``model_dirs`` were trained for another task than ``task`` (their run's
+    recipe or config stamp): scored as they are, by their outputs' order, which may be right (a
+    sentiment model on another sentiment set) or meaningless (an SST-2 model's MCC on CoLA)."""
+    from tinyplm.inference.model_info import trained_task
+    from tinyplm.tasks import canonical
+
+    for model_dir in model_dirs:
+        run = trained_task(model_dir)
+        if run is not None and run.name and canonical(run.name) != canonical(task):
+            err.print(f"note: {model_dir} was trained for {run.name}; scored on {task} as it is, its outputs "
+                      f"read as {task}'s labels in their order", markup=False, highlight=False, soft_wrap=True)
 
 
 def as_trained(model_dir: Path, task: str, max_length: int | None, context: int | None,
