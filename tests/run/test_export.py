@@ -59,3 +59,20 @@ def test_export_bad_input(finished_run: Path, tmp_path: Path) -> None:
     assert_bad_input(cli(["export", tmp_path, "--onnx"], cwd=tmp_path), "not a finished tinyplm run")
     assert_bad_input(cli(["export", finished_run, "--onnx", "--stage", "nope"], cwd=tmp_path), "no stage(s) ['nope']")
     assert_bad_input(cli(["export", finished_run], cwd=tmp_path), "--onnx")
+
+
+def test_a_missing_stage_folder_or_a_file_as_out_is_refused_before_any_export(finished_run: Path,
+                                                                              tmp_path: Path) -> None:
+    """A run copied without one stage's folder exported the stages before it, then stopped, their
+    parity lost; an --out that is a file stopped with a raw FileExistsError. Both are refused first."""
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(finished_run, copy, ignore=shutil.ignore_patterns("export"))
+    shutil.rmtree(copy / "students" / "small.prune_ffn")
+    assert_bad_input(cli(["export", copy, "--onnx"], cwd=tmp_path),
+                     f"the model folder of stage(s) small.prune_ffn ({copy / 'students' / 'small.prune_ffn'}) is gone")
+    assert not (copy / "export").exists()
+    (tmp_path / "afile").write_text("x")
+    assert_bad_input(cli(["export", finished_run, "--onnx", "--stage", "small", "--out", tmp_path / "afile"],
+                         cwd=tmp_path), f"--out {tmp_path / 'afile'}: cannot be the export folder")

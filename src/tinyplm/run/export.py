@@ -18,10 +18,10 @@ from pathlib import Path
 import torch
 
 from tinyplm.config import load_recipe
-from tinyplm.errors import TinyplmError
+from tinyplm.errors import RunDirError, TinyplmError
 from tinyplm.evaluate.agreement import prediction_agreement
 from tinyplm.evaluate.model_eval import encode_evals
-from tinyplm.files import write_json_atomic
+from tinyplm.files import check_creatable, write_json_atomic
 from tinyplm.models import save_model
 from tinyplm.models.head_loading import load_for_head
 from tinyplm.models.onnx import ONNX_FILE, OrtClassifier, export_onnx
@@ -72,9 +72,12 @@ def export_run(run_dir: Path, stages: list[str] | None = None, out_dir: Path | N
                            "is made by the run's runtime step (compress: [{kind: runtime}]), which "
                            "sentence-transformers and tinyplm predict load")
     out_dir = Path(out_dir or run_dir / "export")
+    names = _check_targets(run_dir, out_dir, [(name, run_dir / known[name].model_dir) for name in stages or known])
     out_dir.mkdir(parents=True, exist_ok=True)
     report = []
-    for name in stages or list(known):
+    for name in names:
+        if report:  # each stage's parity kept as soon as it is measured: a later failure loses none of them
+            _write(out_dir / PARITY_FILE, report)
         model_dir = run_dir / known[name].model_dir
         model, tok = load_for_head(model_dir, data.labels, data.is_regression, data.head)
         target = out_dir / name
@@ -104,6 +107,21 @@ def export_run(run_dir: Path, stages: list[str] | None = None, out_dir: Path | N
                              (target / ONNX_FILE).stat().st_size))
     _write(out_dir / PARITY_FILE, report)
     return report
+
+
+def _check_targets(run_dir: Path, out_dir: Path, stages: list[tuple[str, Path]]) -> list[str]:
+    """The stage names to export, in order, once every stage's model folder is there and the
+    export folder can be made (not a file, nor under one); raises ``TinyplmError`` before anything
+    is exported, naming what is missing or in the way."""
+    try:
+        check_creatable(out_dir)
+    except RunDirError as exc:
+        raise TinyplmError(f"--out {out_dir}: cannot be the export folder: {exc}") from None
+    missing = [f"{name} ({model_dir})" for name, model_dir in stages if not model_dir.is_dir()]
+    if missing:
+        raise TinyplmError(f"{run_dir}: the model folder of stage(s) {', '.join(missing)} is gone; nothing "
+                           "exported (--stage names the stages to export)")
+    return [name for name, _ in stages]
 
 
 def _write(path: Path, report: list[Parity]) -> None:
