@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tinyplm.errors import TinyplmError
-from tinyplm.files import write_atomic
+from tinyplm.files import RESOLVED, lock_state, write_atomic
 from tinyplm.report.analysis import analysis_section
 from tinyplm.report.card import render_model_card, write_model_card
 from tinyplm.report.curves import training_curves
@@ -134,10 +134,13 @@ def _check_types(data: dict[str, Any]) -> None:
 def load_record(path: Path) -> RunRecord:
     """Read a results.json into a RunRecord.
 
-    Raises :class:`TinyplmError` naming the file when it is missing, not JSON or not a run record.
+    Raises :class:`TinyplmError` naming the file when it is missing, a folder, not JSON or not a
+    run record.
     """
     path = Path(path)
-    expected = "a results.json written by a finished tinyplm run (RunRecord.to_dict())"
+    expected = "a results.json written by a finished tinyplm run"
+    if path.is_dir():
+        raise TinyplmError(f"{path}: is a folder; expected {expected}")
     if not path.is_file():
         raise TinyplmError(f"{path}: file not found; expected {expected}")
     try:
@@ -154,12 +157,46 @@ def load_record(path: Path) -> RunRecord:
                            "keys task, metric, stages") from exc
 
 
+def unfinished_note(run_dir: Path) -> str:
+    """Why a run dir holding ``config.resolved.yaml`` but no results.json has no results yet, and
+    how to go on: a run in progress there (its holder named), or the command that continues it."""
+    live, holder = lock_state(run_dir)
+    if live:
+        return f"unfinished: a run is in progress there ({holder.describe() if holder else 'another process'})"
+    return (f"unfinished: no {RESULTS}, the run was killed or failed; continue it with "
+            f"`tinyplm run {run_dir / RESOLVED} -o {run_dir} --resume`")
+
+
+def _check_run_dir(run_dir: Path) -> None:
+    """Raise :class:`TinyplmError` when ``run_dir`` is not a finished run's folder, saying what it
+    is instead: missing, a recipe or other file, an unfinished run, a sweep's folder."""
+    if not run_dir.exists():
+        raise TinyplmError(f"{run_dir}: no such folder; expected a run dir (the folder a run wrote, "
+                           f"holding {RESULTS})")
+    if run_dir.is_file():
+        what = "a recipe" if run_dir.suffix.lower() in (".yaml", ".yml") else "a file"
+        raise TinyplmError(f"{run_dir}: is {what}; report takes a run dir, the folder a run wrote (a recipe's "
+                           f"output_dir, or run's -o) holding {RESULTS}")
+    if (run_dir / RESULTS).exists():
+        return
+    if (run_dir / "sweep.json").is_file():
+        trials = sorted(p.name for p in (run_dir / "trials").glob("t-*") if p.is_dir())
+        raise TinyplmError(f"{run_dir}: is a sweep's folder; its table across trials is {run_dir / 'sweep.json'} "
+                           f"and {run_dir / 'summary.md'}; report takes one trial's run dir, e.g. "
+                           f"{run_dir / 'trials' / (trials[0] if trials else 't-...')}")
+    if (run_dir / RESOLVED).is_file():
+        raise TinyplmError(f"{run_dir}: {unfinished_note(run_dir)}; report reads a finished run's {RESULTS}")
+
+
 def rebuild(run_dir: Path) -> dict[str, Path]:
     """Regenerate every report file of ``run_dir`` from its results.json (see :func:`write_all`),
     which is read, never rewritten: a record of an older schema, or with keys this version does not
     know (a newer tinyplm's, a user's notes), stays as it was written.
 
-    Raises :class:`TinyplmError` naming the file when results.json is missing or invalid.
+    Raises :class:`TinyplmError` naming the path when ``run_dir`` is missing, a file (a recipe), an
+    unfinished run (with the command that continues it) or a sweep's folder, and naming the file
+    when results.json is missing or invalid.
     """
     run_dir = Path(run_dir)
+    _check_run_dir(run_dir)
     return write_all(load_record(run_dir / RESULTS), run_dir, save_record=False)
