@@ -33,9 +33,10 @@ def glue_table_cmd(
 
     Example: tinyplm glue-table runs/sweeps/glue_base --out runs/glue_table
     """
-    from tinyplm.report.glue_table import TaskMetrics, glue_table, header, row_cells, write_glue_table
+    from tinyplm.report.glue_table import TaskMetrics, check_out, glue_table, header, row_cells, write_glue_table
     from tinyplm.tasks.glue import GLUE_SPECS
 
+    check_out(out_dir)
     table = glue_table(paths, {name: TaskMetrics(spec.folder, spec.metrics) for name, spec in GLUE_SPECS.items()})
     _show(f"GLUE: {sum(len(v) for v in table.runs.values())} run(s)", header(table),
           [row_cells(row, table.tasks) for row in table.rows], table.skipped)
@@ -71,10 +72,11 @@ def paradigm_table_cmd(
 
     Example: tinyplm paradigm-table runs/sweeps/glue_paradigms --out runs/paradigm_table
     """
-    from tinyplm.report.glue_table import TaskMetrics
+    from tinyplm.report.glue_table import TaskMetrics, check_out
     from tinyplm.report.paradigm_table import header, paradigm_table, row_cells, write_paradigm_table
     from tinyplm.tasks.glue import GLUE_SPECS
 
+    check_out(out_dir)
     table = paradigm_table(paths, {name: TaskMetrics(spec.folder, spec.metrics) for name, spec in GLUE_SPECS.items()},
                            reference)
     _show(f"Paradigms on top of distillation: {sum(len(v) for v in table.runs.values())} run(s)", header(table),

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tinyplm.errors import TinyplmError
-from tinyplm.files import write_atomic, write_json_atomic
+from tinyplm.files import write_atomic
+from tinyplm.report import unfinished_note
 from tinyplm.report.records import RunRecord, StageRecord
 
 #: The tasks whose scores make the average (the proposal's GLUE table; WNLI apart).
@@ -38,6 +40,8 @@ ORDER: tuple[str, ...] = (*AVERAGED, "qnli", "qqp", "mnli", "wnli")
 #: How a metric is headed in the table.
 SHORT = {"mcc": "MCC", "accuracy": "acc", "f1": "F1", "pearson": "P", "spearman": "S", "accuracy_mm": "acc-mm"}
 RESULTS = "results.json"
+RESOLVED = "config.resolved.yaml"
+SWEEP = "sweep.json"
 SCHEMA = 1
 
 
@@ -121,15 +125,84 @@ class GlueTable:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def find_runs(paths: list[Path]) -> list[Path]:
-    """Every run dir at or under ``paths`` (a folder holding ``results.json``), sorted; raises
-    ``TinyplmError`` naming a path that does not exist."""
-    found: set[Path] = set()
+@dataclass(frozen=True)
+class FoundRuns:
+    """The run dirs found (each holds a ``results.json``), sorted, and what was left out with why
+    (unfinished runs, trials a sweep no longer lists)."""
+
+    runs: list[Path]
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def find_runs(paths: list[Path]) -> FoundRuns:
+    """Every run dir at or under ``paths`` (a folder holding ``results.json``), each once however it
+    was reached (a run given twice, by another spelling or through a symlink, counts once), sorted.
+
+    A folder holding ``sweep.json`` gives the trials it lists (``trials/KEY``); the other folders
+    in its ``trials/`` are left out by name (trials of an earlier search space), and so is a run dir
+    with ``config.resolved.yaml`` but no ``results.json`` (unfinished). Raises ``TinyplmError``
+    naming a path that does not exist or is a file other than a ``results.json``."""
+    found: dict[Path, Path] = {}  # resolved -> as reached
+    skipped: dict[str, str] = {}
+    visited: set[Path] = set()
     for path in paths:
         if not path.exists():
             raise TinyplmError(f"{path}: no such run dir or folder (expected a finished run or a sweep's folder)")
-        found.update(p.parent for p in ([path / RESULTS] if (path / RESULTS).is_file() else path.rglob(RESULTS)))
-    return sorted(found)
+        if path.is_file():
+            if path.name != RESULTS:
+                raise TinyplmError(f"{path}: is a file; expected a finished run dir or a folder holding them "
+                                   "(a sweep's)")
+            path = path.parent
+        _walk(path, found, skipped, visited)
+    return FoundRuns(sorted(found.values()), skipped)
+
+
+def _walk(folder: Path, found: dict[Path, Path], skipped: dict[str, str], visited: set[Path]) -> None:
+    """Add the run dirs at or under ``folder`` to ``found``, what is left out to ``skipped``."""
+    real = folder.resolve()
+    if real in visited:
+        return
+    visited.add(real)
+    if (folder / RESULTS).exists():
+        found[real] = folder
+        return
+    if (folder / RESOLVED).is_file():
+        skipped[str(folder)] = unfinished_note(folder)
+        return
+    listed = _sweep_trials(folder, skipped) if (folder / SWEEP).is_file() else None
+    try:
+        children = sorted((p for p in folder.iterdir() if p.is_dir()), key=lambda p: (p.is_symlink(), p))
+    except OSError as exc:
+        skipped[str(folder)] = f"cannot be read ({exc.strerror or exc})"
+        return
+    if listed is None:
+        for child in children:
+            _walk(child, found, skipped, visited)
+        return
+    for key, status in listed.items():
+        trial = folder / "trials" / key
+        if trial.is_dir():
+            _walk(trial, found, skipped, visited)
+        else:
+            skipped[str(trial)] = f"{folder / SWEEP} lists it as {status or 'a trial'}; no run dir there"
+    trials = folder / "trials"
+    extras = sorted(p for p in trials.iterdir() if p.is_dir() and p.name not in listed) if trials.is_dir() else []
+    for extra in extras:
+        skipped[str(extra)] = f"not among the trials {folder / SWEEP} lists: left from an earlier search space"
+
+
+def _sweep_trials(sweep_dir: Path, skipped: dict[str, str]) -> dict[str, str] | None:
+    """The trials ``sweep_dir/sweep.json`` lists (key -> status); None, and the file named in
+    ``skipped``, when it cannot be read (every run dir under the folder is read instead)."""
+    path = sweep_dir / SWEEP
+    try:
+        trials = {t["key"]: str(t.get("status", "")) for t in json.loads(path.read_text(encoding="utf-8"))["trials"]}
+        if not all(isinstance(k, str) and k.startswith("t-") and "/" not in k for k in trials):
+            raise ValueError("a trial key is not a trial folder's name (t-...)")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        skipped[str(path)] = f"unreadable ({exc}); every run dir under {sweep_dir} read instead"
+        return None
+    return trials
 
 
 def routes_of(record: RunRecord) -> dict[str, StageRecord]:
@@ -181,17 +254,24 @@ def _row(route: str, cells: dict[str, TaskCell], teacher_average: float | None) 
                    _span([r.faster for r in runs]))
 
 
-def read_runs(run_dirs: list[Path], glue: GlueTasks) -> tuple[dict[str, dict[str, list[RouteRun]]],
-                                                             dict[str, list[str]], dict[str, str]]:
-    """The GLUE runs among ``run_dirs``: per task, per route, its runs; the run dirs per task; and
-    the ``results.json`` files left out with why (another task, an unreadable file)."""
+def read_runs(found: FoundRuns, glue: GlueTasks) -> tuple[dict[str, dict[str, list[RouteRun]]],
+                                                          dict[str, list[str]], dict[str, str]]:
+    """The GLUE runs among ``found``: per task, per route, its runs; the run dirs per task; and
+    what was left out with why (``found.skipped``, then each ``results.json`` of another task or
+    that cannot be read)."""
     by_task: dict[str, dict[str, list[RouteRun]]] = {}
     runs: dict[str, list[str]] = {}
-    skipped: dict[str, str] = {}
-    for run_dir in run_dirs:
+    skipped: dict[str, str] = dict(found.skipped)
+    for run_dir in found.runs:
         try:
             record = RunRecord.load(run_dir / RESULTS)
-        except (ValueError, json.JSONDecodeError) as exc:
+        except IsADirectoryError:
+            skipped[str(run_dir / RESULTS)] = "unreadable: a folder, not a file"
+            continue
+        except OSError as exc:
+            skipped[str(run_dir / RESULTS)] = f"unreadable: {exc.strerror or exc}"
+            continue
+        except (ValueError, TypeError, KeyError) as exc:
             skipped[str(run_dir / RESULTS)] = f"unreadable: {exc}"
             continue
         if record.task not in glue:
@@ -272,13 +352,47 @@ def markdown(table: GlueTable) -> str:
     return "\n".join(lines) + "\n"
 
 
+def check_out(out_dir: Path, flag: str = "--out") -> None:
+    """Raise ``TinyplmError`` naming ``flag`` when a table's files cannot go into ``out_dir``: it is a
+    file, the nearest folder that exists on its way is a file, or no folder can be made there (not
+    writable, a read-only or virtual file system: tried with an empty folder made and removed at
+    once). Nothing is left behind; called before any run is read."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise TinyplmError(f"{flag} {out_dir}: is a file; the table's files go into a folder (choose another {flag})")
+    found = next((p for p in (out_dir, *out_dir.parents) if p.exists()), None)
+    if found is None:
+        return
+    if not found.is_dir():
+        raise TinyplmError(f"{flag} {out_dir}: {found} is a file, so the folder cannot be made under it "
+                           f"(choose another {flag})")
+    probe = found / f".{out_dir.name or 'out'}.{os.getpid()}.probe"
+    try:
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as exc:
+        raise TinyplmError(f"{flag} {out_dir}: nothing can be written in {found} ({exc.strerror or exc}); "
+                           f"choose another {flag}") from None
+
+
+def write_files(out_dir: Path, files: dict[str, str]) -> None:
+    """Write each ``{name: text}`` into ``out_dir`` (made if missing), atomically, in order; raises
+    ``TinyplmError`` naming the file that cannot be written."""
+    path = out_dir
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            path = out_dir / name
+            write_atomic(path, text)
+    except OSError as exc:
+        raise TinyplmError(f"{path}: cannot be written ({exc.strerror or exc}); choose another --out") from None
+
+
 def write_glue_table(table: GlueTable, out_dir: Path) -> Path:
-    """Write ``glue.json`` and ``glue.md`` into ``out_dir`` (atomically); returns the JSON's path."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Write ``glue.json`` and ``glue.md`` into ``out_dir`` (atomically); returns the JSON's path.
+    Raises ``TinyplmError`` naming a file that cannot be written."""
     data = {"schema": SCHEMA, "tasks": table.tasks, "averaged": list(AVERAGED), "runs": table.runs,
             "specs": {t: asdict(spec) for t, spec in table.specs.items()},
             "skipped": table.skipped, "rows": [asdict(r) for r in table.rows]}
-    path = out_dir / "glue.json"
-    write_json_atomic(path, data)
-    write_atomic(out_dir / "glue.md", markdown(table))
-    return path
+    write_files(out_dir, {"glue.json": json.dumps(data, indent=2) + "\n", "glue.md": markdown(table)})
+    return out_dir / "glue.json"

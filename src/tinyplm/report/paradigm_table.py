@@ -13,12 +13,21 @@ Runs, routes and task cells are read as the GLUE table reads them (:mod:`tinyplm
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tinyplm.errors import TinyplmError
-from tinyplm.files import write_atomic, write_json_atomic
-from tinyplm.report.glue_table import ORDER, GlueTasks, TaskCell, TaskMetrics, find_runs, read_runs, task_cell
+from tinyplm.report.glue_table import (
+    ORDER,
+    GlueTasks,
+    TaskCell,
+    TaskMetrics,
+    find_runs,
+    read_runs,
+    task_cell,
+    write_files,
+)
 
 #: The route every paradigm starts from in recipes/glue_table/paradigms.yaml.
 REFERENCE = "student-minilm"
@@ -148,12 +157,9 @@ def markdown(table: ParadigmTable) -> str:
 
 def write_paradigm_table(table: ParadigmTable, out_dir: Path) -> Path:
     """Write ``paradigms.json`` and ``paradigms.md`` into ``out_dir`` (atomically); returns the
-    JSON's path."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    JSON's path. Raises ``TinyplmError`` naming a file that cannot be written."""
     data = {"schema": SCHEMA, "tasks": table.tasks, "reference": table.reference, "runs": table.runs,
             "specs": {t: asdict(spec) for t, spec in table.specs.items()}, "skipped": table.skipped,
             "rows": [asdict(r) for r in table.rows]}
-    path = out_dir / "paradigms.json"
-    write_json_atomic(path, data)
-    write_atomic(out_dir / "paradigms.md", markdown(table))
-    return path
+    write_files(out_dir, {"paradigms.json": json.dumps(data, indent=2) + "\n", "paradigms.md": markdown(table)})
+    return out_dir / "paradigms.json"
