@@ -135,11 +135,24 @@ def set_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
+class _Terminated(BaseException):
+    """SIGTERM outside training (which checkpoints first and raises ``Interrupted``): stop as
+    Ctrl-C stops, so atomic writes clean up and the user is told how to go on."""
+
+
+def _terminate(signum, frame) -> None:
+    raise _Terminated
+
+
 def main() -> None:
     """Entry point: run the app; bad input -> one-line error on stderr and exit code 2;
-    interrupted -> exit 130 (SIGINT) or 143 (SIGTERM), after training saved a checkpoint."""
+    interrupted -> exit 130 (SIGINT) or 143 (SIGTERM), after training saved a checkpoint, and
+    said (what was written is kept; a run continues with --resume)."""
+    import signal
+
     from tinyplm.errors import Interrupted
 
+    signal.signal(signal.SIGTERM, _terminate)  # training and predict set their own while they run
     try:
         app()
     except TinyplmError as exc:
@@ -148,6 +161,8 @@ def main() -> None:
     except Interrupted as exc:
         err.print(f"interrupted: {exc}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        sys.exit(130)
+    except (KeyboardInterrupt, _Terminated) as exc:
+        name = "SIGTERM" if isinstance(exc, _Terminated) else "SIGINT"
+        err.print(f"interrupted ({name}): what was written is kept; a run continues with --resume", markup=False,
+                  highlight=False, soft_wrap=True)
+        sys.exit(143 if name == "SIGTERM" else 130)

@@ -1,0 +1,29 @@
+"""A command stopped by SIGTERM outside training (measuring, a runtime step, a report) died with
+the signal's default: exit -15 and not a word. Now it stops as Ctrl-C does (atomic writes clean up)
+and says so, exit 143; Ctrl-C says the same, exit 130."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+BUSY = ("import importlib, time\na = importlib.import_module('tinyplm.cli.app')\n"
+        "a.app = lambda: (print('ready', flush=True), time.sleep(60))\na.main()\n")
+
+
+@pytest.mark.parametrize(("sent", "code", "name"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "SIGINT")])
+def test_a_signal_outside_training_is_said_and_exits_as_the_shell_expects(sent: int, code: int, name: str) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", BUSY], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(0.2)
+        proc.send_signal(sent)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == code
+    assert f"interrupted ({name}): what was written is kept; a run continues with --resume" in err
