@@ -143,3 +143,19 @@ def test_tensorboard_gets_scalars_and_the_recipe(tmp_path: Path) -> None:
     tracker.close(RunStatus.FINISHED)
     assert tensorboard_scalars(tmp_path / "tb") == {"s/dev/f1": [(1, 0.25), (2, 0.5)]}
     assert tracking_info(tmp_path / "run") == {"tensorboard": {"log_dir": str(tmp_path / "tb")}}
+
+
+def test_an_mlflow_server_that_does_not_answer_is_refused_in_seconds(tmp_path: Path) -> None:
+    """MLflow itself retries a server where nothing listens for minutes; the first contact is
+    bounded, and what went wrong named with the key."""
+    import time
+
+    started = time.monotonic()
+    with pytest.raises(TrackingError, match=r"tracking.mlflow: nothing answers at http://127.0.0.1:1 \("):
+        open_tracker(TrackingSpec(mlflow="http://127.0.0.1:1"), tmp_path / "run", run_name="r", params=PARAMS)
+    assert time.monotonic() - started < 30
+    (tmp_path / "afile").write_text("x")
+    under_a_file = (tmp_path / "afile" / "mlruns").as_uri()
+    with pytest.raises(TrackingError, match=rf"tracking.mlflow: cannot open {under_a_file} \("):
+        open_tracker(TrackingSpec(mlflow=under_a_file), tmp_path / "run", run_name="r", params=PARAMS)
+    assert not (tmp_path / "run").exists()

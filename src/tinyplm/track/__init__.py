@@ -13,10 +13,10 @@ Nothing here imports ``mlflow`` or ``tensorboardX`` until a backend is opened.
 
 from tinyplm.track.base import Backend, RunStatus, TrackingError
 from tinyplm.track.points import Artifact, Point, flatten_params
-from tinyplm.track.session import check_available, mlflow_uri, open_tracker, tensorboard_dir
+from tinyplm.track.session import check_available, mlflow_problem, mlflow_uri, open_tracker, tensorboard_dir
 from tinyplm.track.tracker import Tracker
 
 __all__ = [
     "Artifact", "Backend", "Point", "RunStatus", "Tracker", "TrackingError", "check_available", "flatten_params",
-    "mlflow_uri", "open_tracker", "tensorboard_dir",
+    "mlflow_problem", "mlflow_uri", "open_tracker", "tensorboard_dir",
 ]

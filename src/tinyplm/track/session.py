@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from collections.abc import Mapping
 from importlib import import_module
 from pathlib import Path
@@ -56,6 +57,48 @@ def mlflow_uri(value: bool | str, run_dir: Path) -> str:
         return env or (Path(run_dir).resolve().parent / "mlruns").as_uri()
     text = str(value)
     return text if ":" in text or text == "databricks" else Path(text).resolve().as_uri()
+
+
+#: Seconds the first contact with an MLflow store may take (MLflow itself retries an HTTP server
+#: that does not answer for minutes).
+PROBE_SECONDS = 5.0
+
+
+def mlflow_problem(uri: str, timeout: float = PROBE_SECONDS) -> str | None:
+    """Why the MLflow store at ``uri`` cannot be used, in one line (None when it answers): an
+    HTTP server is given ``timeout`` seconds to accept a connection and answer one request, with no
+    retries; a folder or other store is opened as a run would open it."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(uri)
+    if parts.scheme in ("http", "https"):
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            with socket.create_connection((parts.hostname or "localhost", port), timeout=timeout):
+                pass
+        except (OSError, ValueError) as exc:
+            why = f"no answer in {timeout:g} s" if isinstance(exc, TimeoutError) else (
+                getattr(exc, "strerror", None) or str(exc))
+            return f"nothing answers at {uri} ({str(why).lower()})"
+    if uri.startswith("file:"):
+        os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    bounded = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": str(max(1, int(timeout)))}
+    before = {k: os.environ.get(k) for k in bounded}
+    os.environ.update(bounded)
+    try:
+        from mlflow.tracking import MlflowClient
+
+        MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+    except Exception as exc:  # whatever the store raises: its first line says why
+        text = str(exc).strip()
+        return f"cannot open {uri} ({text.splitlines()[0] if text else type(exc).__name__})"
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return None
 
 
 def tensorboard_dir(value: bool | str, run_dir: Path) -> Path:
@@ -100,6 +143,9 @@ def _open(key: str, spec: TrackingSpec, run_dir: Path, run_name: str, stored: di
             from tinyplm.track.mlflow_backend import MlflowBackend
 
             place = mlflow_uri(spec.mlflow, run_dir)
+            problem = mlflow_problem(place)
+            if problem is not None:
+                raise TrackingError(f"tracking.mlflow: {problem}")
             earlier = stored.get("mlflow", {})
             if earlier.get("tracking_uri") == place and earlier.get("run_id"):
                 return MlflowBackend(place, spec.experiment, run_name, run_id=earlier["run_id"])
@@ -108,6 +154,8 @@ def _open(key: str, spec: TrackingSpec, run_dir: Path, run_name: str, stored: di
 
         place = str(tensorboard_dir(spec.tensorboard, run_dir))
         return TensorBoardBackend(Path(place))
+    except TrackingError:
+        raise
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TrackingError(f"tracking.{key}: cannot open {place or key} ({first})") from exc
