@@ -90,8 +90,9 @@ def test_every_trial_recipe_is_checked_before_anything_runs(tmp_path: Path) -> N
                         "students.0.train.batch_size": {"choice": [8, 0]}}}
     with pytest.raises(RecipeError, match="students.0.train.batch_size=0"):
         check_job(_tiny_job(tmp_path, _space(tmp_path / "d.yaml", drawn)))
-    assert grid_plans(_tiny_job(tmp_path, _space(tmp_path / "d.yaml", {**drawn, "params": {
-        "students.0.train.lr": {"loguniform": [1e-5, 1e-3]}}}))) is None
+    lone = {**drawn, "params": {"students.0.train.lr": {"loguniform": [1e-5, 1e-3]}}}
+    assert len(grid_plans(_tiny_job(tmp_path, _space(tmp_path / "d.yaml", lone)))) == 3  # drawn here, seeded
+    assert grid_plans(_tiny_job(tmp_path, _space(tmp_path / "o.yaml", {**lone, "search": "optuna"}))) is None
     (tmp_path / "sweep").mkdir()
     (tmp_path / "sweep" / "sweep.json").write_text("{}")
     with pytest.raises(RunDirError, match="--resume continues it"):
@@ -111,7 +112,8 @@ def test_a_drawn_fraction_for_an_integer_key_and_missing_data_are_refused_before
                                           r"fractions.*randint"):
         check_job(job)
     ok = {**drawn, "params": {"students.0.train.batch_size": {"randint": [4, 16]}}}
-    assert check_job(SweepJob(job.recipe, _space(tmp_path / "ok.yaml", ok), job.sweep_dir)) is None
+    drawn_plans = check_job(SweepJob(job.recipe, _space(tmp_path / "ok.yaml", ok), job.sweep_dir))
+    assert 1 <= len(drawn_plans) <= 2 and all(4 <= p.values["students.0.train.batch_size"] < 16 for p in drawn_plans)
     dev = tmp_path / "glue" / "SST-2" / "dev.tsv"
     dev.unlink()
     with pytest.raises(DataError, match=rf"{dev}: file not found"):
@@ -198,16 +200,21 @@ def test_exclude_leaves_combinations_out_of_a_grid_in_its_order(tmp_path: Path) 
 
 def test_tune_runs_a_grid_by_the_index_of_each_planned_trial(tmp_path: Path) -> None:
     pytest.importorskip("ray", reason="the cluster extra (ray[tune]) is not installed")
-    from tinyplm.sweep.space import GRID_INDEX, trial_values, tune_space
+    from tinyplm.sweep.space import GRID_INDEX, planned_values, trial_values, tune_space
 
     space = _space(tmp_path / "s.yaml", {**SEEDS, "exclude": [{"task.name": "mrpc"}]})
     assert tune_space(space) == {GRID_INDEX: {"grid_search": list(range(6))}}
     assert [trial_values(space, {GRID_INDEX: i}) for i in range(6)] == space.grid_values()
     drawn = _space(tmp_path / "d.yaml", {"name": "d", "search": "random", "num_samples": 2,
                                          "params": {"seed": {"grid": [1, 2]}, "lr": {"choice": [0.1, 0.2]}}})
-    made = tune_space(drawn)
-    assert made["seed"] == {"grid_search": [1, 2]} and set(made) == {"seed", "lr"}
-    assert trial_values(drawn, {"lr": 0.2, "seed": 1, "other": 0}) == {"seed": 1, "lr": 0.2}
+    planned = planned_values(drawn)  # two rounds, each crossing the grid key with one draw
+    assert planned.drawn == 4 and {v["seed"] for v in planned.distinct} == {1, 2}
+    assert tune_space(drawn) == {GRID_INDEX: {"grid_search": list(range(len(planned.distinct)))}}
+    assert [trial_values(drawn, {GRID_INDEX: i}) for i in range(len(planned.distinct))] == planned.distinct
+    assert planned_values(drawn) == planned  # the same draws in every process (seeded)
+    optuna = _space(tmp_path / "o.yaml", {"name": "o", "search": "optuna", "num_samples": 2,
+                                          "params": {"lr": {"choice": [0.1, 0.2]}}})
+    assert set(tune_space(optuna)) == {"lr"} and trial_values(optuna, {"lr": 0.2, "other": 0}) == {"lr": 0.2}
 
 
 def test_the_stage_that_stands_for_a_trial(tmp_path: Path) -> None:
@@ -240,7 +247,7 @@ def test_every_shipped_space_opens_with_its_command_and_its_trials_validate(path
     assert words[:3] == ["#", "tinyplm", "sweep"] and words[4:6] == ["--space", f"sweeps/{path.name}"], words
     space = load_recipe(path, schema=SweepSpace)
     plans = check_job(SweepJob(repo / words[3], space, path.parent / "no-such-sweep-dir"), inputs=False)
-    assert plans is None or len(plans) == space.trial_count()
+    assert plans is None or len(plans) == space.trial_count() or space.search == "random"
 
 
 def test_a_failed_trial_is_said_by_its_error_not_a_traceback_fragment() -> None:

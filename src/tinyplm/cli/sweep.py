@@ -23,10 +23,23 @@ def print_sweep(rows, path: Path) -> None:
         cells = [f"{res.primary:.4f}", f"{res.retention:.1%}" if res.retention is not None else "-",
                  f"{res.throughput:,.0f}", f"{res.speedup:.2f}x" if res.speedup is not None else "-",
                  f"{res.disk_bytes / 1e6:.1f}"] if res else ["-"] * len(numbers)
-        table.add_row(r.key, r.label, r.status if res or not r.error else f"failed: {r.error[-80:]}", *cells,
+        table.add_row(r.key, r.label, r.status if res or not r.error else f"failed: {r.error}", *cells,
                       "yes" if r.pareto else "")
+    note = _note(path)
+    if note:
+        table.caption = note
     out.print(table)
     out.print(str(path), highlight=False, soft_wrap=True)
+
+
+def _note(path: Path) -> str | None:
+    """The table's note (draws that repeated a trial), as ``sweep.json`` holds it."""
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("note")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 @app.command("sweep")
@@ -47,17 +60,27 @@ def sweep_cmd(
 
     Example: tinyplm sweep recipes/glue/sst2_demo.yaml --space sweeps/sst2_lr.yaml --max-concurrent 2
     """
-    from tinyplm.config import load_recipe
-    from tinyplm.config.sweep import SweepSpace
+    from tinyplm.cli.app import err
+    from tinyplm.config.sweep import file_kind, load_space
+    from tinyplm.errors import RecipeError
     from tinyplm.sweep import SweepJob, run_sweep, sweep_dir_of
     from tinyplm.track import mlflow_uri
 
-    spec = load_recipe(space, schema=SweepSpace)
+    if recipe.is_file() and file_kind(recipe) == "space":
+        raise RecipeError(f"{recipe}: is a space file (it has params), not a run recipe; the command is: "
+                          "tinyplm sweep RECIPE --space SPACE")
+    spec = load_space(space)
     sweep_dir = sweep_dir_of(spec)
     job = SweepJob(recipe, spec, sweep_dir, address=address, max_concurrent=max_concurrent,
-                   cpus_per_trial=cpus_per_trial, resume=resume,
+                   cpus_per_trial=cpus_per_trial, resume=resume, space_file=space,
                    mlflow=mlflow_uri(True, sweep_dir / "trials") if track else None)
-    rows, path = run_sweep(job)
+    try:
+        rows, path = run_sweep(job)
+    except KeyboardInterrupt:
+        err.print(f"interrupted; continue with `tinyplm sweep {recipe} --space {space} --resume` (finished trials "
+                  "are read back, the others continue from their checkpoints)", markup=False, highlight=False,
+                  soft_wrap=True)
+        raise typer.Exit(130) from None
     print_sweep(rows, path)
     if any(r.status != "finished" for r in rows):
         raise typer.Exit(1)

@@ -21,12 +21,18 @@ Example::
 from __future__ import annotations
 
 import itertools
+import json
+import math
+from pathlib import Path
 from typing import Any, Literal
 
+import yaml
 from pydantic import Field, model_validator
 
 from tinyplm.config.base import Section
 from tinyplm.config.schema import NAME_PATTERN
+from tinyplm.errors import RecipeError, did_you_mean
+from tinyplm.files import read_utf8
 
 #: What a trial reports and an objective may name: the chosen stage's primary dev metric, its
 #: batch throughput (sentences/s), batch-1 latency p50 (ms), bytes on disk, parameters, and its
@@ -57,6 +63,13 @@ class Domain(Section):
                 raise ValueError(f"{key}: expected [low, high] with low < high, got {list(bounds)}")
         if self.loguniform is not None and self.loguniform[0] <= 0:
             raise ValueError(f"loguniform: bounds must be > 0, got {list(self.loguniform)}")
+        seen: set[str] = set()
+        for value in self.grid or ():  # as a trial's key sees a value: the same value would be the same run
+            text = json.dumps(value, sort_keys=True, default=str)
+            if text in seen:
+                raise ValueError(f"grid: the value {text} is given twice (each value is one trial's run; a seed "
+                                 "repeats a setting: give each seed once)")
+            seen.add(text)
         return self
 
     @property
@@ -157,5 +170,88 @@ class SweepSpace(Section):
         return [c for c in combos if not any(all(c[k] == v for k, v in e.items()) for e in self.exclude)]
 
     def trial_count(self) -> int:
-        """How many trials the sweep plans."""
-        return len(self.grid_values()) if self.search == "grid" else self.num_samples
+        """How many trials the sweep plans: a grid's combinations; a random search's draws (each
+        round of ``num_samples`` crosses its grid keys; draws that repeat a trial's values are run
+        once, so it may run fewer); Optuna's ``num_samples``."""
+        if self.search == "grid":
+            return len(self.grid_values())
+        if self.search == "random":
+            return self.num_samples * math.prod(len(d.grid) for d in self.params.values() if d.grid is not None)
+        return self.num_samples
+
+
+#: Top-level keys only a run recipe has, and only a space file has.
+RECIPE_KEYS, SPACE_KEYS = ("task", "teacher", "students"), ("params", "search", "objectives")
+
+
+def file_kind(path: Path) -> str | None:
+    """``recipe`` or ``space`` when ``path``'s top-level keys are only one kind's, else None
+    (unreadable files are left to the loader to report)."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if not isinstance(raw, dict):
+        return None
+    recipe, space = any(k in raw for k in RECIPE_KEYS), any(k in raw for k in SPACE_KEYS)
+    return "recipe" if recipe and not space else "space" if space and not recipe else None
+
+
+def load_space(path: str | Path) -> SweepSpace:
+    """Read a space file (``--space``); raises ``RecipeError`` naming the file (and line and key):
+    missing, empty, a run recipe given in its place, an unknown key of a param's domain (with the
+    nearest of grid, choice, uniform, loguniform, randint), or any key ``load_recipe`` refuses."""
+    from tinyplm.config.load import load_recipe
+
+    path = Path(path)
+    if not path.is_file():
+        raise RecipeError(f"--space {path}: space file not found")
+    text = read_utf8(path, RecipeError)
+    if _parses(text) and yaml.safe_load(text) is None:
+        raise RecipeError(f"--space {path}: the space file is empty; a space file names at least its name and "
+                          "params (sweeps/*.yaml are examples)")
+    if file_kind(path) == "recipe":
+        raise RecipeError(f"--space {path}: is a run recipe (it has {', '.join(RECIPE_KEYS)} keys), not a space "
+                          "file; the command is: tinyplm sweep RECIPE --space SPACE")
+    _check_domain_keys(path, text)
+    return load_recipe(path, schema=SweepSpace)
+
+
+def _parses(text: str) -> bool:
+    try:
+        yaml.safe_load(text)
+    except yaml.YAMLError:
+        return False
+    return True
+
+
+def _check_domain_keys(path: Path, text: str) -> None:
+    """Each ``params`` entry's keys are a domain's (the recipe loader cannot name the valid keys
+    below a mapping of free keys)."""
+    if not _parses(text):
+        return
+    raw = yaml.safe_load(text)
+    params = raw.get("params") if isinstance(raw, dict) else None
+    if not isinstance(params, dict):
+        return
+    valid = list(Domain.model_fields)
+    for key, domain in params.items():
+        for k in domain if isinstance(domain, dict) else ():
+            if k not in valid:
+                line = _line_of_key(text, str(key), str(k))
+                where = f"{path}:{line}" if line else str(path)
+                raise RecipeError(f"{where}: unknown key 'params.{key}.{k}'{did_you_mean(str(k), valid)} Valid keys "
+                                  f"here: {', '.join(valid)}")
+
+
+def _line_of_key(text: str, param: str, key: str) -> int | None:
+    """1-based line of ``params: {PARAM: {KEY: ...}}`` in the YAML text."""
+    node = yaml.compose(text)
+    for part in ("params", param, key):
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        match = next(((k, v) for k, v in node.value if k.value == part), None)
+        if match is None:
+            return None
+        line, node = match[0].start_mark.line + 1, match[1]
+    return line

@@ -4,7 +4,10 @@ algorithm), and one trial's values as what ``tinyplm run`` takes (its overrides 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import math
+import random
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,23 +15,72 @@ import yaml
 
 from tinyplm.config.sweep import SweepSpace
 
-#: A grid's one Tune key: the index of the trial in ``SweepSpace.grid_values()``. Tune's own grid
-#: would cross every key, with no way to leave a combination out (``exclude``) nor to fix the order.
+#: The one Tune key of a grid or random search: the index of the trial in ``planned_values(space).distinct``.
+#: Tune's own grid would cross every key, with no way to leave a combination out (``exclude``) nor to fix
+#: the order; its own draws could repeat a trial's values, two Tune trials then claiming one run dir.
 GRID_INDEX = "trial"
 
 
+@dataclass(frozen=True)
+class PlannedValues:
+    """The values of every trial a grid or random search plans: ``distinct``, each once, in the
+    order they run; ``drawn``: how many draws a random search made (a grid: one per trial), so
+    ``drawn - len(distinct)`` draws repeated an earlier trial's values."""
+
+    distinct: list[dict[str, Any]]
+    drawn: int
+
+    @property
+    def repeated(self) -> int:
+        return self.drawn - len(self.distinct)
+
+
+def planned_values(space: SweepSpace) -> PlannedValues | None:
+    """The trials of a grid (``SweepSpace.grid_values``) or of a random search (``num_samples``
+    rounds, each every combination of its grid keys with one draw of the other keys, from a
+    generator seeded with ``space.seed``: the same draws in every process and on ``--resume``);
+    None for Optuna."""
+    if space.search == "grid":
+        values = space.grid_values()
+        return PlannedValues(values, len(values))
+    if space.search != "random":
+        return None
+    rng = random.Random(space.seed)
+    grids = {k: d.grid for k, d in space.params.items() if d.grid is not None}
+    drawn, seen = [], {}
+    for _ in range(space.num_samples):
+        for combo in itertools.product(*grids.values()):
+            fixed = dict(zip(grids, combo, strict=True))
+            values = {k: fixed[k] if k in fixed else _draw(d, rng) for k, d in space.params.items()}
+            drawn.append(values)
+            seen.setdefault(json.dumps(values, sort_keys=True, default=str), values)
+    return PlannedValues(list(seen.values()), len(drawn))
+
+
+def _draw(d, rng: random.Random) -> Any:
+    """One value of a ``choice``, ``uniform``, ``loguniform`` or ``randint`` domain."""
+    if d.choice is not None:
+        return rng.choice(d.choice)
+    if d.uniform is not None:
+        return rng.uniform(*d.uniform)
+    if d.loguniform is not None:
+        lo, hi = d.loguniform
+        return math.exp(rng.uniform(math.log(lo), math.log(hi)))
+    return rng.randrange(*d.randint)
+
+
 def tune_space(space: SweepSpace) -> dict[str, Any]:
-    """Ray Tune's ``param_space``: for a grid, the index of each planned trial; otherwise one entry
-    per varying key (a flat dict: the dotted keys stay whole, so Tune never splits them)."""
+    """Ray Tune's ``param_space``: for a grid or random search, the index of each planned trial;
+    for Optuna, one entry per varying key (a flat dict: the dotted keys stay whole, so Tune never
+    splits them)."""
     from ray import tune
 
-    if space.search == "grid":
-        return {GRID_INDEX: tune.grid_search(list(range(space.trial_count())))}
+    planned = planned_values(space)
+    if planned is not None:
+        return {GRID_INDEX: tune.grid_search(list(range(len(planned.distinct))))}
     made = {}
     for key, d in space.params.items():
-        if d.grid is not None:  # a random search crosses its grid keys with its draws
-            made[key] = tune.grid_search(list(d.grid))
-        elif d.choice is not None:
+        if d.choice is not None:
             made[key] = tune.choice(list(d.choice))
         elif d.uniform is not None:
             made[key] = tune.uniform(*d.uniform)
@@ -40,9 +92,10 @@ def tune_space(space: SweepSpace) -> dict[str, Any]:
 
 
 def trial_values(space: SweepSpace, config: dict[str, Any]) -> dict[str, Any]:
-    """The values of the trial Tune gave ``config``: a grid's planned trial, else the drawn values."""
-    if space.search == "grid":
-        return space.grid_values()[config[GRID_INDEX]]
+    """The values of the trial Tune gave ``config``: a planned trial, else Optuna's proposal."""
+    planned = planned_values(space)
+    if planned is not None:
+        return planned.distinct[config[GRID_INDEX]]
     return {k: config[k] for k in space.params}
 
 
@@ -51,7 +104,7 @@ def search_alg(space: SweepSpace, max_concurrent: int = 1):
     ``max_concurrent`` trials at once: it takes that limit itself, where Tune's
     ``max_concurrent_trials`` would warn and ignore it), Optuna (``ray.tune.search.optuna``,
     multi-objective over ``objectives``) for ``optuna``."""
-    if space.search != "optuna":
+    if space.search != "optuna":  # a grid or random search: Tune runs the planned trials by index
         from ray.tune.search import BasicVariantGenerator
 
         return BasicVariantGenerator(random_state=space.seed, max_concurrent=max_concurrent)

@@ -4,6 +4,7 @@ main metric against throughput and against size, the dominated trials greyed."""
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -13,6 +14,8 @@ from tinyplm.config.sweep import Objective, SweepSpace
 from tinyplm.files import write_atomic, write_json_atomic
 from tinyplm.sweep.space import TrialPlan, short_value
 from tinyplm.sweep.trial import TrialResult
+
+log = logging.getLogger(__name__)
 
 Status = Literal["finished", "failed", "not run"]
 SCHEMA = 1
@@ -131,14 +134,14 @@ def _cell(r: TrialRow) -> list[str]:
             f"{res.throughput:,.1f}", speedup, f"{res.latency_ms:.2f}", f"{res.disk_bytes / 1e6:.2f}", res.stage]
 
 
-def summary_markdown(space: SweepSpace, rows: list[TrialRow], metric: str) -> str:
-    """The table as markdown, one line per trial."""
+def summary_markdown(space: SweepSpace, rows: list[TrialRow], metric: str, note: str | None = None) -> str:
+    """The table as markdown, one line per trial (after ``note``, when given, on its own line)."""
     head = ["trial", "values", "status", metric, "of teacher", "sent/s", "x teacher", "p50 ms (b1)", "MB",
             "stage / error"]
     lines = [f"# Sweep {space.name}", "",
              f"{sum(r.status == 'finished' for r in rows)} of {len(rows)} trials finished; "
              f"{sum(r.status == 'failed' for r in rows)} failed; {sum(r.status == 'not run' for r in rows)} not run.",
-             "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+             *([f"{note}."] if note else []), "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in _cell(r)) + " |" for r in rows]
     if space.repeats:
         head = ["setting", "finished", f"{metric} (mean ± std)", "sent/s (mean)", "x teacher (mean)"]
@@ -149,18 +152,43 @@ def summary_markdown(space: SweepSpace, rows: list[TrialRow], metric: str) -> st
     return "\n".join(lines) + "\n"
 
 
-def write_table(space: SweepSpace, rows: list[TrialRow], sweep_dir: Path, metric: str) -> Path:
-    """Write ``sweep.json``, ``summary.md`` and the two Pareto plots; returns the JSON's path."""
+def write_table(space: SweepSpace, rows: list[TrialRow], sweep_dir: Path, metric: str,
+                note: str | None = None) -> Path:
+    """Write ``sweep.json``, ``summary.md`` and the two Pareto plots; returns the JSON's path.
+
+    A table never replaces one that has a trial finished that this one plans but lacks (a trial
+    that could not be read back): then this table goes to ``sweep_dir/LATEST`` and the earlier one
+    stays, and a warning on the log says so."""
+    lost = lost_trials(sweep_dir / "sweep.json", rows)
+    if lost:
+        log.warning("%s holds finished trials this attempt did not finish (%s); kept it, and wrote this attempt's "
+                    "table to %s", sweep_dir / "sweep.json", ", ".join(lost), sweep_dir / LATEST)
+        sweep_dir = sweep_dir / LATEST
+    sweep_dir.mkdir(parents=True, exist_ok=True)
     data = {"schema": SCHEMA, "name": space.name, "metric": metric, "space": space.model_dump(mode="json"),
-            "trials": [{**asdict(r), "result": asdict(r.result) if r.result else None} for r in rows],
+            "note": note, "trials": [{**asdict(r), "result": asdict(r.result) if r.result else None} for r in rows],
             "settings": [asdict(st) for st in settings_of(rows, space.repeats)] if space.repeats else []}
     path = sweep_dir / "sweep.json"
     write_json_atomic(path, data)
-    write_atomic(sweep_dir / "summary.md", summary_markdown(space, rows, metric))
+    write_atomic(sweep_dir / "summary.md", summary_markdown(space, rows, metric, note))
     for x, label, name in (("throughput", "sentences/s, batch 32 (log)", "pareto_throughput.png"),
                            ("disk_bytes", "size on disk, MB (log)", "pareto_size.png")):
         pareto_plot(rows, x, label, metric, sweep_dir / name)
     return path
+
+
+#: The folder of a table that would have replaced one with more finished trials.
+LATEST = "latest-attempt"
+
+
+def lost_trials(path: Path, rows: list[TrialRow]) -> list[str]:
+    """The trials the table at ``path`` lists as finished that ``rows`` plans but not as finished."""
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+        done = {t["key"] for t in old["trials"] if t.get("status") == "finished"}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return []
+    return [r.key for r in rows if r.key in done and r.status != "finished"]
 
 
 def pareto_plot(rows: list[TrialRow], x: str, xlabel: str, metric: str, path: Path) -> Path:

@@ -10,114 +10,28 @@ run dirs); the finished ones are read back from their run dirs, never run again.
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tinyplm.cluster import cluster_cpus, connect
-from tinyplm.config import load_recipe
-from tinyplm.config.sweep import SweepSpace
-from tinyplm.errors import RecipeError, RunDirError
-from tinyplm.sweep.space import TrialPlan, search_alg, trial_plan, trial_values, tune_space
+from tinyplm.cluster import ClusterError, cluster_cpus, connect, node_cpus
+from tinyplm.sweep.checks import check_job
+from tinyplm.sweep.job import SweepJob, grid_plans, sweep_dir_of, trials_dir
+from tinyplm.sweep.space import TrialPlan, planned_values, search_alg, trial_plan, trial_values, tune_space
 from tinyplm.sweep.table import TrialRow, rows_of, write_table
 from tinyplm.sweep.trial import TrialResult, run_trial
 
+__all__ = ["ClusterError", "SweepJob", "check_job", "grid_plans", "run_sweep", "sweep_dir_of", "trials_dir"]
 
-@dataclass(frozen=True)
-class SweepJob:
-    """One sweep: the recipe every trial runs, its space, where it goes and how it runs."""
-
-    recipe: Path
-    space: SweepSpace
-    sweep_dir: Path
-    address: str | None = None  # an existing Ray cluster ("auto", "ray://host:10001", "host:6379"); None: local
-    max_concurrent: int = 1
-    cpus_per_trial: float | None = None  # default: this machine's cores / max_concurrent
-    resume: bool = False
-    mlflow: str | None = None  # tracking URI (or folder) of the sweep's parent run and its trials; None: off
-
-
-def sweep_dir_of(space: SweepSpace) -> Path:
-    """The sweep's folder."""
-    return Path(space.output_dir.replace("{name}", space.name))
-
-
-def grid_plans(job: SweepJob) -> list[TrialPlan] | None:
-    """Every trial of a grid sweep (None for random and Optuna searches, whose trials are known
-    as they are drawn)."""
-    space = job.space
-    if space.search != "grid":
-        return None
-    return [trial_plan(space, values, str(trials_dir(job))) for values in space.grid_values()]
+log = logging.getLogger(__name__)
 
 
 def _unique(plans: list[TrialPlan]) -> list[TrialPlan]:
     seen: set[str] = set()
     return [p for p in plans if not (p.key in seen or seen.add(p.key))]
-
-
-#: Where between a drawn key's bounds its fractional probe lies: a share no round bound lands on.
-INSIDE = 0.381966
-
-
-def trials_dir(job: SweepJob) -> Path:
-    return (job.sweep_dir / "trials").resolve()
-
-
-def check_job(job: SweepJob, inputs: bool = True) -> list[TrialPlan] | None:
-    """Every input checked before Ray starts or anything is written: the recipe with each grid
-    trial's overrides (or, for a drawn search, with each listed value, each bound and a value with
-    a fraction between the bounds of a ``uniform``/``loguniform`` key), the data and teacher of each
-    distinct task the trials read (``tinyplm.run.preflight``; not with ``inputs`` False), and the sweep
-    dir (an existing one only with ``resume``). Raises ``RecipeError``, ``DataError``, ``ModelError``
-    or ``RunDirError``."""
-    from tinyplm.run import preflight
-
-    plans = grid_plans(job)
-    read: set[str] = set()
-    for key, overrides in _probe_overrides(job, plans):
-        try:
-            cfg = load_recipe(job.recipe, overrides)
-        except RecipeError as exc:
-            if key is not None and "fractional part" in str(exc):
-                raise RecipeError(f"sweep {job.space.name}: {key}: uniform and loguniform draw numbers with fractions, "
-                                  f"which the recipe does not take there ({exc}); draw integers with randint, or "
-                                  "list the values with choice") from None
-            raise RecipeError(f"sweep {job.space.name}: a trial's recipe is not valid: {exc}") from None
-        task = repr((cfg.task, cfg.teacher.model, cfg.corpus))
-        if inputs and task not in read:  # each task's data and teacher, read as a trial would, before Ray starts
-            preflight(cfg)
-            read.add(task)
-    if job.sweep_dir.exists() and any(job.sweep_dir.iterdir()) and not job.resume:
-        raise RunDirError(f"{job.sweep_dir}: a sweep is there; --resume continues it (finished trials are read "
-                          "back, not run again), or choose another output_dir")
-    return plans
-
-
-def _probe_overrides(job: SweepJob, plans: list[TrialPlan] | None) -> list[tuple[str | None, list[str]]]:
-    """(the key drawn with a fraction, or None; the overrides of a trial) of each recipe to check."""
-    if plans is not None:
-        return [(None, p.overrides) for p in plans]
-    space, out = job.space, []
-    for key, d in space.params.items():
-        values = d.choice or [*(d.uniform or ()), *(d.loguniform or ()), *((d.randint[0], d.randint[1] - 1)
-                                                                            if d.randint else ())]
-        probes = [(None, v) for v in values]
-        bounds = d.uniform or d.loguniform
-        if bounds:  # a value with a fraction, as a draw would give, between the bounds
-            lo, hi = bounds
-            inside = lo + (hi - lo) * INSIDE
-            probes.append((key, inside if inside % 1 else lo + 0.5))
-        for drawn, v in probes:
-            probe = {k: _first(p) for k, p in space.params.items()} | {key: v}
-            out.append((drawn, trial_plan(space, probe, str(trials_dir(job))).overrides))
-    return out
-
-
-def _first(d) -> Any:
-    return (d.choice or d.grid or [None])[0] if (d.choice or d.grid) else (d.uniform or d.loguniform or d.randint)[0]
 
 
 def make_trainable(job: SweepJob, parent_run_id: str | None) -> Callable[[dict[str, Any]], None]:
@@ -141,17 +55,29 @@ def make_trainable(job: SweepJob, parent_run_id: str | None) -> Callable[[dict[s
 
 def _cpus(job: SweepJob, ray) -> float:
     """CPUs one trial asks Ray for: ``cpus_per_trial``, else the cluster's CPUs shared by the
-    concurrent trials."""
-    if job.cpus_per_trial:
-        return job.cpus_per_trial
-    return max(1.0, cluster_cpus(ray) // job.max_concurrent)
+    concurrent trials (at most a node's: a trial runs on one). Raises ``ClusterError`` when
+    ``cpus_per_trial`` is more than any node of a Ray started here has (no trial could start);
+    on an existing cluster, which may grow on demand, says so on the log and goes on."""
+    node, total = node_cpus(ray), cluster_cpus(ray)
+    if not job.cpus_per_trial:
+        return max(1.0, min(node, total // job.max_concurrent))
+    if job.cpus_per_trial > node:
+        where = f"the Ray cluster at {job.address}" if job.address else "the Ray started on this machine"
+        size = f"{total:g} CPUs" if total == node else f"{total:g} CPUs, {node:g} on its largest node"
+        said = f"--cpus-per-trial {job.cpus_per_trial:g}: {where} has {size}, and a trial runs on one node"
+        if not job.address:
+            raise ClusterError(f"{said}; no trial could start: ask for at most {node:g}")
+        log.warning("%s; no trial starts until a node that large joins (a cluster that grows on demand); "
+                    "stop with Ctrl-C and ask for at most %g otherwise", said, node)
+    return job.cpus_per_trial
 
 
 def _tuner(job: SweepJob, ray, parent_run_id: str | None):
+    """The Tuner of the sweep; ``job.cpus_per_trial`` is set (``_cpus``)."""
     from ray import tune
 
-    space, cpus = job.space, _cpus(job, ray)
-    trainable = make_trainable(SweepJob(**{**job.__dict__, "cpus_per_trial": cpus}), parent_run_id)
+    space, cpus = job.space, job.cpus_per_trial
+    trainable = make_trainable(job, parent_run_id)
     return tune.Tuner(
         tune.with_resources(trainable, {"cpu": cpus}),
         param_space=tune_space(space),
@@ -201,11 +127,15 @@ def error_text(error: BaseException | None, limit: int = 400) -> str:
 
 def run_sweep(job: SweepJob) -> tuple[list[TrialRow], Path]:
     """Check, run every trial on Ray, write the table; returns its rows and ``sweep.json``'s path.
-    Raises ``RecipeError``/``RunDirError`` before anything runs, ``ClusterError`` when Ray cannot."""
+    Raises ``RecipeError``/``RunDirError``/``TrackingError`` before Ray starts, ``ClusterError``
+    when Ray cannot run the sweep (before any trial starts); ``KeyboardInterrupt`` on Ctrl-C (the
+    trials' run dirs keep their checkpoints for ``--resume``)."""
     planned = check_job(job)
+    check_tracking(job)
     ray, ours = connect(job.address, "ray.tune", "tinyplm sweep")
     try:
-        return _sweep(job, ray, planned)
+        cpus = _cpus(job, ray)
+        return _sweep(SweepJob(**{**job.__dict__, "cpus_per_trial": cpus}), ray, planned)
     finally:
         if ours:
             ray.shutdown()  # this process connected (or started) Ray: let go of it, trials' workers included
@@ -217,23 +147,55 @@ def _sweep(job: SweepJob, ray, planned: list[TrialPlan] | None) -> tuple[list[Tr
     status = "FAILED"
     try:
         info = parent.info.get("mlflow", {}) if parent else {}
-        ran, results, errors = _outcomes(job, _tuner(job, ray, info.get("run_id")).fit())
+        with _own_sigint():
+            grid = _tuner(job, ray, info.get("run_id")).fit()
+        ran, results, errors = _outcomes(job, grid)
         plans = planned if planned is not None else ran
         rows = rows_of(plans, results, errors, job.space.objectives)
-        metric = _metric_of(job, results)
-        path = write_table(job.space, rows, job.sweep_dir, metric)
+        path = write_table(job.space, rows, job.sweep_dir, _metric_of(job, results),
+                           note=repeats_note(job, len(grid), len(ran)))
         if parent is not None:
             from tinyplm.track import Artifact
 
             names = ("sweep.json", "summary.md", "pareto_throughput.png", "pareto_size.png")
-            parent.log_files([Artifact(job.sweep_dir / n, n) for n in names])
+            parent.log_files([Artifact(path.parent / n, n) for n in names])
         status = "FINISHED"
         return rows, path
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
     finally:
         if parent is not None:
             from tinyplm.track import RunStatus
 
             parent.close(RunStatus[status])
+
+
+@contextmanager
+def _own_sigint() -> Iterator[None]:
+    """Ctrl-C stops the sweep as ``KeyboardInterrupt`` (tinyplm says how to go on: ``--resume``),
+    not Tune's own handler, which ends the trials as failed and offers ``Tuner.restore``."""
+    before = os.environ.get("TUNE_DISABLE_SIGINT_HANDLER")
+    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
+        else:
+            os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = before
+
+
+def repeats_note(job: SweepJob, tune_trials: int, distinct: int) -> str | None:
+    """What the table says when draws repeated a trial's values (each such trial ran once): a
+    random search's planned draws, an Optuna search's proposals; None when none repeated."""
+    planned = planned_values(job.space)
+    drawn, kept = (planned.drawn, len(planned.distinct)) if planned is not None else (tune_trials, distinct)
+    if drawn == kept or job.space.search == "grid":
+        return None
+    what = "draws" if job.space.search == "random" else "proposals"
+    return (f"{drawn} {what} gave {kept} distinct trials: {drawn - kept} repeated the values of an earlier "
+            "trial, which ran once")
 
 
 def _metric_of(job: SweepJob, results: dict[str, TrialResult]) -> str:
@@ -245,6 +207,26 @@ def _metric_of(job: SweepJob, results: dict[str, TrialResult]) -> str:
         if path.is_file():
             return RunRecord.load(path).metric
     return "primary"
+
+
+def check_tracking(job: SweepJob) -> None:
+    """With ``--track``: mlflow importable and its store answering (within a few seconds), before
+    Ray starts; raises ``TrackingError`` naming ``--track`` and ``MLFLOW_TRACKING_URI`` when that
+    chose the store."""
+    if not job.mlflow:
+        return
+    from tinyplm.config.tracking import TrackingSpec
+    from tinyplm.track import TrackingError, check_available, mlflow_problem
+
+    check_available(TrackingSpec(mlflow=job.mlflow))
+    problem = mlflow_problem(job.mlflow)
+    if problem is None:
+        return
+    if os.environ.get("MLFLOW_TRACKING_URI") == job.mlflow:
+        raise TrackingError(f"--track: MLFLOW_TRACKING_URI names the store: {problem}; start it, set "
+                            "MLFLOW_TRACKING_URI to one that answers, or unset it to track in a folder beside "
+                            "the sweep")
+    raise TrackingError(f"--track: {problem}")
 
 
 def _open_parent(job: SweepJob):
