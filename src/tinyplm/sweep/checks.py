@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from tinyplm.config import load_recipe
-from tinyplm.config.changes import FREE_KEYS, changed_keys, recipe_changes
+from tinyplm.config.changes import recipe_changes
 from tinyplm.config.compress import step_name
 from tinyplm.config.load import dump_resolved
 from tinyplm.config.schema import RunConfig, student_name
@@ -97,7 +97,8 @@ def check_trial_dirs(job: SweepJob, plans: list[TrialPlan] | None) -> None:
     """With ``--resume``: each trial's run dir that holds a recipe holds the trial's recipe now (a
     changed recipe, or a sweep folder reused for another recipe, would fail every trial on Ray);
     raises ``RunDirError`` naming the trial's folder and the keys that differ. Where the run dir
-    was meant to be (``output_dir``) may differ for a run not finished yet, as ``--resume`` allows."""
+    was meant to be (``output_dir``) may differ for a run not finished yet, as ``--resume`` allows,
+    and for a finished one when it names the same folder, as ``run_or_reuse`` allows."""
     for plan in plans if plans is not None else _tabled_plans(job):
         run_dir = trials_dir(job) / plan.key
         stored = run_dir / RESOLVED
@@ -108,9 +109,9 @@ def check_trial_dirs(job: SweepJob, plans: list[TrialPlan] | None) -> None:
         except (OSError, UnicodeDecodeError) as exc:
             raise RunDirError(f"{stored}: cannot be read ({exc}); choose another output_dir for this sweep") from None
         cfg = load_recipe(job.recipe, plan.overrides)
-        changes = recipe_changes(old, dump_resolved(cfg))
-        free = FREE_KEYS if not (run_dir / RESULTS).is_file() or _same_dir(old, cfg.name, run_dir) else frozenset()
-        if changed_keys(changes) - free:
+        free = not (run_dir / RESULTS).is_file() or _same_dir(old, cfg.name, run_dir)
+        changes = [c for c in recipe_changes(old, dump_resolved(cfg)) if not (free and c.startswith("output_dir: "))]
+        if changes:
             shown = "; ".join(changes[:3]) + (f"; and {len(changes) - 3} more" if len(changes) > 3 else "")
             where = f" in {job.space_file}" if job.space_file else ""
             raise RunDirError(f"{run_dir}: trial {plan.key} ({plan.label}) ran another recipe than {job.recipe} "
