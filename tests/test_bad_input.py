@@ -314,7 +314,7 @@ def test_finished_run_dir_is_refused_with_resume(tmp_path: Path, finished_run: P
     recipe = finished_run.parents[1] / "recipe.yaml"
     before = snapshot(finished_run)
     result = run_bad(tmp_path, ["run", recipe, "--resume"], finished_run)
-    assert_bad_input(result, "already holds a finished run", "--force")
+    assert_bad_input(result, "holds a finished run (results.json): nothing to resume", "--force replaces the run")
     assert added(before, finished_run) == []
 
 

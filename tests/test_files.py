@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tinyplm.config.changes import resume_blockers
 from tinyplm.errors import RunDirError
 from tinyplm.files import (
     LOCK,
@@ -229,6 +230,6 @@ def test_a_changed_recipe_is_named_key_by_key_and_a_moved_output_dir_resumes(tmp
     edited = stored.replace("rounds: 1", "rounds: 2").replace("lr: 0.1", "lr: 0.2")
     with pytest.raises(RunDirError, match=r"changed since this run started \(measure\.rounds: 1 -> 2; "
                                           r"students\.0\.lr: 0\.1 -> 0\.2\); --resume needs the same recipe"):
-        claim_run_dir(run_dir, edited, resume=True)
-    with claim_run_dir(run_dir, stored.replace("runs/old", "runs/new"), resume=True) as claim:
+        claim_run_dir(run_dir, edited, resume=True, compare=resume_blockers)
+    with claim_run_dir(run_dir, stored.replace("runs/old", "runs/new"), resume=True, compare=resume_blockers) as claim:
         assert claim.resumed and (run_dir / RESOLVED).read_text() == stored

@@ -28,9 +28,10 @@ def recipe_changes(old_text: str, new_text: str) -> list[str]:
             for key in keys if before.get(key, _GONE) != after.get(key, _GONE)]
 
 
-def changed_keys(changes: list[str]) -> set[str]:
-    """The keys of :func:`recipe_changes`' lines."""
-    return {line.split(": ", 1)[0] for line in changes}
+def resume_blockers(old_text: str, new_text: str) -> list[str]:
+    """:func:`recipe_changes` less the keys a resume may change (:data:`FREE_KEYS`): what
+    :func:`tinyplm.files.claim_run_dir` refuses a ``--resume`` over."""
+    return [line for line in recipe_changes(old_text, new_text) if line.split(": ", 1)[0] not in FREE_KEYS]
 
 
 class _Gone:

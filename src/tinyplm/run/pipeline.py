@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from tinyplm.config.changes import resume_blockers
 from tinyplm.config.load import dump_resolved
 from tinyplm.config.schema import FinalSpec, RunConfig, student_name
 from tinyplm.distill import default_cache_dir
@@ -86,7 +87,7 @@ def run(cfg: RunConfig, run_dir: Path | None = None, *, resume: bool = False, fo
     claim = None
     with acc.main_process_first():
         if acc.is_main_process:
-            claim = claim_run_dir(run_dir, dump_resolved(cfg), resume=resume, force=force)
+            claim = claim_run_dir(run_dir, dump_resolved(cfg), resume=resume, force=force, compare=resume_blockers)
     try:
         resumed = claim.resumed if claim else True
         if claim is not None:  # a resumed run's data must be what its checkpoints were trained on

@@ -76,10 +76,9 @@ def load_task(spec: TaskSpec, corpus: CorpusSpec | None = None, *, check_keys: b
 
 
 def preflight(cfg: RunConfig, run_dir: Path | None = None) -> Preflight:
-    """Check everything a run reads before it writes anything: that its run dir (``run_dir``, else
-    the recipe's ``output_dir``) can be made, the task's data files (every line), the teacher
-    directory, its tokenizer, that a teacher used as is has a head, and each stage's own teacher.
-    Raises ``TinyplmError`` subclasses naming the problem."""
+    """Check everything a run reads before it writes anything: its run dir (``run_dir``, else the
+    recipe's ``output_dir``) can be made, the task's data files (every line), the teacher dir, its
+    tokenizer, a head on a teacher used as is, each stage's own teacher. Raises ``TinyplmError``."""
     check_creatable(Path(run_dir) if run_dir is not None else Path(cfg.output_dir.replace("{name}", cfg.name)))
     data, src = load_task(cfg.task, cfg.corpus), teacher_dir(cfg.teacher.model)
     enc = check_sentence_dir(src)  # src, or a sentence-transformers folder's encoder (e.g. 0_Transformer/)
