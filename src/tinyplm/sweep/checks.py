@@ -6,9 +6,6 @@ the same recipe."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
-from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +37,11 @@ def check_job(job: SweepJob, inputs: bool = True) -> list[TrialPlan] | None:
     sweep dir (an existing one only with ``resume``, each trial's run dir then holding a run of
     the trial's recipe). Raises ``RecipeError``, ``DataError``, ``ModelError`` or ``RunDirError``."""
     from tinyplm.run import preflight
+    from tinyplm.run.preflight import reading_once
 
     plans = grid_plans(job)
     checked: set[str] = set()
-    with cached_loading():
+    with reading_once():
         for key, overrides in _probe_overrides(job, plans):
             cfg = _trial_recipe(job, key, overrides)
             check_stage(job, cfg)
@@ -137,31 +135,6 @@ def _tabled_plans(job: SweepJob) -> list[TrialPlan]:
         return []
     return [trial_plan(job.space, v, str(trials_dir(job))) for v in values
             if isinstance(v, dict) and set(v) == set(job.space.params)]
-
-
-@contextmanager
-def cached_loading() -> Iterator[None]:
-    """While checking a sweep's trials, the task data and tokenizers ``run.preflight`` reads are
-    read once for every trial that reads the same ones (the student checks still run per trial)."""
-    module = import_module("tinyplm.run.preflight")  # the module: tinyplm.run's `preflight` is its function
-    saved = {name: getattr(module, name) for name in ("load_task", "load_tokenizer")}
-    caches: dict[str, dict[str, Any]] = {name: {} for name in saved}
-
-    def cached(name: str):
-        def call(*args, **kwargs):
-            key = repr((args, sorted(kwargs.items())))
-            if key not in caches[name]:
-                caches[name][key] = saved[name](*args, **kwargs)
-            return caches[name][key]
-        return call
-
-    for name in saved:
-        setattr(module, name, cached(name))
-    try:
-        yield
-    finally:
-        for name, fn in saved.items():
-            setattr(module, name, fn)
 
 
 def _probe_overrides(job: SweepJob, plans: list[TrialPlan] | None) -> list[tuple[str | None, list[str]]]:
