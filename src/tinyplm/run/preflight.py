@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypeVar
 
 from tinyplm import tasks
 from tinyplm.compress.vocab import trim_refusal
@@ -47,6 +43,7 @@ from tinyplm.run.preflight_corpus import check_corpus_stages
 from tinyplm.run.preflight_embedding import check_vector_terms
 from tinyplm.run.preflight_objectives import check_objectives
 from tinyplm.run.preflight_students import check_layer_shapes, check_student_families
+from tinyplm.run.read_once import once
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.heads import Head, PerHead
 
@@ -79,46 +76,19 @@ def load_task(spec: TaskSpec, corpus: CorpusSpec | None = None, *, check_keys: b
     return tasks.load_task(spec, paragraphs if corpus is not None else None, check_keys=check_keys, train=train)
 
 
-T = TypeVar("T")
-#: Within :func:`reading_once`: what :func:`_once` has read, by function and arguments.
-_READ: ContextVar[dict[str, object] | None] = ContextVar("tinyplm_preflight_read", default=None)
-
-
-@contextmanager
-def reading_once() -> Iterator[None]:
-    """Within the block, the task data and tokenizers :func:`preflight` reads are read once for all
-    the recipes checked that read the same ones (a sweep's trials); every other check runs for each."""
-    token = _READ.set({})
-    try:
-        yield
-    finally:
-        _READ.reset(token)
-
-
-def _once(fn: Callable[..., T], *args: object) -> T:
-    """``fn(*args)``, from what :func:`reading_once` keeps when it is in force."""
-    read = _READ.get()
-    if read is None:
-        return fn(*args)
-    key = repr((fn.__qualname__, args))
-    if key not in read:
-        read[key] = fn(*args)
-    return read[key]
-
-
 def preflight(cfg: RunConfig, run_dir: Path | None = None) -> Preflight:
     """Check everything a run reads before it writes anything: its run dir (``run_dir``, else the
     recipe's ``output_dir``) can be made, the task's data files (every line), the teacher dir, its
     tokenizer, a head on a teacher used as is, each stage's own teacher. Raises ``TinyplmError``."""
     check_creatable(Path(run_dir) if run_dir is not None else Path(cfg.output_dir.replace("{name}", cfg.name)))
-    data, src = _once(load_task, cfg.task, cfg.corpus), teacher_dir(cfg.teacher.model)
+    data, src = once(load_task, cfg.task, cfg.corpus), teacher_dir(cfg.teacher.model)
     enc = check_sentence_dir(src)  # src, or a sentence-transformers folder's encoder (e.g. 0_Transformer/)
     if Head(data.head).row.vectors:  # every model of the run is judged as the teacher is meant to be compared
         data = replace(data, similarity=layout_similarity(src))
     model_cfg = check_model_dir(enc)
     if not model_cfg.get(FORMAT_KEY):  # an ONNX or OpenVINO teacher's config is read by its runtime
         check_config(enc)
-    tok = _once(load_tokenizer, enc, int(model_cfg["vocab_size"]))
+    tok = once(load_tokenizer, enc, int(model_cfg["vocab_size"]))
     stages = [(spec, st) for spec in cfg.students for st in spec.stage_specs()]
     _check_config_limits(cfg, model_cfg, enc)
     check_checkpoints(cfg, data, enc, model_cfg)
@@ -233,7 +203,7 @@ def _check_trimmable(cfg: RunConfig, teacher: _Teacher) -> None:
         own = spec.init_from and spec.init_from != "teacher" and cfg.earlier_student(spec) is None
         if own:
             path = resolve_model_dir(spec.init_from)
-            tok = _once(load_tokenizer, path, int(check_model_dir(path)["vocab_size"]))
+            tok = once(load_tokenizer, path, int(check_model_dir(path)["vocab_size"]))
         why = trim_refusal(tok if own else teacher.tokenizer)
         if why:
             raise RecipeError(f"student {student_name(spec)}: compress step {step_name(step)} cannot trim the "
@@ -386,7 +356,7 @@ def _token_problem(path: Path, cfg: dict, teacher: _Teacher) -> str | None:
     """How model ``path``'s tokenizer differs from the teacher's (``models.token_ids``), or None."""
     if Path(path).resolve() == teacher.path.resolve():
         return None
-    return token_id_mismatch(_once(load_tokenizer, path, int(cfg["vocab_size"])), teacher.tokenizer)
+    return token_id_mismatch(once(load_tokenizer, path, int(cfg["vocab_size"])), teacher.tokenizer)
 
 
 def _check_stage_teacher(stage: StageSpec, teacher: _Teacher, where: str) -> None:

@@ -37,7 +37,7 @@ def check_job(job: SweepJob, inputs: bool = True) -> list[TrialPlan] | None:
     sweep dir (an existing one only with ``resume``, each trial's run dir then holding a run of
     the trial's recipe). Raises ``RecipeError``, ``DataError``, ``ModelError`` or ``RunDirError``."""
     from tinyplm.run import preflight
-    from tinyplm.run.preflight import reading_once
+    from tinyplm.run.read_once import reading_once
 
     plans = grid_plans(job)
     checked: set[str] = set()
