@@ -27,3 +27,15 @@ def test_a_signal_outside_training_is_said_and_exits_as_the_shell_expects(sent: 
         proc.kill()
     assert proc.returncode == code
     assert f"interrupted ({name}): what was written is kept; a run continues with --resume" in err
+
+
+def test_main_called_in_process_gives_the_callers_handler_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Called in-process (the tests' CLI helper, a notebook), main left its SIGTERM handler behind:
+    a later training in the same process found another handler than the one it had replaced."""
+    import importlib
+
+    app_module = importlib.import_module("tinyplm.cli.app")
+    monkeypatch.setattr(app_module, "app", lambda: None)
+    before = signal.getsignal(signal.SIGTERM)
+    app_module.main()
+    assert signal.getsignal(signal.SIGTERM) is before

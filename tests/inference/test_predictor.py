@@ -189,3 +189,28 @@ def test_a_spoiler_model_is_given_its_text_as_the_task_reader_gives_it(tmp_path:
         seen.clear()
         Predictor.load(model_dir).predict([TextInput("He dies  at the end .", " A good  read .")])
         assert seen == [expected], task
+
+
+@pytest.mark.parametrize("positions", [60, 61, 63])
+def test_a_model_whose_positions_are_no_multiple_of_eight_reads_them_all(tmp_path: Path, positions: int) -> None:
+    """Batches are padded to a multiple of 8 tokens; a model of 60 positions read at its own length
+    crashed on any text that long (padded to 64, past its position table), in predict, evaluate
+    and training alike. Padding now stops at the max length."""
+    import json
+
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from tinyplm.tasks.base import Example, Split
+    from tinyplm.tasks.encoding import collate, encode_split
+
+    model_dir = make_tiny_model_dir(tmp_path / "m")
+    cfg = json.loads((model_dir / "config.json").read_text())
+    model = BertForSequenceClassification(BertConfig(**{**cfg, "max_position_embeddings": positions}))
+    model.save_pretrained(model_dir)
+    long_text = " ".join(["good"] * 200)
+    p = Predictor.load(model_dir, max_length=positions)
+    assert p.info.max_length == positions
+    preds = p.predict([TextInput(long_text), TextInput("a good film")])
+    assert len(preds) == 2 and all(0.0 <= s <= 1.0 for s in preds[0].scores.values())
+    enc = encode_split(Split("x", [Example(long_text, None, 0)], Path("x")), p.tokenizer, positions)
+    assert collate(enc, [0])["input_ids"].shape[1] == positions

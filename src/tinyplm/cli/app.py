@@ -152,7 +152,10 @@ def main() -> None:
 
     from tinyplm.errors import Interrupted
 
-    signal.signal(signal.SIGTERM, _terminate)  # training and predict set their own while they run
+    try:  # training and predict set their own while they run
+        before = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread: signals stay as they are
+        before = _terminate
     try:
         app()
     except TinyplmError as exc:
@@ -166,3 +169,6 @@ def main() -> None:
         err.print(f"interrupted ({name}): what was written is kept; a run continues with --resume", markup=False,
                   highlight=False, soft_wrap=True)
         sys.exit(143 if name == "SIGTERM" else 130)
+    finally:  # called in-process (a test, a notebook): the caller's handler again
+        if before is not _terminate:
+            signal.signal(signal.SIGTERM, before if before is not None else signal.SIG_DFL)

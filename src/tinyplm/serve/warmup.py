@@ -43,7 +43,7 @@ def needs_shape_warm_up(model) -> bool:
 def shapes(max_batch: int, max_length: int) -> list[tuple[int, int]]:
     """Every ``(batch, width)`` a forward pass of at most ``max_batch`` examples of at most
     ``max_length`` tokens can have, largest batches first."""
-    widths = sorted({padded_width(n) for n in range(1, max_length + 1)})
+    widths = sorted({min(padded_width(n), max_length) for n in range(1, max_length + 1)})  # as collate caps them
     return [(b, w) for b in range(max_batch, 0, -1) for w in widths]
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,8 @@ class Encoded:
     back into answers: the ``QAFeatures`` (span) or ``Tagged`` (token) the ids came from.
     ``groups`` (``(N,)`` ids, or None): examples sharing an id are trained in one batch
     (``train.schedule.epoch_batches``): an embedding task's question beside its passage.
+    ``max_width`` (the max length it was encoded at, or None): :func:`collate` never pads past it
+    by rounding up, so a model whose positions are not a multiple of the rounding reads them all.
     """
 
     input_ids: list[list[int]]
@@ -48,6 +50,7 @@ class Encoded:
     head: Head = Head.SEQUENCE
     meta: Any = None
     groups: np.ndarray | None = None
+    max_width: int | None = None
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -80,7 +83,7 @@ class Encoded:
         groups = self.groups[idx] if self.groups is not None else None
         starts = [self.word_starts[i] for i in idx] if self.word_starts is not None else None
         return Encoded([self.input_ids[i] for i in idx], [self.token_type_ids[i] for i in idx], self.labels[idx],
-                       self.pad_id, starts, self.head, groups=groups)
+                       self.pad_id, starts, self.head, groups=groups, max_width=self.max_width)
 
 
 def padded_width(longest: int, multiple: int = 8) -> int:
@@ -95,7 +98,7 @@ def encode_split(split: Split, tokenizer, max_length: int, limit: int | None = N
     ``pieces``, a memo of ``tokenizer`` (``tasks.piece_cache``), tokenises single texts of a head
     whose row has ``piece_memo``: the same ids, faster."""
     examples = split.examples[:limit] if limit else split.examples
-    return ENCODERS[split.head](examples, tokenizer, max_length, split.options, pieces)
+    return replace(ENCODERS[split.head](examples, tokenizer, max_length, split.options, pieces), max_width=max_length)
 
 
 def _encode_sequence(examples, tokenizer, max_length: int, options: dict, pieces: PieceCache | None) -> Encoded:
@@ -188,6 +191,8 @@ def collate(enc: Encoded, indices: Sequence[int], multiple: int = PAD_MULTIPLE) 
     idx = list(indices)
     longest = max(len(enc.input_ids[i]) for i in idx)
     width = padded_width(longest, multiple)
+    if enc.max_width is not None:  # rounding up never past the max length: it may be all the positions there are
+        width = min(width, max(enc.max_width, longest))
     # filled as numpy arrays, row by row (a torch.tensor per row cost ~15 us each: a third of a
     # served batch's collate time), then shared with torch without a copy
     ids = np.full((len(idx), width), enc.pad_id, dtype=np.int64)
