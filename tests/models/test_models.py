@@ -190,6 +190,35 @@ def test_load_classifier_adds_head_to_bare_encoder(teacher, tiny_model_dir: Path
     assert torch.equal(copied.weight, original.weight)
 
 
+def test_a_config_without_architectures_is_judged_by_its_weights(teacher, tiny_model_dir: Path,
+                                                                  tmp_path: Path) -> None:
+    """With no ``architectures`` in config.json, a bare encoder was loaded with a head drawn at
+    random (predict answered differently on each run), and a trained classifier was refused by
+    validate as headless. The weights now say which it is."""
+    from tinyplm.inference.model_info import model_info
+    from tinyplm.models.head_labels import holds_head
+    from tinyplm.tasks.heads import Head
+
+    bare, trained = tmp_path / "bare", tmp_path / "trained"
+    teacher.bert.save_pretrained(bare)
+    shutil.copy(tiny_model_dir / "vocab.txt", bare / "vocab.txt")
+    shutil.copytree(tiny_model_dir, trained)
+    for path in (bare, trained):
+        cfg = json.loads((path / "config.json").read_text())
+        cfg.pop("architectures", None)
+        (path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ModelError, match=r"names no architectures, and its weights hold no sequence head"):
+        load_classifier(bare, ("a", "b"), is_regression=False)
+    with pytest.raises(ModelError, match=r"names no architectures, and its weights hold no sequence head"):
+        model_info(bare)
+    assert load_classifier(bare, ("a", "b"), is_regression=False, replace_head=True)[0].config.num_labels == 2
+    cfg = json.loads((trained / "config.json").read_text())
+    assert holds_head(trained, cfg, Head.SEQUENCE) and not holds_head(bare, cfg, Head.SEQUENCE)
+    model, _ = load_classifier(trained, ("a", "b"), is_regression=False)
+    original, _ = load_classifier(tiny_model_dir, ("a", "b"), is_regression=False)
+    assert torch.equal(model.classifier.weight, original.classifier.weight)  # its own head, not a new one
+
+
 def test_load_tokenizer_larger_than_model_vocab_raises(tmp_path: Path) -> None:
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(115)]
     (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")

@@ -188,12 +188,17 @@ def _check_task_head(path: Path, cfg: dict) -> None:
     """A checkpoint whose ``architectures`` name only a bare encoder (``BertModel``) or a
     pre-training head has no trained task head: predicting with it would answer from a random
     classifier, so it is refused (``ModelError``) naming the file and what would work. A config
-    without ``architectures`` is read as a classifier, as transformers reads it."""
+    without ``architectures`` is read as a classifier, as transformers reads it, unless its weights
+    hold none (:func:`~tinyplm.models.head_labels.refuse_headless`)."""
     from tinyplm.models.classic.io import is_family_dir
     from tinyplm.tasks.heads import HEADS
 
     names = cfg.get("architectures") or []
     suffixes = [row.auto_suffix for row in HEADS.values() if row.auto_suffix]
+    if not names and not is_family_dir(path):  # read as a classifier, as transformers reads it, if it holds one
+        from tinyplm.models.head_labels import refuse_headless
+
+        refuse_headless(path, cfg, Head.of_architectures(names))
     if names and not any(n.endswith(x) for n in names for x in suffixes) and not is_family_dir(path):
         raise ModelError(f"{path / 'config.json'}: architectures {names} hold no task head "
                          f"({', '.join('...' + x for x in suffixes)}), so its predictions would come from an "

@@ -96,7 +96,7 @@ def head_outputs(path: Path, cfg: dict, labels: tuple[str, ...], is_regression: 
     the second value is then False and the loader initialises a new head, as for a bare encoder."""
     row = head.row
     outputs = row.output_labels(labels, is_regression)  # the head's own (start, end), 'score' or the labels
-    has_head = any(row.auto_suffix in a for a in cfg.get("architectures") or [])
+    has_head = holds_head(path, cfg, head)
     misfit = head_misfit(path, cfg, outputs) if has_head else None
     if misfit and not replace:
         raise ModelError(misfit)
@@ -144,13 +144,53 @@ def fresh_head(model: nn.Module) -> None:
                     module.bias.zero_()
 
 
+def holds_head(path: Path, cfg: dict, head: Head) -> bool:
+    """Whether the checkpoint in ``path`` (``cfg`` its config.json) holds a trained head of ``head``'s
+    kind: its ``architectures`` name one; without them, whether its weights hold every tensor of
+    such a head (:func:`weights_hold_head`; unknown: read as transformers reads it, a head)."""
+    names = cfg.get("architectures") or []
+    if names:
+        return any(head.row.auto_suffix in a for a in names)
+    return weights_hold_head(path, head) is not False
+
+
+def weights_hold_head(path: Path, head: Head) -> bool | None:
+    """Whether the safetensors weights in ``path`` hold every tensor of a ``head`` head (the ones
+    outside the base model of its transformers class, built on the meta device: no memory), by
+    name, read from the files' headers; None when it cannot tell (weights in
+    ``pytorch_model.bin``, a config transformers cannot build). For a config without
+    ``architectures``, where a bare encoder would otherwise get a head drawn at random."""
+    from tinyplm.models.safetensors_header import safetensors_shapes
+
+    single = path / "model.safetensors"
+    files = [single] if single.is_file() else sorted(path.glob("model-*-of-*.safetensors"))
+    if not files:
+        return None
+    try:
+        import transformers
+
+        config = transformers.AutoConfig.from_pretrained(str(path), trust_remote_code=False)
+        with torch.device("meta"):
+            model = getattr(transformers, head.row.auto_class).from_config(config)
+    except Exception:  # noqa: BLE001  (only a diagnostic: loading names what is wrong with the config)
+        return None
+    found = {name for file in files for name in safetensors_shapes(file)}
+    prefix = f"{model.base_model_prefix}."
+    wanted = {k for k in model.state_dict() if not k.startswith(prefix)}
+    return bool(wanted) and wanted <= found
+
+
 def refuse_headless(path: Path, cfg: dict, head: Head) -> None:
-    """A checkpoint whose ``architectures`` name no ``head`` of the task's kind (a bare encoder, a
-    pre-training head, a tagger read for a sentence task, a sentence-embedding model) would answer
-    from a head initialised at random: ``ModelError`` naming the file and what would work. A config
-    without ``architectures`` is read as transformers reads it."""
+    """A checkpoint that holds no ``head`` of the task's kind (:func:`holds_head`: its
+    ``architectures`` name a bare encoder, a pre-training head, a tagger read for a sentence task, a
+    sentence-embedding model; or, without them, its weights are a bare encoder's) would answer
+    from a head initialised at random: ``ModelError`` naming the file and what would work."""
     names = cfg.get("architectures") or []
     if not names:
+        if weights_hold_head(path, head) is False:
+            raise ModelError(f"{path / 'config.json'}: names no architectures, and its weights hold no {head} head "
+                             f"(...{head.row.auto_suffix}): its answers would come from an untrained one; fine-tune "
+                             "it on the task first (tinyplm finetune, or teacher.finetune in a recipe)")
         return
     what = ("; a sentence-embedding model is scored with tinyplm embed-eval" if (path / "modules.json").is_file()
             else "")

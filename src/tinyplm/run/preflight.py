@@ -27,6 +27,7 @@ from tinyplm.files import check_creatable
 from tinyplm.models import check_model_dir, load_tokenizer, resolve_model_dir, roles
 from tinyplm.models.classic.config import TEACHER_TOKENIZED
 from tinyplm.models.embedder import model_dir as teacher_dir
+from tinyplm.models.head_labels import holds_head
 from tinyplm.models.loading import check_config
 from tinyplm.models.onnx import FORMAT_KEY
 from tinyplm.models.pooling import layout_similarity
@@ -103,15 +104,13 @@ def preflight(cfg: RunConfig, run_dir: Path | None = None) -> Preflight:
                               "cannot take; drop teacher_layers (a 'shape' from scratch, optionally "
                               "word_embeddings: true) or use arch of the teacher's family")
     check_layer_shapes(cfg, model_cfg, src)
-    archs = model_cfg.get("architectures") or []
     row = Head(data.head).row
     # a head without a task class of its own (embedding) needs no trained head on the teacher
     finetuned = not cfg.students or any(st.teacher == "finetuned" for _, st in stages)
     needs_head = row.auto_suffix is not None and finetuned
-    suffix = row.auto_suffix
-    if needs_head and cfg.teacher.finetune is None and not any(suffix in a for a in archs):
+    if needs_head and cfg.teacher.finetune is None and not holds_head(enc, model_cfg, Head(data.head)):
         raise ModelError(
-            f"{src}: has no {data.head} head ({suffix}) for task '{data.task}'; fine-tune it first (tinyplm "
+            f"{src}: has no {data.head} head ({row.auto_suffix}) for task '{data.task}'; fine-tune it first (tinyplm "
             "finetune, or a teacher.finetune section in the recipe)"
         )
     augmented = next((st.data for _, st in stages if uses_augment(st.data)), None)
