@@ -144,7 +144,10 @@ def test_a_padding_id_that_leaves_no_positions_is_refused_by_name(tmp_path: Path
     (tmp_path / "t.txt").write_text("a good film\n", encoding="utf-8")
     roberta = _set(make_family_dir(tmp_path / "xlmr", "xlm-roberta"), pad_token_id=107)
     assert_bad_input(cli(["predict", str(roberta), "-i", "t.txt"], cwd=tmp_path),
-                     "config.json: pad_token_id 107", "xlm-roberta model", "expected a pad_token_id below")
+                     "config.json: pad_token_id 107 is outside the word table")
+    roberta = _set(roberta, pad_token_id=45, max_position_embeddings=40)  # in the table, but past the positions
+    assert_bad_input(cli(["predict", str(roberta), "-i", "t.txt"], cwd=tmp_path),
+                     "config.json: pad_token_id 45", "xlm-roberta model", "expected a pad_token_id below")
     mpnet = _set(make_family_dir(tmp_path / "mpnet", "mpnet"), pad_token_id=90)
     result = cli(["predict", str(mpnet), "-i", "t.txt", "-o", "m.jsonl"], cwd=tmp_path)
     assert result.returncode == 0, result.output

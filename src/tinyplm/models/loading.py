@@ -18,6 +18,7 @@ from tinyplm.errors import ModelError, TinyplmError, did_you_mean
 from tinyplm.models.classic.config import MODEL_TYPE as FAMILY_TYPE
 from tinyplm.models.classic.io import family_tokenizer_files, is_family_dir, load_family
 from tinyplm.models.classic.static_sentence import SENTENCE_MODEL_TYPE
+from tinyplm.models.config_values import config_value_problem
 from tinyplm.models.head_labels import fresh_head, head_outputs, output_order, refuse_headless, reorder_outputs
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
 from tinyplm.models.quantized import QUANT_KEY, load_quantized
@@ -121,6 +122,9 @@ def check_model_dir(path: Path) -> dict:
     if cfg["model_type"] not in ROLES and cfg["model_type"] not in OWN_TYPES:  # e.g. GPT-2 scored with segment ids
         raise ModelError(f"{cfg_file}: model_type {cfg['model_type']!r} is not a family tinyplm reads; it reads "
                          f"{', '.join(ROLES)} encoders and the classic students it saves")
+    problem = config_value_problem(cfg_file, cfg)
+    if problem:
+        raise ModelError(problem)
     usable, rows = usable_positions(cfg), cfg.get("max_position_embeddings")
     if usable is not None and usable < 2:  # RoBERTa numbers its positions from pad_token_id + 1
         raise ModelError(f"{cfg_file}: pad_token_id {cfg.get('pad_token_id')} leaves {usable} of a "
