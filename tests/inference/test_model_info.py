@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,20 @@ def test_heads_labels_and_regression_come_from_config(tmp_path: Path) -> None:
     cfg.pop("problem_type")
     (tmp_path / "reg" / "config.json").write_text(json.dumps(cfg))
     assert model_info(tmp_path / "reg").labels == ("neg", "pos")
+
+
+@pytest.mark.parametrize(("id2label", "said"), [
+    ({"0": "negative", "2": "positive"}, "id2label numbers its outputs [0, 2]; expected 0 to 1"),
+    ({"0": "positive", "1": "positive"}, "id2label names two outputs 'positive'"),
+])
+def test_output_names_that_would_mislead_are_refused(tmp_path: Path, id2label: dict, said: str) -> None:
+    """A gap in id2label's numbers renumbered the outputs without a word (label_id 1 for the config's
+    2); a name given twice lost one output's score (the scores no longer summed to 1)."""
+    path = make_tiny_model_dir(tmp_path / "m")
+    cfg = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**cfg, "id2label": id2label}))
+    with pytest.raises(ModelError, match=re.escape(f"{path / 'config.json'}: {said}")):
+        model_info(path)
 
 
 def test_squad_v2_run_turns_on_the_null_answer_and_windows_are_checked(tmp_path: Path) -> None:

@@ -158,12 +158,7 @@ def model_info(target: Path, max_length: int | None = None, doc_stride: int | No
     head = Head.EMBEDDING if embedding else Head.of_architectures(cfg.get("architectures") or [])
     if not embedding:
         _check_task_head(path, cfg)
-    id2label = cfg.get("id2label") or {}
-    try:
-        labels = tuple(id2label[k] for k in sorted(id2label, key=int))
-    except ValueError:
-        raise ModelError(f"{path / 'config.json'}: id2label keys should be class numbers, "
-                         f"got {list(id2label)[:5]}") from None
+    labels = _label_names(path, cfg.get("id2label") or {})
     outputs = cfg.get("num_labels") or len(labels) or 2
     regression = head.row.may_regress and (cfg.get("problem_type") == "regression" or outputs == 1)
     if not head.row.named_by_labels or regression:  # outputs named by the head (start, end) or a score
@@ -182,6 +177,24 @@ def model_info(target: Path, max_length: int | None = None, doc_stride: int | No
                      max_query_length=spec.max_query_length if spec else 64, null_threshold=null_threshold,
                      context_sentences=(run.context_sentences or 0) if run else 0,
                      context_after=(run.context_after or 0) if run else 0)
+
+
+def _label_names(path: Path, id2label: dict) -> tuple[str, ...]:
+    """The output names ``id2label`` gives, in output order. Raises ``ModelError`` naming the file
+    when its keys are not the numbers 0 to n-1 (a gap would renumber the outputs silently: a user's
+    label 2 answered as 1) or two outputs share a name (one score would hide the other's)."""
+    where = f"{path / 'config.json'}: id2label"
+    try:
+        keys = sorted(int(k) for k in id2label)
+    except ValueError:
+        raise ModelError(f"{where} keys should be class numbers, got {list(id2label)[:5]}") from None
+    if keys != list(range(len(keys))):
+        raise ModelError(f"{where} numbers its outputs {keys[:8]}; expected 0 to {len(keys) - 1}, one per output")
+    labels = tuple(str(id2label[k]) for k in sorted(id2label, key=int))
+    twice = sorted({name for name in labels if labels.count(name) > 1})
+    if twice:
+        raise ModelError(f"{where} names two outputs {twice[0]!r}; expected a name of its own for each output")
+    return labels
 
 
 def _check_task_head(path: Path, cfg: dict) -> None:
