@@ -46,3 +46,24 @@ def test_naming_another_arch_for_teacher_layers_is_refused(tmp_path: Path) -> No
                       students=[{"name": "s", "teacher_layers": [0], "arch": "bert"}])
     with pytest.raises(RecipeError, match="copies layers of the 'distilbert' teacher"):
         preflight(validate_recipe(raw, source="test"))
+
+
+@pytest.mark.parametrize("family", ["electra", "albert"])
+def test_narrowing_to_the_embedding_width_is_refused_before_the_teacher_trains(tmp_path: Path, family: str) -> None:
+    """A student narrowed to exactly the teacher's embedding_size (ELECTRA-small's 128 of 256 is a
+    natural choice) has no projection to copy: said by narrowing after the teacher's fine-tune; now
+    by validate, and another width passes."""
+    from helpers_families import EMBED, HEADS
+
+    teacher = make_family_dir(tmp_path / family, family)
+    glue = make_tiny_glue(tmp_path / "glue", n_train=16, n_dev=8)
+
+    def recipe(hidden: int) -> dict:
+        shape = {"layers": 2, "hidden": hidden, "heads": HEADS, "ffn": 20}
+        return tiny_recipe(tmp_path, teacher, glue, teacher={"model": str(teacher), "finetune": {**TINY_TRAIN}},
+                           students=[{"name": "s", "teacher_layers": [0, 2], "shape": shape}])
+
+    with pytest.raises(RecipeError, match=f"student s: the teacher projects its {EMBED}-wide embeddings .*choose a "
+                                          f"hidden width other than {EMBED}"):
+        preflight(validate_recipe(recipe(EMBED), source="test"))
+    preflight(validate_recipe(recipe(EMBED + HEADS), source="test"))
