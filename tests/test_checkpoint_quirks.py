@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from conftest import WORDS, make_tiny_glue, make_tiny_model_dir, tiny_recipe, write_recipe
 from helpers_cli import assert_bad_input, cli
 from helpers_families import make_family_dir
@@ -168,3 +170,22 @@ def test_a_run_dir_named_as_a_model_is_told_where_its_models_are(tmp_path: Path)
            f"its models ({run / 'model'}"
     with pytest.raises(ModelError, match=re.escape(said)):
         check_model_dir(run)
+
+
+def test_a_padding_id_other_than_the_tokenizers_is_refused_where_positions_count_from_it(tmp_path: Path) -> None:
+    """XLM-R's config naming pad_token_id 0 (its tokenizer's <s>; the tokenizer pads with 1) ran
+    and predicted without a word: every position shifted and <s> read as padding. BERT, whose
+    positions do not depend on it, is left alone."""
+    from tinyplm.errors import ModelError
+    from tinyplm.models import load_classifier
+
+    (tmp_path / "t.txt").write_text("a good film\n", encoding="utf-8")
+    roberta = _set(make_family_dir(tmp_path / "xlmr", "xlm-roberta"), pad_token_id=0)
+    assert_bad_input(cli(["predict", str(roberta), "-i", "t.txt"], cwd=tmp_path),
+                     "config.json: pad_token_id 0, but the tokenizer pads with id 1")
+    with pytest.raises(ModelError, match="a xlm-roberta model counts positions from its padding id"):
+        load_classifier(roberta, ("a", "b"), False)
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(tmp_path, roberta, make_tiny_glue(tmp_path / "glue")))
+    assert_bad_input(cli(["validate", str(recipe)], cwd=tmp_path), "pad_token_id 0, but the tokenizer pads with id 1")
+    bert = _set(make_tiny_model_dir(tmp_path / "bert"), pad_token_id=3)
+    assert load_classifier(bert, ("a", "b"), False)[0].config.pad_token_id == 3

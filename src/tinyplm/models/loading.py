@@ -25,6 +25,7 @@ from tinyplm.models.quantized import QUANT_KEY, load_quantized
 from tinyplm.models.roles import ROLES, usable_positions
 from tinyplm.models.safetensors_header import safetensors_shapes
 from tinyplm.models.shape import SHAPE_KEY, build_shaped, duplicate_keys
+from tinyplm.models.token_ids import padding_problem
 from tinyplm.models.tokenizer_files import check_tokenizer_files, sentencepiece_missing
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.json_layout import Layout, load_json, validate
@@ -323,7 +324,11 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
         reorder_outputs(model, order, path)
     if not has_head and any(row.auto_suffix in a for a in cfg.get("architectures") or []):
         fresh_head(model)  # a trained head replaced (replace_head): none of its weights is kept
-    return model, load_tokenizer(path, model.config.vocab_size)
+    tokenizer = load_tokenizer(path, model.config.vocab_size)
+    problem = padding_problem(path, cfg, tokenizer)
+    if problem:
+        raise ModelError(problem)
+    return model, tokenizer
 
 
 def _load_onnx(path: Path) -> OrtClassifier:

@@ -50,3 +50,22 @@ def segment_problem(folder, config: dict, tokenizer, who: str = "model") -> str 
     return (f"{folder}/config.json: type_vocab_size {rows} has no row for segment id {used}, which the {who}'s "
             "tokenizer gives the second text of a pair; use a checkpoint trained with segments (type_vocab_size 2) "
             "for pairs of texts")
+
+
+def padding_problem(folder, config: dict, tokenizer) -> str | None:
+    """Why the model in ``folder`` would not read its tokenizer's padding as padding: in a family
+    whose positions count from the padding id (RoBERTa, XLM-R, CamemBERT: the role table's
+    ``Positions.AFTER_PAD``, its code reading config.json's ``pad_token_id``), a ``pad_token_id``
+    other than the tokenizer's shifts every position and takes a real token for padding, silently;
+    None when they agree, the tokenizer has no padding token, or the family does not count so."""
+    from tinyplm.models.role_table import ROLES, Positions
+
+    family = ROLES.get(str(config.get("model_type")))
+    ours, theirs = config.get("pad_token_id"), getattr(tokenizer, "pad_token_id", None)
+    if family is None or family.positions != Positions.AFTER_PAD or family.position_pad is not None:
+        return None
+    if not isinstance(ours, int) or theirs is None or ours == theirs:
+        return None
+    return (f"{folder}/config.json: pad_token_id {ours}, but the tokenizer pads with id {theirs} "
+            f"({tokenizer.pad_token!r}); a {config.get('model_type')} model counts positions from its padding id, "
+            f"so every position would shift and id {ours} read as padding; expected pad_token_id {theirs}")
