@@ -160,6 +160,9 @@ def model_info(target: Path, max_length: int | None = None, doc_stride: int | No
         _check_task_head(path, cfg)
     labels = _label_names(path, cfg.get("id2label") or {})
     outputs = cfg.get("num_labels") or len(labels) or 2
+    if head.row.may_regress and cfg.get("problem_type") == "regression" and outputs != 1:
+        raise ModelError(f"{path / 'config.json'}: problem_type regression, but its head has {outputs} outputs; "
+                         "expected num_labels 1 for a regression head (one score), or a classifier's problem_type")
     regression = head.row.may_regress and (cfg.get("problem_type") == "regression" or outputs == 1)
     if not head.row.named_by_labels or regression:  # outputs named by the head (start, end) or a score
         labels = ()
