@@ -185,9 +185,7 @@ def _copy_embeddings(dst: nn.Module, src: nn.Module, keep: Tensor) -> None:
     project = roles.embeddings_project(src)
     if project is not None:
         if roles.embeddings_project(dst) is None:
-            raise ModelError(f"the teacher projects its {project.in_features}-wide embeddings to its hidden width; "
-                             f"a student {len(keep)} wide has no such projection to narrow (choose a hidden width "
-                             f"other than {project.in_features})")
+            raise ModelError(_no_projection(project.in_features, len(keep)))
         s_emb.load_state_dict(t_emb.state_dict())
         _copy_linear(roles.embeddings_project(dst), project, keep, None)
         return
@@ -207,3 +205,28 @@ def _copy_head(own: nn.Module, head: nn.Module, keep: Tensor, hidden: int) -> No
         return
     for a, b in pairs:
         _copy_linear(a, b, keep if b.out_features == hidden else None, keep if b.in_features == hidden else None)
+
+
+def _no_projection(embedding_width: int, width: int) -> str:
+    return (f"the teacher projects its {embedding_width}-wide embeddings to its hidden width; a student {width} wide "
+            f"has no such projection to narrow (choose a hidden width other than {embedding_width})")
+
+
+def projection_problem(teacher_cfg: dict, hidden: int, heads: int) -> str | None:
+    """Why a student ``hidden`` wide (``heads`` heads) narrowed from the teacher of config
+    ``teacher_cfg`` would have no E -> H projection to take the teacher's (ELECTRA drops it when its
+    width is its ``embedding_size``; ALBERT keeps it), from the family's own class built on the
+    meta device (no memory): the refusal :func:`narrow_student` gives, before any work; None when
+    there is none to take or the student has one."""
+    from transformers import AutoConfig, AutoModel
+
+    size = teacher_cfg.get("embedding_size")
+    if not isinstance(size, int) or size == teacher_cfg.get("hidden_size") or hidden == teacher_cfg.get("hidden_size"):
+        return None
+    values = {k: v for k, v in teacher_cfg.items() if k not in ("model_type", "architectures", "transformers_version")}
+    config = AutoConfig.for_model(teacher_cfg["model_type"], **{**values, "hidden_size": hidden,
+                                                                "num_attention_heads": heads, "num_hidden_layers": 1})
+    with torch.device("meta"):
+        student = AutoModel.from_config(config)
+    return _no_projection(size, hidden) if roles.embeddings_project(student) is None else None
+

@@ -11,6 +11,7 @@ from tinyplm.config.compress import step_name
 from tinyplm.config.schema import RunConfig, StudentSpec, student_name
 from tinyplm.errors import ModelError, RecipeError
 from tinyplm.models import check_model_dir, resolve_model_dir, roles
+from tinyplm.models.narrow import projection_problem
 from tinyplm.models.roles import ROLES
 from tinyplm.models.student import check_layer_init, model_type_of, teacher_shape
 
@@ -70,17 +71,9 @@ def check_layer_shapes(cfg: RunConfig, model_cfg: dict, src: Path) -> None:
             base = teacher_shape(SimpleNamespace(**model_cfg))
             shape = spec.shape or base.model_copy(update={"layers": len(layers)})
             check_layer_init(shape, base, layers, model_cfg["model_type"], student_type)
-            _check_projection(shape.hidden, base.hidden, model_cfg.get("embedding_size"))
+            problem = projection_problem(model_cfg, shape.hidden, shape.heads)
+            if problem:
+                raise ModelError(problem)
         except ModelError as exc:
             raise RecipeError(f"student {student_name(spec)}: {exc} (teacher {src})") from None
 
-
-def _check_projection(width: int, teacher_width: int, embedding_size: object) -> None:
-    """A teacher whose embeddings are narrower than its layers (ELECTRA, ALBERT: ``embedding_size``)
-    projects them up; a student narrowed to exactly that width is built without the projection,
-    so there is none to copy: ``ModelError``, as narrowing itself would say after the teacher's
-    fine-tune (:mod:`tinyplm.models.narrow`)."""
-    if isinstance(embedding_size, int) and embedding_size != teacher_width and width == embedding_size:
-        raise ModelError(f"the teacher projects its {embedding_size}-wide embeddings to its hidden width "
-                         f"{teacher_width}; a student {width} wide has no such projection to narrow (choose a hidden "
-                         f"width other than {embedding_size})")
