@@ -101,6 +101,10 @@ def test_repeated_draws_of_a_random_search_run_once_and_the_table_says_so(tmp_pa
     rows = rows_of(plans, {p.key: _result(p.key) for p in plans}, {}, job.space.objectives)
     assert f"2 of 2 trials finished; 0 failed; 0 not run.\n{note}." in summary_markdown(job.space, rows, "acc", note)
     assert repeats_note(_job(tmp_path, SEEDS), 2, 2) is None
+    from tinyplm.sweep.space import tune_samples, tune_space
+
+    # Tune runs the planned trials once: its num_samples would repeat the grid of indices that often
+    assert tune_samples(job.space) == 1 and tune_space(job.space)["trial"] == {"grid_search": [0, 1]}
 
 
 def test_each_distinct_trial_is_checked_as_run_checks_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

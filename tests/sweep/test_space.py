@@ -215,6 +215,9 @@ def test_tune_runs_a_grid_by_the_index_of_each_planned_trial(tmp_path: Path) -> 
     optuna = _space(tmp_path / "o.yaml", {"name": "o", "search": "optuna", "num_samples": 2,
                                           "params": {"lr": {"choice": [0.1, 0.2]}}})
     assert set(tune_space(optuna)) == {"lr"} and trial_values(optuna, {"lr": 0.2, "other": 0}) == {"lr": 0.2}
+    from tinyplm.sweep.space import tune_samples
+
+    assert (tune_samples(drawn), tune_samples(optuna)) == (1, 2)  # planned trials once; Optuna's proposals
 
 
 def test_the_stage_that_stands_for_a_trial(tmp_path: Path) -> None:

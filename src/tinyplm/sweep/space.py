@@ -69,6 +69,13 @@ def _draw(d, rng: random.Random) -> Any:
     return rng.randrange(*d.randint)
 
 
+def tune_samples(space: SweepSpace) -> int:
+    """Tune's ``num_samples``: once over the planned trials of a grid or random search (their rounds
+    are drawn here: Tune repeating its grid would run each planned trial that many times, claiming
+    one run dir), ``num_samples`` proposals for Optuna."""
+    return 1 if planned_values(space) is not None else space.num_samples
+
+
 def tune_space(space: SweepSpace) -> dict[str, Any]:
     """Ray Tune's ``param_space``: for a grid or random search, the index of each planned trial;
     for Optuna, one entry per varying key (a flat dict: the dotted keys stay whole, so Tune never

@@ -20,7 +20,15 @@ from typing import Any
 from tinyplm.cluster import ClusterError, cluster_cpus, connect, node_cpus
 from tinyplm.sweep.checks import check_job
 from tinyplm.sweep.job import SweepJob, grid_plans, sweep_dir_of, trials_dir
-from tinyplm.sweep.space import TrialPlan, planned_values, search_alg, trial_plan, trial_values, tune_space
+from tinyplm.sweep.space import (
+    TrialPlan,
+    planned_values,
+    search_alg,
+    trial_plan,
+    trial_values,
+    tune_samples,
+    tune_space,
+)
 from tinyplm.sweep.table import TrialRow, rows_of, write_table
 from tinyplm.sweep.trial import TrialResult, run_trial
 
@@ -83,7 +91,7 @@ def _tuner(job: SweepJob, ray, parent_run_id: str | None):
         param_space=tune_space(space),
         tune_config=tune.TuneConfig(
             search_alg=search_alg(space, job.max_concurrent),
-            num_samples=1 if space.search == "grid" else space.num_samples,
+            num_samples=tune_samples(space),
             max_concurrent_trials=job.max_concurrent if space.search == "optuna" else None,
             time_budget_s=space.budget_minutes * 60 if space.budget_minutes else None,
             trial_dirname_creator=lambda trial: trial.trial_id),
