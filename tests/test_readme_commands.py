@@ -138,6 +138,8 @@ DOC_LINES: dict[str, Way] = {
                           add=("--help",)),
     "tinyplm embed-eval": Way("test_subcommands_named_in_prose", "the subcommand named in prose: its --help",
                               add=("--help",)),
+    **{f"tinyplm {name}": Way("test_subcommands_named_in_prose", "the subcommand named in prose: its --help",
+                              add=("--help",)) for name in ("run", "evaluate", "bench")},
     "tinyplm export RUN_DIR --onnx": Way("test_rte_flow", "RUN_DIR -> runs/rte-l3", replace={"RUN_DIR": "runs/rte-l3"}),
     "tinyplm run recipes/squad/v1_demo.yaml": Way(
         "test_squad_flow", "the shipped recipe, shrunk like the MRPC run", add=TINY_GLUE_RUN),
@@ -768,7 +770,8 @@ def test_mrpc_demo_run_then_resume(world: World) -> None:
     before = (run_dir / "results.json").read_bytes()
     resumed = run_line("tinyplm run recipes/glue/mrpc_demo.yaml --resume", world)
     assert resumed.returncode == 2 and "Traceback" not in resumed.output, resumed.output[-3000:]
-    assert "already holds a finished run" in resumed.stderr and "runs/mrpc_demo" in resumed.stderr, resumed.stderr
+    said = resumed.stderr
+    assert "holds a finished run (results.json): nothing to resume" in said and "runs/mrpc_demo" in said, said
     assert (run_dir / "results.json").read_bytes() == before
 
 
@@ -989,7 +992,8 @@ def test_world_is_laid_out_like_the_repository(world: World) -> None:
 
 
 def test_subcommands_named_in_prose(world: World) -> None:
-    for line in ("tinyplm validate", "tinyplm report", "tinyplm embed-eval"):
+    for line in ("tinyplm validate", "tinyplm report", "tinyplm embed-eval", "tinyplm run", "tinyplm evaluate",
+                 "tinyplm bench"):
         assert "Usage:" in ok(run_line(line, world)), line
 
 
