@@ -233,3 +233,12 @@ def test_a_changed_recipe_is_named_key_by_key_and_a_moved_output_dir_resumes(tmp
         claim_run_dir(run_dir, edited, resume=True, compare=resume_blockers)
     with claim_run_dir(run_dir, stored.replace("runs/old", "runs/new"), resume=True, compare=resume_blockers) as claim:
         assert claim.resumed and (run_dir / RESOLVED).read_text() == stored
+
+
+def test_what_no_stage_reads_may_change_on_resume() -> None:
+    """finetune/distill name the run after --out: a run folder moved and resumed with the new --out
+    was refused over its name; the logits cache's place changes no stage either."""
+    old = "name: rte-teacher\noutput_dir: runs/rte-teacher\ncache_dir: a\ntask:\n  name: rte\n"
+    new = old.replace("rte-teacher", "rte-t2").replace("cache_dir: a", "cache_dir: b")
+    assert resume_blockers(old, new) == []
+    assert resume_blockers(old, new.replace("name: rte\n", "name: mrpc\n")) == ["task.name: rte -> mrpc"]

@@ -1,6 +1,6 @@
 """What differs between two resolved recipes (a run dir's stored ``config.resolved.yaml`` and the
 recipe a ``--resume`` brings), key by key, for the message that refuses the resume; and the keys
-no stage of a run reads (where the run dir was meant to be), which a resume may change."""
+no stage of a run reads (:data:`FREE_KEYS`), which a resume may change."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from typing import Any
 
 import yaml
 
-#: Keys a resume may change: none of the run's stages reads them (the run dir is already chosen).
-FREE_KEYS = frozenset({"output_dir"})
+#: Keys a resume may change: none of the run's stages reads them (the run dir is already chosen; the
+#: name titles its reports and tracking, and ``finetune``/``distill`` take it from ``--out``; the
+#: cache only spares recomputing the teacher's logits).
+FREE_KEYS = frozenset({"output_dir", "name", "cache_dir"})
 
 
 def recipe_changes(old_text: str, new_text: str) -> list[str]:

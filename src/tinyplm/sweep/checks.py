@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from tinyplm.config import load_recipe
-from tinyplm.config.changes import recipe_changes
+from tinyplm.config.changes import recipe_changes, resume_blockers
 from tinyplm.config.compress import step_name
 from tinyplm.config.load import dump_resolved
 from tinyplm.config.schema import RunConfig, student_name
@@ -107,8 +107,12 @@ def check_trial_dirs(job: SweepJob, plans: list[TrialPlan] | None) -> None:
         except (OSError, UnicodeDecodeError) as exc:
             raise RunDirError(f"{stored}: cannot be read ({exc}); choose another output_dir for this sweep") from None
         cfg = load_recipe(job.recipe, plan.overrides)
-        free = not (run_dir / RESULTS).is_file() or _same_dir(old, cfg.name, run_dir)
-        changes = [c for c in recipe_changes(old, dump_resolved(cfg)) if not (free and c.startswith("output_dir: "))]
+        new = dump_resolved(cfg)
+        if (run_dir / RESULTS).is_file():  # reused only as it ran: its output_dir may name the same dir otherwise
+            same = _same_dir(old, cfg.name, run_dir)
+            changes = [c for c in recipe_changes(old, new) if not (same and c.startswith("output_dir: "))]
+        else:  # continued as `tinyplm run --resume` continues a run
+            changes = resume_blockers(old, new)
         if changes:
             shown = "; ".join(changes[:3]) + (f"; and {len(changes) - 3} more" if len(changes) > 3 else "")
             where = f" in {job.space_file}" if job.space_file else ""
