@@ -26,7 +26,7 @@ def test_a_signal_outside_training_is_said_and_exits_as_the_shell_expects(sent: 
     finally:
         proc.kill()
     assert proc.returncode == code
-    assert f"interrupted ({name}): what was written is kept; a run continues with --resume" in err
+    assert f"interrupted ({name}): what was written is kept (run, finetune, distill, pretrain and sweep" in err
 
 
 def test_main_called_in_process_gives_the_callers_handler_back(monkeypatch: pytest.MonkeyPatch) -> None:

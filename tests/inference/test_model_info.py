@@ -78,6 +78,14 @@ def test_output_names_that_would_mislead_are_refused(tmp_path: Path, id2label: d
         model_info(path)
 
 
+def test_names_a_head_never_reads_are_not_checked(tmp_path: Path) -> None:
+    """A reader's leftover id2label (a gap in it) names none of its outputs: it is not refused."""
+    path = make_tiny_head_dir(tmp_path / "qa", "span")
+    cfg = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**cfg, "id2label": {"0": "a", "2": "b"}}))
+    assert model_info(path).labels == ()
+
+
 def test_squad_v2_run_turns_on_the_null_answer_and_windows_are_checked(tmp_path: Path) -> None:
     root = tmp_path / "run"
     root.mkdir()

@@ -166,8 +166,8 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except (KeyboardInterrupt, _Terminated) as exc:
         name = "SIGTERM" if isinstance(exc, _Terminated) else "SIGINT"
-        err.print(f"interrupted ({name}): what was written is kept; a run continues with --resume", markup=False,
-                  highlight=False, soft_wrap=True)
+        err.print(f"interrupted ({name}): what was written is kept (run, finetune, distill, pretrain and sweep "
+                  "continue with --resume)", markup=False, highlight=False, soft_wrap=True)
         sys.exit(143 if name == "SIGTERM" else 130)
     finally:  # called in-process (a test, a notebook): the caller's handler again
         if before is not _terminate:

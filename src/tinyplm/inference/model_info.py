@@ -158,15 +158,17 @@ def model_info(target: Path, max_length: int | None = None, doc_stride: int | No
     head = Head.EMBEDDING if embedding else Head.of_architectures(cfg.get("architectures") or [])
     if not embedding:
         _check_task_head(path, cfg)
-    labels = _label_names(path, cfg.get("id2label") or {})
-    outputs = cfg.get("num_labels") or len(labels) or 2
+    id2label = cfg.get("id2label") or {}
+    outputs = cfg.get("num_labels") or len(id2label) or 2
     if head.row.may_regress and cfg.get("problem_type") == "regression" and outputs != 1:
         raise ModelError(f"{path / 'config.json'}: problem_type regression, but its head has {outputs} outputs; "
                          "expected num_labels 1 for a regression head (one score), or a classifier's problem_type")
     regression = head.row.may_regress and (cfg.get("problem_type") == "regression" or outputs == 1)
     if not head.row.named_by_labels or regression:  # outputs named by the head (start, end) or a score
         labels = ()
-    elif not labels:
+    elif id2label:  # the names it answers with: checked only where they are read
+        labels = _label_names(path, id2label)
+    else:
         labels = tuple(f"LABEL_{i}" for i in range(outputs))
     run = run_task(path) or stamped_task(cfg, path)
     labels = named_labels(run.name if run else None, labels)

@@ -90,8 +90,8 @@ def preflight(cfg: RunConfig, run_dir: Path | None = None) -> Preflight:
     if not model_cfg.get(FORMAT_KEY):  # an ONNX or OpenVINO teacher's config is read by its runtime
         check_config(enc)
     tok = once(load_tokenizer, enc, int(model_cfg["vocab_size"]))
-    if padding_problem(enc, model_cfg, tok):
-        raise ModelError(padding_problem(enc, model_cfg, tok))
+    if padding := padding_problem(enc, model_cfg, tok):
+        raise ModelError(padding)
     stages = [(spec, st) for spec in cfg.students for st in spec.stage_specs()]
     _check_config_limits(cfg, model_cfg, enc)
     check_checkpoints(cfg, data, enc, model_cfg)
