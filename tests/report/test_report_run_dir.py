@@ -37,6 +37,15 @@ def test_an_unfinished_run_is_told_how_to_continue(tmp_path: Path) -> None:
           "tinyplm run runs/killed/config.resolved.yaml -o runs/killed --resume")
 
 
+def test_a_finished_pretraining_run_is_not_called_unfinished(tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "mlm"
+    run.mkdir(parents=True)
+    (run / "config.resolved.yaml").write_text("name: mlm\n", encoding="utf-8")
+    (run / "pretrain.json").write_text("{}", encoding="utf-8")
+    stderr = _said(tmp_path, "runs/mlm", "runs/mlm: is a pre-training run, its results in runs/mlm/pretrain.json")
+    assert "unfinished" not in stderr and "--resume" not in stderr
+
+
 def test_a_sweep_folder_points_to_its_table_and_a_trial(tmp_path: Path) -> None:
     sweep = tmp_path / "sweeps" / "s"
     (sweep / "trials" / "t-0123456789").mkdir(parents=True)

@@ -11,8 +11,9 @@ import pytest
 
 from helpers_cli import assert_bad_input, cli
 from report.test_glue_table import GLUE, write_run
-from tinyplm.report.glue_table import find_runs, glue_table
+from tinyplm.report.glue_table import glue_table
 from tinyplm.report.paradigm_table import paradigm_table
+from tinyplm.report.run_finding import find_runs
 
 
 def _student_rte(table) -> list[str]:
@@ -100,3 +101,18 @@ def test_out_that_cannot_be_a_folder_is_refused_before_reading(tmp_path: Path, c
     if Path("/proc/self").is_dir():  # a folder nothing can be made in, whoever runs the test
         assert_bad_input(cli([command, "runs", "--out", "/proc/gt"], tmp_path), "--out /proc/gt", "/proc")
     assert {p.name for p in tmp_path.iterdir()} - {".tinyplm-cache"} == {"afile", "runs"}  # nothing made
+
+
+def test_a_run_kept_inside_another_is_found_and_a_pretraining_run_is_no_unfinished_one(tmp_path: Path) -> None:
+    """A run kept inside another's folder (a later run reading that one's teacher) was dropped
+    without a word once the walk stopped at the outer run's results.json; a finished pre-training
+    run (pretrain.json, no results.json) was listed as killed or failed."""
+    outer = write_run(tmp_path / "runs", "rte", 0, 0.70, 0.60)
+    inner = write_run(outer, "rte", 1, 0.70, 0.64)
+    write_run(outer / "students", "rte", 2, 0.70, 0.64)  # the run's own folders are never read as runs
+    mlm = tmp_path / "runs" / "mlm"
+    mlm.mkdir()
+    (mlm / "config.resolved.yaml").write_text("name: mlm\n")
+    (mlm / "pretrain.json").write_text("{}")
+    found = find_runs([tmp_path / "runs"])
+    assert found.runs == [outer, inner] and found.skipped == {}

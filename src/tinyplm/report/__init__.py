@@ -184,6 +184,9 @@ def _check_run_dir(run_dir: Path) -> None:
         raise TinyplmError(f"{run_dir}: is a sweep's folder; its table across trials is {run_dir / 'sweep.json'} "
                            f"and {run_dir / 'summary.md'}; report takes one trial's run dir, e.g. "
                            f"{run_dir / 'trials' / (trials[0] if trials else 't-...')}")
+    if (run_dir / "pretrain.json").is_file():
+        raise TinyplmError(f"{run_dir}: is a pre-training run, its results in {run_dir / 'pretrain.json'}; report "
+                           f"reads a task run's {RESULTS}")
     if (run_dir / RESOLVED).is_file():
         raise TinyplmError(f"{run_dir}: {unfinished_note(run_dir)}; report reads a finished run's {RESULTS}")
 

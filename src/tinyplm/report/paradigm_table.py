@@ -23,11 +23,11 @@ from tinyplm.report.glue_table import (
     GlueTasks,
     TaskCell,
     TaskMetrics,
-    find_runs,
     read_runs,
     task_cell,
     write_files,
 )
+from tinyplm.report.run_finding import find_runs
 
 #: The route every paradigm starts from in recipes/glue_table/paradigms.yaml.
 REFERENCE = "student-minilm"
