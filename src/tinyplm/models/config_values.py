@@ -14,9 +14,6 @@ from tinyplm.models.role_table import ROLES
 
 #: Families whose ``type_vocab_size: 0`` means "no segment embedding" rather than a table of no rows.
 NO_SEGMENTS_AT_ZERO = frozenset({"deberta-v2"})
-#: (heads key, width key) as each config names them; a config with an explicit per-head size
-#: (``attention_head_size``, ``head_dim``) need not divide its width.
-HEAD_KEYS = (("num_attention_heads", "hidden_size"), ("n_heads", "dim"))
 
 
 def config_value_problem(cfg_file: Path, cfg: Mapping[str, object]) -> str | None:
@@ -28,12 +25,12 @@ def config_value_problem(cfg_file: Path, cfg: Mapping[str, object]) -> str | Non
     if _int(pad) and _int(vocab) and not fixed_pad and not 0 <= pad < vocab:
         return (f"{cfg_file}: pad_token_id {pad} is outside the word table (vocab_size {vocab}: ids 0 to "
                 f"{vocab - 1}); expected the id of the tokenizer's padding token")
-    if not any(k in cfg for k in ("attention_head_size", "head_dim")):
-        for heads_key, width_key in HEAD_KEYS:
-            heads, width = cfg.get(heads_key), cfg.get(width_key)
-            if _int(heads) and _int(width) and heads > 0 and width % heads:
-                return (f"{cfg_file}: {heads_key} {heads} does not divide {width_key} {width}; expected a number "
-                        f"of heads that splits the width evenly")
+    sizes = family.sizes if family is not None else None  # the keys as the family's config names them
+    if sizes is not None and not any(k in cfg for k in ("attention_head_size", "head_dim")):  # an explicit head size
+        heads, width = cfg.get(sizes.heads), cfg.get(sizes.hidden)
+        if _int(heads) and _int(width) and heads > 0 and width % heads:
+            return (f"{cfg_file}: {sizes.heads} {heads} does not divide {sizes.hidden} {width}; expected a number "
+                    f"of heads that splits the width evenly")
     if cfg.get("type_vocab_size") == 0 and cfg.get("model_type") not in NO_SEGMENTS_AT_ZERO:
         return (f"{cfg_file}: type_vocab_size 0: a {cfg.get('model_type')} model adds a segment (token type) "
                 "embedding to every token, and a table of no rows cannot be read; expected at least 1 (2 for pairs)")
