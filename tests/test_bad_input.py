@@ -363,7 +363,7 @@ def test_bench_never_writes_into_a_run_dir_or_a_file(tmp_path: Path, finished_ru
     assert_bad_input(run_bad(tmp_path, [*bench, run_dir], run_dir),
                      f"--out {run_dir}: is a tinyplm run directory; a results.json written there would mark the run")
     assert_bad_input(run_bad(tmp_path, [*bench, tmp_path / "afile" / "sub"]),
-                     f"--out: {tmp_path / 'afile'}: is a file, so the run directory")
+                     f"--out: {tmp_path / 'afile'}: is a file, so the output destination")
 
 
 def test_resume_with_a_changed_recipe_is_refused(tmp_path: Path, finished_run: Path) -> None:

@@ -253,20 +253,21 @@ class Claim:
         self.release()
 
 
-def check_creatable(run_dir: Path) -> None:
-    """Raise ``RunDirError`` when ``run_dir`` cannot be a run directory: it is a file, or the nearest
-    folder that exists on its way is a file or one this process cannot write to. Nothing is created."""
+def check_creatable(run_dir: Path, what: str = "run directory") -> None:
+    """Raise ``RunDirError`` when ``run_dir`` cannot be a ``what`` (a run directory, an output
+    folder): it is a file, or the nearest folder that exists on its way is a file or one this process
+    cannot write to. Nothing is created."""
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
-        raise RunDirError(f"{run_dir}: is a file; the run directory must be a folder (choose another output directory)")
+        raise RunDirError(f"{run_dir}: is a file; the {what} must be a folder (choose another)")
     found = next((p for p in (run_dir, *run_dir.absolute().parents) if p.exists()), None)
     if found is None:
         return
     if not found.is_dir():
-        raise RunDirError(f"{found}: is a file, so the run directory {run_dir} cannot be made under it")
+        raise RunDirError(f"{found}: is a file, so the {what} {run_dir} cannot be made under it")
     if not os.access(found, os.W_OK | os.X_OK):
-        what = "the run directory" if found == run_dir else f"the folder {run_dir} would be made in"
-        raise RunDirError(f"{found}: {what} is not writable by this user")
+        where = f"the {what}" if found == run_dir else f"the folder {run_dir} would be made in"
+        raise RunDirError(f"{found}: {where} is not writable by this user")
 
 
 #: (the stored resolved recipe, the new one) -> the differences that stop a resume, each said as

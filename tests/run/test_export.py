@@ -75,4 +75,5 @@ def test_a_missing_stage_folder_or_a_file_as_out_is_refused_before_any_export(fi
     assert not (copy / "export").exists()
     (tmp_path / "afile").write_text("x")
     assert_bad_input(cli(["export", finished_run, "--onnx", "--stage", "small", "--out", tmp_path / "afile"],
-                         cwd=tmp_path), f"--out {tmp_path / 'afile'}: cannot be the export folder")
+                         cwd=tmp_path),
+                     f"--out: {tmp_path / 'afile'}: is a file; the export destination must be a folder")

@@ -21,7 +21,7 @@ def _check_out(out_dir: Path, flag: str) -> None:
     resume would be refused), or it holds a results.json already. Found before any measuring."""
     out_dir = Path(out_dir)
     try:
-        check_creatable(out_dir)
+        check_creatable(out_dir, "output destination")
     except RunDirError as exc:
         raise RunDirError(f"{flag}: {exc}") from None
     live, holder = lock_state(out_dir)

@@ -114,9 +114,9 @@ def _check_targets(run_dir: Path, out_dir: Path, stages: list[tuple[str, Path]])
     export folder can be made (not a file, nor under one); raises ``TinyplmError`` before anything
     is exported, naming what is missing or in the way."""
     try:
-        check_creatable(out_dir)
+        check_creatable(out_dir, "export destination")
     except RunDirError as exc:
-        raise TinyplmError(f"--out {out_dir}: cannot be the export folder: {exc}") from None
+        raise TinyplmError(f"--out: {exc}") from None
     missing = [f"{name} ({model_dir})" for name, model_dir in stages if not model_dir.is_dir()]
     if missing:
         raise TinyplmError(f"{run_dir}: the model folder of stage(s) {', '.join(missing)} is gone; nothing "
