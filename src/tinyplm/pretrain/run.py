@@ -29,6 +29,7 @@ from typing import Any
 import torch
 import yaml
 
+from tinyplm.config.changes import resume_blockers
 from tinyplm.config.pretrain import PretrainRecipe
 from tinyplm.errors import ModelError
 from tinyplm.files import claim_run_dir, reuse_finished, write_json_atomic
@@ -263,7 +264,8 @@ def pretrain(recipe: PretrainRecipe, *, resume: bool = False, force: bool = Fals
     run_dir = output_dir(recipe)
     started = time.perf_counter()
     texts = preflight(recipe)  # bad input fails here, before the run dir is touched
-    with claim_run_dir(run_dir, resolved_text(recipe), resume=resume, force=force, finished=RESULT_FILE) as claim:
+    with claim_run_dir(run_dir, resolved_text(recipe), resume=resume, force=force, finished=RESULT_FILE,
+                       compare=resume_blockers) as claim:
         return _pretrain_claimed(recipe, run_dir, texts, claim.resumed, started)
 
 
