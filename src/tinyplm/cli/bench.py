@@ -10,29 +10,6 @@ import typer
 
 from tinyplm.cli.app import EvalPrecision, app, exact_precision, out, print_stages
 from tinyplm.cli.evaluate import as_trained, note_other_task
-from tinyplm.errors import RunDirError
-from tinyplm.files import LOCK, RESOLVED, RESULTS, check_creatable, lock_state
-
-
-def _check_out(out_dir: Path, flag: str) -> None:
-    """Raise ``RunDirError`` (naming ``flag``) when bench's results.json and reports cannot go into
-    ``out_dir``: it is a file or cannot be made, it is a run
-    directory (finished or not, live or not: a results.json there would mark it finished and its
-    resume would be refused), or it holds a results.json already. Found before any measuring."""
-    out_dir = Path(out_dir)
-    try:
-        check_creatable(out_dir, "output destination")
-    except RunDirError as exc:
-        raise RunDirError(f"{flag}: {exc}") from None
-    live, holder = lock_state(out_dir)
-    if live:
-        who = holder.describe() if holder else "another process"
-        raise RunDirError(f"{flag} {out_dir}: a run is in progress there ({who}); choose another {flag}")
-    if (out_dir / RESOLVED).is_file() or (out_dir / LOCK).exists():
-        raise RunDirError(f"{flag} {out_dir}: is a tinyplm run directory; a {RESULTS} written there would mark "
-                          f"the run finished; choose another {flag}")
-    if (out_dir / RESULTS).exists():
-        raise RunDirError(f"{flag} {out_dir}: already holds {RESULTS}; choose another {flag}")
 
 
 @app.command("bench")
@@ -63,7 +40,8 @@ def bench_cmd(
     Example: tinyplm bench runs/sst2_demo/teacher --task sst2 --runtimes torch,onnxruntime,openvino --out runs/rt
     """
     if out_dir:
-        _check_out(out_dir, "--out")
+        from tinyplm.run.measure import check_bench_out
+        check_bench_out(out_dir, "--out")
     import tempfile
 
     from tinyplm.config import TaskSpec

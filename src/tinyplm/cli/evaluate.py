@@ -129,17 +129,12 @@ def _print_evaluation(model, model_dir: Path, data, metrics: dict, context: dict
 
 
 def note_other_task(model_dirs: list[Path], task: str) -> None:
-    """Say on stderr which of ``model_dirs`` were trained for another task than ``task`` (their run's
-    recipe or config stamp): scored as they are, by their outputs' order, which may be right (a
-    sentiment model on another sentiment set) or meaningless (an SST-2 model's MCC on CoLA)."""
-    from tinyplm.inference.model_info import trained_task
-    from tinyplm.tasks import canonical
+    """Print :func:`~tinyplm.inference.model_info.other_task_note` of each of ``model_dirs`` on stderr."""
+    from tinyplm.inference.model_info import other_task_note
 
     for model_dir in model_dirs:
-        run = trained_task(model_dir)
-        if run is not None and run.name and canonical(run.name) != canonical(task):
-            err.print(f"note: {model_dir} was trained for {run.name}; scored on {task} as it is, its outputs "
-                      f"read as {task}'s labels in their order", markup=False, highlight=False, soft_wrap=True)
+        if note := other_task_note(model_dir, task):
+            err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
 
 
 def as_trained(model_dir: Path, task: str, max_length: int | None, context: int | None,

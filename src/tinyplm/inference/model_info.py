@@ -147,6 +147,19 @@ def trained_task(target: Path) -> RunTask | None:
     return run_task(path) or (stamped_task(cfg, path) if isinstance(cfg, dict) else None)
 
 
+def other_task_note(model_dir: Path, task: str) -> str | None:
+    """A line saying that ``model_dir`` was trained for another task than ``task`` (its run's recipe
+    or config stamp): scored as it is, by its outputs' order, which may be right (a sentiment model
+    on another sentiment set) or meaningless (an SST-2 model's MCC on CoLA); None when it was not."""
+    from tinyplm.tasks import canonical
+
+    run = trained_task(model_dir)
+    if run is None or not run.name or canonical(run.name) == canonical(task):
+        return None
+    return f"{model_dir} was trained for {run.name}; scored on {task} as it is, its outputs read as {task}'s labels " \
+           "in their order"
+
+
 def model_info(target: Path, max_length: int | None = None, doc_stride: int | None = None,
                max_query_length: int | None = None, null_threshold: float | None = None) -> ModelInfo:
     """Resolve ``target`` (a model dir or run dir) to a :class:`ModelInfo`; the arguments are the

@@ -8,13 +8,14 @@ from pathlib import Path
 import torch
 
 from tinyplm.config.schema import MeasureSpec, TaskSpec
-from tinyplm.errors import ModelError, TinyplmError
+from tinyplm.errors import ModelError, RunDirError, TinyplmError
 from tinyplm.evaluate.compute import effective_rate
 from tinyplm.evaluate.model_eval import encode_evals, eval_logits, metrics_from_logits
 from tinyplm.evaluate.roc import logits_roc
 from tinyplm.evaluate.runtime import describe
 from tinyplm.evaluate.size import count_params, disk_bytes
 from tinyplm.evaluate.speed import measure_speed
+from tinyplm.files import LOCK, RESOLVED, RESULTS, check_creatable, lock_state
 from tinyplm.models import shape_of
 from tinyplm.models.head_loading import load_for_head
 from tinyplm.models.infer import precision_name
@@ -152,3 +153,24 @@ def fastest_runtimes(record: RunRecord, groups: dict[str, list[str]], tolerance:
             candidates={s.name: {"sent_per_s": round(s.throughput_sent_per_s, 1),
                                  record.metric: s.metrics.get(record.metric)} for s in rows})
     return out
+
+
+def check_bench_out(out_dir: Path, flag: str) -> None:
+    """Raise ``RunDirError`` (naming ``flag``) when bench's results.json and reports cannot go into
+    ``out_dir``: it is a file or cannot be made, it is a run
+    directory (finished or not, live or not: a results.json there would mark it finished and its
+    resume would be refused), or it holds a results.json already. Found before any measuring."""
+    out_dir = Path(out_dir)
+    try:
+        check_creatable(out_dir, "output destination")
+    except RunDirError as exc:
+        raise RunDirError(f"{flag}: {exc}") from None
+    live, holder = lock_state(out_dir)
+    if live:
+        who = holder.describe() if holder else "another process"
+        raise RunDirError(f"{flag} {out_dir}: a run is in progress there ({who}); choose another {flag}")
+    if (out_dir / RESOLVED).is_file() or (out_dir / LOCK).exists():
+        raise RunDirError(f"{flag} {out_dir}: is a tinyplm run directory; a {RESULTS} written there would mark "
+                          f"the run finished; choose another {flag}")
+    if (out_dir / RESULTS).exists():
+        raise RunDirError(f"{flag} {out_dir}: already holds {RESULTS}; choose another {flag}")
