@@ -11,7 +11,9 @@ import time
 
 import pytest
 
-BUSY = ("import importlib, time\na = importlib.import_module('tinyplm.cli.app')\n"
+# Ctrl-C as at a terminal: a process started in the background (CI's runner) inherits SIGINT ignored
+BUSY = ("import importlib, signal, time\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "a = importlib.import_module('tinyplm.cli.app')\n"
         "a.app = lambda: (print('ready', flush=True), time.sleep(60))\na.main()\n")
 
 
