@@ -10,7 +10,7 @@ from pathlib import Path
 from helpers_cli import assert_bad_input, cli
 
 
-def _said(tmp_path: Path, target: str, *fragments: str) -> str:
+def assert_said(tmp_path: Path, target: str, *fragments: str) -> str:
     """Run ``tinyplm report TARGET`` in ``tmp_path``; it must fail in one line holding each fragment
     and never name the code's own classes."""
     result = cli(["report", target], tmp_path)
@@ -20,20 +20,20 @@ def _said(tmp_path: Path, target: str, *fragments: str) -> str:
 
 
 def test_a_missing_folder_is_said_as_such(tmp_path: Path) -> None:
-    stderr = _said(tmp_path, "runs/nope", "runs/nope: no such folder")
+    stderr = assert_said(tmp_path, "runs/nope", "runs/nope: no such folder")
     assert "file not found" not in stderr
 
 
 def test_a_recipe_given_is_told_report_takes_a_run_dir(tmp_path: Path) -> None:
     (tmp_path / "recipe.yaml").write_text("task:\n  name: sst2\n", encoding="utf-8")
-    _said(tmp_path, "recipe.yaml", "recipe.yaml: is a recipe", "report takes a run dir")
+    assert_said(tmp_path, "recipe.yaml", "recipe.yaml: is a recipe", "report takes a run dir")
 
 
 def test_an_unfinished_run_is_told_how_to_continue(tmp_path: Path) -> None:
     run = tmp_path / "runs" / "killed"
     run.mkdir(parents=True)
     (run / "config.resolved.yaml").write_text("name: x\n", encoding="utf-8")
-    _said(tmp_path, "runs/killed", "runs/killed: unfinished",
+    assert_said(tmp_path, "runs/killed", "runs/killed: unfinished",
           "tinyplm run runs/killed/config.resolved.yaml -o runs/killed --resume")
 
 
@@ -42,7 +42,7 @@ def test_a_finished_pretraining_run_is_not_called_unfinished(tmp_path: Path) -> 
     run.mkdir(parents=True)
     (run / "config.resolved.yaml").write_text("name: mlm\n", encoding="utf-8")
     (run / "pretrain.json").write_text("{}", encoding="utf-8")
-    stderr = _said(tmp_path, "runs/mlm", "runs/mlm: is a pre-training run, its results in runs/mlm/pretrain.json")
+    stderr = assert_said(tmp_path, "runs/mlm", "runs/mlm: is a pre-training run, its results in runs/mlm/pretrain.json")
     assert "unfinished" not in stderr and "--resume" not in stderr
 
 
@@ -50,10 +50,10 @@ def test_a_sweep_folder_points_to_its_table_and_a_trial(tmp_path: Path) -> None:
     sweep = tmp_path / "sweeps" / "s"
     (sweep / "trials" / "t-0123456789").mkdir(parents=True)
     (sweep / "sweep.json").write_text(json.dumps({"schema": 1, "trials": []}), encoding="utf-8")
-    _said(tmp_path, "sweeps/s", "sweeps/s: is a sweep's folder", "sweeps/s/sweep.json", "summary.md",
+    assert_said(tmp_path, "sweeps/s", "sweeps/s: is a sweep's folder", "sweeps/s/sweep.json", "summary.md",
           "sweeps/s/trials/t-0123456789")
 
 
 def test_a_plain_folder_still_names_the_missing_results_json(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    _said(tmp_path, "empty", "empty/results.json: file not found; expected a results.json")
+    assert_said(tmp_path, "empty", "empty/results.json: file not found; expected a results.json")

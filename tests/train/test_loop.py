@@ -107,18 +107,25 @@ class _Crash(Exception):
     pass
 
 
+def _crashing_at(n: int):
+    """An evaluation that raises ``_Crash`` on its ``n``-th call (a kill mid-run)."""
+    calls = {"n": 0}
+
+    def evaluate(_model) -> dict[str, float]:
+        calls["n"] += 1
+        if calls["n"] == n:
+            raise _Crash
+        return {"accuracy": 0.5}
+
+    return evaluate
+
+
 def test_resume_from_checkpoint_reproduces_the_uninterrupted_run(tiny_model_dir: Path, tmp_path: Path) -> None:
     """Crash at step 30 (last checkpoint at 20), resume: same weights as one straight run."""
     def fresh():
         return load_classifier(tiny_model_dir, ("0", "1"), False)
 
-    calls = {"n": 0}
-
-    def crash_on_third_eval(_model) -> dict[str, float]:
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise _Crash
-        return {"accuracy": 0.5}
+    crash_on_third_eval = _crashing_at(3)
 
     model, tok = fresh()
     enc = _data(tok, 128, 0)
@@ -159,13 +166,7 @@ def test_resume_passes_over_a_damaged_last_checkpoint(tiny_model_dir: Path, tmp_
     spec = _spec(epochs=5, checkpoint_every=10, eval_every=10, keep_best=False)
     straight = train(model, enc, PredictionObjective(), spec=spec,
                      io=StageIO("a", tmp_path / "a", tmp_path / "a.jsonl"), evaluate=lambda m: {"accuracy": 0.5})
-    calls = {"n": 0}
-
-    def crash_on_third_eval(_model) -> dict[str, float]:
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise _Crash
-        return {"accuracy": 0.5}
+    crash_on_third_eval = _crashing_at(3)
 
     with pytest.raises(_Crash):
         train(fresh()[0], enc, PredictionObjective(), spec=spec, io=StageIO("b", tmp_path / "b", tmp_path / "b.jsonl"),
