@@ -253,21 +253,37 @@ class Claim:
         self.release()
 
 
-def check_creatable(run_dir: Path, what: str = "run directory") -> None:
-    """Raise ``RunDirError`` when ``run_dir`` cannot be a ``what`` (a run directory, an output
-    folder): it is a file, or the nearest folder that exists on its way is a file or one this process
-    cannot write to. Nothing is created."""
+def write_problem(folder: Path) -> str | None:
+    """Why nothing can be made in the existing folder ``folder`` (None when something can). Tried
+    with an empty folder made and removed at once: ``os.access`` reads a read-only or virtual file
+    system (``/proc``, for root) as writable."""
+    probe = Path(folder) / f".tinyplm-probe.{os.getpid()}"
+    try:
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def check_creatable(run_dir: Path, what: str = "run directory", flag: str | None = None) -> None:
+    """Raise ``RunDirError`` (its message led by ``flag``, the option that named the path, when given)
+    when ``run_dir`` cannot be a ``what`` (a run directory, an output folder): it is a file, or the
+    nearest folder that exists on its way is a file or one nothing can be made in. Nothing is left
+    behind."""
     run_dir = Path(run_dir)
+    lead = f"{flag}: " if flag else ""
     if run_dir.exists() and not run_dir.is_dir():
-        raise RunDirError(f"{run_dir}: is a file; the {what} must be a folder (choose another)")
+        raise RunDirError(f"{lead}{run_dir}: is a file; the {what} must be a folder (choose another)")
     found = next((p for p in (run_dir, *run_dir.absolute().parents) if p.exists()), None)
     if found is None:
         return
     if not found.is_dir():
-        raise RunDirError(f"{found}: is a file, so the {what} {run_dir} cannot be made under it")
-    if not os.access(found, os.W_OK | os.X_OK):
-        where = f"the {what}" if found == run_dir else f"the folder {run_dir} would be made in"
-        raise RunDirError(f"{found}: {where} is not writable by this user")
+        raise RunDirError(f"{lead}{found}: is a file, so the {what} {run_dir} cannot be made under it")
+    problem = write_problem(found)
+    if problem:
+        where = f"the {what}" if found == run_dir else f"this folder, where the {what} {run_dir} would go"
+        raise RunDirError(f"{lead}{found}: nothing can be made in {where} ({problem})")
 
 
 #: (the stored resolved recipe, the new one) -> the differences that stop a resume, each said as

@@ -294,7 +294,8 @@ def test_an_output_that_cannot_be_written_is_refused_first(world: Path) -> None:
     (world / "a_folder").mkdir(exist_ok=True)
     (world / "a_file").write_text("x")
     for output, said in (("a_folder", "--output a_folder: is a folder"), ("a_file/x.jsonl", "a_file is a file"),
-                         ("", "expected a file name"), ("new_dir/", "expected a file name, not a folder")):
+                         ("", "expected a file name"), ("new_dir/", "expected a file name, not a folder"),
+                         *((("/proc/x.jsonl", "cannot write in /proc"),) if Path("/proc/self").is_dir() else ())):
         assert_bad_input(cli(["predict", "run", "-i", "reviews.txt", "-o", output], cwd=world), said)
     assert_bad_input(cli(["predict", "run", "-i", "reviews.txt", "-o", "ok.jsonl", "--on-error", "skip",
                           "--skipped", "a_folder"], cwd=world), "--skipped a_folder: is a folder")

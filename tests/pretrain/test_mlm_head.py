@@ -101,7 +101,9 @@ def test_the_command_refuses_options_no_fit_can_run_with(tiny_model_dir: Path, t
                         (["--max-length", "200"], "--max-length 200 is longer than the 64 positions"),
                         (["--batch-size", "0"], "--batch-size: expected at least 1")):
         assert_bad_input(cli([*base, "--out", "o", *extra], cwd=tmp_path), said)
-    assert_bad_input(cli([*base, "--out", "file"], cwd=tmp_path), "--out file: is a file")
+    assert_bad_input(cli([*base, "--out", "file"], cwd=tmp_path), "--out: ", "file: is a file")
+    # under a file: found before the corpus is read, not when the trained head is saved
+    assert_bad_input(cli([*base, "--out", "file/head"], cwd=tmp_path), "--out: ", "file: is a file, so the model")
     assert not (tmp_path / "o").exists()
     done = cli([*base, "--out", "o", "--resume"], cwd=tmp_path)  # nothing to resume: a fresh fit
     assert done.returncode == 0, done.output

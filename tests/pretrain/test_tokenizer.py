@@ -54,8 +54,10 @@ def test_refuses_to_overwrite_and_bad_kind(tmp_path: Path) -> None:
             train_tokenizer([corpus], "wordpiece", 200, tmp_path / "other", **kwargs)
     with pytest.raises(TinyplmError, match=r"--vocab-size 150: a byte-level BPE .* give at least 2\d\d"):
         train_tokenizer([corpus], "bytelevel-bpe", 150, tmp_path / "other")
-    with pytest.raises(TinyplmError, match="--out .*file: is a file"):
+    with pytest.raises(TinyplmError, match="--out: .*file: is a file; the tokenizer"):
         train_tokenizer([corpus], "wordpiece", 200, tmp_path / "file")
+    with pytest.raises(TinyplmError, match="--out: .*file: is a file, so the tokenizer destination"):
+        train_tokenizer([corpus], "wordpiece", 200, tmp_path / "file" / "tok")  # it was found once trained
     assert not (tmp_path / "other").exists()
 
 

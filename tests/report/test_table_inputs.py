@@ -96,10 +96,10 @@ def test_a_results_json_that_is_a_folder_is_left_out_not_a_traceback(tmp_path: P
 def test_out_that_cannot_be_a_folder_is_refused_before_reading(tmp_path: Path, command: str) -> None:
     (tmp_path / "afile").write_text("x", encoding="utf-8")
     (tmp_path / "runs").mkdir()  # no run in it: --out is refused first
-    for out, said in (("afile", "afile: is a file"), ("afile/t", "afile is a file")):
-        assert_bad_input(cli([command, "runs", "--out", out], tmp_path), f"--out {out}", said)
+    for out, said in (("afile", "afile: is a file"), ("afile/t", "afile: is a file, so the table folder afile/t")):
+        assert_bad_input(cli([command, "runs", "--out", out], tmp_path), "--out: ", said)
     if Path("/proc/self").is_dir():  # a folder nothing can be made in, whoever runs the test
-        assert_bad_input(cli([command, "runs", "--out", "/proc/gt"], tmp_path), "--out /proc/gt", "/proc")
+        assert_bad_input(cli([command, "runs", "--out", "/proc/gt"], tmp_path), "--out: /proc: nothing can be made")
     assert {p.name for p in tmp_path.iterdir()} - {".tinyplm-cache"} == {"afile", "runs"}  # nothing made
 
 

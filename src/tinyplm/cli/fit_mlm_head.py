@@ -42,11 +42,11 @@ def fit_mlm_head_cmd(
 
     Example: tinyplm fit-mlm-head minilm-l6 --out runs/minilm-mlm --steps 500
     """
+    from tinyplm.files import check_creatable
     from tinyplm.models import resolve_model_dir
     from tinyplm.pretrain import fit_mlm_head, read_corpus
 
-    if out_dir.exists() and not out_dir.is_dir():
-        raise TinyplmError(f"--out {out_dir}: is a file; name a folder to save the model in")
+    check_creatable(out_dir, "model destination", flag="--out")  # not after the head is trained
     if out_dir.exists() and any(out_dir.iterdir()):
         raise TinyplmError(f"{out_dir}: already exists and is not empty; choose another --out")
     src = resolve_model_dir(model)

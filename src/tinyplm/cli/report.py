@@ -33,10 +33,11 @@ def glue_table_cmd(
 
     Example: tinyplm glue-table runs/sweeps/glue_base --out runs/glue_table
     """
-    from tinyplm.report.glue_table import TaskMetrics, check_out, glue_table, header, row_cells, write_glue_table
+    from tinyplm.files import check_creatable
+    from tinyplm.report.glue_table import TaskMetrics, glue_table, header, row_cells, write_glue_table
     from tinyplm.tasks.glue import GLUE_SPECS
 
-    check_out(out_dir)
+    check_creatable(out_dir, "table folder", flag="--out")
     table = glue_table(paths, {name: TaskMetrics(spec.folder, spec.metrics) for name, spec in GLUE_SPECS.items()})
     _show(f"GLUE: {sum(len(v) for v in table.runs.values())} run(s)", header(table),
           [row_cells(row, table.tasks) for row in table.rows], table.skipped)
@@ -72,11 +73,12 @@ def paradigm_table_cmd(
 
     Example: tinyplm paradigm-table runs/sweeps/glue_paradigms --out runs/paradigm_table
     """
-    from tinyplm.report.glue_table import TaskMetrics, check_out
+    from tinyplm.files import check_creatable
+    from tinyplm.report.glue_table import TaskMetrics
     from tinyplm.report.paradigm_table import header, paradigm_table, row_cells, write_paradigm_table
     from tinyplm.tasks.glue import GLUE_SPECS
 
-    check_out(out_dir)
+    check_creatable(out_dir, "table folder", flag="--out")
     table = paradigm_table(paths, {name: TaskMetrics(spec.folder, spec.metrics) for name, spec in GLUE_SPECS.items()},
                            reference)
     _show(f"Paradigms on top of distillation: {sum(len(v) for v in table.runs.values())} run(s)", header(table),

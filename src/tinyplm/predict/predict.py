@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TextIO
 
 from tinyplm.errors import DataError, TinyplmError
-from tinyplm.files import atomic_open
+from tinyplm.files import atomic_open, write_problem
 from tinyplm.inference.predictor import Predictor
 from tinyplm.predict.inputs import read_inputs
 from tinyplm.predict.sources import STDIN, Row, Source, detect_format, open_binary
@@ -156,8 +156,9 @@ def writable(path: str, flag: str) -> None:
         parent = parent.parent  # the nearest folder that exists: the rest is created
     if not parent.is_dir():
         raise TinyplmError(f"{flag} {path}: {parent} is a file, not a folder")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise TinyplmError(f"{flag} {path}: cannot write in {parent} (permission denied)")
+    problem = write_problem(parent)
+    if problem:
+        raise TinyplmError(f"{flag} {path}: cannot write in {parent} ({problem})")
 
 
 def scan_rows(source: Source) -> int:

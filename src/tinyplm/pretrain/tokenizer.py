@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Literal
 
 from tinyplm.errors import TinyplmError
+from tinyplm.files import check_creatable
 
 Kind = Literal["wordpiece", "bpe", "bytelevel-bpe"]
 KINDS: tuple[str, ...] = ("wordpiece", "bpe", "bytelevel-bpe")
@@ -89,8 +90,7 @@ def train_tokenizer(
     from transformers import PreTrainedTokenizerFast
 
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise TinyplmError(f"--out {out}: is a file; name a folder to save the tokenizer in")
+    check_creatable(out, "tokenizer destination", flag="--out")  # not after the tokenizer is trained
     if (out / "tokenizer.json").exists():
         raise TinyplmError(f"{out} already holds a tokenizer; choose another --out or remove it")
     if vocab_size < 100:

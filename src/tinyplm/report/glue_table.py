@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -267,29 +266,6 @@ def markdown(table: GlueTable) -> str:
     if table.skipped:
         lines += ["", "Left out: " + "; ".join(f"{k} ({v})" for k, v in table.skipped.items()) + "."]
     return "\n".join(lines) + "\n"
-
-
-def check_out(out_dir: Path, flag: str = "--out") -> None:
-    """Raise ``TinyplmError`` naming ``flag`` when a table's files cannot go into ``out_dir``: it is a
-    file, the nearest folder that exists on its way is a file, or no folder can be made there (not
-    writable, a read-only or virtual file system: tried with an empty folder made and removed at
-    once). Nothing is left behind; called before any run is read."""
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise TinyplmError(f"{flag} {out_dir}: is a file; the table's files go into a folder (choose another {flag})")
-    found = next((p for p in (out_dir, *out_dir.parents) if p.exists()), None)
-    if found is None:
-        return
-    if not found.is_dir():
-        raise TinyplmError(f"{flag} {out_dir}: {found} is a file, so the folder cannot be made under it "
-                           f"(choose another {flag})")
-    probe = found / f".{out_dir.name or 'out'}.{os.getpid()}.probe"
-    try:
-        probe.mkdir()
-        probe.rmdir()
-    except OSError as exc:
-        raise TinyplmError(f"{flag} {out_dir}: nothing can be written in {found} ({exc.strerror or exc}); "
-                           f"choose another {flag}") from None
 
 
 def write_files(out_dir: Path, files: dict[str, str]) -> None:
