@@ -44,3 +44,34 @@ def test_predictions_map_back_to_words_and_truncation_is_o(tok) -> None:
 def test_tag_count_must_match(tok) -> None:
     with pytest.raises(ValueError, match="sentence 0: 2 words but 1 tags"):
         encode_tagged([["the", "movie"]], [["O"]], tok, LABELS)
+
+
+def test_words_are_read_as_running_text_by_a_byte_level_tokenizer() -> None:
+    """RoBERTa's tokenizer (byte-level BPE, add_prefix_space off): each word after the first gets the
+    pieces running text gives it (``Ġmovie``), not those of a word that follows no space (``movie``)."""
+    import json
+
+    from tests.helpers_families import tiny_tokenizer
+    from transformers import RobertaTokenizer
+
+    model = json.loads(tiny_tokenizer("bpe").backend_tokenizer.to_str())["model"]
+    tok = RobertaTokenizer(vocab=model["vocab"], merges=[tuple(m) for m in model["merges"]])
+    words = ["the", "movie", "was", "good"]
+    t = encode_tagged([words], [["O", "B-PER", "I-PER", "O"]], tok, LABELS)
+    assert t.input_ids[0] == tok(" ".join(words))["input_ids"]
+    pieces = tok.convert_ids_to_tokens(t.input_ids[0])
+    assert [pieces[p] for p in t.first_pieces[0][1:]] == ["Ġmovie", "Ġwas", "Ġgood"]
+    assert [t.piece_labels[0][p] for p in t.first_pieces[0]] == [LABELS[x] for x in ("O", "B-PER", "I-PER", "O")]
+
+
+def test_a_word_of_no_piece_and_a_lone_word_start_piece(tok) -> None:
+    """A word the tokenizer drops (a zero-width space) has no first piece; SentencePiece's lone ``▁``
+    before a word is that word's first piece."""
+    from tests.helpers_families import tiny_tokenizer
+
+    t = encode_tagged([["the", "\u200b", "movie"]], [["O", "B-PER", "B-LOC"]], tok, LABELS)
+    assert t.words_of(0) == [0, 2] and [t.piece_labels[0][p] for p in t.first_pieces[0]] == [0, LABELS["B-LOC"]]
+    unigram = tiny_tokenizer("unigram")
+    t = encode_tagged([["the", "movie"]], None, unigram, LABELS)
+    pieces = unigram.convert_ids_to_tokens(t.input_ids[0])
+    assert t.words_of(0) == [0, 1] and pieces[t.first_pieces[0][1]] == "▁"

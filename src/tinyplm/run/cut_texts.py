@@ -14,6 +14,7 @@ from tinyplm.report.run_info import CutTexts
 from tinyplm.tasks.base import Split
 from tinyplm.tasks.encoding import Encoded
 from tinyplm.tasks.retrieval import MAX_LENGTH_OPTION
+from tinyplm.tasks.tagging import word_pieces
 
 
 def cut_texts(splits: dict[str, tuple[Split, Encoded]], tokenizer, max_length: int) -> list[CutTexts]:
@@ -44,7 +45,7 @@ def _uncut_lengths(examples: list, tokenizer, width: int) -> list[int]:
         return []
     words = [list(ex.tokens) for ex in examples if isinstance(getattr(ex, "tokens", None), tuple)]
     if len(words) == len(examples):
-        return [len(i) for i in tokenizer(words, is_split_into_words=True)["input_ids"]]
+        return [len(i) for i in word_pieces(words, tokenizer)["input_ids"]]
     if len(texts) != len(examples):
         return [width + 1] * len(examples)
     pairs = [ex.text_pair for ex in texts]

@@ -5,6 +5,13 @@ Each word's label goes to its first word piece; its other pieces (and the specia
 Sentences longer than ``max_length`` pieces are cut; :func:`tags_from_logits` counts the words
 cut off (and any word the tokenizer gives no piece) as predicted ``O`` rather than dropping them
 or shifting the words after it.
+
+The words are read as running text, joined by single spaces, and each piece is given to the word its
+characters fall in (the offsets of a fast tokenizer): so a tokenizer that marks a word's start in
+its pieces (byte-level BPE's ``Ġ``, as RoBERTa and ModernBERT ship it, ``add_prefix_space`` off)
+gives each word the pieces the model read in pre-training. Its pre-split mode
+(``is_split_into_words``) read every word as if it followed no space there: ``movie`` rather than
+``Ġmovie``, pieces such a model never saw at the start of a word.
 """
 
 from __future__ import annotations
@@ -49,13 +56,12 @@ def encode_tagged(sentences: Sequence[Sequence[str]], tags: Sequence[Sequence[st
     """
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError(f"{type(tokenizer).__name__} is not a fast tokenizer: word alignment needs one")
-    enc = tokenizer([list(s) for s in sentences], is_split_into_words=True, truncation=True, max_length=max_length,
-                    return_token_type_ids=True)
+    enc = word_pieces(sentences, tokenizer, max_length)
     ids, types, labels, firsts, starts = [], [], [], [], []
     for i, words in enumerate(sentences):
         if tags is not None and len(tags[i]) != len(words):
             raise ValueError(f"sentence {i}: {len(words)} words but {len(tags[i])} tags")
-        word_ids = enc.word_ids(i)
+        word_ids = piece_words(enc["offset_mapping"][i], enc["special_tokens_mask"][i], words)
         row, first, started, prev = [], [], [], None
         for p, w in enumerate(word_ids):
             if w is not None and w != prev:
@@ -72,6 +78,31 @@ def encode_tagged(sentences: Sequence[Sequence[str]], tags: Sequence[Sequence[st
         starts.append(started)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     return Tagged(ids, types, labels, firsts, int(pad), starts)
+
+
+def word_pieces(sentences: Sequence[Sequence[str]], tokenizer, max_length: int | None = None):
+    """``tokenizer``'s encoding of each sentence's words joined by single spaces (running text), with
+    offsets and the special-tokens mask for :func:`piece_words`; cut to ``max_length`` when given."""
+    cut = {"truncation": True, "max_length": max_length} if max_length else {}
+    return tokenizer([" ".join(s) for s in sentences], return_token_type_ids=True, return_offsets_mapping=True,
+                     return_special_tokens_mask=True, **cut)
+
+
+def piece_words(offsets: Sequence[Sequence[int]], special: Sequence[int], words: Sequence[str]) -> list[int | None]:
+    """For each piece of ``words`` read as by :func:`word_pieces`, the index of the word its characters
+    fall in (a piece of only the space before a word, SentencePiece's lone ``▁``, is that word's, as in
+    the pre-split mode); None for a special token."""
+    ends, at = [], 0
+    for word in words:
+        ends.append((at, at + len(word)))
+        at += len(word) + 1
+    out: list[int | None] = []
+    k = 0
+    for (start, end), is_special in zip(offsets, special, strict=True):
+        while k < len(ends) and ends[k][1] <= start:
+            k += 1
+        out.append(k if not is_special and end > start and k < len(ends) else None)
+    return out
 
 
 def tags_from_logits(tagged: Tagged, logits: Sequence, id_to_tag: Sequence[str],
