@@ -117,12 +117,20 @@ def test_one_pair_is_no_correlation(tmp_path: Path) -> None:
         ScoredPairs(("a", "b"), ("c",), (1.0, 2.0), path)
 
 
+def test_pairs_of_one_score_are_no_correlation(tmp_path: Path) -> None:
+    """Pairs that all have one score (positives only) would give any model Spearman 0: refused."""
+    path = write(tmp_path / "p.csv", "sentence1,sentence2,score\na,b,1\nc,d,1.0\ne,f,1\n")
+    with pytest.raises(DataError, match=rf"{q(path)}: all 3 pairs have the score 1; a correlation needs pairs of "
+                                        "different scores"):
+        read_pairs(path)
+
+
 TEXTS = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=20).filter(str.strip)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(TEXTS, TEXTS, st.floats(allow_nan=False, allow_infinity=False, width=32)), min_size=2,
-                max_size=8))
+                max_size=8).filter(lambda rows: len({s for *_, s in rows}) > 1))
 def test_json_lines_pairs_read_back_as_written(tmp_path: Path, rows: list[tuple[str, str, float]]) -> None:
     path = jsonl(tmp_path / "p.jsonl", [{"sentence1": a, "sentence2": b, "score": s} for a, b, s in rows])
     pairs = read_pairs(path)

@@ -38,8 +38,9 @@ from tinyplm.tasks.squad import read_squad_document, squad_articles
 @dataclass(frozen=True)
 class ScoredPairs:
     """Text pairs with a gold similarity score each: ``texts_a[i]``, ``texts_b[i]``, ``scores[i]``;
-    ``source`` is the file read. Raises ``DataError`` when the three lengths differ or there are
-    fewer than two pairs (no correlation is defined)."""
+    ``source`` is the file read. Raises ``DataError`` when the three lengths differ, there are
+    fewer than two pairs, or every pair has the same score (no correlation is defined: a model
+    would score 0 on it, whatever its vectors)."""
 
     texts_a: tuple[str, ...]
     texts_b: tuple[str, ...]
@@ -52,6 +53,9 @@ class ScoredPairs:
                             f"{len(self.scores)} scores; expected one of each per pair")
         if len(self.scores) < 2:
             raise DataError(f"{self.source}: holds {len(self.scores)} pair(s); a correlation needs two or more")
+        if len(set(self.scores)) == 1:
+            raise DataError(f"{self.source}: all {len(self.scores)} pairs have the score {self.scores[0]:g}; a "
+                            "correlation needs pairs of different scores (give graded similarities, e.g. 0 to 5)")
 
     @classmethod
     def of(cls, examples: Iterable[Example], source: Path) -> ScoredPairs:
