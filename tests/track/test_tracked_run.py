@@ -118,3 +118,16 @@ def test_an_untracked_run_imports_neither_mlflow_nor_tensorboardx(tmp_path: Path
 def test_every_command_that_runs_a_recipe_takes_track(tmp_path: Path, command: str) -> None:
     result = cli([command, "--help"], cwd=tmp_path)
     assert result.returncode == 0 and "--track" in result.stdout, result.output
+
+
+def test_a_tracking_place_that_is_a_file_stops_the_run_before_its_dir_is_made(tmp_path: Path) -> None:
+    """The MLflow file store or TensorBoard folder is a file: refused by validate and by run before the
+    run dir is claimed (it was refused once claimed, and the next run was told to --resume)."""
+    recipe = _recipe(tmp_path)
+    (tmp_path / "taken").write_text("not a folder", encoding="utf-8")
+    for key in ("tracking.mlflow", "tracking.tensorboard"):
+        assert_bad_input(cli(["validate", recipe, f"{key}={tmp_path / 'taken'}"], cwd=tmp_path),
+                         f"{key}: {tmp_path / 'taken'}: is a file")
+    result = cli(["run", recipe, f"tracking.mlflow={tmp_path / 'taken' / 'mlruns'}"], cwd=tmp_path)
+    assert_bad_input(result, "tracking.mlflow:", "is a file, so the MLflow file store")
+    assert not (tmp_path / "runs").exists()

@@ -47,6 +47,7 @@ from tinyplm.run.preflight_students import check_layer_shapes, check_student_fam
 from tinyplm.run.read_once import once
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.heads import Head, PerHead
+from tinyplm.track import check_places
 
 
 @dataclass(frozen=True)
@@ -79,9 +80,12 @@ def load_task(spec: TaskSpec, corpus: CorpusSpec | None = None, *, check_keys: b
 
 def preflight(cfg: RunConfig, run_dir: Path | None = None) -> Preflight:
     """Check everything a run reads before it writes anything: its run dir (``run_dir``, else the
-    recipe's ``output_dir``) can be made, the task's data files (every line), the teacher dir, its
-    tokenizer, a head on a teacher used as is, each stage's own teacher. Raises ``TinyplmError``."""
-    check_creatable(Path(run_dir) if run_dir is not None else Path(cfg.output_dir.replace("{name}", cfg.name)))
+    recipe's ``output_dir``) can be made, so can its tracking's stores (``track.check_places``), the
+    task's data files (every line), the teacher dir, its tokenizer, a head on a teacher used as is,
+    each stage's own teacher. Raises ``TinyplmError``."""
+    run_dir = Path(run_dir) if run_dir is not None else Path(cfg.output_dir.replace("{name}", cfg.name))
+    check_creatable(run_dir)
+    check_places(cfg.tracking, run_dir)
     data, src = once(load_task, cfg.task, cfg.corpus), teacher_dir(cfg.teacher.model)
     enc = check_sentence_dir(src)  # src, or a sentence-transformers folder's encoder (e.g. 0_Transformer/)
     if Head(data.head).row.vectors:  # every model of the run is judged as the teacher is meant to be compared

@@ -7,16 +7,24 @@ and its report files. What is sent is decided in ``track.points``; each backend 
 Nothing here imports ``mlflow`` or ``tensorboardX`` until a backend is opened.
 
     check_available(cfg.tracking)                  # before any work: TrackingError if not installed
+    check_places(cfg.tracking, run_dir)            # ... and where it goes is usable (run.preflight)
     tracker = open_tracker(cfg.tracking, run_dir, run_name=cfg.name, params=...)
     tracker.on_event(record) ...; tracker.finish(record, run_dir); tracker.close(RunStatus.FINISHED)
 """
 
 from tinyplm.track.base import Backend, RunStatus, TrackingError
 from tinyplm.track.points import Artifact, Point, flatten_params
-from tinyplm.track.session import check_available, mlflow_problem, mlflow_uri, open_tracker, tensorboard_dir
+from tinyplm.track.session import (
+    check_available,
+    check_places,
+    mlflow_problem,
+    mlflow_uri,
+    open_tracker,
+    tensorboard_dir,
+)
 from tinyplm.track.tracker import Tracker
 
 __all__ = [
-    "Artifact", "Backend", "Point", "RunStatus", "Tracker", "TrackingError", "check_available", "flatten_params",
-    "mlflow_problem", "mlflow_uri", "open_tracker", "tensorboard_dir",
+    "Artifact", "Backend", "Point", "RunStatus", "Tracker", "TrackingError", "check_available", "check_places",
+    "flatten_params", "mlflow_problem", "mlflow_uri", "open_tracker", "tensorboard_dir",
 ]

@@ -1,10 +1,10 @@
 """Opening a run's tracking: is its package there, where does it go, which run does it continue.
 
-``check_available(spec)`` runs before any work (no import of mlflow or tensorboardX when tracking
-is off). ``open_tracker`` opens the backends once the run dir is claimed, logs the parameters and
-keeps where the run went in ``RUN_DIR/logs/tracking.json``, so a ``--resume`` continues the same
-MLflow run (and a resume that turns tracking on first sends the curves already in
-``logs/train.jsonl``).
+``check_available(spec)`` and ``check_places(spec, run_dir)`` run before any work (no import of
+mlflow or tensorboardX when tracking is off). ``open_tracker`` opens the backends once the run dir
+is claimed, logs the parameters and keeps where the run went in ``RUN_DIR/logs/tracking.json``, so
+a ``--resume`` continues the same MLflow run (and a resume that turns tracking on first sends the
+curves already in ``logs/train.jsonl``).
 
 Default places (``true``): MLflow at ``$MLFLOW_TRACKING_URI`` when that is set, else the local file
 store ``mlruns/`` beside the run dir (``runs/tiny`` -> ``runs/mlruns``, shared by every run under
@@ -22,7 +22,7 @@ from importlib import import_module
 from pathlib import Path
 
 from tinyplm.config.tracking import TrackingSpec
-from tinyplm.files import write_json_atomic
+from tinyplm.files import check_creatable, write_json_atomic
 from tinyplm.track.base import Backend, RunStatus, TrackingError
 from tinyplm.track.points import Point, event_points
 from tinyplm.track.tracker import Tracker
@@ -48,6 +48,26 @@ def check_available(spec: TrackingSpec) -> None:
             flag = " (or --track)" if key == "mlflow" else ""
             raise TrackingError(f"tracking.{key}{flag}: needs the {module} package, which cannot be imported "
                                 f"({exc}); install it with: pip install '{package}', or {EXTRA}") from None
+
+
+def check_places(spec: TrackingSpec, run_dir: Path) -> None:
+    """Raise a ``TinyplmError`` naming the recipe key when a place ``spec`` sends the run in
+    ``run_dir`` to cannot be used, before the run dir is claimed: an MLflow file store or a
+    TensorBoard folder that is a file or under one, or where nothing can be made (nothing is made
+    here), and an MLflow server that does not answer (:func:`mlflow_problem`). Other stores are
+    opened with the run."""
+    from urllib.parse import urlsplit
+    from urllib.request import url2pathname
+
+    if spec.mlflow:
+        uri = mlflow_uri(spec.mlflow, run_dir)
+        scheme = urlsplit(uri).scheme
+        if scheme == "file":
+            check_creatable(Path(url2pathname(urlsplit(uri).path)), "MLflow file store", flag="tracking.mlflow")
+        elif scheme in ("http", "https") and (problem := mlflow_problem(uri)) is not None:
+            raise TrackingError(f"tracking.mlflow: {problem}")
+    if spec.tensorboard:
+        check_creatable(tensorboard_dir(spec.tensorboard, run_dir), "TensorBoard folder", flag="tracking.tensorboard")
 
 
 def mlflow_uri(value: bool | str, run_dir: Path) -> str:
