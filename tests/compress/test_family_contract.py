@@ -166,6 +166,17 @@ def test_albert_expands_its_shared_group_and_says_so(tmp_path: Path, caplog) -> 
     assert load_classifier(saved, LABELS, False)[0].config.num_hidden_groups == LAYERS  # a plain HF ALBERT
 
 
+def test_albert_expanded_under_inference_mode_still_trains(tmp_path: Path) -> None:
+    """``tinyplm heads`` reads the layers inside its inference-mode statistics pass, then scores
+    heads with gradients: the copied groups were inference tensors, and the scoring a traceback."""
+    model, tok, rows = _model("albert", tmp_path)
+    with torch.inference_mode():
+        roles.layers(model)
+    assert not any(p.is_inference() for p in model.parameters())
+    batch = model_inputs(collate(encode_split(Split("train", rows, tmp_path), tok, 16), list(range(8))))
+    model(**batch).logits.sum().backward()  # raised "Inference tensors cannot be saved for backward"
+
+
 def test_a_saved_shared_albert_stays_shared(tmp_path: Path) -> None:
     model, tok, _ = _model("albert", tmp_path)
     loaded, _ = load_classifier(save_model(model, tok, tmp_path / "saved"), LABELS, False)

@@ -16,6 +16,7 @@ import copy
 import logging
 from collections.abc import Sequence
 
+import torch
 from torch import nn
 
 from tinyplm.errors import ModelError
@@ -218,7 +219,8 @@ def expand_groups(model: nn.Module) -> bool:
         return False
     # layer step i runs group i * count // steps, as transformers' ALBERT does (uneven splits too)
     expanded = [groups[i * count // steps] for i in range(steps)]
-    expanded = [g if i == 0 or g is not expanded[i - 1] else copy.deepcopy(g) for i, g in enumerate(expanded)]
+    with torch.inference_mode(False):  # copies made under an analysis's inference mode could never train
+        expanded = [g if i == 0 or g is not expanded[i - 1] else copy.deepcopy(g) for i, g in enumerate(expanded)]
     _set(base_model(model), roles.layers, nn.ModuleList(expanded))
     setattr(config, roles.group_key, steps)
     log.info("%s: the %d shared layer group(s) are expanded into %d independent layers (weights copied, "
