@@ -149,6 +149,19 @@ def test_a_full_queue_answers_503_at_once_and_the_rest_are_served(model_dir: Pat
     assert 'tinyplm_request_errors_total{kind="queue_full"} 1.0' in state.metrics.text().decode()
 
 
+@pytest.mark.parametrize(("settings", "option"), [
+    (ServeSettings(max_wait_ms=float("inf")), "--max-wait-ms"),
+    (ServeSettings(max_wait_ms=float("nan")), "--max-wait-ms"),
+    (ServeSettings(timeout_s=float("inf")), "--timeout"), (ServeSettings(timeout_s=float("nan")), "--timeout")])
+def test_an_endless_or_nan_wait_or_timeout_is_refused(settings: ServeSettings, option: str) -> None:
+    """A wait of inf or NaN held a lone request after a batch of several until its timeout (504), and
+    a NaN timeout failed in the event loop's timer: each is refused up front, naming the option."""
+    from tinyplm.errors import TinyplmError
+
+    with pytest.raises(TinyplmError, match=f"{option}: expected a finite"):
+        settings.check()
+
+
 def test_a_request_past_its_timeout_gets_504(model_dir: Path) -> None:
     gate = threading.Event()
     p = predictor(model_dir)

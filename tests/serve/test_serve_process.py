@@ -63,3 +63,20 @@ def test_serve_runs_measure_both_servers_in_alternating_rounds(tmp_path: Path) -
             assert level["requests"] == 30 and level["non_2xx"] == 0 and level["no_answer"] == 0
             assert len(level["round_sentences_per_s"]) == 3 and min(level["round_sentences_per_s"]) > 0
     assert len(labels) == len(texts) and all(label is not None for label in labels)
+
+
+@pytest.mark.parametrize("port", ["-1", "65536"])
+def test_a_port_out_of_range_is_refused_before_the_model_loads(tmp_path: Path, port: str) -> None:
+    """The port is checked and bound before the model loads: a folder that holds no model is not
+    even read (its error would come from loading it)."""
+    result = cli(["serve", str(tmp_path / "no_model"), "--port", port], cwd=tmp_path)
+    assert_bad_input(result, f"--port: expected a TCP port from 0 to 65535 (0: any free port), got {port}")
+
+
+def test_a_port_in_use_is_named_before_the_model_loads(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = cli(["serve", str(tmp_path / "no_model"), "--port", str(port)], cwd=tmp_path)
+    assert_bad_input(result, f"cannot listen on 127.0.0.1:{port}")

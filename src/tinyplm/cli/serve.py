@@ -74,10 +74,10 @@ def serve_cmd(
                              api_key=key, protect_metrics=protect_metrics, streams=streams)
     settings.check()
     set_threads(threads)
+    sock = bind(host, port)  # before the model loads: a port in use is refused before any work
     predictor = Predictor.load(model_dir, batch_size=max_batch, split_by_length=True,
                                **model_settings(max_length, doc_stride, max_query_length, null_threshold))
     asgi, state = create_app(predictor, settings)
-    sock = bind(host, port)
     address = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
     say, info = partial(err.print, markup=False, highlight=False, soft_wrap=True), predictor.info
     say(f"serving {info.path} ({info.head} head, max length {info.max_length or 'none'} from {info.max_length_from})")

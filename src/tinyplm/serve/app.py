@@ -38,6 +38,7 @@ be out of proportion for one CPU model.
 import asyncio
 import gc
 import logging
+import math
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -82,10 +83,12 @@ class ServeSettings:
         """Raise ``TinyplmError`` naming the option that cannot work."""
         if self.max_batch < 1:
             raise TinyplmError(f"--max-batch: expected at least 1, got {self.max_batch}")
-        if self.max_wait_ms < 0:
-            raise TinyplmError(f"--max-wait-ms: expected 0 or more, got {self.max_wait_ms}")
-        if self.timeout_s <= 0:
-            raise TinyplmError(f"--timeout: expected a positive number of seconds, got {self.timeout_s}")
+        # not ``< 0``: NaN compares false with everything, and an endless wait (inf, NaN) would hold a
+        # lone request after a batch of several until its timeout
+        if not 0 <= self.max_wait_ms < math.inf:
+            raise TinyplmError(f"--max-wait-ms: expected a finite number, 0 or more, got {self.max_wait_ms}")
+        if not 0 < self.timeout_s < math.inf:
+            raise TinyplmError(f"--timeout: expected a finite, positive number of seconds, got {self.timeout_s}")
         if min(self.limits.max_texts, self.limits.max_chars, self.limits.max_body_bytes) < 1:
             raise TinyplmError("--max-texts, --max-chars and --max-body-bytes must be at least 1")
         if self.max_queue < self.limits.max_texts:

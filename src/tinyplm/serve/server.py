@@ -1,7 +1,10 @@
 """Run the app with uvicorn on a socket bound here, and stop gracefully.
 
-The socket is bound before uvicorn starts, so a port in use is a one-line ``TinyplmError`` and
-``--port 0`` gets a free port whose number is known (and printed) before the first request.
+The socket is bound (:func:`bind`) before the model loads, so a port out of range or in use and a
+host that cannot be listened on are one-line ``TinyplmError`` before any work, and ``--port 0``
+gets a free port whose number is known (and printed) before the first request. It listens only
+once uvicorn starts (:func:`run`): a client that connects while the model loads is refused at
+once, as when no server runs, rather than left waiting in the backlog.
 
 SIGTERM or SIGINT: uvicorn stops accepting connections, lets open requests finish (at most
 ``grace_s``), then runs the app's shutdown, which answers every request still queued. uvicorn then
@@ -44,12 +47,22 @@ from tinyplm.errors import TinyplmError
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: How often the GIL may change hands while serving (see the module docstring).
 SWITCH_INTERVAL_S = 0.0005
+#: Connections the kernel holds for the server to accept.
+BACKLOG = 2048
 #: The tokenizers library's switch for its thread pool (see the module docstring).
 TOKENIZER_THREADS_VAR = "TOKENIZERS_PARALLELISM"
 
 
+#: The TCP ports a socket can be bound to (0: any free one).
+PORTS = range(0, 65536)
+
+
 def bind(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port``; raises ``TinyplmError`` when it cannot be bound."""
+    """A TCP socket bound to ``host:port``, not yet listening (:func:`run` listens); raises
+    ``TinyplmError`` naming the option when it cannot be bound."""
+    if port not in PORTS:
+        raise TinyplmError(f"--port: expected a TCP port from {PORTS.start} to {PORTS.stop - 1} "
+                           f"(0: any free port), got {port}")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -63,7 +76,6 @@ def bind(host: str, port: int) -> socket.socket:
         sock.close()
         raise TinyplmError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --host/--port") \
             from None
-    sock.listen(2048)
     sock.set_inheritable(True)
     return sock
 
@@ -102,6 +114,7 @@ def run(app, sock: socket.socket, grace_s: float, on_started: Callable[[], None]
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     os.environ.setdefault(TOKENIZER_THREADS_VAR, "false")
     try:
+        sock.listen(BACKLOG)
         server.run(sockets=[sock])
     finally:
         sys.setswitchinterval(interval)
