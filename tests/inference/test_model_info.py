@@ -98,6 +98,20 @@ def test_squad_v2_run_turns_on_the_null_answer_and_windows_are_checked(tmp_path:
         model_info(root, doc_stride=90)
 
 
+@pytest.mark.parametrize(("asked", "said"), [
+    ({"max_query_length": 0}, "--max-query-length: expected at least 1 token, got 0"),
+    ({"doc_stride": 0}, "--doc-stride: expected at least 1 token, got 0"),
+    ({"doc_stride": -4}, "--doc-stride: expected at least 1 token, got -4"),
+    ({"null_threshold": float("nan")}, "--null-threshold: expected a number, got nan")])
+def test_a_window_setting_below_1_or_a_nan_threshold_is_refused_naming_its_flag(tmp_path: Path, asked: dict,
+                                                                                 said: str) -> None:
+    """--max-query-length 0 was taken as the default 64 (falsy), silently; --doc-stride 0 was refused
+    in the recipe's words; a NaN threshold compared false with every score."""
+    path = make_tiny_head_dir(tmp_path / "qa", "span")
+    with pytest.raises(TinyplmError, match=re.escape(said)):
+        model_info(path, **asked)
+
+
 def test_missing_model_dir_names_it(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="nowhere"):
         model_info(tmp_path / "nowhere")

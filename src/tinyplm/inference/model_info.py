@@ -187,6 +187,8 @@ def model_info(target: Path, max_length: int | None = None, doc_stride: int | No
     labels = named_labels(run.name if run else None, labels)
     length, source = _max_length(max_length, run, cfg, path)
     spec = _window_spec(run, length, doc_stride, max_query_length) if head.row.windows else None
+    if null_threshold is not None and math.isnan(null_threshold):  # it would compare false with every score
+        raise TinyplmError("--null-threshold: expected a number, got nan")
     if null_threshold is None and run is not None and run.name == "squad_v2":
         null_threshold = 0.0
     return ModelInfo(path=path, head=head, labels=labels, is_regression=regression, max_length=length,
@@ -356,7 +358,12 @@ def _positions(cfg: dict) -> int | None:
 
 
 def _window_spec(run: RunTask | None, length: int, doc_stride: int | None, max_query_length: int | None) -> TaskSpec:
-    """The SQuAD window settings as a ``TaskSpec`` (so its checks and default stride apply)."""
+    """The SQuAD window settings as a ``TaskSpec`` (so its checks and default stride apply). Raises
+    ``TinyplmError`` naming the flag for a window setting below 1 (a question cut to no pieces would be
+    answered as if none had been asked)."""
+    for flag, asked in (("--doc-stride", doc_stride), ("--max-query-length", max_query_length)):
+        if asked is not None and asked < 1:
+            raise TinyplmError(f"{flag}: expected at least 1 token, got {asked}")
     stride = doc_stride if doc_stride is not None else (run.doc_stride if run else None)
     query = max_query_length if max_query_length is not None else (run.max_query_length if run else None)
     room = length - (query or 64) - 3  # [CLS] question [SEP] context [SEP]
