@@ -1,7 +1,8 @@
 """What the teacher's checkpoint and those students start from allow a run, from their config.json,
 checked before any work: the positions they read (``task.max_length``), the segment ids a pair task
-gives them (:func:`check_checkpoints`), and a teacher's task head that serves the task, or is replaced
-because the recipe fine-tunes it (:func:`check_task_head`)."""
+gives them, the SQuAD windows their tokenizers can cut (:func:`check_checkpoints`), and a teacher's
+task head that serves the task, or is replaced because the recipe fine-tunes it
+(:func:`check_task_head`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tinyplm.models.sentence_fit import config_positions, own_limit
 from tinyplm.models.token_ids import segment_problem
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.heads import Head
+from tinyplm.tasks.squad_features import window_problem
 
 
 def check_checkpoints(cfg: RunConfig, data: TaskData, src: Path, model_cfg: dict) -> None:
@@ -25,6 +27,7 @@ def check_checkpoints(cfg: RunConfig, data: TaskData, src: Path, model_cfg: dict
     model dirs students start from; raises ``TinyplmError`` subclasses naming the file and key."""
     _check_window(cfg, model_cfg, src)
     _check_segments(cfg, data, src, model_cfg)
+    _check_doc_stride(cfg, data, src, model_cfg)
 
 
 def check_task_head(data: TaskData, src: Path, model_cfg: dict, *, finetuned: bool) -> str | None:
@@ -70,6 +73,21 @@ def _check_segments(cfg: RunConfig, data: TaskData, src: Path, model_cfg: dict) 
         problem = segment_problem(folder, config, load_tokenizer(folder, int(config["vocab_size"])), who)
         if problem:
             raise ModelError(f"{problem} (task '{data.task}' is a pair task)")
+
+
+def _check_doc_stride(cfg: RunConfig, data: TaskData, src: Path, model_cfg: dict) -> None:
+    """A SQuAD stride (``task.doc_stride``, or its default) that leaves a window no new context with
+    the special tokens a checkpoint's tokenizer adds to a pair (RoBERTa's and MPNet's 4, where the
+    recipe check counts BERT's 3) is refused before any work, naming the checkpoint: the tokenizers
+    library panicked at the first encoding."""
+    if not Head(data.head).row.windows:
+        return
+    task = cfg.task
+    for who, folder, config in read_checkpoints(cfg, src, model_cfg):
+        tokenizer = load_tokenizer(folder, int(config["vocab_size"]))
+        problem = window_problem(tokenizer, task.max_length, task.window_stride(), task.max_query_length)
+        if problem:
+            raise RecipeError(f"task: {problem}, for the {who} {folder}; lower task.doc_stride")
 
 
 def _check_window(cfg: RunConfig, model_cfg: dict, src: Path) -> None:

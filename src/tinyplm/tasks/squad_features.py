@@ -49,14 +49,28 @@ def _cut_question(question: str, tokenizer, max_query_length: int) -> str:
     return question[: offsets[max_query_length - 1][1]]
 
 
+def window_problem(tokenizer, max_length: int, doc_stride: int, max_query_length: int) -> str | None:
+    """Why windows of ``max_length`` tokens overlapping by ``doc_stride`` cannot be cut for questions
+    of up to ``max_query_length`` tokens by ``tokenizer`` (None when they can): the stride must be
+    smaller than a window's context room, which leaves out the special tokens the tokenizer adds to
+    a pair (3 for BERT's ``[CLS] q [SEP] c [SEP]``, 4 for RoBERTa's and MPNet's ``<s> q </s></s> c
+    </s>``; the tokenizers library panics past it)."""
+    specials = int(tokenizer.num_special_tokens_to_add(pair=True))
+    room = max_length - max_query_length - specials
+    if doc_stride < room:
+        return None
+    return (f"doc_stride {doc_stride} must be smaller than the context room of a window (max_length {max_length} "
+            f"- max_query_length {max_query_length} - {specials} special tokens of this tokenizer = {room})")
+
+
 def build_features(examples: Sequence[QAExample], tokenizer, max_length: int = 384, doc_stride: int = 128,
                    max_query_length: int = 64) -> QAFeatures:
     """Windows of ``examples`` (see module docstring). Raises ``ValueError`` when ``doc_stride``
-    leaves no room for new context in a window."""
+    leaves no room for new context in a window (:func:`window_problem`)."""
     questions = [_cut_question(ex.question.lstrip(), tokenizer, max_query_length) for ex in examples]
-    if doc_stride >= max_length - max_query_length - 3:
-        raise ValueError(f"doc_stride {doc_stride} must be smaller than the context room of a window "
-                         f"(max_length {max_length} - max_query_length {max_query_length} - 3)")
+    problem = window_problem(tokenizer, max_length, doc_stride, max_query_length)
+    if problem:
+        raise ValueError(problem)
     enc = tokenizer(questions, [ex.context for ex in examples], truncation="only_second", max_length=max_length,
                     stride=doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True,
                     return_token_type_ids=True, padding=False)
