@@ -12,6 +12,7 @@ import pytest
 from conftest import write_recipe
 from helpers_cli import assert_bad_input, cli
 from helpers_families import make_family_dir, tiny_tokenizer
+from tinyplm.errors import TinyplmError
 from tinyplm.tasks.squad import Answer, QAExample
 from tinyplm.tasks.squad_features import build_features, window_problem
 
@@ -36,7 +37,7 @@ def test_the_stride_leaves_room_for_the_tokenizers_own_special_tokens() -> None:
     assert problem is not None and "4 special tokens of this tokenizer = 20" in problem
     question = "the movie was good and the plot was dull the movie was good"  # longer than 8 pieces
     ex = QAExample("q", question, CONTEXT, (Answer("plot", CONTEXT.index("plot")),))
-    with pytest.raises(ValueError, match="doc_stride 20 must be smaller"):
+    with pytest.raises(TinyplmError, match="doc_stride 20 must be smaller"):
         build_features([ex], tok, max_length=32, doc_stride=20, max_query_length=8)
     assert len(build_features([ex], tok, max_length=32, doc_stride=19, max_query_length=8)) > 1
 

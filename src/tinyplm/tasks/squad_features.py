@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from tinyplm.errors import TinyplmError
 from tinyplm.tasks.squad import QAExample
 
 
@@ -66,11 +67,12 @@ def window_problem(tokenizer, max_length: int, doc_stride: int, max_query_length
 def build_features(examples: Sequence[QAExample], tokenizer, max_length: int = 384, doc_stride: int = 128,
                    max_query_length: int = 64) -> QAFeatures:
     """Windows of ``examples`` (see module docstring). Raises ``ValueError`` when ``doc_stride``
-    leaves no room for new context in a window (:func:`window_problem`)."""
+    leaves no room for new context in a window (:func:`window_problem`): a ``TinyplmError``, which
+    a command prints as its one-line refusal."""
     questions = [_cut_question(ex.question.lstrip(), tokenizer, max_query_length) for ex in examples]
     problem = window_problem(tokenizer, max_length, doc_stride, max_query_length)
     if problem:
-        raise ValueError(problem)
+        raise TinyplmError(problem)
     enc = tokenizer(questions, [ex.context for ex in examples], truncation="only_second", max_length=max_length,
                     stride=doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True,
                     return_token_type_ids=True, padding=False)
