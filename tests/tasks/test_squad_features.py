@@ -49,6 +49,15 @@ def test_windows_overlap_and_labels_point_at_the_answer(tok) -> None:
     assert ctx0[-8:] == ctx1[:8]
 
 
+def test_an_answer_no_piece_covers_is_labelled_no_answer(tok) -> None:
+    """An answer of characters the tokenizer drops (zero-width spaces) lies between two pieces: its
+    label is [CLS] (no answer here), not a reversed span (end before start)."""
+    context = "the movie was \u200b\u200b and good"
+    ex = QAExample("z", "what was it", context, (Answer("\u200b\u200b", context.index("\u200b")),))
+    f = build_features([ex], tok, max_length=32, doc_stride=8, max_query_length=8)
+    assert f.labels.tolist() == [[0, 0]]
+
+
 def test_stride_must_leave_room(tok) -> None:
     with pytest.raises(ValueError, match="doc_stride"):
         build_features([_example(3)], tok, max_length=32, doc_stride=24, max_query_length=8)

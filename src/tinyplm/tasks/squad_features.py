@@ -98,7 +98,7 @@ def _label(ex: QAExample, offs: list[tuple[int, int] | None]) -> tuple[int, int]
         return 0, 0
     start = next(i for i in ctx if offs[i][1] > first)
     end = next(i for i in reversed(ctx) if offs[i][0] < last)
-    return start, end
+    return (start, end) if start <= end else (0, 0)  # reversed: no piece covers the answer (zero-width text)
 
 
 @dataclass(frozen=True)
