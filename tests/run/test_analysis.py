@@ -109,3 +109,19 @@ def test_the_cli_on_a_model_dir(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "does not exist" in missing.stderr
     stages = cli(["probe", model, "--task", "sst2", "--stages", "teacher", *args], tmp_path)
     assert stages.returncode == 2 and "--stages" in stages.stderr
+
+
+def test_options_and_an_out_no_analysis_can_use_are_refused_naming_them(tmp_path: Path) -> None:
+    """--train-sentences 0 was an IndexError, --max-length 2 a message naming no option, and an --out
+    under a file a traceback once the model had been analysed."""
+    model = make_tiny_model_dir(tmp_path / "m")
+    glue = make_tiny_glue(tmp_path / "glue", 40, 12)
+    (tmp_path / "afile").write_text("x", encoding="utf-8")
+    common = [model, "--task", "sst2", "--data-dir", glue]
+    for flag, value in (("--train-sentences", "0"), ("--dev-sentences", "-5"), ("--max-length", "2"),
+                        ("--out", tmp_path / "afile" / "x")):
+        bad = cli(["probe", *common, flag, value], tmp_path)
+        assert bad.returncode == 2 and flag in bad.stderr and "Traceback" not in bad.stderr, bad.output
+    heads = cli(["heads", *common, "--sentences", "4", "--out", tmp_path / "afile" / "x"], tmp_path)
+    assert heads.returncode == 2 and "--out" in heads.stderr and "is a file" in heads.stderr, heads.output
+    assert "heads of" not in heads.output  # refused before the model is read

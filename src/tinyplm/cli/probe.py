@@ -34,6 +34,10 @@ def probe_cmd(
     from tinyplm.evaluate.probe_data import probe_task
     from tinyplm.run.analysis import probe_target, resolve_target
 
+    for flag, value, least in (("--train-sentences", train_sentences, 1), ("--dev-sentences", dev_sentences, 1),
+                               ("--max-length", max_length, 4)):
+        if value < least:  # an IndexError or a ValueError naming no option before
+            raise TinyplmError(f"{flag}: expected at least {least}, got {value}")
     try:
         settings = ProbeSettings(train_sentences, dev_sentences, max_length, pool=pool, seed=seed, control=control)
     except ValueError as exc:

@@ -27,7 +27,7 @@ from tinyplm.evaluate.head_run import HeadSettings, HeadsReport, analyse_heads
 from tinyplm.evaluate.heads import piece_counts
 from tinyplm.evaluate.probe import ProbeReport, ProbeSettings, probe_model
 from tinyplm.evaluate.probe_data import Level, ProbeTask, encode_items, load_probe_data, read_split
-from tinyplm.files import RunDirLock, write_json_atomic
+from tinyplm.files import RunDirLock, check_creatable, write_json_atomic
 from tinyplm.models import check_model_dir, resolve_model_dir
 from tinyplm.models.loading import ALIASES
 from tinyplm.report import RESULTS, load_record, rebuild
@@ -55,7 +55,8 @@ def resolve_target(target: str | Path, out: Path | None = None, stages: list[str
 
     A model dir's results go to ``out`` (default ``runs/analysis/<name>``). Raises ``TinyplmError``
     for a stage name the run does not have, ``--stages`` on a model dir or ``--out`` on a run dir,
-    and ``ModelError`` for a missing or damaged model dir."""
+    ``RunDirError`` for an ``out`` that cannot be made (a file on its way), and ``ModelError`` for a
+    missing or damaged model dir."""
     path = Path(target)
     if (path / RESULTS).is_file():
         if out is not None:
@@ -65,7 +66,9 @@ def resolve_target(target: str | Path, out: Path | None = None, stages: list[str
         raise TinyplmError(f"--stages picks stages of a run dir; {target} holds no {RESULTS}")
     model_dir = resolve_model_dir(str(target))
     name = str(target).lower() if str(target).lower() in ALIASES else model_dir.name
-    return Target(base=out or Path("runs") / "analysis" / name, models=[(name, model_dir)])
+    base = out or Path("runs") / "analysis" / name
+    check_creatable(base, "analysis folder", flag="--out" if out else None)  # not after the model is analysed
+    return Target(base=base, models=[(name, model_dir)])
 
 
 def _run_target(run_dir: Path, record: RunRecord, stages: list[str] | None) -> Target:
