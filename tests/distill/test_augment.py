@@ -307,3 +307,16 @@ def test_the_command_refuses_a_selection_that_leaves_nothing_to_augment(tmp_path
                      "--min-words 1000 leaves none of the 8 training examples of sst2 to augment")
     assert_bad_input(cli([*base, "--max-examples", "0"], cwd=tmp_path), "--max-examples 0 leaves none")
     assert not (tmp_path / "a.jsonl").exists()
+
+
+def test_an_out_under_a_file_is_refused_before_the_work(tmp_path: Path) -> None:
+    """--out under a file was a FileExistsError traceback once every copy had been drawn."""
+    from conftest import make_tiny_glue, make_tiny_mlm_dir
+    from helpers_cli import assert_bad_input, cli
+
+    glue, mlm = make_tiny_glue(tmp_path / "glue", n_train=8, n_dev=4), make_tiny_mlm_dir(tmp_path / "mlm")
+    (tmp_path / "afile").write_text("kept", encoding="utf-8")
+    bad = cli(["augment", "sst2", "--mlm", mlm, "--data-dir", glue, "--out", tmp_path / "afile" / "a.jsonl"],
+              cwd=tmp_path)
+    assert_bad_input(bad, "--out")
+    assert "is a file" in bad.stderr and (tmp_path / "afile").read_text(encoding="utf-8") == "kept"

@@ -11,7 +11,7 @@ import typer
 
 from tinyplm.cli.app import app, out
 from tinyplm.errors import TinyplmError
-from tinyplm.files import atomic_open
+from tinyplm.files import atomic_open, check_creatable
 
 
 @app.command("augment")
@@ -43,6 +43,7 @@ def augment_cmd(
 
     if out_file.exists():
         raise TinyplmError(f"{out_file}: already exists; choose another --out")
+    check_creatable(out_file.parent, "output folder", flag="--out")  # not after the examples are augmented
     examples = tasks.get(task, data_dir).read("train").examples
     total = len(examples)
     examples, _ = augmented_share(examples, min_words, max_examples)  # the file holds the augmented ones only
