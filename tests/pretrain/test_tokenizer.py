@@ -61,6 +61,18 @@ def test_refuses_to_overwrite_and_bad_kind(tmp_path: Path) -> None:
     assert not (tmp_path / "other").exists()
 
 
+def test_a_vocabulary_too_large_to_hold_is_refused_not_an_aborted_process(tmp_path: Path) -> None:
+    """--vocab-size 10000000000 made tokenizers reserve half a terabyte: the process aborted (exit 134,
+    a Rust backtrace); run in a subprocess so that, were it to abort again, only the child dies."""
+    from helpers_cli import assert_bad_input, cli
+
+    corpus = write_tiny_corpus(tmp_path / "corpus")
+    result = cli(["tokenizer", "train", corpus, "--vocab-size", "10000000000", "--out", tmp_path / "tok"], tmp_path,
+                 subprocess=True)
+    assert_bad_input(result, "--vocab-size: expected 100 to 1000000")
+    assert not (tmp_path / "tok").exists()
+
+
 def test_cli_trains_a_tokenizer(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

@@ -29,6 +29,8 @@ Kind = Literal["wordpiece", "bpe", "bytelevel-bpe"]
 KINDS: tuple[str, ...] = ("wordpiece", "bpe", "bytelevel-bpe")
 BERT_SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
 BYTE_SPECIALS = {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "<unk>", "mask": "<mask>"}
+#: The largest vocabulary trained: beyond, tokenizers' up-front allocation fails and aborts the process.
+MAX_VOCAB = 1_000_000
 
 
 def _items(files: Sequence[Path], max_items: int | None, text_field: str | None = None) -> Iterator[str]:
@@ -93,8 +95,9 @@ def train_tokenizer(
     check_creatable(out, "tokenizer destination", flag="--out")  # not after the tokenizer is trained
     if (out / "tokenizer.json").exists():
         raise TinyplmError(f"{out} already holds a tokenizer; choose another --out or remove it")
-    if vocab_size < 100:
-        raise TinyplmError(f"--vocab-size must be at least 100, got {vocab_size}")
+    if not 100 <= vocab_size <= MAX_VOCAB:  # tokenizers reserves the whole vocabulary first (it aborted)
+        raise TinyplmError(f"--vocab-size: expected 100 to {MAX_VOCAB} (the largest BERT-family vocabularies hold "
+                           f"about 250000), got {vocab_size}")
     if max_items is not None and max_items < 1:
         raise TinyplmError(f"--max-docs: expected at least 1 paragraph, got {max_items}")
     if min_frequency < 0:
