@@ -60,6 +60,7 @@ def _squad_error(path: Path, content: str | bytes) -> str:
 
 QA = '{"id": "q1", "question": "Who?", "answers": [ANSWER]}'
 SQUAD = '{"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": "The cat sat.", "qas": [QAS]}]}]}'
+CAT = '{"text": "cat", "answer_start": 4}'
 
 
 @pytest.mark.parametrize(("qas", "expected"), [
@@ -76,8 +77,10 @@ SQUAD = '{"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": "
      "data[0].paragraphs[0].qas[0].answers[0].text: empty text"),
     (QA.replace("ANSWER", '{"text": "cat", "answer_start": -4}'),
      "data[0].paragraphs[0].qas[0].answers[0]: answer 'cat' is not at answer_start -4 of its context (found ''"),
-    (QA.replace("ANSWER", "") + ", " + QA.replace("ANSWER", ""),
+    (QA.replace("ANSWER", CAT) + ", " + QA.replace("ANSWER", CAT),
      "data[0].paragraphs[0].qas[1].id: question id 'q1' is used twice (first at data[0].paragraphs[0].qas[0])"),
+    (QA.replace("ANSWER", ""),  # v1.1 has no unanswerable question: it scored 0 whatever, and the file read as v2
+     "data[0].paragraphs[0].qas[0].answers: empty (question q1), but the file's version is 1.x"),
     (QA.replace("ANSWER", '{"text": "cat", "answer_start": 4}').replace("}]}", '}], "is_impossible": true}'),
      "data[0].paragraphs[0].qas[0]: is_impossible is true but it has 1 answer(s)"),
     ('{"id": "q1", "question": "\\udc00?", "answers": []}',

@@ -147,6 +147,7 @@ def squad_articles(doc: _Squad, name: Path | str, labels: bool) -> Iterator[tupl
     path), its item a :class:`QAExample`; with ``labels`` its id and answers are required and
     checked. A bad question, or one of an empty context, is an error row naming its JSON path."""
     seen: dict[str, str] = {}
+    v1 = doc.version.lstrip("v").startswith("1")
     for a, article in enumerate(doc.data):
         title = article.title if article.title is not None else f"article-{a}"
         rows = []
@@ -158,7 +159,7 @@ def squad_articles(doc: _Squad, name: Path | str, labels: bool) -> Iterator[tupl
                 try:
                     if problem_of_context:
                         raise RowError(problem_of_context)
-                    item = _question(raw, para.context, title, loc, seen, labels)
+                    item = _question(raw, para.context, title, loc, seen, labels, v1)
                 except RowError as exc:
                     rows.append(Row(0, where, error=f"{name}: {exc}"))
                 else:
@@ -175,9 +176,10 @@ def _text_problem(text: str, where: str) -> str | None:
     return None
 
 
-def _question(raw: Any, context: str, title: str, loc: tuple, seen: dict[str, str], labels: bool) -> QAExample:
+def _question(raw: Any, context: str, title: str, loc: tuple, seen: dict[str, str], labels: bool,
+              v1: bool = False) -> QAExample:
     """One checked question at ``loc`` (its id unique in the file; with ``labels`` its answers inside
-    the context); raises :class:`RowError` naming the JSON path."""
+    the context, at least one in a ``v1`` file); raises :class:`RowError` naming the JSON path."""
     layout, where = (_Question if labels else _Query), json_path(loc)
     wrong = problem(layout, raw, loc)
     if wrong:
@@ -192,12 +194,14 @@ def _question(raw: Any, context: str, title: str, loc: tuple, seen: dict[str, st
         raise RowError(f"{where}.id: question id {ident!r} is used twice (first at {seen[ident]})")
     if ident is not None:
         seen[ident] = where
-    answers = _answers(qa, context, where) if labels else ()
+    answers = _answers(qa, context, where, v1) if labels else ()
     return QAExample(ident or "", qa.question, context, answers, title)
 
 
-def _answers(qa: _Question, context: str, where: str) -> tuple[Answer, ...]:
-    """The answers of ``qa``, each checked to stand at its ``answer_start`` in ``context``."""
+def _answers(qa: _Question, context: str, where: str, v1: bool = False) -> tuple[Answer, ...]:
+    """The answers of ``qa``, each checked to stand at its ``answer_start`` in ``context``; none is
+    refused in a ``v1`` file (v1.1 has no unanswerable question: its scoring would count it wrong
+    whatever the answer, and the file would be read as v2.0)."""
     answers = []
     for k, ans in enumerate(qa.answers):
         wrong = _text_problem(ans.text, f"{where}.answers[{k}].text")
@@ -208,6 +212,10 @@ def _answers(qa: _Question, context: str, where: str) -> tuple[Answer, ...]:
             raise RowError(f"{where}.answers[{k}]: answer {ans.text[:60]!r} is not at answer_start "
                            f"{ans.answer_start} of its context (found {found[:60]!r}; question {qa.id})")
         answers.append(Answer(ans.text, ans.answer_start))
+    if v1 and not answers:
+        raise RowError(f"{where}.answers: empty (question {qa.id}), but the file's version is 1.x, whose questions "
+                       "all have answers; give its answers, or mark the file version 2.0 and the question "
+                       "is_impossible: true")
     if qa.is_impossible and answers:
         raise RowError(f"{where}: is_impossible is true but it has {len(answers)} answer(s) (question {qa.id})")
     return tuple(answers)
