@@ -113,3 +113,32 @@ def test_blank_lines_at_either_end_do_not_turn_lines_into_one_paragraph(tmp_path
     lines = [f"review number {i} says the plot was fine" for i in range(50)]
     (tmp_path / "lines.txt").write_text("\n\n" + "\n".join(lines) + "\n\n\n", encoding="utf-8")
     assert read_corpus([tmp_path / "lines.txt"]) == lines
+
+
+def test_gzip_and_utf16_files_are_read_and_other_archives_refused_by_name(tmp_path: Path) -> None:
+    """A .gz corpus (alone, or in a folder) was "not UTF-8 text (byte 0x8b at offset 1)" or left out of
+    its folder unsaid, and a UTF-16 file (Windows' "Unicode") "not UTF-8"; a bzip2 file got no hint."""
+    import bz2
+    import gzip
+
+    text = "A first paragraph of the tiny corpus, long enough.\n\nA second paragraph that is long enough too.\n"
+    plain = tmp_path / "plain.txt"
+    plain.write_text(text, encoding="utf-8")
+    wanted = read_corpus([plain])
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "packed.txt.gz").write_bytes(gzip.compress(text.encode()))
+    assert read_corpus([folder / "packed.txt.gz"]) == read_corpus([folder]) == wanted
+    (tmp_path / "rows.jsonl.gz").write_bytes(gzip.compress(b'{"t": "a row of text that is long enough"}\n'))
+    assert read_corpus([tmp_path / "rows.jsonl.gz"], text_field="t") == ["a row of text that is long enough"]
+    (tmp_path / "unicode.txt").write_bytes(text.replace("\n", "\r\n").encode("utf-16"))
+    assert read_corpus([tmp_path / "unicode.txt"]) == wanted
+    (tmp_path / "cut.txt.gz").write_bytes(gzip.compress(text.encode())[:20])
+    with pytest.raises(DataError, match=r"cut\.txt\.gz: cannot be read"):
+        read_corpus([tmp_path / "cut.txt.gz"])
+    (tmp_path / "book.txt").write_bytes(bz2.compress(text.encode()))
+    with pytest.raises(DataError, match=r"book\.txt: a bzip2 archive, not text; unpack it"):
+        read_corpus([tmp_path / "book.txt"])
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9 au lait, a drink of some length".encode("latin-1"))
+    with pytest.raises(DataError, match=r"latin1\.txt:1: not UTF-8 text .*; save it as UTF-8"):
+        read_corpus([tmp_path / "latin1.txt"])

@@ -125,7 +125,7 @@ def test_bad_json_lines_and_non_text_fields_name_the_line(tmp_path: Path) -> Non
     with pytest.raises(DataError, match=r"r\.jsonl:3: not a JSON object"):
         read_corpus([path], text_field="text")
     path.write_text('["a list", "not an object"]\n', encoding="utf-8")
-    with pytest.raises(DataError, match=r"r\.jsonl:1: a JSON list"):
+    with pytest.raises(DataError, match=r"r\.jsonl:1: a JSON array"):
         read_corpus([path], text_field="text")
     path.write_text('{"text": 3.5}\n', encoding="utf-8")
     with pytest.raises(DataError, match=r"r\.jsonl:1: field 'text' holds float, expected text"):
@@ -154,3 +154,26 @@ def test_any_texts_come_back_collapsed_in_order_and_none_shorter_than_min_chars(
             read_corpus([path], min_chars=5, text_field="text")
         return
     assert read_corpus([path], min_chars=5, text_field="text") == wanted
+
+
+def test_a_json_file_is_a_table_of_json_lines_or_an_array_of_objects(tmp_path: Path) -> None:
+    """A .json file (JSON lines so named, or one array) was read as prose: its keys, braces and other
+    fields were trained on, and --text-field was silently ignored."""
+    lines = _write_jsonl(tmp_path / "lines.json", ROWS)
+    array = tmp_path / "array.json"
+    array.write_text(json.dumps(ROWS, indent=2), encoding="utf-8")
+    for path in (lines, array):
+        assert read_corpus([path], text_field="sentence") == WANTED
+        with pytest.raises(DataError, match=r"\.json: a table; name the field .*'id', 'sentence', 'stars'"):
+            read_corpus([path])
+    array.write_text(json.dumps([ROWS[0], "a plain string that is no row"]), encoding="utf-8")
+    with pytest.raises(DataError, match=r"array\.json: item 2 of the array is a JSON string; expected an object"):
+        read_corpus([array], text_field="sentence")
+    squad = tmp_path / "squad.json"
+    squad.write_text(json.dumps({"version": "1.1", "data": [{"title": "x"}]}, indent=2), encoding="utf-8")
+    with pytest.raises(DataError, match=r"squad\.json: one JSON object, not rows"):
+        read_corpus([squad], text_field="sentence")
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(ROWS[0]) + "\n{not json\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"broken\.json:2: not a JSON object"):
+        read_corpus([broken], text_field="sentence")

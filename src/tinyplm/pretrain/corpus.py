@@ -16,13 +16,17 @@ Three layouts are understood, chosen per file:
   its ``text_field`` column (:mod:`tinyplm.pretrain.corpus_tables`).
 
 Items shorter than ``min_chars`` are dropped. Files are decoded as strict UTF-8 (a BOM is
-dropped, CRLF and CR become LF).
+dropped, CRLF and CR become LF), or as UTF-16 when they open with its byte-order mark (what Windows
+calls "Unicode"); a gzip file (``.gz``: its ending before that says its layout) is read decompressed.
+Another compressed or non-UTF-8 file is refused naming the file and what to do.
 """
 
 from __future__ import annotations
 
+import gzip
 import random
 import re
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -126,18 +130,40 @@ def wikitext_items(text: str, min_chars: int = 20) -> list[str]:
     return out
 
 
-def _read_utf8(path: Path) -> str:
-    """Decode a file as strict UTF-8; ``DataError`` names the file and line of a bad byte."""
-    data = path.read_bytes()
+#: The opening bytes of compressed files read as nothing else, and their names.
+_PACKED = {b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"PK\x03\x04": "zip", b"(\xb5/\xfd": "zstandard",
+           b"7z\xbc\xaf\x27\x1c": "7-Zip"}
+
+
+def _read_text(path: Path) -> str:
+    """A corpus file's text (see the module docstring); ``DataError`` names the file, and the line
+    of a byte that is not UTF-8."""
+    try:
+        data = path.read_bytes()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise DataError(f"{path}: cannot be read ({exc})") from None
+    packed = next((name for magic, name in _PACKED.items() if data.startswith(magic)), None)
+    if packed:
+        raise DataError(f"{path}: a {packed} archive, not text; unpack it and give the text files (gzip files are "
+                        "read as they are)")
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{path}: opens as UTF-16 but byte {exc.start} is not; save it as UTF-8") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise DataError(f"{path}:{line}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start})") from None
+        raise DataError(f"{path}:{line}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}); save "
+                        "it as UTF-8 (e.g. iconv -f latin1 -t utf-8), or leave out a file that is not text") from None
 
 
 def corpus_files(paths: Sequence[Path]) -> list[Path]:
-    """Files and directories -> the files to read (directories: every ``*.txt`` below, sorted).
+    """Files and directories -> the files to read (directories: every ``*.txt`` and ``*.txt.gz``
+    below, sorted).
 
     Raises ``DataError`` for a missing path or a directory without ``.txt`` files.
     """
@@ -145,9 +171,9 @@ def corpus_files(paths: Sequence[Path]) -> list[Path]:
     for raw in paths:
         path = Path(raw).expanduser()
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*.txt") if p.is_file())
+            found = sorted(p for p in path.rglob("*") if p.is_file() and p.name.lower().endswith((".txt", ".txt.gz")))
             if not found:
-                raise DataError(f"{path}: directory holds no .txt files")
+                raise DataError(f"{path}: directory holds no .txt files (nor .txt.gz)")
             files.extend(found)
         elif path.is_file():
             files.append(path)
@@ -168,7 +194,7 @@ def read_documents(paths: Sequence[Path], min_chars: int = 20, max_items: int | 
     docs: list[list[str]] = []
     total = 0
     for path in corpus_files(paths):
-        text = _normalise(_read_utf8(path))
+        text = _normalise(_read_text(path))
         parts = [text] if is_table(path) or not is_wikitext(text) else _wiki_articles(text)
         for part in parts:
             items = (table_items(path, part, text_field, min_chars) if is_table(path)
@@ -223,7 +249,7 @@ def read_corpus_pairs(paths: Sequence[Path], text_field: str, pair_field: str,
         if not is_table(path):
             raise DataError(f"{path}: not a table; pairs of texts (corpus.pair_field) are read from .csv, .tsv "
                             "or .jsonl files, each row's text_field and pair_field")
-        pairs += table_pairs(path, _normalise(_read_utf8(path)), text_field, pair_field)
+        pairs += table_pairs(path, _normalise(_read_text(path)), text_field, pair_field)
         if max_docs is not None and len(pairs) >= max_docs:
             return pairs[:max_docs]
     if not pairs:
