@@ -346,6 +346,13 @@ def test_evaluate_writes_squad_predictions_that_score_the_same(tmp_path: Path) -
                   "--predictions", tmp_path / "x.json"], tmp_path)
     assert tagger.returncode != 0 and "SQuAD" in tagger.output and "Traceback" not in tagger.output
     assert not (tmp_path / "x.json").exists()
+    # a --predictions path that cannot be a file is refused before the model reads a window (it was a
+    # traceback once every window was read)
+    (tmp_path / "taken").write_text("a file", encoding="utf-8")
+    for where, said in ((tmp_path, "is a folder; name a file in it"), (tmp_path / "taken" / "p.json", "is a file")):
+        bad = cli(["evaluate", model, "--task", "squad", "--data-dir", tmp_path, "--max-length", "48",
+                   "--max-query-length", "12", "--predictions", where], tmp_path)
+        assert bad.returncode == 2 and said in bad.stderr and "Traceback" not in bad.output, bad.output
 
 
 def test_squad_window_settings_are_checked_in_the_recipe(tmp_path: Path) -> None:

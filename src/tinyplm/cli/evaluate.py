@@ -48,11 +48,14 @@ def evaluate_cmd(
     from tinyplm.evaluate.model_eval import encode_evals, evaluate_model, span_prediction_texts
     from tinyplm.models import load_classifier
     from tinyplm.models.infer import predict_logits
+    from tinyplm.predict.predict import writable
     from tinyplm.run import load_task
     from tinyplm.tasks.spoilers import CONTEXT_TASKS
 
     bf16 = exact_precision(precision) == "bf16"
     _check_window_flags(task, doc_stride, max_query_length)
+    if predictions is not None:  # not after the model has read every window
+        writable(str(predictions), "--predictions")
     note_other_task([model_dir], task)
     max_length, context_sentences, context_after = as_trained(model_dir, task, max_length, context_sentences,
                                                                context_after)
