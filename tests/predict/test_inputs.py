@@ -258,3 +258,31 @@ def test_a_model_with_context_after_gets_the_rows_after_each_in_file_order(tmp_p
 
     lazy = with_file_context(stream(), 0, 1)
     assert next(lazy).item == TextInput("t1", "| t2") and seen == [1, 2]
+
+
+def test_rows_that_do_not_fit_a_pair_or_single_text_model_are_row_errors() -> None:
+    """A model trained on pairs (MRPC) given a text alone, or one trained on one text (SST-2) given a
+    pair, would answer meaningless predictions that look like any other: each such row is an error
+    naming the line (a bare checkpoint's task is unknown: it takes both)."""
+    data = b'{"text": "a good film"}\n{"text": "bad", "text_pair": "plot"}\n'
+    single = rows(data, "jsonl", task="sst2", pairs=False)
+    assert single[0].item == TextInput("a good film") and single[1].item is None
+    assert single[1].error == "in:2: the model was trained for sst2 on one text per example; leave the second text out"
+    paired = rows(data, "jsonl", task="mrpc", pairs=True)
+    assert paired[0].error.startswith("in:1: the model was trained for mrpc on pairs of texts")
+    assert paired[1].item == TextInput("bad", "plot")
+    assert [r.error for r in rows(data, "jsonl")] == [None, None]
+
+
+def test_table_columns_follow_whether_the_model_reads_pairs() -> None:
+    """A single-text model reads a table's text column, not the first pair layout its header holds; a
+    pair model given a table of one text column, or --text-column alone, is refused at the header."""
+    data = b"text,text_pair\na good film,bad plot\n"
+    assert rows(data, "csv", task="sst2", pairs=False)[0].item == TextInput("a good film")
+    assert rows(data, "csv", task="mrpc", pairs=True)[0].item == TextInput("a good film", "bad plot")
+    with pytest.raises(DataError, match=r"in:1: no pair of text columns found among 'sentence', but the model was "
+                                        "trained for mrpc on pairs of texts; name them with --text-column and "
+                                        "--pair-column"):
+        rows(b"sentence\na good film\n", "csv", task="mrpc", pairs=True)
+    with pytest.raises(DataError, match="--text-column 'text' without --pair-column"):
+        rows(data, "csv", task="mrpc", pairs=True, text_column="text")

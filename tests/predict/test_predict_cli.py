@@ -71,7 +71,7 @@ def test_csv_and_tsv_output_and_stdin_to_stdout(world: Path) -> None:
     assert cli(["predict", "run", "-i", "reviews.txt", "-o", "out.txt", "--format", "tsv"], cwd=world).returncode == 0
     assert (world / "out.txt").read_text().splitlines()[0] == "line\tlabel\tlabel_id\tscore_LABEL_0\tscore_LABEL_1"
     jsonl = world / "in.jsonl"
-    jsonl.write_text('{"text": "a good film"}\n{"text": "bad", "text_pair": "plot"}\n')
+    jsonl.write_text('{"text": "a good film"}\n"bad plot"\n')  # an SST-2 model: one text each (see test_pairs)
     result = cli(["predict", "run", "-i", "in.jsonl"], cwd=world)
     assert result.returncode == 0, result.output
     assert [json.loads(x)["line"] for x in result.stdout.splitlines()] == [1, 2]
@@ -341,3 +341,18 @@ def test_a_pair_column_is_refused_for_a_model_that_reads_one_text(tmp_path: Path
                              cwd=tmp_path), f"--pair-column: the model in {model} reads one text per example "
                          f"(its {kind} head)")
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_a_file_that_does_not_fit_the_models_pairs_is_refused_before_a_row_is_read(world: Path, tmp_path: Path) -> None:
+    """An SST-2 model given --pair-column, and an MRPC model given a text file (one text per line),
+    would answer predictions that mean nothing: each is refused at once, naming the task."""
+    (world / "two.csv").write_text("text,other\na good film,the plot\n", encoding="utf-8")
+    result = cli(["predict", "run", "-i", "two.csv", "--pair-column", "other"], cwd=world)
+    assert_bad_input(result, "--pair-column: the model was trained for sst2 on one text per example")
+    pair_run = tmp_path / "mrpc_run"
+    pair_run.mkdir()
+    (pair_run / "config.resolved.yaml").write_text(yaml.safe_dump({"name": "p", "task": {"name": "mrpc"}}))
+    make_tiny_model_dir(pair_run / "model")
+    result = cli(["predict", pair_run, "-i", world / "reviews.txt"], cwd=world)
+    assert_bad_input(result, "reviews.txt: the model was trained for mrpc on pairs of texts",
+                     "give CSV/TSV/JSON lines with a column for each text")

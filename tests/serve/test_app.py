@@ -212,3 +212,26 @@ def test_span_and_token_models(tmp_path: Path) -> None:
         for space in ("\u00a0", "\u3000", "a\u2009b"):  # Unicode spaces, refused in a word as predict refuses them
             assert c.post("/predict", json={"tokens": ["the", space]}).status_code == 422
         assert c.post("/predict", json={"text": "\u00a0\u2003"}).status_code == 422
+
+
+def test_an_example_that_does_not_fit_the_models_pairs_is_a_422_naming_text_pair(tmp_path: Path) -> None:
+    """A run's SST-2 model given a text_pair, or its MRPC model given a text alone, answered a
+    prediction that meant nothing, with 200: each is a 422 naming the example's text_pair."""
+    import yaml
+
+    for task, good, bad in (("sst2", {"text": "a"}, {"text": "a", "text_pair": "b"}),
+                            ("mrpc", {"text": "a", "text_pair": "b"}, {"text": "a"})):
+        run = tmp_path / task
+        run.mkdir()
+        (run / "config.resolved.yaml").write_text(yaml.safe_dump({"name": "t", "task": {"name": task}}))
+        make_tiny_model_dir(run / "model")
+        app, _ = create_app(Predictor.load(run), ServeSettings())
+        with TestClient(app) as c:
+            wait_ready(c)
+            assert c.post("/predict", json=good).status_code == 200
+            one, many = c.post("/predict", json=bad), c.post("/predict", json={"inputs": [good, bad]})
+            assert one.status_code == many.status_code == 422
+            assert one.json()["problems"][0]["field"] == "text_pair"
+            problem = many.json()["problems"][0]
+            assert problem["field"] == "inputs[1].text_pair" and f"trained for {task}" in problem["expected"]
+            assert c.get("/ready").json()["pairs"] is (task == "mrpc")

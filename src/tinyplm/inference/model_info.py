@@ -34,6 +34,7 @@ from pydantic import ValidationError
 from tinyplm.config import TaskSpec
 from tinyplm.errors import ModelError, TinyplmError
 from tinyplm.files import RESOLVED
+from tinyplm.inference.pairs import CUSTOM_TASK, task_pairs
 from tinyplm.models.loading import check_model_dir
 from tinyplm.tasks import named_labels
 from tinyplm.tasks.heads import Head
@@ -55,6 +56,7 @@ class RunTask:
     max_query_length: int | None
     context_sentences: int | None = None
     context_after: int | None = None
+    pairs: bool | None = None  # a custom task's: whether its recipe names a text_pair_column
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,8 @@ class ModelInfo:
     score beats the best span by more than it); ``context_sentences`` and ``context_after`` are
     the sentences before and after each that a Goodreads-reviews or TV Tropes model was trained
     with as context (0: none); ``dimension``: an embedding model's vector width (set when it is
-    loaded)."""
+    loaded); ``pairs``: whether its task's examples are pairs of texts (None: unknown, or either;
+    :mod:`tinyplm.inference.pairs`)."""
 
     path: Path
     head: Head
@@ -81,6 +84,7 @@ class ModelInfo:
     context_sentences: int = 0
     context_after: int = 0
     dimension: int | None = None  # an embedding model's vector width, once loaded
+    pairs: bool | None = None
 
     def describe(self) -> dict:
         """A JSON-able summary (``/ready``, ``predict``'s report)."""
@@ -92,6 +96,8 @@ class ModelInfo:
                        null_threshold=self.null_threshold)
         if self.context_sentences or self.context_after:
             out.update(context_sentences=self.context_sentences, context_after=self.context_after)
+        if self.pairs is not None:  # what a request's examples must be (tinyplm.inference.pairs)
+            out["pairs"] = self.pairs
         return out
 
 
@@ -118,7 +124,8 @@ def run_task(model_dir: Path) -> RunTask | None:
                 return None  # a pre-training run: no task section
             ints = {k: task.get(k) if isinstance(task.get(k), int) else None for k in INT_KEYS}
             name = task.get("name") if isinstance(task.get("name"), str) else None
-            return RunTask(recipe, name, **ints)
+            pairs = bool(task.get("text_pair_column")) if name == CUSTOM_TASK else None
+            return RunTask(recipe, name, **ints, pairs=pairs)
     return None
 
 
@@ -196,7 +203,8 @@ def model_info(target: Path, max_length: int | None = None, doc_stride: int | No
                      doc_stride=spec.window_stride() if spec else 128,
                      max_query_length=spec.max_query_length if spec else 64, null_threshold=null_threshold,
                      context_sentences=(run.context_sentences or 0) if run else 0,
-                     context_after=(run.context_after or 0) if run else 0)
+                     context_after=(run.context_after or 0) if run else 0,
+                     pairs=task_pairs(run.name, run.pairs) if run and head.row.task_texts else None)
 
 
 def _label_names(path: Path, id2label: dict) -> tuple[str, ...]:

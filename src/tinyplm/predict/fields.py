@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from tinyplm.errors import DataError
+from tinyplm.inference.pairs import trained_on
 from tinyplm.inference.records import Input, QAInput, TextInput, TokensInput
 from tinyplm.tasks.glue import GLUE_SPECS
 from tinyplm.tasks.heads import Head, PerHead
@@ -77,9 +78,11 @@ def head_columns(head: Head, text: str | None, pair: str | None) -> Fields:
 
 
 def default_columns(header: Sequence[str], head: Head, task: str | None, text: str | None,
-                    pair: str | None, where: str) -> Fields:
-    """The columns of a table whose header is ``header`` (see the module docstring). Raises
-    ``DataError`` at ``where`` when a named column is missing or no known layout is present."""
+                    pair: str | None, where: str, pairs: bool | None = None) -> Fields:
+    """The columns of a table whose header is ``header`` (see the module docstring); ``pairs``: whether
+    the model's task reads pairs of texts (None: either), which keeps to the layouts of its kind.
+    Raises ``DataError`` at ``where`` when a named column is missing, no known layout is present,
+    or a pair model is given one text column."""
     found = set(header)
     row = Head(head).row
     if not row.task_texts:
@@ -87,13 +90,21 @@ def default_columns(header: Sequence[str], head: Head, task: str | None, text: s
         if row.words and text is None and row.fields.text not in found and "text" in found:
             cols = Fields("text")
     elif text is not None:
+        if pairs and pair is None:
+            raise DataError(f"{where}: --text-column {text!r} without --pair-column, but {trained_on(task, True)}; "
+                            "name the second text's column with --pair-column")
         cols = Fields(text, pair, pair_required=pair is not None)
     else:
         spec = GLUE_SPECS.get(task or "")
         layouts = ([(spec.text, spec.pair)] if spec and not spec.columns else []) + list(TABLE_LAYOUTS)
+        layouts = [(t, p) for t, p in layouts if pairs is None or (p is not None) == pairs or pair is not None]
         first = next(((t, p) for t, p in layouts if t in found and (p is None or p in found)), None)
         if first is None:
-            raise DataError(f"{where}: no text column found among {', '.join(map(repr, header)) or 'none'}; "
+            columns = ', '.join(map(repr, header)) or 'none'
+            if pairs:
+                raise DataError(f"{where}: no pair of text columns found among {columns}, but "
+                                f"{trained_on(task, True)}; name them with --text-column and --pair-column")
+            raise DataError(f"{where}: no text column found among {columns}; "
                             "name it with --text-column (and --pair-column for pairs)")
         cols = Fields(first[0], pair or first[1], pair_required=(pair or first[1]) is not None)
     require_columns(list(header), [cols.text, cols.pair if cols.pair_required else None], where,

@@ -42,6 +42,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import BinaryIO
 
+from tinyplm.inference.pairs import pair_mismatch
 from tinyplm.inference.records import QAInput, TextInput, TokensInput
 from tinyplm.predict.fields import head_columns, item_rows
 from tinyplm.predict.sources import Row, Source
@@ -76,7 +77,17 @@ def read_inputs(source: Source, stream: BinaryIO, policy: Policy = PREDICTING) -
             rows = prepared(_read_rows(source, lines), cleanup, source.context_sentences, source.context_after)
     else:
         rows = _read_rows(source, lines)
-    return policy.apply(replace(row, item=as_input(row.item)) if row.error is None else row for row in rows)
+    return policy.apply(_fitted(source, replace(row, item=as_input(row.item))) if row.error is None else row
+                        for row in rows)
+
+
+def _fitted(source: Source, row: Row) -> Row:
+    """``row``, or a row error when its text has a second text and the model's task reads one text, or
+    none and the task reads pairs (:mod:`tinyplm.inference.pairs`; a JSON line's ``text_pair``)."""
+    if not isinstance(row.item, TextInput):
+        return row
+    why = pair_mismatch(source.task, source.pairs, row.item.text_pair is not None)
+    return row if why is None else replace(row, item=None, error=f"{row.where}: {why}")
 
 
 def with_file_context(rows: Iterable[Row], context: int, after: int = 0) -> Iterator[Row]:

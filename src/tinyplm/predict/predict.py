@@ -34,6 +34,7 @@ from typing import TextIO
 
 from tinyplm.errors import DataError, TinyplmError
 from tinyplm.files import atomic_open, write_problem
+from tinyplm.inference.pairs import trained_on
 from tinyplm.inference.predictor import Predictor
 from tinyplm.predict.inputs import read_inputs
 from tinyplm.predict.sources import STDIN, Row, Source, detect_format, open_binary
@@ -106,8 +107,13 @@ def source_for(info, path: str, input_format: str | None = None, text_column: st
     if pair_column and Head(info.head).row.fields.pair is None:
         raise TinyplmError(f"--pair-column: the model in {info.path} reads one text per example (its {info.head} "
                            "head); leave --pair-column out")
+    if pair_column and info.pairs is False:
+        raise TinyplmError(f"--pair-column: {trained_on(info.task, False)} ({info.path}); leave --pair-column out")
+    if info.pairs and fmt == "text":
+        raise TinyplmError(f"{path}: {trained_on(info.task, True)} ({info.path}), and a text file holds one text "
+                           "per line; give CSV/TSV/JSON lines with a column for each text")
     return Source(path, fmt, info.head, text_column, pair_column, info.task, header, info.context_sentences,
-                  info.context_after)
+                  info.context_after, info.pairs)
 
 
 def check_options(on_error: str, window: int) -> None:

@@ -30,7 +30,8 @@ class Source:
     CSV/TSV file starts with a header line (None: decide as
     :func:`~tinyplm.predict.table_inputs.table_columns` says). ``context_sentences`` and
     ``context_after``: the sentences before and after (of a review; the rows around, for one text
-    per row) each sentence gets as its text pair (the model's own settings)."""
+    per row) each sentence gets as its text pair (the model's own settings). ``pairs``: whether the
+    model's task reads pairs of texts (None: unknown, or either; :mod:`tinyplm.inference.pairs`)."""
 
     path: str
     format: str
@@ -41,6 +42,7 @@ class Source:
     header: bool | None = None
     context_sentences: int = 0
     context_after: int = 0
+    pairs: bool | None = None
 
     @property
     def name(self) -> str:

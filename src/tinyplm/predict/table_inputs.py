@@ -87,7 +87,7 @@ def _columns(source: Source, names: list[str], has_header: bool, line: int) -> F
         else:
             raise DataError(f"{where}: the file has no header line, so name its text column by number (1 to "
                             f"{len(names)}) with --text-column")
-    cols = default_columns(names, source.head, source.task, text, pair, where)
+    cols = default_columns(names, source.head, source.task, text, pair, where, source.pairs)
     for name in (cols.text, cols.pair):
         if name is not None and names.count(name) > 1:
             raise DataError(f"{where}: column {name!r} appears {names.count(name)} times in the header line; if "

@@ -25,6 +25,8 @@ import orjson
 from pydantic import TypeAdapter
 from starlette.responses import Response
 
+from tinyplm.inference.pairs import pair_mismatch
+from tinyplm.inference.records import TextInput
 from tinyplm.serve.api import BodyError, parse_body, request_type, to_inputs
 from tinyplm.serve.batcher import QueueFull, Stopped
 from tinyplm.serve.middleware import ARRIVED
@@ -152,12 +154,11 @@ class PredictEndpoint(JsonEndpoint):
         if body is None:
             return
         items, many = to_inputs(self.head, body)
-        refused = self.state.predictor.pair_problem
-        paired = next((i for i, x in enumerate(items) if getattr(x, "text_pair", None) is not None), None)
-        if refused and paired is not None:  # the client's request, not the server's failure
-            field = f"inputs[{paired}].text_pair" if many else "text_pair"
-            await self.fail(send, 422, "validation", "this model cannot read pairs of texts",
-                            [{"field": field, "expected": f"no text_pair: {refused}"}])
+        refused = self._pair_refusal(items)
+        if refused is not None:  # the client's request, not the server's failure
+            at, message, expected = refused
+            await self.fail(send, 422, "validation", message,
+                            [{"field": f"inputs[{at}].text_pair" if many else "text_pair", "expected": expected}])
             return
         done = await self.submitted(send, items)
         if done is None:
@@ -166,6 +167,24 @@ class PredictEndpoint(JsonEndpoint):
         payload = orjson.dumps({"predictions": [p.as_dict() for p in preds]} if many else
                                {"prediction": preds[0].as_dict()})
         await self.answer(scope, send, payload, timing)
+
+
+    def _pair_refusal(self, items: list) -> tuple[int, str, str] | None:
+        """(the example's index, the message, what its ``text_pair`` should be) for the first example
+        whose second text the model cannot read (its tokenizer gives a segment id its config has no
+        row for), or whose having one or not does not fit the task it was trained on
+        (:mod:`tinyplm.inference.pairs`); None when every example fits."""
+        predictor = self.state.predictor
+        info, segments = predictor.info, predictor.pair_problem
+        for at, x in enumerate(items):
+            paired = getattr(x, "text_pair", None) is not None
+            if segments and paired:
+                return at, "this model cannot read pairs of texts", f"no text_pair: {segments}"
+            why = pair_mismatch(info.task, info.pairs, paired) if isinstance(x, TextInput) else None
+            if why is not None:
+                expected = f"a second text: {why}" if info.pairs else f"no text_pair: {why}"
+                return at, f"this model reads {'pairs of texts' if info.pairs else 'one text per example'}", expected
+        return None
 
 
 def _header(scope, name: bytes) -> bytes | None:
