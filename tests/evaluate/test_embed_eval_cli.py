@@ -180,3 +180,13 @@ def test_prompts_the_pooling_leaves_out_are_refused_unless_asked_without(tmp_pat
                  cwd=tmp_path)
     assert result.returncode == 0, result.output
     assert json.loads(result.stdout)["query_prompt"] == ""
+
+
+def test_an_out_path_that_cannot_be_a_file_is_refused_before_the_model_loads(tmp_path: Path) -> None:
+    """--out a folder, or under a file: refused first (it was a traceback once every set was embedded)."""
+    pairs = _pairs(tmp_path / "mine.csv")
+    (tmp_path / "taken").write_text("a file", encoding="utf-8")
+    for where, said in ((tmp_path, "is a folder; name a file in it"), (tmp_path / "taken" / "s.json", "is a file")):
+        result = cli(["embed-eval", tmp_path / "no-model", "--no-stsb", "--no-squad", "--pairs", pairs,
+                      "--out", where], cwd=tmp_path)
+        assert_bad_input(result, f"--out {where}", said)

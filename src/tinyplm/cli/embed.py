@@ -53,9 +53,12 @@ def embed_eval_cmd(
     from tinyplm.evaluate.embed_suite import model_scoring, own_sets, read_sets, score_sets, standard_sets
     from tinyplm.evaluate.similarity import similarity_of
     from tinyplm.models.embedder import load_embedder
+    from tinyplm.predict.predict import writable
 
     if similarity is not None:
         similarity_of(similarity, "--similarity")  # refused before any set or model is read
+    if save is not None:  # not after every set is embedded
+        writable(str(save), "--out")
     sets = read_sets(standard_sets(data_dir, stsb, squad) + own_sets(pairs or [], beir or [], split))
     embedder = load_embedder(model, max_length, batch_size)
     scoring = model_scoring(embedder, prompts, similarity)
