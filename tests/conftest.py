@@ -147,13 +147,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                           "those that resolved precision 'auto', to run again with the bf16 switch the other way")
 
 
-#: ``make test`` runs the tests on two pytest-xdist workers (``-n 2 --dist loadgroup``), a test file's
+#: ``make test`` runs the tests on two pytest-xdist workers (``-n 2 --dist loadfile``), a test file's
 #: tests on one worker, so a module's fixtures are built once; then the tests marked ``ray`` (they
 #: start Ray: a local cluster or ``ray start --head``) alone, one after another, with the machine to
-#: themselves. Run with the others on xdist, they share one worker: ``ray stop --force`` at the end
-#: of one stops every Ray process on the machine.
-def _group(item: pytest.Item) -> str:
-    return "ray" if item.get_closest_marker("ray") else item.nodeid.split("::", 1)[0]
+#: themselves (``ray stop --force`` at the end of one stops every Ray process on the machine).
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -162,10 +159,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         Path(log).parent.mkdir(parents=True, exist_ok=True)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks (--dist loadgroup)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group(item)))
     listed = config.getoption("--auto-precision-only")
     if listed is None:
         return
