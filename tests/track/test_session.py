@@ -107,6 +107,28 @@ def test_a_resume_that_turns_tracking_on_sends_the_curves_logged_before(tmp_path
     assert [s for s, _ in tensorboard_scalars(run_dir / "tensorboard")["teacher/train/loss"]] == [1, 2, 3]
 
 
+def test_a_resume_sent_to_another_store_sends_it_the_curves_logged_before(tmp_path: Path) -> None:
+    """The first attempt went to one MLflow store, the resume to another: the new store's run gets the
+    curves written before (it got only those after the resume); the same store's run is not sent them
+    twice."""
+    run_dir = tmp_path / "run"
+    (run_dir / "logs").mkdir(parents=True)
+    lines = [{"stage": "teacher", "time": 1.0, "event": "train", "step": s, "loss": 1.0 / s, "lr": 0.1}
+             for s in (1, 2)]
+    (run_dir / "logs" / "train.jsonl").write_text("\n".join(map(json.dumps, lines)) + "\n")
+    first = TrackingSpec(mlflow=str(tmp_path / "first"))
+    tracker = open_tracker(first, run_dir, run_name="a", params=PARAMS)
+    for line in lines:  # the first attempt saw them as they were written
+        tracker.on_event(line)
+    tracker.close(RunStatus.KILLED)
+    for spec in (first, TrackingSpec(mlflow=str(tmp_path / "second"))):
+        again = open_tracker(spec, run_dir, run_name="a", params=PARAMS, resume=True)
+        again.close(RunStatus.FINISHED)
+        history = mlflow_client(mlflow_uri(spec.mlflow, run_dir)).get_metric_history(
+            tracking_info(run_dir)["mlflow"]["run_id"], "teacher/train/loss")
+        assert [m.step for m in history] == [1, 2], spec.mlflow
+
+
 class _Broken:
     name = "broken"
     info: dict[str, str] = {}

@@ -132,7 +132,9 @@ def open_tracker(spec: TrackingSpec, run_dir: Path, *, run_name: str, params: Ma
 
     A new MLflow run is named ``run_name`` and, with ``parent_run_id``, made a child of that run
     (a sweep's trials); with ``resume`` the MLflow run this run dir started is reopened when it is in
-    the same store. Raises ``TrackingError`` naming the recipe key when a store cannot be opened.
+    the same store, and a store or folder the run was not sent to before (tracking turned on, or moved)
+    is first sent the curves already in ``logs/train.jsonl``. Raises ``TrackingError`` naming the
+    recipe key when a store cannot be opened.
     """
     run_dir = Path(run_dir)
     stored = _stored(run_dir) if resume else {}
@@ -142,8 +144,8 @@ def open_tracker(spec: TrackingSpec, run_dir: Path, *, run_name: str, params: Ma
             backends.append(_open(key, spec, run_dir, run_name, stored, parent_run_id))
             try:
                 backends[-1].log_params(params)
-                if resume and key not in stored:  # curves of a resumed run written before tracking saw it
-                    backends[-1].log_points(_logged_points(run_dir / "logs" / "train.jsonl"))
+                if resume and backends[-1].info != stored.get(key):  # a store that has not seen the curves
+                    backends[-1].log_points(_logged_points(run_dir / "logs" / "train.jsonl"))  # written before
             except Exception as exc:
                 raise TrackingError(f"tracking.{key}: cannot log to {backends[-1].info} ({exc})") from exc
     except TrackingError:
