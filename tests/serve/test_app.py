@@ -235,3 +235,29 @@ def test_an_example_that_does_not_fit_the_models_pairs_is_a_422_naming_text_pair
             problem = many.json()["problems"][0]
             assert problem["field"] == "inputs[1].text_pair" and f"trained for {task}" in problem["expected"]
             assert c.get("/ready").json()["pairs"] is (task == "mrpc")
+
+
+def test_a_body_that_stalls_is_a_408_within_the_timeout(model_dir: Path) -> None:
+    """A client that sends part of its body and stalls held its connection as long as it liked and,
+    at SIGTERM, held the server up for its grace period, then was cancelled with a traceback in the
+    log: past the request timeout it is answered 408 and its connection closed."""
+    app, state = create_app(predictor(model_dir), ServeSettings(timeout_s=0.2))
+    sent: list[dict] = []
+    parts = [{"type": "http.request", "body": b'{"text": ', "more_body": True}]
+
+    async def receive() -> dict:
+        if parts:
+            return parts.pop()
+        await asyncio.sleep(30)  # the rest never comes
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/predict", "headers": [(b"content-type", b"application/json")]}
+    started = time.perf_counter()
+    asyncio.run(app(scope, receive, send))
+    assert time.perf_counter() - started < 5
+    assert sent[0]["status"] == 408 and (b"connection", b"close") in sent[0]["headers"]
+    assert b'"kind":"body_timeout"' in sent[1]["body"]
+    assert 'tinyplm_request_errors_total{kind="body_timeout"} 1.0' in state.metrics.text().decode()

@@ -11,10 +11,11 @@ writes a file or opens a path a request names.
 
 Every client mistake is a 4xx with a JSON body naming the field and what was expected: malformed
 JSON 400, a body over the byte limit 413, a body not sent as JSON 415, a missing or mistyped field,
-an empty list, too many texts, an over-long text 422. A full queue is a 503 with ``Retry-After`` at
-once; a request not answered within the timeout is a 504. A 500 means the server is at fault, never
-the client. With an API key (``ServeSettings.api_key``), every endpoint but ``/health``, the docs
-and (unless ``protect_metrics``) ``/metrics`` answers 401 without ``Authorization: Bearer KEY``
+an empty list, too many texts, an over-long text 422; a body not whole within the timeout 408. A
+full queue is a 503 with ``Retry-After`` at once; a request not answered within the timeout is a
+504. A 500 means the server is at fault, never the client. With an API key
+(``ServeSettings.api_key``), every endpoint but ``/health``, the docs and (unless
+``protect_metrics``) ``/metrics`` answers 401 without ``Authorization: Bearer KEY``
 (:class:`~tinyplm.serve.middleware.BearerAuth`).
 
 Each ``/predict`` answer carries ``Server-Timing`` (``queue``, ``infer`` and ``app`` durations in
@@ -142,7 +143,8 @@ def create_app(predictor: Predictor, settings: ServeSettings | None = None):
         extra_paths=partial(vector_paths, vectors, limit=info.max_length))
     api.openapi = lambda: document  # FastAPI's documented way to serve a document of one's own
     app = Dispatch(api, {"/predict": ("POST", predict), **vectors}, metrics.error)
-    app = BodyLimit(app, settings.limits.max_body_bytes, lambda: metrics.error("too_large"))
+    app = BodyLimit(app, settings.limits.max_body_bytes, lambda: metrics.error("too_large"), settings.timeout_s,
+                    lambda: metrics.error("body_timeout"))
     if settings.api_key is not None:
         open_paths = OPEN_PATHS if settings.protect_metrics else OPEN_PATHS | {"/metrics"}
         app = BearerAuth(app, settings.api_key, open_paths, lambda: metrics.error("unauthorized"))

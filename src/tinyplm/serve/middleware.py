@@ -6,7 +6,10 @@ cost next to nothing per request).
   server prints when it stops), and stamps its arrival time for the timing breakdown.
 - :class:`BodyLimit` refuses a body over ``max_bytes`` with ``413`` before the app parses it: at
   once from ``Content-Length``, or while reading a chunked body, which is buffered up to the limit
-  and then handed to the app whole.
+  and then handed to the app whole. A body not whole within ``timeout_s`` of the request's start
+  (a client that stalls or trickles it) is answered ``408`` and its connection closed: it would
+  otherwise hold its connection for as long as the client liked and, at shutdown, hold the server
+  up for its whole grace period and then be cancelled mid-read.
 - :class:`BearerAuth` (when the server has an API key) answers ``401`` with ``WWW-Authenticate:
   Bearer`` unless the request carries ``Authorization: Bearer KEY``, except on its open paths
   (``/health``, the OpenAPI docs and, unless asked otherwise, ``/metrics``). The token is compared
@@ -16,8 +19,10 @@ cost next to nothing per request).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
+import math
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -71,8 +76,10 @@ class Accounting:
 class BodyLimit:
     """See the module docstring."""
 
-    def __init__(self, app, max_bytes: int, on_reject) -> None:
+    def __init__(self, app, max_bytes: int, on_reject, timeout_s: float = math.inf,
+                 on_slow: Callable[[], None] | None = None) -> None:
         self.app, self.max_bytes, self.on_reject = app, max_bytes, on_reject
+        self.timeout_s, self.on_slow = timeout_s, on_slow
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
@@ -82,18 +89,14 @@ class BodyLimit:
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
             await self._reject(send, int(declared) if declared.isdigit() else None)
             return
-        chunks, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return  # the client went away before its body was complete
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > self.max_bytes:
-                await self._reject(send, None)
-                return
-            if not message.get("more_body", False):
-                break
+        try:
+            async with asyncio.timeout(None if math.isinf(self.timeout_s) else self.timeout_s):
+                chunks = await self._body(receive, send)
+        except TimeoutError:
+            await self._slow(send)
+            return
+        if chunks is None:
+            return
         replayed = False
 
         async def replay():
@@ -104,6 +107,32 @@ class BodyLimit:
             return await receive()
 
         await self.app(scope, replay, send)
+
+    async def _body(self, receive, send) -> list[bytes] | None:
+        """The body's chunks, or None once it is answered (413) or the client went away."""
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None  # the client went away before its body was complete
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_bytes:
+                await self._reject(send, None)
+                return None
+            if not message.get("more_body", False):
+                return chunks
+
+    async def _slow(self, send) -> None:
+        if self.on_slow is not None:
+            self.on_slow()
+        body = orjson.dumps({"error": f"the request body did not arrive within {self.timeout_s:g} s",
+                             "kind": "body_timeout", "problems": [
+                                 {"field": "body", "expected": f"the whole body within {self.timeout_s:g} s"}]})
+        await send({"type": "http.response.start", "status": 408,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
 
     async def _reject(self, send, size: int | None) -> None:
         self.on_reject()
