@@ -103,6 +103,7 @@ def test_a_table_beside_text_files_and_max_docs_over_both(tmp_path: Path) -> Non
 def test_a_table_without_text_field_names_the_file_and_its_fields(tmp_path: Path) -> None:
     table = _write_csv(tmp_path / "reviews.csv", ROWS)
     said = (r"reviews\.csv: a table; name the field holding the text \(corpus\.text_field in a recipe, "
+            r"family\.embeddings\.text_field or family\.bilm\.text_field beside a student's own corpus, "
             r"--text-field on the command line; its fields: 'id', 'sentence', 'stars'\)")
     with pytest.raises(DataError, match=said):
         read_corpus([table])

@@ -189,6 +189,30 @@ def test_what_family_students_read_is_checked_before_the_teacher_trains(tmp_path
     assert not (tmp_path / "runs").exists()  # refused by preflight: nothing written, no teacher trained
 
 
+def test_a_students_own_corpus_may_be_a_table_with_its_own_text_field(tmp_path: Path) -> None:
+    """family.embeddings.corpus of a JSON-lines file was refused with "name the field (corpus.text_field
+    ...)", a key that does not reach a student's own corpus: it had no way to be read."""
+    import yaml
+
+    from tinyplm.run.preflight import preflight
+
+    table = tmp_path / "reviews.jsonl"
+    table.write_text("".join(json.dumps({"id": i, "t": f"a review of the film number {i} and its plot"}) + "\n"
+                             for i in range(30)), encoding="utf-8")
+    path = _recipe(tmp_path)
+    recipe = yaml.safe_load(path.read_text())
+    recipe["students"][1]["family"]["embeddings"].update(corpus=[str(table)], text_field="t", min_count=31)
+    with pytest.raises(RecipeError, match=r"family.embeddings.min_count 31 keeps no word of the 30 corpus texts .*"
+                                          r"reviews.jsonl \(the most frequent is seen 30 times\)"):
+        preflight(load_recipe(write_recipe(path, recipe)))  # the column was read: "review" is in every row
+    recipe["students"][1]["family"]["embeddings"]["min_count"] = 1
+    preflight(load_recipe(write_recipe(path, recipe)))
+    del recipe["students"][1]["family"]["embeddings"]["corpus"]
+    with pytest.raises(RecipeError, match="family.embeddings.text_field names the text column of "
+                                          "family.embeddings.corpus's tables; give that corpus too"):
+        load_recipe(write_recipe(path, recipe))
+
+
 def test_a_family_student_on_a_regression_task_is_refused_before_the_teacher_trains(tmp_path: Path) -> None:
     rows = "text,score\n" + "".join(f"sentence number {i} here,{i % 5}.0\n" for i in range(12))
     for name in ("train.csv", "dev.csv"):

@@ -68,6 +68,13 @@ STATIC_OPTIONS: dict[str, tuple[str, ...]] = {
 }
 
 
+def _field_with_corpus(section: EmbeddingSpec | BiLMSpec, key: str) -> None:
+    """``family.KEY.text_field`` names a column of the student's own corpus: refused without one."""
+    if section.text_field is not None and section.corpus is None:
+        raise ValueError(f"family.{key}.text_field names the text column of family.{key}.corpus's tables; give that "
+                         "corpus too, or set corpus.text_field for the recipe's corpus section")
+
+
 class TfidfSpec(Section):
     """TF-IDF features (scikit-learn's word analyzer, l2-normalised) and a logistic regression."""
 
@@ -82,9 +89,14 @@ class EmbeddingSpec(Section):
     """The word embeddings of an (Bi)LSTM: random, or word vectors trained here on a corpus
     (cached by corpus and settings)."""
 
+    _unwritten_defaults = ("text_field",)
+
     kind: Literal["random", "word2vec", "glove"] = "random"
     dim: int = Field(100, ge=4, le=1024)
-    corpus: list[str] | None = Field(None, description="text files or folders; default: the recipe's corpus section")
+    corpus: list[str] | None = Field(None, description="text files or folders, or tables with text_field; default: "
+                                     "the recipe's corpus section")
+    text_field: str | None = Field(None, min_length=1, description="the column (key) of corpus's tables that holds "
+                                   "the text (the recipe's corpus section has its own)")
     max_docs: int | None = Field(50000, ge=1, description="train on at most this many paragraphs")
     window: int = Field(5, ge=1, le=50, description="context words on each side")
     min_count: int = Field(3, ge=1, description="ignore corpus words seen fewer times")
@@ -93,14 +105,24 @@ class EmbeddingSpec(Section):
     freeze: bool = Field(False, description="keep the vectors fixed while the classifier trains")
     seed: int = 0
 
+    @model_validator(mode="after")
+    def _own_field(self) -> EmbeddingSpec:
+        _field_with_corpus(self, "embeddings")
+        return self
+
 
 class BiLMSpec(Section):
     """The ELMo-style biLM: pre-trained here on the corpus (cached by corpus and settings) unless
     ``model`` names a biLM saved before, then frozen."""
 
+    _unwritten_defaults = ("text_field",)
+
     model: str | None = Field(None, description="a biLM folder made before (default: pre-train one or reuse "
                               "the cached one)")
-    corpus: list[str] | None = Field(None, description="text files or folders; default: the recipe's corpus section")
+    corpus: list[str] | None = Field(None, description="text files or folders, or tables with text_field; default: "
+                                     "the recipe's corpus section")
+    text_field: str | None = Field(None, min_length=1, description="the column (key) of corpus's tables that holds "
+                                   "the text (the recipe's corpus section has its own)")
     max_docs: int | None = Field(20000, ge=1, description="pre-train on at most this many paragraphs")
     max_words: int = Field(48, ge=4, le=256, description="words per pre-training segment (a paragraph's first ones)")
     vocab_size: int = Field(10000, ge=10, description="the LMs' output words (most frequent; the rest are [UNK])")
@@ -112,6 +134,11 @@ class BiLMSpec(Section):
     holdout: float = Field(0.02, gt=0, lt=0.5, description="share of paragraphs held out for perplexity")
     train: TrainSpec = TrainSpec(epochs=1.0, lr=2e-3, weight_decay=0.0, keep_best=False, eval_every=0,
                                  checkpoint_every=500, warmup_ratio=0.02, precision="fp32")
+
+    @model_validator(mode="after")
+    def _own_field(self) -> BiLMSpec:
+        _field_with_corpus(self, "bilm")
+        return self
 
     def settings(self) -> dict:
         """The biLM's shape, as its config records it."""
@@ -244,6 +271,11 @@ class FamilySpec(Section):
     def own_corpus(self) -> list[str] | None:
         """The corpus paths the student names itself (None: the recipe's corpus section)."""
         return self.bilm.corpus if self.arch == "elmo_bilstm" else self.embeddings.corpus
+
+    @property
+    def own_text_field(self) -> str | None:
+        """The text column of the tables of :attr:`own_corpus`."""
+        return self.bilm.text_field if self.arch == "elmo_bilstm" else self.embeddings.text_field
 
 
 #: The compress steps a static student takes: another runtime for the same arithmetic (its graph

@@ -69,6 +69,7 @@ def _rows(path: Path, text: str, text_field: str | None) -> list[tuple[str, dict
         rows = _json_rows(path, text) if tsv is None else _csv_rows(path, text, tsv)
     if text_field is None:
         raise DataError(f"{path}: a table; name the field holding the text (corpus.text_field in a recipe, "
+                        "family.embeddings.text_field or family.bilm.text_field beside a student's own corpus, "
                         f"--text-field on the command line; its fields: {_fields(rows)})")
     return rows
 

@@ -180,7 +180,7 @@ def initial_model(fam: FamilySpec, inp: RunInputs,
     words = ClassicInfo(words=len(tok) - 3)
     if e.kind != "random":
         recipe = inp.stage_data.corpus
-        corpus, field = (e.corpus, None) if e.corpus else (recipe.paths, recipe.text_field)
+        corpus, field = (e.corpus, e.text_field) if e.corpus else (recipe.paths, recipe.text_field)
         vectors, made = word_vectors(e, corpus, inp.stage_data.cache_dir, field)
         table, found = vectors.table_for(tok.vocab, seed=e.seed)
         with torch.no_grad():
@@ -215,7 +215,7 @@ def _elmo_model(fam: FamilySpec, tok: WordTokenizer, labels: dict,
     from tinyplm.models.classic.elmo import ElmoBiLstm
 
     own, recipe = fam.bilm.corpus, inp.stage_data.corpus
-    paths, field = (own, None) if own else (recipe.paths, recipe.text_field) if recipe else ([], None)
+    paths, field = (own, fam.bilm.text_field) if own else (recipe.paths, recipe.text_field) if recipe else ([], None)
     settings, state, made = pretrained_bilm(fam.bilm, paths, inp.stage_data.cache_dir, inp.paths.log, field)
     config = FamilyConfig(arch="elmo_bilstm", vocab_size=len(tok), embed_dim=0, hidden=fam.hidden,
                           layers=fam.lstm_layers, pooling=fam.pooling, dropout=fam.dropout, bilm=settings,

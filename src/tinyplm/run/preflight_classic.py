@@ -47,7 +47,7 @@ def check_vocabularies(cfg: RunConfig, data: TaskData) -> None:
         if fam.corpus_needed:
             key = "bilm" if fam.arch == "elmo_bilstm" else "embeddings"
             paths = fam.own_corpus or cfg.corpus.paths
-            field = None if fam.own_corpus else cfg.corpus.text_field  # as run/classic.py reads it
+            field = fam.own_text_field if fam.own_corpus else cfg.corpus.text_field  # as run/classic.py reads it
             section = getattr(fam, key)
             source = (tuple(paths), section.max_docs, field)
             if source not in corpora:
