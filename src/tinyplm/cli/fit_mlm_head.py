@@ -24,7 +24,7 @@ def fit_mlm_head_cmd(
     model: Annotated[str, typer.Argument(help="alias (minilm-l6) or HF model dir without an MLM head")],
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="where to save the model with its MLM head")],
     corpus: Annotated[list[Path] | None, typer.Option(
-        help="text files/folders, or tables (.csv, .tsv, .jsonl) with --text-field (default: "
+        help="text files/folders, or tables (.csv, .tsv, .jsonl, .json) with --text-field (default: "
              "../shared/data/corpus)")] = None,
     text_field: Annotated[str | None, typer.Option(
         help="the column (key) of a table's rows that holds the text")] = None,

@@ -16,7 +16,7 @@ app.add_typer(tokenizer_app, name="tokenizer")
 @tokenizer_app.command("train")
 def tokenizer_train_cmd(
     files: Annotated[list[Path], typer.Argument(help="text files or folders (*.txt; Gutenberg headers are cut), "
-                                                "or tables (.csv, .tsv, .jsonl) with --text-field")],
+                                                "or tables (.csv, .tsv, .jsonl, .json) with --text-field")],
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="where to save the tokenizer (HF format)")],
     kind: Annotated[str, typer.Option(help="wordpiece | bpe | bytelevel-bpe")] = "wordpiece",
     vocab_size: Annotated[int, typer.Option(help="vocabulary size, specials included")] = 30000,

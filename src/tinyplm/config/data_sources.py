@@ -77,7 +77,7 @@ class CorpusSpec(Section):
     _unwritten_defaults = ("pair_field",)
 
     paths: list[str] = Field(..., min_length=1, description="text files or folders (*.txt; Gutenberg headers are "
-                             "stripped), or tables (.csv, .tsv, .jsonl: one text per row, its text_field)")
+                             "stripped), or tables (.csv, .tsv, .jsonl, .json: one text per row, its text_field)")
     text_field: str | None = Field(None, min_length=1, description="the column (key) of a table's rows that "
                                    "holds the text")
     pair_field: str | None = Field(None, min_length=1, description="the column holding each row's second text: "

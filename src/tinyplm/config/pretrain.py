@@ -58,7 +58,7 @@ class PretrainCorpusSpec(Section):
     """Text files (Gutenberg headers stripped, wikitext understood) and the held-out share."""
 
     paths: list[str] = Field(..., min_length=1, description="text files or folders (*.txt), or tables (.csv, "
-                             ".tsv, .jsonl: one text per row, its text_field)")
+                             ".tsv, .jsonl, .json: one text per row, its text_field)")
     text_field: str | None = Field(None, min_length=1, description="the column (key) of a table's rows that "
                                    "holds the text")
     max_docs: int | None = Field(None, ge=1, description="use at most this many paragraphs")

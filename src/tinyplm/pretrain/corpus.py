@@ -12,7 +12,7 @@ Three layouts are understood, chosen per file:
 * **wikitext** (a file whose first non-blank line is a `` = Title = `` heading): one item per
   non-blank, non-heading line; the tokenised ``@-@``, ``@,@``, ``@.@`` joiners are undone and
   ``<unk>`` becomes ``[UNK]``.
-* **tables** (a file ending ``.csv``, ``.tsv`` or ``.jsonl``, named as a file): one item per row,
+* **tables** (a file ending ``.csv``, ``.tsv``, ``.jsonl`` or ``.json``, named as a file): one item per row,
   its ``text_field`` column (:mod:`tinyplm.pretrain.corpus_tables`).
 
 Items shorter than ``min_chars`` are dropped. Files are decoded as strict UTF-8 (a BOM is
@@ -247,8 +247,8 @@ def read_corpus_pairs(paths: Sequence[Path], text_field: str, pair_field: str,
     pairs: list[tuple[str, str]] = []
     for path in corpus_files(paths):
         if not is_table(path):
-            raise DataError(f"{path}: not a table; pairs of texts (corpus.pair_field) are read from .csv, .tsv "
-                            "or .jsonl files, each row's text_field and pair_field")
+            raise DataError(f"{path}: not a table; pairs of texts (corpus.pair_field) are read from .csv, .tsv, "
+                            ".jsonl or .json files, each row's text_field and pair_field")
         pairs += table_pairs(path, _normalise(_read_text(path)), text_field, pair_field)
         if max_docs is not None and len(pairs) >= max_docs:
             return pairs[:max_docs]
