@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from tinyplm.track import (
     Tracker,
     TrackingError,
     check_available,
+    check_places,
     mlflow_uri,
     open_tracker,
     tensorboard_dir,
@@ -181,3 +183,25 @@ def test_an_mlflow_server_that_does_not_answer_is_refused_in_seconds(tmp_path: P
     with pytest.raises(TrackingError, match=rf"tracking.mlflow: cannot open {under_a_file} \("):
         open_tracker(TrackingSpec(mlflow=under_a_file), tmp_path / "run", run_name="r", params=PARAMS)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    ("https://[::1", "'https://[::1' is not a URI that can be read (Invalid IPv6 URL)"),
+    ("http://localhost:notaport", "'http://localhost:notaport' is not a URI that can be read"),
+])
+def test_a_tracking_uri_that_cannot_be_read_is_named(tmp_path: Path, value: str, said: str) -> None:
+    """A malformed URI was a ValueError traceback from validate and run."""
+    with pytest.raises(TrackingError, match=re.escape(f"tracking.mlflow: {said}")):
+        check_places(TrackingSpec(mlflow=value), tmp_path / "run")
+
+
+def test_places_are_checked_without_making_anything(tmp_path: Path) -> None:
+    from tinyplm.errors import TinyplmError
+
+    (tmp_path / "taken").write_text("a file", encoding="utf-8")
+    with pytest.raises(TinyplmError, match="tracking.mlflow: .*taken: is a file"):
+        check_places(TrackingSpec(mlflow=str(tmp_path / "taken")), tmp_path / "run")
+    with pytest.raises(TinyplmError, match="tracking.tensorboard: .*taken: is a file"):
+        check_places(TrackingSpec(tensorboard=str(tmp_path / "taken")), tmp_path / "run")
+    check_places(TrackingSpec(mlflow=True, tensorboard=True), tmp_path / "runs" / "a")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]

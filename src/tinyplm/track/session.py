@@ -61,9 +61,15 @@ def check_places(spec: TrackingSpec, run_dir: Path) -> None:
 
     if spec.mlflow:
         uri = mlflow_uri(spec.mlflow, run_dir)
-        scheme = urlsplit(uri).scheme
+        try:
+            parts = urlsplit(uri)
+            parts.port  # noqa: B018 - a port that is not a number raises here
+        except ValueError as exc:
+            raise TrackingError(f"tracking.mlflow: {uri!r} is not a URI that can be read ({exc}); give e.g. "
+                                "http://host:5000, file:/path, sqlite:///path.db or a folder") from None
+        scheme = parts.scheme
         if scheme == "file":
-            check_creatable(Path(url2pathname(urlsplit(uri).path)), "MLflow file store", flag="tracking.mlflow")
+            check_creatable(Path(url2pathname(parts.path)), "MLflow file store", flag="tracking.mlflow")
         elif scheme in ("http", "https") and (problem := mlflow_problem(uri)) is not None:
             raise TrackingError(f"tracking.mlflow: {problem}")
     if spec.tensorboard:
