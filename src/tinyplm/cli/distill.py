@@ -10,6 +10,7 @@ import typer
 
 from tinyplm.cli.app import DataDir, Force, Overrides, Resume, Track, app, int_list
 from tinyplm.cli.run import run_flags
+from tinyplm.config.changes import folder_run_name
 from tinyplm.errors import RecipeError
 
 
@@ -52,7 +53,7 @@ def distill_cmd(
         student["shape"] = {"layers": layers, "hidden": hidden, "heads": heads, "ffn": ffn}
     if teacher_layers:
         student["teacher_layers"] = int_list(teacher_layers, "--teacher-layers")
-    raw = {"name": out_dir.name, "output_dir": str(out_dir),
+    raw = {"name": folder_run_name(out_dir.name), "output_dir": str(out_dir),
            "task": {"name": task, "data_dir": data_dir, "max_length": max_length},
            "teacher": {"model": teacher}, "students": [student]}
     flags = {"task.name": "--task", "task.max_length": "--max-length", "task.data_dir": "--data-dir",

@@ -9,6 +9,7 @@ import typer
 
 from tinyplm.cli.app import DataDir, Force, Overrides, Resume, Track, app
 from tinyplm.cli.run import run_flags
+from tinyplm.config.changes import folder_run_name
 
 
 @app.command("finetune")
@@ -36,7 +37,7 @@ def finetune_cmd(
     """
     train = {"epochs": epochs, "budget_minutes": budget_minutes, "lr": lr, "batch_size": batch_size,
              "precision": precision, "eval_precision": eval_precision}
-    raw = {"name": out_dir.name, "output_dir": str(out_dir),
+    raw = {"name": folder_run_name(out_dir.name), "output_dir": str(out_dir),
            "task": {"name": task, "data_dir": data_dir, "max_length": max_length},
            "teacher": {"model": model, "finetune": train}, "measure": {"precision": eval_precision}}
     flags = {"task.name": "--task", "task.max_length": "--max-length", "task.data_dir": "--data-dir",

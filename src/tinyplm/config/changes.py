@@ -4,6 +4,7 @@ no stage of a run reads (:data:`FREE_KEYS`), which a resume may change."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -12,6 +13,13 @@ import yaml
 #: name titles its reports and tracking, and ``finetune``/``distill`` take it from ``--out``; the
 #: cache only spares recomputing the teacher's logits).
 FREE_KEYS = frozenset({"output_dir", "name", "cache_dir"})
+
+
+def folder_run_name(folder: str) -> str:
+    """A run name (``config.schema.NAME_PATTERN``) for a run kept in a folder named ``folder``
+    (``finetune`` and ``distill`` name a run after ``--out``): each run of characters a name cannot
+    hold (spaces, accents) is one ``-``. The folder itself is kept as it is."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", folder).strip("-").lstrip("_.") or "run"
 
 
 def recipe_changes(old_text: str, new_text: str) -> list[str]:
