@@ -356,3 +356,37 @@ def test_a_file_that_does_not_fit_the_models_pairs_is_refused_before_a_row_is_re
     result = cli(["predict", pair_run, "-i", world / "reviews.txt"], cwd=world)
     assert_bad_input(result, "reviews.txt: the model was trained for mrpc on pairs of texts",
                      "give CSV/TSV/JSON lines with a column for each text")
+
+
+def test_a_stream_or_a_link_as_output_is_written_into_and_the_model_is_never_replaced(world: Path,
+                                                                                        tmp_path: Path) -> None:
+    """The atomic write's rename put a regular file in place of a pipe (or /dev/stdout, /dev/null: in
+    /dev, for every process after) and of a link, and -o MODEL/config.json replaced the model's
+    config: a pipe is written into, a link's target replaced, the model's files refused."""
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.extend(fifo.read_text(encoding="utf-8").splitlines()), daemon=True)
+    reader.start()
+    result = cli(["predict", "run", "-i", "reviews.txt", "-o", fifo, "--skipped", tmp_path / "skipped.jsonl"],
+                 cwd=world)
+    reader.join(30)
+    assert result.returncode == 0, result.output
+    assert len(got) == 50 and fifo.is_fifo()
+    result = cli(["predict", "run", "-i", "reviews.txt", "-o", fifo, "--on-error", "skip"], cwd=world)
+    assert_bad_input(result, f"--on-error skip with the output on {fifo}, not a file", "--skipped FILE")
+
+    target, link = tmp_path / "target.jsonl", tmp_path / "link.jsonl"
+    target.write_text("old\n")
+    link.symlink_to(target)
+    assert cli(["predict", "run", "-i", "reviews.txt", "-o", link], cwd=world).returncode == 0
+    assert link.is_symlink() and len(target.read_text().splitlines()) == 50
+
+    config = world / "run" / "model" / "config.json"
+    before = config.read_bytes()
+    result = cli(["predict", "run", "-i", "reviews.txt", "-o", config], cwd=world)
+    assert_bad_input(result, f"--output {config}: would replace config.json of the model")
+    assert config.read_bytes() == before

@@ -123,10 +123,10 @@ def _predict_plain(model_dir: Path, input_file: str, output: str | None, o, skip
     from tinyplm.inference.model_info import model_info
     from tinyplm.inference.predictor import Predictor
     from tinyplm.predict.predict import PredictJob, check_job, predict_file, source_for
-    from tinyplm.predict.writers import output_format
+    from tinyplm.predict.writers import is_stream, output_format
 
-    if skipped is None and o.on_error == "skip" and output not in (None, "-"):
-        skipped = Path(f"{output}.skipped.jsonl")
+    if skipped is None and o.on_error == "skip" and output not in (None, "-") and not is_stream(output):
+        skipped = Path(f"{output}.skipped.jsonl")  # not beside /dev/stdout, a pipe: check_job asks for --skipped
     fmt = output_format(output, o.fmt)  # an output name of another format is refused before the model loads
     # the input, its columns and the output are checked on the model's config before the model loads
     info = model_info(model_dir, **o.settings)

@@ -33,13 +33,13 @@ from pathlib import Path
 from typing import TextIO
 
 from tinyplm.errors import DataError, TinyplmError
-from tinyplm.files import atomic_open, write_problem
+from tinyplm.files import write_problem
 from tinyplm.inference.pairs import trained_on
 from tinyplm.inference.predictor import Predictor
 from tinyplm.predict.inputs import read_inputs
 from tinyplm.predict.sources import STDIN, Row, Source, detect_format, open_binary
 from tinyplm.predict.table_inputs import columns_read
-from tinyplm.predict.writers import Writer, check_output, opened_writer
+from tinyplm.predict.writers import Writer, check_output, is_stream, opened_writer, output_file
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.readers.reviews import REVIEW_KEYS
 from tinyplm.tasks.readers.rows import ON_ERROR, Policy, decoded_lines
@@ -128,10 +128,12 @@ def check_job(job: PredictJob, info=None) -> None:
     """Raise ``TinyplmError`` for a job that cannot run (before any byte is read or written);
     with the model's ``info``, also for an output format its head cannot be written in."""
     if info is not None:
-        check_output(job.fmt, info, job.to_stdout)
+        check_output(job.fmt, info, job.to_stdout, None if job.to_stdout else job.output)
+        check_not_the_model(job, info.path)
     check_options(job.on_error, job.window)
     if job.on_error == "skip" and job.skipped is None:
-        raise TinyplmError("--on-error skip with the output on stdout: name the side file for skipped rows "
+        where = "stdout" if job.to_stdout else f"{job.output}, not a file"
+        raise TinyplmError(f"--on-error skip with the output on {where}: name the side file for skipped rows "
                            "with --skipped FILE")
     if not job.to_stdout:
         writable(job.output, "--output")
@@ -148,12 +150,24 @@ def check_job(job: PredictJob, info=None) -> None:
                                    "--skipped")
 
 
+def check_not_the_model(job: PredictJob, model_dir: Path) -> None:
+    """Raise ``TinyplmError`` when the output or the file of skipped rows would replace a file of the
+    model dir being read (its config.json, its weights): the model would be lost."""
+    for flag, path in (("--output", None if job.to_stdout else job.output), ("--skipped", job.skipped)):
+        target = Path(path).resolve() if path is not None else None
+        if target is not None and target.is_file() and target.parent == Path(model_dir).resolve():
+            raise TinyplmError(f"{flag} {path}: would replace {target.name} of the model in {model_dir}; "
+                               "write the predictions elsewhere")
+
+
 def writable(path: str, flag: str) -> None:
     """Raise ``TinyplmError`` naming ``flag`` when ``path`` cannot be written as a new file: empty,
     ending in a slash or a folder already, or under a file or a folder this user cannot write to
     (found before the model reads a row, not when the finished predictions are moved into place)."""
     if not path.strip() or path.endswith(("/", os.sep)):
         raise TinyplmError(f"{flag} {path!r}: expected a file name, not a folder")
+    if is_stream(path):  # written into as it is (tinyplm.predict.writers)
+        return
     target = Path(path)
     if target.is_dir():
         raise TinyplmError(f"{flag} {path}: is a folder; name a file in it")
@@ -220,7 +234,7 @@ def _opened(path: str | Path | None, stream: TextIO | None) -> Iterator[TextIO |
     if path is None:
         yield stream
         return
-    with atomic_open(Path(path)) as fh:
+    with output_file(path) as fh:
         yield fh
 
 

@@ -15,6 +15,11 @@ sentence's ``review_id`` and ``sentence`` number) and the prediction of the mode
   the vectors as one float32 ``(n, dim)`` array, row i for the i-th input, and beside it
   ``X.ids.json`` (:func:`ids_path`): a JSON list whose item i is row i's ``line`` (and key fields),
   both files written atomically once every row is done.
+
+An output that names a stream rather than a file (:func:`is_stream`: ``/dev/stdout``, ``/dev/null``,
+a pipe such as a shell's ``>(gzip > x.gz)``) is written into as it is (:func:`output_file`): the
+atomic write's rename would put a regular file in its place (in ``/dev``, for every process after).
+A link to a file is followed: the file it points at is replaced, and the link kept.
 """
 
 from __future__ import annotations
@@ -22,13 +27,16 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import os
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
 import numpy as np
 
 from tinyplm.errors import TinyplmError
-from tinyplm.files import atomic_path
+from tinyplm.files import atomic_open, atomic_path
 from tinyplm.inference.model_info import ModelInfo
 from tinyplm.inference.records import Prediction
 from tinyplm.predict.sources import Row
@@ -63,9 +71,10 @@ def output_format(output: str | None, asked: str | None) -> str:
     return suffix if suffix in OUTPUT_FORMATS else "jsonl"
 
 
-def check_output(fmt: str, info: ModelInfo, to_stdout: bool) -> None:
+def check_output(fmt: str, info: ModelInfo, to_stdout: bool, output: str | None = None) -> None:
     """Raise ``TinyplmError`` for a format the model's head cannot be written in: CSV/TSV for a head
-    without columns (an embedding model's vectors), ``npy`` for a head without vectors, or to stdout."""
+    without columns (an embedding model's vectors), ``npy`` for a head without vectors, or to stdout
+    or a stream (``output``, :func:`is_stream`)."""
     if fmt in ("csv", "tsv") and info.head not in COLUMNS:
         raise TinyplmError(f"--format {fmt}: a {info.head} model's predictions are vectors, which CSV/TSV does not "
                            f"hold; write {VECTOR_FORMATS}")
@@ -74,6 +83,9 @@ def check_output(fmt: str, info: ModelInfo, to_stdout: bool) -> None:
                            f"model's predictions are written as jsonl, csv or tsv")
     if fmt in ARRAY_FORMATS and to_stdout:
         raise TinyplmError(f"--format {fmt}: an array is written to a file: name it with --output X.{fmt}")
+    if fmt in ARRAY_FORMATS and output is not None and is_stream(output):
+        raise TinyplmError(f"--output {output}: not a file (a device or pipe); an array and its ids file "
+                           f"are written as files: name one with --output X.{fmt}")
 
 
 def ids_path(output: str | Path) -> Path:
@@ -174,7 +186,7 @@ def opened_writer(output: str | None, fmt: str, info: ModelInfo, stdout: TextIO,
                   keys: tuple[str, ...] = ()):
     """The writer of ``fmt`` into ``output`` (None: ``stdout``), its file or files written atomically
     when the block ends without an exception (see the module docstring)."""
-    check_output(fmt, info, output is None)
+    check_output(fmt, info, output is None, output)
     if fmt in ARRAY_FORMATS:
         writer = ArrayWriter(Path(output), info, keys)
         yield writer
@@ -183,7 +195,28 @@ def opened_writer(output: str | None, fmt: str, info: ModelInfo, stdout: TextIO,
     if output is None:
         yield Writer(stdout, fmt, info, with_line, keys)
         return
-    from tinyplm.files import atomic_open
-
-    with atomic_open(Path(output)) as fh:
+    with output_file(output) as fh:
         yield Writer(fh, fmt, info, with_line, keys)
+
+
+def is_stream(path: str | Path) -> bool:
+    """Whether ``path`` names an existing stream, not a file (see the module docstring): a character
+    device, a pipe or a socket, links followed (``os.stat`` follows ``/dev/stdout``'s to whatever
+    the process's standard output is)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+@contextlib.contextmanager
+def output_file(path: str | Path) -> Iterator[TextIO]:
+    """``path`` open for its new text (see the module docstring): a stream written into as it is,
+    else the file (a link's target) replaced atomically when the block ends without an exception."""
+    if is_stream(path):
+        with open(path, "w", encoding="utf-8", newline="") as fh:
+            yield fh
+        return
+    with atomic_open(Path(path).resolve()) as fh:
+        yield fh
