@@ -245,3 +245,16 @@ def test_what_no_stage_reads_may_change_on_resume() -> None:
     new = old.replace("rte-teacher", "rte-t2").replace("cache_dir: a", "cache_dir: b")
     assert resume_blockers(old, new) == []
     assert resume_blockers(old, new.replace("name: rte\n", "name: mrpc\n")) == ["task.name: rte -> mrpc"]
+
+
+def test_an_atomic_write_never_replaces_a_pipe_or_device(tmp_path: Path) -> None:
+    """The rename put a regular file in place of a FIFO (or /dev/stdout: for every process after);
+    it is refused, and the pipe is left as it was."""
+    from tinyplm.errors import TinyplmError
+    from tinyplm.files import write_atomic
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(TinyplmError, match="not a file"):
+        write_atomic(fifo, "x")
+    assert fifo.is_fifo() and [p.name for p in tmp_path.iterdir()] == ["pipe"]

@@ -81,8 +81,13 @@ def tmp_sibling(path: Path) -> Path:
 def atomic_path(path: Path) -> Iterator[Path]:
     """A temporary path to write ``path``'s new content to; renamed onto ``path`` when the block
     ends without an exception, deleted otherwise (the old file, if any, is then untouched).
-    Creates the parent folder. For writers that take a file name (safetensors, ONNX, gensim)."""
+    Creates the parent folder. For writers that take a file name (safetensors, ONNX, gensim).
+    Raises ``TinyplmError`` for a ``path`` that is a device, pipe or socket (``/dev/stdout``): the
+    rename would put a regular file in its place, for every process after."""
     path = Path(path)
+    if os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path)):
+        raise TinyplmError(f"{path}: not a file (a device, pipe or socket), which a write would replace; "
+                           "name a file")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = tmp_sibling(path)
     try:
