@@ -88,3 +88,9 @@ def test_evaluate_squad_cli(tmp_path) -> None:
     preds.write_text("[1, 2]")
     bad = CliRunner().invoke(app, ["evaluate-squad", str(preds), str(data)])
     assert bad.exit_code != 0
+    # a folder, or a file answering none of the questions (another split's): refused, naming it
+    preds.write_text(json.dumps({"other-1": "x", "other-2": "y"}))
+    from helpers_cli import assert_bad_input, cli
+
+    for where, said in ((tmp_path, "is a folder"), (preds, "none of its 2 question ids (e.g. 'other-1', 'other-2')")):
+        assert_bad_input(cli(["evaluate-squad", where, data], cwd=tmp_path), f"{where}: {said}")

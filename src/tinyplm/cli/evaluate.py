@@ -172,20 +172,12 @@ def evaluate_squad_cmd(
 
     Example: tinyplm evaluate-squad runs/squad/predictions.json ../shared/data/squad/dev-v1.1.json
     """
-    from tinyplm.errors import DataError
-    from tinyplm.evaluate.squad import questions, squad_scores
+    from tinyplm.evaluate.squad import questions, read_predictions, squad_scores
     from tinyplm.tasks.squad import read_squad
 
     data = read_squad(data_file)
-    try:
-        preds = json.loads(predictions.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"{predictions}: predictions file not found") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(f"{predictions}: not a JSON file ({exc})") from None
-    if not isinstance(preds, dict) or not all(isinstance(v, str) for v in preds.values()):
-        raise DataError(f"{predictions}: expected a JSON object mapping question ids to answer strings")
     gold = questions(data.examples)
+    preds = read_predictions(predictions, (q.id for q in gold))
     unknown = set(preds) - {q.id for q in gold}
     scores = squad_scores(gold, preds, v2=data.v2)
     scores["unknown_ids"] = len(unknown)

@@ -18,13 +18,17 @@ SQuAD metrics download their code from the hub at run time, which this machine c
 from __future__ import annotations
 
 import collections
+import json
 import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from tinyplm.errors import DataError
+from tinyplm.files import read_utf8
 from tinyplm.tasks.squad import QAExample
 from tinyplm.tasks.squad_features import Prediction
 
@@ -109,6 +113,26 @@ def squad_scores(questions: Iterable[Question], predictions: Mapping[str, str], 
             out[f"{name}_total"] = len(ids)
     out["missing"] = missing
     return out
+
+
+def read_predictions(path: Path, ids: Iterable[str]) -> dict[str, str]:
+    """A predictions file (a JSON object: question id -> answer text) for the questions ``ids``.
+
+    Raises ``DataError`` naming ``path`` when it is missing, a folder, not UTF-8 JSON, not such an
+    object, or when it answers none of ``ids`` (a file of another split or data set would score 0
+    with every question missing)."""
+    try:
+        preds = json.loads(read_utf8(Path(path), DataError))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: not a JSON file ({exc})") from None
+    if not isinstance(preds, dict) or not all(isinstance(v, str) for v in preds.values()):
+        raise DataError(f"{path}: expected a JSON object mapping question ids to answer strings")
+    known = set(ids)
+    if preds and known and not known & set(preds):
+        shown = ", ".join(repr(k) for k in list(preds)[:3])
+        raise DataError(f"{path}: none of its {len(preds)} question ids (e.g. {shown}) is a question of the data "
+                        "file; give the predictions made for that file")
+    return preds
 
 
 def _pct(values: Iterable[float], n: int) -> float:
