@@ -48,14 +48,12 @@ def evaluate_cmd(
     from tinyplm.evaluate.model_eval import encode_evals, evaluate_model, span_prediction_texts
     from tinyplm.models import load_classifier
     from tinyplm.models.infer import predict_logits
-    from tinyplm.predict.predict import writable
     from tinyplm.run import load_task
     from tinyplm.tasks.spoilers import CONTEXT_TASKS
 
     bf16 = exact_precision(precision) == "bf16"
     _check_window_flags(task, doc_stride, max_query_length)
-    if predictions is not None:  # not after the model has read every window
-        writable(str(predictions), "--predictions")
+    _check_predictions_path(predictions)
     note_other_task([model_dir], task)
     max_length, context_sentences, context_after = as_trained(model_dir, task, max_length, context_sentences,
                                                                context_after)
@@ -78,6 +76,14 @@ def evaluate_cmd(
     context = ({"context_sentences": spec.context_sentences, "context_after": spec.context_after}
                if data.task in CONTEXT_TASKS else {})
     _print_evaluation(model, model_dir, data, metrics, context, precision, as_json)
+
+
+def _check_predictions_path(predictions: Path | None) -> None:
+    """--predictions must name a file that can be written: checked before the model reads a window."""
+    from tinyplm.predict.predict import writable
+
+    if predictions is not None:
+        writable(str(predictions), "--predictions")
 
 
 def _check_pairs(model_dir: Path, model, tok, data) -> None:

@@ -78,14 +78,19 @@ def load_task(spec: TaskSpec, corpus: CorpusSpec | None = None, *, check_keys: b
     return tasks.load_task(spec, paragraphs if corpus is not None else None, check_keys=check_keys, train=train)
 
 
-def preflight(cfg: RunConfig, run_dir: Path | None = None) -> Preflight:
-    """Check everything a run reads before it writes anything: its run dir (``run_dir``, else the
-    recipe's ``output_dir``) can be made, so can its tracking's stores (``track.check_places``), the
-    task's data files (every line), the teacher dir, its tokenizer, a head on a teacher used as is,
-    each stage's own teacher. Raises ``TinyplmError``."""
+def _check_outputs(cfg: RunConfig, run_dir: Path | None) -> None:
+    """The run dir (``run_dir``, else the recipe's ``output_dir``) and the stores its tracking sends
+    to (``track.check_places``) can be made; nothing is made here."""
     run_dir = Path(run_dir) if run_dir is not None else Path(cfg.output_dir.replace("{name}", cfg.name))
     check_creatable(run_dir)
     check_places(cfg.tracking, run_dir)
+
+
+def preflight(cfg: RunConfig, run_dir: Path | None = None) -> Preflight:
+    """Check everything a run reads before it writes anything: where it writes (:func:`_check_outputs`),
+    the task's data files (every line), the teacher dir, its tokenizer, a head on a teacher used as
+    is, each stage's own teacher. Raises ``TinyplmError``."""
+    _check_outputs(cfg, run_dir)
     data, src = once(load_task, cfg.task, cfg.corpus), teacher_dir(cfg.teacher.model)
     enc = check_sentence_dir(src)  # src, or a sentence-transformers folder's encoder (e.g. 0_Transformer/)
     if Head(data.head).row.vectors:  # every model of the run is judged as the teacher is meant to be compared
