@@ -110,8 +110,9 @@ def source_for(info, path: str, input_format: str | None = None, text_column: st
     if pair_column and info.pairs is False:
         raise TinyplmError(f"--pair-column: {trained_on(info.task, False)} ({info.path}); leave --pair-column out")
     if info.pairs and fmt == "text":
-        raise TinyplmError(f"{path}: {trained_on(info.task, True)} ({info.path}), and a text file holds one text "
-                           "per line; give CSV/TSV/JSON lines with a column for each text")
+        raise TinyplmError(f"{path}: {trained_on(info.task, True)} ({info.path}), and plain text holds one text "
+                           "per line; give CSV/TSV/JSON lines with a column for each text (by suffix, or "
+                           "--input-format)")
     return Source(path, fmt, info.head, text_column, pair_column, info.task, header, info.context_sentences,
                   info.context_after, info.pairs)
 
