@@ -144,6 +144,25 @@ def test_review_context_comes_from_the_run_or_the_stamp_of_the_model(tmp_path: P
     assert model_info(make_tiny_model_dir(tmp_path / "plain")).context_sentences == 0
 
 
+def test_a_custom_task_model_copied_out_of_its_run_still_says_whether_it_reads_pairs(tmp_path: Path) -> None:
+    """Copied out of its run dir, a custom task's model took pairs and single texts alike: its
+    config stamp did not record the recipe's text_pair_column."""
+    from types import SimpleNamespace
+
+    from transformers import AutoConfig
+
+    from tinyplm.config import TaskSpec
+    from tinyplm.run.inputs import stamp_task
+
+    for pair_column, pairs in (("question", True), (None, False)):
+        alone = make_tiny_model_dir(tmp_path / f"alone-{pairs}")
+        model = SimpleNamespace(config=AutoConfig.from_pretrained(alone))
+        stamp_task(model, TaskSpec(name="custom", train_file="t.csv", dev_file="d.csv", text_column="text",
+                                   text_pair_column=pair_column, label_column="label"))
+        model.config.save_pretrained(alone)
+        assert model_info(alone).pairs is pairs
+
+
 def test_a_feature_bilstm_is_held_to_its_encoders_positions(tmp_path: Path) -> None:
     from transformers import AutoModel, AutoTokenizer
 

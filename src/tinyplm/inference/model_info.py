@@ -137,7 +137,8 @@ def stamped_task(cfg: dict, path: Path) -> RunTask | None:
         return None
     ints = {k: task.get(k) if isinstance(task.get(k), int) else None for k in INT_KEYS}
     name = task.get("name") if isinstance(task.get("name"), str) else None
-    return RunTask(path / "config.json", name, **ints)
+    pairs = task.get("pairs") if name == CUSTOM_TASK and isinstance(task.get("pairs"), bool) else None
+    return RunTask(path / "config.json", name, **ints, pairs=pairs)
 
 
 def trained_task(target: Path) -> RunTask | None:

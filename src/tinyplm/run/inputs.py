@@ -298,6 +298,8 @@ def stamp_task(model, task: TaskSpec) -> None:
         record["context_sentences"] = task.context_sentences
     if task.context_after:
         record["context_after"] = task.context_after
+    if task.name == "custom":  # a copy out of its run dir still says whether it reads pairs
+        record["pairs"] = task.text_pair_column is not None
     setattr(model.config, TASK_KEY, record)
 
 
