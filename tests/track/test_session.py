@@ -205,3 +205,23 @@ def test_places_are_checked_without_making_anything(tmp_path: Path) -> None:
         check_places(TrackingSpec(tensorboard=str(tmp_path / "taken")), tmp_path / "run")
     check_places(TrackingSpec(mlflow=True, tensorboard=True), tmp_path / "runs" / "a")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
+
+
+def test_a_sqlite_store_keeps_its_runs_files_beside_the_database(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """MLflow's default for a database store is ./mlruns of the working directory: a run started in
+    another folder left its model and plots there."""
+    from tinyplm.track.mlflow_backend import MlflowBackend
+    from tinyplm.track.points import Artifact
+
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    (tmp_path / "store").mkdir()
+    backend = MlflowBackend(uri, "exp", "a")
+    (tmp_path / "summary.md").write_text("# a run", encoding="utf-8")
+    backend.log_artifacts([Artifact(tmp_path / "summary.md", "summary.md")])
+    backend.close(RunStatus.FINISHED)
+    assert list(elsewhere.iterdir()) == []
+    assert list((tmp_path / "store" / "mlartifacts").rglob("summary.md"))

@@ -7,7 +7,8 @@ tag and shows under the parent in the UI).
 
 MLflow 3 keeps its local file store (``file:`` URIs, a plain folder) in maintenance mode and refuses
 it unless ``MLFLOW_ALLOW_FILE_STORE`` is set; for a file store this backend sets it (when unset) for
-this process, as the documented opt-out.
+this process, as the documented opt-out. A SQLite store's new experiments keep their files beside
+the database (:func:`artifact_root`), not in ``./mlruns`` of whatever folder the run started in.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from tinyplm.track.base import RunStatus
 from tinyplm.track.points import Artifact, Point
@@ -26,6 +28,16 @@ PARENT_TAG = "mlflow.parentRunId"  # mlflow.utils.mlflow_tags.MLFLOW_PARENT_RUN_
 
 def _chunks(items: list, size: int) -> list[list]:
     return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def artifact_root(uri: str) -> str | None:
+    """Where a new experiment keeps its runs' files: for a SQLite store, ``mlartifacts/`` beside the
+    database file (MLflow's default, ``./mlruns``, is taken from the working directory: a run
+    started elsewhere scattered its model and plots there); None (MLflow's choice) for other stores."""
+    prefix = "sqlite:///"
+    if not uri.startswith(prefix) or uri[len(prefix):] in ("", ":memory:"):
+        return None
+    return (Path(uri[len(prefix):]).resolve().parent / "mlartifacts").as_uri()
 
 
 class MlflowBackend:
@@ -63,7 +75,7 @@ class MlflowBackend:
         if found is not None:
             return found.experiment_id
         try:
-            return self.client.create_experiment(name)
+            return self.client.create_experiment(name, artifact_location=artifact_root(self.uri))
         except Exception:  # made meanwhile by another run
             found = self.client.get_experiment_by_name(name)
             if found is None:
