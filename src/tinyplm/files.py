@@ -280,13 +280,10 @@ def check_creatable(run_dir: Path, what: str = "run directory", flag: str | None
     lead = f"{flag}: " if flag else ""
     if run_dir.exists() and not run_dir.is_dir():
         raise RunDirError(f"{lead}{run_dir}: is a file; the {what} must be a folder (choose another)")
-    found = next((p for p in (run_dir, *run_dir.absolute().parents) if p.exists()), None)
-    if found is None:
-        return
+    found = next(p for p in (run_dir, *run_dir.absolute().parents) if p.exists())  # "/" at the latest
     if not found.is_dir():
         raise RunDirError(f"{lead}{found}: is a file, so the {what} {run_dir} cannot be made under it")
-    problem = write_problem(found)
-    if problem:
+    if problem := write_problem(found):
         where = f"the {what}" if found == run_dir else f"this folder, where the {what} {run_dir} would go"
         raise RunDirError(f"{lead}{found}: nothing can be made in {where} ({problem})")
 
