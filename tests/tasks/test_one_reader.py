@@ -19,6 +19,7 @@ import pytest
 
 from tinyplm import tasks
 from tinyplm.errors import DataError
+from tinyplm.inference.pairs import task_pairs
 from tinyplm.inference.records import QAInput, TextInput, TokensInput
 from tinyplm.predict.inputs import read_inputs
 from tinyplm.predict.predict import SKIP_HINT, source_for
@@ -34,7 +35,8 @@ RAISE = Policy("raise", labels=False, hint=SKIP_HINT)
 def predicted(path: Path, head: Head = Head.SEQUENCE, task: str | None = None, before: int = 0, after: int = 0,
               policy: Policy = RAISE, **columns) -> list:
     """The rows ``tinyplm predict`` reads from ``path`` for a model of ``head`` trained on ``task``."""
-    info = SimpleNamespace(head=head, task=task, context_sentences=before, context_after=after)
+    info = SimpleNamespace(head=head, task=task, context_sentences=before, context_after=after,
+                           pairs=task_pairs(task) if Head(head).row.task_texts else None)
     source = source_for(info, str(path), columns.get("input_format"), columns.get("text_column"),
                         columns.get("pair_column"), columns.get("header"))
     with open_binary(source.path) as stream:
