@@ -73,6 +73,21 @@ def test_a_vocabulary_too_large_to_hold_is_refused_not_an_aborted_process(tmp_pa
     assert not (tmp_path / "tok").exists()
 
 
+def test_a_long_run_without_spaces_reaches_the_trainer_cut_into_words_of_max_word(tmp_path: Path) -> None:
+    """A corpus line of megabytes without a space (a hash, base64, DNA) went whole into the trainer, whose
+    work grows with the square of a word's length: tokenizer train ran for most of an hour."""
+    from tinyplm.pretrain.tokenizer import MAX_WORD, _items
+
+    run = "acgt" * 2_000
+    (tmp_path / "dna.txt").write_text(f"a sequence read today {run} and the rest of the line\n", encoding="utf-8")
+    item = " ".join(_items([tmp_path / "dna.txt"], None))
+    assert max(len(w) for w in item.split()) == MAX_WORD
+    assert item.split()[:4] == ["a", "sequence", "read", "today"] and item.replace(" ", "") == \
+        f"asequencereadtoday{run}andtherestoftheline"
+    train_tokenizer([tmp_path / "dna.txt"], "bpe", 120, tmp_path / "tok", min_frequency=1)
+    assert (tmp_path / "tok" / "tokenizer.json").is_file()
+
+
 def test_cli_trains_a_tokenizer(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

@@ -13,12 +13,16 @@ Every kind frames one text as ``CLS A SEP`` and a pair as ``CLS A SEP B SEP`` wi
 (deliberately BERT's template also for byte-level BPE, so NSP/SOP and BERT models take any of
 them). Words are the pre-tokeniser's: the saved tokenizer's ``word_ids()`` gives the boundaries
 whole-word and span masking need. The corpus is read as for pre-training (Gutenberg headers cut,
-wikitext joiners undone).
+wikitext joiners undone); a run of more than :data:`MAX_WORD` characters without a space (a hash,
+base64, a line of DNA) is cut into pieces of that length before training: the trainers' work grows
+with the square of a word's length (one such run of megabytes kept a training going for most of an
+hour, deaf to SIGTERM), and WordPiece reads any word that long as its unknown token anyway.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -31,12 +35,27 @@ BERT_SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]",
 BYTE_SPECIALS = {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "<unk>", "mask": "<mask>"}
 #: The largest vocabulary trained: beyond, tokenizers' up-front allocation fails and aborts the process.
 MAX_VOCAB = 1_000_000
+#: The longest run of non-space characters a trainer sees (BERT's longest word: its WordPiece reads a
+#: longer one as the unknown token).
+MAX_WORD = 100
+_LONG_WORD = re.compile(rf"\S{{{MAX_WORD + 1},}}")
 
 
-def _items(files: Sequence[Path], max_items: int | None, text_field: str | None = None) -> Iterator[str]:
+def cut_long_words(text: str) -> str:
+    """``text`` with each run of more than :data:`MAX_WORD` non-space characters cut by spaces into
+    pieces of at most that many."""
+    def cut(match: re.Match[str]) -> str:
+        word = match.group()
+        return " ".join(word[i : i + MAX_WORD] for i in range(0, len(word), MAX_WORD))
+
+    return _LONG_WORD.sub(cut, text)
+
+
+def _items(files: Sequence[Path], max_items: int | None, text_field: str | None = None) -> list[str]:
+    """The corpus items the trainer reads (all read first, so a bad file is named before training)."""
     from tinyplm.pretrain.corpus import read_corpus
 
-    yield from read_corpus(files, max_docs=max_items, text_field=text_field)
+    return [cut_long_words(t) for t in read_corpus(files, max_docs=max_items, text_field=text_field)]
 
 
 def build_tokenizer(kind: Kind, lowercase: bool = True):
