@@ -106,7 +106,7 @@ def test_the_cli_on_a_model_dir(tmp_path: Path) -> None:
     bad = cli(["heads", model, "--task", "sst2", "--show", "0:9", *args], tmp_path)
     assert bad.returncode == 2 and "LAYER:HEAD" in bad.stderr and "Traceback" not in bad.stderr
     missing = cli(["heads", model, "--task", "sst2", "--show", "3:0", *args], tmp_path)
-    assert missing.returncode == 2 and "does not exist" in missing.stderr
+    assert missing.returncode == 2 and "head 3:0 does not exist: the model has layers 1..2" in missing.stderr
     stages = cli(["probe", model, "--task", "sst2", "--stages", "teacher", *args], tmp_path)
     assert stages.returncode == 2 and "--stages" in stages.stderr
 

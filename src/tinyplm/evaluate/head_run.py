@@ -221,8 +221,8 @@ def attention_example(model: nn.Module, tokenizer, items: EncodedItems, index: i
     counts = heads_per_layer(model)
     for layer, head, _ in shown:
         if not (0 <= layer < len(counts) and 0 <= head < counts[layer]):
-            raise ValueError(f"head {layer}:{head} does not exist: the model has layers 0..{len(counts) - 1} "
-                             f"with {counts} heads")
+            raise ValueError(f"head {layer + 1}:{head} does not exist: the model has layers 1..{len(counts)} "
+                             f"(counted from 1, as --show counts them) with {counts} heads")
     _, inputs = next(batches(items.enc.subset([index]), 1))
     probs = forward_features(model, inputs, ("attn_probs",)).attn_probs
     n = int(inputs["attention_mask"].sum())
