@@ -77,3 +77,15 @@ def test_errors_name_the_problem() -> None:
         build_pairs([["First one. Second one. Third one."]], "nsp")
     with pytest.raises(ValueError, match="nsp"):
         build_pairs(_docs(n_docs=2), "next")  # type: ignore[arg-type]
+
+
+def test_static_copies_beyond_the_seed_room_are_refused() -> None:
+    """Static masks are seeded (text, copy) with room for 64 copies a text: copy 64 of one text drew
+    the mask of copy 0 of the next, so more than 64 copies were not that many masks."""
+    from pydantic import ValidationError
+
+    from tinyplm.config.pretrain import MaskingSpec
+
+    assert MaskingSpec(static_copies=64).static_copies == 64
+    with pytest.raises(ValidationError, match="static_copies"):
+        MaskingSpec(static_copies=65)

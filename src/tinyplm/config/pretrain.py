@@ -17,8 +17,9 @@ class MaskingSpec(Section):
         "token", description="token (BERT), whole_word, span (SpanBERT) or ngram (ALBERT)")
     rate: float = Field(0.15, gt=0, lt=1, description="share of tokens selected")
     split: tuple[float, float, float] = Field((0.8, 0.1, 0.1), description="[MASK] / random / unchanged")
-    static_copies: int = Field(0, ge=0, description="0: a new mask every time (dynamic, RoBERTa); "
-                                                    "N: each text has N fixed masks (static, BERT: 10)")
+    static_copies: int = Field(0, ge=0, le=64, description="0: a new mask every time (dynamic, RoBERTa); "
+                                                          "N (up to 64): each text has N fixed masks (static, BERT: "
+                                                          "10)")
     span_p: float = Field(0.2, gt=0, le=1, description="SpanBERT geometric parameter")
     max_span: int = Field(10, ge=1, description="SpanBERT longest span, in words")
     max_ngram: int = Field(3, ge=1, description="ALBERT longest n-gram, in words")

@@ -92,6 +92,7 @@ class PretrainObjective(nn.Module):
         copies = torch.randint(self.spec.masking.static_copies, (ids.shape[0],))  # the loop's RNG
         masked, labels = ids.clone(), torch.full_like(ids, IGNORE)
         for row, (index, copy) in enumerate(zip(batch["index"].tolist(), copies.tolist(), strict=True)):
+            # room for 64 copies a text: masking.static_copies is capped there (config/pretrain.py)
             gen = torch.Generator().manual_seed((self.seed * STATIC_SEED + index) * 64 + copy)
             row_starts = starts[row : row + 1] if starts is not None else None
             chosen = select(ids[row : row + 1], attn[row : row + 1], self.masking, gen, row_starts)
