@@ -232,3 +232,12 @@ def test_inputs_a_run_cannot_use_are_refused_before_its_dir_is_claimed(tmp_path:
     with pytest.raises(DataError, match=r"the training texts make no nsp pairs: next-sentence pairs need at least two"):
         preflight(with_(corpus__paths=[str(one)], objective={"kind": "mlm", "pairs": "nsp"}))
     assert not (tmp_path / "run").exists()
+
+
+def test_a_masking_rate_that_masks_no_held_out_token_is_refused_before_training(tmp_path: Path) -> None:
+    """With no held-out token masked, pretrain.json reported mlm_loss and mlm_accuracy 0.0000 for
+    any model, which reads as perfect."""
+    recipe = _recipe(tmp_path, kind="mlm", masking={"rate": 1e-5})
+    with pytest.raises(TinyplmError, match=r"objective.masking.rate 1e-05 masks no token of the \d+ held-out texts"):
+        pretrain(recipe)
+    assert not any((tmp_path / "run" / "checkpoints").iterdir()) and not (tmp_path / "run" / "pretrain.json").exists()

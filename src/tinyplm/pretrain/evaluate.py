@@ -47,6 +47,12 @@ def _masked_batches(enc: Encoded, masking: Masking, batch_size: int):
         yield batch, masked, labels
 
 
+def held_out_targets(enc: Encoded, masking: Masking, batch_size: int = 64) -> int:
+    """How many tokens of ``enc`` the held-out evaluation masks (the same draw as its metrics): with
+    none, its loss and accuracy would read 0 for any model."""
+    return sum(int((labels != IGNORE).sum()) for _, _, labels in _masked_batches(enc, masking, batch_size))
+
+
 @torch.inference_mode()
 def evaluate_mlm(model: nn.Module, enc: Encoded, masking: Masking, unigram: Tensor | None = None,
                  pairs: str | None = None, batch_size: int = 64, bf16: bool = False) -> dict[str, float]:

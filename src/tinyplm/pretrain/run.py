@@ -31,7 +31,7 @@ import yaml
 
 from tinyplm.config.changes import resume_blockers
 from tinyplm.config.pretrain import PretrainRecipe
-from tinyplm.errors import ModelError
+from tinyplm.errors import ModelError, RecipeError
 from tinyplm.files import claim_run_dir, reuse_finished, write_json_atomic
 from tinyplm.models.infer import use_bf16
 from tinyplm.models.io import save_model
@@ -44,7 +44,13 @@ from tinyplm.models.loading import (
 )
 from tinyplm.pretrain.corpus import read_documents, split_holdout
 from tinyplm.pretrain.data import encode_texts
-from tinyplm.pretrain.evaluate import evaluate_electra, evaluate_mlm, pseudo_perplexity, unigram_log_probs
+from tinyplm.pretrain.evaluate import (
+    evaluate_electra,
+    evaluate_mlm,
+    held_out_targets,
+    pseudo_perplexity,
+    unigram_log_probs,
+)
 from tinyplm.pretrain.objective import PretrainObjective
 from tinyplm.pretrain.pairs import build_pairs
 from tinyplm.pretrain.preflight_checks import check_init, check_texts, check_tokenizer
@@ -289,6 +295,10 @@ def _pretrain_claimed(recipe: PretrainRecipe, run_dir: Path, texts: Texts, resum
     vocab = model.config.vocab_size
     data = prepare_data(recipe, tok, texts, vocab)
     objective = PretrainObjective(recipe.objective, make_masking(recipe, tok, vocab), model, recipe.train.seed)
+    if not held_out_targets(data.held, objective.masking):  # needs the tokenizer, which the run may train
+        raise RecipeError(f"objective.masking.rate {recipe.objective.masking.rate} masks no token of the "
+                          f"{len(data.held)} held-out texts, so their loss and accuracy would read 0 for any model; "
+                          "raise it or hold out more (corpus.holdout). Nothing was trained: run again with --force")
     before = held_out_metrics(recipe, model, objective, data, pppl=recipe.init is not None)
     primary = "rtd_accuracy" if recipe.objective.kind == "electra" else "mlm_accuracy"
     io = StageIO("pretrain", run_dir / "checkpoints", run_dir / "logs" / "train.jsonl", resume=resume)
