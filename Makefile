@@ -43,7 +43,7 @@ demo: setup
 AUTO_LOG := $(CURDIR)/.pytest_cache/tinyplm-auto-precision.txt
 # Two pytest-xdist workers: most tests use one core (one torch thread, or a subprocess waiting on
 # imports), so two keep a 2-core machine busy. A test file runs on one worker (its module fixtures
-# built once): --dist loadgroup. (Until pytest 9 a group per file under --dist loadgroup did the
+# built once): --dist loadfile. (Until pytest 9 a group per file under --dist loadgroup did the
 # same; pytest-xdist 3.8 cannot mark pytest 9's node ids with their group, so each worker built
 # every file's module fixtures: tests/test_test_workers.py checks this.) The tests that start Ray
 # (marked ray) run after, alone: a Ray cluster sized to the machine beside another worker's tests

@@ -142,3 +142,23 @@ def test_gzip_and_utf16_files_are_read_and_other_archives_refused_by_name(tmp_pa
     (tmp_path / "latin1.txt").write_bytes("caf\xe9 au lait, a drink of some length".encode("latin-1"))
     with pytest.raises(DataError, match=r"latin1\.txt:1: not UTF-8 text .*; save it as UTF-8"):
         read_corpus([tmp_path / "latin1.txt"])
+
+
+def test_a_tar_archive_and_a_file_with_nul_bytes_are_refused(tmp_path: Path) -> None:
+    """A .tar.gz (or .tar) corpus was read as text once gzip files were unpacked: tar headers and NUL
+    bytes trained on as the first paragraph; a binary file of valid UTF-8 likewise."""
+    import io
+    import tarfile
+
+    text = b"A paragraph of the tiny corpus that is long enough to be kept.\n"
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        info = tarfile.TarInfo("book.txt")
+        info.size = len(text)
+        tar.addfile(info, io.BytesIO(text))
+    (tmp_path / "corpus.tar.gz").write_bytes(buffer.getvalue())
+    with pytest.raises(DataError, match=r"corpus\.tar\.gz: a tar archive, not text; unpack it"):
+        read_corpus([tmp_path / "corpus.tar.gz"])
+    (tmp_path / "blob.txt").write_bytes(text + b"second line\x00\x01 of a binary file of some length\n")
+    with pytest.raises(DataError, match=r"blob\.txt:2: holds NUL bytes"):
+        read_corpus([tmp_path / "blob.txt"])

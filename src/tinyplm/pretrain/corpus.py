@@ -145,6 +145,8 @@ def _read_text(path: Path) -> str:
     except (OSError, EOFError, zlib.error) as exc:
         raise DataError(f"{path}: cannot be read ({exc})") from None
     packed = next((name for magic, name in _PACKED.items() if data.startswith(magic)), None)
+    if data[257:262] == b"ustar":  # a tar archive's mark sits after its first file's name
+        packed = "tar"
     if packed:
         raise DataError(f"{path}: a {packed} archive, not text; unpack it and give the text files (gzip files are "
                         "read as they are)")
@@ -153,6 +155,9 @@ def _read_text(path: Path) -> str:
             return data.decode("utf-16")
         except UnicodeDecodeError as exc:
             raise DataError(f"{path}: opens as UTF-16 but byte {exc.start} is not; save it as UTF-8") from None
+    if b"\x00" in data:  # valid UTF-8, but no text holds it: a binary file (an image, a model)
+        line = data[: data.index(b"\x00")].count(b"\n") + 1
+        raise DataError(f"{path}:{line}: holds NUL bytes, so it is not a text file; leave it out of the corpus")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
