@@ -195,8 +195,10 @@ def test_a_tracking_uri_that_cannot_be_read_is_named(tmp_path: Path, value: str,
         check_places(TrackingSpec(mlflow=value), tmp_path / "run")
 
 
-def test_places_are_checked_without_making_anything(tmp_path: Path) -> None:
+def test_places_are_checked_without_making_anything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tinyplm.errors import TinyplmError
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # mlflow: true is the folder beside the run
 
     (tmp_path / "taken").write_text("a file", encoding="utf-8")
     with pytest.raises(TinyplmError, match="tracking.mlflow: .*taken: is a file"):
@@ -225,3 +227,30 @@ def test_a_sqlite_store_keeps_its_runs_files_beside_the_database(tmp_path: Path,
     backend.close(RunStatus.FINISHED)
     assert list(elsewhere.iterdir()) == []
     assert list((tmp_path / "store" / "mlartifacts").rglob("summary.md"))
+
+
+def test_a_server_is_asked_once_per_process_and_a_proxied_one_through_its_proxy(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sweep's preflight of each distinct trial contacted the server once per trial (seconds each
+    against a slow one); a server reached through HTTP(S)_PROXY was refused, its plain connection
+    tried directly."""
+    import socket
+
+    import tinyplm.track.session as session
+
+    asked = []
+    monkeypatch.setattr(session, "mlflow_problem", lambda uri, timeout=5.0: asked.append(uri))
+    for trial in ("a", "b", "c"):
+        check_places(TrackingSpec(mlflow="http://mlflow.example:5000"), tmp_path / trial)
+    assert asked == ["http://mlflow.example:5000"]
+    monkeypatch.undo()
+
+    def no_direct_connection(*args, **kwargs):
+        raise AssertionError("a proxied server was connected to directly")
+
+    monkeypatch.setattr(socket, "create_connection", no_direct_connection)
+    for name in ("NO_PROXY", "no_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:1")  # a proxy that refuses: MLflow's request says so
+    problem = session.mlflow_problem("http://mlflow.example:5000", timeout=2)
+    assert problem is not None and problem.startswith("cannot open http://mlflow.example:5000 (")

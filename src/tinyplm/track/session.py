@@ -70,8 +70,10 @@ def check_places(spec: TrackingSpec, run_dir: Path) -> None:
         scheme = parts.scheme
         if scheme == "file":
             check_creatable(Path(url2pathname(parts.path)), "MLflow file store", flag="tracking.mlflow")
-        elif scheme in ("http", "https") and (problem := mlflow_problem(uri)) is not None:
-            raise TrackingError(f"tracking.mlflow: {problem}")
+        elif scheme in ("http", "https") and uri not in _ANSWERED:
+            if (problem := mlflow_problem(uri)) is not None:
+                raise TrackingError(f"tracking.mlflow: {problem}")
+            _ANSWERED.add(uri)
     if spec.tensorboard:
         check_creatable(tensorboard_dir(spec.tensorboard, run_dir), "TensorBoard folder", flag="tracking.tensorboard")
 
@@ -85,6 +87,10 @@ def mlflow_uri(value: bool | str, run_dir: Path) -> str:
     return text if ":" in text or text == "databricks" else Path(text).resolve().as_uri()
 
 
+#: MLflow servers that answered this process's check: a sweep's preflight of each distinct trial
+#: asks once per server, not once per trial.
+_ANSWERED: set[str] = set()
+
 #: Seconds the first contact with an MLflow store may take (MLflow itself retries an HTTP server
 #: that does not answer for minutes).
 PROBE_SECONDS = 5.0
@@ -97,7 +103,7 @@ def mlflow_problem(uri: str, timeout: float = PROBE_SECONDS) -> str | None:
     from urllib.parse import urlsplit
 
     parts = urlsplit(uri)
-    if parts.scheme in ("http", "https"):
+    if parts.scheme in ("http", "https") and not _proxied(parts.scheme, parts.hostname or ""):
         try:
             port = parts.port or (443 if parts.scheme == "https" else 80)
             with socket.create_connection((parts.hostname or "localhost", port), timeout=timeout):
@@ -125,6 +131,14 @@ def mlflow_problem(uri: str, timeout: float = PROBE_SECONDS) -> str | None:
             else:
                 os.environ[k] = v
     return None
+
+
+def _proxied(scheme: str, host: str) -> bool:
+    """Whether requests to ``host`` go through a proxy (``HTTP(S)_PROXY``): then only the proxy can
+    be reached by a plain connection, and MLflow's own bounded request is the check."""
+    from urllib.request import getproxies, proxy_bypass
+
+    return scheme in getproxies() and not proxy_bypass(host)
 
 
 def tensorboard_dir(value: bool | str, run_dir: Path) -> Path:
