@@ -1,10 +1,14 @@
 """Run the app with uvicorn on a socket bound here, and stop gracefully.
 
-The socket is bound (:func:`bind`) before the model loads, so a port out of range or in use and a
-host that cannot be listened on are one-line ``TinyplmError`` before any work, and ``--port 0``
-gets a free port whose number is known (and printed) before the first request. It listens only
-once uvicorn starts (:func:`run`): a client that connects while the model loads is refused at
-once, as when no server runs, rather than left waiting in the backlog.
+The socket is bound and listening (:func:`bind`) before the model loads, so a port out of range or
+in use and a host that cannot be listened on are one-line ``TinyplmError`` before any work, and
+``--port 0`` gets a free port whose number is known (and printed) before the first request. It
+listens at once, not only when uvicorn starts: on Linux two sockets with ``SO_REUSEADDR`` may both
+bind one port while neither listens, so two servers started together on one port would both load
+the model and the later one die when it came to listen; a listening socket makes the second bind
+fail up front. A client that connects while the model loads waits in the backlog and is answered
+once the server runs. Should setting the socket up still fail when uvicorn starts serving on it,
+that too is a one-line ``TinyplmError`` naming the address (:func:`run`).
 
 SIGTERM or SIGINT: uvicorn stops accepting connections, lets open requests finish (at most
 ``grace_s``), then runs the app's shutdown, which answers every request still queued. uvicorn then
@@ -58,8 +62,8 @@ PORTS = range(0, 65536)
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port``, not yet listening (:func:`run` listens); raises
-    ``TinyplmError`` naming the option when it cannot be bound."""
+    """A TCP socket bound to ``host:port`` and listening (see the module docstring); raises
+    ``TinyplmError`` naming the options when it cannot be bound or listen."""
     if port not in PORTS:
         raise TinyplmError(f"--port: expected a TCP port from {PORTS.start} to {PORTS.stop - 1} "
                            f"(0: any free port), got {port}")
@@ -72,12 +76,17 @@ def bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
+        sock.listen(BACKLOG)
     except OSError as exc:
         sock.close()
-        raise TinyplmError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --host/--port") \
-            from None
+        raise _refusal(host, port, exc) from None
     sock.set_inheritable(True)
     return sock
+
+
+def _refusal(host: str, port: int, exc: OSError) -> TinyplmError:
+    """The one-line error for a socket that cannot be set up on ``host:port``."""
+    return TinyplmError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --host/--port")
 
 
 @dataclass(frozen=True)
@@ -113,8 +122,8 @@ def run(app, sock: socket.socket, grace_s: float, on_started: Callable[[], None]
     interval, tokenizer_threads = sys.getswitchinterval(), os.environ.get(TOKENIZER_THREADS_VAR)
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     os.environ.setdefault(TOKENIZER_THREADS_VAR, "false")
+    host, port = sock.getsockname()[:2]
     try:
-        sock.listen(BACKLOG)
         server.run(sockets=[sock])
     finally:
         sys.setswitchinterval(interval)
@@ -123,18 +132,27 @@ def run(app, sock: socket.socket, grace_s: float, on_started: Callable[[], None]
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         sock.close()
+    if server.failed is not None:
+        raise _refusal(host, port, server.failed)
     if not server.started:
         raise TinyplmError("the server did not start (see the messages above)")
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, telling us when it accepts connections."""
+    """uvicorn's server, telling us when it accepts connections, and keeping (in ``failed``) an
+    ``OSError`` from setting up its socket rather than letting it end the process with a traceback."""
 
     def __init__(self, config: uvicorn.Config, on_started: Callable[[], None] | None) -> None:
         super().__init__(config)
         self._on_started = on_started
+        self.failed: OSError | None = None
 
     async def startup(self, sockets=None) -> None:
-        await super().startup(sockets=sockets)
+        try:
+            await super().startup(sockets=sockets)
+        except OSError as exc:  # the app has started by then (lifespan): stop it, answering what it queued
+            self.failed, self.should_exit = exc, True
+            await self.lifespan.shutdown()
+            return
         if self.started and self._on_started is not None:
             self._on_started()
