@@ -3,19 +3,29 @@ space, an accent) was refused as 'name: String should match pattern', for a name
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import make_tiny_glue
 from helpers_cli import assert_bad_input, cli
 from tinyplm.config.changes import folder_run_name
+from tinyplm.config.schema import NAME_PATTERN
 
 
 @pytest.mark.parametrize(("folder", "name"), [
     ("rte-teacher", "rte-teacher"), ("my run ü☃", "my-run"), ("_x y.", "x-y."), ("☃", "run"), ("a  b", "a-b")])
 def test_a_folder_name_becomes_a_run_name(folder: str, name: str) -> None:
     assert folder_run_name(folder) == name
+
+
+@given(st.text(max_size=30))
+def test_any_folder_name_becomes_a_name_the_recipe_accepts(folder: str) -> None:
+    """'_-x' gave '-x' and '.-a' gave '-a': names the recipe schema refuses."""
+    assert re.fullmatch(NAME_PATTERN, folder_run_name(folder))
 
 
 @pytest.mark.parametrize("command", ["finetune", "distill"])

@@ -19,7 +19,7 @@ def folder_run_name(folder: str) -> str:
     """A run name (``config.schema.NAME_PATTERN``) for a run kept in a folder named ``folder``
     (``finetune`` and ``distill`` name a run after ``--out``): each run of characters a name cannot
     hold (spaces, accents) is one ``-``. The folder itself is kept as it is."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", folder).strip("-").lstrip("_.") or "run"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", folder).lstrip("_.-").rstrip("-") or "run"  # from a letter or digit
 
 
 def recipe_changes(old_text: str, new_text: str) -> list[str]:
