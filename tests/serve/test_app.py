@@ -261,3 +261,60 @@ def test_a_body_that_stalls_is_a_408_within_the_timeout(model_dir: Path) -> None
     assert sent[0]["status"] == 408 and (b"connection", b"close") in sent[0]["headers"]
     assert b'"kind":"body_timeout"' in sent[1]["body"]
     assert 'tinyplm_request_errors_total{kind="body_timeout"} 1.0' in state.metrics.text().decode()
+
+
+BODY_PARTS = [b'{"text":', b' "a good', b" slow", b" film", b'"}']
+
+
+def trickled(parts: list[bytes], every_s: float, stall: bool):
+    """An ASGI ``receive`` sending ``parts`` one every ``every_s`` (the first at once), then (``stall``)
+    never the rest."""
+    queue = list(parts)
+
+    async def receive() -> dict:
+        if not queue:
+            await asyncio.sleep(30)  # the rest never comes
+            return {"type": "http.disconnect"}
+        if len(queue) < len(parts):
+            await asyncio.sleep(every_s)
+        body = queue.pop(0)
+        return {"type": "http.request", "body": body, "more_body": stall or bool(queue)}
+
+    return receive
+
+
+def post_trickled(model_dir: Path, timeout_s: float, receive) -> tuple[list[dict], float]:
+    """The messages the app sends for a ``/predict`` whose body ``receive`` gives, and the seconds it took."""
+    app, state = create_app(predictor(model_dir), ServeSettings(timeout_s=timeout_s))
+    sent: list[dict] = []
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/predict", "headers": [(b"content-type", b"application/json")]}
+
+    async def scenario() -> float:
+        started = time.perf_counter()
+        await app(scope, receive, send)
+        return time.perf_counter() - started
+
+    return sent, asyncio.run(serving(app, state, scenario))
+
+
+def test_a_slow_but_steady_body_is_served_past_the_timeout(model_dir: Path) -> None:
+    """The body timeout counted from the request's start, so a client uploading slowly but steadily
+    (under 100 KB/s with the defaults) got a 408: each part arriving within the timeout of the one
+    before keeps the request alive, however long the whole body takes."""
+    sent, took = post_trickled(model_dir, 1.0, trickled(BODY_PARTS, 0.4, stall=False))
+    assert took > 1.5  # the whole body took longer than the timeout
+    assert sent[0]["status"] == 200, sent
+    assert b'"prediction"' in b"".join(m.get("body", b"") for m in sent[1:])
+
+
+def test_a_body_that_stops_midway_is_a_408_a_timeout_after_its_last_part(model_dir: Path) -> None:
+    """A client that sends parts steadily and then stalls gets its 408 once no part has come for the
+    timeout: after its last part, not after the request's start."""
+    sent, took = post_trickled(model_dir, 1.0, trickled(BODY_PARTS[:3], 0.4, stall=True))
+    assert 1.7 < took < 5  # last part at 0.8 s, then 1 s idle
+    assert sent[0]["status"] == 408 and (b"connection", b"close") in sent[0]["headers"]
+    assert b"no part of the request body arrived for 1 s" in sent[1]["body"]

@@ -28,6 +28,9 @@ Streams = Annotated[int, typer.Option(help="batches an OpenVINO model runs at on
 
 
 WAIT_HELP = "after a batch of several requests, how long to wait for those clients to come back"
+TIMEOUT_HELP = ("seconds a request may take to be answered once its body is in (504 beyond), and the longest "
+                "a client may go without sending any of its body (408, connection closed; a slow but steady "
+                "upload is served)")
 
 
 @app.command("serve")
@@ -38,7 +41,7 @@ def serve_cmd(
     max_batch: Annotated[int, typer.Option(help="most examples in one forward pass (1: no batching)")] = 32,
     max_wait_ms: Annotated[float, typer.Option(help=WAIT_HELP)] = 5.0,
     max_queue: Annotated[int, typer.Option(help="examples that may wait; beyond, 503 with Retry-After")] = 256,
-    timeout: Annotated[float, typer.Option(help="seconds a request may take before a 504")] = 10.0,
+    timeout: Annotated[float, typer.Option(help=TIMEOUT_HELP)] = 10.0,
     max_body_bytes: Annotated[int, typer.Option(help="largest request body (413 beyond)")] = 1_000_000,
     max_texts: Annotated[int, typer.Option(help="most examples in one request")] = 64,
     max_chars: Annotated[int, typer.Option(help="most characters in one text")] = 10_000,

@@ -11,11 +11,11 @@ writes a file or opens a path a request names.
 
 Every client mistake is a 4xx with a JSON body naming the field and what was expected: malformed
 JSON 400, a body over the byte limit 413, a body not sent as JSON 415, a missing or mistyped field,
-an empty list, too many texts, an over-long text 422; a body not whole within the timeout 408. A
-full queue is a 503 with ``Retry-After`` at once; a request not answered within the timeout is a
-504. A 500 means the server is at fault, never the client. With an API key
-(``ServeSettings.api_key``), every endpoint but ``/health``, the docs and (unless
-``protect_metrics``) ``/metrics`` answers 401 without ``Authorization: Bearer KEY``
+an empty list, too many texts, an over-long text 422; a body of which no part arrives within the
+timeout 408 (a slow but steady upload is served). A full queue is a 503 with ``Retry-After`` at
+once; a request not answered within the timeout is a 504. A 500 means the server is at fault,
+never the client. With an API key (``ServeSettings.api_key``), every endpoint but ``/health``, the
+docs and (unless ``protect_metrics``) ``/metrics`` answers 401 without ``Authorization: Bearer KEY``
 (:class:`~tinyplm.serve.middleware.BearerAuth`).
 
 Each ``/predict`` answer carries ``Server-Timing`` (``queue``, ``infer`` and ``app`` durations in

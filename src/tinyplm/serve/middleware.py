@@ -6,10 +6,11 @@ cost next to nothing per request).
   server prints when it stops), and stamps its arrival time for the timing breakdown.
 - :class:`BodyLimit` refuses a body over ``max_bytes`` with ``413`` before the app parses it: at
   once from ``Content-Length``, or while reading a chunked body, which is buffered up to the limit
-  and then handed to the app whole. A body not whole within ``timeout_s`` of the request's start
-  (a client that stalls or trickles it) is answered ``408`` and its connection closed: it would
+  and then handed to the app whole. A body of which no part arrives for ``timeout_s`` (a client
+  that sends part of it and stalls) is answered ``408`` and its connection closed: it would
   otherwise hold its connection for as long as the client liked and, at shutdown, hold the server
-  up for its whole grace period and then be cancelled mid-read.
+  up for its whole grace period and then be cancelled mid-read. The deadline is an idle one, reset
+  by each part received, so a slow but steady upload is served however long the whole body takes.
 - :class:`BearerAuth` (when the server has an API key) answers ``401`` with ``WWW-Authenticate:
   Bearer`` unless the request carries ``Authorization: Bearer KEY``, except on its open paths
   (``/health``, the OpenAPI docs and, unless asked otherwise, ``/metrics``). The token is compared
@@ -90,8 +91,8 @@ class BodyLimit:
             await self._reject(send, int(declared) if declared.isdigit() else None)
             return
         try:
-            async with asyncio.timeout(None if math.isinf(self.timeout_s) else self.timeout_s):
-                chunks = await self._body(receive, send)
+            async with asyncio.timeout(None) as idle:
+                chunks = await self._body(receive, send, idle)
         except TimeoutError:
             await self._slow(send)
             return
@@ -108,10 +109,13 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _body(self, receive, send) -> list[bytes] | None:
-        """The body's chunks, or None once it is answered (413) or the client went away."""
-        chunks, size = [], 0
+    async def _body(self, receive, send, idle: asyncio.Timeout) -> list[bytes] | None:
+        """The body's chunks, or None once it is answered (413) or the client went away; ``idle``
+        expires ``timeout_s`` after the last chunk (or the start), each chunk putting it off."""
+        chunks, size, loop = [], 0, asyncio.get_running_loop()
         while True:
+            if not math.isinf(self.timeout_s):
+                idle.reschedule(loop.time() + self.timeout_s)
             message = await receive()
             if message["type"] == "http.disconnect":
                 return None  # the client went away before its body was complete
@@ -126,9 +130,10 @@ class BodyLimit:
     async def _slow(self, send) -> None:
         if self.on_slow is not None:
             self.on_slow()
-        body = orjson.dumps({"error": f"the request body did not arrive within {self.timeout_s:g} s",
+        body = orjson.dumps({"error": f"no part of the request body arrived for {self.timeout_s:g} s",
                              "kind": "body_timeout", "problems": [
-                                 {"field": "body", "expected": f"the whole body within {self.timeout_s:g} s"}]})
+                                 {"field": "body", "expected": f"each part of the body within {self.timeout_s:g} s "
+                                                               "of the one before"}]})
         await send({"type": "http.response.start", "status": 408,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"connection", b"close")]})

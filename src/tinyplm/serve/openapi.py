@@ -168,7 +168,7 @@ def _predict_errors(fails: Callable[..., dict], limits: Limits, timeout_s: float
     """``/predict``'s error answers by status code; ``fails(description, headers)`` makes one."""
     return {
         "400": fails("the body is not valid JSON"),
-        "408": fails(f"the body did not arrive whole within {timeout_s:g} s (the connection is closed)"),
+        "408": fails(f"no part of the body arrived for {timeout_s:g} s (the connection is closed)"),
         "413": fails(f"the body is over {limits.max_body_bytes} bytes"),
         "415": fails("the body is not sent as JSON"),
         "422": fails("the JSON does not fit the schema: a field missing, unknown, mistyped, empty or too long, "
