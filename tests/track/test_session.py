@@ -254,3 +254,30 @@ def test_a_server_is_asked_once_per_process_and_a_proxied_one_through_its_proxy(
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:1")  # a proxy that refuses: MLflow's request says so
     problem = session.mlflow_problem("http://mlflow.example:5000", timeout=2)
     assert problem is not None and problem.startswith("cannot open http://mlflow.example:5000 (")
+
+
+def test_a_resume_spelling_its_run_dir_otherwise_does_not_send_tensorboard_the_curves_twice(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first attempt ran with a relative --out, the resume with the absolute path: the same
+    TensorBoard folder read as another one and got every point logged before a second time."""
+    monkeypatch.chdir(tmp_path)
+    run_dir = Path("run")
+    (run_dir / "logs").mkdir(parents=True)
+    lines = [{"stage": "teacher", "time": 1.0, "event": "train", "step": s, "loss": 1.0 / s, "lr": 0.1}
+             for s in (1, 2)]
+    (run_dir / "logs" / "train.jsonl").write_text("\n".join(map(json.dumps, lines)) + "\n")
+    tracker = open_tracker(TrackingSpec(tensorboard=True), run_dir, run_name="a", params=PARAMS)
+    for line in lines:
+        tracker.on_event(line)
+    tracker.close(RunStatus.KILLED)
+    import tinyplm.track.session as session
+
+    resent = []
+    monkeypatch.setattr(session, "_logged_points", lambda path: resent.append(path) or [])
+    again = open_tracker(TrackingSpec(tensorboard=True), tmp_path / "run", run_name="a", params=PARAMS, resume=True)
+    again.close(RunStatus.FINISHED)
+    assert resent == []
+    again = open_tracker(TrackingSpec(tensorboard=str(tmp_path / "elsewhere")), run_dir, run_name="a", params=PARAMS,
+                         resume=True)  # another folder is still sent them
+    again.close(RunStatus.FINISHED)
+    assert len(resent) == 1

@@ -34,7 +34,7 @@ class TensorBoardBackend:
 
     @property
     def info(self) -> dict[str, str]:
-        return {"log_dir": str(self.log_dir)}
+        return {"log_dir": str(self.log_dir.resolve())}  # one folder, however the run dir was spelled
 
     def log_params(self, params: Mapping[str, str]) -> None:
         self.writer.add_text("recipe", _table(params), global_step=0)
