@@ -58,7 +58,7 @@ def embed_eval_cmd(
     if similarity is not None:
         similarity_of(similarity, "--similarity")  # refused before any set or model is read
     if save is not None:  # not after every set is embedded
-        writable(str(save), "--out")
+        writable(str(save), "--out", streams=False)  # written atomically: a file
     sets = read_sets(standard_sets(data_dir, stsb, squad) + own_sets(pairs or [], beir or [], split))
     embedder = load_embedder(model, max_length, batch_size)
     scoring = model_scoring(embedder, prompts, similarity)

@@ -83,7 +83,7 @@ def _check_predictions_path(predictions: Path | None) -> None:
     from tinyplm.predict.predict import writable
 
     if predictions is not None:
-        writable(str(predictions), "--predictions")
+        writable(str(predictions), "--predictions", streams=False)  # written atomically: a file
 
 
 def _check_pairs(model_dir: Path, model, tok, data) -> None:

@@ -161,13 +161,19 @@ def check_not_the_model(job: PredictJob, model_dir: Path) -> None:
                                "write the predictions elsewhere")
 
 
-def writable(path: str, flag: str) -> None:
+def writable(path: str, flag: str, streams: bool = True) -> None:
     """Raise ``TinyplmError`` naming ``flag`` when ``path`` cannot be written as a new file: empty,
     ending in a slash or a folder already, or under a file or a folder this user cannot write to
-    (found before the model reads a row, not when the finished predictions are moved into place)."""
+    (found before the model reads a row, not when the finished predictions are moved into place).
+    A stream (:func:`~tinyplm.predict.writers.is_stream`) is written into, so it passes; ``streams``
+    False refuses it, for callers that write ``path`` atomically (``files.write_json_atomic``: a
+    stream cannot be renamed onto)."""
     if not path.strip() or path.endswith(("/", os.sep)):
         raise TinyplmError(f"{flag} {path!r}: expected a file name, not a folder")
-    if is_stream(path):  # written into as it is (tinyplm.predict.writers)
+    if is_stream(path):  # written into as it is (tinyplm.predict.writers), where the caller can
+        if not streams:
+            raise TinyplmError(f"{flag} {path}: not a file (a device, pipe or terminal); {flag} writes a file, "
+                               "replaced whole once it is done: name a file")
         return
     target = Path(path)
     if target.is_dir():
