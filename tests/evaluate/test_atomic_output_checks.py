@@ -26,7 +26,7 @@ def test_a_stream_is_refused_first_where_the_file_is_written_atomically(tmp_path
     assert_bad_input(result, "--out /dev/null: not a file", "name a file")
     result = cli(["evaluate", tmp_path / "no-model", "--task", "squad", "--predictions", fifo], cwd=tmp_path)
     assert_bad_input(result, f"--predictions {fifo}: not a file", "name a file")
-    for path in ("/dev/null", str(fifo)):
+    for path in ("/dev/null", str(fifo), "/dev/stdout"):
         writable(path, "--output")  # predict writes into it
         with pytest.raises(TinyplmError, match=f"--out {re.escape(path)}: not a file"):
             writable(path, "--out", streams=False)

@@ -39,7 +39,7 @@ from tinyplm.inference.predictor import Predictor
 from tinyplm.predict.inputs import read_inputs
 from tinyplm.predict.sources import STDIN, Row, Source, detect_format, open_binary
 from tinyplm.predict.table_inputs import columns_read
-from tinyplm.predict.writers import Writer, check_output, is_stream, opened_writer, output_file
+from tinyplm.predict.writers import Writer, check_output, is_disk, is_stream, opened_writer, output_file
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.readers.reviews import REVIEW_KEYS
 from tinyplm.tasks.readers.rows import ON_ERROR, Policy, decoded_lines
@@ -163,17 +163,21 @@ def check_not_the_model(job: PredictJob, model_dir: Path) -> None:
 
 def writable(path: str, flag: str, streams: bool = True) -> None:
     """Raise ``TinyplmError`` naming ``flag`` when ``path`` cannot be written as a new file: empty,
-    ending in a slash or a folder already, or under a file or a folder this user cannot write to
-    (found before the model reads a row, not when the finished predictions are moved into place).
-    A stream (:func:`~tinyplm.predict.writers.is_stream`) is written into, so it passes; ``streams``
-    False refuses it, for callers that write ``path`` atomically (``files.write_json_atomic``: a
-    stream cannot be renamed onto)."""
+    ending in a slash or a folder already, a block device (a disk), or under a file or a folder this
+    user cannot write to (found before the model reads a row, not when the finished predictions are
+    moved into place). A stream (:func:`~tinyplm.predict.writers.is_stream`) is written into, so it
+    passes when it is open; ``streams`` False refuses it, for callers that write ``path`` atomically
+    (``files.write_json_atomic``: a stream cannot be renamed onto)."""
     if not path.strip() or path.endswith(("/", os.sep)):
         raise TinyplmError(f"{flag} {path!r}: expected a file name, not a folder")
+    if is_disk(path):
+        raise TinyplmError(f"{flag} {path}: a block device (a disk), whose content would be overwritten; name a file")
     if is_stream(path):  # written into as it is (tinyplm.predict.writers), where the caller can
         if not streams:
             raise TinyplmError(f"{flag} {path}: not a file (a device, pipe or terminal); {flag} writes a file, "
                                "replaced whole once it is done: name a file")
+        if not os.path.exists(path):
+            raise TinyplmError(f"{flag} {path}: no such stream is open in this process; name a file")
         return
     target = Path(path)
     if target.is_dir():

@@ -17,9 +17,11 @@ sentence's ``review_id`` and ``sentence`` number) and the prediction of the mode
   both files written atomically once every row is done.
 
 An output that names a stream rather than a file (:func:`is_stream`: ``/dev/stdout``, ``/dev/null``,
-a pipe such as a shell's ``>(gzip > x.gz)``) is written into as it is (:func:`output_file`): the
-atomic write's rename would put a regular file in its place (in ``/dev``, for every process after).
-A link to a file is followed: the file it points at is replaced, and the link kept.
+a pipe such as a shell's ``>(gzip > x.gz)``) is written into as it is (:func:`output_file`), opened
+for append: the atomic write's rename would put a regular file in its place (in ``/dev``, for every
+process after), and ``/dev/stdout`` behind a shell's ``>> all.jsonl`` keeps what the file held (the
+shell's ``>`` has emptied it already). A link to a file is followed: the file it points at is
+replaced, and the link kept. A block device (a disk) is no place for predictions (:func:`is_disk`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import contextlib
 import csv
 import json
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -199,23 +202,39 @@ def opened_writer(output: str | None, fmt: str, info: ModelInfo, stdout: TextIO,
         yield Writer(fh, fmt, info, with_line, keys)
 
 
+#: Names of the process's own streams, whatever they point at (a terminal, a pipe, or the regular
+#: file a shell redirected them to: that file is written into, not replaced).
+STREAM_NAMES = re.compile(r"/dev/(?:stdout|stderr|fd/\d+)|/proc/self/fd/\d+")
+
+
 def is_stream(path: str | Path) -> bool:
-    """Whether ``path`` names an existing stream, not a file (see the module docstring): a character
-    device, a pipe or a socket, links followed (``os.stat`` follows ``/dev/stdout``'s to whatever
-    the process's standard output is)."""
+    """Whether ``path`` names a stream, not a file (see the module docstring): one of the process's
+    own (:data:`STREAM_NAMES`, by name), or an existing character device, pipe or socket (links
+    followed). A block device is not one (:func:`is_disk`)."""
+    if STREAM_NAMES.fullmatch(os.path.normpath(os.path.abspath(path))):
+        return True
     try:
         mode = os.stat(path).st_mode
     except OSError:
         return False
-    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+def is_disk(path: str | Path) -> bool:
+    """Whether ``path`` is (or links to) a block device (``/dev/sda``): written into, it would lose
+    what the disk holds."""
+    try:
+        return stat.S_ISBLK(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager
 def output_file(path: str | Path) -> Iterator[TextIO]:
-    """``path`` open for its new text (see the module docstring): a stream written into as it is,
-    else the file (a link's target) replaced atomically when the block ends without an exception."""
-    if is_stream(path):
-        with open(path, "w", encoding="utf-8", newline="") as fh:
+    """``path`` open for its new text (see the module docstring): a stream written into as it is
+    (appended to), else the file (a link's target) replaced atomically when the block ends without an exception."""
+    if is_stream(path):  # for append: a regular file behind a shell's >> keeps what it held
+        with open(path, "a", encoding="utf-8", newline="") as fh:
             yield fh
         return
     with atomic_open(Path(path).resolve()) as fh:

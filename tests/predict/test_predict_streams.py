@@ -1,0 +1,72 @@
+"""`tinyplm predict` into streams (/dev/stdout behind a shell's redirection, /dev/null, /dev/fd/N)."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import helpers_warm as warm
+from conftest import make_tiny_glue, make_tiny_model_dir
+from helpers_serve import sentences
+from tinyplm.errors import TinyplmError
+from tinyplm.predict.predict import writable
+from tinyplm.predict.writers import is_stream
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> Path:
+    """A fake run dir (recipe with max_length 32, model/) beside a text file of 50 lines."""
+    root = tmp_path_factory.mktemp("streams")
+    glue = make_tiny_glue(root / "glue", n_train=8, n_dev=8)
+    run = root / "run"
+    run.mkdir()
+    (run / "config.resolved.yaml").write_text(yaml.safe_dump(
+        {"name": "tiny", "task": {"name": "sst2", "max_length": 32, "data_dir": str(glue)}}))
+    make_tiny_model_dir(run / "model", seed=3)
+    (root / "reviews.txt").write_text("\n".join(sentences(50)) + "\n", encoding="utf-8")
+    return root
+
+
+def test_the_processs_own_streams_are_streams_whatever_they_point_at(tmp_path: Path) -> None:
+    """/dev/stdout was followed to its target: behind a shell's `>> all.jsonl` (a regular file) it was
+    replaced atomically and what all.jsonl held was lost."""
+    kept = tmp_path / "kept.jsonl"
+    kept.write_text("old\n")
+    fd = os.open(kept, os.O_WRONLY | os.O_APPEND)
+    try:
+        assert is_stream(f"/dev/fd/{fd}") and is_stream(f"/proc/self/fd/{fd}")
+    finally:
+        os.close(fd)
+    assert is_stream("/dev/stdout") and is_stream("/dev/stderr") and not is_stream(kept)
+    with pytest.raises(TinyplmError, match="--output /dev/fd/987: no such stream is open"):
+        writable("/dev/fd/987", "--output")
+
+
+def test_predictions_to_dev_stdout_are_appended_behind_a_shells_append(world: Path) -> None:
+    """`tinyplm predict run -i reviews.txt -o /dev/stdout >> all.jsonl` keeps what all.jsonl held."""
+    everything = world / "all.jsonl"
+    everything.write_text('{"old": 1}\n', encoding="utf-8")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    with everything.open("ab") as fh:
+        proc = warm.run([sys.executable, "-m", "tinyplm.cli", "predict", "run", "-i", "reviews.txt",
+                         "-o", "/dev/stdout"], cwd=world, env=env, stdout=fh, stderr=-1, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = everything.read_text(encoding="utf-8").splitlines()
+    assert lines[0] == '{"old": 1}' and len(lines) == 51 and '"label"' in lines[-1]
+    assert not [p for p in world.iterdir() if p.name.startswith(".all.jsonl")]
+
+
+def test_a_block_device_is_no_stream_to_write_predictions_into() -> None:
+    """A disk counted as a stream: -o /dev/sda wrote the predictions over it (checked without writing)."""
+    disks = [e.path for e in os.scandir("/dev") if stat.S_ISBLK(e.stat(follow_symlinks=False).st_mode)]
+    if not disks:
+        pytest.skip("no block device in /dev")
+    assert not is_stream(disks[0])
+    with pytest.raises(TinyplmError, match=f"--output {re.escape(disks[0])}: a block device"):
+        writable(disks[0], "--output")
