@@ -1,9 +1,11 @@
-"""`tinyplm predict` into streams (/dev/stdout behind a shell's redirection, /dev/null, /dev/fd/N)."""
+"""`tinyplm predict` into streams (/dev/stdout behind a shell's redirection, /dev/null, /dev/fd/N), and
+an output that would replace a file of the model in a Hugging Face cache."""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
 import sys
 from pathlib import Path
@@ -13,6 +15,7 @@ import yaml
 
 import helpers_warm as warm
 from conftest import make_tiny_glue, make_tiny_model_dir
+from helpers_cli import assert_bad_input, cli
 from helpers_serve import sentences
 from tinyplm.errors import TinyplmError
 from tinyplm.predict.predict import writable
@@ -70,3 +73,39 @@ def test_a_block_device_is_no_stream_to_write_predictions_into() -> None:
     assert not is_stream(disks[0])
     with pytest.raises(TinyplmError, match=f"--output {re.escape(disks[0])}: a block device"):
         writable(disks[0], "--output")
+
+
+def _hub_snapshot(model: Path, hub: Path) -> Path:
+    """``model`` laid out as the Hugging Face cache does: snapshots/REV/NAME -> ../../blobs/NAME.blob,
+    plus an onnx/ subfolder."""
+    snap, blobs = hub / "snapshots" / "rev1", hub / "blobs"
+    snap.mkdir(parents=True)
+    blobs.mkdir()
+    for file in model.iterdir():
+        shutil.copy(file, blobs / f"{file.name}.blob")
+        (snap / file.name).symlink_to(Path("..", "..", "blobs", f"{file.name}.blob"))
+    (snap / "onnx").mkdir()
+    (snap / "onnx" / "model.onnx").write_bytes(b"onnx")
+    return snap
+
+
+def test_an_output_never_replaces_a_file_of_a_model_in_the_hub_cache_layout(world: Path, tmp_path: Path) -> None:
+    """A snapshot's config.json links to ../../blobs/SHA: its resolved folder is blobs/, not the model
+    dir, so -o SNAPSHOT/config.json overwrote the blob and destroyed the cached model."""
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(world / "run" / "config.resolved.yaml", run)
+    snap = _hub_snapshot(world / "run" / "model", tmp_path / "hub")
+    (run / "model").symlink_to(snap)
+    blob = tmp_path / "hub" / "blobs" / "config.json.blob"
+    before = blob.read_bytes()
+    for args, said in ((["-o", snap / "config.json"], f"--output {snap / 'config.json'}: would replace config.json"),
+                       (["-o", run / "model" / "config.json"], "would replace config.json of the model"),
+                       (["-o", blob], f"--output {blob}: would replace config.json of the model"),
+                       (["-o", snap / "onnx" / "model.onnx"], "would replace onnx/model.onnx of the model"),
+                       (["-o", tmp_path / "ok.jsonl", "--skipped", snap / "config.json"],
+                        "--skipped")):
+        result = cli(["predict", run, "-i", world / "reviews.txt", *args], cwd=tmp_path)
+        assert_bad_input(result, said, "write the predictions elsewhere")
+    assert blob.read_bytes() == before and (snap / "onnx" / "model.onnx").read_bytes() == b"onnx"
+    assert not (tmp_path / "ok.jsonl").exists()

@@ -153,11 +153,21 @@ def check_job(job: PredictJob, info=None) -> None:
 
 def check_not_the_model(job: PredictJob, model_dir: Path) -> None:
     """Raise ``TinyplmError`` when the output or the file of skipped rows would replace a file of the
-    model dir being read (its config.json, its weights): the model would be lost."""
+    model dir being read (its config.json, its weights, 1_Pooling/config.json): the model would be
+    lost. A file is the model's when its path, made absolute, lies in the model dir at any depth, or
+    when it resolves to where one of the model dir's files does (a Hugging Face cache's snapshot
+    holds links to ``blobs/``)."""
+    model = Path(os.path.abspath(model_dir))
+    files: dict[Path, Path] = {}  # where each of the model's files resolves to -> its name in the model dir
+    for folder, _, names in os.walk(model):
+        files.update({Path(folder, name).resolve(): Path(folder, name).relative_to(model) for name in names})
     for flag, path in (("--output", None if job.to_stdout else job.output), ("--skipped", job.skipped)):
-        target = Path(path).resolve() if path is not None else None
-        if target is not None and target.is_file() and target.parent == Path(model_dir).resolve():
-            raise TinyplmError(f"{flag} {path}: would replace {target.name} of the model in {model_dir}; "
+        given = Path(os.path.abspath(path)) if path is not None else None
+        if given is None or not given.is_file():
+            continue
+        name = given.relative_to(model) if given.is_relative_to(model) else files.get(given.resolve())
+        if name is not None:
+            raise TinyplmError(f"{flag} {path}: would replace {name} of the model in {model_dir}; "
                                "write the predictions elsewhere")
 
 
