@@ -258,3 +258,15 @@ def test_an_atomic_write_never_replaces_a_pipe_or_device(tmp_path: Path) -> None
     with pytest.raises(TinyplmError, match="not a file"):
         write_atomic(fifo, "x")
     assert fifo.is_fifo() and [p.name for p in tmp_path.iterdir()] == ["pipe"]
+
+
+def test_the_write_probe_is_named_afresh_each_time_and_leaves_nothing(tmp_path: Path, monkeypatch) -> None:
+    """Named by the pid alone, two processes of one pid on two machines of a cluster probing a shared
+    folder at once collided, and one was told nothing can be made there."""
+    from tinyplm.files import write_problem
+
+    made = []
+    real = Path.mkdir
+    monkeypatch.setattr(Path, "mkdir", lambda self, *a, **k: made.append(self.name) or real(self, *a, **k))
+    assert write_problem(tmp_path) is None and write_problem(tmp_path) is None
+    assert len(set(made)) == 2 and list(tmp_path.iterdir()) == []

@@ -262,12 +262,12 @@ def write_problem(folder: Path) -> str | None:
     """Why nothing can be made in the existing folder ``folder`` (None when something can). Tried
     with an empty folder made and removed at once: ``os.access`` reads a read-only or virtual file
     system (``/proc``, for root) as writable."""
-    probe = Path(folder) / f".tinyplm-probe.{os.getpid()}"
+    probe = Path(folder) / f".tinyplm-probe.{os.getpid()}.{os.urandom(4).hex()}"  # unique across a cluster too
     try:
         probe.mkdir()
-        probe.rmdir()
     except OSError as exc:
         return exc.strerror or str(exc)
+    shutil.rmtree(probe, ignore_errors=True)  # gone already: still a folder something could be made in
     return None
 
 
