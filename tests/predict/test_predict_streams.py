@@ -109,3 +109,19 @@ def test_an_output_never_replaces_a_file_of_a_model_in_the_hub_cache_layout(worl
         assert_bad_input(result, said, "write the predictions elsewhere")
     assert blob.read_bytes() == before and (snap / "onnx" / "model.onnx").read_bytes() == b"onnx"
     assert not (tmp_path / "ok.jsonl").exists()
+
+
+def test_two_streams_are_not_the_same_file(world: Path, tmp_path: Path) -> None:
+    """-o /dev/null --skipped /dev/null (and, on a terminal, /dev/stdout and /dev/stderr) were refused as
+    one file; a stream that is a shell's redirection to the input still is."""
+    (world / "bad.csv").write_text('text\n"a good film"\n"broken\n', encoding="utf-8")
+    result = cli(["predict", "run", "-i", "bad.csv", "-o", "/dev/null", "--on-error", "skip",
+                  "--skipped", "/dev/null"], cwd=world)
+    assert result.returncode == 0, result.output
+    fd = os.open(world / "reviews.txt", os.O_WRONLY | os.O_APPEND)
+    try:
+        result = cli(["predict", "run", "-i", "reviews.txt", "-o", f"/dev/fd/{fd}"], cwd=world)
+    finally:
+        os.close(fd)
+    assert_bad_input(result, "the output would replace the input")
+    assert len((world / "reviews.txt").read_text(encoding="utf-8").splitlines()) == 50

@@ -140,15 +140,24 @@ def check_job(job: PredictJob, info=None) -> None:
         writable(job.output, "--output")
     if job.skipped is not None:
         writable(str(job.skipped), "--skipped")
-    if not job.to_stdout and job.source.path != STDIN and Path(job.output).resolve() == Path(job.source.path).resolve():
+    if not job.to_stdout and job.source.path != STDIN and same_file(job.output, job.source.path):
         raise TinyplmError(f"{job.output}: the output would replace the input; choose another --output")
     if job.skipped is not None:
         taken = {"the input": None if job.source.path == STDIN else job.source.path,
                  "the output": None if job.to_stdout else job.output}
         for what, path in taken.items():
-            if path is not None and Path(job.skipped).resolve() == Path(path).resolve():
+            if path is not None and same_file(job.skipped, path):
                 raise TinyplmError(f"{job.skipped}: the file of skipped rows would replace {what}; choose another "
                                    "--skipped")
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether writing ``a`` would write over the file ``b``. A stream is written into, not replaced:
+    two streams are not one file (``/dev/null`` twice; ``/dev/stdout`` and ``/dev/stderr``, both the
+    terminal) unless both are the one regular file a shell redirected them to."""
+    if is_stream(a) or is_stream(b):
+        return os.path.isfile(a) and os.path.isfile(b) and os.path.samefile(a, b)
+    return Path(a).resolve() == Path(b).resolve()
 
 
 def check_not_the_model(job: PredictJob, model_dir: Path) -> None:
