@@ -75,3 +75,15 @@ def test_a_word_of_no_piece_and_a_lone_word_start_piece(tok) -> None:
     t = encode_tagged([["the", "movie"]], None, unigram, LABELS)
     pieces = unigram.convert_ids_to_tokens(t.input_ids[0])
     assert t.words_of(0) == [0, 1] and pieces[t.first_pieces[0][1]] == "▁"
+
+
+def test_an_empty_or_blank_word_has_no_piece_whatever_the_tokenizer() -> None:
+    """Joined by spaces, an empty word leaves two spaces in a row: a tokenizer that keeps a lone space
+    piece (SentencePiece's ``▁``) gave it to the empty word, trained and predicted from a space."""
+    from tests.helpers_families import tiny_tokenizer
+
+    unigram = tiny_tokenizer("unigram")
+    for words in (["the", "", "movie"], ["the", " ", "movie"]):
+        t = encode_tagged([words], [["O", "B-PER", "B-LOC"]], unigram, LABELS)
+        assert t.words_of(0) == [0, 2], words
+        assert [t.piece_labels[0][p] for p in t.first_pieces[0]] == [LABELS["O"], LABELS["B-LOC"]]

@@ -99,7 +99,7 @@ def piece_words(offsets: Sequence[Sequence[int]], special: Sequence[int], words:
     out: list[int | None] = []
     k = 0
     for (start, end), is_special in zip(offsets, special, strict=True):
-        while k < len(ends) and ends[k][1] <= start:
+        while k < len(ends) and (ends[k][1] <= start or not words[k].strip()):  # a blank word has no piece
             k += 1
         out.append(k if not is_special and end > start and k < len(ends) else None)
     return out
