@@ -390,3 +390,8 @@ def test_a_stream_or_a_link_as_output_is_written_into_and_the_model_is_never_rep
     result = cli(["predict", "run", "-i", "reviews.txt", "-o", config], cwd=world)
     assert_bad_input(result, f"--output {config}: would replace config.json of the model")
     assert config.read_bytes() == before
+    for _ in range(2):  # predictions kept beside the model are no file of it: written again, not refused
+        assert cli(["predict", "run", "-i", "reviews.txt", "-o", world / "run" / "model" / "preds.jsonl"],
+                   cwd=world).returncode == 0
+    assert len((world / "run" / "model" / "preds.jsonl").read_text().splitlines()) == 50
+    (world / "run" / "model" / "preds.jsonl").unlink()  # the module's other tests read this model dir

@@ -39,7 +39,15 @@ from tinyplm.inference.predictor import Predictor
 from tinyplm.predict.inputs import read_inputs
 from tinyplm.predict.sources import STDIN, Row, Source, detect_format, open_binary
 from tinyplm.predict.table_inputs import columns_read
-from tinyplm.predict.writers import Writer, check_output, is_disk, is_stream, opened_writer, output_file
+from tinyplm.predict.writers import (
+    OUTPUT_FORMATS,
+    Writer,
+    check_output,
+    is_disk,
+    is_stream,
+    opened_writer,
+    output_file,
+)
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.readers.reviews import REVIEW_KEYS
 from tinyplm.tasks.readers.rows import ON_ERROR, Policy, decoded_lines
@@ -172,8 +180,8 @@ def check_not_the_model(job: PredictJob, model_dir: Path) -> None:
         files.update({Path(folder, name).resolve(): Path(folder, name).relative_to(model) for name in names})
     for flag, path in (("--output", None if job.to_stdout else job.output), ("--skipped", job.skipped)):
         given = Path(os.path.abspath(path)) if path is not None else None
-        if given is None or not given.is_file():
-            continue
+        if given is None or not given.is_file() or given.suffix.lower().lstrip(".") in OUTPUT_FORMATS:
+            continue  # predictions written there before (MODEL/preds.jsonl): no model file is in these formats
         name = given.relative_to(model) if given.is_relative_to(model) else files.get(given.resolve())
         if name is not None:
             raise TinyplmError(f"{flag} {path}: would replace {name} of the model in {model_dir}; "
