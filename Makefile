@@ -42,18 +42,17 @@ demo: setup
 # Subprocesses inherit the switch; only tests run in-process are listed for the second pass.
 AUTO_LOG := $(CURDIR)/.pytest_cache/tinyplm-auto-precision.txt
 # Two pytest-xdist workers: most tests use one core (one torch thread, or a subprocess waiting on
-# imports), so two keep a 2-core machine busy. A test file runs on one worker (its module fixtures
-# built once): --dist loadfile. (Until pytest 9 a group per file under --dist loadgroup did the
-# same; pytest-xdist 3.8 cannot mark pytest 9's node ids with their group, so each worker built
-# every file's module fixtures: tests/test_test_workers.py checks this.) The tests that start Ray
-# (marked ray) run after, alone: a Ray cluster sized to the machine beside another worker's tests
-# slows both several times over. TEST_WORKERS=0 runs the first pass in this process, one test
-# after another.
+# imports), so two keep a 2-core machine busy. Tests are handed out one by one (--dist load), so a
+# file's module fixtures may be built on both workers: with each file kept whole on one worker
+# (--dist loadfile) the first pass took longer (docs/results/code-choices.md, "The test suite").
+# The tests that start Ray (marked ray) run after, alone: a Ray cluster sized to the machine beside
+# another worker's tests slows both several times over. TEST_WORKERS=0 runs the first pass in this
+# process, one test after another.
 # (Three workers were slower on 2 cores than two: docs/results/code-choices.md, "The test suite".)
 # The later passes are handed only the files that hold their tests (those with a ray mark; those
 # the first pass listed), so they do not collect all ~2,500 tests to run a few dozen.
 TEST_WORKERS ?= 2
-XDIST := -n $(TEST_WORKERS) --dist loadfile
+XDIST := -n $(TEST_WORKERS) --dist load
 RAY_FILES = $$(grep -rl --include='test_*.py' 'mark\.ray' tests)
 AUTO_FILES = $$(sed 's/::.*//' $(AUTO_LOG) | sort -u)
 

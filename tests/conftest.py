@@ -147,8 +147,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                           "those that resolved precision 'auto', to run again with the bf16 switch the other way")
 
 
-#: ``make test`` runs the tests on two pytest-xdist workers (``-n 2 --dist loadfile``), a test file's
-#: tests on one worker, so a module's fixtures are built once; then the tests marked ``ray`` (they
+#: ``make test`` runs the tests on two pytest-xdist workers (``-n 2 --dist load``: a module's
+#: fixtures may be built on both); then the tests marked ``ray`` (they
 #: start Ray: a local cluster or ``ray start --head``) alone, one after another, with the machine to
 #: themselves (``ray stop --force`` at the end of one stops every Ray process on the machine).
 
