@@ -9,10 +9,23 @@ import random
 from pathlib import Path
 
 import httpx
+import yaml
 
-from conftest import FILLER, NEGATIVE, POSITIVE, WORDS, make_tiny_model_dir
+from conftest import FILLER, NEGATIVE, POSITIVE, WORDS, make_tiny_glue, make_tiny_model_dir
 
 TAGS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
+
+
+def make_sst2_run(root: Path, n_dev: int) -> Path:
+    """A fake SST-2 run dir ``root/run`` (its recipe: max_length 32; ``model/``, the tiny BERT of seed 3)
+    beside tiny SST-2 data in ``root/glue`` (``n_dev`` dev rows); returns the data's folder."""
+    glue = make_tiny_glue(root / "glue", n_train=8, n_dev=n_dev)
+    run = root / "run"
+    run.mkdir()
+    (run / "config.resolved.yaml").write_text(yaml.safe_dump(
+        {"name": "tiny", "task": {"name": "sst2", "max_length": 32, "data_dir": str(glue)}}))
+    make_tiny_model_dir(run / "model", seed=3)
+    return glue
 
 
 def make_tiny_head_dir(path: Path, head: str, seed: int = 0) -> Path:

@@ -12,21 +12,16 @@ import pytest
 import yaml
 
 import helpers_warm as warm
-from conftest import make_tiny_glue, make_tiny_model_dir
+from conftest import make_tiny_model_dir
 from helpers_cli import assert_bad_input, cli
-from helpers_serve import TAGS, make_tiny_head_dir, sentences, write_conll, write_squad
+from helpers_serve import TAGS, make_sst2_run, make_tiny_head_dir, sentences, write_conll, write_squad
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> Path:
     """A fake run dir (recipe with max_length 32, model/) beside tiny SST-2 and a text file."""
     root = tmp_path_factory.mktemp("predict")
-    glue = make_tiny_glue(root / "glue", n_train=8, n_dev=64)
-    run = root / "run"
-    run.mkdir()
-    (run / "config.resolved.yaml").write_text(yaml.safe_dump(
-        {"name": "tiny", "task": {"name": "sst2", "max_length": 32, "data_dir": str(glue)}}))
-    make_tiny_model_dir(run / "model", seed=3)
+    make_sst2_run(root, n_dev=64)
     (root / "reviews.txt").write_text("\n".join(sentences(50)) + "\n", encoding="utf-8")
     return root
 

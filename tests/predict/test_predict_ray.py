@@ -12,12 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 import helpers_warm as warm
-from conftest import make_tiny_glue, make_tiny_model_dir
+from conftest import make_tiny_model_dir
 from helpers_cli import cli
-from helpers_serve import sentences
+from helpers_serve import make_sst2_run, sentences
 from tinyplm.cluster import cluster_cpus
 from tinyplm.errors import DataError, TinyplmError
 from tinyplm.predict.shards import (
@@ -40,12 +39,7 @@ pytestmark = pytest.mark.ray
 def world(tmp_path_factory) -> Path:
     """A fake run dir beside tiny SST-2 dev (64 rows) cut into 8 TSV shards with their header."""
     root = tmp_path_factory.mktemp("predict_ray")
-    glue = make_tiny_glue(root / "glue", n_train=8, n_dev=64)
-    run = root / "run"
-    run.mkdir()
-    (run / "config.resolved.yaml").write_text(yaml.safe_dump(
-        {"name": "tiny", "task": {"name": "sst2", "max_length": 32, "data_dir": str(glue)}}))
-    make_tiny_model_dir(run / "model", seed=3)
+    glue = make_sst2_run(root, n_dev=64)
     rows = (glue / "SST-2" / "dev.tsv").read_text(encoding="utf-8").splitlines()
     (root / "shards").mkdir()
     for i in range(8):

@@ -11,12 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 import helpers_warm as warm
-from conftest import make_tiny_glue, make_tiny_model_dir
 from helpers_cli import assert_bad_input, cli
-from helpers_serve import sentences
+from helpers_serve import make_sst2_run, sentences
 from tinyplm.errors import TinyplmError
 from tinyplm.predict.predict import writable
 from tinyplm.predict.writers import is_stream
@@ -26,12 +24,7 @@ from tinyplm.predict.writers import is_stream
 def world(tmp_path_factory) -> Path:
     """A fake run dir (recipe with max_length 32, model/) beside a text file of 50 lines."""
     root = tmp_path_factory.mktemp("streams")
-    glue = make_tiny_glue(root / "glue", n_train=8, n_dev=8)
-    run = root / "run"
-    run.mkdir()
-    (run / "config.resolved.yaml").write_text(yaml.safe_dump(
-        {"name": "tiny", "task": {"name": "sst2", "max_length": 32, "data_dir": str(glue)}}))
-    make_tiny_model_dir(run / "model", seed=3)
+    make_sst2_run(root, n_dev=8)
     (root / "reviews.txt").write_text("\n".join(sentences(50)) + "\n", encoding="utf-8")
     return root
 
