@@ -38,7 +38,7 @@ demo: setup
 
 # The tests run with bf16 forced on (TINYPLM_BF16=on: training's precision 'auto' is bf16 whatever
 # the CPU), then the tests whose code resolved 'auto' run again with it forced off, so a CPU with or
-# without native bf16 hides neither path (one case of each parametrized test: tests/conftest.py).
+# without native bf16 hides neither path (one test of each file: tests/conftest.py).
 # Subprocesses inherit the switch; only tests run in-process are listed for the second pass.
 AUTO_LOG := $(CURDIR)/.pytest_cache/tinyplm-auto-precision.txt
 # Two pytest-xdist workers: most tests use one core (one torch thread, or a subprocess waiting on

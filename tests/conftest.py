@@ -164,7 +164,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if listed is None:
         return
     wanted = set(Path(listed).read_text(encoding="utf-8").splitlines()) if Path(listed).is_file() else set()
-    wanted = _one_per_function(wanted, items)
+    wanted = _one_per_file(wanted, items)
     config.hook.pytest_deselected(items=[i for i in items if i.nodeid not in wanted])
     items[:] = [i for i in items if i.nodeid in wanted]
 
@@ -173,21 +173,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 PRECISION_FILES = ("tests/run/test_precision.py",)
 
 
-def _one_per_function(wanted: set[str], items: list[pytest.Item]) -> set[str]:
-    """Of a parametrized test listed several times, the first case listed (in collection order),
-    except in :data:`PRECISION_FILES`: elsewhere the parameters are a model family, an objective or a
-    config, which the first pass covered case by case, and the second pass is about the precision
-    ``auto`` resolves to, which each case reaches by the same code (this keeps the second pass short
-    enough for CI's time limit)."""
+def _one_per_file(wanted: set[str], items: list[pytest.Item]) -> set[str]:
+    """Of the tests of a file listed, the first listed (in collection order), except in
+    :data:`PRECISION_FILES`: elsewhere the second pass is about the precision ``auto`` resolves to,
+    which every test of a file reaches by the same code, where the first pass ran each of them (and
+    each case of a parametrized one). One per file keeps the second pass short enough for CI's time
+    limit (docs/results/code-choices.md, "The test suite")."""
     kept: set[str] = set()
     seen: set[str] = set()
     for item in items:
         if item.nodeid not in wanted:
             continue
-        function = item.nodeid.split("[", 1)[0]
-        if function not in seen or item.nodeid.startswith(PRECISION_FILES):
+        file = item.nodeid.split("::", 1)[0]
+        if file not in seen or item.nodeid.startswith(PRECISION_FILES):
             kept.add(item.nodeid)
-        seen.add(function)
+        seen.add(file)
     return kept
 
 
