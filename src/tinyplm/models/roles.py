@@ -16,8 +16,7 @@ import copy
 import logging
 from collections.abc import Sequence
 
-import torch
-from torch import nn
+from torch import inference_mode, nn
 
 from tinyplm.errors import ModelError
 from tinyplm.models.role_table import (
@@ -219,7 +218,7 @@ def expand_groups(model: nn.Module) -> bool:
         return False
     # layer step i runs group i * count // steps, as transformers' ALBERT does (uneven splits too)
     expanded = [groups[i * count // steps] for i in range(steps)]
-    with torch.inference_mode(False):  # copies made under an analysis's inference mode could never train
+    with inference_mode(False):  # copies made under an analysis's inference mode could never train
         expanded = [g if i == 0 or g is not expanded[i - 1] else copy.deepcopy(g) for i, g in enumerate(expanded)]
     _set(base_model(model), roles.layers, nn.ModuleList(expanded))
     setattr(config, roles.group_key, steps)
