@@ -49,6 +49,7 @@ AUTO_LOG := $(CURDIR)/.pytest_cache/tinyplm-auto-precision.txt
 # another worker's tests slows both several times over. TEST_WORKERS=0 runs the first pass in this
 # process, one test after another.
 # (Three workers were slower on 2 cores than two: docs/results/code-choices.md, "The test suite".)
+# The first pass prints its 25 slowest steps, so a CI log says where its time went.
 # The later passes are handed only the files that hold their tests (those with a ray mark; those
 # the first pass listed), so they do not collect all ~2,500 tests to run a few dozen.
 TEST_WORKERS ?= 2
@@ -60,7 +61,7 @@ test: setup
 	$(BIN)/ruff check src tests benchmarks
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d $(CURDIR)/.pytest_cache/site
 	rm -f $(AUTO_LOG)
-	TINYPLM_BF16=on TINYPLM_AUTO_LOG=$(AUTO_LOG) $(BIN)/python -m pytest -q $(XDIST) -m "not ray"
+	TINYPLM_BF16=on TINYPLM_AUTO_LOG=$(AUTO_LOG) $(BIN)/python -m pytest -q $(XDIST) -m "not ray" --durations=25
 	TINYPLM_BF16=on TINYPLM_AUTO_LOG=$(AUTO_LOG) $(BIN)/python -m pytest -q -m ray $(RAY_FILES)
 	@if [ -s $(AUTO_LOG) ]; then \
 	  echo "TINYPLM_BF16=off: the tests listed in $(AUTO_LOG)"; \
