@@ -7,7 +7,8 @@ missing. ``f1_best`` is the F1 of class 1 at the threshold on the score that max
 split scored (the dev split: "a threshold chosen on dev"); it reports that threshold too, as
 ``f1_best_threshold``. Computed with scikit-learn and scipy. Every value is a plain Python ``float``. Where a metric is
 undefined (constant predictions or references for pearson/spearman/mcc, no positive class for
-f1) the value is ``0.0``, not ``nan``, so reports and checkpoint selection never see ``nan``.
+f1) the value is ``0.0``, not ``nan``, so reports and checkpoint selection never see ``nan``. Where the
+references alone make a metric undefined, :func:`undefined_reason` says why (a run refuses such a split).
 """
 
 from __future__ import annotations
@@ -134,6 +135,27 @@ def f1_best(scores: np.ndarray, references: np.ndarray) -> dict[str, float]:
 
 
 SCORE_METRICS: dict[str, ScoreMetricFn] = {"roc_auc": roc_auc, "pr_auc": pr_auc, "f1_best": f1_best}
+
+
+def undefined_reason(name: str, references: np.ndarray, labels: Sequence[str] = ()) -> str | None:
+    """Why metric ``name`` is undefined on ``references`` whatever a model predicts, None where some
+    prediction gives it a value: a correlation over fewer than two or equal scores, MCC or a class-1
+    score metric over one class, binary F1 without an example of class 1. Such a metric reads 0.0
+    for every model (see the module docstring), so a choice made on it is arbitrary. ``labels``
+    names the classes in the reason (class indices when empty)."""
+    r = np.asarray(references).reshape(-1)
+    if name in ("pearson", "spearman"):
+        if r.size < 2:
+            return f"a correlation needs two or more examples, the split has {r.size}"
+        return None if np.ptp(r.astype(np.float64)) > 0 else f"every example has the score {float(r[0]):g}"
+    classes = sorted(set(np.unique(r).tolist()))
+    if name in ("mcc", *SCORE_METRICS) and len(classes) < 2:
+        only = labels[classes[0]] if labels and 0 <= classes[0] < len(labels) else classes[0]
+        return f"every example has the label {only!r}; {name} compares two classes"
+    if name == "f1" and 1 not in classes:
+        positive = labels[1] if len(labels) > 1 else 1
+        return f"no example has the label {positive!r}, the class f1 scores"
+    return None
 
 
 def needs_scores(names: Sequence[str]) -> bool:

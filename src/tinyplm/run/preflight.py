@@ -42,6 +42,7 @@ from tinyplm.run.preflight_classic import check_vocabularies
 from tinyplm.run.preflight_compress import check_compress_heads
 from tinyplm.run.preflight_corpus import check_corpus_stages
 from tinyplm.run.preflight_embedding import check_vector_terms
+from tinyplm.run.preflight_metrics import check_metrics_defined
 from tinyplm.run.preflight_objectives import check_objectives
 from tinyplm.run.preflight_students import check_layer_shapes, check_student_families
 from tinyplm.run.read_once import once
@@ -87,11 +88,11 @@ def _check_outputs(cfg: RunConfig, run_dir: Path | None) -> None:
 
 
 def preflight(cfg: RunConfig, run_dir: Path | None = None) -> Preflight:
-    """Check everything a run reads before it writes anything: where it writes (:func:`_check_outputs`),
-    the task's data files (every line), the teacher dir, its tokenizer, a head on a teacher used as
-    is, each stage's own teacher. Raises ``TinyplmError``."""
+    """Check all a run reads before it writes: where it writes, the task's data files (every line) and metrics,
+    the teacher dir, its tokenizer, a head on a teacher used as is, each stage's teacher. Raises ``TinyplmError``."""
     _check_outputs(cfg, run_dir)
     data, src = once(load_task, cfg.task, cfg.corpus), teacher_dir(cfg.teacher.model)
+    check_metrics_defined(data, cfg.task.max_eval_examples)
     enc = check_sentence_dir(src)  # src, or a sentence-transformers folder's encoder (e.g. 0_Transformer/)
     if Head(data.head).row.vectors:  # every model of the run is judged as the teacher is meant to be compared
         data = replace(data, similarity=layout_similarity(src))
