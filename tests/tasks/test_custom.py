@@ -255,3 +255,9 @@ def test_labels_with_fractions_are_names_and_nan_is_a_missing_label(tmp_path: Pa
     nan = write_csv(tmp_path / "nan.csv", "text,label\na,0\nb,1\nc,nan\n")
     with pytest.raises(DataError, match=r"nan\.csv: a label is 'nan', a missing value written out"):
         custom_task("t", nan, nan, "text", "label")
+
+
+def test_a_label_given_twice_is_refused_not_made_an_output_of_its_own(tmp_path: Path) -> None:
+    train = write_csv(tmp_path / "t.csv", "text,label\na,x\nb,y\n")
+    with pytest.raises(TinyplmError, match=r"task.labels names 'x' more than once"):
+        custom_task("t", train, train, "text", "label", labels=["x", "y", "x"])

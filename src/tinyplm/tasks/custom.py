@@ -64,6 +64,9 @@ def custom_task(
         if len(labels) < 2:
             raise TinyplmError(f"custom task '{name}': give at least two labels, got {labels}")
         label_names = tuple(str(label) for label in labels)
+        if twice := sorted({label for label in label_names if label_names.count(label) > 1}):
+            raise TinyplmError(f"custom task '{name}': task.labels names {', '.join(map(repr, twice))} more than once, "
+                               "which would add an output no example can have; name each label once")
     else:
         if not train.is_file():
             what = "custom" if name == "custom" else f"custom {name}"
