@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors import safe_open
 from torch import nn
 from transformers import BertConfig, BertForSequenceClassification
 
 from conftest import make_tiny_model_dir
-from tinyplm.models import load_classifier, save_model
-from tinyplm.models.quantized import Int4Linear, encoder_linear_names, quantize_int4
+from tinyplm.models import load_classifier, roles, save_model
+from tinyplm.models.factorized import share_layers
+from tinyplm.models.quantized import Int4Linear, encoder_linear_names, quantize_int4, quantize_int8_dynamic, to_bf16
 
 LABELS = ("negative", "positive")
 
@@ -49,3 +51,24 @@ def test_int4_linear_weights_take_under_a_sixth_of_fp32_bytes(tmp_path: Path) ->
     ids = torch.randint(5, 99, (2, 9))
     with torch.no_grad():
         assert torch.equal(loaded(input_ids=ids).logits, model.eval()(input_ids=ids).logits)
+
+
+@pytest.mark.parametrize("scheme", ["dynamic_int8", "int4_weight", "bf16"])
+def test_a_shared_model_quantized_saves_once_and_reloads_shared(scheme: str, tmp_path: Path) -> None:
+    """``share`` then a torch quantization step: the shared tensors are stored once (safetensors
+    refuses the same memory under two names) and the reloaded model shares them again, with the
+    same outputs."""
+    model, tok = load_classifier(make_tiny_model_dir(tmp_path / "m"), LABELS, False)
+    share_layers(model, "all")
+    quantize = {"dynamic_int8": quantize_int8_dynamic, "int4_weight": lambda m: quantize_int4(m, 8), "bf16": to_bf16}
+    quantize[scheme](model)
+    out = save_model(model, tok, tmp_path / "q")
+    loaded, _ = load_classifier(out, LABELS, False)
+    ids = torch.randint(5, 99, (2, 9))
+    with torch.no_grad():
+        assert torch.equal(loaded(input_ids=ids).logits, model.eval()(input_ids=ids).logits)
+    first, second = roles.layers(loaded)[:2]
+    part = roles.part_names(first, "attention")[0]
+    assert roles.layer_part(first, part) is roles.layer_part(second, part)
+    with safe_open(str(out / "model.safetensors"), framework="pt") as fh:
+        assert not [k for k in fh.keys() if k.startswith("bert.encoder.layer.1.")]

@@ -148,10 +148,10 @@ def quantize_int8_dynamic(model: nn.Module) -> list[str]:
     return names
 
 
-def _dynamic_linears(model: nn.Module) -> dict[str, nn.Module]:
+def _dynamic_linears(model: nn.Module, remove_duplicate: bool = True) -> dict[str, nn.Module]:
     from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
 
-    return {n: m for n, m in model.named_modules() if isinstance(m, DynamicLinear)}
+    return {n: m for n, m in model.named_modules(remove_duplicate=remove_duplicate) if isinstance(m, DynamicLinear)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -173,9 +173,10 @@ def quantized_state(model: nn.Module) -> dict[str, Tensor]:
     """The tensors to save: ordinary parameters/buffers, and for each int8 dynamic Linear its int8
     weight, per-channel scales and zero points, and bias (safetensors-ready, contiguous)."""
     dynamic = _dynamic_linears(model)
+    every = tuple(f"{n}." for n in _dynamic_linears(model, remove_duplicate=False))  # a tied one under each name
     state: dict[str, Tensor] = {}
     for name, value in model.state_dict().items():
-        if not isinstance(value, Tensor) or any(name.startswith(f"{d}.") for d in dynamic):
+        if not isinstance(value, Tensor) or name.startswith(every):
             continue
         state[name] = value
     for name, module in dynamic.items():
@@ -185,7 +186,25 @@ def quantized_state(model: nn.Module) -> dict[str, Tensor]:
         state[f"{name}.weight_zero_points"] = w.q_per_channel_zero_points().to(torch.int64)
         if b is not None:
             state[f"{name}.bias"] = b.detach()
-    return {k: v.detach().contiguous() for k, v in state.items()}
+    return _once({k: v.detach().contiguous() for k, v in state.items()})
+
+
+def _once(state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """``state`` with each tensor once, under its first name: layers tied by ``share`` hold one
+    tensor under several names, which safetensors refuses to write (the loader ties them again)."""
+    seen: set[int] = set()
+    out = {}
+    for name, value in state.items():
+        if value.untyped_storage().data_ptr() not in seen:
+            seen.add(value.untyped_storage().data_ptr())
+            out[name] = value
+    return out
+
+
+def _shared_keys(model: nn.Module) -> set[str]:
+    """State-dict names of ``model`` whose tensor is held under an earlier name too (tied layers)."""
+    state = {k: v for k, v in model.state_dict().items() if isinstance(v, Tensor)}
+    return set(state) - set(_once(state))
 
 
 def is_quantized(model: nn.Module) -> bool:
@@ -222,6 +241,8 @@ def load_quantized(path: Path, model: nn.Module) -> nn.Module:
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as exc:
         raise ModelError(f"{path}: quantized weights do not fit the config ({exc})") from None
+    shared = _shared_keys(model)  # stored once, under the first layer's name
+    missing = [k for k in missing if k not in shared]
     if scheme == "int8_dynamic":
         quantize_int8_dynamic(model)
         for name, module in _dynamic_linears(model).items():
