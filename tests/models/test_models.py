@@ -167,6 +167,17 @@ def test_label_count_error_names_the_checkpoint_head_size(tiny_model_dir: Path) 
         load_classifier(tiny_model_dir, ("a", "b", "c"), is_regression=False)
 
 
+def test_label_count_note_shows_a_few_labels_on_one_line(tiny_model_dir: Path) -> None:
+    """300 labels were all listed, twice, in the note validate printed and the report and model card
+    kept; a label with a line break broke the line."""
+    from tinyplm.models.head_labels import head_misfit
+
+    labels = ("multi\nline", *(f"L{i}" for i in range(299)))
+    note = head_misfit(tiny_model_dir, {"num_labels": 2}, labels)
+    assert "\n" not in note and "L11" not in note and "(300 in all)" in note
+    assert "'multi\\nline', L0, L1" in note
+
+
 def test_label_count_error_with_explicit_labels(tmp_path: Path) -> None:
     path = make_tiny_model_dir(tmp_path / "three", num_labels=3)
     with pytest.raises(ModelError, match="its classifier has 3 outputs but the task needs 2"):

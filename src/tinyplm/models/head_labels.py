@@ -21,6 +21,7 @@ from torch import nn
 
 from tinyplm.errors import ModelError
 from tinyplm.tasks.heads import Head
+from tinyplm.tasks.io import quoted
 
 #: transformers' names for outputs a config never named.
 DEFAULT_NAME = re.compile(r"label_\d+")
@@ -103,6 +104,13 @@ def head_outputs(path: Path, cfg: dict, labels: tuple[str, ...], is_regression: 
     return outputs, has_head and misfit is None
 
 
+def shown(outputs: tuple[str, ...], limit: int = 12) -> str:
+    """``outputs`` for a one-line message: the first ``limit`` names (each cut and kept on one line by
+    :func:`~tinyplm.tasks.io.quoted`), then how many there are in all."""
+    named = ", ".join(quoted(name, "", limit=40) for name in outputs[:limit])
+    return named if len(outputs) <= limit else f"{named}, ... ({len(outputs)} in all)"
+
+
 def head_misfit(path: Path, cfg: dict, outputs: tuple[str, ...]) -> str | None:
     """Why the trained head of ``cfg`` (``path``'s config.json, which holds one) cannot serve a task
     whose head has ``outputs``, in one line naming the file; None when it can."""
@@ -110,7 +118,7 @@ def head_misfit(path: Path, cfg: dict, outputs: tuple[str, ...]) -> str | None:
     found = cfg.get("num_labels") or len(cfg.get("id2label") or {}) or 2
     if found != len(outputs):
         kind = "regression head (one score)" if found == 1 else "classifier"
-        return f"{path}: its {kind} has {found} outputs but the task needs {len(outputs)} ({', '.join(outputs)})"
+        return f"{path}: its {kind} has {found} outputs but the task needs {len(outputs)} ({shown(outputs)})"
     if cfg.get("problem_type") == "multi_label_classification":
         return (f"{path / 'config.json'}: problem_type multi_label_classification: its head scores each "
                 "label on its own (a sigmoid each, any number of labels per text), while tinyplm's tasks, "

@@ -45,7 +45,7 @@ def check_task_head(data: TaskData, src: Path, model_cfg: dict, *, finetuned: bo
     if kept or not any(head.row.auto_suffix in a for a in model_cfg.get("architectures") or []):
         return None
     return (f"{head_misfit(src, model_cfg, outputs)}: teacher.finetune trains a new {data.head} head "
-            f"for the task's outputs ({', '.join(outputs)}) in its place")
+            "for the task's outputs in its place")
 
 
 def read_checkpoints(cfg: RunConfig, src: Path, model_cfg: dict) -> list[tuple[str, Path, dict]]:
