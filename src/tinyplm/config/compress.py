@@ -211,7 +211,8 @@ class Int4Weight(_Final):
     """4-bit weight-only group-wise quantization of the encoder's Linear layers, stored packed."""
 
     kind: Literal["int4_weight"]
-    group_size: int = Field(64, ge=2, description="weights per fp16 scale (even; rows are padded to whole groups)")
+    group_size: int = Field(64, ge=2, multiple_of=2,
+                            description="weights per fp16 scale (even; rows are padded to whole groups)")
 
 
 class Bf16(_Final):
@@ -337,6 +338,27 @@ def _uneven_parts(step) -> set[str]:
     if step.kind == "svd":
         return {"attention", "ffn"}
     return set()
+
+
+#: The Linear roles each pruning step cuts rows or columns of.
+PRUNED_ROLES = {"prune_heads": ("query", "key", "value", "attn_out"), "prune_ffn": ("ffn_in", "ffn_out")}
+
+
+def check_step_order(steps) -> None:
+    """An order of a student's ``compress`` steps that would fail mid-run, after the training before
+    it, is refused now: :func:`check_share_order`, and pruning heads or neurons of a Linear an
+    earlier ``svd`` step may have factorized (a low-rank pair has no rows to cut). Raises ``ValueError``."""
+    check_share_order(steps)
+    factorized: dict[str, str] = {}
+    for step in steps:
+        clash = [r for r in PRUNED_ROLES.get(step.kind, ()) if r in factorized]
+        if clash:
+            raise ValueError(f"compress step {step_name(step)} ({step.kind}) cannot follow {factorized[clash[0]]} "
+                             f"(svd), which factorizes the {clash[0]} Linear it would cut; prune before svd, "
+                             "or leave that role out of the svd step's roles")
+        if step.kind == "svd":
+            for role in (*step.roles, *step.per_role):
+                factorized.setdefault(role, step_name(step))
 
 
 def check_share_order(steps) -> None:

@@ -23,7 +23,7 @@ from tinyplm.config.base import (  # noqa: F401  (re-exported: the recipe's sche
     TrainSpec,
 )
 from tinyplm.config.classic import FamilySpec, check_family_student
-from tinyplm.config.compress import AFTER_TRIM, TERMINAL_KINDS, CompressStep, check_share_order, step_name
+from tinyplm.config.compress import AFTER_TRIM, TERMINAL_KINDS, CompressStep, check_step_order, step_name
 from tinyplm.config.data_sources import AugmentSpec, CorpusSpec  # noqa: F401  (re-exported)
 from tinyplm.config.finetune import unsaved_form_error
 from tinyplm.config.holdout import count_or_share, not_a_switch
@@ -260,7 +260,7 @@ class StudentSpec(Section):
             if after:
                 raise ValueError(f"compress step {after[0]} cannot follow trim_vocab (the student's token ids no "
                                  f"longer match the teacher's); only {', '.join(AFTER_TRIM)} can")
-        check_share_order(self.compress)
+        check_step_order(self.compress)
         names = [step_name(s) for s in self.compress]
         if len(set(names)) != len(names):
             raise ValueError(f"compress step names must be unique within a student; got {names} "

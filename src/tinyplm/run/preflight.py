@@ -39,7 +39,7 @@ from tinyplm.pretrain.corpus import corpus_files, read_corpus
 from tinyplm.pretrain.mlm_head import check_bert, has_mlm_head
 from tinyplm.run.preflight_checkpoints import check_checkpoints, check_task_head, eval_length_note
 from tinyplm.run.preflight_classic import check_vocabularies
-from tinyplm.run.preflight_compress import check_compress_heads
+from tinyplm.run.preflight_compress import check_compress
 from tinyplm.run.preflight_corpus import check_corpus_stages
 from tinyplm.run.preflight_embedding import check_vector_terms
 from tinyplm.run.preflight_metrics import check_metrics_defined
@@ -134,7 +134,7 @@ def preflight(cfg: RunConfig, run_dir: Path | None = None) -> Preflight:
     check_student_families(cfg, model_cfg["model_type"])
     _check_trimmable(cfg, teacher)
     _check_augment(cfg)
-    check_compress_heads(cfg, Head(data.head))
+    check_compress(cfg, Head(data.head), model_cfg)
     check_objectives(cfg, model_cfg, src, Head(data.head))  # after the checks above, which say more
     _check_families(cfg, data)
     check_vocabularies(cfg, data)

@@ -1,13 +1,24 @@
-"""The checks of a run's preflight on its compress steps against the task's head: a step that has
-no rule for the head is refused before the teacher trains, not when the step is reached. Run by
+"""The checks of a run's preflight on its compress steps against the task's head and the student's
+shape: a step that has no rule for the head, or settings the shape cannot take, is refused before
+the teacher trains, not when the step is reached. Run by
 :func:`tinyplm.run.preflight.preflight`, before anything is written."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from types import SimpleNamespace
+
 from tinyplm.config.compress import step_name
-from tinyplm.config.schema import RunConfig, student_name
-from tinyplm.errors import RecipeError
+from tinyplm.config.schema import RunConfig, StudentSpec, student_name
+from tinyplm.errors import ModelError, RecipeError
+from tinyplm.models import check_model_dir, resolve_model_dir, roles
 from tinyplm.tasks.heads import Head
+
+
+def check_compress(cfg: RunConfig, head: Head, teacher: dict) -> None:
+    """:func:`check_compress_heads` and :func:`check_compress_shapes` (``teacher``: its config dict)."""
+    check_compress_heads(cfg, head)
+    check_compress_shapes(cfg, teacher)
 
 
 def check_compress_heads(cfg: RunConfig, head: Head) -> None:
@@ -27,3 +38,87 @@ def check_compress_heads(cfg: RunConfig, head: Head) -> None:
                                   f"'{cfg.task.name}' (it has one for: {have}); drop max_drop, or use "
                                   "{kind: runtime, runtime: fastest}, which judges a tagger word by word and a "
                                   "reader window by window")
+
+
+@dataclass(frozen=True)
+class _Start:
+    """What a student's first compress step is sure to find: its layer count, the widest input of
+    an encoder Linear (hidden or FFN width), its vocabulary and word-table width (the largest it
+    may be where the recipe leaves it open)."""
+
+    layers: int
+    widest: int
+    vocab: int
+    table: int
+
+
+def _start_of(cfg: RunConfig, spec: StudentSpec, teacher: dict) -> _Start | None:
+    """The shape a transformer student starts its compress steps with (None: a classic student, or
+    a checkpoint this check cannot read; the step itself still checks when it runs)."""
+    if spec.family is not None:
+        return None
+    earlier = cfg.earlier_student(spec) if spec.init_from else None
+    if earlier is not None:  # a copy of the earlier student as distilled, before its own compress steps
+        return _start_of(cfg, earlier, teacher)
+    source = teacher
+    if spec.init_from and spec.init_from != "teacher":
+        try:
+            source = check_model_dir(resolve_model_dir(spec.init_from))
+        except ModelError:
+            return None
+    try:
+        c = roles.config_shape(SimpleNamespace(**source))
+    except ModelError:
+        return None
+    table = int(source.get("embedding_size") or c.hidden)
+    if spec.init_from:
+        return _Start(c.layers, max(c.hidden, c.ffn), int(source["vocab_size"]), table)
+    shape = spec.shape
+    layers = len(spec.teacher_layers) if spec.teacher_layers else shape.layers
+    hidden, ffn = (shape.hidden, shape.ffn) if shape is not None else (c.hidden, c.ffn)
+    return _Start(layers, max(hidden, ffn), int(source["vocab_size"]), max(table, hidden))
+
+
+def _step_problem(step, layers: int, start: _Start) -> tuple[str | None, int]:
+    """What in ``step`` cannot work on a model of ``layers`` layers -> (the problem or None, the
+    layer count after the step)."""
+    if step.kind == "drop_layers":
+        if step.layers is not None:
+            out = sorted({i for i in step.layers if not 0 <= i < layers})
+            if out:
+                return f"layers {out} are out of range: the model has layers 0..{layers - 1} here", layers
+            if len(set(step.layers)) >= layers:
+                return f"it would drop all {layers} layers; keep at least one", layers
+            return None, layers - len(set(step.layers))
+        if step.count >= layers:
+            return f"count {step.count} would drop all {layers} layers; at most {layers - 1}", layers
+        return None, layers - step.count
+    if step.kind == "share" and step.groups:
+        flat = [i for g in step.groups for i in g]
+        if len(set(flat)) != len(flat) or any(not 0 <= i < layers for i in flat):
+            return f"groups {step.groups} must list distinct layers in 0..{layers - 1} (the model's here)", layers
+    if step.kind == "factorize_embeddings" and step.rank >= min(start.vocab, start.table):
+        return (f"rank {step.rank} is not below the word table's size ({start.vocab} x {start.table}); "
+                f"give a rank of at most {min(start.vocab, start.table) - 1}"), layers
+    if step.kind == "int4_weight" and step.group_size > start.widest:
+        return (f"group_size {step.group_size} is wider than any row of the encoder's Linear layers (at most "
+                f"{start.widest} weights): each row would be padded to a whole group, larger than fp32; "
+                f"use at most {start.widest}"), layers
+    return None, layers
+
+
+def check_compress_shapes(cfg: RunConfig, teacher: dict) -> None:
+    """Compress step settings the student's shape cannot take (layers out of range, dropping every
+    layer, an embedding rank not below the table, an int4 group wider than every row) are refused
+    here, naming the student, the step and what would work, not after the training before the step.
+    ``teacher``: the teacher's config dict. Raises ``RecipeError``."""
+    for spec in cfg.students:
+        start = _start_of(cfg, spec, teacher) if spec.compress else None
+        if start is None:
+            continue
+        layers = start.layers
+        for step in spec.compress:
+            problem, layers = _step_problem(step, layers, start)
+            if problem:
+                raise RecipeError(f"student {student_name(spec)}, compress step {step_name(step)} "
+                                  f"({step.kind}): {problem}")

@@ -1,0 +1,65 @@
+"""Compress steps whose settings the student's shape or the step order cannot take are refused
+before anything runs (``tinyplm validate`` and the run's preflight), not after the teacher's
+fine-tune: each names the student, the step and what would work, and leaves no run directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import make_tiny_glue, make_tiny_model_dir, tiny_recipe, write_recipe
+from tinyplm.config import load_recipe
+from tinyplm.errors import RecipeError
+from tinyplm.run import preflight
+
+
+def _recipe(tmp_path: Path, steps: list, **student) -> dict:
+    model = make_tiny_model_dir(tmp_path / "tiny-bert")  # 2 layers, hidden 32, FFN 37, vocab 99
+    glue = make_tiny_glue(tmp_path / "glue", n_train=16, n_dev=8)
+    spec = {"name": "s", "init_from": "teacher", "stages": [], "compress": steps, **student}
+    return tiny_recipe(tmp_path, model, glue, students=[spec])
+
+
+@pytest.mark.parametrize(("steps", "student", "refused"), [
+    ([{"kind": "drop_layers", "layers": [5]}], {}, r"layers \[5\] are out of range: the model has layers 0..1"),
+    ([{"kind": "drop_layers", "count": 2}], {}, "count 2 would drop all 2 layers; at most 1"),
+    ([{"kind": "drop_layers", "layers": [0, 1]}], {}, "drop all 2 layers"),
+    ([{"kind": "drop_layers", "layers": [1], "name": "d1"}, {"kind": "drop_layers", "layers": [1], "name": "d2"}],
+     {}, r"d2 \(drop_layers\): layers \[1\] are out of range: the model has layers 0..0"),
+    ([{"kind": "share", "groups": [[0, 5]]}], {}, r"groups \[\[0, 5\]\] must list distinct layers in 0..1"),
+    ([{"kind": "drop_layers", "count": 1}, {"kind": "share", "groups": [[0, 1]]}], {}, "in 0..0"),
+    ([{"kind": "share", "groups": [[0, 2]]}], {"init_from": None, "teacher_layers": [0, 1, 1], "stages": None},
+     None),  # a student of three teacher layers has a layer 2
+    ([{"kind": "factorize_embeddings", "rank": 32}], {}, r"rank 32 is not below the word table's size \(99 x 32\)"),
+    ([{"kind": "factorize_embeddings", "rank": 31}], {}, None),
+    ([{"kind": "int4_weight", "group_size": 64}], {}, "group_size 64 is wider than any row .* at most 37"),
+    ([{"kind": "int4_weight", "group_size": 36}], {}, None),
+])
+def test_steps_the_shape_cannot_take_are_refused_before_the_teacher_trains(
+        tmp_path: Path, steps: list, student: dict, refused: str | None) -> None:
+    cfg = load_recipe(write_recipe(tmp_path / "r.yaml", _recipe(tmp_path, steps, **student)))
+    if refused is None:
+        preflight(cfg)
+        return
+    with pytest.raises(RecipeError, match=refused) as error:
+        preflight(cfg)
+    assert str(error.value).startswith("student s, compress step ")
+    assert not Path(cfg.output_dir).exists()
+
+
+@pytest.mark.parametrize(("steps", "refused"), [
+    ([{"kind": "svd", "ratio": 0.5}, {"kind": "prune_heads", "keep": 0.5}], "prune_heads .* cannot follow svd"),
+    ([{"kind": "svd", "ratio": 0.5, "roles": ["ffn_out"]}, {"kind": "prune_ffn", "keep": 0.5}],
+     "cannot follow svd .* the ffn_out Linear"),
+    ([{"kind": "svd", "ratio": 0.5, "roles": ["ffn_in", "ffn_out"]}, {"kind": "prune_heads", "keep": 0.5}], None),
+    ([{"kind": "int4_weight", "group_size": 7}], "group_size.*multiple of 2"),
+])
+def test_step_orders_and_settings_that_cannot_work_are_refused_by_the_recipe(
+        tmp_path: Path, steps: list, refused: str | None) -> None:
+    path = write_recipe(tmp_path / "r.yaml", _recipe(tmp_path, steps))
+    if refused is None:
+        assert [s.kind for s in load_recipe(path).students[0].compress] == [s["kind"] for s in steps]
+        return
+    with pytest.raises(RecipeError, match=refused):
+        load_recipe(path)
