@@ -320,3 +320,29 @@ def test_model_card_errors(tmp_path: Path) -> None:
         render_model_card(make_record(), "student-L4-H31")
     with pytest.raises(TinyplmError, match="not a model directory"):
         write_model_card(tmp_path / "missing", make_record(), "teacher")
+
+
+def test_nan_and_inf_metrics_are_said_undefined_not_printed_or_plotted(tmp_path: Path) -> None:
+    """A results.json whose metrics hold NaN or Infinity (hand-edited, another tool's) crashed
+    ``tinyplm report`` in the latency plot; now they read "undefined" and are neither plotted,
+    ranked nor written into the card's model-index."""
+    record = make_record()
+    record.stages[0].metrics["accuracy"] = float("nan")
+    record.stages[1].metrics["accuracy"] = float("inf")
+    rebuilt = rebuild(_saved(record, tmp_path))
+    summary = rebuilt["summary"].read_text(encoding="utf-8")
+    assert "| teacher | undefined |" in summary and "| student-L4-H312 | undefined |" in summary
+    assert "nan" not in summary.lower() and "inf |" not in summary
+    assert best_student(record).name == "student-L2-H128"  # the one with a number
+    assert rebuilt["accuracy_vs_latency"].read_bytes().startswith(PNG_MAGIC)
+    assert "accuracy undefined" in rebuilt["report"].read_text(encoding="utf-8")
+    card = yaml.safe_load(render_model_card(record, "student-L4-H312").split("---")[1])
+    values = [m["value"] for r in card["model-index"][0]["results"] for m in r["metrics"]]
+    assert all(isinstance(v, float) and v == v and abs(v) != float("inf") for v in values)
+
+
+def _saved(record: RunRecord, run_dir: Path) -> Path:
+    """``run_dir`` holding ``record`` as a finished run's results.json (NaN written as JSON does)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "results.json").write_text(json.dumps(record.to_dict()), encoding="utf-8")
+    return run_dir

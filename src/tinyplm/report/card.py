@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,7 @@ def front_matter(record: RunRecord, stage: StageRecord) -> str:
     dataset, config = _dataset(record.task)
     tags = list(dict.fromkeys(["tinyplm", "distillation", pipeline]))
     metrics = [{"type": name, "value": round(float(value), 6), "name": f"dev {name}"}
-               for name, value in stage.metrics.items() if value is not None]
+               for name, value in stage.metrics.items() if value is not None and math.isfinite(value)]
     ds: dict[str, Any] = {"name": record.task, "type": dataset, "split": "validation"}
     if config:
         ds["config"] = config

@@ -22,6 +22,7 @@ from matplotlib import colormaps
 from tinyplm.report.html import Section, figures_html
 from tinyplm.report.plots import new_figure, save_figure
 from tinyplm.report.records import RunRecord, StageKind, StageRecord
+from tinyplm.report.tables import primary
 
 FLOOR_ARCH = "tfidf_lr"
 #: A stage name that ends in a seed (``bilstm-kd-s2``): the group is what comes before.
@@ -100,7 +101,7 @@ def roc_plot(record: RunRecord, path: Path) -> Path | None:
 def metric_latency_plot(record: RunRecord, path: Path) -> Path | None:
     """Primary metric (y) against batch-1 p50 latency (x, log scale), one labelled point per stage,
     marker area by MB on disk, the TF-IDF floor as a dashed line; None when no stage has both."""
-    stages = [s for s in record.stages if s.latency_ms_p50_b1 > 0 and record.metric in s.metrics]
+    stages = [s for s in record.stages if s.latency_ms_p50_b1 > 0 and primary(record, s) is not None]
     if not stages:
         return None
     fig, ax = new_figure(7.5, 4.8)
@@ -108,7 +109,7 @@ def metric_latency_plot(record: RunRecord, path: Path) -> Path | None:
     colors = colormaps["tab10"]
     labels = []
     for i, g in enumerate(plot_groups(stages)):
-        values = [s.metrics[record.metric] for s in g.stages]
+        values = [primary(record, s) or 0.0 for s in g.stages]  # each is defined: see ``stages``
         x, y = statistics.median(s.latency_ms_p50_b1 for s in g.stages), statistics.mean(values)
         size = statistics.mean(s.disk_bytes for s in g.stages)
         ax.scatter(x, y, s=30 + 400 * size / largest, alpha=0.75, color=colors(i % 10),
@@ -118,9 +119,9 @@ def metric_latency_plot(record: RunRecord, path: Path) -> Path | None:
                         linewidth=1, zorder=2)
         labels.append(ax.annotate(g.label, (x, y), xytext=(6, 4), textcoords="offset points", fontsize=8))
     floor = floor_stage(record)
-    if floor is not None and record.metric in floor.metrics:
-        ax.axhline(floor.metrics[record.metric], linestyle="--", color="0.5", linewidth=1)
-        labels.append(ax.annotate("TF-IDF floor", (0.01, floor.metrics[record.metric]),
+    if floor is not None and (level := primary(record, floor)) is not None:
+        ax.axhline(level, linestyle="--", color="0.5", linewidth=1)
+        labels.append(ax.annotate("TF-IDF floor", (0.01, level),
                                   xycoords=("axes fraction", "data"), xytext=(0, -10), textcoords="offset points",
                                   fontsize=8, color="0.4"))
     ax.set_xscale("log")

@@ -7,6 +7,7 @@ speed-up, compression) are ``None`` when there is no teacher stage or the diviso
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tinyplm.report.records import RunRecord, StageKind, StageRecord
@@ -17,9 +18,10 @@ RETENTION_TARGET = 97.0
 
 
 def primary(record: RunRecord, stage: StageRecord, metric: str | None = None) -> float | None:
-    """The stage's value of the run's primary metric (or of ``metric``), or None when it was not measured."""
+    """The stage's value of the run's primary metric (or of ``metric``), or None when it was not measured
+    or is undefined (NaN or infinite in results.json): such a stage is neither plotted nor ranked."""
     value = stage.metrics.get(metric or record.metric)
-    return float(value) if value is not None else None
+    return float(value) if value is not None and math.isfinite(value) else None
 
 
 def ratio(num: float | None, den: float | None) -> float | None:
@@ -149,8 +151,10 @@ def metric_names(record: RunRecord) -> list[str]:
 
 
 def fmt_metric(value: float | None) -> str:
-    """A metric value with 4 decimals, or an em dash when missing."""
-    return "—" if value is None else f"{value:.4f}"
+    """A metric value with 4 decimals, an em dash when missing, "undefined" when NaN or infinite."""
+    if value is None:
+        return "—"
+    return f"{value:.4f}" if math.isfinite(value) else "undefined"
 
 
 def fmt_num(value: float | None, digits: int = 1, suffix: str = "") -> str:
@@ -188,7 +192,7 @@ def table_cells(record: RunRecord, row: StageRow) -> list[str]:
     extra = [fmt_metric(row.metrics.get(m)) for m in metric_names(record)[1:]]
     return [
         row.name,
-        fmt_metric(row.metric),
+        fmt_metric(row.metrics.get(record.metric)),  # "undefined" where NaN, as the others
         *extra,
         fmt_retention(row.retention),
         fmt_num(row.params_m, 2),
@@ -301,14 +305,16 @@ def headline(record: RunRecord) -> str:
     if best is None:
         if teacher is None:
             return "No stages were measured in this run."
-        value = fmt_metric(primary(record, teacher))
+        value = fmt_metric(teacher.metrics.get(record.metric))
         return f"Only the teacher was measured: {record.metric} {value}."
     row = stage_row(record, best)
     if row.retention is None:
-        text = f"{_who(record, best)} {best.name} reaches {record.metric} {fmt_metric(row.metric)}"
+        text = f"{_who(record, best)} {best.name} reaches {record.metric} {fmt_metric(best.metrics.get(record.metric))}"
         if row.throughput > 0:
             text += f" at {row.throughput:,.1f} sentences/s"
-        return text + " (no teacher to compare with)."
+        if teacher is None:
+            return text + " (no teacher to compare with)."
+        return text + f" (the teacher's is {fmt_metric(teacher.metrics.get(record.metric))}: no share of it to give)."
     text = (f"{_who(record, best)} {best.name} keeps {row.retention:.1f}% "
             f"of the teacher's {record.metric}")
     if row.speedup is not None:
