@@ -104,3 +104,27 @@ def test_prediction_only_objective_ignores_depths(tiny_model_dir: Path) -> None:
     teacher, _ = load_classifier(tiny_model_dir, ("0", "1"), False)  # 2 layers
     obj = build_objective(ObjectiveSpec(kd_weight=1), _student(layers=4).config, teacher.config, False)
     assert obj.layer_map.pairs == () and obj.wants == frozenset()
+
+
+@pytest.mark.parametrize(("terms", "expected"), [
+    ({"value_relation": 1}, "objective.value_relation compares attention heads one to one, but the student has 2 heads "
+                            "and the teacher 4"),
+    ({"qkv_relation": 1, "relation_heads": 32}, "relation_heads=32 must divide the query/key/value width of student "
+                                                "layer 1 \\(16: 2 heads\\)"),
+])
+def test_a_student_that_kept_fewer_heads_is_checked_by_the_heads_it_has(tiny_model_dir: Path, terms: dict,
+                                                                        expected: str) -> None:
+    """A student of the teacher's layers that kept 2 of its 4 heads (shape.keep_heads) still says 4 in
+    ``num_attention_heads``: the objective reads the heads its layers have, so a term comparing heads
+    one to one is refused when built, not after the teacher's fine-tune (or, for value_relation,
+    computed silently over four made-up heads of the two real ones)."""
+    from tinyplm.distill.objective import stage_objective
+    from tinyplm.models.narrow import keep_strongest_heads
+
+    teacher, _ = load_classifier(tiny_model_dir, ("0", "1"), False)
+    student, _ = load_classifier(tiny_model_dir, ("0", "1"), False)
+    keep_strongest_heads(student, 2)
+    assert student.config.num_attention_heads == 4
+    with pytest.raises(RecipeError, match=expected):
+        stage_objective(ObjectiveSpec(kd_weight=0, **terms), student, teacher, False)
+    stage_objective(ObjectiveSpec(kd_weight=0, qkv_relation=1, hidden=1), student, teacher, False)  # it takes these

@@ -27,7 +27,13 @@ def world(tmp_path_factory) -> tuple[Path, Path]:
      "layer pair (1, 5) is out of range"),
     ({"teacher_layers": [0, 1], "objective": {"qkv_relation": 1.0, "relation_heads": 3}},
      "relation_heads=3 must divide both hidden sizes (32, 32)"),
-], ids=["heads", "layer-map", "relation-heads"])
+    ({"teacher_layers": [0, 1], "shape": {"layers": 2, "hidden": 32, "heads": 4, "ffn": 37, "keep_heads": 2},
+      "objective": {"attention_scores": 1.0}},
+     "compares attention heads one to one, but the student has 2 heads and the teacher 4"),
+    ({"teacher_layers": [0, 1], "shape": {"layers": 2, "hidden": 32, "heads": 4, "ffn": 37, "keep_heads": 3},
+      "objective": {"qkv_relation": 1.0, "relation_heads": 16}},
+     "relation_heads=16 must divide the query/key/value width of student layer 1 (24: 3 heads)"),
+], ids=["heads", "layer-map", "relation-heads", "kept-heads", "kept-heads-relation"])
 def test_an_objective_the_shapes_cannot_take_is_refused_before_any_work(tmp_path: Path, world, student: dict,
                                                                       expected: str) -> None:
     teacher, glue = world

@@ -24,6 +24,7 @@ from tinyplm.distill.mlm import is_masked_lm, mlm_forward, mlm_hard_loss, mlm_so
 from tinyplm.errors import RecipeError
 from tinyplm.models.features import Features, forward_features
 from tinyplm.models.narrow import TEACHER_CHANNELS
+from tinyplm.models.shape import config_heads, with_layer_shape
 from tinyplm.tasks.encoding import collate, model_inputs
 from tinyplm.tasks.heads import Head, PerHead
 from tinyplm.train.masking import Masking, mask_tokens
@@ -62,9 +63,11 @@ class DistillObjective(nn.Module):
         self.layer_map = LayerMap(())
         if spec.layerwise:
             self.layer_map = resolve(spec.layer_map, student_cfg.num_hidden_layers, teacher_cfg.num_hidden_layers)
-        self.s_heads, self.t_heads = student_cfg.num_attention_heads, teacher_cfg.num_attention_heads
-        self.relation_heads = spec.relation_heads or self.t_heads
+        # heads of each layer step, as recorded for a model that kept or pruned some (models/shape.py)
+        self.s_heads, self.t_heads = config_heads(student_cfg), config_heads(teacher_cfg)
+        self.relation_heads = spec.relation_heads or teacher_cfg.num_attention_heads
         ds, dt = student_cfg.hidden_size, teacher_cfg.hidden_size
+        self._head_dims = (ds // student_cfg.num_attention_heads, dt // teacher_cfg.num_attention_heads)
         channels = getattr(student_cfg, TEACHER_CHANNELS, None)  # set on width-pruned students
         channels = channels if channels is not None and max(channels, default=-1) < dt else None
         self.hidden_proj = im.make_projection(ds, dt, channels) if (spec.hidden or spec.cosine) else None
@@ -85,12 +88,7 @@ class DistillObjective(nn.Module):
         self.across = pieces
 
     def _check(self, spec: ObjectiveSpec, ds: int, dt: int) -> None:
-        heads_terms = [k for k in ("attention_scores", "attention_kl", "value_relation") if getattr(spec, k) > 0]
-        if heads_terms and self.s_heads != self.t_heads:
-            raise RecipeError(
-                f"objective.{heads_terms[0]} compares attention heads one to one, but the student has "
-                f"{self.s_heads} heads and the teacher {self.t_heads}; use qkv_relation (MiniLMv2) instead"
-            )
+        self._check_heads(spec)
         mixed = [p for p in self.layer_map.pairs if (p[0] == 0) != (p[1] == 0)]
         if mixed:
             raise RecipeError(f"objective.layer_map pairs {mixed} match the embeddings (0) with a layer; "
@@ -102,6 +100,39 @@ class DistillObjective(nn.Module):
             raise RecipeError(
                 f"objective.relation_heads={self.relation_heads} must divide both hidden sizes ({ds}, {dt})"
             )
+        self._check_widths(spec)
+
+    def _layer_pairs(self) -> list[tuple[int, int]]:
+        """The matched (student, teacher) layers, 0-based (the embeddings left out)."""
+        return [(i - 1, j - 1) for i, j in self.layer_map.pairs if i > 0 and j > 0]
+
+    def _where(self, i: int, j: int) -> str:
+        """`` in student layer i and teacher layer j`` where some layer's heads differ from another's
+        (kept or pruned heads), else nothing: the plain message of two uniform models."""
+        uniform = len(set(self.s_heads)) == 1 and len(set(self.t_heads)) == 1
+        return "" if uniform else f" in student layer {i + 1} and teacher layer {j + 1}"
+
+    def _check_heads(self, spec: ObjectiveSpec) -> None:
+        """Raise ``RecipeError`` where a matched pair of layers has unequal head counts for a term
+        that compares heads one to one."""
+        heads_terms = [k for k in ("attention_scores", "attention_kl", "value_relation") if getattr(spec, k) > 0]
+        for i, j in self._layer_pairs() if heads_terms else ():
+            if self.s_heads[i] != self.t_heads[j]:
+                raise RecipeError(
+                    f"objective.{heads_terms[0]} compares attention heads one to one, but the student has "
+                    f"{self.s_heads[i]} heads and the teacher {self.t_heads[j]}" + self._where(i, j)
+                    + "; use qkv_relation (MiniLMv2) instead")
+
+    def _check_widths(self, spec: ObjectiveSpec) -> None:
+        """Raise ``RecipeError`` where ``relation_heads`` does not divide a matched layer's query/key/value
+        width (a student that kept fewer heads of the teacher's width is narrower there than its hidden size)."""
+        for i, j in self._layer_pairs() if spec.qkv_relation else ():
+            widths = (self.s_heads[i] * self._head_dims[0], self.t_heads[j] * self._head_dims[1])
+            if widths[0] % self.relation_heads or widths[1] % self.relation_heads:
+                raise RecipeError(
+                    f"objective.relation_heads={self.relation_heads} must divide the query/key/value width of "
+                    f"student layer {i + 1} ({widths[0]}: {self.s_heads[i]} heads) and teacher layer {j + 1} "
+                    f"({widths[1]})")
 
     # -- the training Objective ----------------------------------------------------------------
     @property
@@ -201,8 +232,8 @@ class DistillObjective(nn.Module):
             "cosine": lambda i, j: im.cosine_hidden(s.hidden[i], t.hidden[j], mask, self.hidden_proj),
             "attention_scores": lambda i, j: im.attention_score_mse(s.attn_scores[i], t.attn_scores[j], mask),
             "attention_kl": lambda i, j: im.attention_kl(s.attn_probs[i], t.attn_probs[j], mask),
-            "value_relation": lambda i, j: im.value_relation_kl(s.values[i], t.values[j], self.s_heads,
-                                                                self.t_heads, mask),
+            "value_relation": lambda i, j: im.value_relation_kl(s.values[i], t.values[j], self.s_heads[i],
+                                                                self.t_heads[j], mask),
             "qkv_relation": lambda i, j: sum(
                 im.self_relation_kl(getattr(s, f)[i], getattr(t, f)[j], self.relation_heads, mask)
                 for f in ("queries", "keys", "values")
@@ -236,7 +267,8 @@ def build_objective(spec: ObjectiveSpec, student_cfg, teacher_cfg, is_regression
 
 def _task_objective(spec: ObjectiveSpec, student: nn.Module, teacher: nn.Module, is_regression: bool,
                     tokenizer, head: Head, class_weights: tuple[float, ...] | None) -> DistillObjective:
-    return build_objective(spec, student.config, teacher.config, is_regression, tokenizer, head, class_weights)
+    return build_objective(spec, with_layer_shape(student), with_layer_shape(teacher), is_regression, tokenizer, head,
+                           class_weights)
 
 
 def _vector_objective(spec: ObjectiveSpec, student: nn.Module, teacher: nn.Module, is_regression: bool,

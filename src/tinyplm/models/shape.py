@@ -33,6 +33,27 @@ def head_size(model: nn.Module) -> int:
     return model.config.hidden_size // model.config.num_attention_heads
 
 
+def config_heads(config) -> list[int]:
+    """The attention heads of each layer step as ``config`` describes them: its recorded shape
+    (``tinyplm_shape``: a model with pruned or kept heads), else ``num_attention_heads`` in every layer."""
+    recorded = getattr(config, SHAPE_KEY, None) or {}
+    return list(recorded.get("heads") or [config.num_attention_heads] * config.num_hidden_layers)
+
+
+def with_layer_shape(model: nn.Module):
+    """``model.config``, or a shallow copy of it that records the model's real per-layer shape
+    (:func:`layer_shape`) where the modules differ from what the config says (a student that kept
+    fewer heads, a pruned model not yet saved): what a reader of the config alone must see."""
+    import copy
+
+    shape = layer_shape(model)
+    if config_heads(model.config) == shape["heads"]:
+        return model.config
+    config = copy.copy(model.config)
+    setattr(config, SHAPE_KEY, shape)
+    return config
+
+
 def layer_shape(model: nn.Module) -> dict[str, list[int]]:
     """The heads and FFN width of each encoder layer, read off the modules themselves (a shared
     group once per layer step that runs it)."""

@@ -18,6 +18,7 @@ from tinyplm.config.schema import RunConfig, ShapeSpec, StudentSpec, student_nam
 from tinyplm.distill.objective import DistillObjective
 from tinyplm.errors import RecipeError, TinyplmError
 from tinyplm.models import check_model_dir, resolve_model_dir
+from tinyplm.models.shape import SHAPE_KEY
 from tinyplm.models.student import teacher_shape
 from tinyplm.tasks.heads import Head
 
@@ -45,9 +46,10 @@ def check_objectives(cfg: RunConfig, model_cfg: dict, src: Path, head: Head) -> 
                 DistillObjective(layerwise, _config(shape), _config(teacher), False, None, head)
             except TinyplmError as exc:
                 who = src if stage.teacher in ("finetuned", "base") else stage.teacher
+                kept = f" keeping {shape.keep_heads}" if shape.keep_heads is not None else ""
                 raise RecipeError(f"student {student_name(spec)}, stage {k}: {exc} (teacher {who}: "
                                   f"{teacher.layers} layers, {teacher.heads} heads, hidden {teacher.hidden}; "
-                                  f"student: {shape.layers} layers, {shape.heads} heads, hidden {shape.hidden})"
+                                  f"student: {shape.layers} layers, {shape.heads} heads{kept}, hidden {shape.hidden})"
                                   ) from None
 
 
@@ -86,5 +88,9 @@ def _student_shape(cfg: RunConfig, spec: StudentSpec, main: ShapeSpec) -> ShapeS
 
 
 def _config(shape: ShapeSpec) -> SimpleNamespace:
-    """The config fields an objective reads, of ``shape``."""
-    return SimpleNamespace(num_hidden_layers=shape.layers, num_attention_heads=shape.heads, hidden_size=shape.hidden)
+    """The config fields an objective reads, of ``shape``: with ``keep_heads``, that many heads in
+    every layer, each as wide as one of ``heads`` (as the student built from it records them)."""
+    config = SimpleNamespace(num_hidden_layers=shape.layers, num_attention_heads=shape.heads, hidden_size=shape.hidden)
+    if shape.keep_heads is not None:
+        setattr(config, SHAPE_KEY, {"heads": [shape.keep_heads] * shape.layers})
+    return config
