@@ -9,13 +9,14 @@ from typing import Annotated
 import typer
 
 from tinyplm.cli.app import EvalPrecision, app, exact_precision, out, print_stages
-from tinyplm.cli.evaluate import as_trained, note_other_task
+from tinyplm.cli.evaluate import as_trained, custom_keys, note_other_task
 
 
 @app.command("bench")
 def bench_cmd(
     model_dirs: Annotated[list[Path], typer.Argument(help="teacher dir first, then the students")],
-    task: Annotated[str, typer.Option("--task", help="task whose dev sentences are used")],
+    task: Annotated[str, typer.Option("--task", help="task whose dev sentences are used; custom: the files, "
+                                                     "columns and labels of the first model's run")],
     out_dir: Annotated[Path | None, typer.Option("--out", "-o", help="write results.json + reports here")] = None,
     data_dir: Annotated[str | None, typer.Option("--data-dir", help="GLUE folder")] = None,
     max_length: Annotated[int | None, typer.Option(
@@ -54,7 +55,7 @@ def bench_cmd(
     max_length, context_sentences, context_after = as_trained(model_dirs[0], task, max_length, context_sentences,
                                                                context_after, also=list(model_dirs[1:]))
     spec = TaskSpec(name=task, data_dir=data_dir, max_length=max_length, context_sentences=context_sentences,
-                    context_after=context_after)
+                    context_after=context_after, **custom_keys(model_dirs[0], task))
     if task.strip().lower() == "embedding":  # its sets are read at eval_max_length: the models' own, as embed-eval
         from tinyplm.inference.model_info import embedding_window
 

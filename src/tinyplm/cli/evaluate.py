@@ -18,7 +18,8 @@ from tinyplm.tasks.heads import Head
 @app.command("evaluate")
 def evaluate_cmd(
     model_dir: Annotated[Path, typer.Argument(help="a saved model dir (HF format)")],
-    task: Annotated[str, typer.Option("--task", help="task name, e.g. sst2")],
+    task: Annotated[str, typer.Option("--task", help="task name, e.g. sst2; custom: the files, columns and "
+                                                     "labels of the model's run")],
     data_dir: Annotated[str | None, typer.Option(
         "--data-dir", help="data root: a GLUE folder, or the folder holding squad/ and conll2003/")] = None,
     max_length: Annotated[int | None, typer.Option(
@@ -59,8 +60,8 @@ def evaluate_cmd(
                                                                context_after)
     spec = validate_recipe({"task": {"name": task, "data_dir": data_dir, "max_length": max_length,
                                      "doc_stride": doc_stride, "max_query_length": max_query_length,
-                                     "context_sentences": context_sentences, "context_after": context_after}},
-                           source="command line").task
+                                     "context_sentences": context_sentences, "context_after": context_after,
+                                     **custom_keys(model_dir, task)}}, source="command line").task
     data = load_task(spec, train=False)  # dev alone: a task's train file may be absent (QNLI's often is)
     if predictions is not None and not Head(data.head).row.windows:
         raise TinyplmError(f"--predictions writes SQuAD answers; task {data.task} has a {data.head} head")
@@ -76,6 +77,15 @@ def evaluate_cmd(
     context = ({"context_sentences": spec.context_sentences, "context_after": spec.context_after}
                if data.task in CONTEXT_TASKS else {})
     _print_evaluation(model, model_dir, data, metrics, context, precision, as_json)
+
+
+def custom_keys(model_dir: Path, task: str) -> dict[str, object]:
+    """For ``--task custom``: the files, columns and labels of the custom task ``model_dir``'s run was
+    trained on (:func:`~tinyplm.inference.custom_run.custom_task_keys`); nothing for another task."""
+    from tinyplm.inference.custom_run import custom_task_keys
+    from tinyplm.inference.pairs import CUSTOM_TASK
+
+    return custom_task_keys(model_dir) if task == CUSTOM_TASK else {}
 
 
 def _check_predictions_path(predictions: Path | None) -> None:

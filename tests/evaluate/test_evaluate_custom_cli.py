@@ -1,0 +1,46 @@
+"""``tinyplm evaluate`` and ``bench`` with ``--task custom``: the command line has no flags for a
+custom task's files and columns, so they come from the recipe of the run the model was trained in;
+a model in no such run is refused saying how to score it. Before, both said only that
+``task.train_file`` and ``task.dev_file`` were needed, keys the commands cannot take."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from conftest import make_tiny_model_dir
+from helpers_cli import assert_bad_input, cli
+
+
+def _custom_run(root: Path) -> Path:
+    """A finished-looking run of a custom pair task (columns q, a, y; labels no, yes) with its teacher."""
+    (root / "data").mkdir(parents=True)
+    rows = "q,a,y\nthe movie,was good,yes\nthe plot,was bad,no\nthe actor,was fun,yes\nthe film,was dull,no\n"
+    for split in ("train", "dev"):
+        (root / "data" / f"{split}.csv").write_text(rows, encoding="utf-8")
+    data = root / "data"
+    task = {"name": "custom", "train_file": str(data / "train.csv"), "dev_file": str(data / "dev.csv"),
+            "text_column": "q", "text_pair_column": "a", "label_column": "y", "max_length": 16}
+    (root / "run").mkdir()
+    (root / "run" / "config.resolved.yaml").write_text(yaml.safe_dump({"name": "c", "task": task}), encoding="utf-8")
+    return make_tiny_model_dir(root / "run" / "teacher")
+
+
+def test_evaluate_and_bench_read_a_custom_task_from_the_models_run(tmp_path: Path) -> None:
+    teacher = _custom_run(tmp_path)
+    result = cli(["evaluate", str(teacher), "--task", "custom", "--json"], cwd=tmp_path)
+    assert result.returncode == 0, result.output
+    said = json.loads(result.stdout)
+    assert set(said["metrics"]) == {"accuracy", "f1_macro"} and said["labels"] == ["no", "yes"], said
+    bench = cli(["bench", str(teacher), "--task", "custom", "--rounds", "1"], cwd=tmp_path)
+    assert bench.returncode == 0, bench.output
+    assert "accuracy" in bench.stdout
+
+
+def test_evaluate_custom_of_a_model_in_no_custom_run_says_how_to_score_it(tmp_path: Path) -> None:
+    bare = make_tiny_model_dir(tmp_path / "bare")
+    assert_bad_input(cli(["evaluate", str(bare), "--task", "custom"], cwd=tmp_path),
+                     "--task custom: a custom task's files and columns are read from the recipe of the run",
+                     "no run's config.resolved.yaml is beside it", "tinyplm run")
