@@ -204,3 +204,25 @@ def test_every_trained_stage_records_its_cost(tiny_model_dir: Path, tmp_path: Pa
     info = result.resources()
     assert info["trainable_params"] == info["total_params"] == sum(p.numel() for p in result.model.parameters())
     assert info["trainable_share"] == 1.0 and info["peak_rss_mib"] > 10 and info["rss_scope"] in ("stage", "process")
+
+
+@pytest.mark.parametrize("method", ["lora", "ia3", "ulmfit"])
+def test_an_albert_keeps_its_shared_layer_through_adapters_and_unfreezing(tmp_path: Path, method: str) -> None:
+    """A tiny ALBERT (3 layer steps sharing one group) fine-tuned by LoRA, IA3 or ULMFiT is still
+    one shared group of the same size: the methods adapt and unfreeze the group the steps share
+    instead of giving each step a copy first (which tripled the encoder and saved it so)."""
+    from helpers_families import make_family_dir
+
+    model, tok = load_classifier(make_family_dir(tmp_path / "albert", "albert"), ("0", "1"), False)
+    size = sum(p.numel() for p in model.parameters())
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    if method == "ulmfit":  # head and E -> H projection, the shared group, the embeddings
+        assert [len(g) > 0 for g in layer_groups(model)] == [True] * 3
+    spec = _spec(method, steps=4, **({"unfreeze_every": 1} if method == "ulmfit" else {}))
+    io = StageIO("a", tmp_path / "c", tmp_path / "log.jsonl")
+    result = train(model, _data(tok), PredictionObjective(), spec=spec, io=io)
+    assert result.model.config.num_hidden_groups == 1
+    assert sum(p.numel() for p in result.model.parameters()) == size
+    changed = _changed(before, result.model.state_dict())
+    assert any(".albert_layer_groups.0." in k for k in changed)  # the shared group trained
+    assert 0 < result.trainable_params <= size

@@ -83,17 +83,25 @@ def _peft_model(model: nn.Module, spec: TrainSpec) -> nn.Module:
             roles.require(model, roles.Stage.PREFIX_TUNING)
         config = _prompt_config(model, method, task_type, options.virtual_tokens)
     else:
-        wanted = options.targets or DEFAULT_TARGETS[method]
-        targets = [roles.linear_name(model, i, role) for i in range(len(roles.layers(model))) for role in wanted]
+        targets = _target_roles(model, options.targets or DEFAULT_TARGETS[method])
         if method is Method.LORA:
             config = peft.LoraConfig(task_type=task_type, r=options.r, lora_alpha=options.alpha,
-                                     lora_dropout=options.dropout, target_modules=targets, modules_to_save=heads)
+                                     lora_dropout=options.dropout, target_modules=list(targets), modules_to_save=heads)
         else:
-            ff = [name for name, role in zip(targets, wanted * len(roles.layers(model)), strict=True)
-                  if role in IA3_FEEDFORWARD]
-            config = peft.IA3Config(task_type=task_type, target_modules=targets, feedforward_modules=ff,
+            ff = [name for name, role in targets.items() if role in IA3_FEEDFORWARD]
+            config = peft.IA3Config(task_type=task_type, target_modules=list(targets), feedforward_modules=ff,
                                     modules_to_save=heads)
     return peft.get_peft_model(model, config)
+
+
+def _target_roles(model: nn.Module, wanted: tuple[str, ...]) -> dict[str, str]:
+    """Module name -> Linear role of every module playing one of the ``wanted`` roles in a layer step,
+    found on the model as it is: a layer group that ALBERT's steps share is adapted once and stays
+    shared (naming layers by index would first give each step a copy of its own, growing the
+    model), and a module playing several roles (ModernBERT's fused Wqkv) is named once."""
+    wanted_ids = {id(roles.layer_linear(step, role)): role for step in roles.layer_steps(model) for role in wanted}
+    return {name: wanted_ids[id(module)] for name, module in model.named_modules(remove_duplicate=False)
+            if id(module) in wanted_ids}
 
 
 def _prompt_config(model: nn.Module, method: Method, task_type: str, tokens: int):

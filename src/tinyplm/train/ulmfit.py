@@ -23,13 +23,16 @@ from tinyplm.models import roles
 
 def layer_groups(model: nn.Module) -> list[list[nn.Parameter]]:
     """The model's parameters by ULMFiT group, top first: [head and the rest, layer L, ..., layer 1,
-    embeddings]. A parameter shared by several layers belongs to the highest one."""
-    layer_list = list(roles.layers(model))
-    below = [*[list(layer.parameters()) for layer in reversed(layer_list)], list(roles.embeddings(model).parameters())]
+    embeddings], read off the model as it is (an ALBERT keeps its shared layer group). A parameter
+    shared by several layer steps belongs to the highest one; a step left with no parameters of its
+    own is no group (ALBERT's one shared group is one group), so every unfreezing step frees some."""
+    steps = roles.layer_steps(model)
+    below = [*[list(layer.parameters()) for layer in reversed(steps)], list(roles.embeddings(model).parameters())]
     seen: set[int] = set()
     groups: list[list[nn.Parameter]] = []
     for params in below:
-        groups.append([p for p in params if id(p) not in seen])
+        own = [p for p in params if id(p) not in seen]
+        groups += [own] if own else []
         seen.update(id(p) for p in params)
     top = [p for p in model.parameters() if id(p) not in seen]
     return [top, *groups]
