@@ -72,3 +72,23 @@ def test_a_shared_model_quantized_saves_once_and_reloads_shared(scheme: str, tmp
     assert roles.layer_part(first, part) is roles.layer_part(second, part)
     with safe_open(str(out / "model.safetensors"), framework="pt") as fh:
         assert not [k for k in fh.keys() if k.startswith("bert.encoder.layer.1.")]
+
+
+@pytest.mark.parametrize("scheme", ["dynamic_int8", "int4_weight"])
+def test_a_shared_linear_part_is_quantized_in_every_layer_that_runs_it(scheme: str, tmp_path: Path) -> None:
+    """ALBERT's FFN part is a Linear itself: after ``share`` every layer holds it, and quantizing it
+    under its first layer's name alone left the other layers running the fp32 one (and the saved
+    model unloadable). Every layer now runs one quantized module, saved once and reloaded tied."""
+    from helpers_families import make_family_dir
+
+    model, tok = load_classifier(make_family_dir(tmp_path / "albert", "albert"), LABELS, False)
+    share_layers(model, "all")
+    quantize = {"dynamic_int8": quantize_int8_dynamic, "int4_weight": lambda m: quantize_int4(m, 8)}
+    quantize[scheme](model)
+    layers = roles.layers(model)
+    ffn = [roles.layer_part(layer, roles.part_names(layer, "ffn")[0]) for layer in layers]
+    assert not any(type(m) is nn.Linear for m in ffn) and all(m is ffn[0] for m in ffn)
+    loaded, _ = load_classifier(save_model(model, tok, tmp_path / "q"), LABELS, False)
+    ids = torch.randint(5, 40, (2, 9))
+    with torch.no_grad():
+        assert torch.equal(loaded(input_ids=ids).logits, model.eval()(input_ids=ids).logits)

@@ -44,9 +44,16 @@ def encoder_linear_names(model: nn.Module) -> list[str]:
     return names
 
 
-def _parent(model: nn.Module, name: str) -> tuple[nn.Module, str]:
-    path, _, leaf = name.rpartition(".")
-    return (model.get_submodule(path) if path else model), leaf
+def _places(model: nn.Module, module: nn.Module) -> list[tuple[nn.Module, str]]:
+    """Every (parent, attribute) under which ``model`` holds ``module``: a Linear that is itself a
+    shared part (ALBERT's FFN after ``share``) sits in several layers."""
+    return [(parent, leaf) for parent in model.modules() for leaf, child in parent.named_children() if child is module]
+
+
+def _swap(model: nn.Module, old: nn.Module, new: nn.Module) -> None:
+    """Put ``new`` wherever ``model`` holds ``old``, so that every layer sharing it runs the new one."""
+    for parent, leaf in _places(model, old):
+        setattr(parent, leaf, new)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -107,8 +114,8 @@ def quantize_int4(model: nn.Module, group_size: int = 64) -> list[str]:
     """Replace the encoder's Linear layers by :class:`Int4Linear` in place -> their names."""
     names = encoder_linear_names(model)
     for name in names:
-        parent, leaf = _parent(model, name)
-        setattr(parent, leaf, Int4Linear.from_linear(getattr(parent, leaf), group_size))
+        old = model.get_submodule(name)
+        _swap(model, old, Int4Linear.from_linear(old, group_size))
     setattr(model.config, QUANT_KEY, {"scheme": "int4_weight", "group_size": group_size, "modules": names})
     return names
 
@@ -119,15 +126,14 @@ def dequantized(model: nn.Module) -> nn.Module:
     import copy
 
     out = copy.deepcopy(model).float()
-    for name, module in list(out.named_modules()):
+    for module in list(out.modules()):
         if isinstance(module, Int4Linear):
-            parent, leaf = _parent(out, name)
             linear = nn.Linear(module.in_features, module.out_features, bias=module.bias is not None)
             with torch.no_grad():
                 linear.weight.copy_(module.weight())
                 if module.bias is not None:
                     linear.bias.copy_(module.bias.float())
-            setattr(parent, leaf, linear)
+            _swap(out, module, linear)
     return out
 
 
@@ -141,9 +147,13 @@ def quantize_int8_dynamic(model: nn.Module) -> list[str]:
     from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
     names = encoder_linear_names(model)
+    places = {n: _places(model, model.get_submodule(n)) for n in names}
     with warnings.catch_warnings():  # torch.ao's deprecation notices (it still ships and works in 2.13)
         warnings.simplefilter("ignore", (DeprecationWarning, UserWarning))
         quantize_dynamic(model, {n: per_channel_dynamic_qconfig for n in names}, inplace=True)
+    for name in names:  # torch.ao quantizes a shared Linear once per place: one module for all again
+        for parent, leaf in places[name]:
+            setattr(parent, leaf, model.get_submodule(name))
     setattr(model.config, QUANT_KEY, {"scheme": "int8_dynamic", "modules": names})
     return names
 
@@ -229,10 +239,8 @@ def load_quantized(path: Path, model: nn.Module) -> nn.Module:
         model.to(torch.bfloat16)
     elif scheme == "int4_weight":
         for name in spec["modules"]:
-            parent, leaf = _parent(model, name)
-            old = getattr(parent, leaf)
-            new = Int4Linear(old.in_features, old.out_features, spec["group_size"], old.bias is not None)
-            setattr(parent, leaf, new)
+            old = model.get_submodule(name)
+            _swap(model, old, Int4Linear(old.in_features, old.out_features, spec["group_size"], old.bias is not None))
     stored = {}
     if scheme == "int8_dynamic":  # plain tensors load first; the int8 modules are made afterwards
         names = spec["modules"]
