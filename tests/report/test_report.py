@@ -346,3 +346,15 @@ def _saved(record: RunRecord, run_dir: Path) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "results.json").write_text(json.dumps(record.to_dict()), encoding="utf-8")
     return run_dir
+
+
+def test_a_run_whose_final_model_is_the_teacher_gets_a_card_in_model(tmp_path: Path) -> None:
+    """A ``finetune`` run (or one without students) copies its teacher into model/ as the final
+    model; model/ had no README.md, unlike every other model folder of the run."""
+    record = make_record()
+    record.stages = record.stages[:1]
+    record.info.final_model = "teacher"
+    (tmp_path / "model").mkdir()
+    out = write_all(record, tmp_path)
+    assert out["model_card"] == tmp_path / "model" / "README.md"
+    assert "# teacher" in out["model_card"].read_text(encoding="utf-8")

@@ -61,9 +61,10 @@ _NUMERIC = ("params", "params_no_embeddings", "disk_bytes", "latency_ms_p50_b1",
 
 
 def _write_cards(record: RunRecord, run_dir: Path) -> dict[str, Path]:
-    """Model cards: run_dir/model (the final model) and each stage's existing ``model_dir``."""
+    """Model cards: run_dir/model (the final model: the teacher too where the run chose it, as a
+    ``finetune`` run or one without students does) and each stage's existing ``model_dir``."""
     out: dict[str, Path] = {}
-    best = final_stage(record)
+    best = final_stage(record) or (record.stage(record.info.final_model) if record.info.final_model else None)
     if best is not None and (run_dir / "model").is_dir():
         out["model_card"] = write_model_card(run_dir / "model", record, best.name)
     for stage in record.stages:  # never into a model dir that `bench` was only given to measure
@@ -80,7 +81,7 @@ def write_all(record: RunRecord, run_dir: Path, save_record: bool = True) -> dic
     ``accuracy_vs_latency``, ``throughput`` and, when stages were trained here, ``training``
     (plots/*.png), the PNGs of each :data:`OPTIONAL_SECTIONS` part that has something to show
     (e.g. ``probe:<task>``, ``heatmaps:<stage>``), ``model_card`` (model/README.md,
-    when run_dir/model exists and there is a student) and ``card:<stage>`` for each stage whose
+    when run_dir/model exists and a final model was chosen) and ``card:<stage>`` for each stage whose
     ``model_dir`` (relative to run_dir) exists. All files are written atomically, results.json
     last: it marks the run finished, so a run killed while writing its reports is not taken for one.
     ``save_record`` False leaves an existing results.json as it is (:func:`rebuild`).
