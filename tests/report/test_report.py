@@ -358,3 +358,13 @@ def test_a_run_whose_final_model_is_the_teacher_gets_a_card_in_model(tmp_path: P
     out = write_all(record, tmp_path)
     assert out["model_card"] == tmp_path / "model" / "README.md"
     assert "# teacher" in out["model_card"].read_text(encoding="utf-8")
+
+
+def test_the_card_shows_label_names_of_html_as_text(tmp_path: Path) -> None:
+    """A head note naming the task's labels (``<script>...``, ``a|b``) went into the card's markdown
+    raw, where a markdown viewer that passes HTML through (mkdocs, an editor's preview) runs it."""
+    record = make_record()
+    record.stages[0].info.init = "m: the task needs 3 outputs (<script>alert(1)</script>, a|b, c)"
+    card = render_model_card(record, "teacher")
+    assert "<script>" not in card
+    assert "(&lt;script&gt;alert(1)&lt;/script&gt;, a|b, c)" in card

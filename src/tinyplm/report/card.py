@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 from pathlib import Path
 from typing import Any
@@ -93,7 +94,7 @@ def _description(record: RunRecord, stage: StageRecord) -> list[str]:
         lines.append(f"- **Distilled from:** the run's teacher (fine-tuned on {record.task}, "
                      f"{fmt_num(teacher.params / 1e6, 2)} M parameters)")
     if stage.info.init:
-        lines.append(f"- **Initialisation:** {stage.info.init}")
+        lines.append(f"- **Initialisation:** {html.escape(stage.info.init, quote=False)}")  # a path, labels: as text
     return lines
 
 
