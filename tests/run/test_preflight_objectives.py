@@ -75,3 +75,25 @@ def test_a_stage_is_checked_against_its_own_teacher(tmp_path: Path, world) -> No
     bad = tiny_recipe(tmp_path, teacher, glue, students=[student([2, 5])])
     assert_bad_input(cli(["validate", str(write_recipe(tmp_path / "r.yaml", bad))], cwd=tmp_path),
                      "layer pair (2, 5) is out of range", f"teacher {deeper}: 4 layers")
+
+
+@pytest.mark.parametrize(("method", "objective", "expected"), [
+    ("ulmfit", {"kd_weight": 0.0, "hidden": 1.0, "attention_scores": 1.0},
+     "stage 0: method ulmfit trains the task head first, but the stage's objective (hidden, attention_scores) never "
+     "reads it"),
+    ("frozen", {"kd_weight": 0.0, "hidden": 1.0}, "stage 1: method frozen trains the task head alone"),
+], ids=["ulmfit", "frozen"])
+def test_a_method_that_starts_at_the_head_needs_a_term_that_reads_it(tmp_path: Path, world, method: str,
+                                                                     objective: dict, expected: str) -> None:
+    """ULMFiT trains only the head (and what sits above the layers) in its first steps, frozen only the
+    head: with layer-wise terms alone no weight that trains is in the loss, which the loop met at its
+    first step as a traceback, after the teacher's fine-tune. Validate refuses it; with a KD term it runs."""
+    teacher, glue = world
+    stages = [{"objective": {"kd_weight": 1.0}, "train": SHORT},
+              {"objective": objective, "train": {**SHORT, "method": method}}]
+    stages = stages[1:] if method == "ulmfit" else stages
+    recipe = tiny_recipe(tmp_path, teacher, glue, students=[{"name": "s1", "teacher_layers": [0, 1], "stages": stages}])
+    result = cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path)
+    assert_bad_input(result, "student s1, ", expected, "use method full")
+    stages[-1]["objective"] = {**objective, "kd_weight": 1.0}
+    assert cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path).returncode == 0

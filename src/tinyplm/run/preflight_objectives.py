@@ -5,7 +5,8 @@ one to one need as many heads, a ``layer_map`` must name layers both have, ``rel
 divide both widths. :class:`~tinyplm.distill.objective.DistillObjective` refuses such a recipe when
 it is built, which a run does only after the teacher's fine-tune. :func:`check_objectives` builds each
 trained stage's objective here, on the shapes alone (no weights), so validate and run refuse the
-recipe first, naming the student and stage.
+recipe first, naming the student and stage. A stage whose method trains the task head alone or first
+(``frozen``, ``ulmfit``) needs a term that reads the head, checked here too.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from tinyplm.config.base import MLM_TERMS
+from tinyplm.config.base import LAYERWISE_TERMS, MLM_TERMS
+from tinyplm.config.finetune import Method
 from tinyplm.config.schema import RunConfig, ShapeSpec, StudentSpec, student_name
 from tinyplm.distill.objective import DistillObjective
 from tinyplm.errors import RecipeError, TinyplmError
@@ -36,6 +38,7 @@ def check_objectives(cfg: RunConfig, model_cfg: dict, src: Path, head: Head) -> 
     for spec in cfg.students:
         if spec.family is not None:
             continue
+        _check_methods(spec)
         shape = _student_shape(cfg, spec, main)
         for k, stage in enumerate(spec.stage_specs()):
             teacher = _teacher_of(stage.teacher, main)
@@ -51,6 +54,29 @@ def check_objectives(cfg: RunConfig, model_cfg: dict, src: Path, head: Head) -> 
                                   f"{teacher.layers} layers, {teacher.heads} heads, hidden {teacher.hidden}; "
                                   f"student: {shape.layers} layers, {shape.heads} heads{kept}, hidden {shape.hidden})"
                                   ) from None
+
+
+#: Terms that read the task head's outputs (the logits).
+HEAD_TERMS = ("kd_weight", "hard_weight", "logit_mse")
+#: Methods whose first steps train only the task head (and, for ulmfit, what sits above the layers:
+#: a masked-LM head, the objective's projections), with the terms that reach it.
+HEAD_FIRST = {Method.FROZEN: HEAD_TERMS, Method.ULMFIT: (*HEAD_TERMS, *MLM_TERMS)}
+
+
+def _check_methods(spec: StudentSpec) -> None:
+    """Raise ``RecipeError`` for a stage whose method trains the task head alone (``frozen``) or
+    first (``ulmfit``) while its objective never reads that head (layer-wise terms only): its loss
+    would not reach a weight that trains, which the loop finds only at its first step, after the
+    teacher's fine-tune (or, with a projection, trains the projection and leaves the student as it was)."""
+    for k, stage in enumerate(spec.stage_specs()):
+        reads = HEAD_FIRST.get(stage.train.method)
+        if reads is not None and not any(getattr(stage.objective, t) > 0 for t in reads):
+            terms = [t for t in LAYERWISE_TERMS if getattr(stage.objective, t) > 0]
+            raise RecipeError(
+                f"student {student_name(spec)}, stage {k}: method {stage.train.method.value} trains the task head "
+                f"{'alone' if stage.train.method is Method.FROZEN else 'first'}, but the stage's objective "
+                f"({', '.join(terms)}) never reads it, so it would train nothing of the student; use method full "
+                f"(or lora, bitfit) for this stage, or give it one of {', '.join(reads)} > 0")
 
 
 def _teacher_of(name: str, main: ShapeSpec) -> ShapeSpec | None:
