@@ -24,8 +24,9 @@ def check_metrics_defined(data: TaskData, limit: int | None = None) -> None:
         for metric in data.metrics:
             reason = undefined_reason(metric, references, data.labels)
             if reason is not None:
+                size = f"{references.size} example{'s' * (references.size != 1)}"
                 raise DataError(
-                    f"{split.source}: the {name} split ({references.size} examples) leaves metric '{metric}' of task "
+                    f"{split.source}: the {name} split ({size}) leaves metric '{metric}' of task "
                     f"'{data.task}' undefined whatever a model predicts: {reason}. It would read 0.0 for every "
                     "stage and the final model would be chosen on nothing; evaluate on more examples (more rows "
                     "in the file, a larger task.max_eval_examples or task.holdout)")
