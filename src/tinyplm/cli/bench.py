@@ -15,8 +15,7 @@ from tinyplm.cli.evaluate import as_trained, custom_keys, note_other_task
 @app.command("bench")
 def bench_cmd(
     model_dirs: Annotated[list[Path], typer.Argument(help="teacher dir first, then the students")],
-    task: Annotated[str, typer.Option("--task", help="task whose dev sentences are used; custom: the files, "
-                                                     "columns and labels of the first model's run")],
+    task: Annotated[str, typer.Option("--task", help="task whose dev sentences are used (custom: as in the run)")],
     out_dir: Annotated[Path | None, typer.Option("--out", "-o", help="write results.json + reports here")] = None,
     data_dir: Annotated[str | None, typer.Option("--data-dir", help="GLUE folder")] = None,
     max_length: Annotated[int | None, typer.Option(

@@ -18,8 +18,7 @@ from tinyplm.tasks.heads import Head
 @app.command("evaluate")
 def evaluate_cmd(
     model_dir: Annotated[Path, typer.Argument(help="a saved model dir (HF format)")],
-    task: Annotated[str, typer.Option("--task", help="task name, e.g. sst2; custom: the files, columns and "
-                                                     "labels of the model's run")],
+    task: Annotated[str, typer.Option("--task", help="task name, e.g. sst2 (custom: as in the model's run)")],
     data_dir: Annotated[str | None, typer.Option(
         "--data-dir", help="data root: a GLUE folder, or the folder holding squad/ and conll2003/")] = None,
     max_length: Annotated[int | None, typer.Option(
