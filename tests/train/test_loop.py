@@ -286,3 +286,18 @@ def test_units_of_one_give_the_batches_of_single_examples(n: int, batch: int, gr
     lengths = np.random.default_rng(seed).integers(1, 50, size=n) if grouped else None
     assert epoch_batches(n, batch, seed, 1, lengths=lengths, groups=np.arange(n)) == \
         epoch_batches(n, batch, seed, 1, lengths=lengths)
+
+
+def test_a_stage_whose_weights_become_nan_is_stopped_naming_the_learning_rate(tiny_model_dir: Path,
+                                                                              tmp_path: Path) -> None:
+    """A learning rate far too high turned the weights to NaN; the stage went on, and the run reported
+    the majority class's share as the model's accuracy (argmax of NaN logits is class 0)."""
+    from tinyplm.errors import TinyplmError
+
+    model, tok = load_classifier(tiny_model_dir, ("0", "1"), False)
+    io = StageIO("teacher", tmp_path / "ckpt", tmp_path / "log.jsonl")
+    with pytest.raises(TinyplmError, match=r"stage teacher: training diverged by step \d+: the loss is nan .*"
+                                           r"lower this stage's learning rate \(teacher\.finetune\.lr"):
+        train(model, _data(tok, 64, 0), PredictionObjective(), spec=_spec(lr=1e6, grad_clip=0.0, epochs=2,
+                                                                          log_every=1), io=io)
+    assert '"loss": NaN' in (tmp_path / "log.jsonl").read_text(encoding="utf-8")  # the log line that shows it

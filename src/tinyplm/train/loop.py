@@ -32,6 +32,7 @@ from tinyplm.models.infer import autocast, use_bf16
 from tinyplm.tasks.encoding import Encoded, collate
 from tinyplm.train.accelerator import get_accelerator, synced
 from tinyplm.train.checkpoint import LoopState, latest_whole, load_checkpoint, load_extra, save_checkpoint
+from tinyplm.train.diverged import check_finite
 from tinyplm.train.memory import read_peak, reset_peak
 from tinyplm.train.methods import adapt, finish, param_counts
 from tinyplm.train.objective import Batch, Objective
@@ -346,6 +347,7 @@ def _log_train(loop: _Loop, loss_eps: tuple[float, float], bar, task, total: int
     state.losses.append([state.step, round(loss, 6)])
     loop.log.write(event="train", step=state.step, loss=round(loss, 6), lr=lr,
                    examples_per_s=round(eps, 1), elapsed_s=round(state.elapsed, 2))
+    check_finite(loop.student, loss, loop.io.name, state.step, lr)  # after the log line that shows it
     expected = total
     if budget_s and state.elapsed > 0:
         expected = min(total, max(state.step, int(state.step * budget_s / state.elapsed)))
