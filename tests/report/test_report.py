@@ -368,3 +368,14 @@ def test_the_card_shows_label_names_of_html_as_text(tmp_path: Path) -> None:
     card = render_model_card(record, "teacher")
     assert "<script>" not in card
     assert "(&lt;script&gt;alert(1)&lt;/script&gt;, a|b, c)" in card
+
+
+def test_the_summary_says_how_the_final_model_was_chosen(tmp_path: Path) -> None:
+    """When no stage kept the recipe's share of the teacher's metric, the final model is the most
+    accurate one: report.html said so, summary.md (the page most read) only gave its retention."""
+    record = make_record()
+    record.info.final_model = "student-L2-H128"
+    record.info.final_rule = "no stage kept 98% of the teacher's accuracy: the most accurate one"
+    assert ("How the final model (student-L2-H128) was chosen: no stage kept 98% of the teacher's accuracy: "
+            "the most accurate one.") in render_summary(record)
+    assert "How the final model" not in render_summary(make_record())  # a record without a choice

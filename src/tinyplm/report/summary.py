@@ -31,6 +31,8 @@ def render_summary(record: RunRecord) -> str:
         "",
         headline(record),
         "",
+        *([f"How the final model ({record.info.final_model}) was chosen: {record.info.final_rule}.", ""]
+          if record.info.final_model and record.info.final_rule else []),  # "no stage kept 98% ...": said here
         "## Results",
         "",
         markdown_table(record).rstrip("\n"),
