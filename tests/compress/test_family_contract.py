@@ -181,3 +181,17 @@ def test_a_saved_shared_albert_stays_shared(tmp_path: Path) -> None:
     model, tok, _ = _model("albert", tmp_path)
     loaded, _ = load_classifier(save_model(model, tok, tmp_path / "saved"), LABELS, False)
     assert loaded.config.num_hidden_groups == 1 and count_params(loaded)[0] == count_params(model)[0]
+
+
+def test_an_albert_with_factorized_embeddings_reloads_with_its_shared_group(tmp_path: Path) -> None:
+    """factorize_embeddings leaves ALBERT's layer group shared (stored once); loading the saved
+    model expanded the group first and then missed the weights of the copies."""
+    from tinyplm.models.factorized import factorize_embeddings
+
+    model, tok, rows = _model("albert", tmp_path)
+    factorize_embeddings(model, 4)
+    loaded, _ = load_classifier(save_model(model, tok, tmp_path / "saved"), LABELS, False)
+    assert loaded.config.num_hidden_groups == 1 and count_params(loaded)[0] == count_params(model)[0]
+    batch = model_inputs(collate(encode_split(Split("train", rows, tmp_path), tok, 16), list(range(8))))
+    with torch.no_grad():
+        assert torch.equal(loaded(**batch).logits, model.eval()(**batch).logits)

@@ -159,12 +159,23 @@ def keep_neurons(layer: nn.Module, neurons: Sequence[int]) -> None:
     roles.set_layer_linear(layer, "ffn_out", _select(roles.layer_linear(layer, "ffn_out"), index, 1))
 
 
+def _layers_to_shape(model: nn.Module, shape: dict) -> Sequence[nn.Module]:
+    """The module of each layer step :func:`apply_shape` resizes: a grouped encoder (an ALBERT saved
+    with its shared group, e.g. with only its embeddings factorized) stays grouped where the shape
+    keeps every step whole, as its weights are stored once; otherwise its layers are expanded."""
+    steps = roles.layer_steps(model)
+    whole = (not shape.get("share") and len(shape.get("heads") or steps) == len(steps)
+             and all(h == attention_heads(s) for h, s in zip(shape.get("heads") or [], steps, strict=False))
+             and all(f == ffn_width(s) for f, s in zip(shape.get("ffn") or [], steps, strict=False)))
+    return steps if roles.grouped(model) and whole else roles.layers(model)
+
+
 def apply_shape(model: nn.Module, shape: dict[str, list[int]]) -> None:
     """Resize a freshly built model's layers to ``shape`` (weights are loaded afterwards).
 
     Raises ``ModelError`` when the shape does not fit the config (layer count, head or FFN sizes).
     """
-    layers = roles.layers(model)
+    layers = _layers_to_shape(model, shape)
     heads, ffn = shape.get("heads"), shape.get("ffn")
     for key, values in (("heads", heads), ("ffn", ffn)):
         if values is not None and len(values) != len(layers):
