@@ -128,3 +128,26 @@ def test_a_student_that_kept_fewer_heads_is_checked_by_the_heads_it_has(tiny_mod
     with pytest.raises(RecipeError, match=expected):
         stage_objective(ObjectiveSpec(kd_weight=0, **terms), student, teacher, False)
     stage_objective(ObjectiveSpec(kd_weight=0, qkv_relation=1, hidden=1), student, teacher, False)  # it takes these
+
+
+def test_an_albert_student_trains_its_shared_layer_group_as_one(tmp_path: Path) -> None:
+    """Reading an ALBERT's features (3 layer steps, one shared group) leaves it shared: the stage
+    trains that group and saves one. Reading them through the layer list expanded the group at the
+    first step, after the optimiser had its parameters, so the copies of steps 2 and 3 never moved
+    and the student was saved three layers wide."""
+    from helpers_families import make_family_dir
+    from tinyplm.distill.objective import stage_objective
+
+    folder = make_family_dir(tmp_path / "albert", "albert")
+    teacher, tok = load_classifier(folder, ("0", "1"), False)
+    student, _ = load_classifier(folder, ("0", "1"), False)
+    size, before = sum(p.numel() for p in student.parameters()), {k: v.clone() for k, v in student.state_dict().items()}
+    objective = stage_objective(ObjectiveSpec(kd_weight=0, hard_weight=1, hidden=1, qkv_relation=1), student, teacher,
+                                False)
+    enc = encode_split(Split("x", [Example(t, None, y) for t, y in tiny_sentiment_rows(32, 0)], Path("x")), tok, 32)
+    spec = TrainSpec(**{**TINY_TRAIN, "max_steps": 3, "keep_best": False})
+    result = train(student, enc, objective, spec=spec, io=StageIO("a", tmp_path / "c", None), teacher=teacher)
+    assert result.model.config.num_hidden_groups == 1 and teacher.config.num_hidden_groups == 1
+    assert sum(p.numel() for p in result.model.parameters()) == size
+    shared = "albert.encoder.albert_layer_groups.0.albert_layers.0.attention.query.weight"
+    assert not torch.equal(result.model.state_dict()[shared], before[shared])

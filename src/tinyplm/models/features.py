@@ -61,7 +61,7 @@ class Features:
 def num_layers(model: nn.Module) -> int:
     """Number of encoder layers. Raises ``ModelError`` (a ValueError) for a model the role table
     does not know."""
-    return len(roles.layers(model))
+    return len(roles.layer_steps(model))
 
 
 def hidden_size(model: nn.Module) -> int:
@@ -196,7 +196,7 @@ def _hook_qkv(model: nn.Module, names: Iterable[str], store: dict[str, list[Tens
     per call, i.e. per layer that uses it, in layer order."""
     handles = []
     seen: set[str] = set()  # projections already stored during the running self-attention call
-    stack = roles.layers(model)
+    stack = roles.layer_steps(model)
     attentions = {id(m): m for m in (roles.self_attention(layer) for layer in stack)}
     for attention in attentions.values():
         handles.append(attention.register_forward_pre_hook(lambda _m, _i: seen.clear()))
@@ -225,7 +225,7 @@ def forward_features(model: nn.Module, inputs: dict[str, Tensor], want: Iterable
     family the role table does not know.
     """
     asked = _check_want(want)
-    stack = roles.layers(model)
+    stack = roles.layer_steps(model)  # as the model is: reading features must not unshare ALBERT's group
     mask = _mask_of(inputs)
     need_attn = bool(asked & {"attn_scores", "attn_probs"})
     if need_attn:

@@ -26,7 +26,7 @@ class LastLayersClassifier(nn.Module):
 
     def __init__(self, model: nn.Module, layers: int = LAST_LAYERS) -> None:
         super().__init__()
-        count = len(roles.layers(model))
+        count = len(roles.layer_steps(model))  # ALBERT's shared group counted per step, not copied
         if count < layers:
             raise ValueError(f"method_options.features=last4 needs {layers} encoder layers; the model has {count}")
         self.encoder = roles.base_model(model)
