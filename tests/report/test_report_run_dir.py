@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from helpers_cli import assert_bad_input, cli
 
 
@@ -57,3 +59,36 @@ def test_a_sweep_folder_points_to_its_table_and_a_trial(tmp_path: Path) -> None:
 def test_a_plain_folder_still_names_the_missing_results_json(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     assert_said(tmp_path, "empty", "empty/results.json: file not found; expected a results.json")
+
+
+def _finished(run: Path) -> Path:
+    """``run`` holding a minimal finished run's results.json (a teacher alone)."""
+    from tinyplm.report import RunRecord, StageRecord
+
+    teacher = StageRecord(name="teacher", metrics={"accuracy": 0.9}, params=100, params_no_embeddings=50,
+                          disk_bytes=400, latency_ms_p50_b1=1.0, latency_ms_p90_b1=1.2, throughput_sent_per_s=10.0)
+    run.mkdir(parents=True)
+    RunRecord(task="sst2", metric="accuracy", stages=[teacher]).save(run / "results.json")
+    return run
+
+
+def test_a_report_file_that_cannot_be_written_is_named_without_a_traceback(tmp_path: Path) -> None:
+    """A folder where plots/throughput.png goes (or a full disk) gave an IsADirectoryError traceback
+    naming a temporary file."""
+    run = _finished(tmp_path / "runs" / "done")
+    (run / "plots" / "throughput.png").mkdir(parents=True)
+    stderr = assert_said(tmp_path, "runs/done", "runs/done/plots/throughput.png: cannot write this report file")
+    assert ".tmp" not in stderr
+
+
+def test_a_run_dir_nothing_can_be_written_in_is_refused_before_any_file(tmp_path: Path, monkeypatch) -> None:
+    """A run dir on a read-only mount (copied from a colleague's): said at once, no file touched
+    (root, which runs the tests, can write anywhere: the probe is made to say read-only)."""
+    import tinyplm.report as report
+    from tinyplm.errors import TinyplmError
+
+    run = _finished(tmp_path / "done")
+    monkeypatch.setattr(report, "write_problem", lambda folder: "Read-only file system")
+    with pytest.raises(TinyplmError, match=r"nothing can be written in it \(Read-only file system\); copy the run dir"):
+        report.rebuild(run)
+    assert sorted(p.name for p in run.iterdir()) == ["results.json"]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tinyplm.errors import TinyplmError
-from tinyplm.files import RESOLVED, lock_state, write_atomic
+from tinyplm.files import RESOLVED, lock_state, write_atomic, write_problem
 from tinyplm.report.analysis import analysis_section
 from tinyplm.report.card import render_model_card, write_model_card
 from tinyplm.report.curves import training_curves
@@ -198,9 +198,19 @@ def rebuild(run_dir: Path) -> dict[str, Path]:
     know (a newer tinyplm's, a user's notes), stays as it was written.
 
     Raises :class:`TinyplmError` naming the path when ``run_dir`` is missing, a file (a recipe), an
-    unfinished run (with the command that continues it) or a sweep's folder, and naming the file
-    when results.json is missing or invalid.
+    unfinished run (with the command that continues it) or a sweep's folder, naming the file
+    when results.json is missing or invalid, and naming the folder or file it cannot write.
     """
     run_dir = Path(run_dir)
     _check_run_dir(run_dir)
-    return write_all(load_record(run_dir / RESULTS), run_dir, save_record=False)
+    record = load_record(run_dir / RESULTS)
+    if problem := write_problem(run_dir):
+        raise TinyplmError(f"{run_dir}: report rewrites summary.md, report.html, plots/ and the model cards here, and "
+                           f"nothing can be written in it ({problem}); copy the run dir somewhere writable and report "
+                           "the copy")
+    try:
+        return write_all(record, run_dir, save_record=False)
+    except OSError as exc:  # a folder where a report file goes, a full disk: each file is whole, old or new
+        where = exc.filename2 or exc.filename or run_dir  # the file, not its temporary sibling
+        raise TinyplmError(f"{where}: cannot write this report file ({exc.strerror or exc}); the files written "
+                           "before it are the new ones, the rest as they were") from None
