@@ -261,3 +261,16 @@ def test_a_label_given_twice_is_refused_not_made_an_output_of_its_own(tmp_path: 
     train = write_csv(tmp_path / "t.csv", "text,label\na,x\nb,y\n")
     with pytest.raises(TinyplmError, match=r"task.labels names 'x' more than once"):
         custom_task("t", train, train, "text", "label", labels=["x", "y", "x"])
+
+
+def test_a_custom_task_without_its_files_says_which_and_where_to_give_them(tmp_path: Path) -> None:
+    """``tinyplm finetune --task custom`` without files said only that task.train_file and
+    task.dev_file were needed, not that the command takes them after its options."""
+    from tinyplm.config import TaskSpec
+    from tinyplm.errors import RecipeError
+    from tinyplm.tasks import load_task
+
+    train = write_csv(tmp_path / "train.csv", "text,label\na,x\nb,y\n")
+    with pytest.raises(RecipeError, match=r"needs task\.dev_file, .* or after a command's options "
+                                          r"\(task\.train_file=train\.csv task\.dev_file=dev\.csv\)"):
+        load_task(TaskSpec(name="custom", train_file=str(train)))

@@ -110,7 +110,10 @@ def load_task(spec, corpus_texts: Callable[[], list[str]] | None = None, *, chec
         return embedding_task_data(spec, corpus_texts)
     if spec.name == "custom":
         if not spec.train_file or not spec.dev_file:
-            raise RecipeError("task.name 'custom' needs task.train_file and task.dev_file")
+            lacking = " and ".join(k for k in ("task.train_file", "task.dev_file") if not getattr(spec, k[5:]))
+            raise RecipeError(f"task.name 'custom' needs {lacking}, your CSV or JSON-lines files: in the recipe's "
+                              "task section, or after a command's options (task.train_file=train.csv "
+                              "task.dev_file=dev.csv)")
         task = custom_task(
             "custom", Path(spec.train_file), Path(spec.dev_file), spec.text_column, spec.label_column,
             spec.text_pair_column, spec.labels, spec.regression,
