@@ -97,3 +97,17 @@ def test_a_method_that_starts_at_the_head_needs_a_term_that_reads_it(tmp_path: P
     assert_bad_input(result, "student s1, ", expected, "use method full")
     stages[-1]["objective"] = {**objective, "kd_weight": 1.0}
     assert cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path).returncode == 0
+
+
+def test_adapter_targets_naming_part_of_a_fused_linear_are_refused_before_any_work(tmp_path: Path, world) -> None:
+    from helpers_families import make_family_dir
+
+    _, glue = world
+    teacher = make_family_dir(tmp_path / "modernbert", "modernbert")
+    recipe = tiny_recipe(tmp_path, teacher, glue)
+    recipe["teacher"]["finetune"] |= {"method": "lora", "method_options": {"targets": ["query", "value"]}}
+    result = cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path)
+    assert_bad_input(result, "teacher.finetune.method_options.targets: query, value is one Linear (attn.Wqkv) with key "
+                             "in modernbert", "name query, key, value together")
+    recipe["teacher"]["finetune"]["method_options"] = {"targets": ["query", "key", "value"]}
+    assert cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path).returncode == 0

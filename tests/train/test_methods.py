@@ -226,3 +226,18 @@ def test_an_albert_keeps_its_shared_layer_through_adapters_and_unfreezing(tmp_pa
     changed = _changed(before, result.model.state_dict())
     assert any(".albert_layer_groups.0." in k for k in changed)  # the shared group trained
     assert 0 < result.trainable_params <= size
+
+
+def test_targets_naming_part_of_a_fused_linear_are_refused(tmp_path: Path) -> None:
+    """ModernBERT's query, key and value are one Linear (Wqkv): LoRA on 'query' alone would adapt
+    all three without saying so. Naming all three, or the defaults, adapt it once."""
+    from helpers_families import make_family_dir
+    from tinyplm.errors import RecipeError
+
+    folder = make_family_dir(tmp_path / "modernbert", "modernbert")
+    model, _ = load_classifier(folder, ("0", "1"), False)
+    with pytest.raises(RecipeError, match=r"targets: query is one Linear \(attn\.Wqkv\) with key, value in modernbert"):
+        adapt(model, _spec("lora", targets=("query",)))
+    wrapped = adapt(model, _spec("lora", targets=("query", "key", "value")))
+    adapted = {n.split(".lora_A")[0] for n, _ in wrapped.named_parameters() if "lora_A" in n}
+    assert len(adapted) == 3 and all(n.endswith("attn.Wqkv") for n in adapted)  # once in each of 3 layers

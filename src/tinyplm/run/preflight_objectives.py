@@ -16,13 +16,14 @@ from types import SimpleNamespace
 
 from tinyplm.config.base import LAYERWISE_TERMS, MLM_TERMS
 from tinyplm.config.finetune import Method
-from tinyplm.config.schema import RunConfig, ShapeSpec, StudentSpec, student_name
+from tinyplm.config.schema import RunConfig, ShapeSpec, StageSpec, StudentSpec, student_name
 from tinyplm.distill.objective import DistillObjective
 from tinyplm.errors import RecipeError, TinyplmError
-from tinyplm.models import check_model_dir, resolve_model_dir
+from tinyplm.models import check_model_dir, resolve_model_dir, roles
 from tinyplm.models.shape import SHAPE_KEY
 from tinyplm.models.student import teacher_shape
 from tinyplm.tasks.heads import Head
+from tinyplm.train.methods import split_module_problem
 
 
 def check_objectives(cfg: RunConfig, model_cfg: dict, src: Path, head: Head) -> None:
@@ -32,6 +33,7 @@ def check_objectives(cfg: RunConfig, model_cfg: dict, src: Path, head: Head) -> 
     student and stage (and the teacher) for what the objective refuses. A shape that cannot be
     known from the recipe and the checkpoints it names is left to the run (and a damaged
     checkpoint to the checks that read it)."""
+    _check_targets(cfg, model_cfg)
     if head.row.vectors:  # its vector terms compare sentence vectors, not layers
         return
     main = teacher_shape(SimpleNamespace(**model_cfg))
@@ -77,6 +79,31 @@ def _check_methods(spec: StudentSpec) -> None:
                 f"{'alone' if stage.train.method is Method.FROZEN else 'first'}, but the stage's objective "
                 f"({', '.join(terms)}) never reads it, so it would train nothing of the student; use method full "
                 f"(or lora, bitfit) for this stage, or give it one of {', '.join(reads)} > 0")
+
+
+def _check_targets(cfg: RunConfig, model_cfg: dict) -> None:
+    """Raise ``RecipeError`` for adapter ``targets`` naming part of a fused Linear of the teacher's
+    family (``train.methods.split_module_problem``), in the teacher's fine-tune and the stages of
+    students made of its layers (other models are checked when their stage starts)."""
+    try:
+        table = roles.by_type(model_cfg.get("model_type"), "the teacher")
+    except TinyplmError:
+        return  # an unknown family is the model checks' to report
+    sections = [("teacher.finetune", cfg.teacher.finetune)] + [
+        (f"students.{i}.{where or 'train'}", stage.train) for i, spec in enumerate(cfg.students)
+        if spec.teacher_layers and spec.arch is None for where, stage in _stages_by_place(spec)]
+    for place, train in sections:
+        targets = train.method_options.targets if train is not None else None
+        problem = targets and split_module_problem(table.model_type, table.linears, targets)
+        if problem:
+            raise RecipeError(f"{place}.method_options.targets: {problem}")
+
+
+def _stages_by_place(spec: StudentSpec) -> list[tuple[str | None, StageSpec]]:
+    """Each stage of ``spec`` with its place under the student (``stages.1.train``; None: ``train``)."""
+    if spec.stages is None:
+        return [(None, spec.stage_specs()[0])]
+    return [(f"stages.{k}.train", stage) for k, stage in enumerate(spec.stages)]
 
 
 def _teacher_of(name: str, main: ShapeSpec) -> ShapeSpec | None:

@@ -13,6 +13,7 @@ adapter_model.safetensors: the virtual-token table and the trained task head) be
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from torch import nn
 
 from tinyplm.config.finetune import DEFAULT_TARGETS, IA3_FEEDFORWARD, PEFT_METHODS, Method
 from tinyplm.config.schema import TrainSpec
+from tinyplm.errors import RecipeError
 from tinyplm.models import roles
 from tinyplm.train.feature_head import LastLayersClassifier
 
@@ -83,6 +85,10 @@ def _peft_model(model: nn.Module, spec: TrainSpec) -> nn.Module:
             roles.require(model, roles.Stage.PREFIX_TUNING)
         config = _prompt_config(model, method, task_type, options.virtual_tokens)
     else:
+        table = roles.roles_of(model)
+        problem = options.targets and split_module_problem(table.model_type, table.linears, options.targets)
+        if problem:  # the defaults adapt what the family has: a fused module once, for its roles named
+            raise RecipeError(f"method_options.targets: {problem}")
         targets = _target_roles(model, options.targets or DEFAULT_TARGETS[method])
         if method is Method.LORA:
             config = peft.LoraConfig(task_type=task_type, r=options.r, lora_alpha=options.alpha,
@@ -102,6 +108,21 @@ def _target_roles(model: nn.Module, wanted: tuple[str, ...]) -> dict[str, str]:
     wanted_ids = {id(roles.layer_linear(step, role)): role for step in roles.layer_steps(model) for role in wanted}
     return {name: wanted_ids[id(module)] for name, module in model.named_modules(remove_duplicate=False)
             if id(module) in wanted_ids}
+
+
+def split_module_problem(family: str, linears: Mapping[str, str], wanted: tuple[str, ...]) -> str | None:
+    """Why ``wanted`` cannot be adapted on a ``family`` whose ``linears`` (role -> module path inside a
+    layer, the role table's) put several roles in one module: an adapter changes a whole Linear, so
+    naming some of a fused module's roles (ModernBERT's Wqkv: query, key and value) would adapt the
+    others too. None when every module is named with all its roles or none."""
+    for path in dict.fromkeys(linears.values()):
+        plays = [role for role, at in linears.items() if at == path]
+        named = [role for role in plays if role in wanted]
+        if named and len(named) < len(plays):
+            return (f"{', '.join(named)} is one Linear ({path}) with {', '.join(r for r in plays if r not in named)} "
+                    f"in {family}, and an adapter changes the whole of it: name {', '.join(plays)} together, "
+                    "or none of them")
+    return None
 
 
 def _prompt_config(model: nn.Module, method: Method, task_type: str, tokens: int):
