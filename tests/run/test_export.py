@@ -77,3 +77,18 @@ def test_a_missing_stage_folder_or_a_file_as_out_is_refused_before_any_export(fi
     assert_bad_input(cli(["export", finished_run, "--onnx", "--stage", "small", "--out", tmp_path / "afile"],
                          cwd=tmp_path),
                      f"--out: {tmp_path / 'afile'}: is a file; the export destination must be a folder")
+
+
+@pytest.mark.parametrize("out", [".", "students", "students/small"])
+def test_an_out_where_the_exports_would_replace_the_run_s_models_is_refused(finished_run: Path, tmp_path: Path,
+                                                                            out: str) -> None:
+    """``--out RUN_DIR`` put the teacher's ONNX copy in place of RUN_DIR/teacher (its fine-tuned
+    PyTorch weights gone); ``--out RUN_DIR/students`` each student's. Refused, nothing written."""
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(finished_run, copy, ignore=shutil.ignore_patterns("export"))
+    before = {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()}
+    assert_bad_input(cli(["export", copy, "--onnx", "--out", copy / out], cwd=tmp_path),
+                     "which would replace the run's model folder")
+    assert {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()} == before

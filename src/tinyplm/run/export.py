@@ -121,7 +121,22 @@ def _check_targets(run_dir: Path, out_dir: Path, stages: list[tuple[str, Path]])
     if missing:
         raise TinyplmError(f"{run_dir}: the model folder of stage(s) {', '.join(missing)} is gone; nothing "
                            "exported (--stage names the stages to export)")
+    _check_clear_of_models(run_dir, out_dir, stages)
     return [name for name, _ in stages]
+
+
+def _check_clear_of_models(run_dir: Path, out_dir: Path, stages: list[tuple[str, Path]]) -> None:
+    """Refuse (``TinyplmError``) an export folder whose stage folders would replace, hold or sit
+    inside one of the run's own model folders (``--out RUN_DIR`` or ``RUN_DIR/students``: each
+    stage's ONNX copy put where its PyTorch model is, which would be lost)."""
+    models = [(run_dir / "model").resolve(), *(model_dir.resolve() for _, model_dir in stages)]
+    for name, _ in stages:
+        target = (out_dir / name).resolve()
+        hit = next((m for m in models if m == target or m in target.parents or target in m.parents), None)
+        if hit is not None:
+            raise TinyplmError(f"--out {out_dir}: the export of stage {name} would go to {target}, which would "
+                               f"replace the run's model folder {hit}; nothing exported (leave --out out for "
+                               f"{run_dir / 'export'}, or name a folder outside the run's model folders)")
 
 
 def _write(path: Path, report: list[Parity]) -> None:
