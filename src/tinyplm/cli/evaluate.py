@@ -130,17 +130,23 @@ def _note_cut(data, evals: dict, tok, max_length: int) -> None:
 
 def _print_evaluation(model, model_dir: Path, data, metrics: dict, context: dict, precision: str,
                       as_json: bool) -> None:
-    """``evaluate``'s answer: the metrics, the precision they were computed in (a model of another
-    runtime or quantized: as it runs) and the label names they refer to; JSON or one line each."""
+    """``evaluate``'s answer: the metrics (a metric the dev labels leave undefined, such as ROC AUC
+    over one class, as ``undefined`` and why; JSON: null, with ``undefined`` saying why), the
+    precision they were computed in (a model of another runtime or quantized: as it runs) and the
+    label names they refer to; JSON or one line each."""
     from tinyplm.evaluate.runtime import describe
+    from tinyplm.run.preflight_metrics import undefined_metrics
 
     ran = describe(model)
     measured_in = precision if ran.runtime == "torch" and ran.precision == "fp32" else ran.precision
     labels = {"labels": list(data.labels)} if data.labels and not data.is_regression else {}
+    undefined = {k: why for k, why in undefined_metrics(data).items() if k in metrics}
     if as_json:
-        out.print_json(json.dumps({"task": data.task, "model": str(model_dir), **context, "metrics": metrics,
-                                   "precision": measured_in, **labels}))
+        out.print_json(json.dumps({"task": data.task, "model": str(model_dir), **context, "metrics": {
+            k: None if k in undefined else v for k, v in metrics.items()}, "precision": measured_in, **labels,
+            **({"undefined": undefined} if undefined else {})}))
         return
+    metrics = {k: undefined.get(k, v) for k, v in metrics.items()}  # "undefined on the dev split: ..."
     shown = {**context, **metrics, "precision": measured_in, **{k: ", ".join(v) for k, v in labels.items()}}
     for k, v in shown.items():
         out.print(f"{k}: {v:.4f}" if isinstance(v, float) else f"{k}: {v}")
