@@ -111,3 +111,19 @@ def test_adapter_targets_naming_part_of_a_fused_linear_are_refused_before_any_wo
                              "in modernbert", "name query, key, value together")
     recipe["teacher"]["finetune"]["method_options"] = {"targets": ["query", "key", "value"]}
     assert cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize(("where", "expected"), [
+    ("teacher", "teacher.finetune.method_options.r = 32 is not below the teacher's hidden size 32"),
+    ("student", "students.0.train.method_options.r = 16 is not below the student's hidden size 16"),
+])
+def test_a_lora_rank_not_below_the_hidden_size_is_refused_before_any_work(tmp_path: Path, world, where: str,
+                                                                         expected: str) -> None:
+    teacher, glue = world
+    lora = {"method": "lora", "method_options": {"r": 32 if where == "teacher" else 16}}
+    student = {"name": "s1", "teacher_layers": [0], "shape": {"layers": 1, "hidden": 16, "heads": 4, "ffn": 20},
+               "train": {**SHORT, **(lora if where == "student" else {})}}
+    recipe = tiny_recipe(tmp_path, teacher, glue, students=[student])
+    recipe["teacher"]["finetune"] |= lora if where == "teacher" else {}
+    assert_bad_input(cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path), expected,
+                     "use r < ")

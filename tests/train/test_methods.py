@@ -241,3 +241,14 @@ def test_targets_naming_part_of_a_fused_linear_are_refused(tmp_path: Path) -> No
     wrapped = adapt(model, _spec("lora", targets=("query", "key", "value")))
     adapted = {n.split(".lora_A")[0] for n, _ in wrapped.named_parameters() if "lora_A" in n}
     assert len(adapted) == 3 and all(n.endswith("attn.Wqkv") for n in adapted)  # once in each of 3 layers
+
+
+def test_a_lora_rank_not_below_the_layers_width_is_refused(tiny_model_dir: Path) -> None:
+    """Rank 32 on layers 32 wide is a full-rank update with more parameters than each layer: not
+    what LoRA is for, and the run would report more parameters trained than the model has."""
+    from tinyplm.errors import RecipeError
+
+    model, _ = load_classifier(tiny_model_dir, ("0", "1"), False)
+    with pytest.raises(RecipeError, match=r"method_options.r = 32 is not below 32, the narrowest width"):
+        adapt(model, _spec("lora", r=32))
+    assert param_counts(adapt(model, _spec("lora", r=31))).share < 1

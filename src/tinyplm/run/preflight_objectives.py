@@ -89,14 +89,21 @@ def _check_targets(cfg: RunConfig, model_cfg: dict) -> None:
         table = roles.by_type(model_cfg.get("model_type"), "the teacher")
     except TinyplmError:
         return  # an unknown family is the model checks' to report
-    sections = [("teacher.finetune", cfg.teacher.finetune)] + [
-        (f"students.{i}.{where or 'train'}", stage.train) for i, spec in enumerate(cfg.students)
-        if spec.teacher_layers and spec.arch is None for where, stage in _stages_by_place(spec)]
-    for place, train in sections:
+    hidden = model_cfg.get("hidden_size", model_cfg.get("dim"))
+    sections = [("teacher.finetune", cfg.teacher.finetune, "the teacher's", hidden)] + [
+        (f"students.{i}.{where or 'train'}", stage.train, "the student's", spec.shape.hidden if spec.shape else hidden)
+        for i, spec in enumerate(cfg.students) if spec.teacher_layers and spec.arch is None
+        for where, stage in _stages_by_place(spec)]
+    for place, train, whose, width in sections:
         targets = train.method_options.targets if train is not None else None
         problem = targets and split_module_problem(table.model_type, table.linears, targets)
         if problem:
             raise RecipeError(f"{place}.method_options.targets: {problem}")
+        r = train.method_options.r if train is not None and train.method is Method.LORA else 0
+        if isinstance(width, int) and r >= width:  # every target role has a side this wide
+            raise RecipeError(f"{place}.method_options.r = {r} is not below {whose} hidden size {width}: a rank-{r} "
+                              f"update of its Linear layers is full rank with more parameters than the layers; use "
+                              f"r < {width}, or method full")
 
 
 def _stages_by_place(spec: StudentSpec) -> list[tuple[str | None, StageSpec]]:
