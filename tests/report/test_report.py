@@ -379,3 +379,21 @@ def test_the_summary_says_how_the_final_model_was_chosen(tmp_path: Path) -> None
     assert ("How the final model (student-L2-H128) was chosen: no stage kept 98% of the teacher's accuracy: "
             "the most accurate one.") in render_summary(record)
     assert "How the final model" not in render_summary(make_record())  # a record without a choice
+
+
+def test_bench_leaves_the_model_cards_of_the_models_it_measures_alone(tmp_path: Path) -> None:
+    """``tinyplm bench MINE OTHER --out X`` records MINE as the teacher by its absolute path, and
+    the report wrote its generated card over MINE/README.md (the user's own model card)."""
+    from conftest import make_tiny_glue, make_tiny_model_dir
+    from tinyplm.config.schema import TaskSpec
+    from tinyplm.run.measure import bench
+
+    mine = make_tiny_model_dir(tmp_path / "mine")
+    (mine / "README.md").write_text("my own card\n", encoding="utf-8")
+    glue = make_tiny_glue(tmp_path / "glue", n_train=8, n_dev=8)
+    record = bench([mine, make_tiny_model_dir(tmp_path / "other")],
+                   TaskSpec(name="sst2", data_dir=str(glue), max_length=16), rounds=1)
+    written = write_all(record, tmp_path / "out")
+    assert (mine / "README.md").read_text(encoding="utf-8") == "my own card\n"
+    assert not (tmp_path / "other" / "README.md").exists()
+    assert not [k for k in written if k.startswith("card:")]

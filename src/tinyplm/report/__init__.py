@@ -69,9 +69,15 @@ def _write_cards(record: RunRecord, run_dir: Path) -> dict[str, Path]:
         out["model_card"] = write_model_card(run_dir / "model", record, best.name)
     for stage in record.stages:  # never into a model dir that `bench` was only given to measure
         rel = stage.model_dir
-        if rel and stage.kind is not StageKind.MODEL and (run_dir / rel).is_dir():
+        if rel and stage.kind is not StageKind.MODEL and _inside(run_dir, run_dir / rel) and (run_dir / rel).is_dir():
             out[f"card:{stage.name}"] = write_model_card(run_dir / rel, record, stage.name)
     return out
+
+
+def _inside(run_dir: Path, path: Path) -> bool:
+    """True for a folder the run made (under ``run_dir``); `bench` records the user's own model
+    folders, its first one as the teacher, by their absolute paths: their README.md is theirs."""
+    return run_dir.resolve() in path.resolve().parents
 
 
 def write_all(record: RunRecord, run_dir: Path, save_record: bool = True) -> dict[str, Path]:
