@@ -164,3 +164,17 @@ def test_the_command_prints_the_table_and_ends_with_its_json(tmp_path: Path) -> 
     data = json.loads(path.read_text(encoding="utf-8"))
     assert data["tasks"] == list(AVERAGED) and [r["route"] for r in data["rows"]][0] == "teacher"
     assert (tmp_path / "t" / "glue.md").read_text(encoding="utf-8").startswith("| model |")
+
+
+def test_a_metric_recorded_as_null_or_nan_leaves_its_cell_blank(tmp_path: Path) -> None:
+    """results.json may hold a metric as null (its reader accepts it) or NaN: glue-table died with a
+    TypeError on null and would have averaged NaN; now that run's cell is blank, the others stay."""
+    write_run(tmp_path, "sst2", 0, 0.92, 0.90)
+    broken = write_run(tmp_path, "rte", 0, 0.70, 0.66)
+    data = json.loads((broken / "results.json").read_text(encoding="utf-8"))
+    data["stages"][-1]["metrics"]["accuracy"] = None
+    data["stages"][0]["metrics"]["accuracy"] = float("nan")
+    (broken / "results.json").write_text(json.dumps(data), encoding="utf-8")
+    rows = {r.route: r for r in glue_table([tmp_path]).rows}
+    assert "rte" not in rows["student-minilm"].cells and "rte" not in rows["teacher"].cells
+    assert "sst2" in rows["student-minilm"].cells

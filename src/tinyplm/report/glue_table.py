@@ -136,14 +136,15 @@ def _ratio(num: float, den: float) -> float | None:
 
 def route_runs(record: RunRecord, run_dir: Path) -> dict[str, RouteRun]:
     """Each route of one run as a :class:`RouteRun` (its metrics x 100, its multiples of the run's
-    own teacher)."""
+    own teacher); a metric recorded as null, NaN or infinite is left out, so its cell is blank."""
     teacher = record.teacher
     out = {}
     for route, stage in routes_of(record).items():
         smaller = _ratio(teacher.disk_bytes, stage.disk_bytes) if teacher else None
         faster = _ratio(stage.throughput_sent_per_s, teacher.throughput_sent_per_s) if teacher else None
-        out[route] = RouteRun(str(run_dir), stage.name, {k: 100 * float(v) for k, v in stage.metrics.items()},
-                              smaller, faster, stage.name == record.info.final_model)
+        measured = {k: 100 * float(v) for k, v in stage.metrics.items() if v is not None and math.isfinite(v)}
+        out[route] = RouteRun(str(run_dir), stage.name, measured, smaller, faster,
+                              stage.name == record.info.final_model)
     return out
 
 
