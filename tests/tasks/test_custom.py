@@ -274,3 +274,13 @@ def test_a_custom_task_without_its_files_says_which_and_where_to_give_them(tmp_p
     with pytest.raises(RecipeError, match=r"needs task\.dev_file, .* or after a command's options "
                                           r"\(task\.train_file=train\.csv task\.dev_file=dev\.csv\)"):
         load_task(TaskSpec(name="custom", train_file=str(train)))
+
+
+def test_a_command_of_named_tasks_given_custom_says_where_custom_tasks_are_read() -> None:
+    """``tinyplm augment custom`` said "unknown task 'custom' ... (for your own CSV/JSONL files use a
+    custom task)", which is what the user had asked for."""
+    from tinyplm.tasks import get
+
+    with pytest.raises(TinyplmError, match=r"task 'custom' reads your own CSV/JSONL files, named by a recipe's "
+                                           r"task section .*; this command reads a named task: cola, sst2"):
+        get("custom")

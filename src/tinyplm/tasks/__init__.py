@@ -74,6 +74,10 @@ def get(name: str, data_dir: str | Path | None = None) -> Task:
     here, so a missing folder only fails on ``Task.read``.
     """
     key = canonical(name)
+    if key is None and name.strip().lower() == "custom":
+        raise TinyplmError(f"task 'custom' reads your own CSV/JSONL files, named by a recipe's task section (run, "
+                           f"finetune and distill also take them as task.train_file=... task.dev_file=...); this "
+                           f"command reads a named task: {', '.join(names())}")
     if key is None:
         hint = did_you_mean(name.strip().lower(), names()) or "."
         known = ", ".join(names())
