@@ -207,6 +207,7 @@ def prepare_teacher(cfg: RunConfig, checked: Preflight, train_enc, evals, paths:
         model, tok = load_for_head(out, data.labels, data.is_regression, data.head)
         return model, tok, replace(StageInfo.from_saved(done), reused=True)
     # preflight let it through: a head that fits, one teacher.finetune replaces, or none where no stage reads it
+    torch.manual_seed(cfg.teacher.finetune.seed if cfg.teacher.finetune else 0)  # a new head: the same every run
     model, tok = load_for_head(checked.teacher_dir, data.labels, data.is_regression, data.head, replace_head=True)
     info = StageInfo(source=str(cfg.teacher.model), init=checked.head_note)
     if cfg.teacher.finetune is not None:

@@ -48,6 +48,8 @@ def initial_student(spec: StudentSpec, inp: RunInputs) -> tuple[torch.nn.Module,
         view = inp if own is None else replace(inp, own=own)
         return copy.deepcopy(inp.students[spec.init_from]), f"student {spec.init_from}", view
     if spec.init_from:
+        stages = spec.stage_specs()
+        torch.manual_seed(stages[0].train.seed if stages else 0)  # a head it lacks starts the same every run
         data = inp.data
         # the student is trained on the task next: a trained head that does not fit it is replaced
         model, tok = load_for_head(resolve_model_dir(spec.init_from), data.labels, data.is_regression, data.head,
