@@ -63,3 +63,22 @@ def test_step_orders_and_settings_that_cannot_work_are_refused_by_the_recipe(
         return
     with pytest.raises(RecipeError, match=refused):
         load_recipe(path)
+
+
+@pytest.mark.parametrize("kind", ["dynamic_int8", "int4_weight", "bf16"])
+def test_torch_quantization_of_an_embedding_model_is_refused_before_the_run(tmp_path: Path, kind: str) -> None:
+    """dynamic_int8, int4_weight and bf16 on a sentence-embedding model: a traceback at the step,
+    or a saved model that could not be loaded again (resume, predict, serve). Refused up front."""
+    from helpers_doc_world import write_tiny_data
+    from helpers_embedding import make_sentence_dir
+
+    write_tiny_data(tmp_path / "data")
+    recipe = {"name": "emb", "output_dir": str(tmp_path / "runs" / "emb"), "cache_dir": str(tmp_path / "cache"),
+              "task": {"name": "embedding", "data_dir": str(tmp_path / "data"), "max_length": 32,
+                       "eval_max_length": 48},
+              "teacher": {"model": str(make_sentence_dir(tmp_path / "teacher"))},
+              "students": [{"name": "s", "init_from": "teacher", "stages": [], "compress": [{"kind": kind}]}]}
+    cfg = load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
+    with pytest.raises(RecipeError, match=f"student s, compress step {kind}: .* onnx_dynamic_int8"):
+        preflight(cfg)
+    assert not Path(cfg.output_dir).exists()

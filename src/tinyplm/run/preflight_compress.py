@@ -21,12 +21,24 @@ def check_compress(cfg: RunConfig, head: Head, teacher: dict) -> None:
     check_compress_shapes(cfg, teacher)
 
 
+#: Steps that keep a PyTorch model with its weights quantized in place (torch.ao int8, int4, bf16).
+TORCH_QUANTIZED = ("dynamic_int8", "int4_weight", "bf16")
+
+
 def check_compress_heads(cfg: RunConfig, head: Head) -> None:
     """Refuse, naming the student and the step, accuracy-controlled int8 (``openvino_int8`` with
     ``max_drop``) for a head whose held-out score it has no rule for (``compress.openvino.CONTROLS``:
-    a tagger's or a reader's examples are not scored one by one)."""
+    a tagger's or a reader's examples are not scored one by one), and a PyTorch quantization step
+    for a sentence-embedding model (saved so, it could not be loaded again as one)."""
     from tinyplm.compress.openvino import CONTROLS
 
+    for spec in cfg.students:
+        for step in spec.compress if head.row.vectors else ():
+            if step.kind in TORCH_QUANTIZED:
+                raise RecipeError(f"student {student_name(spec)}, compress step {step_name(step)}: {step.kind} "
+                                  f"keeps a PyTorch model quantized, which a sentence-embedding model (task "
+                                  f"'{cfg.task.name}') cannot be loaded as again; use onnx_dynamic_int8, openvino "
+                                  "or {kind: runtime, runtime: fastest}, whose forms keep the pooling")
     if head in CONTROLS:
         return
     for spec in cfg.students:
