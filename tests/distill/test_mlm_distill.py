@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from pydantic import ValidationError
+from safetensors.torch import load_file
 from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassification, BertTokenizerFast
 
 from conftest import (
@@ -174,3 +175,40 @@ def test_mlm_stage_teacher_without_head_is_refused_before_writing(tmp_path: Path
     with pytest.raises(ModelError, match="fit-mlm-head"):
         preflight(cfg)
     assert not Path(cfg.output_dir).exists()
+
+
+class _Killed(Exception):
+    pass
+
+
+def test_a_run_stopped_after_its_masked_lm_stage_resumes_as_one_that_ran_through(tmp_path: Path, monkeypatch) -> None:
+    """The general stage is saved with its masked-LM head and no task head. A run stopped after
+    saving it reloaded that dir for the task stage as a classifier, which refused it ('holds no
+    sequence head'): the run could not resume. Its encoder now goes back into the student, which keeps
+    its task head, and the resumed run ends on the weights of a run that was never stopped."""
+    from tinyplm.run import run, students
+
+    teacher = make_tiny_mlm_dir(tmp_path / "mlm-teacher")
+    recipe = _recipe(tmp_path, teacher, "base")
+    straight = load_recipe(write_recipe(tmp_path / "a.yaml", {**recipe, "output_dir": str(tmp_path / "a")}))
+    run(straight)
+    stopped = load_recipe(write_recipe(tmp_path / "b.yaml", {**recipe, "output_dir": str(tmp_path / "b")}))
+    real, calls = students.train_stage, []
+
+    def stop_at_the_task_stage(*args, **kwargs):
+        calls.append(args[1].name)
+        if args[1].name == "task":
+            raise _Killed()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(students, "train_stage", stop_at_the_task_stage)
+    with pytest.raises(_Killed):
+        run(stopped)
+    assert (tmp_path / "b" / "students" / "distil.stage-0").is_dir()
+    monkeypatch.setattr(students, "train_stage", real)
+    run(stopped, resume=True)
+    a = load_file(str(tmp_path / "a" / "students" / "distil" / "model.safetensors"))
+    b = load_file(str(tmp_path / "b" / "students" / "distil" / "model.safetensors"))
+    assert set(a) == set(b)
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=0, atol=0, msg=name)

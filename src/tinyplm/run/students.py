@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 
@@ -20,8 +21,9 @@ from tinyplm.distill.aligned_pieces import TeacherPieces, align
 from tinyplm.distill.embedding import with_start
 from tinyplm.distill.mlm import with_mlm_head
 from tinyplm.distill.objective import stage_objective
+from tinyplm.errors import ModelError
 from tinyplm.evaluate.model_eval import evaluate_model
-from tinyplm.models import build_student, resolve_model_dir, save_model, shape_of
+from tinyplm.models import build_student, resolve_model_dir, roles, save_model, shape_of
 from tinyplm.models.head_loading import load_for_head
 from tinyplm.models.infer import use_bf16
 from tinyplm.models.token_ids import token_id_mismatch
@@ -88,7 +90,7 @@ def run_student(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
         label = stage.name or (f"stage-{k}" if len(stages) > 1 else "")
         stage_dir = inp.paths.student(name if k == len(stages) - 1 else f"{name}.stage-{k}")
         if (finished := inp.paths.finished(stage_dir)) is not None:
-            model, _ = load_for_head(stage_dir, inp.data.labels, inp.data.is_regression, inp.data.head)
+            model = reload_stage(model, stage, stage_dir, inp)
             infos.append(replace(training_from_saved(finished), reused=True))
             continue
         done = train_stage(model, stage, inp, f"{name}/{label}" if label else name, f"{name}.stage-{k}")
@@ -102,6 +104,27 @@ def run_student(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
     result = StageResult(name, model, f"students/{name}", StageKind.STUDENT, shape_of(model),
                          info=StageInfo(init=init, training=infos), evals=inp.own.evals if inp.own else None)
     return StudentOutcome(model, result, name, inp)
+
+
+def reload_stage(model: torch.nn.Module, stage: StageSpec, stage_dir: Path, inp: RunInputs) -> torch.nn.Module:
+    """The student after a finished stage saved in ``stage_dir``, as a run that never stopped holds
+    it. A masked-LM stage is saved with its masked-LM head and no task head: its encoder goes back
+    into ``model`` (the student before that stage), whose task head the next stage trains on, as
+    :func:`train_stage` hands it on. Raises ``ModelError`` for a saved stage missing encoder weights."""
+    if not stage.objective.masked_lm:
+        return load_for_head(stage_dir, inp.data.labels, inp.data.is_regression, inp.data.head)[0]
+    from safetensors.torch import load_file
+
+    encoder = roles.base_model(model)
+    prefix = roles.roles_of(model).base + "."
+    saved = {k.removeprefix(prefix): v for k, v in load_file(str(stage_dir / "model.safetensors")).items()
+             if k.startswith(prefix)}
+    missing = sorted(set(encoder.state_dict()) - set(saved))
+    if missing:
+        raise ModelError(f"{stage_dir}: the saved masked-LM stage lacks encoder weights {', '.join(missing[:3])}; "
+                         "rerun the run with --force")
+    encoder.load_state_dict(saved, strict=False)
+    return model
 
 
 def train_stage(model, stage: StageSpec, inp: RunInputs, log_name: str, ckpt_name: str,
