@@ -252,3 +252,19 @@ def test_a_lora_rank_not_below_the_layers_width_is_refused(tiny_model_dir: Path)
     with pytest.raises(RecipeError, match=r"method_options.r = 32 is not below 32, the narrowest width"):
         adapt(model, _spec("lora", r=32))
     assert param_counts(adapt(model, _spec("lora", r=31))).share < 1
+
+
+@pytest.mark.parametrize(("every", "said"), [(None, True), (1, False)])
+def test_ulmfit_says_when_a_stage_ends_with_layers_never_unfrozen(tiny_model_dir: Path, tmp_path: Path, caplog,
+                                                                  every: int | None, said: bool) -> None:
+    """Four steps of an epoch of four batches unfreeze only the head by default (one group per epoch): a
+    time budget ends such a stage as silently, and the model looks fine-tuned. The stage says so, in
+    its log and as a warning; one group a step reaches the embeddings and says nothing."""
+    spec = _spec("ulmfit", steps=4, **({"unfreeze_every": every} if every else {}))
+    with caplog.at_level("WARNING"):
+        _fit(tiny_model_dir, tmp_path, spec)
+    events = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    notes = [e["note"] for e in events if e["event"] == "ulmfit_frozen"]
+    assert bool(notes) is said and ("ulmfit trained 1 of its 4 layer groups" in caplog.text) is said
+    if said:
+        assert "lower unfreeze_every or train longer" in notes[0]

@@ -41,7 +41,7 @@ from tinyplm.train.progress import JsonlLog, Meter, make_progress
 from tinyplm.train.schedule import epoch_batches, lr_factor, total_steps
 from tinyplm.train.signals import StopFlag
 from tinyplm.train.start_average import StartWeights
-from tinyplm.train.ulmfit import Unfreezer, layer_groups, stlr_factor
+from tinyplm.train.ulmfit import Unfreezer, layer_groups, say_shortfall, stlr_factor
 from tinyplm.train.weight_average import AVERAGE_FILE, WeightAverage
 
 log = logging.getLogger(__name__)
@@ -128,6 +128,7 @@ class _Loop:
     evaluate: EvalFn | None = None
     primary: str | None = None
     unfreeze_groups: list[list[nn.Parameter]] | None = None  # ULMFiT's layer groups, top first
+    unfreezer: Unfreezer | None = None  # ULMFiT's gradual unfreezing, set when the steps start
     start: StartWeights | None = None  # keep_start_weights: evaluations and the result blend these in
     average: WeightAverage | None = None  # ema_decay: evaluations and the result use the average
 
@@ -200,6 +201,7 @@ def train(
     if io.resume:
         _resume(loop)
     stopped_by = _run_steps(loop, data)
+    say_shortfall(loop.unfreezer, loop.state.step, io.name, loop.log)
     if evaluate and (not loop.state.history or loop.state.history[-1]["step"] != loop.state.step):
         _evaluate(loop)
     _final_weights(loop)
@@ -259,7 +261,7 @@ def _run_steps(loop: _Loop, data: Encoded) -> str:
     total, per_epoch = total_steps(spec, len(data), acc.num_processes, lengths, data.groups)
     budget_s = spec.budget_minutes * 60 if spec.budget_minutes else None
     meter = Meter()
-    unfreezer = None if loop.unfreeze_groups is None else \
+    unfreezer = loop.unfreezer = None if loop.unfreeze_groups is None else \
         Unfreezer(loop.unfreeze_groups, spec.method_options.unfreeze_every or per_epoch)
     loop.model.train()
     with make_progress(acc.is_main_process and loop.io.show_progress) as bar, StopFlag() as stop:

@@ -12,6 +12,7 @@ Written here rather than taken from fastai: fastai's ``freeze_to``/``fit_one_cyc
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ from torch import nn
 
 from tinyplm.config.finetune import MethodOptions
 from tinyplm.models import roles
+from tinyplm.train.progress import JsonlLog
 
 
 def layer_groups(model: nn.Module) -> list[list[nn.Parameter]]:
@@ -64,11 +66,31 @@ class Unfreezer:
         """How many groups (from the top) train at optimiser step ``step`` (0-based)."""
         return min(len(self.groups), 1 + step // max(1, self.every))
 
+    def shortfall(self, steps: int) -> str | None:
+        """None when every group trained by the last of ``steps`` optimiser steps, else what stayed
+        frozen and what to change (a time budget often ends a stage before the default of one group
+        per epoch reaches the embeddings)."""
+        trained = self.trainable_groups(max(steps - 1, 0))
+        if trained >= len(self.groups):
+            return None
+        return (f"method ulmfit trained {trained} of its {len(self.groups)} layer groups: the stage ended after "
+                f"{steps} steps, one group more every {self.every} (method_options.unfreeze_every, default one "
+                "epoch), so the layers below never trained; lower unfreeze_every or train longer")
+
     def apply(self, step: int) -> None:
         n = self.trainable_groups(step)
         for k, params in enumerate(self.groups):
             for p in params:
                 p.requires_grad_(k < n)
+
+
+def say_shortfall(unfreezer: Unfreezer | None, steps: int, stage: str, jsonl: JsonlLog) -> None:
+    """Warn, and write an ``ulmfit_frozen`` event to the stage's log, when ``unfreezer`` (None: the
+    stage is not ULMFiT) left groups that never trained (:meth:`Unfreezer.shortfall`)."""
+    note = unfreezer.shortfall(steps) if unfreezer is not None else None
+    if note:
+        logging.getLogger(__name__).warning("%s: %s", stage, note)
+        jsonl.write(event="ulmfit_frozen", note=note)
 
 
 def stlr_factor(progress: float, options: MethodOptions) -> float:
