@@ -249,7 +249,7 @@ def test_a_lora_rank_not_below_the_layers_width_is_refused(tiny_model_dir: Path)
     from tinyplm.errors import RecipeError
 
     model, _ = load_classifier(tiny_model_dir, ("0", "1"), False)
-    with pytest.raises(RecipeError, match=r"method_options.r = 32 is not below 32, the narrowest width"):
+    with pytest.raises(RecipeError, match=r"method_options.r = 32 is not below 32, the hidden size"):
         adapt(model, _spec("lora", r=32))
     assert param_counts(adapt(model, _spec("lora", r=31))).share < 1
 

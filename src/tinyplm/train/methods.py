@@ -91,7 +91,7 @@ def _peft_model(model: nn.Module, spec: TrainSpec) -> nn.Module:
             raise RecipeError(f"method_options.targets: {problem}")
         targets = _target_roles(model, options.targets or DEFAULT_TARGETS[method])
         if method is Method.LORA:
-            _check_rank(options.r, min(min(_width(model.get_submodule(n))) for n in targets))
+            _check_rank(options.r, int(roles.base_model(model).config.hidden_size))
             config = peft.LoraConfig(task_type=task_type, r=options.r, lora_alpha=options.alpha,
                                      lora_dropout=options.dropout, target_modules=list(targets), modules_to_save=heads)
         else:
@@ -101,19 +101,14 @@ def _peft_model(model: nn.Module, spec: TrainSpec) -> nn.Module:
     return peft.get_peft_model(model, config)
 
 
-def _width(module: nn.Module) -> tuple[int, int]:
-    """(input, output) width of a Linear role's module (an ``nn.Linear`` or what replaced it)."""
-    weight = getattr(module, "weight", None)
-    return (int(weight.shape[1]), int(weight.shape[0])) if weight is not None and weight.dim() == 2 else (1 << 30,) * 2
-
-
-def _check_rank(r: int, width: int) -> None:
-    """Raise ``RecipeError`` when LoRA's rank ``r`` is not below ``width``, the narrowest side of the
-    Linear layers it adapts: such an update is full rank and has more parameters than the layer."""
-    if r >= width:
-        raise RecipeError(f"method_options.r = {r} is not below {width}, the narrowest width of the Linear layers "
-                          f"LoRA adapts here: a rank-{r} update is full rank with more parameters than the layer "
-                          f"itself; use r < {width} (a small fraction of it), or method full")
+def _check_rank(r: int, hidden: int) -> None:
+    """Raise ``RecipeError`` when LoRA's rank ``r`` is not below the model's ``hidden`` size, which every
+    target role has on one side: the update of every layer is full rank with more parameters than the
+    layer. (A layer pruned narrower than ``r`` is allowed: the others still gain from the low rank.)"""
+    if r >= hidden:
+        raise RecipeError(f"method_options.r = {r} is not below {hidden}, the hidden size of the model LoRA adapts "
+                          f"here: a rank-{r} update of its Linear layers is full rank with more parameters than the "
+                          f"layers; use r < {hidden} (a small fraction of it), or method full")
 
 
 def _target_roles(model: nn.Module, wanted: tuple[str, ...]) -> dict[str, str]:
