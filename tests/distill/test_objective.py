@@ -151,3 +151,20 @@ def test_an_albert_student_trains_its_shared_layer_group_as_one(tmp_path: Path) 
     assert sum(p.numel() for p in result.model.parameters()) == size
     shared = "albert.encoder.albert_layer_groups.0.albert_layers.0.attention.query.weight"
     assert not torch.equal(result.model.state_dict()[shared], before[shared])
+
+
+def test_a_teacher_without_pytorch_layers_teaches_a_prediction_only_objective() -> None:
+    """An ONNX/OpenVINO teacher form has a config and logits but no encoder modules: reading its
+    per-layer shape (needed by layer-wise terms only) must not stop a logits-only stage."""
+    from tinyplm.distill.objective import STAGE_OBJECTIVES
+    from tinyplm.tasks.heads import Head
+
+    cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)
+    student = BertForSequenceClassification(cfg)
+
+    class LayerlessTeacher(torch.nn.Module):  # what the runtime forms look like to the objective
+        config = cfg
+
+    objective = STAGE_OBJECTIVES[Head.SEQUENCE](ObjectiveSpec(kd_weight=1.0), student, LayerlessTeacher(), False,
+                                                None, Head.SEQUENCE, None)
+    assert objective.spec.kd_weight == 1.0 and not objective.spec.layerwise

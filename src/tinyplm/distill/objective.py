@@ -267,8 +267,10 @@ def build_objective(spec: ObjectiveSpec, student_cfg, teacher_cfg, is_regression
 
 def _task_objective(spec: ObjectiveSpec, student: nn.Module, teacher: nn.Module, is_regression: bool,
                     tokenizer, head: Head, class_weights: tuple[float, ...] | None) -> DistillObjective:
-    return build_objective(spec, with_layer_shape(student), with_layer_shape(teacher), is_regression, tokenizer, head,
-                           class_weights)
+    """Layer-wise terms read each model's real per-layer shape; prediction-only terms its config
+    alone, so a teacher with no PyTorch layers to read (an ONNX or OpenVINO form) still teaches."""
+    shape = with_layer_shape if spec.layerwise else (lambda model: model.config)
+    return build_objective(spec, shape(student), shape(teacher), is_regression, tokenizer, head, class_weights)
 
 
 def _vector_objective(spec: ObjectiveSpec, student: nn.Module, teacher: nn.Module, is_regression: bool,
