@@ -301,3 +301,29 @@ def test_a_stage_whose_weights_become_nan_is_stopped_naming_the_learning_rate(ti
         train(model, _data(tok, 64, 0), PredictionObjective(), spec=_spec(lr=1e6, grad_clip=0.0, epochs=2,
                                                                           log_every=1), io=io)
     assert '"loss": NaN' in (tmp_path / "log.jsonl").read_text(encoding="utf-8")  # the log line that shows it
+
+
+def test_a_stage_that_diverges_after_a_kept_checkpoint_ends_at_that_checkpoint(tiny_model_dir: Path,
+                                                                                tmp_path: Path) -> None:
+    """Weights turned NaN late (here by hand, as an overflow would) in a stage that kept a best
+    checkpoint: the stage ends there with a warning and a diverged event, returning finite weights,
+    and no evaluation of the NaN model may replace that checkpoint."""
+    model, tok = load_classifier(tiny_model_dir, ("0", "1"), False)
+    dev = _data(tok, 32, 1)
+    seen: list[float] = []
+
+    def poison(progress: float) -> None:  # once the stage has evaluated, its weights stop being numbers
+        seen.append(progress)
+        if len(seen) == 12:
+            with torch.no_grad():
+                next(model.parameters()).fill_(float("nan"))
+
+    io = StageIO("st", tmp_path / "ckpt", tmp_path / "log.jsonl")
+    result = train(model, _data(tok, 64, 0), PredictionObjective(), io=io, step_hook=poison,
+                   spec=_spec(epochs=4, log_every=1, eval_every=5, keep_best=True),
+                   evaluate=lambda m: {"accuracy": _accuracy(m, dev)}, primary="accuracy")
+    assert result.stopped_by == "diverged" and result.best_step in (5, 10)
+    assert all(torch.isfinite(p).all() for p in result.model.parameters())
+    assert all(entry["step"] <= 12 for entry in result.history)
+    events = (tmp_path / "log.jsonl").read_text(encoding="utf-8")
+    assert '"event": "diverged"' in events and '"stopped_by": "diverged"' in events

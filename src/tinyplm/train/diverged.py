@@ -1,7 +1,8 @@
-"""A training stage whose weights stopped being numbers is stopped there, naming the stage, the step
-and what to change: a loss of NaN or infinity that reached the weights (a learning rate far too high,
-an overflow) leaves a model whose logits are NaN, whose argmax is always class 0, so every later
-step, check and report would score a model that answers nothing as if it were one that learned."""
+"""A training stage whose weights stopped being numbers is not carried on: a loss of NaN or infinity
+that reached the weights (a learning rate far too high, an overflow) leaves a model whose logits are
+NaN, whose argmax is always class 0, so every later step, check and report would score a model that
+answers nothing as if it were one that learned. Where the stage kept a best checkpoint from before,
+it ends there (with a warning); otherwise the run stops, naming the stage, the step and what to change."""
 
 from __future__ import annotations
 
@@ -13,15 +14,18 @@ from torch import nn
 from tinyplm.errors import TinyplmError
 
 
-def check_finite(model: nn.Module, loss: float, stage: str, step: int, lr: float) -> None:
-    """Raise ``TinyplmError`` when the mean ``loss`` of the last steps is NaN or infinite and a
-    parameter of ``model`` holds NaN or infinity; a finite loss, or finite weights, pass."""
+def diverged_weight(model: nn.Module, loss: float) -> str | None:
+    """The name of a parameter of ``model`` holding NaN or infinity when the mean ``loss`` of the
+    last steps is not finite; None when the loss is finite or every weight is."""
     if math.isfinite(loss):
-        return
-    bad = next((name for name, p in model.named_parameters() if not torch.isfinite(p).all()), None)
-    if bad is None:
-        return
-    raise TinyplmError(
-        f"stage {stage}: training diverged by step {step}: the loss is {loss} and weights ({bad} among them) are "
+        return None
+    return next((name for name, p in model.named_parameters() if not torch.isfinite(p).all()), None)
+
+
+def divergence_error(stage: str, step: int, loss: float, weight: str, lr: float) -> TinyplmError:
+    """The error that stops a run whose stage diverged with no earlier checkpoint to fall back on."""
+    return TinyplmError(
+        f"stage {stage}: training diverged by step {step}: the loss is {loss} and weights ({weight} among them) are "
         f"no longer numbers, so the model would predict one class whatever it reads; lower this stage's learning "
-        f"rate (teacher.finetune.lr, or the student's train.lr; {lr:g} at this step), then run again with --force")
+        f"rate (teacher.finetune.lr, or the student's train.lr; {lr:g} at this step), then run the recipe into a "
+        "new output folder (-o); --force here would delete the stages this run has already made")
