@@ -122,7 +122,7 @@ def reload_stage(model: torch.nn.Module, stage: StageSpec, stage_dir: Path, inp:
     missing = sorted(set(encoder.state_dict()) - set(saved))
     if missing:
         raise ModelError(f"{stage_dir}: the saved masked-LM stage lacks encoder weights {', '.join(missing[:3])}; "
-                         "rerun the run with --force")
+                         "delete that folder and run again with --resume (the stages before it are kept)")
     encoder.load_state_dict(saved, strict=False)
     return model
 
