@@ -6,12 +6,16 @@ it ends there (with a warning); otherwise the run stops, naming the stage, the s
 
 from __future__ import annotations
 
+import logging
 import math
 
 import torch
 from torch import nn
 
 from tinyplm.errors import TinyplmError
+from tinyplm.train.accelerator import synced
+
+log = logging.getLogger(__name__)
 
 
 def diverged_weight(model: nn.Module, loss: float) -> str | None:
@@ -29,3 +33,20 @@ def divergence_error(stage: str, step: int, loss: float, weight: str, lr: float)
         f"no longer numbers, so the model would predict one class whatever it reads; lower this stage's learning "
         f"rate (teacher.finetune.lr, or the student's train.lr; {lr:g} at this step), then run the recipe into a "
         "new output folder (-o); --force here would delete the stages this run has already made")
+
+
+def stage_diverged(loop, loss: float, lr: float) -> bool:
+    """True when the weights of ``loop`` (a :class:`tinyplm.train.loop._Loop`) diverged and its stage
+    ends at the best checkpoint it kept (warned, and a ``diverged`` event logged); raises
+    :func:`divergence_error` when it kept none. ``loss``: the mean of the steps just logged; rank 0's
+    is used, so every process decides alike (DDP keeps one set of weights on all)."""
+    bad = diverged_weight(loop.student, synced(loop.acc, loss)[0])
+    if bad is None:
+        return False
+    state = loop.state
+    if not (loop.spec.keep_best and loop.best is not None):
+        raise divergence_error(loop.io.name, state.step, loss, bad, lr)
+    log.warning("stage %s diverged by step %d (%s is no longer a number): it ends at its best checkpoint, step %s; "
+                "a lower learning rate would let it train on", loop.io.name, state.step, bad, state.best_step)
+    loop.log.write(event="diverged", step=state.step, weight=bad, best_step=state.best_step)
+    return True

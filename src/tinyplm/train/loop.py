@@ -32,7 +32,7 @@ from tinyplm.models.infer import autocast, use_bf16
 from tinyplm.tasks.encoding import Encoded, collate
 from tinyplm.train.accelerator import get_accelerator, synced
 from tinyplm.train.checkpoint import LoopState, latest_whole, load_checkpoint, load_extra, save_checkpoint
-from tinyplm.train.diverged import diverged_weight, divergence_error
+from tinyplm.train.diverged import stage_diverged
 from tinyplm.train.memory import read_peak, reset_peak
 from tinyplm.train.methods import adapt, finish, param_counts
 from tinyplm.train.objective import Batch, Objective
@@ -202,8 +202,7 @@ def train(
         _resume(loop)
     stopped_by = _run_steps(loop, data)
     say_shortfall(loop.unfreezer, loop.state.step, io.name, loop.log)
-    last = loop.state.history[-1]["step"] if loop.state.history else None
-    if evaluate and stopped_by != "diverged" and last != loop.state.step:
+    if evaluate and stopped_by != "diverged" and (loop.state.history or [{}])[-1].get("step") != loop.state.step:
         _evaluate(loop)
     _final_weights(loop)
     loop.student.train(False)
@@ -282,9 +281,9 @@ def _run_steps(loop: _Loop, data: Encoded) -> str:
                 state.elapsed += elapsed
                 if loop.step_hook is not None:
                     loop.step_hook(max(state.step / total, state.elapsed / budget_s if budget_s else 0.0))
-                if state.step % spec.log_every == 0 or state.step == total:
-                    if _log_train(loop, meter.pop(), bar, task, total, budget_s):
-                        return "diverged"
+                if (state.step % spec.log_every == 0 or state.step == total) and \
+                        _log_train(loop, meter.pop(), bar, task, total, budget_s):
+                    return "diverged"
                 if signum:
                     _interrupt(loop, int(signum))
                 _between_steps(loop)
@@ -345,29 +344,18 @@ def _step(loop: _Loop, data: Encoded, global_batch: list[int], factor: float) ->
 
 
 def _log_train(loop: _Loop, loss_eps: tuple[float, float], bar, task, total: int, budget_s: float | None) -> bool:
-    """Log the last steps' loss; True when the weights diverged and the stage ends at its best
-    checkpoint (:mod:`tinyplm.train.diverged`; with none, ``TinyplmError``)."""
+    """Log the last steps' loss; True when the stage ends as diverged (:mod:`tinyplm.train.diverged`)."""
     state = loop.state
     loss, eps = loss_eps
     lr = loop.opt.param_groups[0]["lr"]
     state.losses.append([state.step, round(loss, 6)])
     loop.log.write(event="train", step=state.step, loss=round(loss, 6), lr=lr,
                    examples_per_s=round(eps, 1), elapsed_s=round(state.elapsed, 2))
-    # after the log line that shows it; rank 0's loss, so every process decides alike (DDP keeps one set of weights)
-    bad = diverged_weight(loop.student, synced(loop.acc, loss)[0])
-    if bad is not None:
-        if not (loop.spec.keep_best and loop.best is not None):
-            raise divergence_error(loop.io.name, state.step, loss, bad, lr)
-        log.warning("stage %s diverged by step %d (%s is no longer a number): it ends at its best checkpoint, "
-                    "step %s; a lower learning rate would let it train on", loop.io.name, state.step, bad,
-                    state.best_step)
-        loop.log.write(event="diverged", step=state.step, weight=bad, best_step=state.best_step)
-        return True
     expected = total
     if budget_s and state.elapsed > 0:
         expected = min(total, max(state.step, int(state.step * budget_s / state.elapsed)))
     bar.update(task, completed=state.step, total=expected, loss=loss, eps=eps)
-    return False
+    return stage_diverged(loop, loss, lr)  # after the log line that shows it
 
 
 def _evaluate(loop: _Loop) -> None:
