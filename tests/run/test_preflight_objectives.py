@@ -99,6 +99,18 @@ def test_a_method_that_starts_at_the_head_needs_a_term_that_reads_it(tmp_path: P
     assert cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path).returncode == 0
 
 
+def test_a_ulmfit_stage_whose_terms_learn_a_projection_is_let_through(tmp_path: Path, world) -> None:
+    """A student narrower than its teacher learns TinyBERT's projection from ULMFiT's first step, then
+    its layers as they unfreeze: such a stage ran before the head-first check and must still validate."""
+    teacher, glue = world
+    student = {"name": "s1", "teacher_layers": [0], "shape": {"layers": 1, "hidden": 16, "heads": 4, "ffn": 20},
+               "objective": {"kd_weight": 0.0, "hidden": 1.0},
+               "train": {**SHORT, "method": "ulmfit", "method_options": {"unfreeze_every": 1}}}
+    recipe = tiny_recipe(tmp_path, teacher, glue, students=[student])
+    result = cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path)
+    assert result.returncode == 0, result.output
+
+
 def test_adapter_targets_naming_part_of_a_fused_linear_are_refused_before_any_work(tmp_path: Path, world) -> None:
     from helpers_families import make_family_dir
 

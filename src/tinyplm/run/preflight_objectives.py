@@ -40,8 +40,8 @@ def check_objectives(cfg: RunConfig, model_cfg: dict, src: Path, head: Head) -> 
     for spec in cfg.students:
         if spec.family is not None:
             continue
-        _check_methods(spec)
         shape = _student_shape(cfg, spec, main)
+        _check_methods(spec, shape, main)
         for k, stage in enumerate(spec.stage_specs()):
             teacher = _teacher_of(stage.teacher, main)
             if shape is None or teacher is None or not stage.objective.layerwise:
@@ -65,13 +65,29 @@ HEAD_TERMS = ("kd_weight", "hard_weight", "logit_mse")
 HEAD_FIRST = {Method.FROZEN: HEAD_TERMS, Method.ULMFIT: (*HEAD_TERMS, *MLM_TERMS)}
 
 
-def _check_methods(spec: StudentSpec) -> None:
+#: Layer-wise terms that learn a projection where the two widths differ (TinyBERT's W_h): trainable
+#: from a ULMFiT stage's first step, while its layers are still frozen.
+PROJECTED_TERMS = ("embedding", "hidden", "cosine")
+
+
+def _projection_trains(stage, shape: ShapeSpec | None, main: ShapeSpec) -> bool:
+    """True when a ULMFiT ``stage``'s first steps may train a projection (or the widths are not known here)."""
+    teacher = _teacher_of(stage.teacher, main)
+    if shape is None or teacher is None:
+        return True
+    return shape.hidden != teacher.hidden and any(getattr(stage.objective, t) > 0 for t in PROJECTED_TERMS)
+
+
+def _check_methods(spec: StudentSpec, shape: ShapeSpec | None, main: ShapeSpec) -> None:
     """Raise ``RecipeError`` for a stage whose method trains the task head alone (``frozen``) or
     first (``ulmfit``) while its objective never reads that head (layer-wise terms only): its loss
     would not reach a weight that trains, which the loop finds only at its first step, after the
-    teacher's fine-tune (or, with a projection, trains the projection and leaves the student as it was)."""
+    teacher's fine-tune. A ULMFiT stage whose terms learn a projection (``shape``'s width not the
+    teacher's) trains it first, then the layers as they unfreeze: let through."""
     for k, stage in enumerate(spec.stage_specs()):
         reads = HEAD_FIRST.get(stage.train.method)
+        if stage.train.method is Method.ULMFIT and _projection_trains(stage, shape, main):
+            continue
         if reads is not None and not any(getattr(stage.objective, t) > 0 for t in reads):
             terms = [t for t in LAYERWISE_TERMS if getattr(stage.objective, t) > 0]
             raise RecipeError(
