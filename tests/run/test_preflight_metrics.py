@@ -21,6 +21,8 @@ def test_undefined_reason_names_what_no_prediction_can_fix() -> None:
     assert "'no'" in undefined_reason("roc_auc", one_class, ("no", "yes"))
     assert undefined_reason("mcc", one_class) and undefined_reason("f1", one_class)
     assert "'yes'" in undefined_reason("f1", one_class, ("no", "yes"))
+    assert all(undefined_reason(m, np.array([])) == "the split has no labelled example"
+               for m in ("mcc", "f1", "accuracy", "pearson", "roc_auc"))  # not an IndexError
     assert "score 3" in undefined_reason("pearson", np.array([3.0, 3.0]))
     assert "1" in undefined_reason("spearman", np.array([2.5]))
     for name in ("accuracy", "f1_macro"):  # defined on any references

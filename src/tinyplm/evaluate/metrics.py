@@ -144,6 +144,8 @@ def undefined_reason(name: str, references: np.ndarray, labels: Sequence[str] = 
     for every model (see the module docstring), so a choice made on it is arbitrary. ``labels``
     names the classes in the reason (class indices when empty)."""
     r = np.asarray(references).reshape(-1)
+    if r.size == 0:
+        return "the split has no labelled example"
     if name in ("pearson", "spearman"):
         if r.size < 2:
             return f"a correlation needs two or more examples, the split has {r.size}"
