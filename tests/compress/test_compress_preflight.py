@@ -33,6 +33,11 @@ def _recipe(tmp_path: Path, steps: list, **student) -> dict:
      None),  # a student of three teacher layers has a layer 2
     ([{"kind": "factorize_embeddings", "rank": 32}], {}, r"rank 32 is not below the word table's size \(99 x 32\)"),
     ([{"kind": "factorize_embeddings", "rank": 31}], {}, None),
+    ([{"kind": "factorize_embeddings", "rank": 20}], {"init_from": None, "teacher_layers": [0], "stages": None,
+      "shape": {"layers": 1, "hidden": 16, "heads": 4, "ffn": 20}},
+     r"rank 20 is not below the word table's size \(99 x 16\)"),  # a narrowed student's own table
+    ([{"kind": "factorize_embeddings", "rank": 15}], {"init_from": None, "teacher_layers": [0], "stages": None,
+      "shape": {"layers": 1, "hidden": 16, "heads": 4, "ffn": 20}}, None),
     ([{"kind": "int4_weight", "group_size": 64}], {}, "group_size 64 is wider than any row .* at most 37"),
     ([{"kind": "int4_weight", "group_size": 36}], {}, None),
 ])

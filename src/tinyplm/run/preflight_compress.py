@@ -88,7 +88,8 @@ def _start_of(cfg: RunConfig, spec: StudentSpec, teacher: dict) -> _Start | None
     shape = spec.shape
     layers = len(spec.teacher_layers) if spec.teacher_layers else shape.layers
     hidden, ffn = (shape.hidden, shape.ffn) if shape is not None else (c.hidden, c.ffn)
-    return _Start(layers, max(hidden, ffn), int(source["vocab_size"]), max(table, hidden))
+    own_table = int(source.get("embedding_size") or hidden)  # a narrowed student's word table is its width
+    return _Start(layers, max(hidden, ffn), int(source["vocab_size"]), own_table)
 
 
 def _step_problem(step, layers: int, start: _Start) -> tuple[str | None, int]:
