@@ -135,8 +135,8 @@ def _check_clear_of_models(run_dir: Path, out_dir: Path, stages: list[tuple[str,
         hit = next((m for m in models if m == target or m in target.parents or target in m.parents), None)
         if hit is not None:
             raise TinyplmError(f"--out {out_dir}: the export of stage {name} would go to {target}, which would "
-                               f"replace the run's model folder {hit}; nothing exported (leave --out out for "
-                               f"{run_dir / 'export'}, or name a folder outside the run's model folders)")
+                               f"replace the run's model folder {hit} or files in it; nothing exported (leave --out "
+                               f"out for {run_dir / 'export'}, or name a folder outside the run's model folders)")
 
 
 def _write(path: Path, report: list[Parity]) -> None:
