@@ -148,7 +148,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 #: ``make test`` runs the tests on two pytest-xdist workers (``-n 2 --dist load``: a module's
-#: fixtures may be built on both, but see :data:`FIXTURE_HEAVY_FIRST`); then the tests marked ``ray`` (they
+#: fixtures may be built on both); then the tests marked ``ray`` (they
 #: start Ray: a local cluster or ``ray start --head``) alone, one after another, with the machine to
 #: themselves (``ray stop --force`` at the end of one stops every Ray process on the machine).
 
@@ -159,16 +159,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         Path(log).parent.mkdir(parents=True, exist_ok=True)
 
 
-#: Test files whose module fixtures build something costly (a whole run, every stage exported) that
-#: most of their tests read. Collected first, so that under ``--dist load`` they fall inside the
-#: first worker's opening batch of consecutive tests (xdist hands each worker a quarter of its share
-#: at the start) and their fixtures are built once, not once per worker; they also start early, so
-#: neither worker is left with a long test at the end. Only the time depends on this order.
-FIXTURE_HEAVY_FIRST = ("tests/test_readme_commands.py", "tests/run/test_export.py")
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in FIXTURE_HEAVY_FIRST)  # stable: order kept
     listed = config.getoption("--auto-precision-only")
     if listed is None:
         return
