@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from tinyplm.errors import ModelError
 from tinyplm.models import roles
+from tinyplm.models.shape import once_each
 
 QUANT_KEY = "tinyplm_quant"
 SCHEMES = ("int8_dynamic", "int4_weight", "bf16")
@@ -196,25 +197,13 @@ def quantized_state(model: nn.Module) -> dict[str, Tensor]:
         state[f"{name}.weight_zero_points"] = w.q_per_channel_zero_points().to(torch.int64)
         if b is not None:
             state[f"{name}.bias"] = b.detach()
-    return _once({k: v.detach().contiguous() for k, v in state.items()})
-
-
-def _once(state: dict[str, Tensor]) -> dict[str, Tensor]:
-    """``state`` with each tensor once, under its first name: layers tied by ``share`` hold one
-    tensor under several names, which safetensors refuses to write (the loader ties them again)."""
-    seen: set[int] = set()
-    out = {}
-    for name, value in state.items():
-        if value.untyped_storage().data_ptr() not in seen:
-            seen.add(value.untyped_storage().data_ptr())
-            out[name] = value
-    return out
+    return once_each({k: v.detach().contiguous() for k, v in state.items()})
 
 
 def _shared_keys(model: nn.Module) -> set[str]:
     """State-dict names of ``model`` whose tensor is held under an earlier name too (tied layers)."""
     state = {k: v for k, v in model.state_dict().items() if isinstance(v, Tensor)}
-    return set(state) - set(_once(state))
+    return set(state) - set(once_each(state))
 
 
 def is_quantized(model: nn.Module) -> bool:

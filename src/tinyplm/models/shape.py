@@ -249,16 +249,22 @@ def family_class(cls: type, model_type: str) -> type:
     return roles.task_class(model_type, cls.__name__[len(own):])
 
 
-def unique_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    """The state dict with each shared tensor once (under its first name), contiguous, for safetensors."""
+def once_each(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``state`` with each tensor held under several names (tied layers) once, under its first name,
+    as safetensors requires (the loader ties them again)."""
     seen: set[int] = set()
     out = {}
-    for name, value in model.state_dict().items():
+    for name, value in state.items():
         key = value.untyped_storage().data_ptr()
         if key not in seen:
             seen.add(key)
-            out[name] = value.detach().contiguous()
+            out[name] = value
     return out
+
+
+def unique_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The state dict with each shared tensor once (under its first name), contiguous, for safetensors."""
+    return {name: value.detach().contiguous() for name, value in once_each(model.state_dict()).items()}
 
 
 def duplicate_keys(model: nn.Module) -> set[str]:
