@@ -75,3 +75,28 @@ def test_every_question_is_a_sized_question_made_of_its_sentence_words(sentences
     assert list(sources) == questions
     for q, i in sources.items():  # the first sentence it was asked in or made from
         assert q in asked_questions(sentences[i]) or q == made_question(sentences[i], proper_words(sentences))
+
+
+def _proper_one_by_one(sentences: list[str]) -> frozenset[str]:
+    """The rule of :func:`proper_words` counted word by word (what it did before it counted in one pass)."""
+    import re
+
+    capital: dict[str, int] = {}
+    lower: dict[str, int] = {}
+    for sentence in sentences:
+        for word in re.findall(r"[A-Za-z][\w'’-]*", sentence)[1:]:
+            counts = capital if word[0].isupper() else lower
+            counts[word.lower()] = counts.get(word.lower(), 0) + 1
+    return frozenset(w for w, n in capital.items() if n >= 2 and n >= 4 * lower.get(w, 0))
+
+
+#: Sentences of few letters (so words repeat and reach the counts), with what can end or open a word:
+#: apostrophes, hyphens, digits, accents, quotes and line breaks.
+_texty = st.lists(st.text(alphabet="aAbBcC '’-1é\"\n.", max_size=30), max_size=15)
+
+
+@given(_texty)
+@settings(max_examples=200, deadline=None)
+def test_proper_words_counts_each_sentences_words_after_its_first(sentences: list[str]) -> None:
+    assert proper_words(sentences) == _proper_one_by_one(sentences)
+    assert proper_words(iter(sentences)) == proper_words(sentences)  # any iterable, read once

@@ -184,14 +184,19 @@ class PassageCloze:
 CLOZE_MIN_SENTENCES = 3
 
 
-def passage_cloze(paragraphs: Sequence[str], n: int, seed: int, source: Path) -> PassageCloze:
+def passage_cloze(paragraphs: Sequence[str], n: int, seed: int, source: Path,
+                  cuts: Sequence[list[str]] | None = None) -> PassageCloze:
     """``n`` of ``paragraphs`` (a seeded draw among those of :data:`MIN_PARAGRAPH_WORDS` words and
     :data:`CLOZE_MIN_SENTENCES` sentences) as an inverse-cloze retrieval set: each paragraph's middle
     sentence is a query whose one relevant document is the rest of that paragraph, among the rest
-    of all ``n``. Raises ``RecipeError`` naming ``task.holdout_passages`` when fewer than ``n``
-    paragraphs qualify or ``n`` < 2."""
-    pool = [(p, cut) for p in dict.fromkeys(" ".join(p.split()) for p in paragraphs)
-            if len(p.split()) >= MIN_PARAGRAPH_WORDS and len(cut := sentences_of([p])) >= CLOZE_MIN_SENTENCES]
+    of all ``n``. ``cuts``: each paragraph's :func:`sentences_of`, where the caller has them already.
+    Raises ``RecipeError`` naming ``task.holdout_passages`` when fewer than ``n`` paragraphs qualify
+    or ``n`` < 2."""
+    distinct: dict[str, list[str] | None] = {}  # a paragraph written twice (whitespace aside) is drawn once
+    for k, paragraph in enumerate(paragraphs):
+        distinct.setdefault(" ".join(paragraph.split()), cuts[k] if cuts is not None else None)
+    pool = [(p, cut) for p, c in distinct.items() if len(p.split()) >= MIN_PARAGRAPH_WORDS
+            and len(cut := c if c is not None else sentences_of([p])) >= CLOZE_MIN_SENTENCES]
     if not 2 <= n <= len(pool):
         raise RecipeError(f"task.holdout_passages: {n} paragraphs; the corpus has {len(pool)} of at least "
                           f"{MIN_PARAGRAPH_WORDS} words and {CLOZE_MIN_SENTENCES} sentences: give 2 to {len(pool)}")
@@ -255,7 +260,7 @@ def embedding_task_data(spec, corpus_texts: Callable[[], list[str]] | None = Non
     held = _held_pairs(stsb, spec.holdout, spec.holdout_seed) if spec.holdout else None
     corpus = _Corpus(corpus_texts)
     cloze = (passage_cloze(corpus.paragraphs("task.holdout_passages"), spec.holdout_passages, spec.holdout_seed,
-                           Path("corpus")) if spec.holdout_passages else None)
+                           Path("corpus"), corpus.cuts("task.holdout_passages")) if spec.holdout_passages else None)
     evaluated = {ex.text for split in evals.values() for ex in split.examples}
     excluded = evaluated | (set(held.texts_a + held.texts_b) if held else set()) | (cloze.used if cloze else set())
     source = stsb.source if stsb else Path((spec.train_texts or DEFAULT_TRAIN)[0])
@@ -311,11 +316,12 @@ def _sized(split: Split, max_length: int) -> Split:
 
 class _Corpus:
     """The run's corpus paragraphs (``corpus_texts``), read once when first asked for, and their
-    sentences, cut once (``corpus`` and ``questions`` both read them), with the paragraph each
-    sentence is of (``owners``: indices into the paragraphs)."""
+    sentences, cut once (``corpus``, ``questions`` and the held-out passages all read them), with the
+    paragraph each sentence is of (``owners``: indices into the paragraphs)."""
 
     def __init__(self, read: Callable[[], list[str]] | None) -> None:
         self._read, self._paragraphs, self._sentences, self.owners = read, None, None, []
+        self._cuts: list[list[str]] | None = None
 
     def paragraphs(self, wanted_by: str) -> list[str]:
         if self._read is None:
@@ -324,11 +330,16 @@ class _Corpus:
             self._paragraphs = self._read()
         return self._paragraphs
 
+    def cuts(self, wanted_by: str) -> list[list[str]]:
+        """Each paragraph's sentences (:func:`sentences_of`)."""
+        if self._cuts is None:
+            self._cuts = [sentences_of([paragraph]) for paragraph in self.paragraphs(wanted_by)]
+        return self._cuts
+
     def sentences(self, wanted_by: str) -> list[str]:
         if self._sentences is None:
             self._sentences, self.owners = [], []
-            for i, paragraph in enumerate(self.paragraphs(wanted_by)):
-                cut = sentences_of([paragraph])
+            for i, cut in enumerate(self.cuts(wanted_by)):
                 self._sentences += cut
                 self.owners += [i] * len(cut)
         return self._sentences
