@@ -327,3 +327,36 @@ def test_a_stage_that_diverges_after_a_kept_checkpoint_ends_at_that_checkpoint(t
     assert all(entry["step"] <= 12 for entry in result.history)
     events = (tmp_path / "log.jsonl").read_text(encoding="utf-8")
     assert '"event": "diverged"' in events and '"stopped_by": "diverged"' in events
+
+
+def test_a_finished_stage_leaves_nothing_behind_without_a_garbage_collection(
+        tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stage's optimiser state is freed when ``train`` returns by reference counting alone (the
+    loop does not run a full collection: train/accelerator.release), and the process-wide
+    accelerator holds nothing of the stage for the next one."""
+    import gc
+    import weakref
+
+    from tinyplm.train import get_accelerator
+
+    made: list[weakref.ref] = []
+    adamw = torch.optim.AdamW
+
+    def tracked(*args, **kwargs):
+        optimiser = adamw(*args, **kwargs)
+        made.append(weakref.ref(optimiser))
+        return optimiser
+
+    monkeypatch.setattr(torch.optim, "AdamW", tracked)
+    model, tok = load_classifier(tiny_model_dir, ("0", "1"), False)
+    enc = _data(tok, 64, 0)
+    io = StageIO("t", tmp_path / "ckpt", tmp_path / "log.jsonl")
+    gc.disable()
+    try:
+        result = train(model, enc, PredictionObjective(), spec=_spec(max_steps=3), io=io)
+        assert result.steps == 3 and len(made) == 1
+        assert made[0]() is None, "the stage's optimiser outlived its stage (a reference cycle, or still held)"
+        acc = get_accelerator()
+        assert acc._models == acc._optimizers == acc._schedulers == acc._dataloaders == [] and acc.step == 0
+    finally:
+        gc.enable()

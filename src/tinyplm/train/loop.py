@@ -30,7 +30,7 @@ from tinyplm.config.schema import TrainSpec
 from tinyplm.errors import Interrupted
 from tinyplm.models.infer import autocast, use_bf16
 from tinyplm.tasks.encoding import Encoded, collate
-from tinyplm.train.accelerator import get_accelerator, synced
+from tinyplm.train.accelerator import get_accelerator, release, synced
 from tinyplm.train.checkpoint import LoopState, latest_whole, load_checkpoint, load_extra, save_checkpoint
 from tinyplm.train.diverged import stage_diverged
 from tinyplm.train.memory import read_peak, reset_peak
@@ -210,7 +210,7 @@ def train(
                    stopped_by=stopped_by, best_step=loop.state.best_step, best_metric=loop.state.best_metric)
     s, student = loop.state, loop.student
     counts, peak = param_counts(student), read_peak(stage_rss)
-    acc.free_memory()  # drop the accelerator's references to this stage's model and optimiser
+    release(acc)  # drop the accelerator's references to this stage's model and optimiser
     return TrainResult(model=finish(student, spec), history=s.history, best_metric=s.best_metric,
                        best_step=s.best_step, steps=s.step, seconds=s.elapsed, stopped_by=stopped_by,
                        losses=[(int(a), float(b)) for a, b in s.losses], trainable_params=counts.trainable,
