@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import string
+import time
 from pathlib import Path
 
 import pytest
@@ -163,8 +164,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     listed = config.getoption("--auto-precision-only")
     if listed is None:
         return
-    wanted = set(Path(listed).read_text(encoding="utf-8").splitlines()) if Path(listed).is_file() else set()
-    wanted = _one_per_file(wanted, items)
+    lines = Path(listed).read_text(encoding="utf-8").splitlines() if Path(listed).is_file() else []
+    wanted = _one_per_file(dict(_timed(line) for line in lines), items)
     config.hook.pytest_deselected(items=[i for i in items if i.nodeid not in wanted])
     items[:] = [i for i in items if i.nodeid in wanted]
 
@@ -177,30 +178,37 @@ PRECISION_FILES = ("tests/run/test_precision.py",)
 SECOND_PASS_SKIPPED = ("tests/test_integration_minilm.py",)
 
 
-def _one_per_file(wanted: set[str], items: list[pytest.Item]) -> set[str]:
-    """Of the tests of a file listed, the first listed (in collection order), except in
+def _timed(line: str) -> tuple[str, float]:
+    """A line of the auto-precision log -> (test id, seconds it took in the pass that wrote it)."""
+    nodeid, _, seconds = line.partition("\t")
+    return nodeid, float(seconds or 0)
+
+
+def _one_per_file(wanted: dict[str, float], items: list[pytest.Item]) -> set[str]:
+    """Of the tests of a file listed (test id -> seconds it took), the quickest, except in
     :data:`PRECISION_FILES`: elsewhere the second pass is about the precision ``auto`` resolves to,
     which every test of a file reaches by the same code, where the first pass ran each of them (and
-    each case of a parametrized one). One per file keeps the second pass short enough for CI's time
-    limit (docs/results/code-choices.md, "The test suite")."""
+    each case of a parametrized one). One per file, the quickest, keeps the second pass short enough
+    for CI's time limit (docs/results/code-choices.md, "The test suite")."""
     kept: set[str] = set()
-    seen: set[str] = set()
+    quickest: dict[str, str] = {}
     for item in items:
         if item.nodeid not in wanted:
             continue
         file = item.nodeid.split("::", 1)[0]
         if file in SECOND_PASS_SKIPPED:
             continue
-        if file not in seen or item.nodeid.startswith(PRECISION_FILES):
+        if item.nodeid.startswith(PRECISION_FILES):
             kept.add(item.nodeid)
-        seen.add(file)
-    return kept
+        elif file not in quickest or wanted[item.nodeid] < wanted[quickest[file]]:
+            quickest[file] = item.nodeid
+    return kept | set(quickest.values())
 
 
 @pytest.fixture(autouse=True)
 def _note_auto_precision(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
     """With TINYPLM_AUTO_LOG set, list this test in that file when its code resolved ``auto``
-    (asked the bf16 switch) in this process."""
+    (asked the bf16 switch) in this process, with the seconds it took (test id, a tab, seconds)."""
     log = os.environ.get(AUTO_LOG)
     if not log:
         yield
@@ -214,10 +222,11 @@ def _note_auto_precision(request: pytest.FixtureRequest, monkeypatch: pytest.Mon
         return real()
 
     monkeypatch.setattr(infer, "forced_bf16", traced)
+    began = time.perf_counter()
     yield
     if asked:
         with open(log, "a", encoding="utf-8") as fh:
-            fh.write(request.node.nodeid + "\n")
+            fh.write(f"{request.node.nodeid}\t{time.perf_counter() - began:.3f}\n")
 
 
 @pytest.fixture(autouse=True)
