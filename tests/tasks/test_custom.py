@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tinyplm.errors import DataError, TinyplmError
 from tinyplm.tasks import custom_task
@@ -284,3 +286,26 @@ def test_a_command_of_named_tasks_given_custom_says_where_custom_tasks_are_read(
     with pytest.raises(TinyplmError, match=r"task 'custom' reads your own CSV/JSONL files, named by a recipe's "
                                            r"task section .*; this command reads a named task: cola, sst2"):
         get("custom")
+
+
+@given(st.sampled_from(["custom", "embedding"]), st.lists(st.booleans(), min_size=9, max_size=9),
+       st.sampled_from(["", " ", "\t"]))
+@settings(max_examples=40, deadline=None)
+def test_custom_and_embedding_are_read_in_any_case(name: str, upper: list[bool], pad: str) -> None:
+    """``task.name: Custom`` was looked up among the named tasks and refused as a command's
+    ``custom``; the two names that are not looked up now mean the same in any case or padding."""
+    from tinyplm.config import TaskSpec
+
+    spelled = pad + "".join(c.upper() if u else c for c, u in zip(name, upper, strict=False)) + pad
+    assert TaskSpec(name=spelled).name == name
+    assert TaskSpec(name="SST-2").name == "SST-2"  # a named task keeps its spelling: matched as it is
+
+
+def test_a_recipe_task_named_Custom_reads_its_files(tmp_path: Path) -> None:  # noqa: N802
+    from tinyplm.config import TaskSpec
+    from tinyplm.tasks import load_task
+
+    train = write_csv(tmp_path / "train.csv", "text,label\na b,x\nc d,y\n")
+    dev = write_csv(tmp_path / "dev.csv", "text,label\ne f,y\n")
+    data = load_task(TaskSpec(name="Custom", train_file=str(train), dev_file=str(dev)))
+    assert data.labels == ("x", "y") and [e.label for e in data.evals["dev"].examples] == [1]

@@ -84,7 +84,7 @@ def custom_keys(model_dir: Path, task: str) -> dict[str, object]:
     from tinyplm.inference.custom_run import custom_task_keys
     from tinyplm.inference.pairs import CUSTOM_TASK
 
-    return custom_task_keys(model_dir) if task == CUSTOM_TASK else {}
+    return custom_task_keys(model_dir) if task.strip().lower() == CUSTOM_TASK else {}
 
 
 def _check_predictions_path(predictions: Path | None) -> None:

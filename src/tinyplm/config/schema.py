@@ -33,6 +33,9 @@ from tinyplm.config.task_labels import task_labels
 from tinyplm.config.tracking import TrackingSpec
 from tinyplm.config.train_shares import check_train_shares
 
+#: Task names that are not looked up among the named tasks: your own files, and the sentence encoder task.
+SPECIAL_TASK_NAMES = ("custom", "embedding")
+
 
 class TaskSpec(Section):
     """Which task to read and how to encode it."""
@@ -109,6 +112,16 @@ class TaskSpec(Section):
     _not_a_switch = field_validator("holdout", mode="before")(not_a_switch)
     _task_labels = model_validator(mode="before")(task_labels)
     _count_or_share = field_validator("holdout")(count_or_share)
+
+    @field_validator("name")
+    @classmethod
+    def _spelled_as_compared(cls, name: str) -> str:
+        """``Custom`` or `` embedding `` -> ``custom``, ``embedding``: the names the code compares with
+        (a custom task spelled otherwise was looked up as a named task and refused as one). Named
+        tasks keep the user's spelling: ``tasks.canonical`` matches them in any case and in messages
+        the user sees what they wrote."""
+        plain = name.strip().lower()
+        return plain if plain in SPECIAL_TASK_NAMES else name
 
     @model_validator(mode="after")
     def _windows_have_room(self) -> TaskSpec:
