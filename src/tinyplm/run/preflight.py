@@ -48,6 +48,7 @@ from tinyplm.run.preflight_students import check_layer_shapes, check_student_fam
 from tinyplm.run.read_once import once
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.heads import Head, PerHead
+from tinyplm.tasks.overlap import eval_overlap_note
 from tinyplm.track import check_places
 
 
@@ -145,8 +146,9 @@ def preflight(cfg: RunConfig, run_dir: Path | None = None) -> Preflight:
         for k, st in enumerate(spec.stage_specs()):
             _check_stage_teacher(st, teacher, f"student {student_name(spec)}, stage {k}")
     head_note = check_task_head(data, src, model_cfg, finetuned=cfg.teacher.finetune is not None)
-    return Preflight(data, src, tok, head_note, tuple(n for n in (head_note, eval_length_note(
-        cfg, data, src, model_cfg, tok)) if n))
+    notes = (head_note, eval_length_note(cfg, data, src, model_cfg, tok),
+             eval_overlap_note(data, cfg.task.max_train_examples))
+    return Preflight(data, src, tok, head_note, tuple(n for n in notes if n))
 
 
 def _check_inits(cfg: RunConfig, teacher: _Teacher, head: Head) -> None:
