@@ -227,3 +227,27 @@ def test_ctrl_c_says_how_to_continue(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert done.returncode == 130, done.stderr
     assert "interrupted; continue with `tinyplm sweep" in done.stderr and "--resume`" in done.stderr
     assert "Tuner.restore" not in done.stderr
+
+
+def test_a_finished_sweep_resumed_is_read_back_without_ray(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--resume`` of a sweep whose trials all finished started Ray and a worker per trial only to
+    read their runs back (most of the time of the cluster sweep test); now no Ray is reached, and a
+    trial left unfinished still goes to Ray."""
+    from tinyplm.sweep import tuner
+    from tinyplm.sweep.trial import run_trial
+
+    job = SweepJob(**{**_job(tmp_path).__dict__, "resume": True})
+    plans = check_job(SweepJob(**{**job.__dict__, "resume": False}))
+    ran = {p.key: run_trial(job.recipe.resolve(), job.space, p) for p in plans}  # what the trials' workers do
+
+    def no_ray(*args):
+        raise ClusterError("Ray was reached")
+
+    monkeypatch.setattr(tuner, "connect", no_ray)
+    rows, path = tuner.run_sweep(job)
+    assert path == job.sweep_dir / "sweep.json" and path.is_file()
+    assert [(r.key, r.status) for r in rows] == [(p.key, "finished") for p in plans]
+    assert {r.key: r.result for r in rows} == ran  # read back as the trials reported them
+    (trials_dir(job) / plans[1].key / "results.json").unlink()
+    with pytest.raises(ClusterError, match="Ray was reached"):  # an unfinished trial runs on Ray
+        tuner.run_sweep(job)

@@ -110,26 +110,34 @@ def data_files(cfg: RunConfig, data) -> dict[str, Path]:
 
 
 def run_or_reuse(cfg: RunConfig, run_dir: Path | None = None, *, parent_run_id: str | None = None) -> RunRecord:
-    """The record of a finished run of exactly this recipe in ``run_dir`` if there is one; else
-    the run, continued from its checkpoints if an unfinished one is there. The one rule for
-    benchmarks that reuse runs: a finished run of *another* recipe is refused (``RunDirError``).
+    """The record of a finished run of exactly this recipe in ``run_dir`` if there is one
+    (:func:`finished_record`); else the run, continued from its checkpoints if an unfinished one is
+    there. The one rule for benchmarks that reuse runs. A run that does run is tracked as a child of
+    ``parent_run_id`` when given (a sweep's trial)."""
+    run_dir = Path(run_dir or run_dir_of(cfg))
+    record = finished_record(cfg, run_dir)
+    return record if record is not None else run(cfg, run_dir, resume=True, parent_run_id=parent_run_id)
+
+
+def finished_record(cfg: RunConfig, run_dir: Path | None = None) -> RunRecord | None:
+    """The record of a finished run of exactly this recipe in ``run_dir``; None when there is none
+    (no run, or an unfinished one). A finished run of *another* recipe is refused (``RunDirError``).
 
     A run reached through another path to the same directory (a linked folder) is the same run:
     its stored ``output_dir`` is not a difference. A recipe names its teacher by path, so the same
     recipe over a teacher whose weights changed since (fine-tuned again into the same folder) is
-    another run: refused too, when the finished run recorded its teacher's fingerprint. A run that
-    does run is tracked as a child of ``parent_run_id`` when given (a sweep's trial)."""
+    another run: refused too, when the finished run recorded its teacher's fingerprint."""
     run_dir = Path(run_dir or run_dir_of(cfg))
-    if reuse_finished(run_dir, dump_resolved(_as_stored(cfg, run_dir))):
-        record = RunRecord.load(run_dir / RESULTS)
-        recorded = record.info.teacher_fingerprint
-        teacher = resolve_model_dir(cfg.teacher.model)  # a run recorded before fingerprints read layouts: legacy
-        if recorded is not None and recorded not in (fingerprint(teacher), fingerprint(teacher, legacy=True)):
-            raise RunDirError(f"{run_dir}: a finished run of this recipe is there, but its teacher "
-                              f"{cfg.teacher.model} has other weights now (sha256 differs from the run's); "
-                              "choose another output dir (or remove it) to run again")
-        return record
-    return run(cfg, run_dir, resume=True, parent_run_id=parent_run_id)
+    if not reuse_finished(run_dir, dump_resolved(_as_stored(cfg, run_dir))):
+        return None
+    record = RunRecord.load(run_dir / RESULTS)
+    recorded = record.info.teacher_fingerprint
+    teacher = resolve_model_dir(cfg.teacher.model)  # a run recorded before fingerprints read layouts: legacy
+    if recorded is not None and recorded not in (fingerprint(teacher), fingerprint(teacher, legacy=True)):
+        raise RunDirError(f"{run_dir}: a finished run of this recipe is there, but its teacher "
+                          f"{cfg.teacher.model} has other weights now (sha256 differs from the run's); "
+                          "choose another output dir (or remove it) to run again")
+    return record
 
 
 def _as_stored(cfg: RunConfig, run_dir: Path) -> RunConfig:

@@ -79,3 +79,15 @@ def run_trial(recipe: Path, space: SweepSpace, plan: TrialPlan, parent_run_id: s
     with deadline(budget):
         record = run_or_reuse(cfg, parent_run_id=parent_run_id)
     return result_of(record, plan, space.stage, run_dir_of(cfg))
+
+
+def read_back(recipe: Path, space: SweepSpace, plan: TrialPlan,
+              tracking: list[str] | None = None) -> TrialResult | None:
+    """The trial's result read from its finished run, as :func:`run_trial` would read it back
+    (the same recipe and overrides); None when its run is not finished. Raises ``RunDirError``
+    as :func:`run_trial` would, for a finished run of another recipe or teacher."""
+    from tinyplm.run.pipeline import finished_record, run_dir_of
+
+    cfg = load_recipe(recipe, plan.overrides + (tracking or []))
+    record = finished_record(cfg)
+    return result_of(record, plan, space.stage, run_dir_of(cfg)) if record is not None else None

@@ -5,7 +5,8 @@ Ray is imported here only, when a sweep starts. A trial is a Tune function train
 a Ray worker: a worker that dies (killed, out of memory) fails its trial, which Tune retries
 ``max_failures`` times; the retry's run continues from the checkpoints the dead one left. An
 interrupted sweep started again with ``--resume`` runs the same trials (the same keys, the same
-run dirs); the finished ones are read back from their run dirs, never run again.
+run dirs); the finished ones are read back from their run dirs, never run again, and when every
+trial is finished the table is made from their runs without starting or reaching Ray.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,7 @@ from tinyplm.sweep.space import (
     tune_space,
 )
 from tinyplm.sweep.table import TrialRow, rows_of, write_table
-from tinyplm.sweep.trial import TrialResult, run_trial
+from tinyplm.sweep.trial import TrialResult, read_back, run_trial
 
 __all__ = ["ClusterError", "SweepJob", "check_job", "grid_plans", "run_sweep", "sweep_dir_of", "trials_dir"]
 
@@ -45,8 +47,7 @@ def _unique(plans: list[TrialPlan]) -> list[TrialPlan]:
 def make_trainable(job: SweepJob, parent_run_id: str | None) -> Callable[[dict[str, Any]], None]:
     """The Tune function trainable of this sweep: one trial's run, its result reported once."""
     recipe, space, cwd, out = job.recipe.resolve(), job.space, Path.cwd(), str(trials_dir(job))
-    threads = job.cpus_per_trial
-    tracking = [f"tracking.mlflow={job.mlflow}"] if job.mlflow else []
+    threads, tracking = job.cpus_per_trial, trial_tracking(job)
 
     def trainable(config: dict[str, Any]) -> None:
         import torch
@@ -59,6 +60,11 @@ def make_trainable(job: SweepJob, parent_run_id: str | None) -> Callable[[dict[s
         tune.report(run_trial(recipe, space, plan, parent_run_id, tracking).metrics())
 
     return trainable
+
+
+def trial_tracking(job: SweepJob) -> list[str]:
+    """The overrides that track each trial's run in the sweep's MLflow store (none when untracked)."""
+    return [f"tracking.mlflow={job.mlflow}"] if job.mlflow else []
 
 
 def _cpus(job: SweepJob, ray) -> float:
@@ -135,33 +141,78 @@ def error_text(error: BaseException | None, limit: int = 400) -> str:
 
 def run_sweep(job: SweepJob) -> tuple[list[TrialRow], Path]:
     """Check, run every trial on Ray, write the table; returns its rows and ``sweep.json``'s path.
+    A resumed sweep whose trials are all finished is read back without Ray (:func:`read_back_all`).
     Raises ``RecipeError``/``RunDirError``/``TrackingError`` before Ray starts, ``ClusterError``
     when Ray cannot run the sweep (before any trial starts); ``KeyboardInterrupt`` on Ctrl-C (the
     trials' run dirs keep their checkpoints for ``--resume``)."""
     planned = check_job(job)
     check_tracking(job)
+    finished = read_back_all(job, planned)
+    if finished is not None:  # nothing left to run: the table is made here, without Ray
+        log.info("every trial of %s is finished: its table is made from their runs, without Ray", job.sweep_dir)
+        return _sweep(job, planned, lambda _job, _parent: Outcomes(planned, finished, {}, len(planned)))
     ray, ours = connect(job.address, "ray.tune", "tinyplm sweep")
     try:
         cpus = _cpus(job, ray)
-        return _sweep(SweepJob(**{**job.__dict__, "cpus_per_trial": cpus}), ray, planned)
+        return _sweep(SweepJob(**{**job.__dict__, "cpus_per_trial": cpus}), planned, _on_ray(ray))
     finally:
         if ours:
             ray.shutdown()  # this process connected (or started) Ray: let go of it, trials' workers included
 
 
-def _sweep(job: SweepJob, ray, planned: list[TrialPlan] | None) -> tuple[list[TrialRow], Path]:
+def read_back_all(job: SweepJob, planned: list[TrialPlan] | None) -> dict[str, TrialResult] | None:
+    """With ``--resume``, each planned trial's result read back from its finished run (trial key ->
+    result); None when a trial's run is not finished, or the trials are not known before the search
+    runs (Optuna). A finished sweep resumed needs no Ray: a Ray worker per trial only to read back
+    what the sweep's folder holds took the most of its time, and the cluster may be gone."""
+    if not job.resume or planned is None:
+        return None
+    results: dict[str, TrialResult] = {}
+    for plan in planned:
+        result = read_back(job.recipe.resolve(), job.space, plan, trial_tracking(job))
+        if result is None:
+            return None
+        results[plan.key] = result
+    return results
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """What the trials gave: the trials that ran (in order), the results of the finished ones by
+    key, the last error of the others, and how many trials the search made (repeats included)."""
+
+    ran: list[TrialPlan]
+    results: dict[str, TrialResult]
+    errors: dict[str, str]
+    made: int
+
+
+def _on_ray(ray) -> Callable[[SweepJob, str | None], Outcomes]:
+    """The outcomes of the sweep's trials run by Tune on ``ray``."""
+
+    def outcomes(job: SweepJob, parent_run_id: str | None) -> Outcomes:
+        with _own_sigint():
+            grid = _tuner(job, ray, parent_run_id).fit()
+        return Outcomes(*_outcomes(job, grid), len(grid))
+
+    return outcomes
+
+
+def _sweep(job: SweepJob, planned: list[TrialPlan] | None,
+           outcomes: Callable[[SweepJob, str | None], Outcomes]) -> tuple[list[TrialRow], Path]:
+    """The table of the sweep's trials, their ``outcomes`` got with the sweep's MLflow parent run
+    open (when tracked), which then holds the table."""
     job.sweep_dir.mkdir(parents=True, exist_ok=True)
     parent = _open_parent(job)
     status = "FAILED"
     try:
         info = parent.info.get("mlflow", {}) if parent else {}
-        with _own_sigint():
-            grid = _tuner(job, ray, info.get("run_id")).fit()
-        ran, results, errors = _outcomes(job, grid)
+        got = outcomes(job, info.get("run_id"))
+        ran, results, errors = got.ran, got.results, got.errors
         plans = planned if planned is not None else ran
         rows = rows_of(plans, results, errors, job.space.objectives)
         path = write_table(job.space, rows, job.sweep_dir, _metric_of(job, results),
-                           note=repeats_note(job, len(grid), len(ran)))
+                           note=repeats_note(job, got.made, len(ran)))
         if parent is not None:
             from tinyplm.track import Artifact
 
