@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+import helpers_warm as warm
 from conftest import TINY_TRAIN, make_tiny_glue, make_tiny_model_dir, tiny_recipe, write_recipe
 from helpers_cli import assert_bad_input, cli
 from helpers_track import mlflow_client, tensorboard_scalars, tracking_info
@@ -103,10 +103,14 @@ print("LOADED", json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in (
 
 
 def test_an_untracked_run_imports_neither_mlflow_nor_tensorboardx(tmp_path: Path) -> None:
+    """A process of its own; launched warm (tests/helpers_warm.py), it holds what the launcher
+    imported too, which is more than a run imports, and none of it is MLflow or TensorBoardX."""
     recipe = _recipe(tmp_path)
+    probe = tmp_path / "probe.py"
+    probe.write_text(PROBE, encoding="utf-8")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TINYPLM_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.run([sys.executable, "-c", PROBE, str(recipe)], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = warm.run([sys.executable, str(probe), str(recipe)], cwd=tmp_path, env=env, capture_output=True,
+                    text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "LOADED []" in proc.stdout, proc.stdout
     assert (tmp_path / "runs" / "tiny" / "results.json").is_file()
