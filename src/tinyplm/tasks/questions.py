@@ -69,8 +69,8 @@ def proper_words(sentences: Iterable[str]) -> frozenset[str]:
     """The words ``sentences`` write capitalised inside a sentence (not as its first word) at least
     :data:`PROPER_MIN` times and :data:`PROPER_RATIO` times as often as in lower case: names."""
     # The words are found by one pass of the word pattern over all the text, each sentence's first
-    # word cut off, and counted by ``Counter`` (in C): counting them one by one in Python took
-    # about half of what making a corpus' questions takes (docs/results/code-choices.md).
+    # word cut off, and counted by ``Counter`` (in C): counting them one by one in Python was most
+    # of what making a corpus' questions took (docs/results/code-choices.md, "The test suite").
     text = _FIRST_WORD.sub("", "\n".join(s.replace("\n", " ") for s in sentences))
     capital: Counter[str] = Counter()
     lower: Counter[str] = Counter()
