@@ -59,3 +59,26 @@ def test_a_metric_the_dev_labels_leave_undefined_is_said_so_not_printed_as_a_num
     assert "pearson: undefined on the dev split: every example has the score 3" in text.stdout
     said = json.loads(cli(["evaluate", str(teacher), "--task", "custom", "--json"], cwd=tmp_path).stdout)
     assert said["metrics"]["pearson"] is None and "every example has the score 3" in said["undefined"]["pearson"]
+
+
+def test_a_run_of_relative_files_is_scored_from_another_folder(tmp_path: Path) -> None:
+    """A run started in ``project/`` with ``task.dev_file: data/dev.csv`` was scored by ``evaluate
+    --task custom`` only from ``project/``: elsewhere the relative path was read from the current
+    folder and not found. The folder the run was started in is its run dir less its output_dir."""
+    project = tmp_path / "project"
+    teacher = _custom_run(project)
+    recipe = project / "run" / "config.resolved.yaml"
+    raw = yaml.safe_load(recipe.read_text(encoding="utf-8"))
+    raw["output_dir"] = "run"  # as `tinyplm run` in project/ wrote it
+    raw["task"].update(train_file="data/train.csv", dev_file="data/dev.csv")
+    recipe.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = cli(["evaluate", str(teacher), "--task", "custom", "--json"], cwd=elsewhere)
+    assert result.returncode == 0, result.output
+    assert json.loads(result.stdout)["labels"] == ["no", "yes"]
+    assert cli(["evaluate", "run/teacher", "--task", "custom", "--json"], cwd=project).returncode == 0
+    (project / "data" / "dev.csv").unlink()  # found nowhere: both places named
+    assert_bad_input(cli(["evaluate", str(teacher), "--task", "custom"], cwd=elsewhere),
+                     "names task.dev_file data/dev.csv, a path relative to the folder the run was started in",
+                     f"not found from here ({elsewhere}) nor from {project}, where the run was started")
