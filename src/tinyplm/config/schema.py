@@ -29,12 +29,9 @@ from tinyplm.config.finetune import unsaved_form_error
 from tinyplm.config.holdout import count_or_share, not_a_switch
 from tinyplm.config.names import logits_source_problem, student_name, teacher_copies  # noqa: F401  (re-exported)
 from tinyplm.config.seeding import spread_seed
-from tinyplm.config.task_labels import task_labels
+from tinyplm.config.task_section import task_section
 from tinyplm.config.tracking import TrackingSpec
 from tinyplm.config.train_shares import check_train_shares
-
-#: Task names that are not looked up among the named tasks: your own files, and the sentence encoder task.
-SPECIAL_TASK_NAMES = ("custom", "embedding")
 
 
 class TaskSpec(Section):
@@ -110,18 +107,8 @@ class TaskSpec(Section):
         None, description="class weights in the cross-entropy: balanced (n / (classes x n_c) from the training "
         "labels) or none; default: the task's (balanced for the Goodreads spoiler tasks)")
     _not_a_switch = field_validator("holdout", mode="before")(not_a_switch)
-    _task_labels = model_validator(mode="before")(task_labels)
+    _task_section = model_validator(mode="before")(task_section)
     _count_or_share = field_validator("holdout")(count_or_share)
-
-    @field_validator("name")
-    @classmethod
-    def _spelled_as_compared(cls, name: str) -> str:
-        """``Custom`` or `` embedding `` -> ``custom``, ``embedding``: the names the code compares with
-        (a custom task spelled otherwise was looked up as a named task and refused as one). Named
-        tasks keep the user's spelling: ``tasks.canonical`` matches them in any case and in messages
-        the user sees what they wrote."""
-        plain = name.strip().lower()
-        return plain if plain in SPECIAL_TASK_NAMES else name
 
     @model_validator(mode="after")
     def _windows_have_room(self) -> TaskSpec:

@@ -146,9 +146,8 @@ def preflight(cfg: RunConfig, run_dir: Path | None = None) -> Preflight:
         for k, st in enumerate(spec.stage_specs()):
             _check_stage_teacher(st, teacher, f"student {student_name(spec)}, stage {k}")
     head_note = check_task_head(data, src, model_cfg, finetuned=cfg.teacher.finetune is not None)
-    notes = (head_note, eval_length_note(cfg, data, src, model_cfg, tok),
-             eval_overlap_note(data, cfg.task.max_train_examples))
-    return Preflight(data, src, tok, head_note, tuple(n for n in notes if n))
+    return Preflight(data, src, tok, head_note, tuple(n for n in (head_note, eval_length_note(
+        cfg, data, src, model_cfg, tok), eval_overlap_note(data, cfg.task.max_train_examples)) if n))
 
 
 def _check_inits(cfg: RunConfig, teacher: _Teacher, head: Head) -> None:
