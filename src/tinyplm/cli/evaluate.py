@@ -81,10 +81,11 @@ def evaluate_cmd(
 def custom_keys(model_dir: Path, task: str) -> dict[str, object]:
     """For ``--task custom``: the files, columns and labels of the custom task ``model_dir``'s run was
     trained on (:func:`~tinyplm.inference.custom_run.custom_task_keys`); nothing for another task."""
+    from tinyplm.config.task_section import spelled_as_compared
     from tinyplm.inference.custom_run import custom_task_keys
     from tinyplm.inference.pairs import CUSTOM_TASK
 
-    return custom_task_keys(model_dir) if task.strip().lower() == CUSTOM_TASK else {}
+    return custom_task_keys(model_dir) if spelled_as_compared(task) == CUSTOM_TASK else {}
 
 
 def _check_predictions_path(predictions: Path | None) -> None:
