@@ -329,6 +329,30 @@ def test_a_stage_that_diverges_after_a_kept_checkpoint_ends_at_that_checkpoint(t
     assert '"event": "diverged"' in events and '"stopped_by": "diverged"' in events
 
 
+def test_weights_broken_since_the_last_log_are_found_before_they_are_scored(tiny_model_dir: Path,
+                                                                          tmp_path: Path) -> None:
+    """The loss is logged rarely (every 100 steps) and the weights break at step 7: the evaluation
+    due at step 10 finds them broken before scoring them (scored, NaN reads as class 0), so the
+    stage ends at its step-5 checkpoint instead of training on as if nothing happened."""
+    model, tok = load_classifier(tiny_model_dir, ("0", "1"), False)
+    dev = _data(tok, 32, 1)
+    seen: list[float] = []
+
+    def poison(progress: float) -> None:
+        seen.append(progress)
+        if len(seen) == 7:
+            with torch.no_grad():
+                next(model.parameters()).fill_(float("nan"))
+
+    io = StageIO("st", tmp_path / "ckpt", tmp_path / "log.jsonl")
+    result = train(model, _data(tok, 64, 0), PredictionObjective(), io=io, step_hook=poison,
+                   spec=_spec(epochs=4, log_every=100, eval_every=5, keep_best=True),
+                   evaluate=lambda m: {"accuracy": _accuracy(m, dev)}, primary="accuracy")
+    assert result.stopped_by == "diverged" and result.best_step == 5 and result.steps == 10
+    assert [entry["step"] for entry in result.history] == [5]
+    assert all(torch.isfinite(p).all() for p in result.model.parameters())
+
+
 def test_a_finished_stage_leaves_nothing_behind_without_a_garbage_collection(
         tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The stage's optimiser state is freed when ``train`` returns by reference counting alone (the

@@ -14,6 +14,7 @@ import torch
 
 from tinyplm.evaluate.entities import entity_scores
 from tinyplm.evaluate.metrics import needs_scores, positive_scores, task_metrics
+from tinyplm.models.finite import refuse_nan_outputs
 from tinyplm.models.infer import logits_to_predictions, predict_logits
 from tinyplm.tasks.base import Split, TaskData
 from tinyplm.tasks.encoding import Encoded, encode_split
@@ -44,9 +45,11 @@ def eval_logits(model: torch.nn.Module, evals: dict[str, Encoded], bf16: bool = 
 
 def metrics_from_logits(data: TaskData, evals: dict[str, Encoded], logits: dict[str, torch.Tensor]) -> dict[str, float]:
     """Official metrics of :func:`eval_logits`' output on every eval split, merged (each head's by
-    its entry of :data:`SPLIT_METRICS`)."""
+    its entry of :data:`SPLIT_METRICS`); :class:`~tinyplm.models.finite.NanOutputs` naming the split
+    and its examples where an output is NaN (scored, it would read as the first class)."""
     metrics: dict[str, float] = {}
     for name, enc in evals.items():
+        refuse_nan_outputs(logits[name], f"task {data.task}, split {name}")
         metrics.update(SPLIT_METRICS[enc.head](data, name, enc, logits[name]))
     return metrics
 

@@ -123,8 +123,9 @@ def predict_logits(model: torch.nn.Module, enc: Encoded, batch_size: int = 64, b
             if out is None:
                 shape = (len(enc),) if logits.dim() == 2 else (len(enc), padded_width(int(enc.lengths().max())))
                 out = torch.zeros((*shape, logits.shape[-1]), dtype=torch.float32)
-            if logits.dim() == 3:  # padding positions inside the batch are zeroed too
-                out[batch["index"], : logits.shape[1]] = logits * batch["attention_mask"][..., None].to(logits.dtype)
+            if logits.dim() == 3:  # padding positions inside the batch are zeroed too (whatever they held: NaN)
+                pad = batch["attention_mask"][..., None] == 0
+                out[batch["index"], : logits.shape[1]] = logits.masked_fill(pad, 0.0)
             else:
                 out[batch["index"]] = logits
     if was_training:

@@ -19,7 +19,9 @@ from tinyplm.models.classic.config import MODEL_TYPE as FAMILY_TYPE
 from tinyplm.models.classic.io import family_tokenizer_files, is_family_dir, load_family
 from tinyplm.models.classic.static_sentence import SENTENCE_MODEL_TYPE
 from tinyplm.models.config_values import config_value_problem
+from tinyplm.models.finite import refuse_nonfinite_weights
 from tinyplm.models.head_labels import fresh_head, head_outputs, output_order, refuse_headless, reorder_outputs
+from tinyplm.models.loaded import loaded
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
 from tinyplm.models.quantized import QUANT_KEY, load_quantized
 from tinyplm.models.roles import ROLES, usable_positions
@@ -193,20 +195,6 @@ def _one_line(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def in_fp32(model):
-    """``model`` with its float weights in fp32. transformers 5 keeps the dtype they were saved in
-    (``dtype="auto"``): a checkpoint saved in fp16 or bf16 would train there, losing most small
-    updates to rounding, and be timed and reported as if it were fp32. Lower precisions are the
-    runtimes' and autocast's to choose, measured as such. Cast after loading, and only when some
-    weight is not fp32: asking ``from_pretrained`` for ``dtype=float32`` made every load slower,
-    for the fp32 checkpoints that nearly all are."""
-    import torch
-
-    if any(p.is_floating_point() and p.dtype != torch.float32 for p in model.parameters()):
-        model = model.to(torch.float32)
-    return model
-
-
 def check_config(path: Path) -> None:
     """Raise ``ModelError`` naming ``path``'s config.json when transformers cannot build a config from
     it (an unknown ``model_type``, a value of the wrong type): found before any work."""
@@ -266,7 +254,7 @@ def _load_shaped(path: Path, has_head: bool, head: Head = Head.SEQUENCE, **confi
     missing = [k for k in missing if k not in shared and (has_head or k.startswith(encoder))]
     if missing or unexpected:
         raise ModelError(f"{path}: weights do not match the config: missing {missing[:5]}, unexpected {unexpected[:5]}")
-    return in_fp32(model).eval()
+    return loaded(model, path).eval()
 
 
 def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, head: Head | str = Head.SEQUENCE,
@@ -352,29 +340,31 @@ def _load_quantized(path: Path, head: Head, labelling: dict):
 
     config = _config(path, **labelling)
     try:
-        return load_quantized(path, build_shaped(config, HEAD_CLASSES[head]))
+        model = load_quantized(path, build_shaped(config, HEAD_CLASSES[head]))
     except TinyplmError:
         raise
     except LOAD_ERRORS as exc:
         raise ModelError(f"{path / 'model.safetensors'}: cannot load quantized weights "
                          f"({exc.__class__.__name__}: {_one_line(exc)})") from None
+    return refuse_nonfinite_weights(model, path)
 
 
 def _load_hf(path: Path, head: str, has_head: bool, config):
     """A plain Hugging Face checkpoint under ``head``; raises ``ModelError`` naming the weight file."""
     try:
-        return in_fp32(_auto_class(head).from_pretrained(
+        model = _auto_class(head).from_pretrained(
             str(path), config=config, trust_remote_code=False,
             # another kind of head (a sentiment classifier loaded as a tagger: both are named
             # "classifier") is dropped and a new one initialised, as for a bare encoder
             ignore_mismatched_sizes=not has_head,
-        ))
+        )
     except LOAD_ERRORS as exc:
         weights = _weights_file(path)
         mismatch = _shape_mismatch(path, head, has_head, config)
         if mismatch:
             raise ModelError(f"{weights}: does not fit {path / 'config.json'}: {mismatch}") from None
         raise ModelError(f"{weights}: cannot load weights ({exc.__class__.__name__}: {_one_line(exc)})") from None
+    return loaded(model, path)
 
 
 def _shape_mismatch(path: Path, head: str, has_head: bool, config) -> str | None:

@@ -26,7 +26,8 @@ from tinyplm.files import replace_dir
 from tinyplm.models import roles
 from tinyplm.models.io import save_model
 from tinyplm.models.layout_files import layout_json, with_paths
-from tinyplm.models.loading import LOAD_ERRORS, check_model_dir, in_fp32, load_tokenizer, quiet_transformers
+from tinyplm.models.loaded import loaded
+from tinyplm.models.loading import LOAD_ERRORS, check_model_dir, load_tokenizer, quiet_transformers
 from tinyplm.models.onnx import FORMAT_KEY
 from tinyplm.models.pooling import ACTIVATIONS, DENSE_WEIGHTS, DenseSpec, SentenceLayout, pool, read_layout
 from tinyplm.models.quantized import QUANT_KEY
@@ -179,11 +180,11 @@ def _load_encoder(folder: Path, cfg: dict) -> nn.Module:
 
     try:
         config = AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
-        if not cfg.get(SHAPE_KEY):
-            return in_fp32(AutoModel.from_pretrained(str(folder), config=config, trust_remote_code=False)).eval()
+        model = None if cfg.get(SHAPE_KEY) else AutoModel.from_pretrained(str(folder), config=config,
+                                                                         trust_remote_code=False)
     except LOAD_ERRORS as exc:
         raise ModelError(f"{folder}: cannot load the encoder ({exc.__class__.__name__}: {_one_line(exc)})") from None
-    return _load_shaped(folder, config)
+    return loaded(model, folder).eval() if model is not None else _load_shaped(folder, config)
 
 
 def _load_shaped(folder: Path, config) -> nn.Module:
@@ -202,7 +203,7 @@ def _load_shaped(folder: Path, config) -> nn.Module:
     if missing or unexpected:
         raise ModelError(f"{file}: does not fit {folder / 'config.json'}: missing {missing[:5]}, "
                          f"unexpected {unexpected[:5]}")
-    return in_fp32(model).eval()
+    return loaded(model, folder).eval()
 
 
 def _load_dense(folder: Path, layer: DenseLayer) -> None:

@@ -25,7 +25,8 @@ from tinyplm.errors import DataError, ModelError, TinyplmError
 from tinyplm.files import write_json_atomic
 from tinyplm.models.infer import autocast, use_bf16
 from tinyplm.models.io import save_model
-from tinyplm.models.loading import check_model_dir, in_fp32, load_tokenizer, quiet_transformers
+from tinyplm.models.loaded import loaded
+from tinyplm.models.loading import check_model_dir, load_tokenizer, quiet_transformers
 from tinyplm.models.roles import base_model, mlm_head
 from tinyplm.pretrain.corpus import split_holdout
 from tinyplm.pretrain.data import encode_texts
@@ -89,9 +90,10 @@ def load_mlm(model_dir: Path):
         )
     quiet_transformers()
     try:
-        model = in_fp32(BertForMaskedLM.from_pretrained(str(model_dir), trust_remote_code=False))
+        model = BertForMaskedLM.from_pretrained(str(model_dir), trust_remote_code=False)
     except (OSError, ValueError, RuntimeError) as exc:
         raise ModelError(f"{model_dir}: cannot load as BertForMaskedLM ({exc.__class__.__name__}: {exc})") from None
+    model = loaded(model, Path(model_dir))
     return model.eval(), load_tokenizer(model_dir, model.config.vocab_size)
 
 
@@ -174,9 +176,10 @@ def _setup(model_dir: Path, seed: int):
     check_bert(Path(model_dir), "fit-mlm-head")
     torch.manual_seed(seed)
     try:
-        model = in_fp32(BertForMaskedLM.from_pretrained(str(model_dir), trust_remote_code=False))
+        model = BertForMaskedLM.from_pretrained(str(model_dir), trust_remote_code=False)
     except (OSError, ValueError, RuntimeError) as exc:
         raise ModelError(f"{model_dir}: cannot load as BertForMaskedLM ({exc.__class__.__name__}: {exc})") from None
+    model = loaded(model, Path(model_dir))
     emb, dec = model.get_input_embeddings().weight, model.get_output_embeddings().weight
     if emb.data_ptr() != dec.data_ptr():
         raise ModelError(f"{model_dir}: the MLM decoder is not tied to the word embeddings")

@@ -35,9 +35,9 @@ from tinyplm.errors import ModelError, RecipeError
 from tinyplm.files import claim_run_dir, reuse_finished, write_json_atomic
 from tinyplm.models.infer import use_bf16
 from tinyplm.models.io import save_model
+from tinyplm.models.loaded import loaded
 from tinyplm.models.loading import (
     check_model_dir,
-    in_fp32,
     load_tokenizer,
     quiet_transformers,
     resolve_model_dir,
@@ -137,7 +137,7 @@ def build_model(recipe: PretrainRecipe, run_dir: Path, train_texts: list[str]):
         config = BertConfig.from_pretrained(str(src))
         if config.model_type != "bert":
             raise ModelError(f"{src}: pre-training supports BERT checkpoints, not {config.model_type}")
-        model = in_fp32(cls.from_pretrained(str(src), trust_remote_code=False))
+        model = loaded(cls.from_pretrained(str(src), trust_remote_code=False), src)
         tok = load_tokenizer(Path(recipe.tokenizer) if recipe.tokenizer else src, model.config.vocab_size)
         return model, tok
     tok_dir = Path(recipe.tokenizer) if recipe.tokenizer else resolve_model_dir("minilm-l6")

@@ -125,12 +125,12 @@ class Teachers:
             from transformers import AutoModel
 
             from tinyplm.models import resolve_model_dir
-            from tinyplm.models.loading import in_fp32
+            from tinyplm.models.loaded import loaded
             from tinyplm.pretrain.mlm_head import load_mlm
 
             path = self.source_dir if which == "base" else resolve_model_dir(which)
             self._loaded[key] = load_mlm(path)[0] if masked_lm else \
-                in_fp32(AutoModel.from_pretrained(str(path))).eval()
+                loaded(AutoModel.from_pretrained(str(path)), path).eval()
         return self._loaded[key]
 
     def logits(self, enc: Encoded) -> torch.Tensor:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from tinyplm.train.optim import optimizer
 from tinyplm.train.progress import JsonlLog, Meter, make_progress
 from tinyplm.train.schedule import epoch_batches, lr_factor, total_steps
 from tinyplm.train.signals import StopFlag
+from tinyplm.train.stage_eval import evaluate_stage, last_evaluation, weights_diverged_unscored
 from tinyplm.train.start_average import StartWeights
 from tinyplm.train.ulmfit import Unfreezer, layer_groups, say_shortfall, stlr_factor
 from tinyplm.train.weight_average import AVERAGE_FILE, WeightAverage
@@ -202,8 +202,7 @@ def train(
         _resume(loop)
     stopped_by = _run_steps(loop, data)
     say_shortfall(loop.unfreezer, loop.state.step, io.name, loop.log)
-    if evaluate and stopped_by != "diverged" and (loop.state.history or [{}])[-1].get("step") != loop.state.step:
-        _evaluate(loop)
+    stopped_by = last_evaluation(loop, stopped_by)
     _final_weights(loop)
     loop.student.train(False)
     loop.log.write(event="end", step=loop.state.step, elapsed_s=round(loop.state.elapsed, 2),
@@ -286,7 +285,8 @@ def _run_steps(loop: _Loop, data: Encoded) -> str:
                     return "diverged"
                 if signum:
                     _interrupt(loop, int(signum))
-                _between_steps(loop)
+                if _between_steps(loop):
+                    return "diverged"
                 if state.step >= total:
                     return "max_steps" if spec.max_steps and total == spec.max_steps else "epochs"
                 if budget_s and state.elapsed >= budget_s:
@@ -301,15 +301,20 @@ def _lr_factor(spec: TrainSpec, progress: float) -> float:
     return lr_factor(progress, spec.warmup_ratio)
 
 
-def _between_steps(loop: _Loop) -> None:
-    """Evaluation and checkpoints due after this step; their time counts towards the budget."""
+def _between_steps(loop: _Loop) -> bool:
+    """Evaluation and checkpoints due after this step; their time counts towards the budget. True
+    when the stage ends as diverged, found before an evaluation
+    (:func:`~tinyplm.train.stage_eval.weights_diverged_unscored`)."""
     spec, state = loop.spec, loop.state
     t1 = time.perf_counter()
     if loop.evaluate and spec.eval_every and state.step % spec.eval_every == 0:
-        _evaluate(loop)
+        if weights_diverged_unscored(loop):
+            return True
+        evaluate_stage(loop)
     if spec.checkpoint_every and state.step % spec.checkpoint_every == 0:
         _checkpoint(loop)  # the saved elapsed time covers every step before it
     state.elapsed += synced(loop.acc, time.perf_counter() - t1)[0]
+    return False
 
 
 def _interrupt(loop: _Loop, signum: int) -> None:
@@ -356,28 +361,6 @@ def _log_train(loop: _Loop, loss_eps: tuple[float, float], bar, task, total: int
         expected = min(total, max(state.step, int(state.step * budget_s / state.elapsed)))
     bar.update(task, completed=state.step, total=expected, loss=loss, eps=eps)
     return stage_diverged(loop, loss, lr)  # after the log line that shows it
-
-
-def _evaluate(loop: _Loop) -> None:
-    state = loop.state
-    if loop.average is not None:
-        metrics = loop.evaluate(loop.average.model)
-    else:
-        with loop.start.applied(loop.student) if loop.start else nullcontext(loop.student) as student:
-            metrics = loop.evaluate(student)
-    loop.model.train()
-    entry = {"step": state.step, "elapsed_s": round(state.elapsed, 2), **metrics}
-    state.history.append(entry)
-    key = loop.primary or next(iter(metrics), None)
-    value = metrics.get(key) if key else None
-    improved = value is not None and (state.best_metric is None or value > state.best_metric)
-    if improved:
-        state.best_metric, state.best_step = float(value), state.step
-        if loop.spec.keep_best and loop.average is not None:
-            loop.best = loop.average.with_average(loop.unwrapped.state_dict(), "student.")
-        elif loop.spec.keep_best:
-            loop.best = {k: v.detach().clone() for k, v in loop.unwrapped.state_dict().items()}
-    loop.log.write(event="eval", step=state.step, metrics=metrics, best=improved)
 
 
 def _checkpoint(loop: _Loop) -> str | None:

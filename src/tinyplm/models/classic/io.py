@@ -19,6 +19,7 @@ from torch import nn
 from tinyplm.errors import ModelError
 from tinyplm.models.classic.config import MODEL_TYPE, STATIC_ARCHS, TEACHER_TOKENIZED, FamilyConfig
 from tinyplm.models.classic.words import TOKENIZER_FILE, WordTokenizer
+from tinyplm.models.finite import refuse_nonfinite_weights
 from tinyplm.models.onnx import FORMAT_KEY, ONNX_FILE, OrtClassifier
 from tinyplm.tasks.heads import head_of_name
 
@@ -119,7 +120,8 @@ def load_family(path: Path, labels: tuple[str, ...], is_regression: bool = False
 
 def load_weights(model: nn.Module, path: Path) -> None:
     """``path``'s ``model.safetensors`` into ``model`` (its ``load_saved_state``). Raises
-    ``ModelError`` naming the file when it is missing or does not fit ``path``'s config.json."""
+    ``ModelError`` naming the file when it is missing or does not fit ``path``'s config.json, and
+    naming the weight when one is not a number (:mod:`tinyplm.models.finite`)."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
@@ -131,6 +133,7 @@ def load_weights(model: nn.Module, path: Path) -> None:
     except (RuntimeError, OSError, SafetensorError) as exc:
         why = " ".join(str(exc).split())[:300]
         raise ModelError(f"{weights}: does not fit {Path(path) / 'config.json'} ({why})") from None
+    refuse_nonfinite_weights(model, path)
 
 
 def load_family_tokenizer(path: Path, config: FamilyConfig):
