@@ -66,6 +66,7 @@ from tinyplm.inference.records import (
 )
 from tinyplm.models import load_classifier
 from tinyplm.models.embedder import Embedder, EmbedderKind, load_embedder
+from tinyplm.models.finite import NanOutputs, nan_outputs, refuse_nan_outputs
 from tinyplm.models.infer import logits_to_predictions, predict_logits
 from tinyplm.models.token_ids import segment_problem
 from tinyplm.tasks import canonical
@@ -192,14 +193,28 @@ class Predictor:
 
     def predict(self, inputs: Sequence[Input]) -> list[Prediction]:
         """One prediction per input, in input order. Raises ``TinyplmError`` for an input of the
-        wrong kind for this head (a programming error of the caller: readers and the API check)."""
+        wrong kind for this head (a programming error of the caller: readers and the API check), and
+        :class:`~tinyplm.models.finite.NanOutputs` naming the inputs (positions in ``inputs``) whose
+        outputs are NaN, which no class or answer can be read from (:mod:`tinyplm.models.finite`)."""
         inputs = list(inputs)
         wrong = next((x for x in inputs if not isinstance(x, self.input_type)), None)
         if wrong is not None:
             raise TinyplmError(f"a {self.info.head} model takes {self.input_type.__name__}, got {type(wrong).__name__}")
         if not inputs:
             return []
-        return PATHS[self.info.head].predict(self, inputs)
+        try:
+            return PATHS[self.info.head].predict(self, inputs)
+        except NanOutputs as exc:  # which inputs: each read alone (predictions do not depend on the batch)
+            rows = tuple(i for i, x in enumerate(inputs) if self._nan_alone(x)) or exc.rows
+            raise nan_outputs(rows, len(inputs), "the inputs given") from None
+
+    def _nan_alone(self, item: Input) -> bool:
+        """Whether the model's outputs for ``item`` read alone are NaN."""
+        try:
+            PATHS[self.info.head].predict(self, [item])
+        except NanOutputs:
+            return True
+        return False
 
     def _by_pairs(self, inputs: list[TextInput]) -> list[Prediction]:
         """Classify single texts and pairs apart (see the module docstring), answered in input order."""
@@ -222,7 +237,9 @@ class Predictor:
         """(encoding, logits) of a split, run as evaluate runs it."""
         enc = self._encode(split)
         self.forward_passes += -(-len(enc) // self.batch_size)
-        return enc, predict_logits(self.model, enc, batch_size=self.batch_size)
+        logits = predict_logits(self.model, enc, batch_size=self.batch_size)
+        refuse_nan_outputs(logits, "the inputs given")
+        return enc, logits
 
     def _grouped_logits(self, split: Split) -> torch.Tensor:
         """Logits of a sequence split run in :func:`length_groups` -> ``(N, labels)``."""
@@ -234,6 +251,7 @@ class Predictor:
         logits = torch.empty((len(enc), parts[0][1].shape[-1]), dtype=torch.float32)
         for group, part in parts:
             logits[group] = part
+        refuse_nan_outputs(logits, "the inputs given")
         return logits
 
     def _classify(self, inputs: list[TextInput]) -> list[Prediction]:
@@ -282,6 +300,7 @@ class Predictor:
         with self._tokenizing:  # see the module docstring
             counts = [len(ids) for ids in self.tokenizer(texts, add_special_tokens=special)["input_ids"]]
             vectors = embedder.embed(texts)  # (n, dim) float32
+        refuse_nan_outputs(vectors, "the inputs given")
         self.forward_passes += -(-len(texts) // self.batch_size)
         return [VectorPrediction(tuple(row), n) for row, n in zip(vectors.tolist(), counts, strict=True)]
 

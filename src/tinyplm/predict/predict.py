@@ -36,6 +36,7 @@ from tinyplm.errors import DataError, TinyplmError
 from tinyplm.files import write_problem
 from tinyplm.inference.pairs import trained_on
 from tinyplm.inference.predictor import Predictor
+from tinyplm.models.finite import NanOutputs
 from tinyplm.predict.inputs import read_inputs
 from tinyplm.predict.sources import STDIN, Row, Source, detect_format, open_binary
 from tinyplm.predict.table_inputs import columns_read
@@ -249,8 +250,8 @@ def predict_file(predictor: Predictor, job: PredictJob, progress: Callable[[int]
                 continue
             window.append(row)
             if len(window) >= job.window:
-                done += _flush(predictor, window, writer, progress)
-        done += _flush(predictor, window, writer, progress)
+                done, skipped = _counts(_flush(predictor, window, writer, progress, side), done, skipped)
+        done, skipped = _counts(_flush(predictor, window, writer, progress, side), done, skipped)
     output = "<stdout>" if job.to_stdout else str(job.output)
     return PredictSummary(done, skipped, time.perf_counter() - start, output,
                           str(job.skipped) if job.skipped is not None else None, columns_note(job.source))
@@ -284,14 +285,44 @@ def _skipped(row: Row, side: TextIO | None) -> int:
     return 1
 
 
-def _flush(predictor: Predictor, window: list[Row], writer: Writer, progress: Callable[[int], None] | None) -> int:
-    """Predict and write ``window`` in input order, then empty it -> how many were written."""
+def _counts(flushed: tuple[int, int], done: int, skipped: int) -> tuple[int, int]:
+    """(rows written, rows skipped) so far, with one :func:`_flush`'s added."""
+    return done + flushed[0], skipped + flushed[1]
+
+
+def _flush(predictor: Predictor, window: list[Row], writer: Writer, progress: Callable[[int], None] | None,
+           side: TextIO | None) -> tuple[int, int]:
+    """Predict and write ``window`` in input order, then empty it -> (rows written, rows skipped).
+    Rows whose outputs are NaN (:mod:`tinyplm.models.finite`) are handled as bad rows are
+    (:func:`_nan_rows`)."""
     if not window:
-        return 0
-    for row, pred in zip(window, predictor.predict([r.item for r in window]), strict=True):
+        return 0, 0
+    try:
+        predicted, skipped = list(zip(window, predictor.predict([r.item for r in window]), strict=True)), 0
+    except NanOutputs as exc:
+        predicted, skipped = _nan_rows(predictor, window, exc, side)
+    for row, pred in predicted:
         writer.write(row, pred)
-    count = len(window)
+    count = len(window) - skipped
     window.clear()
     if progress is not None:
         progress(count)
-    return count
+    return count, skipped
+
+
+def _nan_rows(predictor: Predictor, window: list[Row], exc: NanOutputs, side: TextIO | None) -> tuple[list, int]:
+    """Rows of ``window`` whose outputs are NaN stop the run (``DataError`` naming their lines) or, with
+    ``--on-error skip`` (a side file), are listed there and the others predicted -> ((row,
+    prediction) of those, rows skipped)."""
+    bad = set(exc.rows)
+    where = ", ".join(window[i].where for i in sorted(bad)[:5]) + (", ..." if len(bad) > 5 else "")
+    error = "the model's outputs for this row are NaN, so no class or answer can be read from them"
+    if side is None:
+        raise DataError(f"{where}: {error} ({len(bad)} of the {len(window)} rows read together; a compressed "
+                        "form or bf16 overflowing on them does this: predict with the model's float form)"
+                        + SKIP_HINT) from None
+    for i in sorted(bad):
+        _skipped(Row(window[i].line, window[i].where, error=error), side)
+    kept = [row for i, row in enumerate(window) if i not in bad]
+    predictions = predictor.predict([r.item for r in kept]) if kept else []
+    return list(zip(kept, predictions, strict=True)), len(bad)

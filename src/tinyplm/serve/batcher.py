@@ -48,6 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from tinyplm.inference.records import Input, Prediction
+from tinyplm.models.finite import NanOutputs, nan_outputs
 
 
 class QueueFull(Exception):
@@ -243,7 +244,10 @@ class MicroBatcher:
             if all(j.future.done() for j in live):
                 return None
             chunk, start = items[at:at + self.max_batch], time.perf_counter()
-            preds += await loop.run_in_executor(self._executor, self.run, chunk)
+            try:
+                preds += await loop.run_in_executor(self._executor, self.run, chunk)
+            except NanOutputs as exc:  # its positions in the chunk, as positions in ``items``
+                raise NanOutputs(str(exc), tuple(at + i for i in exc.rows)) from None
             if self.on_batch is not None:
                 self.on_batch(len(chunk), time.perf_counter() - start)
         return preds
@@ -257,6 +261,9 @@ class MicroBatcher:
         start = time.perf_counter()
         try:
             preds = await self._run_chunks(live, items)
+        except NanOutputs as exc:  # only the requests holding those inputs fail; the others run again
+            await self._infer(_fail_holders(live, exc.rows))
+            return
         except Exception as exc:  # the server answers 500: a model failure is not the client's
             for j in live:
                 if not j.future.done():
@@ -271,3 +278,17 @@ class MicroBatcher:
                 j.future.set_result((preds[at:at + len(j.items)], Timing(start - j.enqueued, seconds, len(items))))
             at += len(j.items)
         self._returning, self._answered_at = len(live), time.perf_counter()
+
+
+def _fail_holders(live: list[_Job], rows: tuple[int, ...]) -> list[_Job]:
+    """Fail each request of ``live`` holding one of ``rows`` (positions among all their inputs, whose
+    outputs are NaN) with a :class:`~tinyplm.models.finite.NanOutputs` naming its own -> the others."""
+    bad, others, at = set(rows), [], 0
+    for job in live:
+        own = tuple(i - at for i in range(at, at + len(job.items)) if i in bad)
+        at += len(job.items)
+        if not own:
+            others.append(job)
+        elif not job.future.done():
+            job.future.set_exception(nan_outputs(own, len(job.items), "the request's inputs"))
+    return others

@@ -27,6 +27,7 @@ from starlette.responses import Response
 
 from tinyplm.inference.pairs import pair_mismatch
 from tinyplm.inference.records import TextInput
+from tinyplm.models.finite import NanOutputs
 from tinyplm.serve.api import BodyError, parse_body, request_type, to_inputs
 from tinyplm.serve.batcher import QueueFull, Stopped
 from tinyplm.serve.middleware import ARRIVED
@@ -117,7 +118,7 @@ class JsonEndpoint:
     async def submitted(self, send, items: list) -> tuple[list, object] | None:
         """(predictions, timing) of ``items`` from the batcher, or None once a failure is answered:
         503 with ``Retry-After`` for a full queue or a server shutting down, 504 past the timeout,
-        500 when the model failed."""
+        500 when the model failed (naming the inputs whose outputs are NaN, :mod:`tinyplm.models.finite`)."""
         try:
             return await self.state.batcher.submit(items, self.timeout_s)
         except QueueFull as exc:
@@ -126,6 +127,9 @@ class JsonEndpoint:
             await self.fail(send, 503, "shutting_down", "the server is shutting down", headers=RETRY)
         except TimeoutError:
             await self.fail(send, 504, "timeout", f"no answer within {self.timeout_s:g} s")
+        except NanOutputs as exc:  # the model failed on these inputs: still the server's fault, said plainly
+            log.warning("%s", exc)
+            await self.fail(send, 500, "nan_outputs", str(exc))
         except Exception as exc:  # the model failed: the server's fault, never the client's
             log.exception("prediction failed")
             await self.fail(send, 500, "internal", f"internal error ({exc.__class__.__name__}); see the server's log")

@@ -4,7 +4,8 @@ Each app has its own registry (so several apps in one process, as in the tests, 
 
 - ``tinyplm_requests_total{path,status}``: every HTTP request answered;
 - ``tinyplm_request_errors_total{kind}``: ``validation``, ``too_large``, ``unsupported_media_type``,
-  ``queue_full``, ``timeout``, ``not_ready``, ``shutting_down``, ``internal``, ``http`` (404, 405),
+  ``queue_full``, ``timeout``, ``not_ready``, ``shutting_down``, ``internal``, ``nan_outputs`` (the model's
+  outputs for some of the request's inputs are NaN), ``http`` (404, 405),
   ``unauthorized``, ``body_timeout``;
 - ``tinyplm_examples_total``: examples predicted; ``tinyplm_batches_total``: forward batches;
 - ``tinyplm_batch_size``: examples per batch (histogram); ``tinyplm_queue_depth``: examples waiting;

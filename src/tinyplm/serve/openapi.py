@@ -29,7 +29,7 @@ REF = "#/components/schemas/{model}"
 BEARER = "bearerAuth"
 #: Error kinds of the ``{"error", "kind"}`` body (``kind`` is also the metrics label).
 ERROR_KINDS = ("validation", "too_large", "unsupported_media_type", "queue_full", "timeout", "not_ready",
-               "shutting_down", "internal", "http", "unauthorized")
+               "shutting_down", "internal", "nan_outputs", "http", "unauthorized")
 
 
 def _no_default(*names: str):
