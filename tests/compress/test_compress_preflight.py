@@ -4,6 +4,7 @@ fine-tune: each names the student, the step and what would work, and leaves no r
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,37 @@ def test_steps_the_shape_cannot_take_are_refused_before_the_teacher_trains(
         preflight(cfg)
     assert str(error.value).startswith("student s, compress step ")
     assert not Path(cfg.output_dir).exists()
+
+
+@pytest.mark.parametrize(("steps", "said"), [
+    ([{"kind": "prune_heads", "keep": 1.0}], [r"prune_heads \(prune_heads\): keep 1 keeps all 8 attention heads "
+                                              r"\(4 in each of 2 layers\): it removes nothing"]),
+    ([{"kind": "prune_heads", "keep": 0.95}], ["keeps all 8 attention heads"]),  # 7.6 heads round to 8
+    ([{"kind": "prune_heads", "keep": 0.9}], []),
+    ([{"kind": "prune_ffn", "keep": 0.99}], [r"keep 0.99 keeps all 74 FFN neurons \(37 in each of 2 layers\)"]),
+    ([{"kind": "prune_ffn", "keep": 0.9}], []),
+    ([{"kind": "share", "groups": [[0], [1]]}], ["every group is one layer: nothing is shared"]),
+    ([{"kind": "share"}], []),
+    ([{"kind": "drop_layers", "count": 1}, {"kind": "share"}], [r"share \(share\): every group is one layer"]),
+    ([{"kind": "svd", "ratio": 0.6}], [r"query rank 19 of 32 x 32 \(below 16 is smaller\).*ffn_in rank 19 of 37 x 32 "
+                                       r"\(below 18 is smaller\).*lower ratio"]),
+    ([{"kind": "svd", "ratio": 0.4}], []),
+    # heads halved in each layer first: query is 16 x 32 there, where rank 10 is smaller; ffn_in is not
+    ([{"kind": "prune_heads", "keep": 0.5, "scope": "layer"},
+      {"kind": "svd", "ratio": 0.6, "roles": ["query", "ffn_in"]}],
+     [r"svd \(svd\): .*: ffn_in rank 19 of 37 x 32 \(below 18 is smaller\); lower"]),
+    # layers left unlike by global pruning: the steps after it are not judged
+    ([{"kind": "prune_heads", "keep": 0.5}, {"kind": "prune_heads", "keep": 1.0, "name": "again"}], []),
+])
+def test_steps_that_cannot_make_the_student_smaller_are_said_before_the_run(
+        tmp_path: Path, steps: list, said: list[str]) -> None:
+    """A step that removes nothing (or, an SVD, adds weights) is no error, but costs its scoring and
+    recovery and repeats its parent in the report: the preflight's notes say so, naming the step."""
+    notes = [n for n in preflight(load_recipe(write_recipe(tmp_path / "r.yaml", _recipe(tmp_path, steps)))).notes
+             if n.startswith("student s, compress step ")]
+    assert len(notes) == len(said), notes
+    for note, pattern in zip(notes, said, strict=True):
+        assert re.search(pattern, note), (pattern, note)
 
 
 @pytest.mark.parametrize(("steps", "refused"), [

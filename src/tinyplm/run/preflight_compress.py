@@ -12,6 +12,7 @@ from tinyplm.config.compress import step_name
 from tinyplm.config.schema import RunConfig, StudentSpec, student_name
 from tinyplm.errors import ModelError, RecipeError
 from tinyplm.models import check_model_dir, resolve_model_dir, roles
+from tinyplm.models.shape import SHAPE_KEY
 from tinyplm.tasks.heads import Head
 
 
@@ -56,12 +57,17 @@ def check_compress_heads(cfg: RunConfig, head: Head) -> None:
 class _Start:
     """What a student's first compress step is sure to find: its layer count, the widest input of
     an encoder Linear (hidden or FFN width), its vocabulary and word-table width (the largest it
-    may be where the recipe leaves it open)."""
+    may be where the recipe leaves it open); and, where every layer is alike (None otherwise: a
+    pruned checkpoint), its width, heads per layer and FFN width."""
 
     layers: int
     widest: int
     vocab: int
     table: int
+    hidden: int | None = None
+    heads: int | None = None
+    head_size: int | None = None
+    ffn: int | None = None
 
 
 def _start_of(cfg: RunConfig, spec: StudentSpec, teacher: dict) -> _Start | None:
@@ -84,12 +90,15 @@ def _start_of(cfg: RunConfig, spec: StudentSpec, teacher: dict) -> _Start | None
         return None
     table = int(source.get("embedding_size") or c.hidden)
     if spec.init_from:
-        return _Start(c.layers, max(c.hidden, c.ffn), int(source["vocab_size"]), table)
+        alike = (None,) * 4 if source.get(SHAPE_KEY) else (c.hidden, c.heads, c.hidden // c.heads, c.ffn)
+        return _Start(c.layers, max(c.hidden, c.ffn), int(source["vocab_size"]), table, *alike)
     shape = spec.shape
     layers = len(spec.teacher_layers) if spec.teacher_layers else shape.layers
     hidden, ffn = (shape.hidden, shape.ffn) if shape is not None else (c.hidden, c.ffn)
+    heads, size = ((shape.keep_heads or shape.heads), shape.hidden // shape.heads) if shape is not None \
+        else (c.heads, c.hidden // c.heads)
     own_table = int(source.get("embedding_size") or hidden)  # a narrowed student's word table is its width
-    return _Start(layers, max(hidden, ffn), int(source["vocab_size"]), own_table)
+    return _Start(layers, max(hidden, ffn), int(source["vocab_size"]), own_table, hidden, heads, size, ffn)
 
 
 def _step_problem(step, layers: int, start: _Start) -> tuple[str | None, int]:
@@ -135,3 +144,77 @@ def check_compress_shapes(cfg: RunConfig, teacher: dict) -> None:
             if problem:
                 raise RecipeError(f"student {student_name(spec)}, compress step {step_name(step)} "
                                   f"({step.kind}): {problem}")
+
+
+def compress_notes(cfg: RunConfig, teacher: dict) -> tuple[str, ...]:
+    """Compress steps that cannot make their student smaller, said before the run (a step is no
+    mistake the run must refuse, but one that removes nothing still costs its scoring and its
+    recovery, and a stage in the report that repeats its parent): pruning that keeps every head or
+    neuron (``keep`` rounds to all of them), an SVD whose rank by ``ratio`` holds at least as many
+    weights as the matrix it replaces (larger and slower), sharing where every group is one layer.
+    Judged on the shape the step finds while every layer is alike; from the first step that
+    leaves layers unlike (pruning by ``scope: global``), the later ones are not judged."""
+    notes = []
+    for spec in cfg.students:
+        start = _start_of(cfg, spec, teacher) if spec.compress else None
+        if start is None or start.heads is None:
+            continue
+        sizes: dict[str, int | None] = {"layers": start.layers, "hidden": start.hidden, "heads": start.heads,
+                                        "head_size": start.head_size, "ffn": start.ffn}
+        for step in spec.compress:
+            if None in sizes.values():
+                break
+            said = _step_note(step, sizes)
+            if said:
+                notes.append(f"student {student_name(spec)}, compress step {step_name(step)} ({step.kind}): {said}")
+    return tuple(notes)
+
+
+def _step_note(step, sizes: dict[str, int | None]) -> str | None:
+    """What ``step`` would not do on a model of ``sizes`` (every layer alike) -> a note or None;
+    ``sizes`` is updated to the step's result (a value None: layers no longer alike)."""
+    layers = sizes["layers"]
+    if step.kind in ("prune_heads", "prune_ffn"):
+        unit = "heads" if step.kind == "prune_heads" else "ffn"
+        each = sizes[unit]
+        by_layer = step.scope == "layer"
+        kept = max(1, round(step.keep * each)) if by_layer else max(layers, round(step.keep * each * layers))
+        total = kept * layers if by_layer else kept
+        if total >= each * layers:
+            what = "attention heads" if unit == "heads" else "FFN neurons"
+            return (f"keep {step.keep:g} keeps all {each * layers} {what} ({each} in each of {layers} layers): it "
+                    "removes nothing; lower keep, or drop the step")
+        sizes[unit] = kept if by_layer else None
+    elif step.kind == "drop_layers":
+        sizes["layers"] = layers - (len(set(step.layers)) if step.layers is not None else step.count)
+    elif step.kind == "share":
+        groups = step.groups or [list(range(layers))]
+        if all(len(set(g)) <= 1 for g in groups):
+            return "every group is one layer: nothing is shared; list groups of two or more layers"
+    elif step.kind == "svd":
+        said = _svd_note(step, sizes)
+        sizes["hidden"] = None  # factorized layers: the steps after it are not judged
+        return said
+    return None
+
+
+def _svd_note(step, sizes: dict[str, int | None]) -> str | None:
+    """The roles whose rank by ratio would hold at least as many weights as the matrix (None: none)."""
+    hidden, ffn = sizes["hidden"], sizes["ffn"]
+    attention = (hidden, sizes["heads"] * sizes["head_size"])  # (in, out) of query, key and value
+    dims = {"query": attention, "key": attention, "value": attention, "attn_out": attention[::-1],
+            "ffn_in": (hidden, ffn), "ffn_out": (ffn, hidden)}
+    larger = []
+    for role, rule in step.rules().items():
+        if "ratio" not in rule:
+            continue
+        n_in, n_out = dims[role]
+        full = min(n_in, n_out)
+        rank = max(1, min(full, round(rule["ratio"] * full)))
+        if rank * (n_in + n_out) >= n_in * n_out:
+            larger.append(f"{role} rank {rank} of {n_out} x {n_in} (below {-(-n_in * n_out // (n_in + n_out))} "
+                          "is smaller)")
+    if not larger:
+        return None
+    return ("the factors would hold at least as many weights as the matrices they replace, so those layers "
+            f"would be larger and slower: {'; '.join(larger)}; lower ratio (or use energy)")
