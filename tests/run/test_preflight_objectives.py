@@ -127,7 +127,7 @@ def test_adapter_targets_naming_part_of_a_fused_linear_are_refused_before_any_wo
 
 @pytest.mark.parametrize(("where", "expected"), [
     ("teacher", "teacher.finetune.method_options.r = 32 is not below the teacher's hidden size 32"),
-    ("student", "students.0.train.method_options.r = 16 is not below the student's hidden size 16"),
+    ("student", "students.0.train.method_options.r = 16 is not below student s1's hidden size 16"),
 ])
 def test_a_lora_rank_not_below_the_hidden_size_is_refused_before_any_work(tmp_path: Path, world, where: str,
                                                                          expected: str) -> None:
@@ -139,3 +139,34 @@ def test_a_lora_rank_not_below_the_hidden_size_is_refused_before_any_work(tmp_pa
     recipe["teacher"]["finetune"] |= lora if where == "teacher" else {}
     assert_bad_input(cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path), expected,
                      "use r < ")
+
+
+@pytest.mark.parametrize("student", ["init_from", "arch", "recovery"])
+def test_adapter_settings_of_students_of_any_origin_are_refused_before_any_work(tmp_path: Path, world,
+                                                                                student: str) -> None:
+    """Targets and rank are checked against the model each section trains, not only against the
+    teacher's layers: a student started from a checkpoint of another family, a student of another
+    ``arch`` built from a shape, and a compress step's recovery training (once refused only when
+    their stage started, after the teacher's fine-tune)."""
+    from helpers_families import make_family_dir
+
+    teacher, glue = world
+    fused = {"method": "lora", "method_options": {"targets": ["query", "value"]}}
+    if student == "init_from":
+        spec = {"name": "s1", "init_from": str(make_family_dir(tmp_path / "modernbert", "modernbert")),
+                "train": {**SHORT, **fused}}
+        expected = ("students.0.train.method_options.targets: query, value is one Linear (attn.Wqkv) with key in "
+                    "modernbert")
+    elif student == "arch":
+        spec = {"name": "s1", "arch": "modernbert", "shape": {"layers": 1, "hidden": 16, "heads": 4, "ffn": 20},
+                "train": {**SHORT, **fused}}
+        expected = "students.0.train.method_options.targets: query, value is one Linear (attn.Wqkv)"
+    else:
+        lora = {"method": "lora", "method_options": {"r": 16}}
+        spec = {"name": "s1", "teacher_layers": [0], "shape": {"layers": 1, "hidden": 16, "heads": 4, "ffn": 20},
+                "train": SHORT,
+                "compress": [{"kind": "prune_ffn", "keep": 0.5, "recover": {"train": {**SHORT, **lora}}}]}
+        expected = "students.0.compress.0.recover.train.method_options.r = 16 is not below student s1's hidden size 16"
+    recipe = tiny_recipe(tmp_path, teacher, glue, students=[spec])
+    assert_bad_input(cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path), expected)
+

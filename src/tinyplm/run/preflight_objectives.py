@@ -16,12 +16,13 @@ from types import SimpleNamespace
 
 from tinyplm.config.base import LAYERWISE_TERMS, MLM_TERMS
 from tinyplm.config.finetune import Method
-from tinyplm.config.schema import RunConfig, ShapeSpec, StageSpec, StudentSpec, student_name
+from tinyplm.config.schema import RunConfig, ShapeSpec, StageSpec, StudentSpec, TrainSpec, student_name
 from tinyplm.distill.objective import DistillObjective
 from tinyplm.errors import RecipeError, TinyplmError
 from tinyplm.models import check_model_dir, resolve_model_dir, roles
 from tinyplm.models.shape import SHAPE_KEY
 from tinyplm.models.student import teacher_shape
+from tinyplm.run.preflight_students import student_model_type
 from tinyplm.tasks.heads import Head
 from tinyplm.train.methods import split_module_problem
 
@@ -98,28 +99,45 @@ def _check_methods(spec: StudentSpec, shape: ShapeSpec | None, main: ShapeSpec) 
 
 
 def _check_targets(cfg: RunConfig, model_cfg: dict) -> None:
-    """Raise ``RecipeError`` for adapter ``targets`` naming part of a fused Linear of the teacher's
-    family (``train.methods.split_module_problem``), in the teacher's fine-tune and the stages of
-    students made of its layers (other models are checked when their stage starts)."""
+    """Raise ``RecipeError`` for adapter settings the model they adapt cannot take: ``targets``
+    naming part of a fused Linear of its family (``train.methods.split_module_problem``), a LoRA
+    rank ``r`` not below its hidden size. Checked in the teacher's fine-tune and in every section
+    that trains a transformer student (its stages, its compress steps' recovery), each against the
+    model it trains: the teacher, the teacher's layers, an earlier student, a checkpoint it starts
+    from, its own ``arch`` and ``shape``. A family outside the role table is the model checks' to
+    report."""
+    teacher_type = model_cfg.get("model_type")
     try:
-        table = roles.by_type(model_cfg.get("model_type"), "the teacher")
+        main = teacher_shape(SimpleNamespace(**model_cfg))
     except TinyplmError:
-        return  # an unknown family is the model checks' to report
-    hidden = model_cfg.get("hidden_size", model_cfg.get("dim"))
-    sections = [("teacher.finetune", cfg.teacher.finetune, "the teacher's", hidden)] + [
-        (f"students.{i}.{where or 'train'}", stage.train, "the student's", spec.shape.hidden if spec.shape else hidden)
-        for i, spec in enumerate(cfg.students) if spec.teacher_layers and spec.arch is None
-        for where, stage in _stages_by_place(spec)]
-    for place, train, whose, width in sections:
-        targets = train.method_options.targets if train is not None else None
+        return  # a config the shape checks report
+    sections = [("teacher.finetune", cfg.teacher.finetune, "the teacher's", teacher_type, main.hidden)]
+    for i, spec in enumerate(cfg.students):
+        shape = _student_shape(cfg, spec, main)
+        model_type = student_model_type(cfg, spec, teacher_type)
+        sections += [(f"students.{i}.{where}", train, f"student {student_name(spec)}'s", model_type,
+                      shape.hidden if shape else None) for where, train in _trained_by_place(spec)]
+    for place, train, whose, model_type, width in sections:
+        if train is None or model_type not in roles.ROLES:
+            continue
+        table = roles.by_type(model_type, whose)
+        targets = train.method_options.targets
         problem = targets and split_module_problem(table.model_type, table.linears, targets)
         if problem:
             raise RecipeError(f"{place}.method_options.targets: {problem}")
-        r = train.method_options.r if train is not None and train.method is Method.LORA else 0
+        r = train.method_options.r if train.method is Method.LORA else 0
         if isinstance(width, int) and r >= width:  # every target role has a side this wide
             raise RecipeError(f"{place}.method_options.r = {r} is not below {whose} hidden size {width}: a rank-{r} "
                               f"update of its Linear layers is full rank with more parameters than the layers; use "
                               f"r < {width}, or method full")
+
+
+def _trained_by_place(spec: StudentSpec) -> list[tuple[str, TrainSpec]]:
+    """Each training section of ``spec`` with its place under the student (``train``,
+    ``stages.1.train``, ``compress.0.recover.train``)."""
+    out = [(where or "train", stage.train) for where, stage in _stages_by_place(spec)]
+    return out + [(f"compress.{j}.recover.train", step.recover.train)
+                  for j, step in enumerate(spec.compress) if step.recover is not None]
 
 
 def _stages_by_place(spec: StudentSpec) -> list[tuple[str | None, StageSpec]]:
