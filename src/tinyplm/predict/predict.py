@@ -35,8 +35,7 @@ from typing import TextIO
 from tinyplm.errors import DataError, TinyplmError
 from tinyplm.files import write_problem
 from tinyplm.inference.pairs import trained_on
-from tinyplm.inference.predictor import Predictor
-from tinyplm.models.finite import NanOutputs
+from tinyplm.inference.predictor import NanOutputs, Predictor
 from tinyplm.predict.inputs import read_inputs
 from tinyplm.predict.sources import STDIN, Row, Source, detect_format, open_binary
 from tinyplm.predict.table_inputs import columns_read
