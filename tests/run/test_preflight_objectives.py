@@ -170,3 +170,24 @@ def test_adapter_settings_of_students_of_any_origin_are_refused_before_any_work(
     recipe = tiny_recipe(tmp_path, teacher, glue, students=[spec])
     assert_bad_input(cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path), expected)
 
+
+
+def test_a_soft_target_term_below_temperature_1_is_said_before_the_run(tmp_path: Path, world) -> None:
+    """Below 1 the soft targets are sharpened and the T^2 scale shrinks their gradients: no error,
+    but the preflight's notes (validate prints them) say it for each section that does it (a stage,
+    a compress step's recovery), and nothing for T >= 1 or a KD term that is off."""
+    from tinyplm.config import load_recipe
+    from tinyplm.run import preflight
+
+    teacher, glue = world
+    cold = {"temperature": 0.25, "kd_weight": 1.0}
+    stages = [{"objective": cold, "train": SHORT},
+              {"objective": {**cold, "kd_weight": 0.0, "hard_weight": 1.0}, "train": SHORT},
+              {"objective": {"temperature": 2.0}, "train": SHORT}]
+    spec = {"name": "s1", "teacher_layers": [0], "stages": stages,
+            "compress": [{"kind": "prune_ffn", "keep": 0.5, "recover": {"objective": cold, "train": SHORT}}]}
+    path = write_recipe(tmp_path / "r.yaml", tiny_recipe(tmp_path, teacher, glue, students=[spec]))
+    notes = [n for n in preflight(load_recipe(path)).notes if "temperature" in n]
+    assert [n.split(":")[0] for n in notes] == ["student s1, stages.0", "student s1, compress.0.recover"]
+    assert all("objective.temperature 0.25 is below 1: kd_weight then sharpen" in n and "about 0.25 times" in n
+               for n in notes)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from tinyplm.config.base import LAYERWISE_TERMS, MLM_TERMS
+from tinyplm.config.base import LAYERWISE_TERMS, MLM_TERMS, ObjectiveSpec
 from tinyplm.config.finetune import Method
 from tinyplm.config.schema import RunConfig, ShapeSpec, StageSpec, StudentSpec, TrainSpec, student_name
 from tinyplm.distill.objective import DistillObjective
@@ -135,9 +135,35 @@ def _check_targets(cfg: RunConfig, model_cfg: dict) -> None:
 def _trained_by_place(spec: StudentSpec) -> list[tuple[str, TrainSpec]]:
     """Each training section of ``spec`` with its place under the student (``train``,
     ``stages.1.train``, ``compress.0.recover.train``)."""
-    out = [(where or "train", stage.train) for where, stage in _stages_by_place(spec)]
-    return out + [(f"compress.{j}.recover.train", step.recover.train)
+    return [(where, train) for where, train, _ in _sections_by_place(spec)]
+
+
+def _sections_by_place(spec: StudentSpec) -> list[tuple[str, TrainSpec, ObjectiveSpec]]:
+    """Each (training section, objective) of ``spec`` with the place of the training section."""
+    out = [(where or "train", stage.train, stage.objective) for where, stage in _stages_by_place(spec)]
+    return out + [(f"compress.{j}.recover.train", step.recover.train, step.recover.objective)
                   for j, step in enumerate(spec.compress) if step.recover is not None]
+
+
+def temperature_notes(cfg: RunConfig, is_regression: bool) -> tuple[str, ...]:
+    """A soft-target term (``kd_weight`` on a classification task, ``mlm_soft``) at a temperature
+    below 1, said before the run: it sharpens the teacher's distribution towards its top class, and
+    the T^2 scale (:mod:`tinyplm.train.kd`) leaves the term's gradients about T times their size
+    at T = 1, so the student learns little of what the teacher says of the other classes. No error:
+    a sharpened target is a choice, but rarely the one meant."""
+    notes = []
+    for spec in cfg.students:
+        for where, _, objective in _sections_by_place(spec):
+            soft = [t for t, on in (("kd_weight", objective.kd_weight > 0 and not is_regression),
+                                    ("mlm_soft", objective.mlm_soft > 0)) if on]
+            if soft and objective.temperature < 1:
+                place = where.removesuffix(".train").removesuffix("train").rstrip(".")
+                notes.append(f"student {student_name(spec)}{', ' + place if place else ''}: objective.temperature "
+                             f"{objective.temperature:g} is below 1: {' and '.join(soft)} then sharpen the teacher's "
+                             "distribution towards its top class, and the T^2 scale leaves their gradients about "
+                             f"{objective.temperature:g} times their size at 1, so the student learns little of the "
+                             "teacher's other classes; distillation usually uses 1 or more")
+    return tuple(notes)
 
 
 def _stages_by_place(spec: StudentSpec) -> list[tuple[str | None, StageSpec]]:
