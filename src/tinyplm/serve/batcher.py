@@ -262,12 +262,14 @@ class MicroBatcher:
         try:
             preds = await self._run_chunks(live, items)
         except NanOutputs as exc:  # only the requests holding those inputs fail; the others run again
-            await self._infer(_fail_holders(live, exc.rows))
+            others = _fail_holders(live, exc.rows)
+            if len(others) < len(live):
+                await self._infer(others)
+                return
+            _fail_all(live, exc)  # rows that name none of them: no request can be told apart
             return
         except Exception as exc:  # the server answers 500: a model failure is not the client's
-            for j in live:
-                if not j.future.done():
-                    j.future.set_exception(exc)
+            _fail_all(live, exc)
             return
         if preds is None:  # every request of the batch timed out: its work was stopped
             return
@@ -292,3 +294,10 @@ def _fail_holders(live: list[_Job], rows: tuple[int, ...]) -> list[_Job]:
         elif not job.future.done():
             job.future.set_exception(nan_outputs(own, len(job.items), "the request's inputs"))
     return others
+
+
+def _fail_all(live: list[_Job], exc: Exception) -> None:
+    """Fail every request of ``live`` not yet answered with ``exc``."""
+    for job in live:
+        if not job.future.done():
+            job.future.set_exception(exc)
