@@ -230,6 +230,48 @@ def test_a_config_without_architectures_is_judged_by_its_weights(teacher, tiny_m
     assert torch.equal(model.classifier.weight, original.classifier.weight)  # its own head, not a new one
 
 
+@pytest.mark.parametrize("weights", ["safetensors", "bin"])
+def test_a_config_naming_a_head_its_weights_lack_is_refused(teacher, tiny_model_dir: Path, tmp_path: Path,
+                                                            weights: str) -> None:
+    """config.json names BertForSequenceClassification over a bare encoder's weights: loaded as it
+    was, the classifier was drawn at random at each load (predict answered differently each run).
+    Refused before loading where the safetensors headers tell, and by the load's missing tensors
+    where they cannot (pytorch_model.bin); with replace_head (trained next) it gets a new head."""
+    from tinyplm.inference.model_info import model_info  # noqa: F401  (the same refusal reaches predict)
+    from tinyplm.models.head_labels import holds_head
+    from tinyplm.tasks.heads import Head
+
+    bare = tmp_path / "bare"
+    teacher.bert.save_pretrained(bare)
+    if weights == "bin":
+        from safetensors.torch import load_file
+
+        torch.save(load_file(str(bare / "model.safetensors")), bare / "pytorch_model.bin")
+        (bare / "model.safetensors").unlink()
+    shutil.copy(tiny_model_dir / "vocab.txt", bare / "vocab.txt")
+    cfg = json.loads((bare / "config.json").read_text())
+    cfg["architectures"] = ["BertForSequenceClassification"]
+    (bare / "config.json").write_text(json.dumps(cfg))
+    said = (r"name a sequence head, but the weights in .* hold none of its tensors" if weights == "safetensors"
+            else r"pytorch_model\.bin: holds no classifier\.bias, classifier\.weight of the sequence head that")
+    with pytest.raises(ModelError, match=said):
+        load_classifier(bare, ("a", "b"), is_regression=False)
+    assert holds_head(bare, cfg, Head.SEQUENCE) == (weights == "bin")  # a .bin is read only by loading it
+    assert load_classifier(bare, ("a", "b"), is_regression=False, replace_head=True)[0].config.num_labels == 2
+
+
+def test_a_gap_in_id2label_is_refused_wherever_the_labels_are_read(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """predict and serve refused id2label numbering its outputs 0 and 2; evaluate and bench, which
+    load through load_classifier, scored the model all the same. A head trained next is replaced."""
+    gap = tmp_path / "gap"
+    shutil.copytree(tiny_model_dir, gap)
+    cfg = json.loads((gap / "config.json").read_text())
+    (gap / "config.json").write_text(json.dumps({**cfg, "id2label": {"0": "negative", "2": "positive"}}))
+    with pytest.raises(ModelError, match=r"id2label numbers its outputs \[0, 2\]; expected 0 to 1"):
+        load_classifier(gap, ("negative", "positive"), is_regression=False)
+    assert load_classifier(gap, ("negative", "positive"), False, replace_head=True)[0].config.num_labels == 2
+
+
 def test_load_tokenizer_larger_than_model_vocab_raises(tmp_path: Path) -> None:
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(115)]
     (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")

@@ -35,6 +35,7 @@ from tinyplm.config import TaskSpec
 from tinyplm.errors import ModelError, TinyplmError
 from tinyplm.files import RESOLVED
 from tinyplm.inference.pairs import CUSTOM_TASK, task_pairs
+from tinyplm.models.head_labels import id2label_problem
 from tinyplm.models.loading import check_model_dir
 from tinyplm.tasks import named_labels
 from tinyplm.tasks.heads import Head
@@ -212,18 +213,10 @@ def _label_names(path: Path, id2label: dict) -> tuple[str, ...]:
     """The output names ``id2label`` gives, in output order. Raises ``ModelError`` naming the file
     when its keys are not the numbers 0 to n-1 (a gap would renumber the outputs silently: a user's
     label 2 answered as 1) or two outputs share a name (one score would hide the other's)."""
-    where = f"{path / 'config.json'}: id2label"
-    try:
-        keys = sorted(int(k) for k in id2label)
-    except ValueError:
-        raise ModelError(f"{where} keys should be class numbers, got {list(id2label)[:5]}") from None
-    if keys != list(range(len(keys))):
-        raise ModelError(f"{where} numbers its outputs {keys[:8]}; expected 0 to {len(keys) - 1}, one per output")
-    labels = tuple(str(id2label[k]) for k in sorted(id2label, key=int))
-    twice = sorted({name for name in labels if labels.count(name) > 1})
-    if twice:
-        raise ModelError(f"{where} names two outputs {twice[0]!r}; expected a name of its own for each output")
-    return labels
+    problem = id2label_problem(path, id2label)
+    if problem:
+        raise ModelError(problem)
+    return tuple(str(id2label[k]) for k in sorted(id2label, key=int))
 
 
 def _check_task_head(path: Path, cfg: dict) -> None:

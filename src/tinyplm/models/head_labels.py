@@ -98,7 +98,7 @@ def head_outputs(path: Path, cfg: dict, labels: tuple[str, ...], is_regression: 
     row = head.row
     outputs = row.output_labels(labels, is_regression)  # the head's own (start, end), 'score' or the labels
     has_head = holds_head(path, cfg, head)
-    misfit = head_misfit(path, cfg, outputs) if has_head else None
+    misfit = head_misfit(path, cfg, outputs, named=row.named_by_labels and not is_regression) if has_head else None
     if misfit and not replace:
         raise ModelError(misfit)
     return outputs, has_head and misfit is None
@@ -111,9 +111,32 @@ def shown(outputs: tuple[str, ...], limit: int = 12) -> str:
     return named if len(outputs) <= limit else f"{named}, ... ({len(outputs)} in all)"
 
 
-def head_misfit(path: Path, cfg: dict, outputs: tuple[str, ...]) -> str | None:
+def id2label_problem(path: Path, id2label: dict) -> str | None:
+    """Why ``id2label`` (of ``path``'s config.json) cannot name a head's outputs, in one line naming
+    the file: keys that are not the numbers 0 to n-1 (a gap would renumber the outputs silently: a
+    user's label 2 answered as 1), two outputs sharing a name (one score would hide the other's);
+    None when it can."""
+    where = f"{path / 'config.json'}: id2label"
+    try:
+        keys = sorted(int(k) for k in id2label)
+    except (TypeError, ValueError):
+        return f"{where} keys should be class numbers, got {list(id2label)[:5]}"
+    if keys != list(range(len(keys))):
+        return f"{where} numbers its outputs {keys[:8]}; expected 0 to {len(keys) - 1}, one per output"
+    labels = [str(id2label[k]) for k in sorted(id2label, key=int)]
+    twice = sorted({name for name in labels if labels.count(name) > 1})
+    if twice:
+        return f"{where} names two outputs {twice[0]!r}; expected a name of its own for each output"
+    return None
+
+
+def head_misfit(path: Path, cfg: dict, outputs: tuple[str, ...], named: bool = True) -> str | None:
     """Why the trained head of ``cfg`` (``path``'s config.json, which holds one) cannot serve a task
-    whose head has ``outputs``, in one line naming the file; None when it can."""
+    whose head has ``outputs``, in one line naming the file; None when it can. ``named``: the
+    task's labels name the outputs (classes, tags), so ``id2label`` must name them one by one
+    (:func:`id2label_problem`); a reader's or a regression head's leftover id2label is not read."""
+    if named and isinstance(cfg.get("id2label"), dict) and (problem := id2label_problem(path, cfg["id2label"])):
+        return problem
     # transformers leaves num_labels/id2label out of config.json for the default of 2 labels.
     found = cfg.get("num_labels") or len(cfg.get("id2label") or {}) or 2
     if found != len(outputs):
@@ -154,12 +177,14 @@ def fresh_head(model: nn.Module) -> None:
 
 def holds_head(path: Path, cfg: dict, head: Head) -> bool:
     """Whether the checkpoint in ``path`` (``cfg`` its config.json) holds a trained head of ``head``'s
-    kind: its ``architectures`` name one; without them, whether its weights hold every tensor of
-    such a head (:func:`weights_hold_head`; unknown: read as transformers reads it, a head)."""
+    kind: its ``architectures`` (where given) name one, and its weights hold every tensor of such a
+    head (:func:`weights_hold_head`; unknown: read as transformers reads it, a head). A config that
+    names a classifier over weights saved without one (a bare encoder's) would otherwise be
+    answered by a head drawn at random, differently at each load."""
     names = cfg.get("architectures") or []
-    if names:
-        return any(head.row.auto_suffix in a for a in names)
-    return weights_hold_head(path, head) is not False
+    if names and not any(head.row.auto_suffix in a for a in names):
+        return False
+    return weights_hold_head(path, head) is not False  # named, but the weights may still lack it
 
 
 def weights_hold_head(path: Path, head: Head) -> bool | None:
@@ -202,6 +227,11 @@ def refuse_headless(path: Path, cfg: dict, head: Head) -> None:
         return
     what = ("; a sentence-embedding model is scored with tinyplm embed-eval" if (path / "modules.json").is_file()
             else "")
+    if any(head.row.auto_suffix in a for a in names):  # named, but not in the weights (holds_head)
+        raise ModelError(f"{path / 'config.json'}: architectures {names} name a {head} head, but the weights in "
+                         f"{path} hold none of its tensors (they are a bare encoder's), so its answers would come from "
+                         "an untrained one, drawn anew at each load; fine-tune it on the task first (tinyplm "
+                         f"finetune, or teacher.finetune in a recipe){what}")
     raise ModelError(f"{path / 'config.json'}: architectures {names} hold no {head} head (...{head.row.auto_suffix}) "
                      "for this task, so its answers would come from an untrained one; fine-tune it on the task "
                      f"first (tinyplm finetune, or teacher.finetune in a recipe){what}")
