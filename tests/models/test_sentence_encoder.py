@@ -419,3 +419,16 @@ def test_packaged_minilm_reads_its_layout_and_gives_st_vectors():
     expected = _st_load(path).encode(sentences)
     cos = (got * expected).sum(1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(expected, axis=1))
     assert got.shape == (len(sentences), 384) and cos.min() >= 0.999, cos
+
+
+def test_weights_that_do_not_fit_the_config_are_named_by_tensor(tmp_path):
+    """A sentence encoder whose config.json says another vocab_size than its weights hold: transformers'
+    error pointed at a report tinyplm keeps quiet; the tensor and both shapes are named instead."""
+    from helpers_embedding import make_sentence_dir
+
+    folder = make_sentence_dir(tmp_path / "st")
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, "vocab_size": 50}))
+    with pytest.raises(ModelError, match=r"model\.safetensors: does not fit .*config\.json: tensor "
+                                         r"\S*word_embeddings\.weight is \[99, 32\] in the file but \[50, 32\]"):
+        load_sentence_encoder(folder)

@@ -307,7 +307,7 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
     elif cfg.get(SHAPE_KEY):
         model = _load_shaped(path, has_head, head, **labelling, problem_type=problem)
     else:
-        model = _load_hf(path, head, has_head, _config(path, **labelling, problem_type=problem))
+        model = _load_hf(path, head, has_head, _config(path, **labelling, problem_type=problem), replace_head)
     if order is not None:  # the head's rows in the task's order, as its labels say
         reorder_outputs(model, order, path)
     if not has_head and any(row.auto_suffix in a for a in cfg.get("architectures") or []):
@@ -349,25 +349,32 @@ def _load_quantized(path: Path, head: Head, labelling: dict):
     return refuse_nonfinite_weights(model, path)
 
 
-def _load_hf(path: Path, head: str, has_head: bool, config):
-    """A plain Hugging Face checkpoint under ``head``; raises ``ModelError`` naming the weight file."""
+def _load_hf(path: Path, head: str, has_head: bool, config, replace: bool = False):
+    """A plain Hugging Face checkpoint under ``head``; raises ``ModelError`` naming the weight file,
+    and for a head the config names but the weights lack unless ``replace`` (it is trained next)."""
     try:
-        model = _auto_class(head).from_pretrained(
-            str(path), config=config, trust_remote_code=False,
+        model, info = _auto_class(head).from_pretrained(
+            str(path), config=config, trust_remote_code=False, output_loading_info=True,
             # another kind of head (a sentiment classifier loaded as a tagger: both are named
             # "classifier") is dropped and a new one initialised, as for a bare encoder
             ignore_mismatched_sizes=not has_head,
         )
     except LOAD_ERRORS as exc:
         weights = _weights_file(path)
-        mismatch = _shape_mismatch(path, head, has_head, config)
+        mismatch = shape_mismatch(path, head, has_head, config)
         if mismatch:
             raise ModelError(f"{weights}: does not fit {path / 'config.json'}: {mismatch}") from None
         raise ModelError(f"{weights}: cannot load weights ({exc.__class__.__name__}: {_one_line(exc)})") from None
+    drawn = sorted(k for k in info["missing_keys"] if not k.startswith(f"{model.base_model_prefix}."))
+    if has_head and drawn and not replace:  # no head where the config names one (pytorch_model.bin: not read before)
+        raise ModelError(f"{_weights_file(path)}: holds no {', '.join(drawn[:3])} of the {head} head that "
+                         f"{path / 'config.json'} names: its answers would come from an untrained one, drawn anew "
+                         "at each load; fine-tune it on the task first (tinyplm finetune, or teacher.finetune in a "
+                         "recipe)")
     return loaded(model, path)
 
 
-def _shape_mismatch(path: Path, head: str, has_head: bool, config) -> str | None:
+def shape_mismatch(path: Path, head: str, has_head: bool, config) -> str | None:
     """The first tensor whose shape in model.safetensors differs from the model config.json
     builds (its head too when ``has_head``), in words; None when none is found."""
     import torch

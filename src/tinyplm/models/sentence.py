@@ -27,13 +27,14 @@ from tinyplm.models import roles
 from tinyplm.models.io import save_model
 from tinyplm.models.layout_files import layout_json, with_paths
 from tinyplm.models.loaded import loaded
-from tinyplm.models.loading import LOAD_ERRORS, check_model_dir, load_tokenizer, quiet_transformers
+from tinyplm.models.loading import LOAD_ERRORS, check_model_dir, load_tokenizer, quiet_transformers, shape_mismatch
 from tinyplm.models.onnx import FORMAT_KEY
 from tinyplm.models.pooling import ACTIVATIONS, DENSE_WEIGHTS, DenseSpec, SentenceLayout, pool, read_layout
 from tinyplm.models.quantized import QUANT_KEY
 from tinyplm.models.safetensors_header import safetensors_shapes
 from tinyplm.models.sentence_fit import layout_mismatch, own_limit, readable_positions
 from tinyplm.models.shape import SHAPE_KEY, build_shaped, duplicate_keys
+from tinyplm.tasks.heads import Head
 
 
 class DenseLayer(nn.Module):
@@ -180,11 +181,19 @@ def _load_encoder(folder: Path, cfg: dict) -> nn.Module:
 
     try:
         config = AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
-        model = None if cfg.get(SHAPE_KEY) else AutoModel.from_pretrained(str(folder), config=config,
-                                                                         trust_remote_code=False)
     except LOAD_ERRORS as exc:
         raise ModelError(f"{folder}: cannot load the encoder ({exc.__class__.__name__}: {_one_line(exc)})") from None
-    return loaded(model, folder).eval() if model is not None else _load_shaped(folder, config)
+    if cfg.get(SHAPE_KEY):
+        return _load_shaped(folder, config)
+    try:
+        model = AutoModel.from_pretrained(str(folder), config=config, trust_remote_code=False)
+    except LOAD_ERRORS as exc:
+        mismatch = shape_mismatch(folder, Head.SEQUENCE, False, config)
+        if mismatch:  # the tensor, in words (transformers points at a report it printed, which is silenced)
+            raise ModelError(f"{folder / 'model.safetensors'}: does not fit {folder / 'config.json'}: {mismatch}") \
+                from None
+        raise ModelError(f"{folder}: cannot load the encoder ({exc.__class__.__name__}: {_one_line(exc)})") from None
+    return loaded(model, folder).eval()
 
 
 def _load_shaped(folder: Path, config) -> nn.Module:
