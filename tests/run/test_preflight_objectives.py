@@ -79,10 +79,12 @@ def test_a_stage_is_checked_against_its_own_teacher(tmp_path: Path, world) -> No
 
 @pytest.mark.parametrize(("method", "objective", "expected"), [
     ("ulmfit", {"kd_weight": 0.0, "hidden": 1.0, "attention_scores": 1.0},
-     "stage 0: method ulmfit trains the task head first, but the stage's objective (hidden, attention_scores) never "
+     "stage 0: method ulmfit trains the task head first, but its objective (hidden, attention_scores) never "
      "reads it"),
     ("frozen", {"kd_weight": 0.0, "hidden": 1.0}, "stage 1: method frozen trains the task head alone"),
-], ids=["ulmfit", "frozen"])
+    ("recover", {"kd_weight": 0.0, "hidden": 1.0},
+     "the recovery of compress step prune_heads: method ulmfit trains the task head first, but its objective"),
+], ids=["ulmfit", "frozen", "recover"])
 def test_a_method_that_starts_at_the_head_needs_a_term_that_reads_it(tmp_path: Path, world, method: str,
                                                                      objective: dict, expected: str) -> None:
     """ULMFiT trains only the head (and what sits above the layers) in its first steps, frozen only the
@@ -92,10 +94,16 @@ def test_a_method_that_starts_at_the_head_needs_a_term_that_reads_it(tmp_path: P
     stages = [{"objective": {"kd_weight": 1.0}, "train": SHORT},
               {"objective": objective, "train": {**SHORT, "method": method}}]
     stages = stages[1:] if method == "ulmfit" else stages
-    recipe = tiny_recipe(tmp_path, teacher, glue, students=[{"name": "s1", "teacher_layers": [0, 1], "stages": stages}])
+    spec = {"name": "s1", "teacher_layers": [0, 1], "stages": stages}
+    if method == "recover":  # a compress step's recovery (a traceback after the student's training)
+        stages[-1]["train"] = SHORT
+        spec["compress"] = [{"kind": "prune_heads", "keep": 0.5,
+                             "recover": {"objective": objective, "train": {**SHORT, "method": "ulmfit"}}}]
+    recipe = tiny_recipe(tmp_path, teacher, glue, students=[spec])
     result = cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path)
     assert_bad_input(result, "student s1, ", expected, "use method full")
-    stages[-1]["objective"] = {**objective, "kd_weight": 1.0}
+    (spec["compress"][0]["recover"] if method == "recover" else stages[-1])["objective"] = {**objective,
+                                                                                           "kd_weight": 1.0}
     assert cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path).returncode == 0
 
 

@@ -23,6 +23,14 @@ class RecoverySpec(Section):
     objective: ObjectiveSpec = ObjectiveSpec()
     train: TrainSpec = TrainSpec()
 
+    @model_validator(mode="after")
+    def _task_teacher(self) -> RecoverySpec:
+        if self.objective.masked_lm:
+            raise ValueError("mlm_soft/mlm_hard need a teacher with a masked-LM head, and a recovery distils from "
+                             "the fine-tuned teacher, which has none: recover with the task's terms (kd_weight, "
+                             "hard_weight, logit_mse or the layer-wise ones)")
+        return self
+
 
 class _Step(Section):
     name: str | None = Field(None, pattern=STEP_NAME, description="stage name suffix; default: the kind")
