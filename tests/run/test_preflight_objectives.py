@@ -199,3 +199,17 @@ def test_a_soft_target_term_below_temperature_1_is_said_before_the_run(tmp_path:
     assert [n.split(":")[0] for n in notes] == ["student s1, stages.0", "student s1, compress.0.recover"]
     assert all("objective.temperature 0.25 is below 1: kd_weight then sharpen" in n and "about 0.25 times" in n
                for n in notes)
+
+
+@pytest.mark.parametrize("arch", ["distilbert", "albert"])
+def test_a_student_arch_its_teacher_cannot_give_is_refused_before_the_teachers_fine_tune(
+        tmp_path: Path, world, arch: str) -> None:
+    """A shape of another family than the teacher's is built from the teacher's config, which only
+    bert, roberta and deberta can be built beside: the run said so after the teacher's fine-tune."""
+    teacher, glue = world
+    spec = {"name": "s1", "arch": arch, "shape": {"layers": 1, "hidden": 16, "heads": 4, "ffn": 20}, "train": SHORT}
+    recipe = tiny_recipe(tmp_path, teacher, glue, students=[spec])
+    assert_bad_input(cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path),
+                     f"student s1: arch {arch} builds a", "this teacher is 'bert'", "bert, roberta, deberta")
+    spec["arch"] = "roberta"  # one of those: built beside the teacher's config
+    assert cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path).returncode == 0

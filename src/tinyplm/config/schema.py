@@ -227,8 +227,8 @@ class StudentSpec(Section):
                                       "student: TF-IDF + LR, (Bi)LSTM over word vectors, BiLSTM over frozen features")
     arch: StudentArch | None = Field(
         None, description="the transformer student's architecture, a family of the role table (deberta: "
-        "DeBERTa-v2); default: the teacher's family for a student of teacher_layers, else bert. Every one "
-        "uses the teacher's tokenizer")
+        "DeBERTa-v2): the teacher's own, or bert, roberta or deberta beside any teacher; default: the "
+        "teacher's family for a student of teacher_layers, else bert. Every one uses the teacher's tokenizer")
     word_embeddings: bool = Field(False, description="start a student without teacher_layers from the teacher's "
                                   "word table (PCA to a narrower width); any arch")
 

@@ -13,7 +13,7 @@ from tinyplm.errors import ModelError, RecipeError
 from tinyplm.models import check_model_dir, resolve_model_dir, roles
 from tinyplm.models.narrow import projection_problem
 from tinyplm.models.roles import ROLES
-from tinyplm.models.student import check_layer_init, model_type_of, teacher_shape
+from tinyplm.models.student import ARCHS, check_layer_init, model_type_of, teacher_shape
 
 #: Objective terms computed from attention scores or probabilities (``models.features``): a family
 #: whose scores are not recomputed from Q and K (the role table's ATTENTION_FEATURES) cannot give them.
@@ -45,6 +45,11 @@ def check_student_families(cfg: RunConfig, teacher_type: str) -> None:
         if model_type is None or model_type not in ROLES:
             continue
         name = student_name(spec)
+        if spec.arch is not None and not spec.init_from and model_type != teacher_type and \
+                model_type not in ARCHS.values():  # models.student.student_config builds it from the teacher's config
+            raise RecipeError(f"student {name}: arch {spec.arch} builds a {model_type} student from a {model_type} "
+                              f"teacher's config, and this teacher is '{teacher_type}'; a student of another family "
+                              f"than its teacher is one of: {', '.join(ARCHS)}")
         if spec.shape is not None and spec.shape.keep_heads is not None:
             roles.require(model_type, roles.Stage.PRUNE_HEADS, f"student {name}: shape.keep_heads")
         for step in spec.compress:
