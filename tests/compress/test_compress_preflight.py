@@ -91,6 +91,10 @@ def test_steps_that_cannot_make_the_student_smaller_are_said_before_the_run(
      "cannot follow svd .* the ffn_out Linear"),
     ([{"kind": "svd", "ratio": 0.5, "roles": ["ffn_in", "ffn_out"]}, {"kind": "prune_heads", "keep": 0.5}], None),
     ([{"kind": "int4_weight", "group_size": 7}], "group_size.*multiple of 2"),
+    ([{"kind": "magnitude", "sparsity": 0.5, "recover": {"train": {"ema_decay": 0.5}}}],
+     r"magnitude learns masks during its recovery, and recover\.train\.ema_decay would average"),
+    ([{"kind": "movement", "sparsity": 0.5, "recover": {"train": {"ema_decay": 0.5, "method": "bitfit"}}}],
+     r"movement learns masks"),
     ([{"kind": "prune_heads", "keep": 0.5,
        "recover": {"objective": {"kd_weight": 0.0, "hidden": 1.0, "mlm_hard": 1.0}}}],
      r"r\.yaml:\d+: students\[0\]\.compress\[0\]\.prune_heads\.recover: mlm_soft/mlm_hard need a teacher with a "

@@ -181,6 +181,11 @@ class _Sparse(_Step):
         if self.recover is None:
             raise ValueError(f"{self.kind} prunes during training: give it a 'recover' section "
                              "(the distillation during which the masks are learnt)")
+        if self.recover.train.ema_decay > 0:
+            raise ValueError(f"{self.kind} learns masks during its recovery, and recover.train.ema_decay would "
+                             "average weights whose masks change as they train (an average that is not sparse, and "
+                             "torch's AveragedModel cannot copy a masked model): drop ema_decay here, or average in "
+                             "the stage before the step")
         return self
 
 
