@@ -59,7 +59,8 @@ def teacher_copies(students: list[StudentSpec]) -> dict[str, tuple[int, StudentS
 def logits_source_problem(students: list[StudentSpec], named: str) -> str | None:
     """Why stage ``named`` cannot compute the teacher's logits for the students (see
     ``TeacherSpec.logits_from``), or None when it can: it must be a compression step of a copy of
-    the teacher, read the teacher's token ids (no trim_vocab up to it), and be made before any
+    the teacher, read the teacher's token ids (no trim_vocab up to it), need no teacher logits
+    itself (no recovery, no step that ranks units by importance up to it), and be made before any
     student that trains (they learn from its logits)."""
     copies = teacher_copies(students)
     if named not in copies:
@@ -71,8 +72,21 @@ def logits_source_problem(students: list[StudentSpec], named: str) -> str | None
         return "a stage after trim_vocab reads other token ids than the teacher's; name one before it"
     if any(getattr(step, "recover", None) for step in spec.compress[: k + 1]):
         return "a step up to it recovers by learning the teacher's logits, which it would have to compute itself"
-    trained = [student_name(s) for s in students[:place]
-               if not s.compress_only or any(getattr(step, "recover", None) for step in s.compress)]
-    if trained:
-        return f"student {trained[0]} trains before {named} is made: list {student_name(spec)} first"
+    scoring = next((step for step in spec.compress[: k + 1] if _scores_units(step)), None)
+    if scoring is not None:
+        return (f"its step {step_name(scoring)} ({scoring.kind}) ranks what to remove by the teacher's logits, "
+                "which it would have to compute itself; name a copy whose steps up to it rank nothing (quantization, "
+                "a runtime, svd, share), or drop logits_from")
+    needs = [student_name(s) for s in students[:place] if not s.compress_only
+             or any(getattr(step, "recover", None) or _scores_units(step) for step in s.compress)]
+    if needs:
+        return (f"student {needs[0]} needs the teacher's logits (to train or to rank what it removes) before {named} "
+                f"is made: list {student_name(spec)} first")
     return None
+
+
+def _scores_units(step) -> bool:
+    """Whether a compress step ranks heads, neurons or layers by importance (Taylor scores on the
+    teacher's logits, ``compress/steps.py``): structured pruning, and dropping the ``count`` least
+    important layers."""
+    return step.kind in ("prune_heads", "prune_ffn") or (step.kind == "drop_layers" and step.count is not None)
