@@ -213,3 +213,24 @@ def test_a_student_arch_its_teacher_cannot_give_is_refused_before_the_teachers_f
                      f"student s1: arch {arch} builds a", "this teacher is 'bert'", "bert, roberta, deberta")
     spec["arch"] = "roberta"  # one of those: built beside the teacher's config
     assert cli(["validate", str(write_recipe(tmp_path / "r.yaml", recipe))], cwd=tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_bf16_training_on_a_cpu_without_native_bf16_is_said_before_the_run(
+        tmp_path: Path, world, monkeypatch: pytest.MonkeyPatch, native: bool) -> None:
+    """precision: bf16 is emulated (slow) where the CPU has no native bf16: the notes name where it is
+    asked for; on a CPU that has it, nothing. The CPU is set here, so the test reads alike on every kind."""
+    from tinyplm.config import load_recipe
+    from tinyplm.run import preflight, preflight_precision
+
+    monkeypatch.setattr(preflight_precision, "cpu_supports_bf16", lambda: native)
+    teacher, glue = world
+    spec = {"name": "s1", "teacher_layers": [0], "train": {**SHORT, "precision": "bf16"}}
+    recipe = tiny_recipe(tmp_path, teacher, glue, students=[spec])
+    recipe["teacher"]["finetune"]["precision"] = "bf16"
+    notes = [n for n in preflight(load_recipe(write_recipe(tmp_path / "r.yaml", recipe))).notes if "bf16" in n]
+    if native:
+        assert notes == []
+        return
+    assert len(notes) == 1 and notes[0].startswith("precision: bf16 in teacher.finetune, students.0.train: this CPU "
+                                                   "has no native bf16")

@@ -44,6 +44,7 @@ from tinyplm.run.preflight_corpus import check_corpus_stages
 from tinyplm.run.preflight_embedding import check_vector_terms
 from tinyplm.run.preflight_metrics import check_metrics_defined
 from tinyplm.run.preflight_objectives import check_objectives, temperature_notes
+from tinyplm.run.preflight_precision import precision_notes
 from tinyplm.run.preflight_students import check_layer_shapes, check_student_families
 from tinyplm.run.read_once import once
 from tinyplm.tasks.base import TaskData
@@ -146,7 +147,7 @@ def preflight(cfg: RunConfig, run_dir: Path | None = None) -> Preflight:
     head_note = check_task_head(data, src, model_cfg, finetuned=cfg.teacher.finetune is not None)
     notes = (head_note, eval_length_note(cfg, data, src, model_cfg, tok),
              eval_overlap_note(data, cfg.task.max_train_examples), *compress_notes(cfg, model_cfg),
-             *temperature_notes(cfg, data.is_regression))
+             *temperature_notes(cfg, data.is_regression), *precision_notes(cfg))
     return Preflight(data, src, tok, head_note, tuple(n for n in notes if n))
 
 
