@@ -39,7 +39,7 @@ from tinyplm.pretrain.corpus import corpus_files, read_corpus
 from tinyplm.pretrain.mlm_head import check_bert, has_mlm_head
 from tinyplm.run.preflight_checkpoints import check_checkpoints, check_task_head, eval_length_note
 from tinyplm.run.preflight_classic import check_vocabularies
-from tinyplm.run.preflight_compress import check_compress, compress_notes
+from tinyplm.run.preflight_compress import check_compress, compress_notes, shared_layer_notes
 from tinyplm.run.preflight_corpus import check_corpus_stages
 from tinyplm.run.preflight_embedding import check_vector_terms
 from tinyplm.run.preflight_metrics import check_metrics_defined
@@ -147,7 +147,7 @@ def preflight(cfg: RunConfig, run_dir: Path | None = None) -> Preflight:
     head_note = check_task_head(data, src, model_cfg, finetuned=cfg.teacher.finetune is not None)
     notes = (head_note, eval_length_note(cfg, data, src, model_cfg, tok),
              eval_overlap_note(data, cfg.task.max_train_examples), *compress_notes(cfg, model_cfg),
-             *temperature_notes(cfg, data.is_regression), *precision_notes(cfg))
+             *shared_layer_notes(cfg, model_cfg), *temperature_notes(cfg, data.is_regression), *precision_notes(cfg))
     return Preflight(data, src, tok, head_note, tuple(n for n in notes if n))
 
 

@@ -218,3 +218,47 @@ def _svd_note(step, sizes: dict[str, int | None]) -> str | None:
         return None
     return ("the factors would hold at least as many weights as the matrices they replace, so those layers "
             f"would be larger and slower: {'; '.join(larger)}; lower ratio (or use energy)")
+
+
+#: Compress steps that give each layer of a grouped encoder (ALBERT) its own copy before they work.
+EXPANDING = ("prune_heads", "prune_ffn", "drop_layers")
+
+
+def shared_layer_notes(cfg: RunConfig, teacher: dict) -> tuple[str, ...]:
+    """Students that hold more weights than the model they come from, said before the run: a grouped
+    encoder (ALBERT: ``num_hidden_layers`` steps run ``num_hidden_groups`` shared groups) stores a
+    layer once per group, and its copies do not share: a student of the teacher's layers holds one
+    copy per copied layer, and a structured compress step (:data:`EXPANDING`) first gives each
+    layer a copy of its own (``models.roles.expand_groups``), so its stage may be larger than its
+    parent. No error: pruning may still pay where speed, not size, is the aim."""
+    notes = []
+    for spec in cfg.students:
+        source = teacher if spec.init_from == "teacher" or spec.teacher_layers else _dir_config(spec.init_from)
+        family = roles.ROLES.get(source.get("model_type")) if source else None
+        if family is None or not family.group_key or spec.family is not None:
+            continue
+        groups, layers = int(source.get(family.group_key) or 1), int(source.get("num_hidden_layers") or 1)
+        name, kind = student_name(spec), source.get("model_type")
+        if spec.teacher_layers and len(spec.teacher_layers) > groups:
+            notes.append(f"student {name}: copies {len(spec.teacher_layers)} layers of the {kind} teacher, whose "
+                         f"{layers} layers share {groups} group(s): each copy holds its own weights, so the student's "
+                         "encoder is larger than the teacher's")
+        elif spec.init_from and not spec.teacher_layers and groups < layers:
+            step = next((c for c in spec.compress if c.kind in EXPANDING), None)
+            if step is not None:
+                notes.append(f"student {name}, compress step {step_name(step)} ({step.kind}): the {kind} model's "
+                             f"{layers} layers share {groups} group(s), and the step first gives each layer a copy of "
+                             f"its own: its stage may hold more weights than its parent (up to {layers // groups}x "
+                             "the encoder's) even after pruning")
+    return tuple(notes)
+
+
+def _dir_config(name: str | None) -> dict | None:
+    """The config.json of the checkpoint ``name`` names (None: not a readable checkpoint, or an
+    earlier student, whose own notes come from its source)."""
+    if not name:
+        return None
+    try:
+        return check_model_dir(resolve_model_dir(name))
+    except ModelError:
+        return None
