@@ -320,3 +320,11 @@ def test_an_out_under_a_file_is_refused_before_the_work(tmp_path: Path) -> None:
               cwd=tmp_path)
     assert_bad_input(bad, "--out")
     assert "is a file" in bad.stderr and (tmp_path / "afile").read_text(encoding="utf-8") == "kept"
+
+
+def test_sentences_longer_than_the_masked_lms_positions_are_read_in_its_windows(mlm_tok) -> None:
+    """The tiny masked LM has 64 positions; augment cut rows at 128 and the LM failed on the first
+    long sentence (a traceback after loading). Rows are now cut to the LM's positions."""
+    long = [Example(" ".join(sentences(1, seed, length=90)), None, 0, seed + 2) for seed in range(3)]
+    result = run(mlm_tok, long, copies=2)
+    assert len(result.examples) == 3 * 3 and all(len(e.text.split()) == 90 for e in result.examples)

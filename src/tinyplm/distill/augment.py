@@ -53,6 +53,7 @@ from tinyplm.distill.neighbours import (
 )
 from tinyplm.errors import TinyplmError
 from tinyplm.files import atomic_open
+from tinyplm.models import roles
 from tinyplm.models.infer import use_bf16
 from tinyplm.tasks.base import Example
 from tinyplm.train.progress import JsonlLog, make_progress
@@ -200,7 +201,8 @@ def augment(examples: list[Example], mlm, tokenizer, spec: AugmentSpec, neighbou
     loaded masked LM, with ``tokenizer``); ``neighbours`` serves multi-piece words; sentences are
     cut to ``max_length`` word pieces for the masked LM. With ``cache_dir`` the result is stored
     under ``cache_dir/augment/`` and a second call with the same inputs loads it without running the
-    MLM (``mlm_fingerprint`` skips hashing the weights). Labels, ``line`` and whether ``text_pair``
+    MLM (``mlm_fingerprint`` skips hashing the weights). ``max_length`` is cut to the masked LM's
+    positions where it has fewer (a tiny or narrowed model of 64). Labels, ``line`` and whether ``text_pair``
     is set are kept; with ``spec.pair == "keep"`` every copy keeps the example's ``text_pair`` as it
     is (``auto`` is read as ``augment`` here: settle it for the task with :func:`resolve_pair`).
     The masked LM runs in ``precision`` (default: ``spec.precision``).
@@ -209,6 +211,8 @@ def augment(examples: list[Example], mlm, tokenizer, spec: AugmentSpec, neighbou
         raise TinyplmError("augmentation needs a BERT-style tokenizer with [MASK] and [CLS] "
                            f"({type(tokenizer).__name__})")
     start, bf16 = time.perf_counter(), use_bf16(precision or spec.precision)
+    positions = roles.usable_positions(mlm.config.to_dict())  # a masked LM of fewer positions reads no longer rows
+    max_length = min(max_length, positions) if positions else max_length
     path = None
     if cache_dir is not None:
         fp = mlm_fingerprint or model_fingerprint(mlm)
