@@ -255,6 +255,9 @@ def test_augment_cli_takes_pair_and_names_the_option_when_it_is_bad(tmp_path: Pa
     args = ["augment", "sst2", "--mlm", mlm, "--data-dir", glue, "--copies", "2"]
     bad = cli([*args, "--out", tmp_path / "bad.jsonl", "--pair", "drop"], cwd=tmp_path)
     assert bad.returncode == 2 and "--pair" in bad.output and not (tmp_path / "bad.jsonl").exists()
+    # the options are read before the data or the model: named even where the model dir is wrong too
+    early = cli([*args, "--out", tmp_path / "bad.jsonl", "--copies", "0", "--mlm", tmp_path / "none"], cwd=tmp_path)
+    assert early.returncode == 2 and "--copies" in early.output and "none" not in early.output
     ok = cli([*args, "--out", tmp_path / "aug.jsonl", "--pair", "keep"], cwd=tmp_path)
     assert ok.returncode == 0, ok.output
     assert len((tmp_path / "aug.jsonl").read_text().splitlines()) == 6 * 3

@@ -43,6 +43,8 @@ def augment_cmd(
 
     if out_file.exists():
         raise TinyplmError(f"{out_file}: already exists; choose another --out")
+    spec = _augment_spec(mlm=str(mlm_dir), copies=copies, p=p, top_k=top_k, neighbours=neighbours, seed=seed,
+                         pair=pair, min_words=min_words, candidates=candidates)  # the options, before any reading
     check_creatable(out_file.parent, "output folder", flag="--out")  # not after the examples are augmented
     examples = tasks.get(task, data_dir).read("train").examples
     total = len(examples)
@@ -53,8 +55,6 @@ def augment_cmd(
         raise TinyplmError(f"{why} leaves none of the {total} training examples of {task} to augment; "
                            "lower it")
     mlm, tok = load_mlm(mlm_dir)
-    spec = _augment_spec(mlm=str(mlm_dir), copies=copies, p=p, top_k=top_k, neighbours=neighbours, seed=seed,
-                         pair=pair, min_words=min_words, candidates=candidates)
     result = augment(examples, mlm, tok, spec, EmbeddingNeighbours(tok, mlm.get_input_embeddings().weight, neighbours),
                      default_cache_dir(), mlm_fingerprint=fingerprint(mlm_dir))
     with atomic_open(out_file) as fh:
