@@ -241,3 +241,18 @@ def test_a_masking_rate_that_masks_no_held_out_token_is_refused_before_training(
     with pytest.raises(TinyplmError, match=r"objective.masking.rate 1e-05 masks no token of the \d+ held-out texts"):
         pretrain(recipe)
     assert not any((tmp_path / "run" / "checkpoints").iterdir()) and not (tmp_path / "run" / "pretrain.json").exists()
+
+
+def test_a_corpus_its_tokenizer_reads_as_unknown_is_refused_before_the_run_dir(tmp_path: Path) -> None:
+    """Every word of this corpus is outside the tiny tokenizer's vocabulary: masking (which never
+    picks [UNK]) found no held-out token, and the advice was to mask more or hold out more, which
+    could not help, after the run dir was made. The tokenizer is now named, before anything is written."""
+    recipe = _recipe(tmp_path, kind="mlm")
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "a.txt").write_text("\n\n".join(" ".join(["жёлтый"] * 12) + " ." for _ in range(40)), encoding="utf-8")
+    recipe = recipe.model_copy(update={"corpus": recipe.corpus.model_copy(update={"paths": [str(foreign)]})})
+    with pytest.raises(TinyplmError, match=r"tokenizer .*tok reads \d+% of the corpus's word pieces as its unknown "
+                                           r"token \[UNK\].*train a tokenizer on this corpus"):
+        pretrain(recipe)
+    assert not (tmp_path / "run").exists()

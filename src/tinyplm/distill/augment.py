@@ -199,20 +199,17 @@ def augment(examples: list[Example], mlm, tokenizer, spec: AugmentSpec, neighbou
 
     ``spec`` is the recipe's ``augment`` section (its ``mlm`` path is not read here: ``mlm`` is the
     loaded masked LM, with ``tokenizer``); ``neighbours`` serves multi-piece words; sentences are
-    cut to ``max_length`` word pieces for the masked LM. With ``cache_dir`` the result is stored
-    under ``cache_dir/augment/`` and a second call with the same inputs loads it without running the
-    MLM (``mlm_fingerprint`` skips hashing the weights). ``max_length`` is cut to the masked LM's
-    positions where it has fewer (a tiny or narrowed model of 64). Labels, ``line`` and whether ``text_pair``
+    cut to ``max_length`` word pieces (at most the LM's positions). With ``cache_dir`` the result is
+    stored under ``cache_dir/augment/`` and a second call with the same inputs loads it without running
+    the MLM (``mlm_fingerprint`` skips hashing the weights). Labels, ``line`` and whether ``text_pair``
     is set are kept; with ``spec.pair == "keep"`` every copy keeps the example's ``text_pair`` as it
     is (``auto`` is read as ``augment`` here: settle it for the task with :func:`resolve_pair`).
     The masked LM runs in ``precision`` (default: ``spec.precision``).
     """
     if tokenizer.mask_token_id is None or tokenizer.cls_token_id is None:
-        raise TinyplmError("augmentation needs a BERT-style tokenizer with [MASK] and [CLS] "
-                           f"({type(tokenizer).__name__})")
+        raise TinyplmError(f"augmentation needs a BERT-style tokenizer: [MASK] and [CLS] ({type(tokenizer).__name__})")
     start, bf16 = time.perf_counter(), use_bf16(precision or spec.precision)
-    positions = roles.usable_positions(mlm.config.to_dict())  # a masked LM of fewer positions reads no longer rows
-    max_length = min(max_length, positions) if positions else max_length
+    max_length = min(max_length, roles.usable_positions(mlm.config.to_dict()) or max_length)  # the LM's positions
     path = None
     if cache_dir is not None:
         fp = mlm_fingerprint or model_fingerprint(mlm)

@@ -52,3 +52,14 @@ def encode_texts(texts: Sequence[str] | Sequence[Pair], tokenizer, max_length: i
     starts = [word_starts_of(out.word_ids(i), out.sequence_ids(i)) for i in range(len(ids))]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     return Encoded(ids, types, labels, int(pad), word_starts=starts)
+
+
+def unknown_share(enc: Encoded, tokenizer) -> float:
+    """The share of ``enc``'s word pieces (specials aside) that are the tokenizer's unknown token:
+    near 1 when the tokenizer was trained on other text (or another script) than the corpus."""
+    unk = tokenizer.unk_token_id
+    if unk is None:
+        return 0.0
+    special = set(tokenizer.all_special_ids) - {unk}
+    pieces = [i for row in enc.input_ids for i in row if i not in special]
+    return sum(i == unk for i in pieces) / len(pieces) if pieces else 0.0

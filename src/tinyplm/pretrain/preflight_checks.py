@@ -58,3 +58,25 @@ def check_texts(recipe: PretrainRecipe, train_docs: list[list[str]], held_docs: 
                 build_pairs(docs, kind, words, recipe.train.seed)
             except DataError as exc:
                 raise DataError(f"{paths}: the {side} texts make no {kind} pairs: {exc}") from None
+
+
+#: The share of unknown word pieces at which a corpus is refused: a tokenizer of other text.
+UNKNOWN_LIMIT = 0.5
+#: Texts read for that share: the first so many of the training split (a few seconds at most).
+COVERAGE_TEXTS = 2000
+
+
+def check_coverage(recipe: PretrainRecipe, tokenizer, where: Path, train_texts: list[str]) -> None:
+    """Raise ``RecipeError`` when ``tokenizer`` (from ``where``) reads :data:`UNKNOWN_LIMIT` or more of
+    the corpus's word pieces as its unknown token, which masking never picks (a special token) and
+    a model cannot learn from: the held-out check would then say that no token is masked, and more
+    masking or more held-out text would not help."""
+    from tinyplm.pretrain.data import encode_texts, unknown_share
+
+    sample = encode_texts(train_texts[:COVERAGE_TEXTS], tokenizer, recipe.corpus.max_length)
+    share = unknown_share(sample, tokenizer)
+    if share >= UNKNOWN_LIMIT:
+        raise RecipeError(f"tokenizer {where} reads {share:.0%} of the corpus's word pieces as its unknown token "
+                          f"{tokenizer.unk_token} (in the first {len(sample)} training texts), which masking never "
+                          "picks and a model cannot learn from: train a tokenizer on this corpus (tinyplm tokenizer "
+                          "train) or use one that covers it")

@@ -53,7 +53,7 @@ from tinyplm.pretrain.evaluate import (
 )
 from tinyplm.pretrain.objective import PretrainObjective
 from tinyplm.pretrain.pairs import build_pairs
-from tinyplm.pretrain.preflight_checks import check_init, check_texts, check_tokenizer
+from tinyplm.pretrain.preflight_checks import check_coverage, check_init, check_texts, check_tokenizer
 from tinyplm.tasks.encoding import Encoded
 from tinyplm.train import StageIO, train
 from tinyplm.train.masking import Masking
@@ -253,9 +253,14 @@ def preflight(recipe: PretrainRecipe) -> Texts:
         config = check_model_dir(src)
         check_init(recipe, src, config)
         where = Path(recipe.tokenizer) if recipe.tokenizer else src
-        check_tokenizer(recipe, load_tokenizer(where, int(config["vocab_size"])), where)
+        tok = load_tokenizer(where, int(config["vocab_size"]))
     elif recipe.tokenizer:  # a model from scratch is sized to its tokenizer: any size fits
-        check_tokenizer(recipe, load_tokenizer(Path(recipe.tokenizer), 2**31), Path(recipe.tokenizer))
+        where = Path(recipe.tokenizer)
+        tok = load_tokenizer(where, 2**31)
+    else:
+        return texts  # minilm-l6's own tokenizer
+    check_tokenizer(recipe, tok, where)
+    check_coverage(recipe, tok, where, texts.train)
     return texts
 
 
@@ -295,10 +300,11 @@ def _pretrain_claimed(recipe: PretrainRecipe, run_dir: Path, texts: Texts, resum
     vocab = model.config.vocab_size
     data = prepare_data(recipe, tok, texts, vocab)
     objective = PretrainObjective(recipe.objective, make_masking(recipe, tok, vocab), model, recipe.train.seed)
-    if not held_out_targets(data.held, objective.masking):  # needs the tokenizer, which the run may train
+    if not held_out_targets(data.held, objective.masking):
         raise RecipeError(f"objective.masking.rate {recipe.objective.masking.rate} masks no token of the "
                           f"{len(data.held)} held-out texts, so their loss and accuracy would read 0 for any model; "
-                          "raise it or hold out more (corpus.holdout). Nothing was trained: run again with --force")
+                          f"raise it or hold out more (corpus.holdout). Nothing was trained; {run_dir} holds no "
+                          "model (run it again with --force once the recipe is changed)")
     before = held_out_metrics(recipe, model, objective, data, pppl=recipe.init is not None)
     primary = "rtd_accuracy" if recipe.objective.kind == "electra" else "mlm_accuracy"
     io = StageIO("pretrain", run_dir / "checkpoints", run_dir / "logs" / "train.jsonl", resume=resume)
