@@ -186,6 +186,9 @@ def test_a_tracking_store_that_does_not_answer_is_refused_before_ray_in_seconds(
 def test_space_files_are_named_as_space_files(tmp_path: Path) -> None:
     with pytest.raises(RecipeError, match=r"--space .*nope.yaml: space file not found"):
         load_space(tmp_path / "nope.yaml")
+    (tmp_path / "adir").mkdir()
+    with pytest.raises(RecipeError, match=r"--space .*adir: is a folder, not a space file"):
+        load_space(tmp_path / "adir")
     (tmp_path / "empty.yaml").write_text("# nothing\n")
     with pytest.raises(RecipeError, match="the space file is empty; a space file names at least its name and params"):
         load_space(tmp_path / "empty.yaml")

@@ -205,7 +205,8 @@ def load_space(path: str | Path) -> SweepSpace:
 
     path = Path(path)
     if not path.is_file():
-        raise RecipeError(f"--space {path}: space file not found")
+        found = "is a folder, not a space file (a YAML file)" if path.is_dir() else "space file not found"
+        raise RecipeError(f"--space {path}: {found}")
     text = read_utf8(path, RecipeError)
     if _parses(text) and yaml.safe_load(text) is None:
         raise RecipeError(f"--space {path}: the space file is empty; a space file names at least its name and "
