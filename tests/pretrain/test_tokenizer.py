@@ -98,7 +98,11 @@ def test_cli_trains_a_tokenizer(tmp_path: Path) -> None:
                                       "--min-frequency", "1", "--out", str(tmp_path / "tok")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "tok" / "tokenizer.json").is_file()
-    assert "bpe tokenizer" in result.output
+    assert "bpe tokenizer" in result.output and "note:" not in result.output
+    more = CliRunner().invoke(app, ["tokenizer", "train", str(corpus), "--kind", "bpe", "--vocab-size", "100000",
+                                    "--min-frequency", "1", "--out", str(tmp_path / "big")])
+    assert more.exit_code == 0, more.output  # the corpus holds far fewer pieces than asked for: said, not refused
+    assert "tokens of the 100000 asked for (--vocab-size)" in " ".join(more.output.split())
 
 
 def test_cli_trains_on_a_table_column_and_names_the_missing_field(tmp_path: Path) -> None:

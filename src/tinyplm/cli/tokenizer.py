@@ -38,3 +38,7 @@ def tokenizer_train_cmd(
 
     tok = AutoTokenizer.from_pretrained(str(path))
     out.print(f"{kind} tokenizer, {len(tok)} tokens -> {path}")
+    if len(tok) < vocab_size // 2:  # the corpus ran out of pieces: a model sized to --vocab-size would waste rows
+        out.print(f"note: the corpus gave {len(tok)} tokens of the {vocab_size} asked for (--vocab-size): it holds no "
+                  "more pieces seen often enough (--min-frequency); a model from scratch is sized to the tokenizer, "
+                  "so it is that small", soft_wrap=True, markup=False)
