@@ -165,10 +165,10 @@ def test_adapter_settings_of_students_of_any_origin_are_refused_before_any_work(
                 "train": {**SHORT, **fused}}
         expected = ("students.0.train.method_options.targets: query, value is one Linear (attn.Wqkv) with key in "
                     "modernbert")
-    elif student == "arch":
-        spec = {"name": "s1", "arch": "modernbert", "shape": {"layers": 1, "hidden": 16, "heads": 4, "ffn": 20},
-                "train": {**SHORT, **fused}}
-        expected = "students.0.train.method_options.targets: query, value is one Linear (attn.Wqkv)"
+    elif student == "arch":  # a RoBERTa student built from a shape beside the BERT teacher
+        spec = {"name": "s1", "arch": "roberta", "shape": {"layers": 1, "hidden": 16, "heads": 4, "ffn": 20},
+                "train": {**SHORT, "method": "lora", "method_options": {"r": 16}}}
+        expected = "students.0.train.method_options.r = 16 is not below student s1's hidden size 16"
     else:
         lora = {"method": "lora", "method_options": {"r": 16}}
         spec = {"name": "s1", "teacher_layers": [0], "shape": {"layers": 1, "hidden": 16, "heads": 4, "ffn": 20},
