@@ -223,9 +223,13 @@ def _kill_run(recipe: Path, env: dict, run_dir: Path, moments: list[float], line
               errs: Path, kills: list[Kill]) -> None:
     """Launch, kill at each moment (see the module docstring; appended to ``kills``), relaunch
     with --resume; the last launch runs to the end. Raises ``AssertionError`` when a launch fails
-    or ends before its kill."""
+    or ends before its kill. A resumed launch has only what is left to do: where a kill came after
+    it had finished the run (results.json written: the kill met a finished process), the moments
+    left fall after the run's end, and no launch follows (``--resume`` of a finished run is refused)."""
     progress = Progress(run_dir, line)
     for k, moment in enumerate([*moments, None]):
+        if k and (run_dir / "results.json").is_file():
+            return
         err = errs / f"launch-{k}.txt"
         progress.launch()
         with err.open("w") as fh:
