@@ -303,6 +303,19 @@ def test_a_stage_whose_weights_become_nan_is_stopped_naming_the_learning_rate(ti
     assert '"loss": NaN' in (tmp_path / "log.jsonl").read_text(encoding="utf-8")  # the log line that shows it
 
 
+def _poison_at(model: torch.nn.Module, step: int):
+    """A step hook that turns ``model``'s first weight to NaN after its ``step``-th step, as an overflow would."""
+    seen: list[float] = []
+
+    def poison(progress: float) -> None:
+        seen.append(progress)
+        if len(seen) == step:
+            with torch.no_grad():
+                next(model.parameters()).fill_(float("nan"))
+
+    return poison
+
+
 def test_a_stage_that_diverges_after_a_kept_checkpoint_ends_at_that_checkpoint(tiny_model_dir: Path,
                                                                                 tmp_path: Path) -> None:
     """Weights turned NaN late (here by hand, as an overflow would) in a stage that kept a best
@@ -310,16 +323,8 @@ def test_a_stage_that_diverges_after_a_kept_checkpoint_ends_at_that_checkpoint(t
     and no evaluation of the NaN model may replace that checkpoint."""
     model, tok = load_classifier(tiny_model_dir, ("0", "1"), False)
     dev = _data(tok, 32, 1)
-    seen: list[float] = []
-
-    def poison(progress: float) -> None:  # once the stage has evaluated, its weights stop being numbers
-        seen.append(progress)
-        if len(seen) == 12:
-            with torch.no_grad():
-                next(model.parameters()).fill_(float("nan"))
-
     io = StageIO("st", tmp_path / "ckpt", tmp_path / "log.jsonl")
-    result = train(model, _data(tok, 64, 0), PredictionObjective(), io=io, step_hook=poison,
+    result = train(model, _data(tok, 64, 0), PredictionObjective(), io=io, step_hook=_poison_at(model, 12),
                    spec=_spec(epochs=4, log_every=1, eval_every=5, keep_best=True),
                    evaluate=lambda m: {"accuracy": _accuracy(m, dev)}, primary="accuracy")
     assert result.stopped_by == "diverged" and result.best_step in (5, 10)
@@ -336,16 +341,8 @@ def test_weights_broken_since_the_last_log_are_found_before_they_are_scored(tiny
     stage ends at its step-5 checkpoint instead of training on as if nothing happened."""
     model, tok = load_classifier(tiny_model_dir, ("0", "1"), False)
     dev = _data(tok, 32, 1)
-    seen: list[float] = []
-
-    def poison(progress: float) -> None:
-        seen.append(progress)
-        if len(seen) == 7:
-            with torch.no_grad():
-                next(model.parameters()).fill_(float("nan"))
-
     io = StageIO("st", tmp_path / "ckpt", tmp_path / "log.jsonl")
-    result = train(model, _data(tok, 64, 0), PredictionObjective(), io=io, step_hook=poison,
+    result = train(model, _data(tok, 64, 0), PredictionObjective(), io=io, step_hook=_poison_at(model, 7),
                    spec=_spec(epochs=4, log_every=100, eval_every=5, keep_best=True),
                    evaluate=lambda m: {"accuracy": _accuracy(m, dev)}, primary="accuracy")
     assert result.stopped_by == "diverged" and result.best_step == 5 and result.steps == 10
