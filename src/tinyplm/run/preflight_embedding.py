@@ -25,10 +25,10 @@ from tinyplm.tasks.heads import Head, Loss
 
 def trained_objectives(spec: StudentSpec) -> list[tuple[str, StageSpec]]:
     """Every training of ``spec`` as (where, the stage it is): its stages and its compress steps'
-    recoveries."""
+    recoveries (each a stage learning from the fine-tuned teacher, with the recovery's train section)."""
     out = [(f"stage {k}", st) for k, st in enumerate(spec.stage_specs())]
     out += [(f"the recovery of compress step {step_name(c)}",
-             StageSpec(data=c.recover.data, objective=c.recover.objective))
+             StageSpec(data=c.recover.data, objective=c.recover.objective, train=c.recover.train))
             for c in spec.compress if c.recover is not None]
     return out
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from tinyplm.config.base import LAYERWISE_TERMS, MLM_TERMS, ObjectiveSpec
-from tinyplm.config.compress import step_name
 from tinyplm.config.finetune import Method
 from tinyplm.config.schema import RunConfig, ShapeSpec, StageSpec, StudentSpec, TrainSpec, student_name
 from tinyplm.distill.objective import DistillObjective
@@ -23,6 +22,7 @@ from tinyplm.errors import RecipeError, TinyplmError
 from tinyplm.models import check_model_dir, resolve_model_dir, roles
 from tinyplm.models.shape import SHAPE_KEY
 from tinyplm.models.student import teacher_shape
+from tinyplm.run.preflight_embedding import trained_objectives
 from tinyplm.run.preflight_students import student_model_type
 from tinyplm.tasks.heads import Head
 from tinyplm.train.methods import split_module_problem
@@ -80,24 +80,13 @@ def _projection_trains(stage, shape: ShapeSpec | None, main: ShapeSpec) -> bool:
     return shape.hidden != teacher.hidden and any(getattr(stage.objective, t) > 0 for t in PROJECTED_TERMS)
 
 
-def _trained_stages(spec: StudentSpec) -> list[tuple[str, object]]:
-    """Each training of ``spec`` (its stages, its compress steps' recoveries, which learn from the
-    fine-tuned teacher) as (where, an object with ``teacher``, ``objective`` and ``train``)."""
-    out: list[tuple[str, object]] = [(f"stage {k}", stage) for k, stage in enumerate(spec.stage_specs())]
-    for c in spec.compress:
-        if c.recover is not None:
-            out.append((f"the recovery of compress step {step_name(c)}",
-                        SimpleNamespace(teacher="finetuned", **dict(c.recover))))
-    return out
-
-
 def _check_methods(spec: StudentSpec, shape: ShapeSpec | None, main: ShapeSpec) -> None:
     """Raise ``RecipeError`` for a stage whose method trains the task head alone (``frozen``) or
     first (``ulmfit``) while its objective never reads that head (layer-wise terms only): its loss
     would not reach a weight that trains, which the loop finds only at its first step, after the
     teacher's fine-tune. A ULMFiT stage whose terms learn a projection (``shape``'s width not the
     teacher's) trains it first, then the layers as they unfreeze: let through."""
-    for where, stage in _trained_stages(spec):
+    for where, stage in trained_objectives(spec):
         reads = HEAD_FIRST.get(stage.train.method)
         if stage.train.method is Method.ULMFIT and _projection_trains(stage, shape, main):
             continue
