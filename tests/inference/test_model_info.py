@@ -64,15 +64,21 @@ def test_heads_labels_and_regression_come_from_config(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("id2label", "said"), [
     ({"0": "negative", "2": "positive"}, "id2label numbers its outputs [0, 2]; expected 0 to 1"),
     ({"0": "positive", "1": "positive"}, "id2label names two outputs 'positive'"),
+    ({"0": "negative", "1": "positive", "label2id": {"positive": 0, "negative": 1}},
+     "id2label puts 'positive' at output 1 but label2id at 0: the two disagree"),
     (None, "problem_type regression, but its head has 2 outputs; expected num_labels 1"),
 ])
 def test_output_names_that_would_mislead_are_refused(tmp_path: Path, id2label: dict, said: str) -> None:
     """A gap in id2label's numbers renumbered the outputs without a word (label_id 1 for the config's
-    2); a name given twice lost one output's score (the scores no longer summed to 1); a regression
-    problem_type on two outputs was refused as if a task had asked for one score."""
+    2); a name given twice lost one output's score (the scores no longer summed to 1); a label2id
+    that reversed id2label was ignored (transformers reads id2label, a user's code label2id); a
+    regression problem_type on two outputs was refused as if a task had asked for one score."""
     path = make_tiny_model_dir(tmp_path / "m")
     cfg = json.loads((path / "config.json").read_text())
+    id2label = dict(id2label or {})
+    label2id = id2label.pop("label2id", None)
     changes = {"id2label": id2label} if id2label else {"problem_type": "regression"}
+    changes.update({"label2id": label2id} if label2id else {})
     (path / "config.json").write_text(json.dumps({**cfg, **changes}))
     with pytest.raises(ModelError, match=re.escape(f"{path / 'config.json'}: {said}")):
         model_info(path)

@@ -523,3 +523,21 @@ def test_an_empty_tokenizer_folder_is_named_as_such(tmp_path: Path) -> None:
     """It was refused with transformers' word about sentencepiece or tiktoken."""
     with pytest.raises(ModelError, match=r"no tokenizer files \(expected tokenizer.json or vocab.txt"):
         load_tokenizer(tmp_path, 99)
+
+
+@pytest.mark.parametrize("label2id", [{"negative": 0, "positive": 1}, {"LABEL_0": 0, "LABEL_1": 1}, None])
+def test_label2id_is_read_only_to_refuse_a_contradiction(tiny_model_dir: Path, tmp_path: Path,
+                                                         label2id: dict | None) -> None:
+    """label2id reversing id2label was loaded as id2label said; one of the same order, one of
+    transformers' default names (left beside a hand-edited id2label) or none loads as before."""
+    both = tmp_path / "both"
+    shutil.copytree(tiny_model_dir, both)
+    cfg = json.loads((both / "config.json").read_text())
+    cfg.update(id2label={"0": "negative", "1": "positive"}, label2id={"positive": 0, "negative": 1})
+    (both / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ModelError, match=r"puts 'positive' at output 1 but label2id at 0"):
+        load_classifier(both, ("negative", "positive"), is_regression=False)
+    cfg.pop("label2id")
+    cfg.update({"label2id": label2id} if label2id else {})
+    (both / "config.json").write_text(json.dumps(cfg))
+    assert load_classifier(both, ("negative", "positive"), False)[0].config.id2label == {0: "negative", 1: "positive"}

@@ -189,7 +189,7 @@ def model_info(target: Path, max_length: int | None = None, doc_stride: int | No
     if not head.row.named_by_labels or regression:  # outputs named by the head (start, end) or a score
         labels = ()
     elif id2label:  # the names it answers with: checked only where they are read
-        labels = _label_names(path, id2label)
+        labels = _label_names(path, id2label, cfg.get("label2id"))
     else:
         labels = tuple(f"LABEL_{i}" for i in range(outputs))
     run = run_task(path) or stamped_task(cfg, path)
@@ -209,11 +209,12 @@ def model_info(target: Path, max_length: int | None = None, doc_stride: int | No
                      pairs=task_pairs(run.name, run.pairs) if run and head.row.task_texts else None)
 
 
-def _label_names(path: Path, id2label: dict) -> tuple[str, ...]:
+def _label_names(path: Path, id2label: dict, label2id: object) -> tuple[str, ...]:
     """The output names ``id2label`` gives, in output order. Raises ``ModelError`` naming the file
     when its keys are not the numbers 0 to n-1 (a gap would renumber the outputs silently: a user's
-    label 2 answered as 1) or two outputs share a name (one score would hide the other's)."""
-    problem = id2label_problem(path, id2label)
+    label 2 answered as 1), two outputs share a name (one score would hide the other's) or
+    ``label2id`` puts its names at other outputs (:func:`id2label_problem`)."""
+    problem = id2label_problem(path, id2label, label2id)
     if problem:
         raise ModelError(problem)
     return tuple(str(id2label[k]) for k in sorted(id2label, key=int))

@@ -111,11 +111,13 @@ def shown(outputs: tuple[str, ...], limit: int = 12) -> str:
     return named if len(outputs) <= limit else f"{named}, ... ({len(outputs)} in all)"
 
 
-def id2label_problem(path: Path, id2label: dict) -> str | None:
+def id2label_problem(path: Path, id2label: dict, label2id: object = None) -> str | None:
     """Why ``id2label`` (of ``path``'s config.json) cannot name a head's outputs, in one line naming
     the file: keys that are not the numbers 0 to n-1 (a gap would renumber the outputs silently: a
-    user's label 2 answered as 1), two outputs sharing a name (one score would hide the other's);
-    None when it can."""
+    user's label 2 answered as 1), two outputs sharing a name (one score would hide the other's), a
+    ``label2id`` of the same names that puts some at other outputs (transformers reads id2label, a
+    pipeline or a user's code label2id: one of them answers every such label wrongly, and tinyplm
+    cannot tell which); None when it can."""
     where = f"{path / 'config.json'}: id2label"
     try:
         keys = sorted(int(k) for k in id2label)
@@ -127,7 +129,21 @@ def id2label_problem(path: Path, id2label: dict) -> str | None:
     twice = sorted({name for name in labels if labels.count(name) > 1})
     if twice:
         return f"{where} names two outputs {twice[0]!r}; expected a name of its own for each output"
-    return None
+    return _label2id_contradiction(where, labels, label2id)
+
+
+def _label2id_contradiction(where: str, labels: list[str], label2id: object) -> str | None:
+    """Why ``label2id`` contradicts ``labels`` (id2label's names in output order), when it names the
+    same labels and puts some at other outputs; None otherwise (no label2id, or one of other names:
+    transformers' defaults left beside a hand-edited id2label say nothing of the order)."""
+    if not isinstance(label2id, dict) or sorted(map(str, label2id)) != sorted(labels):
+        return None
+    moved = [(name, label2id[name]) for name in label2id if str(label2id[name]) != str(labels.index(str(name)))]
+    if not moved:
+        return None
+    name, number = moved[0]
+    return (f"{where} puts {name!r} at output {labels.index(str(name))} but label2id at {number}: the two "
+            "disagree on which output is which label; make label2id the reverse of id2label (or drop it)")
 
 
 def head_misfit(path: Path, cfg: dict, outputs: tuple[str, ...], named: bool = True) -> str | None:
@@ -135,7 +151,8 @@ def head_misfit(path: Path, cfg: dict, outputs: tuple[str, ...], named: bool = T
     whose head has ``outputs``, in one line naming the file; None when it can. ``named``: the
     task's labels name the outputs (classes, tags), so ``id2label`` must name them one by one
     (:func:`id2label_problem`); a reader's or a regression head's leftover id2label is not read."""
-    if named and isinstance(cfg.get("id2label"), dict) and (problem := id2label_problem(path, cfg["id2label"])):
+    id2label = cfg.get("id2label")
+    if named and isinstance(id2label, dict) and (problem := id2label_problem(path, id2label, cfg.get("label2id"))):
         return problem
     # transformers leaves num_labels/id2label out of config.json for the default of 2 labels.
     found = cfg.get("num_labels") or len(cfg.get("id2label") or {}) or 2
