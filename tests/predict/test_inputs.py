@@ -5,10 +5,12 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Annotated
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import Field
 
 from helpers_serve import squad_doc
 from tinyplm.errors import DataError, TinyplmError
@@ -286,3 +288,35 @@ def test_table_columns_follow_whether_the_model_reads_pairs() -> None:
         rows(b"sentence\na good film\n", "csv", task="mrpc", pairs=True)
     with pytest.raises(DataError, match="--text-column 'text' without --pair-column"):
         rows(data, "csv", task="mrpc", pairs=True, text_column="text")
+
+
+def test_a_text_of_zero_width_characters_alone_is_an_empty_text() -> None:
+    """Zero-width spaces and joiners alone were predicted (as [CLS] [SEP]: the model's answer to no
+    text at all); a word of them alone too. A joiner inside a word (an emoji sequence) is kept."""
+    got = rows("\u200b\u200d \ufeff\nok\u200b\n".encode(), "text")
+    assert "in:1: the line holds only invisible characters ('\\u200b\\u200d \\ufeff'" in got[0].error
+    assert got[1].item == TextInput("ok\u200b")
+    words = rows(json.dumps({"tokens": ["a", "\u2060"]}).encode() + b"\n" + json.dumps(
+        {"tokens": ["\U0001f469\u200d\U0001f4bb"]}).encode(), "jsonl", Head.TOKEN)
+    assert "'tokens'[1] holds" in words[0].error and words[1].item == TokensInput(("\U0001f469\u200d\U0001f4bb",))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list(" \t\n\u00a0\u3000\u200b\u200c\u200d\u2060\ufeff\u00ad\u202eab\u00e9"
+                                             "\U0001f469\U000e0001"))) | st.text())
+def test_predict_and_serve_read_the_same_texts_as_empty(text: str) -> None:
+    """serve's JSON Schema pattern (validated by pydantic-core's regex) and the readers' check
+    (predict, training files) refuse exactly the same texts."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from tinyplm.serve.api import TEXT_PATTERN
+    from tinyplm.tasks.io import encodable
+
+    adapter = TypeAdapter(Annotated[str, Field(pattern=TEXT_PATTERN)])
+    try:
+        adapter.validate_python(text)
+        served = True
+    except ValidationError:
+        served = False
+    read = rows(json.dumps({"text": text}).encode(), "jsonl")[0].error is None
+    assert read == (served and encodable(text))

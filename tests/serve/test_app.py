@@ -65,7 +65,7 @@ def test_endpoints(client: TestClient) -> None:
     (b'{"text": ', 400, "body", "a JSON body"),
     (b'{}', 422, "text", "required"),
     (b'{"text": 3}', 422, "text", "a string"),
-    (b'{"text": "  "}', 422, "text", "non-empty"),
+    (b'{"text": "  "}', 422, "text", "a visible character"),
     (b'{"txt": "a"}', 422, "txt", "no such field"),
     (b'{"inputs": []}', 422, "inputs", "at least 1"),
     (b'{"inputs": [{"text": "a"}, {"text": "b"}, {"text": "c"}, {"text": "d"}]}', 422, "inputs", "at most 3"),
@@ -212,6 +212,12 @@ def test_span_and_token_models(tmp_path: Path) -> None:
         for space in ("\u00a0", "\u3000", "a\u2009b"):  # Unicode spaces, refused in a word as predict refuses them
             assert c.post("/predict", json={"tokens": ["the", space]}).status_code == 422
         assert c.post("/predict", json={"text": "\u00a0\u2003"}).status_code == 422
+        # zero-width characters alone are an empty text (BERT's normaliser deletes them), as predict has it
+        invisible = c.post("/predict", json={"text": "\u200b \ufeff\u200d"})
+        assert invisible.status_code == 422 and "visible character" in invisible.json()["problems"][0]["expected"]
+        assert c.post("/predict", json={"tokens": ["the", "\u200b"]}).status_code == 422
+        joined = c.post("/predict", json={"tokens": ["the", "\U0001f469\u200d\U0001f4bb"]})  # ZWJ inside a word
+        assert joined.status_code == 200 and len(joined.json()["prediction"]["tags"]) == 2
 
 
 def test_an_example_that_does_not_fit_the_models_pairs_is_a_422_naming_text_pair(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from tinyplm.inference.pairs import trained_on
 from tinyplm.inference.records import Input, QAInput, TextInput, TokensInput
 from tinyplm.tasks.glue import GLUE_SPECS
 from tinyplm.tasks.heads import Head, PerHead
+from tinyplm.tasks.io import has_visible
 from tinyplm.tasks.json_layout import shown
 from tinyplm.tasks.readers.fields import Fields, check_text, record_rows, sequence_rows, text_value
 from tinyplm.tasks.readers.rows import Row, RowError
@@ -151,8 +152,9 @@ def _words(values: Mapping[str, object], key: str) -> tuple[str, ...]:
         got = "nothing" if key not in values else shown(value)
         raise RowError(f"'{key}' holds {got}, expected a non-empty list of words or a text")
     for i, word in enumerate(value):
-        if not isinstance(word, str) or not word.strip() or any(c.isspace() for c in word):
-            raise RowError(f"'{key}'[{i}] holds {shown(word)}, expected a word (a non-empty string without spaces)")
+        if not isinstance(word, str) or not has_visible(word) or any(c.isspace() for c in word):
+            raise RowError(f"'{key}'[{i}] holds {shown(word)}, expected a word (a string without spaces, "
+                           "not only invisible characters)")
         check_text(word, f"'{key}'[{i}]")
     return tuple(value)
 

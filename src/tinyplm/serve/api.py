@@ -30,16 +30,17 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapt
 
 from tinyplm.inference.records import Input, QAInput, TextInput, TokensInput
 from tinyplm.tasks.heads import Head, PerHead
+from tinyplm.tasks.io import INVISIBLE, SPACE
 from tinyplm.tasks.json_layout import EXPECTED, json_path, shown
 
 ONE, BATCH = "one", "batch"
-#: Whitespace as Python's ``str.isspace`` has it (ASCII's, the no-break and other Unicode spaces), spelled
-#: out (see the module docstring): ``predict`` refuses a text or word of these alone the same way.
-SPACE = "\t\n\v\f\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-#: A text holds at least one character that is not whitespace (search semantics, as JSON Schema's).
-TEXT_PATTERN = f"[^{SPACE}]"
-#: A word is one or more such characters, and nothing else.
-WORD_PATTERN = f"^[^{SPACE}]+$"
+#: A text holds at least one character that is neither whitespace nor an invisible format character
+#: (search semantics, as JSON Schema's): ``predict`` and the training readers refuse the same texts
+#: (:func:`~tinyplm.tasks.io.has_visible`).
+TEXT_PATTERN = f"[^{SPACE}{INVISIBLE}]"
+#: A word is one or more characters that are not whitespace, one of them visible (a zero-width joiner
+#: inside an emoji sequence is part of a word).
+WORD_PATTERN = f"^[^{SPACE}]*[^{SPACE}{INVISIBLE}][^{SPACE}]*$"
 
 
 @dataclass(frozen=True)
@@ -198,8 +199,9 @@ def _expected(err: dict) -> str:
     if kind == "json_invalid":
         return f"a JSON body ({ctx.get('error', 'malformed')})"
     if kind == "string_pattern_mismatch":
-        return "a word: a non-empty text without spaces" if ctx.get("pattern") == WORD_PATTERN else \
-            "a non-empty text (not only whitespace)"
+        if ctx.get("pattern") == WORD_PATTERN:
+            return "a word: a text without spaces, not only invisible characters"
+        return "a text with a visible character (not only whitespace or zero-width characters)"
     words = {
         "missing": "a value (this field is required)",
         "extra_forbidden": "no such field (check its name)",

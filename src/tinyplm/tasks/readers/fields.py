@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tinyplm.tasks.base import Example
-from tinyplm.tasks.io import encodable, quoted
+from tinyplm.tasks.io import encodable, has_visible, quoted
 from tinyplm.tasks.json_layout import shown
 from tinyplm.tasks.readers.rows import Row, RowError
 
@@ -79,11 +79,15 @@ def _score(value: str, bounds: tuple[float, float] | None) -> float:
 
 
 def check_text(value: str, name: str) -> str:
-    """``value`` unchanged unless it is empty, only whitespace or holds an unpaired surrogate (a
+    """``value`` unchanged unless it is empty, only whitespace or invisible characters (zero-width
+    spaces and joiners: :func:`~tinyplm.tasks.io.has_visible`), or holds an unpaired surrogate (a
     JSON escape such as ``\\ud800``, or an undecodable byte, which no tokenizer accepts);
     ``name`` says where it is (``column 'text'``). Raises :class:`RowError`."""
     if not value.strip():
         raise RowError(f"empty text in {name}")
+    if not has_visible(value):
+        raise RowError(f"{name} holds only invisible characters ({ascii(value[:40])}: zero-width or format "
+                       "characters), an empty text to a reader; give the text or drop the row")
     if not encodable(value):
         raise RowError(f"{name} holds an unpaired surrogate escape (\\ud800-\\udfff) or bytes that are not "
                        "UTF-8, which are no characters; fix the text")
