@@ -5,6 +5,7 @@ with finished trials, the cause of a trial's error): no Ray needed (a stand-in w
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -254,3 +255,16 @@ def test_a_finished_sweep_resumed_is_read_back_without_ray(tmp_path: Path, monke
     (trials_dir(job) / plans[1].key / "results.json").unlink()
     with pytest.raises(ClusterError, match="Ray was reached"):  # an unfinished trial runs on Ray
         tuner.run_sweep(job)
+
+
+def test_a_misspelt_param_key_is_named_at_its_line_of_the_space_file(tmp_path: Path) -> None:
+    """A space whose param key is misspelt was refused naming only the override it made
+    ('task.nmae=cola'), not the space file's line where the user wrote it."""
+    space = {"name": "s1", "stage": "last", "params": {"students.0.train.seed": {"grid": [1, 2]},
+                                                      "task.nmae": {"grid": ["sst2"]}}}
+    job = _job(tmp_path, space)
+    with pytest.raises(RecipeError, match=re.escape(f"{tmp_path / 'space.yaml'}:") + r"\d+: params.task.nmae: "
+                       r"a trial's recipe is not valid: override 'task.nmae=sst2': unknown key") as info:
+        check_job(job, inputs=False)
+    line = int(str(info.value).split(":")[1])
+    assert (tmp_path / "space.yaml").read_text().splitlines()[line - 1].strip().startswith("task.nmae")

@@ -239,16 +239,21 @@ def _check_domain_keys(path: Path, text: str) -> None:
     for key, domain in params.items():
         for k in domain if isinstance(domain, dict) else ():
             if k not in valid:
-                line = _line_of_key(text, str(key), str(k))
+                line = line_of(text, ("params", str(key), str(k)))
                 where = f"{path}:{line}" if line else str(path)
                 raise RecipeError(f"{where}: unknown key 'params.{key}.{k}'{did_you_mean(str(k), valid)} Valid keys "
                                   f"here: {', '.join(valid)}")
 
 
-def _line_of_key(text: str, param: str, key: str) -> int | None:
-    """1-based line of ``params: {PARAM: {KEY: ...}}`` in the YAML text."""
-    node = yaml.compose(text)
-    for part in ("params", param, key):
+def line_of(text: str, parts: tuple[str, ...]) -> int | None:
+    """1-based line of the key reached by ``parts`` (``("params", PARAM)``) in the YAML text; None
+    where the text does not parse or holds no such key."""
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    line = None
+    for part in parts:
         if not isinstance(node, yaml.MappingNode):
             return None
         match = next(((k, v) for k, v in node.value if k.value == part), None)

@@ -66,7 +66,19 @@ def _trial_recipe(job: SweepJob, key: str | None, overrides: list[str]) -> RunCo
             raise RecipeError(f"sweep {job.space.name}: {key}: uniform and loguniform draw numbers with fractions, "
                               f"which the recipe does not take there ({exc}); draw integers with randint, or "
                               "list the values with choice") from None
-        raise RecipeError(f"sweep {job.space.name}: a trial's recipe is not valid: {exc}") from None
+        raise RecipeError(f"{_param_at(job, exc)}a trial's recipe is not valid: {exc}") from None
+
+
+def _param_at(job: SweepJob, exc: RecipeError) -> str:
+    """Where the space sets the key an override error names (``SPACE.yaml:LINE: params.KEY: ``: a
+    misspelt param key is the space file's mistake, not the recipe's), else ``sweep NAME: ``."""
+    from tinyplm.config.sweep import line_of
+
+    param = next((p for p in job.space.params if f"override '{p}=" in str(exc)), None)
+    if param is None or job.space_file is None:
+        return f"sweep {job.space.name}: "
+    line = line_of(Path(job.space_file).read_text(encoding="utf-8"), ("params", str(param)))
+    return f"{job.space_file}{f':{line}' if line else ''}: params.{param}: "
 
 
 def stage_names(cfg: RunConfig) -> list[str]:
