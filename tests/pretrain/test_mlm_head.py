@@ -67,6 +67,15 @@ def test_loss_falls_and_metrics_are_reported(fitted) -> None:
     assert (out / METRICS_FILE).is_file()
 
 
+def test_the_held_out_score_reads_at_most_eval_max_windows(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Held-out texts were capped, not their windows: a corpus of long paragraphs spent most of a
+    fit scoring hundreds of windows per text, twice."""
+    long = [" ".join(CORPUS[:4] * 8)] * 8  # each about 20 windows of 32 pieces
+    m = fit_mlm_head(tiny_model_dir, long, tmp_path / "o", steps=1, batch_size=4, max_length=32, eval_fraction=0.5,
+                     eval_max=3, precision="fp32", progress=False)
+    assert m["eval_windows"] == 3
+
+
 def test_saved_dir_reloads_with_tied_decoder(fitted) -> None:
     _, out, _ = fitted
     assert has_mlm_head(out)

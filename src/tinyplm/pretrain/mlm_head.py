@@ -239,7 +239,7 @@ def fit_mlm_head(
     model + tokenizer to ``out_dir``.
 
     Masking: 15% of non-special tokens, of which 80% -> [MASK], 10% random, 10% unchanged. A
-    held-out part of ``texts`` (``eval_fraction``, at most ``eval_max`` texts) is masked once and
+    held-out part of ``texts`` (``eval_fraction``, its first ``eval_max`` windows) is masked once and
     scored before and after. Returns metrics (eval loss/accuracy before and after, first/last
     train loss, seconds, ...), also written to ``out_dir/mlm_head.json``. The save is atomic. ``resume``:
     go on from an interrupted fit's checkpoints (:func:`_claim_checkpoints`); else they are cleared.
@@ -254,6 +254,7 @@ def fit_mlm_head(
     bf16 = use_bf16(precision)
     train_texts, held_texts = split_holdout(texts, eval_fraction, seed)
     held = encode_texts(held_texts[:eval_max] or train_texts[:eval_max], tok, max_length)
+    held = held.subset(range(min(len(held), eval_max)))  # a long text is many windows: scored twice each
     masking = Masking.from_tokenizer(tok, 0.15, vocab_size=model.config.vocab_size)
     before = evaluate_head(model, held, masking, seed + 1, batch_size, bf16)
     spec = head_train_spec(steps, batch_size, lr, seed, precision)
@@ -270,7 +271,7 @@ def fit_mlm_head(
     save_model(result.model, tok, Path(out_dir))
     metrics = {
         "source": str(model_dir), "steps": result.steps, "batch_size": batch_size, "lr": lr, "seed": seed,
-        "bf16": bf16, "trainable_params": trainable, "train_texts": len(train_texts), "eval_texts": len(held),
+        "bf16": bf16, "trainable_params": trainable, "train_texts": len(train_texts), "eval_windows": len(held),
         "eval_loss_before": before["loss"], "eval_accuracy_before": before["accuracy"],
         "eval_loss_after": after["loss"], "eval_accuracy_after": after["accuracy"],
         "train_loss_first": losses[0], "train_loss_last": sum(tail) / len(tail),
