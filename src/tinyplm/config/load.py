@@ -105,7 +105,7 @@ def validate_recipe(
         err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
         loc = tuple(err["loc"])
         override = _override_for(loc, overrides or [], unknown=err["type"] == "extra_forbidden")
-        line = _line_of(text, loc) if text and not override else None
+        line = line_of(text, loc) if text and not override else None
         where = f"override '{override}'" if override else (f"{source}:{line}" if line else f"{source}")
         key = _dotted(loc)
         if err["type"] == "extra_forbidden":
@@ -212,7 +212,7 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:
+def line_of(text: str, loc: tuple[Any, ...]) -> int | None:
     """1-based line of the key at ``loc`` in the YAML text (None if not found there)."""
     try:
         node = yaml.compose(text)

@@ -229,6 +229,8 @@ def _parses(text: str) -> bool:
 def _check_domain_keys(path: Path, text: str) -> None:
     """Each ``params`` entry's keys are a domain's (the recipe loader cannot name the valid keys
     below a mapping of free keys)."""
+    from tinyplm.config.load import line_of
+
     if not _parses(text):
         return
     raw = yaml.safe_load(text)
@@ -243,21 +245,3 @@ def _check_domain_keys(path: Path, text: str) -> None:
                 where = f"{path}:{line}" if line else str(path)
                 raise RecipeError(f"{where}: unknown key 'params.{key}.{k}'{did_you_mean(str(k), valid)} Valid keys "
                                   f"here: {', '.join(valid)}")
-
-
-def line_of(text: str, parts: tuple[str, ...]) -> int | None:
-    """1-based line of the key reached by ``parts`` (``("params", PARAM)``) in the YAML text; None
-    where the text does not parse or holds no such key."""
-    try:
-        node = yaml.compose(text)
-    except yaml.YAMLError:
-        return None
-    line = None
-    for part in parts:
-        if not isinstance(node, yaml.MappingNode):
-            return None
-        match = next(((k, v) for k, v in node.value if k.value == part), None)
-        if match is None:
-            return None
-        line, node = match[0].start_mark.line + 1, match[1]
-    return line

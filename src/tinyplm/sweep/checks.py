@@ -72,7 +72,7 @@ def _trial_recipe(job: SweepJob, key: str | None, overrides: list[str]) -> RunCo
 def _param_at(job: SweepJob, exc: RecipeError) -> str:
     """Where the space sets the key an override error names (``SPACE.yaml:LINE: params.KEY: ``: a
     misspelt param key is the space file's mistake, not the recipe's), else ``sweep NAME: ``."""
-    from tinyplm.config.sweep import line_of
+    from tinyplm.config.load import line_of
 
     param = next((p for p in job.space.params if f"override '{p}=" in str(exc)), None)
     if param is None or job.space_file is None:
