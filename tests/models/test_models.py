@@ -283,6 +283,26 @@ def test_load_tokenizer_larger_than_model_vocab_raises(tmp_path: Path) -> None:
     assert len(load_tokenizer(tmp_path, 120)) == 120
 
 
+@pytest.mark.parametrize("declared", [False, True])
+def test_a_special_token_missing_from_the_vocabulary_is_refused_unless_declared(tmp_path: Path,
+                                                                                declared: bool) -> None:
+    """A vocab.txt without [SEP] loaded: transformers added [SEP] as a new id past the vocabulary,
+    an embedding row the model never trained, in every input. A special token the files declare as
+    added (as DeBERTa-v3's [MASK] is) is the model's own and loads."""
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[MASK]"] + [f"w{i}" for i in range(20)]
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    if declared:
+        tok = BertTokenizerFast(vocab=str(tmp_path / "vocab.txt"))
+        tok.add_special_tokens({"sep_token": "[SEP]"})
+        tok.save_pretrained(tmp_path)
+        assert load_tokenizer(tmp_path, 99).sep_token_id == 24
+        return
+    with pytest.raises(ModelError, match=r"vocab.txt holds no '\[SEP\]', a special token .* as id 24") as info:
+        load_tokenizer(tmp_path, 99)
+    assert str(tmp_path) in str(info.value)
+
+
 # ---- build_student ----------------------------------------------------------------------------
 
 

@@ -28,7 +28,7 @@ from tinyplm.models.roles import ROLES, usable_positions
 from tinyplm.models.safetensors_header import safetensors_shapes
 from tinyplm.models.shape import SHAPE_KEY, build_shaped, duplicate_keys
 from tinyplm.models.token_ids import padding_problem
-from tinyplm.models.tokenizer_files import check_tokenizer_files, sentencepiece_missing
+from tinyplm.models.tokenizer_files import check_tokenizer_files, refuse_added_specials, sentencepiece_missing
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.json_layout import Layout, load_json, validate
 
@@ -186,6 +186,7 @@ def load_tokenizer(path: Path, model_vocab_size: int):
             f"{path}: tokenizer has {len(tok)} tokens but the model's vocab_size is {model_vocab_size}; "
             "the tokenizer does not belong to this model"
         )
+    refuse_added_specials(Path(path), tok)
     return tok
 
 

@@ -53,3 +53,38 @@ def sentencepiece_missing(path: Path) -> str | None:
         return None
     return (f"{path}: its tokenizer is only {found[0]}, which transformers reads with the sentencepiece package: "
             "pip install sentencepiece (or save a tokenizer.json beside it)")
+
+
+def declared_added_tokens(path: Path) -> set[str]:
+    """The tokens ``path``'s tokenizer files declare as added beyond the vocabulary (tokenizer.json's
+    ``added_tokens``, added_tokens.json, tokenizer_config.json's ``added_tokens_decoder``)."""
+    declared: set[str] = set()
+    for name, read in (("tokenizer.json", lambda d: [t.get("content") for t in d.get("added_tokens") or []]),
+                       ("added_tokens.json", lambda d: list(d)),
+                       ("tokenizer_config.json",
+                        lambda d: [t.get("content") for t in (d.get("added_tokens_decoder") or {}).values()])):
+        if (path / name).is_file():
+            doc = load_json(path / name, ModelError)
+            try:
+                declared.update(str(t) for t in read(doc) if t is not None)
+            except (AttributeError, TypeError):
+                continue  # a layout transformers reads its own way: nothing declared that tinyplm can tell
+    return declared
+
+
+def refuse_added_specials(path: Path, tok) -> None:
+    """Raise ``ModelError`` naming ``path`` when a special token of ``tok`` (loaded from ``path``) is in
+    neither its vocabulary nor its declared added tokens: transformers then adds it at load (a
+    vocab.txt without ``[SEP]``) as a new id past the vocabulary, whose embedding row the model never
+    trained, so every input would carry an untrained vector."""
+    if not path.is_dir():
+        return
+    declared = declared_added_tokens(path)
+    base = tok.vocab_size
+    added = [t for t in tok.all_special_tokens if tok.convert_tokens_to_ids(t) >= base and t not in declared]
+    if added:
+        source, first = "vocab.txt" if (path / "vocab.txt").is_file() else "vocabulary", added[0]
+        raise ModelError(f"{path}: its {source} holds no {', '.join(repr(t) for t in added)}, a special token the "
+                         f"tokenizer uses; transformers would add it at load as id {tok.convert_tokens_to_ids(first)},"
+                         " an embedding the model never trained; use the model's own tokenizer files, or add the "
+                         "token to the vocabulary")
