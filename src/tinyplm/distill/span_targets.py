@@ -4,13 +4,16 @@ The teacher scores every piece of each of its windows as the answer's start and 
 another tokenizer reads the same questions and contexts in its own pieces, cut into its own windows.
 The two meet on the context's characters (each context piece's offsets, ``QAFeatures.offsets``):
 
-1. **One logit per teacher piece.** A context piece sits in one or more overlapping teacher windows;
+1. **One logit per teacher piece.** A context piece sits in one or more overlapping teacher windows
+   (a piece is known across windows by its characters and its rank among the pieces of the same
+   characters: a byte-level BPE spells one character ``é`` or ``東`` in several pieces);
    its logits are taken from the window where it has the most context on both sides (BERT's
    "max context" rule: ``min(left, right) + 0.01 * window length``), as raw logits are compared
    across windows when answers are read (``tasks.squad_features.predict_answers``).
 2. **Moved to the student's pieces.** In each student window, a teacher piece's *start* logit goes
-   to the student piece holding its first character (or the next piece, when that character is a
-   space no piece holds), its *end* logit to the student piece holding its last character. Where
+   to the first student piece holding its first character (or the next piece, when that character
+   is a space no piece holds), its *end* logit to the last student piece holding its last character:
+   the pieces the student's own answer labels take (``tasks.squad_features``). Where
    several teacher pieces land on one student piece (the student's pieces are longer), their
    logits add as probabilities (log-sum-exp); a student piece no teacher piece lands on (its
    pieces are shorter) gets :data:`NO_MASS`, as do the question and separator pieces.
@@ -66,6 +69,7 @@ def by_characters(teacher_logits: Tensor, teacher: QAFeatures, student: QAFeatur
                          f"{len(s_examples)}: targets across tokenizers need the same questions")
     logits = teacher_logits.float().numpy()
     pieces, windows = _teacher_pieces(logits, teacher)
+    pieces = {owner: _trimmed(p, _read_characters(student, owner)) for owner, p in pieces.items()}
     out = np.full((len(student), width, 2), NO_MASS, dtype=np.float32)
     for f, owner in enumerate(student.example):
         ctx = np.array([k for k, o in enumerate(student.offsets[f]) if o is not None], dtype=np.int64)
@@ -76,13 +80,38 @@ def by_characters(teacher_logits: Tensor, teacher: QAFeatures, student: QAFeatur
         lo, hi = int(starts[0]), int(ends[-1])
         p = pieces[owner]
         inside = (p.first >= lo) & (p.end <= hi)
-        at_start = np.searchsorted(starts, p.first[inside], side="right") - 1
-        at_start = np.where((at_start >= 0) & (ends[np.maximum(at_start, 0)] > p.first[inside]), at_start, at_start + 1)
+        at_start = np.searchsorted(ends, p.first[inside], side="right")  # the first piece ending past it
         _add_mass(out[f, :, 0], ctx, at_start, p.start_logit[inside])
         at_end = np.searchsorted(starts, p.end[inside] - 1, side="right") - 1
         _add_mass(out[f, :, 1], ctx, at_end, p.end_logit[inside])
         out[f, 0] = _nearest_window(windows[owner], lo, hi).cls
     return torch.from_numpy(out)
+
+
+def _read_characters(features: QAFeatures, owner: int) -> np.ndarray:
+    """Which characters of example ``owner``'s context a piece of ``features`` holds (True), over all
+    its windows: a WordPiece tokenizer's pieces hold no space."""
+    spans = [o for f, o_ in enumerate(features.example) if o_ == owner for o in features.offsets[f] if o is not None]
+    read = np.zeros(max((end for _, end in spans), default=0) + 1, dtype=bool)
+    for first, end in spans:
+        read[first:end] = True
+    return read
+
+
+def _trimmed(p: _Pieces, read: np.ndarray) -> _Pieces:
+    """``p`` with each piece's characters cut to those from the first to the last that ``read`` marks
+    (the student holds): a byte-level BPE or sentencepiece teacher's piece holds the space before its
+    word, which a WordPiece student's pieces leave out, so its first character would lie before the
+    student's piece of the word (and before a window starting there). A piece of no such character
+    stays as it is."""
+    at = np.arange(len(read))
+    following = np.minimum.accumulate(np.where(read, at, len(read))[::-1])[::-1]  # first read char >= c
+    preceding = np.maximum.accumulate(np.where(read, at, -1))  # last read char <= c
+    first = np.clip(p.first, 0, len(read) - 1)
+    last = np.clip(p.end - 1, 0, len(read) - 1)
+    new_first, new_last = following[first], preceding[last]
+    keep = (new_first < p.end) & (new_last >= p.first) & (p.end > p.first)
+    return _Pieces(np.where(keep, new_first, p.first), np.where(keep, new_last + 1, p.end), p.start_logit, p.end_logit)
 
 
 def _add_mass(row: np.ndarray, ctx: np.ndarray, at: np.ndarray, values: np.ndarray) -> None:
@@ -111,18 +140,29 @@ def _teacher_pieces(logits: np.ndarray, teacher: QAFeatures) -> tuple[dict[int, 
         score = np.minimum(j, len(ctx) - 1 - j) + 0.01 * len(ctx)
         first = np.array([offs[k][0] for k in ctx], dtype=np.float64)
         end = np.array([offs[k][1] for k in ctx], dtype=np.float64)
-        rows[owner].append(np.stack([first, end, logits[w, ctx, 0], logits[w, ctx, 1], score], axis=1))
+        rows[owner].append(np.stack([first, end, logits[w, ctx, 0], logits[w, ctx, 1], score,
+                                     _rank_among_same(first, end)], axis=1))
     pieces = {}
     for owner, parts in rows.items():
         table = np.concatenate(parts)
-        order = np.lexsort((-table[:, 4], table[:, 0]))  # by first character, best context first
+        order = np.lexsort((-table[:, 4], table[:, 5], table[:, 1], table[:, 0]))  # a piece's best context first
         table = table[order]
-        _, keep = np.unique(table[:, 0], return_index=True)
+        _, keep = np.unique(table[:, [0, 1, 5]], axis=0, return_index=True)  # sorted by first character
         table = table[keep]
         pieces[owner] = _Pieces(table[:, 0].astype(np.int64), table[:, 1].astype(np.int64), table[:, 2], table[:, 3])
     for owner in windows:
         pieces.setdefault(owner, _Pieces(*(np.zeros(0, dtype=np.int64),) * 2, np.zeros(0), np.zeros(0)))
     return pieces, windows
+
+
+def _rank_among_same(first: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Each piece's rank among the consecutive pieces of the same characters before it (0 for most;
+    1, 2 ... for the second and later byte pieces of one character)."""
+    rank = np.zeros(len(first))
+    for k in range(1, len(first)):
+        if first[k] == first[k - 1] and end[k] == end[k - 1]:
+            rank[k] = rank[k - 1] + 1
+    return rank
 
 
 def _nearest_window(windows: list[_Window], lo: int, hi: int) -> _Window:
