@@ -109,6 +109,24 @@ def test_a_sentence_longer_than_the_max_length_is_tagged_in_windows(tmp_path: Pa
         assert tags[first_new:start + 14] == window[first_new - start:len(window)]
 
 
+def test_a_tokenizer_that_cuts_on_the_left_tags_the_same_words(tmp_path: Path) -> None:
+    """A tagger whose tokenizer was saved with truncation_side left lost a long sentence's first
+    words: the windows took the words up to the last one read as read, so the dropped first words
+    were tagged O without being read. Words are read from the first, whatever the tokenizer says."""
+    import json
+
+    from conftest import WORDS
+
+    model_dir = make_tiny_head_dir(tmp_path / "ner", "token")
+    words = tuple(WORDS[i % len(WORDS)] for i in range(40))
+    right = Predictor.load(model_dir, max_length=16).predict([TokensInput(words)])[0].tags
+    config = json.loads((model_dir / "tokenizer_config.json").read_text())
+    (model_dir / "tokenizer_config.json").write_text(json.dumps({**config, "truncation_side": "left"}))
+    left = Predictor.load(model_dir, max_length=16)
+    assert left.tokenizer.truncation_side == "left"  # the tokenizer is loaded as saved
+    assert left.predict([TokensInput(words)])[0].tags == right
+
+
 def test_length_groups_cover_everything_once_and_beat_one_pass() -> None:
     rng = np.random.default_rng(0)
     lengths = rng.integers(3, 60, size=32).tolist()

@@ -16,6 +16,7 @@ gives each word the pieces the model read in pre-training. Its pre-split mode
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -80,12 +81,24 @@ def encode_tagged(sentences: Sequence[Sequence[str]], tags: Sequence[Sequence[st
     return Tagged(ids, types, labels, firsts, int(pad), starts)
 
 
+def from_the_start(tokenizer):
+    """``tokenizer``, cutting a long text at its end whatever its ``truncation_side``: a tagger reads a
+    sentence's words from the first (the words past a cut are tagged ``O`` in evaluation and read in
+    the next window by ``predict``), so a tokenizer saved with ``truncation_side: left`` would drop
+    the first words unread. A shallow copy: the caller's tokenizer is left as it is."""
+    if getattr(tokenizer, "truncation_side", "right") == "right":
+        return tokenizer
+    turned = copy.copy(tokenizer)
+    turned.truncation_side = "right"
+    return turned
+
+
 def word_pieces(sentences: Sequence[Sequence[str]], tokenizer, max_length: int | None = None):
     """``tokenizer``'s encoding of each sentence's words joined by single spaces (running text), with
     offsets and the special-tokens mask for :func:`piece_words`; cut to ``max_length`` when given."""
     cut = {"truncation": True, "max_length": max_length} if max_length else {}
-    return tokenizer([" ".join(s) for s in sentences], return_token_type_ids=True, return_offsets_mapping=True,
-                     return_special_tokens_mask=True, **cut)
+    return from_the_start(tokenizer)([" ".join(s) for s in sentences], return_token_type_ids=True,
+                                     return_offsets_mapping=True, return_special_tokens_mask=True, **cut)
 
 
 def piece_words(offsets: Sequence[Sequence[int]], special: Sequence[int], words: Sequence[str]) -> list[int | None]:
