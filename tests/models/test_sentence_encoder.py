@@ -4,6 +4,7 @@ here; save -> load round trips; read_layout's errors; encode_texts keeps the inp
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 from pathlib import Path
@@ -432,3 +433,14 @@ def test_weights_that_do_not_fit_the_config_are_named_by_tensor(tmp_path):
     with pytest.raises(ModelError, match=r"model\.safetensors: does not fit .*config\.json: tensor "
                                          r"\S*word_embeddings\.weight is \[99, 32\] in the file but \[50, 32\]"):
         load_sentence_encoder(folder)
+
+
+def test_a_tokenizer_that_pads_on_the_left_gives_each_text_its_own_vector(mean_model) -> None:
+    """A tokenizer saved with padding_side left shifted every shorter text's positions by its
+    padding (absolute positions), so a text's vector depended on the texts batched with it."""
+    model, tok = mean_model
+    tok = copy.copy(tok)
+    tok.padding_side = "left"
+    alone = encode_texts(model, tok, TEXTS, batch_size=1)
+    np.testing.assert_allclose(encode_texts(model, tok, TEXTS, batch_size=len(TEXTS)), alone, atol=1e-5)
+    assert tok.padding_side == "left"  # the caller's tokenizer is not changed

@@ -359,7 +359,8 @@ def encode_texts(model: SentenceEncoder, tokenizer, texts: Sequence[str], max_le
             for start in range(0, len(order), batch_size):
                 rows = order[start:start + batch_size]
                 batch = tokenizer.pad({k: [encoded[k][i] for i in rows] for k in keys}, padding=True,
-                                      return_attention_mask=True, return_tensors="pt")
+                                      return_attention_mask=True, return_tensors="pt",
+                                      padding_side="right")  # a tokenizer saved with left moves every position
                 vectors = model(**{k: v.to(device) for k, v in batch.items()})
                 out[rows] = vectors.float().cpu().numpy()
     finally:
