@@ -457,3 +457,40 @@ def test_squad_students_learn_the_span_logits_of_the_teachers_runtime_form(tmp_p
     torch.testing.assert_close(cached, predict_logits(ov, windows, batch_size=128))
     for name in ("s1", "s2"):
         assert 0.0 <= record.stage(name).metrics["f1"] <= 100.0
+
+
+def _slow(folder: Path) -> Path:
+    """``folder``'s tokenizer made a slow one of the same vocabulary (a class transformers has no fast
+    form of), as a user's checkpoint without tokenizer.json may be."""
+    (folder / "tokenizer.json").unlink(missing_ok=True)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config.pop("backend", None)
+    config.update(tokenizer_class="BertJapaneseTokenizer", word_tokenizer_type="basic",
+                  subword_tokenizer_type="wordpiece")
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    return folder
+
+
+@pytest.mark.parametrize("task", ["squad", "conll2003"])
+def test_a_slow_tokenizer_on_a_task_read_by_offsets_is_refused_before_any_work(tmp_path: Path, task: str) -> None:
+    """validate said ok and the run failed at the first encoding (a KeyError on offset_mapping for
+    SQuAD, after the teacher's fine-tune where a student's start was slow); evaluate and predict
+    of a reader ended in a traceback. Each is refused naming the folder and what to save."""
+    from helpers_serve import make_tiny_head_dir
+    from tinyplm.errors import ModelError
+    from tinyplm.models import load_classifier
+
+    write_tiny_squad(tmp_path) if task == "squad" else write_tiny_conll(tmp_path, sentences=40)
+    section = {"name": task, "data_dir": str(tmp_path), "max_length": 48}
+    section.update({"doc_stride": 16, "max_query_length": 8, "train_articles": 2} if task == "squad" else {})
+    teacher = _slow(make_tiny_model_dir(tmp_path / "tiny"))
+    raw = tiny_recipe(tmp_path, teacher, tmp_path, task=section, students=[_student()])
+    from tinyplm.run import preflight
+
+    with pytest.raises(ModelError, match=rf"{teacher}: its tokenizer \(BertJapaneseTokenizer\) is a slow one.*teacher"):
+        preflight(validate_recipe(raw))
+    head = "span" if task == "squad" else "token"
+    model = _slow(make_tiny_head_dir(tmp_path / "m", head))
+    with pytest.raises(ModelError, match="is a slow one, without character offsets"):
+        load_classifier(model, () if head == "span" else TAGS, False, head)
+    assert not (tmp_path / "runs").exists()

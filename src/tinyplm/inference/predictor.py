@@ -142,9 +142,7 @@ class Predictor:
     def _load_classifier(cls, info: ModelInfo, batch_size: int, split_by_length: bool,
                          max_length: int | None) -> Predictor:
         """A classifier, QA model or tagger (``load_classifier``) for ``info``."""
-        model, tokenizer = load_classifier(info.path, info.labels, info.is_regression, info.head)
-        if info.head.row.words and not getattr(tokenizer, "is_fast", False):
-            raise TinyplmError(f"{info.path}: a tagger needs a fast tokenizer (tokenizer.json) to align words")
+        model, tokenizer = load_classifier(info.path, info.labels, info.is_regression, info.head)  # offsets: fast
         pieces = PieceCache.of(tokenizer) if info.head.row.piece_memo else None
         config = getattr(getattr(model, "config", None), "to_dict", dict)()
         pairs = segment_problem(info.path, config, tokenizer) if info.head.row.fields.pair else None

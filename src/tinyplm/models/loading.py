@@ -27,7 +27,7 @@ from tinyplm.models.quantized import QUANT_KEY, load_quantized
 from tinyplm.models.roles import ROLES, usable_positions
 from tinyplm.models.safetensors_header import safetensors_shapes
 from tinyplm.models.shape import SHAPE_KEY, build_shaped, duplicate_keys
-from tinyplm.models.token_ids import padding_problem
+from tinyplm.models.token_ids import offsets_problem, padding_problem
 from tinyplm.models.tokenizer_files import check_tokenizer_files, refuse_added_specials, sentencepiece_missing
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.json_layout import Layout, load_json, validate
@@ -314,7 +314,7 @@ def load_classifier(path: Path, labels: tuple[str, ...], is_regression: bool, he
     if not has_head and any(row.auto_suffix in a for a in cfg.get("architectures") or []):
         fresh_head(model)  # a trained head replaced (replace_head): none of its weights is kept
     tokenizer = load_tokenizer(path, model.config.vocab_size)
-    problem = padding_problem(path, cfg, tokenizer)
+    problem = padding_problem(path, cfg, tokenizer) or offsets_problem(path, tokenizer, head)
     if problem:
         raise ModelError(problem)
     return model, tokenizer

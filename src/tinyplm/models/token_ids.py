@@ -69,3 +69,14 @@ def padding_problem(folder, config: dict, tokenizer) -> str | None:
     return (f"{folder}/config.json: pad_token_id {ours}, but the tokenizer pads with id {theirs} "
             f"({tokenizer.pad_token!r}); a {config.get('model_type')} model counts positions from its padding id, "
             f"so every position would shift and id {ours} read as padding; expected pad_token_id {theirs}")
+
+
+def offsets_problem(folder, tokenizer, head) -> str | None:
+    """Why the tokenizer of the model in ``folder`` cannot serve a task of ``head`` (a
+    :class:`~tinyplm.tasks.heads.Head`): the head reads examples through character offsets
+    (tagged words, answers in contexts), which only a fast tokenizer gives; None when it can."""
+    if not head.row.offsets or getattr(tokenizer, "is_fast", False):
+        return None
+    reads = "aligns words to pieces" if head.row.words else "cuts answers from contexts"
+    return (f"{folder}: its tokenizer ({type(tokenizer).__name__}) is a slow one, without character offsets, and "
+            f"a {head} task {reads} by offsets; save the model's fast tokenizer (tokenizer.json) beside it")

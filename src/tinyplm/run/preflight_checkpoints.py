@@ -16,7 +16,7 @@ from tinyplm.models.head_labels import head_misfit, head_outputs
 from tinyplm.models.loading import FORMAT_KEY, QUANT_KEY
 from tinyplm.models.pooling import read_layout
 from tinyplm.models.sentence_fit import config_positions, own_limit
-from tinyplm.models.token_ids import segment_problem
+from tinyplm.models.token_ids import offsets_problem, segment_problem
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.squad_features import window_problem
@@ -28,6 +28,7 @@ def check_checkpoints(cfg: RunConfig, data: TaskData, src: Path, model_cfg: dict
     _check_window(cfg, model_cfg, src)
     _check_segments(cfg, data, src, model_cfg)
     _check_doc_stride(cfg, data, src, model_cfg)
+    _check_offsets(cfg, data, src, model_cfg)
 
 
 def check_task_head(data: TaskData, src: Path, model_cfg: dict, *, finetuned: bool) -> str | None:
@@ -73,6 +74,18 @@ def _check_segments(cfg: RunConfig, data: TaskData, src: Path, model_cfg: dict) 
         problem = segment_problem(folder, config, load_tokenizer(folder, int(config["vocab_size"])), who)
         if problem:
             raise ModelError(f"{problem} (task '{data.task}' is a pair task)")
+
+
+def _check_offsets(cfg: RunConfig, data: TaskData, src: Path, model_cfg: dict) -> None:
+    """A task read through character offsets (tagging, SQuAD) on a checkpoint whose tokenizer is slow
+    is refused before any work, naming it: the first encoding failed, after the teacher's fine-tune
+    where a student's start was slow."""
+    head = Head(data.head)
+    if not head.row.offsets:
+        return
+    for who, folder, config in read_checkpoints(cfg, src, model_cfg):
+        if problem := offsets_problem(folder, load_tokenizer(folder, int(config["vocab_size"])), head):
+            raise ModelError(f"{problem} (the {who})")
 
 
 def _check_doc_stride(cfg: RunConfig, data: TaskData, src: Path, model_cfg: dict) -> None:

@@ -193,6 +193,12 @@ class HeadRow:
         return self.labels is LabelKind.NONE
 
     @property
+    def offsets(self) -> bool:
+        """Whether examples are read through a fast tokenizer's character offsets (words aligned to
+        pieces, answers cut from contexts): a slow tokenizer (no ``tokenizer.json``) cannot serve it."""
+        return self.words or self.windows
+
+    @property
     def piece_labels(self) -> bool:
         """Whether the labels are one per word piece ``(N, width)``, cut to each batch's width."""
         return self.labels is LabelKind.TAGS
