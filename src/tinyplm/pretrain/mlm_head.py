@@ -218,6 +218,12 @@ def head_train_spec(steps: int, batch_size: int, lr: float, seed: int, precision
                      keep_best=False, precision=precision, seed=seed)
 
 
+def _held_windows(texts: list[str], tok, max_length: int, most: int) -> Encoded:
+    """The first ``most`` windows of ``texts`` (a long text is many windows, each scored twice)."""
+    held = encode_texts(texts, tok, max_length)
+    return held.subset(range(min(len(held), most)))
+
+
 def fit_mlm_head(
     model_dir: Path,
     texts: list[str],
@@ -253,8 +259,7 @@ def fit_mlm_head(
     model, tok, trainable = _setup(model_dir, seed)
     bf16 = use_bf16(precision)
     train_texts, held_texts = split_holdout(texts, eval_fraction, seed)
-    held = encode_texts(held_texts[:eval_max] or train_texts[:eval_max], tok, max_length)
-    held = held.subset(range(min(len(held), eval_max)))  # a long text is many windows: scored twice each
+    held = _held_windows(held_texts[:eval_max] or train_texts[:eval_max], tok, max_length, eval_max)
     masking = Masking.from_tokenizer(tok, 0.15, vocab_size=model.config.vocab_size)
     before = evaluate_head(model, held, masking, seed + 1, batch_size, bf16)
     spec = head_train_spec(steps, batch_size, lr, seed, precision)
