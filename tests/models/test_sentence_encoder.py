@@ -444,3 +444,21 @@ def test_a_tokenizer_that_pads_on_the_left_gives_each_text_its_own_vector(mean_m
     alone = encode_texts(model, tok, TEXTS, batch_size=1)
     np.testing.assert_allclose(encode_texts(model, tok, TEXTS, batch_size=len(TEXTS)), alone, atol=1e-5)
     assert tok.padding_side == "left"  # the caller's tokenizer is not changed
+
+
+def test_a_lower_cased_tokenizer_lower_cases_once_saved(tmp_path) -> None:
+    """lowercase() put a Lowercase normalizer in front but left do_lower_case false, and transformers
+    rebuilds a BERT tokenizer's normalizer from that setting when it loads: a student saved with the
+    tokenizer read capitals in tinyplm (as [UNK]) and lower-cased in sentence-transformers."""
+    from transformers import BertTokenizerFast
+
+    from tinyplm.models.loading import load_tokenizer
+    from tinyplm.models.sentence import lowercase
+
+    tok = BertTokenizerFast(vocab={t: i for i, t in enumerate(tiny_vocab())}, do_lower_case=False)
+    assert tok("The MOVIE")["input_ids"] != tok("the movie")["input_ids"]
+    lowercase(tok)
+    assert tok("The MOVIE")["input_ids"] == tok("the movie")["input_ids"]
+    tok.save_pretrained(tmp_path)
+    back = load_tokenizer(tmp_path, len(tok))
+    assert back("The MOVIE")["input_ids"] == back("the movie")["input_ids"]

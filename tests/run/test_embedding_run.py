@@ -318,3 +318,25 @@ def test_a_tokenizer_limit_under_the_positions_is_the_models_own_length_everywhe
     recipe.write_text(yaml.safe_dump(raw))
     notes = preflight(load_recipe(recipe)).notes
     assert len(notes) == 1 and "set task.eval_max_length: 40" in notes[0]
+
+
+def test_the_run_reads_text_as_the_teachers_layout_says(tmp_path: Path) -> None:
+    """A sentence model of the older form (a cased tokenizer, do_lower_case: true in
+    sentence_bert_config.json) was read by embed-eval lower-cased and by a run as it was cased: the
+    teacher's targets, every metric and the final choice came from text its model never reads so."""
+    from tinyplm.run import preflight
+
+    path = _recipe(tmp_path, [])
+    teacher = tmp_path / "teacher"
+    settings = teacher / "tokenizer_config.json"
+    settings.write_text(json.dumps({**json.loads(settings.read_text()), "do_lower_case": False}))
+    layout = teacher / "sentence_bert_config.json"
+    layout.write_text(json.dumps({**json.loads(layout.read_text()), "do_lower_case": True}))
+    checked = preflight(load_recipe(path))
+    assert checked.tokenizer("The MOVIE")["input_ids"] == checked.tokenizer("the movie")["input_ids"]
+    layout.write_text(json.dumps({**json.loads(layout.read_text()), "do_lower_case": False}))
+    from tinyplm.run.read_once import reading_once
+
+    with reading_once():  # read anew: without the layout's word the tokenizer keeps the case
+        cased = preflight(load_recipe(path)).tokenizer
+    assert cased("The MOVIE")["input_ids"] != cased("the movie")["input_ids"]

@@ -242,7 +242,9 @@ def _load_dense(folder: Path, layer: DenseLayer) -> None:
 
 def lowercase(tokenizer) -> None:
     """Make ``tokenizer`` lower-case its input, as ST's Transformer does for ``do_lower_case``: a
-    ``Lowercase`` normalizer first, unless the normalizer already has one."""
+    ``Lowercase`` normalizer first, unless the normalizer already has one; and a tokenizer class with
+    a ``do_lower_case`` setting gets it on, so that a saved copy lower-cases too (transformers builds
+    such a class's normalizer from the setting when it loads, dropping a ``Lowercase`` it does not ask for)."""
     if not getattr(tokenizer, "is_fast", False):
         target = tokenizer if hasattr(tokenizer, "do_lower_case") else tokenizer.basic_tokenizer
         target.do_lower_case = True
@@ -255,6 +257,18 @@ def lowercase(tokenizer) -> None:
     parts = list(current) if isinstance(current, Chain) else [] if current is None else [current]
     if not any(isinstance(part, Lowercase) for part in parts):
         backend.normalizer = Chain([Lowercase(), *parts])
+    if hasattr(tokenizer, "do_lower_case"):
+        tokenizer.do_lower_case = True
+        tokenizer.init_kwargs["do_lower_case"] = True
+
+
+def read_as_layout(tokenizer, path: Path) -> None:
+    """Make ``tokenizer`` (of the sentence-transformers folder ``path``'s encoder) read text as the
+    folder's layout says (``do_lower_case``), as :func:`load_sentence_encoder` does; a folder
+    without modules.json is left as it is."""
+    layout = read_layout(Path(path))
+    if layout is not None and layout.do_lower_case:
+        lowercase(tokenizer)
 
 
 def _one_line(exc: BaseException, limit: int = 300) -> str:

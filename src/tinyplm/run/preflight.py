@@ -34,10 +34,10 @@ from tinyplm.models.pooling import layout_similarity
 from tinyplm.models.roles import ROLES
 from tinyplm.models.sentence_fit import check_sentence_dir
 from tinyplm.models.student import model_type_of
-from tinyplm.models.token_ids import padding_problem, token_id_mismatch
+from tinyplm.models.token_ids import token_id_mismatch
 from tinyplm.pretrain.corpus import corpus_files, read_corpus
 from tinyplm.pretrain.mlm_head import check_bert, has_mlm_head
-from tinyplm.run.preflight_checkpoints import check_checkpoints, check_task_head, eval_length_note
+from tinyplm.run.preflight_checkpoints import check_checkpoints, check_task_head, eval_length_note, teacher_tokenizer
 from tinyplm.run.preflight_classic import check_vocabularies
 from tinyplm.run.preflight_compress import check_compress, compress_notes, shared_layer_notes
 from tinyplm.run.preflight_corpus import check_corpus_stages
@@ -101,9 +101,7 @@ def preflight(cfg: RunConfig, run_dir: Path | None = None) -> Preflight:
     model_cfg = check_model_dir(enc)
     if not model_cfg.get(FORMAT_KEY):  # an ONNX or OpenVINO teacher's config is read by its runtime
         check_config(enc)
-    tok = once(load_tokenizer, enc, int(model_cfg["vocab_size"]))
-    if padding := padding_problem(enc, model_cfg, tok):
-        raise ModelError(padding)
+    tok = teacher_tokenizer(src, enc, model_cfg, Head(data.head))
     stages = [(spec, st) for spec in cfg.students for st in spec.stage_specs()]
     _check_config_limits(cfg, model_cfg, enc)
     check_checkpoints(cfg, data, enc, model_cfg)

@@ -15,8 +15,10 @@ from tinyplm.models.classic.io import is_family_dir
 from tinyplm.models.head_labels import head_misfit, head_outputs
 from tinyplm.models.loading import FORMAT_KEY, QUANT_KEY
 from tinyplm.models.pooling import read_layout
+from tinyplm.models.sentence import read_as_layout
 from tinyplm.models.sentence_fit import config_positions, own_limit
-from tinyplm.models.token_ids import offsets_problem, segment_problem
+from tinyplm.models.token_ids import offsets_problem, padding_problem, segment_problem
+from tinyplm.run.read_once import once
 from tinyplm.tasks.base import TaskData
 from tinyplm.tasks.heads import Head
 from tinyplm.tasks.squad_features import window_problem
@@ -140,3 +142,15 @@ def eval_length_note(cfg: RunConfig, data: TaskData, src: Path, model_cfg: dict,
             f"reads {own} (its own limit, as sentence-transformers and tinyplm embed-eval read it), so a text "
             f"longer than {min(own, asked)} pieces scores otherwise than they score it; set "
             f"task.eval_max_length: {own} to read as they do")
+
+
+def teacher_tokenizer(src: Path, enc: Path, model_cfg: dict, head: Head):
+    """The tokenizer of the teacher ``src`` (its encoder folder ``enc``), reading text as a sentence
+    model's layout says (``do_lower_case``) where the run is judged on vectors; refused
+    (``ModelError``) when the model would not read its padding as padding."""
+    tok = once(load_tokenizer, enc, int(model_cfg["vocab_size"]))
+    if head.row.vectors:  # the splits are encoded as the teacher's layout reads text
+        read_as_layout(tok, src)
+    if padding := padding_problem(enc, model_cfg, tok):
+        raise ModelError(padding)
+    return tok
