@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import sys
 from pathlib import Path
@@ -60,9 +61,14 @@ def test_default_places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert mlflow_uri(True, run_dir) == (tmp_path / "runs" / "mlruns").as_uri()  # beside the run dir
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
     assert mlflow_uri(True, run_dir) == "http://127.0.0.1:5000"  # MLflow's own variable wins for `true`
-    assert mlflow_uri("sqlite:///x.db", run_dir) == "sqlite:///x.db"
     monkeypatch.chdir(tmp_path)
     assert mlflow_uri("store", run_dir) == (tmp_path / "store").as_uri()  # a folder: a file store
+    # a store in a local folder or file is kept absolute: a --resume from elsewhere finds it again
+    assert mlflow_uri("sqlite:///x.db", run_dir) == f"sqlite:///{tmp_path / 'x.db'}"
+    assert mlflow_uri(f"sqlite:///{tmp_path / 'y.db'}", run_dir) == f"sqlite:///{tmp_path / 'y.db'}"
+    assert mlflow_uri("file:rel", run_dir) == (tmp_path / "rel").as_uri()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "envrel")  # a plain folder in the environment, as in the recipe
+    assert mlflow_uri(True, run_dir) == (tmp_path / "envrel").as_uri()
     assert tensorboard_dir(True, run_dir) == run_dir / "tensorboard"
     assert tensorboard_dir("tb", run_dir) == Path("tb")
 
@@ -193,6 +199,43 @@ def test_a_tracking_uri_that_cannot_be_read_is_named(tmp_path: Path, value: str,
     """A malformed URI was a ValueError traceback from validate and run."""
     with pytest.raises(TrackingError, match=re.escape(f"tracking.mlflow: {said}")):
         check_places(TrackingSpec(mlflow=value), tmp_path / "run")
+
+
+def test_a_store_mlflow_cannot_open_is_refused_before_the_run_dir_is_claimed(tmp_path: Path) -> None:
+    """A scheme MLflow has no store for was refused when the run opened its tracking, after the run
+    dir was claimed: the corrected command was then refused as a run left unfinished."""
+    with pytest.raises(TrackingError, match=r"tracking.mlflow: cannot open my:store \("):
+        check_places(TrackingSpec(mlflow="my:store"), tmp_path / "run")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_server_that_stops_answering_costs_a_bounded_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MLflow's own limits (120 s a request, seven tries with growing waits) held a run's training
+    loop for minutes at each call to a server that had stopped answering; the backend bounds them
+    unless the environment sets them (here made short, to keep the test quick)."""
+    import socket
+    import time
+
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+
+    import tinyplm.track.mlflow_backend as backend
+
+    monkeypatch.setattr(backend, "REQUEST_LIMITS", {"MLFLOW_HTTP_REQUEST_TIMEOUT": "1",
+                                                    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1"})
+    for key in backend.REQUEST_LIMITS:
+        monkeypatch.delenv(key, raising=False)
+    backend.bound_requests()
+    with socket.socket() as silent:  # takes connections (the backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        start = time.monotonic()
+        with pytest.raises(Exception, match="timed out|Max retries"):
+            MlflowClient(f"http://127.0.0.1:{silent.getsockname()[1]}").log_batch("r", metrics=[Metric("m", 1.0, 0, 0)])
+        assert time.monotonic() - start < 15
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "77")
+    backend.bound_requests()
+    assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "77"  # the user's own setting is kept
 
 
 def test_places_are_checked_without_making_anything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

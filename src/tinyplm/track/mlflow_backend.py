@@ -21,6 +21,22 @@ from pathlib import Path
 from tinyplm.track.base import RunStatus
 from tinyplm.track.points import Artifact, Point
 
+#: How long one request to an MLflow server may wait for its answer, and how often it is tried again,
+#: while the run trains (unless the environment sets them): MLflow's own defaults (120 s, seven tries
+#: with growing waits) held a run for minutes at each call to a server that had stopped answering, and
+#: the calls are made from the training loop. A failed call costs the run a bounded wait and a warning,
+#: then the store is left out (``track.tracker``).
+REQUEST_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1"}
+
+
+
+def bound_requests() -> None:
+    """Put :data:`REQUEST_LIMITS` in this process's environment, where the environment does not set
+    them already (MLflow reads them at each request)."""
+    for key, value in REQUEST_LIMITS.items():
+        os.environ.setdefault(key, value)
+
+
 #: MLflow's most metrics, parameters and tags in one log_batch call.
 MAX_METRICS, MAX_PARAMS, MAX_TAGS = 1000, 100, 100
 PARENT_TAG = "mlflow.parentRunId"  # mlflow.utils.mlflow_tags.MLFLOW_PARENT_RUN_ID
@@ -55,6 +71,7 @@ class MlflowBackend:
                  run_id: str | None = None) -> None:
         if uri.startswith("file:"):
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        bound_requests()
         from mlflow.tracking import MlflowClient
 
         self.uri = uri

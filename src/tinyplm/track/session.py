@@ -54,8 +54,8 @@ def check_places(spec: TrackingSpec, run_dir: Path) -> None:
     """Raise a ``TinyplmError`` naming the recipe key when a place ``spec`` sends the run in
     ``run_dir`` to cannot be used, before the run dir is claimed: an MLflow file store or a
     TensorBoard folder that is a file or under one, or where nothing can be made (nothing is made
-    here), and an MLflow server that does not answer (:func:`mlflow_problem`). Other stores are
-    opened with the run."""
+    here), and an MLflow server that does not answer or a store MLflow cannot open
+    (:func:`mlflow_problem`). A database store, which opening would make, is opened with the run."""
     from urllib.parse import urlsplit
     from urllib.request import url2pathname
 
@@ -70,7 +70,7 @@ def check_places(spec: TrackingSpec, run_dir: Path) -> None:
         scheme = parts.scheme
         if scheme == "file":
             check_creatable(Path(url2pathname(parts.path)), "MLflow file store", flag="tracking.mlflow")
-        elif scheme in ("http", "https") and uri not in _ANSWERED:
+        elif scheme.split("+")[0] not in DATABASES and uri not in _ANSWERED:  # a server, or a scheme MLflow lacks
             if (problem := mlflow_problem(uri)) is not None:
                 raise TrackingError(f"tracking.mlflow: {problem}")
             _ANSWERED.add(uri)
@@ -78,13 +78,30 @@ def check_places(spec: TrackingSpec, run_dir: Path) -> None:
         check_creatable(tensorboard_dir(spec.tensorboard, run_dir), "TensorBoard folder", flag="tracking.tensorboard")
 
 
+SQLITE = "sqlite:///"
+#: Stores of a database, which opening would make or migrate: opened with the run, never probed before.
+DATABASES = ("sqlite", "postgresql", "mysql", "mssql")
+
+
 def mlflow_uri(value: bool | str, run_dir: Path) -> str:
-    """The tracking URI ``tracking.mlflow`` names for a run in ``run_dir`` (see the module docstring)."""
+    """The tracking URI ``tracking.mlflow`` names for a run in ``run_dir`` (see the module docstring),
+    with a store in a local folder or file made absolute: a plain folder (in the recipe or in
+    ``$MLFLOW_TRACKING_URI``), a relative ``file:`` or ``sqlite:///`` path. The URI is kept in
+    ``logs/tracking.json``, so a ``--resume`` from another folder finds the same store."""
     if value is True:
         env = os.environ.get("MLFLOW_TRACKING_URI")
-        return env or (Path(run_dir).resolve().parent / "mlruns").as_uri()
-    text = str(value)
-    return text if ":" in text or text == "databricks" else Path(text).resolve().as_uri()
+        text = env or (Path(run_dir).resolve().parent / "mlruns").as_uri()
+    else:
+        text = str(value)
+    if ":" not in text and text != "databricks":
+        return Path(text).resolve().as_uri()
+    if text.startswith("file:") and not text.startswith("file:/"):
+        return Path(text[len("file:"):]).resolve().as_uri()
+    rest = text[len(SQLITE):] if text.startswith(SQLITE) else None
+    if rest and rest != ":memory:" and not rest.startswith("/"):
+        return SQLITE + str(Path(rest).resolve())
+    return text
+
 
 
 #: MLflow servers that answered this process's check: a sweep's preflight of each distinct trial
