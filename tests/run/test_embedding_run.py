@@ -71,7 +71,8 @@ def test_student_of_another_checkpoint_reads_its_own_tokenizer(tmp_path: Path) -
     """A student started from another sentence model (here a tiny one of other weights and a
     tokenizer that splits otherwise) learns the teacher's vectors on its own token ids: the targets
     are vectors, so no token alignment is needed. It keeps half of its start (``keep_start``): its
-    own vectors, another width than the teacher's, go beside the teacher's as targets."""
+    own vectors, another width than the teacher's, go beside the teacher's as targets. It is judged
+    and saved comparing vectors as the teacher does."""
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
     from conftest import tiny_vocab
@@ -87,13 +88,18 @@ def test_student_of_another_checkpoint_reads_its_own_tokenizer(tmp_path: Path) -
     students = [{"name": "other", "init_from": str(other), "train": SHORT,
                  "objective": {"vector_cosine": 1.0, "similarity_kd": 1.0, "keep_start": 0.5}}]
     cfg = load_recipe(_recipe(tmp_path, students))
+    settings = tmp_path / "teacher" / "config_sentence_transformers.json"  # compared by dot products
+    settings.write_text(json.dumps({**json.loads(settings.read_text()), "similarity_fn_name": "dot"}))
     record = run(cfg)
     student = next(s for s in record.stages if s.name == "other")
     assert {"spearman", "ndcg_at_10"} <= set(student.metrics)
+    # judged by the teacher's dot products, and saved saying so (it was saved with its start's cosine)
+    assert "compared by the teacher's dot, not its own cosine" in student.info.init
     assert student.info.training[0].objective["keep_start"] == 0.5  # its own start vectors beside the teacher's
     saved = Path(cfg.output_dir.replace("{name}", cfg.name)) / "students" / "other"
     assert json.loads((saved / "1_Pooling" / "config.json").read_text())["pooling_mode_cls_token"] is True
     assert "movie" not in json.loads((saved / "tokenizer.json").read_text())["model"]["vocab"]
+    assert json.loads((saved / "config_sentence_transformers.json").read_text())["similarity_fn_name"] == "dot"
 
 
 @pytest.mark.parametrize(("student", "message"), [

@@ -56,9 +56,10 @@ def initial_student(spec: StudentSpec, inp: RunInputs) -> tuple[torch.nn.Module,
         # the student is trained on the task next: a trained head that does not fit it is replaced
         model, tok = load_for_head(resolve_model_dir(spec.init_from), data.labels, data.is_regression, data.head,
                                    replace_head=True)
+        init = f"from {spec.init_from}" + _compared_as_judged(model, data.similarity)
         if token_id_mismatch(tok, inp.tokenizer) is None:
-            return model, f"from {spec.init_from}", inp
-        return model, f"from {spec.init_from}, its own tokenizer", inp.with_tokenizer(tok)
+            return model, init, inp
+        return model, f"{init}, its own tokenizer", inp.with_tokenizer(tok)
     first = spec.stage_specs()[0]
     init = f"teacher layers {spec.teacher_layers}" if spec.teacher_layers else "random"
     # DistilBERT copies layers of the teacher it distils from first (the base model for general
@@ -73,6 +74,19 @@ def initial_student(spec: StudentSpec, inp: RunInputs) -> tuple[torch.nn.Module,
                           word_embeddings=spec.word_embeddings)
     arch = model.config.model_type
     return model, init if arch == "bert" else f"{arch}, {init}", inp
+
+
+def _compared_as_judged(model: torch.nn.Module, similarity: str | None) -> str:
+    """Give a sentence model a student starts from (``layout``: its sentence-transformers layout)
+    the similarity its run judges every model by (the teacher's, ``similarity``), so that it is
+    saved declaring the comparison it was measured and chosen by (it was saved with its own: a
+    dot-product run's student said cosine, and read otherwise in embed-eval and in
+    sentence-transformers); -> the words for its report's init line ('' when nothing changed)."""
+    layout = getattr(model, "layout", None)
+    if layout is None or layout.similarity == similarity:
+        return ""
+    model.layout = replace(layout, similarity=similarity)
+    return f" (compared by the teacher's {similarity or 'cosine'}, not its own {layout.similarity or 'cosine'})"
 
 
 def run_student(spec: StudentSpec, inp: RunInputs) -> StudentOutcome:
