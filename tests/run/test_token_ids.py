@@ -321,3 +321,29 @@ def test_deberta_v3s_zero_segment_rows_read_no_segments_and_take_pairs() -> None
     assert segment_problem(Path("d"), DebertaV2Config().to_dict(), Pairs()) is None
     refused = segment_problem(Path("b"), {"type_vocab_size": 1}, Pairs())
     assert refused is not None and "type_vocab_size 1 has no row for segment id 1" in refused
+
+
+def test_the_cut_a_student_of_its_own_tokenizer_reads_is_counted_in_its_pieces(tmp_path: Path) -> None:
+    """The run said how many texts task.max_length cut in the teacher's pieces only: a student whose
+    tokenizer splits finer read most of its texts cut, unsaid."""
+    import string
+    from types import SimpleNamespace
+
+    from tinyplm import tasks
+    from tinyplm.config import TaskSpec
+    from tinyplm.evaluate.model_eval import encode_evals
+    from tinyplm.run.inputs import RunInputs
+    from tinyplm.tasks.encoding import encode_split
+
+    glue = make_tiny_glue(tmp_path / "glue", n_train=16, n_dev=8)
+    data = tasks.get("sst2", glue).load()
+    words = _tokenizer(tiny_vocab())
+    letters = _tokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *string.ascii_lowercase,
+                          *("##" + c for c in string.ascii_lowercase), *".,!?'-"])
+    task = TaskSpec(name="sst2", data_dir=str(glue), max_length=12)
+    inp = RunInputs(task, data, words, encode_split(data.train, words, 12), encode_evals(data, words, 12),
+                    teachers=None, stage_data=SimpleNamespace(split=lambda kind: data.train), paths=None)
+    assert inp.with_tokenizer(words).own.cut == ()  # the toy sentences fit in 12 of their word pieces
+    cut = {c.split: c for c in inp.with_tokenizer(letters).own.cut}
+    assert set(cut) == {"train", "dev"} and cut["train"].examples == len(data.train.examples)
+    assert 0 < cut["train"].cut <= cut["train"].examples and cut["train"].width == 12

@@ -30,6 +30,7 @@ from tinyplm.models.head_loading import load_for_head
 from tinyplm.models.infer import use_bf16
 from tinyplm.models.sentence import declare_max_length
 from tinyplm.report.info import SAVED_MARK, StageInfo, TrainingInfo
+from tinyplm.report.run_info import CutTexts
 from tinyplm.tasks.base import Example, Split, TaskData, unlabelled
 from tinyplm.tasks.embedding_task import EMBEDDING_TASK
 from tinyplm.tasks.encoding import Encoded, encode_split
@@ -313,6 +314,7 @@ class OwnTokens:
     tokenizer: object
     train: Encoded
     evals: dict[str, Encoded]
+    cut: tuple[CutTexts, ...] = ()  # the splits task.max_length cuts in these pieces (the teacher's are logged)
 
 
 @dataclass
@@ -341,11 +343,14 @@ class RunInputs:
         """A copy for a student that reads ``tokenizer``'s ids: the task's data encoded with it (the
         shared parts, teachers and finished students, are the same objects)."""
         from tinyplm.evaluate.model_eval import encode_evals
+        from tinyplm.run.cut_texts import cut_texts
 
-        t = self.task
-        train = encode_split(self.stage_data.split("task"), tokenizer, t.max_length)
-        own = OwnTokens(tokenizer, train, encode_evals(self.data, tokenizer, t.max_length, t.max_eval_examples))
-        return replace(self, own=own)
+        t, split = self.task, self.stage_data.split("task")
+        train = encode_split(split, tokenizer, t.max_length)
+        evals = encode_evals(self.data, tokenizer, t.max_length, t.max_eval_examples)
+        cut = cut_texts({"train": (split, train), **{k: (self.data.evals[k], e) for k, e in evals.items()}},
+                        tokenizer, t.max_length)
+        return replace(self, own=OwnTokens(tokenizer, train, evals, tuple(cut)))
 
     @property
     def student_tokenizer(self):

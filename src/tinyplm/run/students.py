@@ -10,6 +10,7 @@ teacher's base checkpoint).
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -38,6 +39,8 @@ from tinyplm.tasks.holdout import selection_evals, selection_metric
 from tinyplm.train import StageIO, get_accelerator, train
 from tinyplm.train.progress import JsonlLog
 
+log = logging.getLogger(__name__)
+
 
 def initial_student(spec: StudentSpec, inp: RunInputs) -> tuple[torch.nn.Module, str, RunInputs]:
     """The student before its first stage, how it was initialised, and the run's inputs as it
@@ -59,7 +62,11 @@ def initial_student(spec: StudentSpec, inp: RunInputs) -> tuple[torch.nn.Module,
         init = f"from {spec.init_from}" + _compared_as_judged(model, data.similarity)
         if token_id_mismatch(tok, inp.tokenizer) is None:
             return model, init, inp
-        return model, f"{init}, its own tokenizer", inp.with_tokenizer(tok)
+        view = inp.with_tokenizer(tok)
+        cut = "; ".join(c.sentence() for c in view.own.cut)  # the teacher's own count is the run's note
+        if cut:
+            log.warning("student %s: in its own tokenizer's pieces, task.max_length: %s", student_name(spec), cut)
+        return model, f"{init}, its own tokenizer" + (f" (in its pieces {cut})" if cut else ""), view
     first = spec.stage_specs()[0]
     init = f"teacher layers {spec.teacher_layers}" if spec.teacher_layers else "random"
     # DistilBERT copies layers of the teacher it distils from first (the base model for general
