@@ -324,3 +324,40 @@ def test_a_body_that_stops_midway_is_a_408_a_timeout_after_its_last_part(model_d
     assert 1.7 < took < 5  # last part at 0.8 s, then 1 s idle
     assert sent[0]["status"] == 408 and (b"connection", b"close") in sent[0]["headers"]
     assert b"no part of the request body arrived for 1 s" in sent[1]["body"]
+
+
+def test_a_client_that_goes_away_is_not_answered_and_its_work_is_given_up(model_dir: Path) -> None:
+    """A client that closed its connection still had its request computed (and counted answered):
+    abandoned heavy requests held the model until their deadlines while live clients got 504s."""
+    from helpers_serve import post_all, serving
+
+    app, state = create_app(predictor(model_dir), ServeSettings())
+    run, calls = state.batcher.run, []
+
+    def slow(items):
+        calls.append(len(items))
+        time.sleep(0.3)
+        return run(items)
+
+    state.batcher.run = slow
+    sent: list[dict] = []
+    messages = [{"type": "http.disconnect"}, {"type": "http.request", "body": b'{"text": "a good film"}'}]
+
+    async def receive() -> dict:
+        return messages.pop()
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    async def scenario():
+        scope = {"type": "http", "method": "POST", "path": "/predict",
+                 "headers": [(b"content-type", b"application/json")]}
+        started = time.perf_counter()
+        await app(scope, receive, send)
+        gone_after = time.perf_counter() - started
+        live = await post_all(app, [{"text": "a good film"}])
+        return gone_after, live
+
+    gone_after, live = asyncio.run(serving(app, state, scenario))
+    assert sent == [] and gone_after < 0.25  # nobody to answer: the handler returns at the disconnect
+    assert live[0].status_code == 200 and state.batcher.depth == 0

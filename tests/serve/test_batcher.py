@@ -206,3 +206,33 @@ def test_a_request_past_max_batch_runs_in_chunks_and_stops_when_it_times_out() -
     assert answered == ["SMALL"]
     big = [b for b in run.batches if b[0].startswith("b")]
     assert len(big) <= 3 and run.batches[-1] == ["small"]  # stopped at its deadline (two passes, fewer if late)
+
+
+def test_a_request_given_up_by_its_client_leaves_the_queue_and_stops_its_work() -> None:
+    """A client that disconnected still had its request computed whole: eight abandoned requests of
+    32 long texts each held the model until their deadlines, and a live client's small request got
+    a 504 meanwhile. A cancelled submit leaves the queue at once and its running work stops between
+    passes."""
+    run = Slow(0.3)
+
+    async def scenario():
+        b = MicroBatcher(run, max_batch=2, max_wait_s=0.0, max_queue=100)
+        b.start()
+        big = asyncio.create_task(b.submit([TextInput(f"b{i}") for i in range(10)], 30))
+        await asyncio.sleep(0.01)
+        queued = asyncio.create_task(b.submit([TextInput(f"q{i}") for i in range(4)], 30))
+        await asyncio.sleep(0.01)
+        depth = b.depth
+        queued.cancel()  # given up while waiting in the queue
+        await asyncio.sleep(0)
+        gone_depth = b.depth
+        big.cancel()  # given up while running
+        small = asyncio.create_task(b.submit([TextInput("small")], 30))
+        answered, _ = await small
+        await b.stop()
+        return depth, gone_depth, answered
+
+    depth, gone_depth, answered = asyncio.run(scenario())
+    assert (depth, gone_depth, answered) == (4, 0, ["SMALL"])
+    assert not any(batch[0].startswith("q") for batch in run.batches)
+    assert len([batch for batch in run.batches if batch[0].startswith("b")]) <= 2  # stopped after its pass

@@ -32,7 +32,8 @@ Back-pressure: a request that would take the queue past ``max_queue`` examples i
 (:class:`QueueFull`, the server's 503 with ``Retry-After``) rather than left to hang, and every
 request has a deadline (``TimeoutError``; a request that times out while queued leaves the
 queue; one larger than ``max_batch``, which runs alone ``max_batch`` examples a pass, stops between
-passes). :meth:`MicroBatcher.stop` refuses new requests (:class:`Stopped`) and returns when every
+passes). A request whose client goes away is given up the same way (its ``submit`` cancelled).
+:meth:`MicroBatcher.stop` refuses new requests (:class:`Stopped`) and returns when every
 accepted one has been answered.
 
 Why not a batching library: the policy is ~100 lines of asyncio, and owning it lets the queue
@@ -154,8 +155,20 @@ class MicroBatcher:
         timer = loop.call_later(timeout_s, self._expire, job)
         try:
             return await job.future
+        except asyncio.CancelledError:  # its client went away: no one waits for the answer
+            self._withdraw(job)
+            raise
         finally:
             timer.cancel()
+
+    def _withdraw(self, job: _Job) -> None:
+        """``job`` given up (its client went away): it leaves the queue if still there, and a batch
+        running it stops between chunks once no request of it is waiting (:meth:`_run_chunks`)."""
+        if job in self._queue:
+            self._queue.remove(job)
+            self._depth -= len(job.items)
+        if not job.future.done():
+            job.future.cancel()
 
     def _expire(self, job: _Job) -> None:
         """``job``'s deadline: it leaves the queue if still there (an in-flight result is dropped)."""

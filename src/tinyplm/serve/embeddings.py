@@ -127,8 +127,8 @@ class VectorEndpoint(JsonEndpoint):
     """The steps both vector routes share: the texts run on the batcher, over-long ones refused
     unless cut (see the module docstring) -> ``(vectors (n, dim) float32, tokens read, timing)``."""
 
-    async def vectors(self, send, texts: list[str], truncate: bool, many: bool):
-        done = await self.submitted(send, [TextInput(t) for t in texts])
+    async def vectors(self, receive, send, texts: list[str], truncate: bool, many: bool):
+        done = await self.submitted(receive, send, [TextInput(t) for t in texts])
         if done is None:
             return None
         preds, timing = done
@@ -158,7 +158,7 @@ class TeiEndpoint(VectorEndpoint):
         if body is None:
             return
         texts = [body.inputs] if isinstance(body.inputs, str) else list(body.inputs)
-        done = await self.vectors(send, texts, body.truncate, not isinstance(body.inputs, str))
+        done = await self.vectors(receive, send, texts, body.truncate, not isinstance(body.inputs, str))
         if done is None:
             return
         vectors, _, timing = done
@@ -180,7 +180,7 @@ class OpenAIEndpoint(VectorEndpoint):
         if body is None:
             return
         texts = [body.input] if isinstance(body.input, str) else list(body.input)
-        done = await self.vectors(send, texts, False, not isinstance(body.input, str))
+        done = await self.vectors(receive, send, texts, False, not isinstance(body.input, str))
         if done is None:
             return
         vectors, tokens, timing = done

@@ -16,6 +16,7 @@ answer encoded by orjson and sent in two ASGI messages with its ``Server-Timing`
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -81,6 +82,30 @@ async def read_body(receive) -> bytes | None:
 RETRY = [(b"retry-after", b"1")]
 
 
+class ClientGone(Exception):
+    """The client closed its connection before its answer was ready."""
+
+
+async def _unless_gone(receive, work):
+    """The result of the coroutine ``work``, or :class:`ClientGone` once the client disconnects
+    first (ASGI's next ``receive`` after the whole body is ``http.disconnect``): ``work`` is then
+    cancelled, so its queued examples leave the queue and a running batch of only such requests
+    stops, instead of holding the model for requests whose clients still wait."""
+    task, gone = asyncio.ensure_future(work), asyncio.ensure_future(receive())
+    try:
+        done, _ = await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # the server is stopping this request
+        task.cancel()
+        raise
+    finally:
+        gone.cancel()
+    if task in done:
+        return task.result()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    raise ClientGone()
+
+
 class JsonEndpoint:
     """A plain-ASGI JSON endpoint on the shared ``state`` (:class:`~tinyplm.serve.app.ServeState`):
     its body validated by ``adapter`` (pydantic), its inputs run on the micro-batcher; the steps
@@ -115,12 +140,15 @@ class JsonEndpoint:
             await self.fail(send, exc.status, kind, exc.message, exc.details)
             return None
 
-    async def submitted(self, send, items: list) -> tuple[list, object] | None:
+    async def submitted(self, receive, send, items: list) -> tuple[list, object] | None:
         """(predictions, timing) of ``items`` from the batcher, or None once a failure is answered:
         503 with ``Retry-After`` for a full queue or a server shutting down, 504 past the timeout,
-        500 when the model failed (naming the inputs whose outputs are NaN, :mod:`tinyplm.models.finite`)."""
+        500 when the model failed (naming the inputs whose outputs are NaN, :mod:`tinyplm.models.finite`),
+        or the client went away while it waited (:func:`_unless_gone`: its work is given up)."""
         try:
-            return await self.state.batcher.submit(items, self.timeout_s)
+            return await _unless_gone(receive, self.state.batcher.submit(items, self.timeout_s))
+        except ClientGone:
+            return None
         except QueueFull as exc:
             await self.fail(send, 503, "queue_full", f"server busy: {exc}; retry later", headers=RETRY)
         except Stopped:
@@ -164,7 +192,7 @@ class PredictEndpoint(JsonEndpoint):
             await self.fail(send, 422, "validation", message,
                             [{"field": f"inputs[{at}].text_pair" if many else "text_pair", "expected": expected}])
             return
-        done = await self.submitted(send, items)
+        done = await self.submitted(receive, send, items)
         if done is None:
             return
         preds, timing = done
