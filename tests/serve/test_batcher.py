@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from tinyplm.inference.records import TextInput
-from tinyplm.serve.batcher import MicroBatcher, QueueFull, Stopped
+from tinyplm.serve.batcher import ClientGone, MicroBatcher, QueueFull, Stopped
 
 
 class Recorder:
@@ -221,9 +221,14 @@ def test_a_request_given_up_by_its_client_leaves_the_queue_and_stops_its_work() 
         big = asyncio.create_task(b.submit([TextInput(f"b{i}") for i in range(10)], 30))
         await asyncio.sleep(0.01)
         queued = asyncio.create_task(b.submit([TextInput(f"q{i}") for i in range(4)], 30))
+        left = asyncio.get_running_loop().create_future()  # the client's disconnect, as the endpoint gives it
+        watched = asyncio.create_task(b.submit([TextInput("w")], 30, left))
         await asyncio.sleep(0.01)
         depth = b.depth
-        queued.cancel()  # given up while waiting in the queue
+        left.set_result({"type": "http.disconnect"})
+        with pytest.raises(ClientGone):
+            await watched
+        queued.cancel()  # given up while waiting in the queue (its task cancelled)
         await asyncio.sleep(0)
         gone_depth = b.depth
         big.cancel()  # given up while running
@@ -233,6 +238,6 @@ def test_a_request_given_up_by_its_client_leaves_the_queue_and_stops_its_work() 
         return depth, gone_depth, answered
 
     depth, gone_depth, answered = asyncio.run(scenario())
-    assert (depth, gone_depth, answered) == (4, 0, ["SMALL"])
-    assert not any(batch[0].startswith("q") for batch in run.batches)
+    assert (depth, gone_depth, answered) == (5, 0, ["SMALL"])
+    assert not any(batch[0].startswith(("q", "w")) for batch in run.batches)
     assert len([batch for batch in run.batches if batch[0].startswith("b")]) <= 2  # stopped after its pass

@@ -60,6 +60,10 @@ class QueueFull(Exception):
         self.depth, self.limit = depth, limit
 
 
+class ClientGone(Exception):
+    """The request's client closed its connection before its answer was ready."""
+
+
 class Stopped(Exception):
     """The batcher is stopping and takes no new requests."""
 
@@ -139,9 +143,12 @@ class MicroBatcher:
             self._executor.shutdown(wait=True)
             self._task = None
 
-    async def submit(self, items: Sequence[Input], timeout_s: float) -> tuple[list[Prediction], Timing]:
+    async def submit(self, items: Sequence[Input], timeout_s: float,
+                     gone: asyncio.Future | None = None) -> tuple[list[Prediction], Timing]:
         """Queue ``items`` (one request) and wait for their predictions, in order. Raises
-        :class:`QueueFull` or :class:`Stopped` at once, ``TimeoutError`` after ``timeout_s``."""
+        :class:`QueueFull` or :class:`Stopped` at once, ``TimeoutError`` after ``timeout_s``, and
+        :class:`ClientGone` once ``gone`` (the request's client leaving: ASGI's next ``receive``)
+        completes first; the request is then given up (:meth:`_withdraw`)."""
         if self._closed or self._task is None:
             raise Stopped("the server is shutting down")
         if self._depth + len(items) > self.max_queue:
@@ -153,22 +160,25 @@ class MicroBatcher:
         self._wake.set()
         # one timer on the job's own future (not wait_for + shield: two more futures and a task per request)
         timer = loop.call_later(timeout_s, self._expire, job)
+        if gone is not None:  # a callback, not a task awaiting both: this runs for every request
+            gone.add_done_callback(lambda left: None if left.cancelled() else self._withdraw(job, ClientGone()))
         try:
             return await job.future
-        except asyncio.CancelledError:  # its client went away: no one waits for the answer
+        except asyncio.CancelledError:  # the request's own task was cancelled: no one waits for the answer
             self._withdraw(job)
             raise
         finally:
             timer.cancel()
 
-    def _withdraw(self, job: _Job) -> None:
-        """``job`` given up (its client went away): it leaves the queue if still there, and a batch
-        running it stops between chunks once no request of it is waiting (:meth:`_run_chunks`)."""
+    def _withdraw(self, job: _Job, why: Exception | None = None) -> None:
+        """``job`` given up (its client went away): it leaves the queue if still there, its future
+        fails with ``why`` (or is cancelled), and a batch running it stops between chunks once no
+        request of it is waiting (:meth:`_run_chunks`)."""
         if job in self._queue:
             self._queue.remove(job)
             self._depth -= len(job.items)
         if not job.future.done():
-            job.future.cancel()
+            job.future.set_exception(why) if why is not None else job.future.cancel()
 
     def _expire(self, job: _Job) -> None:
         """``job``'s deadline: it leaves the queue if still there (an in-flight result is dropped)."""

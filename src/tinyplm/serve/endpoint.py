@@ -30,7 +30,7 @@ from tinyplm.inference.pairs import pair_mismatch
 from tinyplm.inference.records import TextInput
 from tinyplm.models.finite import NanOutputs
 from tinyplm.serve.api import BodyError, parse_body, request_type, to_inputs
-from tinyplm.serve.batcher import QueueFull, Stopped
+from tinyplm.serve.batcher import ClientGone, QueueFull, Stopped
 from tinyplm.serve.middleware import ARRIVED
 
 log = logging.getLogger("tinyplm.serve")
@@ -82,30 +82,6 @@ async def read_body(receive) -> bytes | None:
 RETRY = [(b"retry-after", b"1")]
 
 
-class ClientGone(Exception):
-    """The client closed its connection before its answer was ready."""
-
-
-async def _unless_gone(receive, work):
-    """The result of the coroutine ``work``, or :class:`ClientGone` once the client disconnects
-    first (ASGI's next ``receive`` after the whole body is ``http.disconnect``): ``work`` is then
-    cancelled, so its queued examples leave the queue and a running batch of only such requests
-    stops, instead of holding the model for requests whose clients still wait."""
-    task, gone = asyncio.ensure_future(work), asyncio.ensure_future(receive())
-    try:
-        done, _ = await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:  # the server is stopping this request
-        task.cancel()
-        raise
-    finally:
-        gone.cancel()
-    if task in done:
-        return task.result()
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-    raise ClientGone()
-
-
 class JsonEndpoint:
     """A plain-ASGI JSON endpoint on the shared ``state`` (:class:`~tinyplm.serve.app.ServeState`):
     its body validated by ``adapter`` (pydantic), its inputs run on the micro-batcher; the steps
@@ -144,10 +120,11 @@ class JsonEndpoint:
         """(predictions, timing) of ``items`` from the batcher, or None once a failure is answered:
         503 with ``Retry-After`` for a full queue or a server shutting down, 504 past the timeout,
         500 when the model failed (naming the inputs whose outputs are NaN, :mod:`tinyplm.models.finite`),
-        or the client went away while it waited (:func:`_unless_gone`: its work is given up)."""
+        or the client went away while it waited (its work is given up, :class:`~tinyplm.serve.batcher.ClientGone`)."""
+        gone = asyncio.ensure_future(receive())  # after the whole body, ASGI's next message is the disconnect
         try:
-            return await _unless_gone(receive, self.state.batcher.submit(items, self.timeout_s))
-        except ClientGone:
+            return await self.state.batcher.submit(items, self.timeout_s, gone)
+        except ClientGone:  # its work given up: nobody to answer
             return None
         except QueueFull as exc:
             await self.fail(send, 503, "queue_full", f"server busy: {exc}; retry later", headers=RETRY)
@@ -161,6 +138,8 @@ class JsonEndpoint:
         except Exception as exc:  # the model failed: the server's fault, never the client's
             log.exception("prediction failed")
             await self.fail(send, 500, "internal", f"internal error ({exc.__class__.__name__}); see the server's log")
+        finally:
+            gone.cancel()
         return None
 
     async def answer(self, scope, send, payload: bytes, timing) -> None:
