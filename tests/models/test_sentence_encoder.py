@@ -321,6 +321,11 @@ BROKEN = {
     "default prompt": (lambda r: (r / "config_sentence_transformers.json").write_text(json.dumps(
         {"prompts": {"query": "query: "}, "default_prompt_name": "query"})), "config_sentence_transformers.json",
         ["default_prompt_name", "prompt"]),
+    "default naming no prompt": (lambda r: (r / "config_sentence_transformers.json").write_text(json.dumps(
+        {"prompts": {"query": "query: "}, "default_prompt_name": "classification"})),
+        "config_sentence_transformers.json", ["'classification' names no prompt", "'query'"]),
+    "sparse encoder": (lambda r: (r / "config_sentence_transformers.json").write_text(json.dumps(
+        {"model_type": "SparseEncoder"})), "config_sentence_transformers.json", ["model_type", "'SparseEncoder'"]),
 }
 
 

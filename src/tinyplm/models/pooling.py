@@ -206,6 +206,7 @@ class _ModelKeys(Layout):
     default_prompt_name: str | None = None
     truncate_dim: int | None = None
     similarity_fn_name: str | None = None
+    model_type: str | None = None
 
 
 _TEXT = {"method": "forward", "method_output_name": "last_hidden_state"}
@@ -221,7 +222,8 @@ _REQUIRED: dict[type[Layout], dict[str, tuple[tuple, str]]] = {
     _DenseKeys: {"module_input_name": (_SENTENCE, "tinyplm applies Dense to the sentence vector"),
                  "module_output_name": (_SENTENCE, "tinyplm applies Dense to the sentence vector"),
                  "use_residual": ((False,), "tinyplm builds Dense layers without a residual connection")},
-    _ModelKeys: {"truncate_dim": ((None,), "tinyplm does not cut its vectors short")},
+    _ModelKeys: {"truncate_dim": ((None,), "tinyplm does not cut its vectors short"),
+                 "model_type": ((None, "SentenceTransformer"), "tinyplm reads dense sentence-transformers models")},
 }
 
 
@@ -369,7 +371,12 @@ def activation_name(name: str, file: Path | str = "Dense config") -> str:
 
 def _check_prompt(keys: _ModelKeys, file: Path) -> None:
     """Refuse a default prompt: ST would prepend it to every text, where tinyplm puts prompts only
-    before retrieval queries and documents (``embed-eval``)."""
+    before retrieval queries and documents (``embed-eval``); and a default naming no prompt, which
+    ST refuses to load."""
+    if keys.default_prompt_name and keys.default_prompt_name not in keys.prompts:
+        raise ModelError(f"{file}: default_prompt_name: {keys.default_prompt_name!r} names no prompt of "
+                         f"'prompts' ({', '.join(map(repr, keys.prompts)) or 'none'}); sentence-transformers "
+                         "refuses to load it: drop the key, or name one of them")
     if keys.default_prompt_name and keys.prompts.get(keys.default_prompt_name):
         raise ModelError(f"{file}: default_prompt_name: ST prepends the prompt {keys.default_prompt_name!r} to "
                          "every text; tinyplm prepends no prompt to every text")
