@@ -101,6 +101,20 @@ def test_after_an_unknown_piece_nothing_aligns() -> None:
     assert a.positions[0].tolist()[:5] == [0, 1, -1, -1, 4]  # [CLS], the first word, [UNK], the word after, [SEP]
 
 
+def test_a_pair_cut_at_other_places_aligns_no_piece_across_its_texts() -> None:
+    """Two tokenizers cutting a pair's first text at other lengths: the second text's pieces were
+    aligned with the first text's (the written pieces ran on without a boundary, and a repeated word
+    matched); each piece is now aligned only with a piece of its own text."""
+    word = WORDS[0]
+    first, second = " ".join([word] * 12), " ".join([word] * 4)
+    t_enc, t_tok, _, _ = _both([first], [second], max_length=12)
+    _, _, s_enc, s_tok = _both([first], [second], max_length=16)
+    a = align(t_enc, t_tok, s_enc, s_tok)
+    t_types, s_types = t_enc.token_type_ids[0], s_enc.token_type_ids[0]
+    pairs = [(s, t) for s, t in enumerate(a.positions[0, :len(s_types)].tolist()) if t >= 0]
+    assert pairs and all(s_types[s] == t_types[t] for s, t in pairs)
+
+
 def test_gathers_match_indexing() -> None:
     torch.manual_seed(0)
     x = torch.randn(2, 5, 3)

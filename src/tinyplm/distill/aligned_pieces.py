@@ -68,15 +68,24 @@ class PieceAlignment:
         return out
 
 
+#: Written where a run of special tokens stands (``[SEP]``, MPNet's ``</s></s>``): the texts of a pair
+#: are told apart, so when the two tokenizers cut the first text at other places the second text's
+#: pieces are not aligned with the first's (the writings disagree from the cut on).
+BOUNDARY = "\0"
+
+
 def _spans(ids: list[int], tokenizer, special: frozenset[int]) -> tuple[list[int], str, list[tuple[int, int]]]:
-    """(positions of special tokens, the pieces written out, the character span of each position:
-    (-1, -1) for a special token)."""
+    """(positions of special tokens, the pieces written out with a :data:`BOUNDARY` for each run of
+    special tokens, the character span of each position: (-1, -1) for a special token)."""
     specials, spans, text = [], [], []
     at = 0
     for pos, piece in enumerate(tokenizer.convert_ids_to_tokens(ids)):
         if ids[pos] in special:
             specials.append(pos)
             spans.append((-1, -1))
+            if not text or text[-1] != BOUNDARY:
+                text.append(BOUNDARY)
+                at += 1
             continue
         word = piece or ""
         for mark in PIECE_MARKS:
