@@ -64,3 +64,20 @@ def test_a_stride_past_a_four_special_tokenizers_room_is_refused_by_validate(tmp
     assert_bad_input(cli(["validate", path], cwd=tmp_path), "task: doc_stride 20 must be smaller",
                      "4 special tokens", f"the teacher {teacher}", "lower task.doc_stride")
     assert cli(["validate", path, "task.doc_stride=19"], cwd=tmp_path).returncode == 0
+
+
+def test_evaluate_refuses_such_a_stride_before_the_model_loads(tmp_path: Path) -> None:
+    """tinyplm evaluate let --doc-stride through as the recipe check does (BERT's three special
+    tokens) and refused it only once the model was loaded and the first windows cut."""
+    from test_span_token_runs import write_tiny_squad
+    from tinyplm.evaluate.model_eval import window_refusal
+
+    reader = make_family_dir(tmp_path / "reader", "xlm-roberta")  # no reader's head: it is never loaded
+    _four_specials().save_pretrained(reader)
+    write_tiny_squad(tmp_path, articles=40)
+    args = ["evaluate", str(reader), "--task", "squad", "--data-dir", str(tmp_path), "--max-length", "32",
+            "--max-query-length", "8", "--doc-stride", "20"]
+    assert_bad_input(cli(args, cwd=tmp_path), f"{reader}: doc_stride 20 must be smaller", "4 special tokens",
+                     "lower --doc-stride")
+    fits = type("Task", (), {"max_length": 32, "max_query_length": 8, "window_stride": lambda self: 19})()
+    assert window_refusal(reader, fits) is None

@@ -45,7 +45,7 @@ def evaluate_cmd(
     Example: tinyplm evaluate runs/squad_v1_demo/model --task squad --max-length 256 --predictions preds.json
     """
     from tinyplm.config import validate_recipe
-    from tinyplm.evaluate.model_eval import encode_evals, evaluate_model, span_prediction_texts
+    from tinyplm.evaluate.model_eval import encode_evals, evaluate_model, span_prediction_texts, window_refusal
     from tinyplm.models import load_classifier
     from tinyplm.models.infer import predict_logits
     from tinyplm.run import load_task
@@ -64,6 +64,8 @@ def evaluate_cmd(
     data = load_task(spec, train=False)  # dev alone: a task's train file may be absent (QNLI's often is)
     if predictions is not None and not Head(data.head).row.windows:
         raise TinyplmError(f"--predictions writes SQuAD answers; task {data.task} has a {data.head} head")
+    if Head(data.head).row.windows and (problem := window_refusal(model_dir, spec)):
+        raise TinyplmError(f"{model_dir}: {problem}; lower --doc-stride")
     model, tok = load_classifier(model_dir, data.labels, data.is_regression, data.head)
     _check_pairs(model_dir, model, tok, data)
     evals = encode_evals(data, tok, max_length)

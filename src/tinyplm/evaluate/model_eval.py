@@ -141,3 +141,20 @@ def token_scores(split: Split, enc: Encoded, logits: torch.Tensor, tags: tuple[s
 SPLIT_METRICS: PerHead = PerHead("task metrics from logits", {Head.SEQUENCE: _sequence_metrics,
                                                               Head.SPAN: _span_metrics, Head.TOKEN: _token_metrics,
                                                               Head.EMBEDDING: _embedding_metrics})
+
+
+def window_refusal(model_dir, task) -> str | None:
+    """Why the tokenizer of the reader in ``model_dir`` cannot cut ``task``'s (a SQuAD
+    ``TaskSpec``) windows: its pairs take more special tokens than the recipe check counts (RoBERTa's
+    and MPNet's 4), so ``doc_stride`` leaves no new context (:func:`window_problem`); None when it can
+    or the folder is not a transformers checkpoint. Read from the tokenizer alone, before the model."""
+    from pathlib import Path
+
+    from tinyplm.models.loading import FORMAT_KEY, check_model_dir, load_tokenizer
+    from tinyplm.tasks.squad_features import window_problem
+
+    config = check_model_dir(Path(model_dir))
+    if config.get(FORMAT_KEY) or not isinstance(config.get("vocab_size"), int):
+        return None  # a graph's tokenizer is checked as it loads
+    tokenizer = load_tokenizer(Path(model_dir), config["vocab_size"])
+    return window_problem(tokenizer, task.max_length, task.window_stride(), task.max_query_length)
