@@ -69,7 +69,8 @@ def by_characters(teacher_logits: Tensor, teacher: QAFeatures, student: QAFeatur
                          f"{len(s_examples)}: targets across tokenizers need the same questions")
     logits = teacher_logits.float().numpy()
     pieces, windows = _teacher_pieces(logits, teacher)
-    pieces = {owner: _trimmed(p, _read_characters(student, owner)) for owner, p in pieces.items()}
+    read = _read_characters(student)
+    pieces = {owner: _trimmed(p, read[owner]) for owner, p in pieces.items()}
     out = np.full((len(student), width, 2), NO_MASS, dtype=np.float32)
     for f, owner in enumerate(student.example):
         ctx = np.array([k for k, o in enumerate(student.offsets[f]) if o is not None], dtype=np.int64)
@@ -88,13 +89,19 @@ def by_characters(teacher_logits: Tensor, teacher: QAFeatures, student: QAFeatur
     return torch.from_numpy(out)
 
 
-def _read_characters(features: QAFeatures, owner: int) -> np.ndarray:
-    """Which characters of example ``owner``'s context a piece of ``features`` holds (True), over all
-    its windows: a WordPiece tokenizer's pieces hold no space."""
-    spans = [o for f, o_ in enumerate(features.example) if o_ == owner for o in features.offsets[f] if o is not None]
-    read = np.zeros(max((end for _, end in spans), default=0) + 1, dtype=bool)
-    for first, end in spans:
-        read[first:end] = True
+def _read_characters(features: QAFeatures) -> dict[int, np.ndarray]:
+    """Per example: which characters of its context a piece of ``features`` holds (True), over all
+    its windows (a WordPiece tokenizer's pieces hold no space); one pass over the windows."""
+    spans: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for f, owner in enumerate(features.example):
+        spans[owner].extend(o for o in features.offsets[f] if o is not None)
+    read = {}
+    for owner, held in spans.items():
+        bounds = np.asarray(held, dtype=np.int64).reshape(-1, 2)
+        change = np.zeros(int(bounds[:, 1].max(initial=0)) + 2, dtype=np.int64)  # +1 at each first, -1 at each end
+        np.add.at(change, bounds[:, 0], 1)
+        np.add.at(change, bounds[:, 1], -1)
+        read[owner] = np.cumsum(change)[:-1] > 0
     return read
 
 
@@ -158,11 +165,12 @@ def _teacher_pieces(logits: np.ndarray, teacher: QAFeatures) -> tuple[dict[int, 
 def _rank_among_same(first: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Each piece's rank among the consecutive pieces of the same characters before it (0 for most;
     1, 2 ... for the second and later byte pieces of one character)."""
-    rank = np.zeros(len(first))
-    for k in range(1, len(first)):
-        if first[k] == first[k - 1] and end[k] == end[k - 1]:
-            rank[k] = rank[k - 1] + 1
-    return rank
+    if len(first) == 0:
+        return np.zeros(0)
+    starts = np.ones(len(first), dtype=bool)  # where a run of pieces of the same characters begins
+    starts[1:] = (first[1:] != first[:-1]) | (end[1:] != end[:-1])
+    at = np.arange(len(first))
+    return (at - np.maximum.accumulate(np.where(starts, at, 0))).astype(np.float64)
 
 
 def _nearest_window(windows: list[_Window], lo: int, hi: int) -> _Window:
