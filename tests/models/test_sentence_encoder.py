@@ -460,10 +460,13 @@ def test_a_lower_cased_tokenizer_lower_cases_once_saved(tmp_path) -> None:
     from tinyplm.models.loading import load_tokenizer
     from tinyplm.models.sentence import lowercase
 
-    tok = BertTokenizerFast(vocab={t: i for i, t in enumerate(tiny_vocab())}, do_lower_case=False)
+    tok = BertTokenizerFast(vocab={t: i for i, t in enumerate([*tiny_vocab(), "café", "cafe"])}, do_lower_case=False)
     assert tok("The MOVIE")["input_ids"] != tok("the movie")["input_ids"]
     lowercase(tok)
     assert tok("The MOVIE")["input_ids"] == tok("the movie")["input_ids"]
+    read = tok.convert_ids_to_tokens(tok("Café")["input_ids"])
+    assert read == ["[CLS]", "café", "[SEP]"]  # lower-cased, its accent kept (as ST's lower() reads it)
     tok.save_pretrained(tmp_path)
     back = load_tokenizer(tmp_path, len(tok))
     assert back("The MOVIE")["input_ids"] == back("the movie")["input_ids"]
+    assert back.convert_ids_to_tokens(back("Café")["input_ids"]) == read  # and so once saved

@@ -244,7 +244,8 @@ def lowercase(tokenizer) -> None:
     """Make ``tokenizer`` lower-case its input, as ST's Transformer does for ``do_lower_case``: a
     ``Lowercase`` normalizer first, unless the normalizer already has one; and a tokenizer class with
     a ``do_lower_case`` setting gets it on, so that a saved copy lower-cases too (transformers builds
-    such a class's normalizer from the setting when it loads, dropping a ``Lowercase`` it does not ask for)."""
+    such a class's normalizer from the setting when it loads, dropping a ``Lowercase`` it does not ask
+    for), with ``strip_accents`` off where it was left to follow the case (``café`` stays ``café``)."""
     if not getattr(tokenizer, "is_fast", False):
         target = tokenizer if hasattr(tokenizer, "do_lower_case") else tokenizer.basic_tokenizer
         target.do_lower_case = True
@@ -260,6 +261,9 @@ def lowercase(tokenizer) -> None:
     if hasattr(tokenizer, "do_lower_case"):
         tokenizer.do_lower_case = True
         tokenizer.init_kwargs["do_lower_case"] = True
+        if getattr(tokenizer, "strip_accents", False) is None:  # None strips them where it lower-cases
+            tokenizer.strip_accents = False  # as read now (and as sentence-transformers' lower() reads)
+            tokenizer.init_kwargs["strip_accents"] = False
 
 
 def read_as_layout(tokenizer, path: Path) -> None:
