@@ -73,18 +73,21 @@ def declared_added_tokens(path: Path) -> set[str]:
 
 
 def refuse_added_specials(path: Path, tok) -> None:
-    """Raise ``ModelError`` naming ``path`` when a special token of ``tok`` (loaded from ``path``) is in
-    neither its vocabulary nor its declared added tokens: transformers then adds it at load (a
-    vocab.txt without ``[SEP]``) as a new id past the vocabulary, whose embedding row the model never
-    trained, so every input would carry an untrained vector."""
-    if not path.is_dir():
+    """Raise ``ModelError`` naming ``path`` when a special token of ``tok`` (loaded from a WordPiece
+    ``vocab.txt`` in ``path``) is in neither the vocabulary nor the declared added tokens: transformers
+    then adds it at load (a vocab.txt without ``[SEP]``) as a new id past the vocabulary, whose
+    embedding row the model never trained, so every input would carry an untrained vector. A
+    sentencepiece model is not checked: DeBERTa-v3's lacks its ``[MASK]``, which transformers adds at
+    the id the model was trained with."""
+    if not (path / "vocab.txt").is_file():
         return
-    declared = declared_added_tokens(path)
     base = tok.vocab_size
-    added = [t for t in tok.all_special_tokens if tok.convert_tokens_to_ids(t) >= base and t not in declared]
+    added = [t for t in tok.all_special_tokens if tok.convert_tokens_to_ids(t) >= base]
+    declared = declared_added_tokens(path) if added else set()  # files read only where a token is past
+    added = [t for t in added if t not in declared]
     if added:
-        source, first = "vocab.txt" if (path / "vocab.txt").is_file() else "vocabulary", added[0]
-        raise ModelError(f"{path}: its {source} holds no {', '.join(repr(t) for t in added)}, a special token the "
+        first = added[0]
+        raise ModelError(f"{path}: its vocab.txt holds no {', '.join(repr(t) for t in added)}, a special token the "
                          f"tokenizer uses; transformers would add it at load as id {tok.convert_tokens_to_ids(first)},"
                          " an embedding the model never trained; use the model's own tokenizer files, or add the "
                          "token to the vocabulary")
