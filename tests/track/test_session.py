@@ -324,3 +324,22 @@ def test_a_resume_spelling_its_run_dir_otherwise_does_not_send_tensorboard_the_c
                          resume=True)  # another folder is still sent them
     again.close(RunStatus.FINISHED)
     assert len(resent) == 1
+
+
+def test_a_run_tracked_with_a_relative_store_is_resumed_in_the_same_mlflow_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Local stores are now kept absolute in logs/tracking.json; a run whose file says the relative
+    form it was given (tracked before that) is still resumed in its MLflow run, not a new one."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    spec, run_dir = TrackingSpec(mlflow="file:mlruns"), tmp_path / "runs" / "a"
+    first = open_tracker(spec, run_dir, run_name="a", params=PARAMS)
+    run_id = first.info["mlflow"]["run_id"]
+    first.close(RunStatus.KILLED)
+    assert tracking_info(run_dir)["mlflow"]["tracking_uri"] == (tmp_path / "mlruns").as_uri()
+    stored = run_dir / "logs" / "tracking.json"
+    stored.write_text(json.dumps({"mlflow": {"tracking_uri": "file:mlruns", "run_id": run_id}}))
+    again = open_tracker(spec, run_dir, run_name="a", params=PARAMS, resume=True)
+    assert again.info["mlflow"]["run_id"] == run_id
+    again.close(RunStatus.FINISHED)

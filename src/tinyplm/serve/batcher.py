@@ -161,7 +161,7 @@ class MicroBatcher:
         # one timer on the job's own future (not wait_for + shield: two more futures and a task per request)
         timer = loop.call_later(timeout_s, self._expire, job)
         if gone is not None:  # a callback, not a task awaiting both: this runs for every request
-            gone.add_done_callback(lambda left: None if left.cancelled() else self._withdraw(job, ClientGone()))
+            gone.add_done_callback(lambda left: self._client_left(left, job))
         try:
             return await job.future
         except asyncio.CancelledError:  # the request's own task was cancelled: no one waits for the answer
@@ -169,6 +169,15 @@ class MicroBatcher:
             raise
         finally:
             timer.cancel()
+
+    def _client_left(self, left: asyncio.Future, job: _Job) -> None:
+        """``left`` (the wait for the client's disconnect) is over: unless it was cancelled (the
+        answer came first), ``job`` is given up; an error of the wait itself counts as the client
+        leaving, and is taken here so that asyncio does not report it as never retrieved."""
+        if left.cancelled():
+            return
+        left.exception()
+        self._withdraw(job, ClientGone())
 
     def _withdraw(self, job: _Job, why: Exception | None = None) -> None:
         """``job`` given up (its client went away): it leaves the queue if still there, its future

@@ -206,7 +206,8 @@ def _open(key: str, spec: TrackingSpec, run_dir: Path, run_name: str, stored: di
             if problem is not None:
                 raise TrackingError(f"tracking.mlflow: {problem}")
             earlier = stored.get("mlflow", {})
-            if earlier.get("tracking_uri") == place and earlier.get("run_id"):
+            stored_uri = earlier.get("tracking_uri")  # kept relative by runs tracked before stores were made absolute
+            if isinstance(stored_uri, str) and mlflow_uri(stored_uri, run_dir) == place and earlier.get("run_id"):
                 return MlflowBackend(place, spec.experiment, run_name, run_id=earlier["run_id"])
             return MlflowBackend(place, spec.experiment, run_name, parent_run_id=parent_run_id)
         from tinyplm.track.tensorboard_backend import TensorBoardBackend
