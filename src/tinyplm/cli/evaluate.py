@@ -45,7 +45,7 @@ def evaluate_cmd(
     Example: tinyplm evaluate runs/squad_v1_demo/model --task squad --max-length 256 --predictions preds.json
     """
     from tinyplm.config import validate_recipe
-    from tinyplm.evaluate.model_eval import encode_evals, evaluate_model, span_prediction_texts, window_refusal
+    from tinyplm.evaluate.model_eval import encode_evals, evaluate_model, span_prediction_texts
     from tinyplm.models import load_classifier
     from tinyplm.models.infer import predict_logits
     from tinyplm.run import load_task
@@ -62,10 +62,7 @@ def evaluate_cmd(
                                      "context_sentences": context_sentences, "context_after": context_after,
                                      **custom_keys(model_dir, task)}}, source="command line").task
     data = load_task(spec, train=False)  # dev alone: a task's train file may be absent (QNLI's often is)
-    if predictions is not None and not Head(data.head).row.windows:
-        raise TinyplmError(f"--predictions writes SQuAD answers; task {data.task} has a {data.head} head")
-    if Head(data.head).row.windows and (problem := window_refusal(model_dir, spec)):
-        raise TinyplmError(f"{model_dir}: {problem}; lower --doc-stride")
+    _check_windows(model_dir, data, spec, predictions)
     model, tok = load_classifier(model_dir, data.labels, data.is_regression, data.head)
     _check_pairs(model_dir, model, tok, data)
     evals = encode_evals(data, tok, max_length)
@@ -88,6 +85,18 @@ def custom_keys(model_dir: Path, task: str) -> dict[str, object]:
     from tinyplm.inference.pairs import CUSTOM_TASK
 
     return custom_task_keys(model_dir) if spelled_as_compared(task) == CUSTOM_TASK else {}
+
+
+def _check_windows(model_dir: Path, data, spec, predictions: Path | None) -> None:
+    """--predictions only for a SQuAD task; a SQuAD stride the model's tokenizer leaves no room for
+    (:func:`~tinyplm.evaluate.model_eval.window_refusal`) refused before the model loads."""
+    from tinyplm.evaluate.model_eval import window_refusal
+
+    windows = Head(data.head).row.windows
+    if predictions is not None and not windows:
+        raise TinyplmError(f"--predictions writes SQuAD answers; task {data.task} has a {data.head} head")
+    if windows and (problem := window_refusal(model_dir, spec)):
+        raise TinyplmError(f"{model_dir}: {problem}; lower --doc-stride")
 
 
 def _check_predictions_path(predictions: Path | None) -> None:
