@@ -312,3 +312,24 @@ def test_evaluate_and_bench_read_a_tvtropes_model_as_it_was_trained(tmp_path: Pa
     cfg.save_pretrained(model_dir)
     assert as_trained(model_dir, "tvtropes_spoilers", None, None, None) == (24, 1, 3)
     assert as_trained(model_dir, "tvtropes_spoilers", None, 2, None) == (24, 2, 3)  # each setting on its own
+
+
+def test_held_out_sentences_are_whole_books_and_context_without_books_is_refused(tmp_path: Path) -> None:
+    """task.holdout drew single sentences: most held-out Goodreads sentences had their book trained
+    on, and with context every held-out TV Tropes sentence was trained on in its neighbours' pairs."""
+    from tinyplm.config import TaskSpec
+    from tinyplm.errors import RecipeError
+    from tinyplm.run import load_task
+    from tinyplm.tasks.holdout import HOLDOUT
+
+    root = tmp_path / "data"
+    _goodreads_csv(root / GOODREADS_CSV, BOOKS[:100], per_book=3)
+    data = load_task(TaskSpec(name="goodreads_spoilers", data_dir=str(root), holdout=20))
+    held = {e.group for e in data.evals[HOLDOUT].examples}
+    assert len(data.evals[HOLDOUT].examples) >= 20 and not held & {e.group for e in data.train.examples}
+    assert all(e.group and e.group in e.text for e in data.evals[HOLDOUT].examples)  # the sentence's own book
+    _tvtropes_files(root, "".join(f"{i},Sentence {i},{i % 2}\n" for i in range(1, 41)))
+    assert HOLDOUT in load_task(TaskSpec(name="tvtropes_spoilers", data_dir=str(root), holdout=4)).evals
+    with pytest.raises(RecipeError, match="task.holdout: task 'tvtropes_spoilers' reads each sentence with its "
+                                          "neighbours.*names no page"):
+        load_task(TaskSpec(name="tvtropes_spoilers", data_dir=str(root), holdout=4, context_sentences=1))

@@ -137,7 +137,8 @@ def load_task(spec, corpus_texts: Callable[[], list[str]] | None = None, *, chec
     data = task.load(train=train)
     if not spec.holdout or not train:
         return data
-    return hold_out(data, spec.holdout, spec.holdout_seed, spec.holdout_min_words, spec.holdout_drop_parts)
+    return hold_out(data, spec.holdout, spec.holdout_seed, spec.holdout_min_words, spec.holdout_drop_parts,
+                    context=bool(spec.context_sentences or spec.context_after))
 
 
 def named_labels(task: str | None, labels: tuple[str, ...]) -> tuple[str, ...]:

@@ -34,12 +34,15 @@ class Example:
     ``label`` is a class index (``int``) for classification or a float score for regression (None
     where the reader was asked for no label: an input read for prediction).
     ``line`` is the 1-based line number in ``source`` file, for error messages.
+    ``group``: what the example belongs to where the task names it (a Goodreads sentence's book),
+    so that held-out examples are drawn in whole groups (:func:`tinyplm.tasks.holdout.hold_out`).
     """
 
     text: str
     text_pair: str | None
     label: int | float | None
     line: int = 0
+    group: str | None = None
 
 
 #: The label of a training example without one (a corpus text beside the task's examples, ``data:

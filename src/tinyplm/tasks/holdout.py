@@ -61,7 +61,7 @@ def holdout_size(value: int | float, total: int) -> int:
 
 
 def hold_out(data: TaskData, n: int | float, seed: int = 0, min_words: int = 0,
-             drop_parts: bool = False) -> TaskData:
+             drop_parts: bool = False, context: bool = False) -> TaskData:
     """``data`` with ``n`` training examples (a share of them where ``n`` is a float, see
     :func:`holdout_size`), drawn at random with ``seed`` among those of at
     least ``min_words`` words, moved from the training split into the eval split :data:`HOLDOUT`
@@ -81,7 +81,10 @@ def hold_out(data: TaskData, n: int | float, seed: int = 0, min_words: int = 0,
 
     Where the head table groups examples (``HeadRow.holdout_group``, SQuAD's ``title``), whole groups
     are drawn until they hold ``n`` (:func:`whole_groups`): no held-out question's paragraph is
-    trained on through another question.
+    trained on through another question. So are the groups the examples name (``Example.group``: a
+    Goodreads sentence's book), so that no held-out sentence's book is trained on. With ``context``
+    (each example's text pair is its neighbours, ``context_sentences``/``context_after``) examples
+    that name no group are refused: a held-out sentence would be trained on in its neighbours' pairs.
 
     Raises ``RecipeError`` naming the key: ``task.holdout`` for a head that cannot hold out (token
     tags) or more than half held out; ``holdout_min_words`` or ``holdout_drop_parts`` where groups
@@ -95,12 +98,9 @@ def hold_out(data: TaskData, n: int | float, seed: int = 0, min_words: int = 0,
     if n * 2 > total:
         raise RecipeError(f"task.holdout: {n} would hold out more than half of {data.task}'s {total} training "
                           f"examples ({data.train.source}); give at most {total // 2}")
-    if row.holdout_group:
-        if min_words or drop_parts:
-            key = "task.holdout_min_words" if min_words else "task.holdout_drop_parts"
-            raise RecipeError(f"{key} is for sentence tasks; task '{data.task}' holds out whole groups of "
-                              f"examples of the same {row.holdout_group}")
-        return _held_in_groups(data, n, seed, row.holdout_group)
+    field = _group_field(data, context, min_words, drop_parts)
+    if field:
+        return _held_in_groups(data, n, seed, field)
     pool: range | list[int] = range(total)
     if min_words:
         pool = [i for i, ex in enumerate(data.train.examples) if words(ex) >= min_words]
@@ -120,6 +120,26 @@ def hold_out(data: TaskData, n: int | float, seed: int = 0, min_words: int = 0,
     dropped = f" ({len(parts)} training examples that are parts of them not trained on either)" if drop_parts else ""
     return _with_split(data, out, kept, f"{n} training examples drawn with seed {seed}{among}, never trained "
                        f"on{dropped}")
+
+
+def _group_field(data: TaskData, context: bool, min_words: int, drop_parts: bool) -> str | None:
+    """The example field whose equal values are held out together (the head table's, else
+    ``group`` where every training example names one), or None; raises ``RecipeError`` for options
+    that draw single sentences there, and for a task read with context whose examples name no group."""
+    row = Head(data.head).row
+    examples = data.train.examples
+    named = "group" if examples and all(getattr(ex, "group", None) is not None for ex in examples) else None
+    if context and not (row.holdout_group or named):
+        raise RecipeError(f"task.holdout: task '{data.task}' reads each sentence with its neighbours as its "
+                          "second text (task.context_sentences, task.context_after), so a held-out sentence "
+                          "would be trained on in its neighbours' pairs, and its file names no page to hold out "
+                          "whole; drop task.holdout (dev chooses) or the context")
+    field = row.holdout_group or named
+    if field and (min_words or drop_parts):
+        key = "task.holdout_min_words" if min_words else "task.holdout_drop_parts"
+        raise RecipeError(f"{key} is for sentence tasks; task '{data.task}' holds out whole groups of "
+                          f"examples of the same {row.holdout_group or 'book'}")
+    return field
 
 
 def whole_groups(keys: list, n: int, seed: int) -> set[int]:

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -102,7 +102,7 @@ class Booked:
 def _by_book(rows: list[Booked], path: Path, split: str) -> list[Example]:
     """The examples of ``split`` ("train" or "dev") of the by-book split of ``rows``."""
     want_dev = split != "train"
-    out = [r.example for r in rows if in_dev(r.book) == want_dev]
+    out = [replace(r.example, group=r.book) for r in rows if in_dev(r.book) == want_dev]
     if not out:
         raise no_examples(path, f"no book of its {len(rows)} sentences falls in the {split} side of the by-book "
                           "split; the file is too small to split")
