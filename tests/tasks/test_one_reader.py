@@ -36,7 +36,7 @@ def predicted(path: Path, head: Head = Head.SEQUENCE, task: str | None = None, b
               policy: Policy = RAISE, **columns) -> list:
     """The rows ``tinyplm predict`` reads from ``path`` for a model of ``head`` trained on ``task``."""
     info = SimpleNamespace(head=head, task=task, context_sentences=before, context_after=after,
-                           pairs=task_pairs(task) if Head(head).row.task_texts else None)
+                           pairs=task_pairs(task, context=bool(before or after)) if Head(head).row.task_texts else None)
     source = source_for(info, str(path), columns.get("input_format"), columns.get("text_column"),
                         columns.get("pair_column"), columns.get("header"))
     with open_binary(source.path) as stream:

@@ -206,7 +206,8 @@ def model_info(target: Path, max_length: int | None = None, doc_stride: int | No
                      max_query_length=spec.max_query_length if spec else 64, null_threshold=null_threshold,
                      context_sentences=(run.context_sentences or 0) if run else 0,
                      context_after=(run.context_after or 0) if run else 0,
-                     pairs=task_pairs(run.name, run.pairs) if run and head.row.task_texts else None)
+                     pairs=task_pairs(run.name, run.pairs, bool(run.context_sentences or run.context_after))
+                     if run and head.row.task_texts else None)
 
 
 def _label_names(path: Path, id2label: dict, label2id: object) -> tuple[str, ...]:

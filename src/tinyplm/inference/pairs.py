@@ -19,12 +19,18 @@ from tinyplm.tasks.glue import GLUE_SPECS
 CUSTOM_TASK = "custom"
 
 
-def task_pairs(name: str | None, custom_pair_column: bool | None = None) -> bool | None:
+def task_pairs(name: str | None, custom_pair_column: bool | None = None, context: bool = False) -> bool | None:
     """True when every example of the task ``name`` is a pair of texts, False when it is one text,
     None when the task is unknown or its second text is optional. ``custom_pair_column``: whether a
-    custom task's recipe names a ``text_pair_column`` (None: not recorded)."""
+    custom task's recipe names a ``text_pair_column`` (None: not recorded). A spoiler task's second
+    text is the context its model was trained with (``context``: the sentences around, absent at
+    the ends of a file): one text without it."""
+    from tinyplm.tasks.spoilers import SPOILER_TASKS
+
     if name == CUSTOM_TASK:
         return custom_pair_column
+    if canonical(name or "") in SPOILER_TASKS:
+        return None if context else False
     spec = GLUE_SPECS.get(canonical(name or "") or "")
     return None if spec is None else spec.pair is not None
 

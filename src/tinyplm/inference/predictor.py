@@ -255,9 +255,11 @@ class Predictor:
     def _classify(self, inputs: list[TextInput]) -> list[Prediction]:
         if self.pair_problem and any(x.text_pair is not None for x in inputs):
             raise TinyplmError(self.pair_problem)
-        # the text as the task's reader gave it to training and evaluate
+        # the text as the task's reader gave it to training and evaluate; a context (the texts around)
+        # is made of texts cleaned one by one, which a clean-up of them joined would change again
         clean = text_cleanup(canonical(self.info.task or "")) or (lambda text: text)
-        examples = [Example(clean(x.text), None if x.text_pair is None else clean(x.text_pair), 0) for x in inputs]
+        pair = (lambda text: text) if self.info.context_sentences or self.info.context_after else clean
+        examples = [Example(clean(x.text), None if x.text_pair is None else pair(x.text_pair), 0) for x in inputs]
         split = Split("predict", examples, Path("<input>"))
         logits = self._grouped_logits(split) if self.split_by_length else self._logits(split)[1]
         values = logits_to_predictions(logits, self.info.is_regression)

@@ -117,6 +117,9 @@ def source_for(info, path: str, input_format: str | None = None, text_column: st
                            "head); leave --pair-column out")
     if pair_column and info.pairs is False:
         raise TinyplmError(f"--pair-column: {trained_on(info.task, False)} ({info.path}); leave --pair-column out")
+    if pair_column and (info.context_sentences or info.context_after):
+        raise TinyplmError(f"--pair-column: the model in {info.path} reads the texts around each one in the input "
+                           "as its second text (its context, as it was trained); leave --pair-column out")
     if info.pairs and fmt == "text":
         raise TinyplmError(f"{path}: {trained_on(info.task, True)} ({info.path}), and plain text holds one text "
                            "per line; give CSV/TSV/JSON lines with a column for each text (by suffix, or "
