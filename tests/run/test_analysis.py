@@ -125,3 +125,33 @@ def test_options_and_an_out_no_analysis_can_use_are_refused_naming_them(tmp_path
     heads = cli(["heads", *common, "--sentences", "4", "--out", tmp_path / "afile" / "x"], tmp_path)
     assert heads.returncode == 2 and "--out" in heads.stderr and "is a file" in heads.stderr, heads.output
     assert "heads of" not in heads.output  # refused before the model is read
+
+
+def test_heads_of_a_run_merge_stages_and_a_models_out_is_never_a_run_dir(tmp_path: Path) -> None:
+    """heads' settings were compared as written (a tuple) against as read back (a list), so each
+    call replaced the stages analysed before; a model dir's --out naming a run dir replaced that
+    run's own stage results; a classic student of a run was a traceback for heads."""
+    from tinyplm.errors import TinyplmError
+
+    run = tiny_run(tmp_path)
+    glue = str(make_tiny_glue(tmp_path / "glue", 40, 12))
+    settings = HeadSettings(sentences=4, max_length=24)
+    quiet = lambda _: None  # noqa: E731
+    heads_target(resolve_target(run, stages=["teacher"]), probe_task("sst2"), settings, glue, say=quiet)
+    heads_target(resolve_target(run, stages=["pruned"]), probe_task("sst2"), settings, glue, say=quiet)
+    assert [s.name for s in read_heads(analysis_path(run, "heads", "sst2")).stages] == ["teacher", "pruned"]
+    with pytest.raises(TinyplmError, match=rf"--out {run} is a run dir"):
+        resolve_target(run / "teacher", out=run)
+    import json
+
+    from tinyplm.models.classic.io import MODEL_TYPE
+    from tinyplm.report import load_record
+
+    (run / "students" / "tfidf").mkdir(parents=True)
+    (run / "students" / "tfidf" / "config.json").write_text(json.dumps({"model_type": MODEL_TYPE}))
+    record = load_record(run / "results.json")
+    record.stages.append(StageRecord("tfidf", {"accuracy": 0.5}, model_dir="students/tfidf"))
+    record.save(run / "results.json")
+    target = resolve_target(run)
+    assert ("tfidf", "a classic student: no transformer layers") in target.skipped
+    assert [name for name, _ in target.models] == ["teacher", "pruned"]

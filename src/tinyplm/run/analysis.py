@@ -16,8 +16,9 @@ report can mark the removed ones.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 
 from tinyplm.compress.importance import importance
@@ -29,6 +30,7 @@ from tinyplm.evaluate.probe import ProbeReport, ProbeSettings, probe_model
 from tinyplm.evaluate.probe_data import Level, ProbeTask, encode_items, load_probe_data, read_split
 from tinyplm.files import RunDirLock, check_creatable, write_json_atomic
 from tinyplm.models import check_model_dir, resolve_model_dir
+from tinyplm.models.classic.io import is_family_dir
 from tinyplm.models.loading import ALIASES
 from tinyplm.report import RESULTS, load_record, rebuild
 from tinyplm.report.analysis import analysis_path, read_heads, read_probe, write_analysis_page
@@ -66,6 +68,9 @@ def resolve_target(target: str | Path, out: Path | None = None, stages: list[str
         raise TinyplmError(f"--stages picks stages of a run dir; {target} holds no {RESULTS}")
     model_dir = resolve_model_dir(str(target))
     name = str(target).lower() if str(target).lower() in ALIASES else model_dir.name
+    if out is not None and (out / RESULTS).is_file():  # its analysis files hold the run's own stages
+        raise TinyplmError(f"--out {out} is a run dir: a model's results would replace or sit beside its stages' "
+                           f"(analysis/); analyse the run itself ({out}) or choose another --out")
     base = out or Path("runs") / "analysis" / name
     check_creatable(base, "analysis folder", flag="--out" if out else None)  # not after the model is analysed
     return Target(base=base, models=[(name, model_dir)])
@@ -85,7 +90,8 @@ def _run_target(run_dir: Path, record: RunRecord, stages: list[str] | None) -> T
         if model_dir is None or not model_dir.is_dir():
             found.skipped.append((stage.name, f"its model dir {model_dir or '(none recorded)'} is not there"))
             continue
-        why = not_analysable(check_model_dir(model_dir))
+        why = "a classic student: no transformer layers" if is_family_dir(model_dir) else \
+            not_analysable(check_model_dir(model_dir))
         if why:
             found.skipped.append((stage.name, why))
         else:
@@ -130,10 +136,15 @@ def _merge(path: Path, read, fresh, say: Say):
     if not path.is_file():
         return fresh
     stored = read(path)
-    if stored.settings == fresh.settings:
+    if _as_stored(stored.settings) == _as_stored(fresh.settings):  # a tuple is read back as a list
         return stored
     say(f"{path}: made with other settings; its results are replaced")
     return fresh
+
+
+def _as_stored(settings: object) -> object:
+    """``settings`` as they read back from their JSON file (tuples become lists)."""
+    return json.loads(json.dumps(asdict(settings) if is_dataclass(settings) else settings, default=str))
 
 
 class _NoLock:
