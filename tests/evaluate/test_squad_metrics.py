@@ -94,3 +94,13 @@ def test_evaluate_squad_cli(tmp_path) -> None:
 
     for where, said in ((tmp_path, "is a folder"), (preds, "none of its 2 question ids (e.g. 'other-1', 'other-2')")):
         assert_bad_input(cli(["evaluate-squad", where, data], cwd=tmp_path), f"{where}: {said}")
+    # tinyplm predict's JSON lines (a record per question) score as the same answers in one object
+    lines = [{"id": "q1", "answer": "Broncos", "start": 7, "end": 14, "score": 1.0},
+             {"id": "q2", "answer": "February 7"}, {"id": "q3", "answer": "Santa Clara, California."},
+             {"id": "zz", "answer": "x"}]
+    preds.write_text("\n".join(json.dumps(r) for r in lines) + "\n")
+    again = CliRunner().invoke(app, ["evaluate-squad", str(preds), str(data)])
+    assert again.exit_code == 0 and json.loads(again.output)["f1"] == pytest.approx(70.0)
+    preds.write_text('{"q1": "x"}\n{"q2": "y"}\n')  # lines of another kind: not such a file
+    assert_bad_input(cli(["evaluate-squad", preds, data], cwd=tmp_path), "not a JSON file",
+                     "the JSON lines tinyplm predict writes")

@@ -116,15 +116,21 @@ def squad_scores(questions: Iterable[Question], predictions: Mapping[str, str], 
 
 
 def read_predictions(path: Path, ids: Iterable[str]) -> dict[str, str]:
-    """A predictions file (a JSON object: question id -> answer text) for the questions ``ids``.
+    """A predictions file (a JSON object: question id -> answer text, as ``tinyplm evaluate
+    --predictions`` and SQuAD's own script write it; or the JSON lines ``tinyplm predict`` writes,
+    one ``{"id", "answer", ...}`` record per question) for the questions ``ids``.
 
     Raises ``DataError`` naming ``path`` when it is missing, a folder, not UTF-8 JSON, not such an
     object, or when it answers none of ``ids`` (a file of another split or data set would score 0
     with every question missing)."""
+    text = read_utf8(Path(path), DataError)
     try:
-        preds = json.loads(read_utf8(Path(path), DataError))
+        preds = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not a JSON file ({exc})") from None
+        preds = _predict_lines(text)
+        if preds is None:
+            raise DataError(f"{path}: not a JSON file ({exc}); expected a JSON object of question ids and answers, "
+                            "or the JSON lines tinyplm predict writes") from None
     if not isinstance(preds, dict) or not all(isinstance(v, str) for v in preds.values()):
         raise DataError(f"{path}: expected a JSON object mapping question ids to answer strings")
     known = set(ids)
@@ -133,6 +139,23 @@ def read_predictions(path: Path, ids: Iterable[str]) -> dict[str, str]:
         raise DataError(f"{path}: none of its {len(preds)} question ids (e.g. {shown}) is a question of the data "
                         "file; give the predictions made for that file")
     return preds
+
+
+def _predict_lines(text: str) -> dict[str, str] | None:
+    """The answers of ``tinyplm predict``'s JSON lines (a record per question with its ``id`` and
+    ``answer``), or None when ``text`` is not such lines."""
+    preds: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            return None
+        if not isinstance(record, dict) or not isinstance(record.get("id"), str) or "answer" not in record:
+            return None
+        preds[record["id"]] = record["answer"]
+    return preds or None
 
 
 def _pct(values: Iterable[float], n: int) -> float:
