@@ -178,3 +178,17 @@ def test_a_metric_recorded_as_null_or_nan_leaves_its_cell_blank(tmp_path: Path) 
     rows = {r.route: r for r in glue_table([tmp_path]).rows}
     assert "rte" not in rows["student-minilm"].cells and "rte" not in rows["teacher"].cells
     assert "sst2" in rows["student-minilm"].cells
+
+
+def test_a_run_without_a_metric_leaves_the_others_of_its_cell_and_is_named(tmp_path: Path) -> None:
+    """One seed's NaN blanked the cell of every seed of the route, and the table listed nothing
+    as left out."""
+    write_run(tmp_path / "a", "rte", 0, 0.70, 0.66)
+    broken = write_run(tmp_path / "b", "rte", 0, 0.72, 0.68)
+    data = json.loads((broken / "results.json").read_text(encoding="utf-8"))
+    data["stages"][-1]["metrics"]["accuracy"] = float("nan")
+    (broken / "results.json").write_text(json.dumps(data), encoding="utf-8")
+    table = glue_table([tmp_path])
+    rows = {r.route: r for r in table.rows}
+    assert len(rows["student-minilm"].cells["rte"].runs) == 1 and len(rows["teacher"].cells["rte"].runs) == 2
+    assert any(str(broken) in where and "no accuracy recorded" in why for where, why in table.skipped.items())

@@ -150,7 +150,7 @@ def route_runs(record: RunRecord, run_dir: Path) -> dict[str, RouteRun]:
 
 def task_cell(task: str, names: tuple[str, ...], runs: list[RouteRun]) -> TaskCell | None:
     """The route's cell on ``task`` (official metrics ``names``) over its runs; None where a run
-    lacks one of them."""
+    lacks one of them (:func:`read_runs` leaves such runs out and names them)."""
     if any(name not in r.metrics for r in runs for name in names):
         return None
     metrics = {name: Spread.of([r.metrics[name] for r in runs]) for name in names}
@@ -196,6 +196,10 @@ def read_runs(found: FoundRuns, glue: GlueTasks) -> tuple[dict[str, dict[str, li
             continue
         runs.setdefault(record.task, []).append(str(run_dir))
         for route, run in route_runs(record, run_dir).items():
+            lacking = [m for m in glue[record.task].metrics if m not in run.metrics]
+            if lacking:  # the route's other runs still make its cell, with this one named
+                skipped[f"{run_dir} ({route})"] = f"no {', '.join(lacking)} recorded (null or NaN)"
+                continue
             by_task.setdefault(record.task, {}).setdefault(route, []).append(run)
     return by_task, runs, skipped
 
