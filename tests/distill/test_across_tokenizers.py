@@ -110,7 +110,7 @@ def _contexts(words: list[str]):
                               st.lists(st.sampled_from(words), min_size=0, max_size=30)), min_size=1, max_size=3)
 
 
-def _check_moved_spans(contexts, teacher_tok, student_tok, teacher_len: int, student_len: int) -> None:
+def _assert_moved_spans(contexts, teacher_tok, student_tok, teacher_len: int, student_len: int) -> None:
     """The teacher puts its highest start and end logits on the answer's first and last pieces (of
     a character spelled in several pieces, the first and the last of them) in every window that
     has them, and its [CLS] logits high where the answer is not wholly inside:
@@ -154,7 +154,7 @@ def _check_moved_spans(contexts, teacher_tok, student_tok, teacher_len: int, stu
 @given(contexts=_contexts(WORDS), teacher_len=st.integers(24, 64), student_len=st.integers(24, 64))
 def test_a_right_teachers_spans_are_right_on_the_students_windows(contexts, teacher_len: int,
                                                                   student_len: int) -> None:
-    _check_moved_spans(contexts, _letters_tokenizer(), _words_tokenizer(), teacher_len, student_len)
+    _assert_moved_spans(contexts, _letters_tokenizer(), _words_tokenizer(), teacher_len, student_len)
 
 
 #: Words a byte-level BPE spells in several pieces of the same characters (one per UTF-8 byte).
@@ -173,4 +173,4 @@ def test_spans_of_characters_a_byte_level_bpe_spells_in_several_pieces(contexts,
 
     bpe, words = tiny_tokenizer("bpe"), _words_tokenizer()
     pair = (bpe, words) if bpe_teaches else (words, bpe)
-    _check_moved_spans(contexts, *pair, teacher_len, student_len)
+    _assert_moved_spans(contexts, *pair, teacher_len, student_len)

@@ -30,17 +30,17 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapt
 
 from tinyplm.inference.records import Input, QAInput, TextInput, TokensInput
 from tinyplm.tasks.heads import Head, PerHead
-from tinyplm.tasks.io import INVISIBLE, SPACE
+from tinyplm.tasks.io import SPACE, invisible
 from tinyplm.tasks.json_layout import EXPECTED, json_path, shown
 
 ONE, BATCH = "one", "batch"
 #: A text holds at least one character that is neither whitespace nor an invisible format character
 #: (search semantics, as JSON Schema's): ``predict`` and the training readers refuse the same texts
 #: (:func:`~tinyplm.tasks.io.has_visible`).
-TEXT_PATTERN = f"[^{SPACE}{INVISIBLE}]"
+TEXT_PATTERN = f"[^{SPACE}{invisible()}]"
 #: A word is one or more characters that are not whitespace, one of them visible (a zero-width joiner
 #: inside an emoji sequence is part of a word).
-WORD_PATTERN = f"^[^{SPACE}]*[^{SPACE}{INVISIBLE}][^{SPACE}]*$"
+WORD_PATTERN = f"^[^{SPACE}]*[^{SPACE}{invisible()}][^{SPACE}]*$"
 
 
 @dataclass(frozen=True)

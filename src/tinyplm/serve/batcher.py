@@ -186,8 +186,12 @@ class MicroBatcher:
         if job in self._queue:
             self._queue.remove(job)
             self._depth -= len(job.items)
-        if not job.future.done():
-            job.future.set_exception(why) if why is not None else job.future.cancel()
+        if job.future.done():
+            return
+        if why is not None:
+            job.future.set_exception(why)
+        else:
+            job.future.cancel()
 
     def _expire(self, job: _Job) -> None:
         """``job``'s deadline: it leaves the queue if still there (an in-flight result is dropped)."""

@@ -7,6 +7,7 @@ Every error message starts with ``<path>`` or ``<path>:<line>`` (1-based) and sa
 from __future__ import annotations
 
 import unicodedata
+from functools import cache
 from pathlib import Path
 
 from tinyplm.errors import DataError, TinyplmError
@@ -17,19 +18,28 @@ BOM = "\ufeff"
 #: out so that serve's JSON Schema patterns state the same set (``\\s`` means different sets to
 #: Python, Rust and ECMA regexes).
 SPACE = "\t\n\v\f\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-#: The invisible format characters of the Basic Multilingual Plane (Unicode category Cf: zero-width
-#: space and joiners, the BOM, the soft hyphen, direction marks), as a regex class body; a text of
-#: these and whitespace alone shows nothing, and BERT's normaliser deletes them (an empty text to
-#: the model). Those past the BMP are left out, as ECMA patterns without the ``u`` flag cannot hold them.
-INVISIBLE = "".join(chr(c) for c in range(0x10000) if unicodedata.category(chr(c)) == "Cf")
-_HIDDEN = frozenset(INVISIBLE)
+
+
+@cache
+def invisible() -> str:
+    """The invisible format characters of the Basic Multilingual Plane (Unicode category Cf: zero-width
+    space and joiners, the BOM, the soft hyphen, direction marks), as a regex class body; a text of
+    these and whitespace alone shows nothing, and BERT's normaliser deletes them (an empty text to
+    the model). Those past the BMP are left out, as ECMA patterns without the ``u`` flag cannot hold
+    them. Found on first use (a scan of the BMP), not when a command starts."""
+    return "".join(chr(c) for c in range(0x10000) if unicodedata.category(chr(c)) == "Cf")
 
 
 def has_visible(text: str) -> bool:
     """True when ``text`` holds a character that is neither whitespace (:data:`SPACE`) nor an
-    invisible format character (:data:`INVISIBLE`): the one rule of an empty text, for training
-    files, ``predict`` and ``serve`` alike."""
-    return any(not c.isspace() and c not in _HIDDEN for c in text)
+    invisible format character (:func:`invisible`'s set, tested one character at a time): the one
+    rule of an empty text, for training files, ``predict`` and ``serve`` alike."""
+    for c in text:
+        if c.isspace():
+            continue
+        if c.isascii() or ord(c) > 0xFFFF or unicodedata.category(c) != "Cf":
+            return True
+    return False
 
 
 def at(path: Path, line: int | None = None) -> str:
